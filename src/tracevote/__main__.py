@@ -1,0 +1,3 @@
+from tracevote.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,59 @@
+"""The spend guard: what a build will cost before it sends anything, and what it has cost so far."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from tracevote.config import PricingConfig
+from tracevote.errors import TracevoteError
+
+# A deliberately pessimistic tokenizer stand-in: real BPE tokenizers average 3.5-4.5 bytes per token.
+BYTES_PER_PROMPT_TOKEN = 3.0
+CHAT_TEMPLATE_TOKENS = 16
+
+
+class BudgetError(TracevoteError):
+    """The estimated cost is over pool.max_cost_usd."""
+
+
+@dataclass(frozen=True)
+class CostEstimate:
+    requests: int
+    input_tokens: int
+    output_tokens: int
+    usd: float
+    prices_checked: str
+
+    def render(self) -> str:
+        return (f"{self.requests} requests, ~{self.input_tokens / 1e6:.2f}M input and up to "
+                f"{self.output_tokens / 1e6:.2f}M output tokens: ~${self.usd:.2f} "
+                f"(prices checked {self.prices_checked})")
+
+
+def prompt_tokens(prompt_bytes: int) -> int:
+    return CHAT_TEMPLATE_TOKENS + math.ceil(prompt_bytes / BYTES_PER_PROMPT_TOKEN)
+
+
+def usd(input_tokens: int, output_tokens: int, pricing: PricingConfig) -> float:
+    """Cost with every input token at the cache-miss price (DeepSeek's prompt cache only lowers it)."""
+    return (input_tokens * pricing.input_cache_miss + output_tokens * pricing.output) / 1e6
+
+
+def estimate(prompt_sizes: list[int], max_tokens: int, pricing: PricingConfig) -> CostEstimate:
+    """Estimate for one request per entry of `prompt_sizes` (each a prompt's size in UTF-8 bytes).
+
+    >>> estimate([300] * 1000, 4096, pricing).usd   # about 1000 x 4096 x $0.28/1M = $1.15
+    """
+    input_tokens = sum(prompt_tokens(size) for size in prompt_sizes)
+    output_tokens = math.ceil(len(prompt_sizes) * max_tokens * pricing.expected_output_fraction)
+    return CostEstimate(len(prompt_sizes), input_tokens, output_tokens, usd(input_tokens, output_tokens, pricing),
+                        pricing.checked)
+
+
+def check_budget(cost: CostEstimate, max_cost_usd: float) -> None:
+    if cost.usd > max_cost_usd:
+        raise BudgetError(
+            f"refusing to build: the estimate is over pool.max_cost_usd (${max_cost_usd:.2f}): {cost.render()}. "
+            f"Raise pool.max_cost_usd in params.yaml (it is not a pipeline param, so changing it re-runs "
+            f"nothing), or lower pool.n_pool or decoding.max_tokens.")

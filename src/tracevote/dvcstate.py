@@ -1,0 +1,41 @@
+"""What dvc.lock says was already built, so a fresh clone never pays for a pool a teammate has.
+
+In a fresh clone the pool is not on disk, DVC sees build_pool's output missing, and `dvc repro`
+runs the paid stage again. When dvc.lock records a successful build_pool with exactly the params in
+force now, the samples exist somewhere (a remote, a teammate's cache): the stage refuses to
+request them and says to pull instead.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+
+def locked_params(lock_path: Path, stage: str) -> dict[str, Any] | None:
+    """The param values dvc.lock recorded for `stage`'s last successful run, or None."""
+    if not lock_path.is_file():
+        return None
+    lock = yaml.safe_load(lock_path.read_text(encoding="utf-8")) or {}
+    recorded = lock.get("stages", {}).get(stage, {}).get("params", {})
+    values = recorded.get("params.yaml")
+    return values if isinstance(values, dict) and values else None
+
+
+def dotted(params: dict[str, Any], key: str) -> Any:
+    """params["a"]["b"] for key "a.b"; a missing key reads as None."""
+    value: Any = params
+    for part in key.split("."):
+        value = value.get(part) if isinstance(value, dict) else None
+    return value
+
+
+def already_built(lock_path: Path, stage: str, params_path: Path) -> bool:
+    """True when dvc.lock's last run of `stage` used the same values as params.yaml has now."""
+    recorded = locked_params(lock_path, stage)
+    if recorded is None:
+        return False
+    current = yaml.safe_load(params_path.read_text(encoding="utf-8")) or {}
+    return all(dotted(current, key) == value for key, value in recorded.items())

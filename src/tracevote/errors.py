@@ -1,0 +1,17 @@
+"""Errors a user can act on. Entry points print them without a traceback and exit non-zero."""
+
+
+class TracevoteError(Exception):
+    """Base for every error whose message alone tells the user what went wrong and where."""
+
+
+class ConfigError(TracevoteError):
+    """params.yaml (or a flag) holds a value the tool cannot use."""
+
+
+class DataError(TracevoteError):
+    """An input file or record is malformed; the message names the file, row and field."""
+
+
+class FetchError(TracevoteError):
+    """A dataset could not be downloaded."""

@@ -1,0 +1,62 @@
+"""Typed records passed between stages: a sampled trace, and one problem's traces in columnar form."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+# DeepSeek fills top-k slots it does not report with -9999; such values, and non-finite ones, are absent.
+SENTINEL_LOGPROB = -9999.0
+NO_ANSWER = -1  # answers are integers 0-999, so -1 marks "no answer" inside int arrays
+
+
+@dataclass(frozen=True, eq=False)
+class Sample:
+    """One sampled trace, as the client returns it and the pool stores it.
+
+    Absent logprobs (sentinels, non-finite values, or none reported) are NaN, never numbers.
+    `top_logprobs` rows are best first; it is None when the pool keeps only `token_confidence`.
+    """
+
+    problem_id: str
+    sample_id: int
+    text: str
+    tokens: list[str]
+    token_logprobs: np.ndarray  # float32 [n]
+    top_logprobs: np.ndarray | None  # float32 [n, k]
+    top_tokens: list[list[str]] | None  # [n][k] strings matching top_logprobs, when kept
+    token_confidence: np.ndarray | None  # float32 [n], stored instead of top_logprobs when those are dropped
+    answer: int | None
+    finish_reason: str
+    prompt_tokens: int
+    completion_tokens: int
+    latency_s: float
+
+    @property
+    def n_tokens(self) -> int:
+        return len(self.token_logprobs)
+
+
+@dataclass(frozen=True, eq=False)
+class ProblemTraces:
+    """All traces of one problem, flattened: trace j owns tokens offsets[j]:offsets[j+1].
+
+    `token_confidence` is C_i (see tracevote.confidence.token_confidence), NaN where a token has none.
+    """
+
+    problem_id: str
+    sample_ids: np.ndarray  # int64 [n]
+    texts: list[str]
+    finish_reasons: list[str]
+    offsets: np.ndarray  # int64 [n + 1]
+    token_confidence: np.ndarray  # float64 [total tokens]
+
+    def __len__(self) -> int:
+        return len(self.sample_ids)
+
+
+def clean_logprobs(values: np.ndarray) -> np.ndarray:
+    """Sentinel (<= -9999) and non-finite logprobs become NaN: [-0.1, -9999, inf] -> [-0.1, nan, nan]."""
+    values = np.asarray(values, dtype=np.float32)
+    return np.where(np.isfinite(values) & (values > SENTINEL_LOGPROB), values, np.float32(np.nan))
