@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -12,9 +11,9 @@ from typing import Any
 import yaml
 
 from tests.conftest import REPO_ROOT
+from tracevote.demo import copy_pipeline, deep_merge, write_params
 
 BIN_DIR = Path(sys.executable).parent
-PIPELINE_FILES = ("dvc.yaml", "params.yaml", ".dvcignore")
 
 
 def project_env(extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -39,12 +38,7 @@ def dvc(cwd: Path, *args: str, **kwargs: Any) -> subprocess.CompletedProcess:
 
 def make_project(root: Path, params: dict[str, Any] | None = None) -> Path:
     """A git repo holding this repository's pipeline (dvc.yaml, stages/, params.yaml with overrides)."""
-    root.mkdir(parents=True, exist_ok=True)
-    for name in PIPELINE_FILES:
-        shutil.copy(REPO_ROOT / name, root / name)
-    shutil.copytree(REPO_ROOT / "stages", root / "stages", ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copytree(REPO_ROOT / "src", root / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
-    write_params(root, params or {})
+    copy_pipeline(REPO_ROOT, root, params or {})
     run(root, "git", "init", "-q")
     run(root, "git", "config", "user.email", "test@example.com")
     run(root, "git", "config", "user.name", "test")
@@ -55,19 +49,7 @@ def make_project(root: Path, params: dict[str, Any] | None = None) -> Path:
     return root
 
 
-def write_params(root: Path, overrides: dict[str, Any]) -> None:
-    """params.yaml from the repository's, with nested `overrides` merged in."""
-    params = yaml.safe_load((REPO_ROOT / "params.yaml").read_text())
-    if (root / "params.yaml").exists():
-        params = yaml.safe_load((root / "params.yaml").read_text())
-    (root / "params.yaml").write_text(yaml.safe_dump(deep_merge(params, overrides), sort_keys=False))
-
-
-def deep_merge(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
-    merged = dict(base)
-    for key, value in overrides.items():
-        if isinstance(value, dict) and isinstance(merged.get(key), dict):
-            merged[key] = deep_merge(merged[key], value)
-        else:
-            merged[key] = value
-    return merged
+def update_params(root: Path, overrides: dict[str, Any]) -> None:
+    """Merge `overrides` into the project's params.yaml."""
+    params = yaml.safe_load((root / "params.yaml").read_text())
+    write_params(root / "params.yaml", deep_merge(params, overrides))

@@ -35,7 +35,7 @@ def test_repro_runs_fetch_and_normalize_then_nothing(tmp_path: Path) -> None:
 
     second = dvc(project, "repro", "normalize")
     assert "Running stage" not in second.stdout
-    assert dvc(project, "status").stdout.strip() == "Data and pipelines are up to date."
+    assert dvc(project, "status", "normalize").stdout.strip() == "Data and pipelines are up to date."
 
 
 def test_shared_aime_2025_yields_30_records(tmp_path: Path, shared_data: Path) -> None:

@@ -1,0 +1,107 @@
+"""Benchmark: wall time and peak memory of `aggregate` over the full evaluation grid.
+
+The score table is SYNTHETIC (no model): per problem a gold answer, a per-problem accuracy drawn
+from Beta(2, 2), wrong answers spread over a few distractors, 3% invalid samples, measures that are
+higher for correct samples (plus noise), and 0.5% valid samples without a confidence (NaN).
+The grid is params.yaml's: every K in 1, 2, 4, ..., 512, 64 repeats, etas 0.1 and 0.9, four measures.
+"""
+
+from __future__ import annotations
+
+import resource
+import time
+import tracemalloc
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from tracevote.config import MEASURES, EvalConfig
+from tracevote.evaluate import aggregate
+from tracevote.score import SCORE_COLUMNS
+
+GOAL_SECONDS = 10.0
+
+
+@dataclass(frozen=True)
+class Scale:
+    problems: int
+    samples: int
+    repeat: int
+
+
+SCALES = {"full": Scale(30, 512, 64), "quick": Scale(4, 64, 8)}
+
+
+def synthetic_scores(problems: int, samples: int, seed: int = 0) -> pd.DataFrame:
+    """A score table (SCORE_COLUMNS) of `problems` x `samples` synthetic rows."""
+    rng = np.random.default_rng(seed)
+    return pd.concat([_problem_rows(f"synth-{p:02d}", samples, rng) for p in range(problems)], ignore_index=True)
+
+
+def _problem_rows(problem_id: str, n: int, rng: np.random.Generator) -> pd.DataFrame:
+    gold = int(rng.integers(0, 1000))
+    distractors = rng.integers(0, 1000, 6)
+    answers = np.where(rng.random(n) < rng.beta(2, 2), gold, rng.choice(distractors, n, p=_zipf(6)))
+    valid = rng.random(n) >= 0.03
+    correct = valid & (answers == gold)
+    frame = pd.DataFrame({
+        "problem_id": problem_id, "sample_id": np.arange(n),
+        "answer": pd.array(np.where(valid, answers, 0), dtype="Int64"), "correct": correct, "valid": valid,
+        "n_tokens": rng.integers(500, 4096, n), "finish_reason": np.where(valid, "stop", "length")})
+    frame.loc[~valid, "answer"] = pd.NA
+    for measure in MEASURES:
+        values = rng.normal(12.0, 1.0, n) + 0.8 * correct
+        values[rng.random(n) < 0.005] = np.nan
+        frame[measure] = values
+    return frame[list(SCORE_COLUMNS)]
+
+
+def _zipf(n: int) -> np.ndarray:
+    weights = 1.0 / np.arange(1, n + 1)
+    return weights / weights.sum()
+
+
+def grid(repeat: int, max_k: int) -> EvalConfig:
+    ks = tuple(2**i for i in range(max_k.bit_length()) if 2**i <= max_k)
+    return EvalConfig(k=ks, repeat=repeat, seed=0, etas=(0.1, 0.9))
+
+
+def run(scale: str = "full") -> list[dict]:
+    """Measured rows: name, value, unit, and ratio / note where relevant."""
+    size = SCALES[scale]
+    scores = synthetic_scores(size.problems, size.samples)
+    cfg = grid(size.repeat, size.samples)
+    rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    start = time.perf_counter()
+    result = aggregate(scores, cfg)
+    seconds = time.perf_counter() - start
+    rss_delta = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss_before
+    tracemalloc.start()
+    aggregate(scores, cfg)
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    grid_note = (f"synthetic {size.problems} x {size.samples}, K {cfg.k[0]}..{cfg.k[-1]}, {cfg.repeat} repeats, "
+                 f"{len(result.methods)} methods")
+    return [
+        {"name": "aggregate: wall time", "value": seconds, "unit": "s", "ratio": seconds / GOAL_SECONDS,
+         "note": f"{grid_note}; ratio is to the {GOAL_SECONDS:.0f} s goal"},
+        {"name": "aggregate: peak traced memory", "value": peak / 2**20, "unit": "MiB",
+         "note": "tracemalloc, second run"},
+        {"name": "aggregate: max RSS growth", "value": rss_delta / 1024, "unit": "MiB",
+         "note": "ru_maxrss delta over the first run (0 when below an earlier peak)"},
+        {"name": "aggregate: cons@max K (sanity)", "value": result.accuracy_at("cons", cfg.k[-1]).mean,
+         "unit": "accuracy", "note": f"pass1 {result.accuracy_at('pass1', cfg.k[-1]).mean:.3f}"},
+    ]
+
+
+def _print(rows: list[dict]) -> None:
+    for row in rows:
+        ratio = f"  ratio {row['ratio']:.2f}" if "ratio" in row else ""
+        print(f"{row['name']:<42} {row['value']:>12,.3f} {row['unit']:<9}{ratio}  {row['note']}")
+
+
+if __name__ == "__main__":
+    import sys
+
+    _print(run(sys.argv[1] if len(sys.argv) > 1 else "full"))

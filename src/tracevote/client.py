@@ -1,0 +1,366 @@
+"""The HTTP client for DeepSeek and any OpenAI-compatible server: one request in, one Sample out.
+
+Retried, with jittered backoff (Retry-After honoured): 429, 408, 5xx, timeouts, dropped connections,
+truncated or malformed JSON, missing or all-sentinel logprobs. Not retried: 400, 401, 402, 404, 422
+and other 4xx, which raise FatalAPIError at once with what to do. When retries run out, the last
+TransientError propagates; its `cause` is the label counted in `retries` and `failures`.
+The API key is never part of a message, a repr or a file.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import orjson
+import requests
+
+from tracevote.config import DecodingConfig, ModelConfig
+from tracevote.errors import ConfigError, TracevoteError
+from tracevote.ingest import load_json, parse_completion
+from tracevote.records import Sample
+from tracevote.retry import TransientError, call_with_retries, parse_retry_after
+
+SAMPLE_HEADER = "X-Tracevote-Sample"
+T = TypeVar("T")
+_RETRIED_STATUS = (408, 429)  # and every 5xx
+
+
+class FatalAPIError(TracevoteError):
+    """A response no retry can fix (bad key, no balance, unknown model, bad parameters)."""
+
+    def __init__(self, message: str, status: int) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+@dataclass(frozen=True)
+class Backoff:
+    """Retry pacing: waits grow from `initial_s` up to `max_s`; a sample gives up after `max_elapsed_s`."""
+
+    initial_s: float = 0.5
+    max_s: float = 30.0
+    max_elapsed_s: float | None = None  # None: (timeout + max_s) per attempt
+
+
+class CauseCounter:
+    """Thread-safe counts by cause: {"HTTP 429": 3, "timeout": 1}."""
+
+    def __init__(self) -> None:
+        self._counts: collections.Counter[str] = collections.Counter()
+        self._lock = threading.Lock()
+
+    def add(self, cause: str) -> None:
+        with self._lock:
+            self._counts[cause] += 1
+
+    def snapshot(self) -> dict[str, int]:
+        with self._lock:
+            return dict(self._counts)
+
+    @property
+    def total(self) -> int:
+        with self._lock:
+            return sum(self._counts.values())
+
+
+class AdaptiveLimiter:
+    """Caps requests in flight: halves the cap on a 429, adds one after a cap's worth of successes.
+
+    Several 429s from requests that started under the same cap halve it once, not once each.
+    """
+
+    def __init__(self, max_concurrency: int, min_concurrency: int = 1) -> None:
+        if not 1 <= min_concurrency <= max_concurrency:
+            raise ConfigError(f"concurrency limits {min_concurrency}..{max_concurrency} are not 1 <= min <= max")
+        self.max_concurrency = max_concurrency
+        self.min_concurrency = min_concurrency
+        self._limit = max_concurrency
+        self._in_flight = 0
+        self._generation = 0  # bumped at each cut: a 429 from an older generation is already answered
+        self._successes = 0
+        self.lowest = max_concurrency
+        self._cond = threading.Condition()
+
+    @property
+    def limit(self) -> int:
+        with self._cond:
+            return self._limit
+
+    @contextlib.contextmanager
+    def slot(self) -> Iterator[_Slot]:
+        """Wait for room, hold it for one request; report the outcome on the slot."""
+        with self._cond:
+            self._cond.wait_for(lambda: self._in_flight < self._limit)
+            self._in_flight += 1
+            generation = self._generation
+        try:
+            yield _Slot(self, generation)
+        finally:
+            with self._cond:
+                self._in_flight -= 1
+                self._cond.notify_all()
+
+    def rate_limited(self, generation: int) -> None:
+        with self._cond:
+            if generation == self._generation:
+                self._limit = max(self.min_concurrency, self._limit // 2)
+                self.lowest = min(self.lowest, self._limit)
+                self._generation += 1
+                self._successes = 0
+
+    def succeeded(self) -> None:
+        with self._cond:
+            self._successes += 1
+            if self._successes >= self._limit and self._limit < self.max_concurrency:
+                self._limit += 1
+                self._successes = 0
+                self._cond.notify_all()
+
+
+@dataclass(frozen=True)
+class _Slot:
+    limiter: AdaptiveLimiter
+    generation: int
+
+    def rate_limited(self) -> None:
+        self.limiter.rate_limited(self.generation)
+
+    def succeeded(self) -> None:
+        self.limiter.succeeded()
+
+
+@dataclass(frozen=True)
+class RawCompletion:
+    body: bytes
+    latency_s: float
+
+
+class ChatClient:
+    """Samples traces from `POST {model.base_url}/chat/completions` with logprobs and top-k."""
+
+    def __init__(self, model: ModelConfig, decoding: DecodingConfig, *, api_key: str | None, timeout_s: float,
+                 max_retries: int, limiter: AdaptiveLimiter | None = None, backoff: Backoff = Backoff()) -> None:
+        _check_settings(model, decoding, api_key)
+        self.model = model
+        self.decoding = decoding
+        self.timeout_s = timeout_s
+        self.max_retries = max_retries
+        self.limiter = limiter
+        self.backoff = backoff
+        self.retries = CauseCounter()  # each retried failure, by cause
+        self.failures = CauseCounter()  # each sample given up on, by the cause of its last failure
+        self._api_key = api_key
+        self._url = model.base_url.rstrip("/") + "/chat/completions"
+        self._local = threading.local()
+        self._sessions: list[requests.Session] = []
+        self._sessions_lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        key = "set" if self._api_key else "none"
+        return f"ChatClient(model={self.model.name!r}, url={self._url!r}, api_key={key})"
+
+    def request_body(self, messages: list[dict[str, str]], *, max_tokens: int | None = None) -> dict[str, Any]:
+        """The JSON body sent: decoding settings, logprobs on, top_p only when set, then model.extra_body."""
+        body: dict[str, Any] = {
+            "model": self.model.name, "messages": messages, "temperature": self.decoding.temperature,
+            "max_tokens": max_tokens or self.decoding.max_tokens, "logprobs": True,
+            "top_logprobs": self.decoding.top_logprobs}
+        if self.decoding.top_p is not None:
+            body["top_p"] = self.decoding.top_p
+        return {**body, **self.model.extra_body}
+
+    def sample(self, messages: list[dict[str, str]], *, problem_id: str, sample_id: int,
+               keep_top_logprobs: bool, keep_top_tokens: bool = False) -> Sample:
+        return self.sample_with_body(messages, problem_id=problem_id, sample_id=sample_id,
+                                     keep_top_logprobs=keep_top_logprobs, keep_top_tokens=keep_top_tokens)[0]
+
+    def sample_with_body(self, messages: list[dict[str, str]], *, problem_id: str, sample_id: int,
+                         keep_top_logprobs: bool, keep_top_tokens: bool = False) -> tuple[Sample, bytes]:
+        """The sample and the raw response body it was parsed from (for pools that keep raw responses)."""
+        payload = orjson.dumps(self.request_body(messages))
+        key = f"{problem_id}/{sample_id}"
+
+        def attempt() -> tuple[Sample, bytes]:
+            raw = self._post(payload, key)
+            sample = parse_completion(
+                raw.body, problem_id=problem_id, sample_id=sample_id, latency_s=raw.latency_s,
+                keep_top_logprobs=keep_top_logprobs, expect_top_logprobs=self.decoding.top_logprobs,
+                keep_top_tokens=keep_top_tokens)
+            return sample, raw.body
+
+        return self._with_retries(attempt)
+
+    def complete_raw(self, messages: list[dict[str, str]], *, sample_key: str,
+                     max_tokens: int | None = None) -> RawCompletion:
+        """One response body, retried only for transport and HTTP failures and unparseable JSON."""
+        payload = orjson.dumps(self.request_body(messages, max_tokens=max_tokens))
+
+        def attempt() -> RawCompletion:
+            raw = self._post(payload, sample_key)
+            load_json(raw.body)
+            return raw
+
+        return self._with_retries(attempt)
+
+    def __enter__(self) -> ChatClient:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close every thread's connection pool."""
+        with self._sessions_lock:
+            for session in self._sessions:
+                session.close()
+            self._sessions.clear()
+
+    def _with_retries(self, attempt: Callable[[], T]) -> T:
+        max_elapsed = self.backoff.max_elapsed_s
+        if max_elapsed is None:
+            max_elapsed = (self.timeout_s + self.backoff.max_s) * (self.max_retries + 1)
+        try:
+            return call_with_retries(attempt, attempts=self.max_retries + 1, max_elapsed_s=max_elapsed,
+                                     initial_backoff_s=self.backoff.initial_s, max_backoff_s=self.backoff.max_s,
+                                     on_retry=lambda exc: self.retries.add(exc.cause))
+        except TransientError as exc:
+            self.failures.add(exc.cause)
+            raise
+
+    def _post(self, payload: bytes, sample_key: str) -> RawCompletion:
+        slot_context = self.limiter.slot() if self.limiter is not None else contextlib.nullcontext()
+        with slot_context as slot:
+            started = time.monotonic()
+            response = self._send(payload, sample_key)
+            latency = time.monotonic() - started
+            if response.status_code == 429 and slot is not None:
+                slot.rate_limited()
+            body = self._check_response(response)
+            if slot is not None:
+                slot.succeeded()
+            return RawCompletion(body, latency)
+
+    def _send(self, payload: bytes, sample_key: str) -> requests.Response:
+        headers = {"Content-Type": "application/json", SAMPLE_HEADER: sample_key}
+        if self._api_key:
+            headers["Authorization"] = f"Bearer {self._api_key}"
+        try:
+            return self._session().post(self._url, data=payload, headers=headers, timeout=self.timeout_s)
+        except requests.Timeout as exc:
+            raise TransientError("timeout", self._redact(str(exc))) from None
+        except (requests.exceptions.ChunkedEncodingError, requests.exceptions.ContentDecodingError) as exc:
+            raise TransientError("truncated body", self._redact(str(exc))) from None
+        except requests.ConnectionError as exc:
+            raise TransientError("connection", self._redact(str(exc))) from None
+
+    def _check_response(self, response: requests.Response) -> bytes:
+        status = response.status_code
+        if status == 200:
+            return _complete_body(response)
+        detail = self._redact(_server_message(response))
+        if status in _RETRIED_STATUS or status >= 500:
+            raise TransientError(f"HTTP {status}", detail, parse_retry_after(response.headers.get("Retry-After")))
+        raise FatalAPIError(self._fatal_message(status, detail), status)
+
+    def _fatal_message(self, status: int, detail: str) -> str:
+        where = f"{self._url} (model {self.model.name!r})"
+        if status == 401:
+            return (f"{where}: HTTP 401, authentication failed: {detail}. Check the API key in "
+                    f"${self.model.api_key_env} (environment or .env).")
+        if status == 402:
+            return (f"{where}: HTTP 402, insufficient balance: {detail}. Top up the account "
+                    f"(https://platform.deepseek.com/top_up), then run the build again.")
+        if status == 404 or _says_no_such_model(detail):
+            return (f"{where}: HTTP {status}, model {self.model.name!r} not found: {detail}. Check model.name "
+                    f"in params.yaml (DeepSeek retired deepseek-chat in favour of deepseek-v4-flash) "
+                    f"and model.base_url.")
+        return (f"{where}: HTTP {status}, the server refused the request: {detail}. Check decoding "
+                f"(temperature {self.decoding.temperature}, top_p {self.decoding.top_p}, max_tokens "
+                f"{self.decoding.max_tokens}, top_logprobs {self.decoding.top_logprobs}) and model.extra_body "
+                f"{self.model.extra_body} in params.yaml.")
+
+    def _redact(self, text: str) -> str:
+        return text.replace(self._api_key, "***") if self._api_key else text
+
+    def _session(self) -> requests.Session:
+        session = getattr(self._local, "session", None)
+        if session is None:
+            session = requests.Session()
+            self._local.session = session
+            with self._sessions_lock:
+                self._sessions.append(session)
+        return session
+
+
+def _check_settings(model: ModelConfig, decoding: DecodingConfig, api_key: str | None) -> None:
+    if not 0 <= decoding.top_logprobs <= 20:
+        raise ConfigError(f"decoding.top_logprobs: {decoding.top_logprobs!r} must be 0-20 "
+                          f"(DeepSeek's and OpenAI's limit)")
+    if decoding.max_tokens < 1:
+        raise ConfigError(f"decoding.max_tokens: {decoding.max_tokens!r} must be >= 1")
+    clashes = sorted({"model", "messages", "temperature", "max_tokens", "logprobs", "top_logprobs", "top_p"}
+                     & set(model.extra_body))
+    if clashes:
+        raise ConfigError(f"model.extra_body: {clashes[0]!r} is set by the client; set it under decoding instead")
+    if model.needs_key and not api_key:
+        raise ConfigError(f"model.needs_key is true but ${model.api_key_env} is not set (environment or .env); "
+                          f"set it, or set model.needs_key false for a local server")
+
+
+def _complete_body(response: requests.Response) -> bytes:
+    """The body, or TransientError when fewer bytes arrived than Content-Length promised."""
+    body = response.content
+    promised = response.headers.get("Content-Length")
+    if promised and promised.isdigit() and not response.headers.get("Content-Encoding") and len(body) < int(promised):
+        raise TransientError("truncated body", f"{len(body)} of {promised} bytes arrived")
+    return body
+
+
+def _server_message(response: requests.Response) -> str:
+    """The server's own words: error.message of an OpenAI-style error body, else the start of the body."""
+    try:
+        error = orjson.loads(response.content).get("error")
+        message = error.get("message") if isinstance(error, dict) else error
+        if isinstance(message, str) and message:
+            return message
+    except (orjson.JSONDecodeError, AttributeError):
+        pass
+    return response.text[:300].strip() or response.reason or "no message"
+
+
+def _says_no_such_model(message: str) -> bool:
+    """DeepSeek answers an unknown model with 400 "Model Not Exist"; vLLM with 404 "... does not exist"."""
+    lowered = message.lower()
+    return "model" in lowered and ("not exist" in lowered or "not found" in lowered)
+
+
+def resolve_api_key(model: ModelConfig, environ: Mapping[str, str], dotenv_path: Path | None) -> str | None:
+    """The key in environ[model.api_key_env], else in a .env file (KEY=VALUE lines), else None."""
+    value = environ.get(model.api_key_env, "").strip()
+    if value:
+        return value
+    if dotenv_path is None or not dotenv_path.is_file():
+        return None
+    return read_dotenv(dotenv_path.read_text(encoding="utf-8")).get(model.api_key_env) or None
+
+
+def read_dotenv(text: str) -> dict[str, str]:
+    """KEY=VALUE lines: '# comments', blank lines and an 'export ' prefix are skipped, quotes stripped."""
+    values: dict[str, str] = {}
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#") or "=" not in line:
+            continue
+        name, _, value = line.removeprefix("export ").partition("=")
+        value = value.strip()
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+            value = value[1:-1]
+        values[name.strip()] = value
+    return values

@@ -1,0 +1,438 @@
+"""The aggregate core: score table -> accuracy of every method at every K, and what explains it.
+
+Methods (names used in outputs): `pass1`, `cons`, `<measure>` (weighted vote, e.g. `bottom10`) and
+`<measure>_top<η%>` (top-η filter, then weighted vote, e.g. `tail_top90`); rules in tracevote.voting.
+A valid sample whose measure is NaN (no token had a confidence) votes in Cons@K but casts no weighted
+vote for that measure and does not enter its top-η percentile.
+
+Working sets: for problem p (pool of n samples, ordered by sample_id) and K < n, the r-th working set
+is the K samples with the smallest keys in row r of `rng.random((cfg.repeat, n))`, in key order,
+where rng = default_rng(SeedSequence(cfg.seed, spawn_key=(K, *p.encode("utf-8")))). Each
+(problem, K) has its own generator, so results depend neither on the order of problems or rows in
+the table nor on which other K are evaluated. K == n uses the whole pool once (deterministic: std 0
+when every problem has n samples); K > n is an error.
+Accuracy of a repeat is the mean over problems; std is over repeats (ddof 0).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, fields
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from tracevote.config import MEASURES, EvalConfig
+from tracevote.errors import ConfigError, DataError
+from tracevote.records import NO_ANSWER
+from tracevote.score import KEY_COLUMNS
+from tracevote.voting import majority_vote, top_eta, weighted_vote
+
+SUMMARY_PERCENTILES = (10, 50, 90)
+
+
+# --- one problem's samples, and votes on its working sets -------------------------------------------
+
+@dataclass(frozen=True, eq=False)
+class ProblemScores:
+    """One problem's samples ordered by sample_id, answers coded densely for voting.
+
+    codes[i] indexes `values` (ascending, so a smaller code is a smaller answer), NO_ANSWER when
+    sample i is invalid. `confidence` is NaN for invalid samples, which never vote.
+    """
+
+    problem_id: str
+    sample_ids: np.ndarray  # int64 [n]
+    codes: np.ndarray  # int64 [n]
+    values: np.ndarray  # int64 [distinct valid answers]
+    gold_code: int  # code of the correct answer; NO_ANSWER when no sample is correct
+    correct: np.ndarray  # bool [n]
+    valid: np.ndarray  # bool [n]
+    confidence: np.ndarray  # float64 [measures, n]
+
+    def __len__(self) -> int:
+        return len(self.sample_ids)
+
+
+@dataclass(frozen=True, eq=False)
+class SetVotes:
+    """Every method's outcome on each of S working sets of one problem; row m is methods[m]."""
+
+    methods: tuple[str, ...]
+    prediction: np.ndarray  # int64 [methods, S]: the answer, NO_ANSWER if unanswered (always for pass1)
+    correct: np.ndarray  # float64 [methods, S]: 0/1; for pass1 the fraction of correct samples
+    answered: np.ndarray  # float64 [methods, S]: 0/1; for pass1 the fraction of valid samples
+    tied: np.ndarray  # bool [S]: Cons@K's top count was shared
+
+
+def method_names(measures: tuple[str, ...], etas: tuple[float, ...]) -> tuple[str, ...]:
+    """('pass1', 'cons', 'avg', 'avg_top10', 'avg_top90', ...) for etas (0.1, 0.9)."""
+    names = ["pass1", "cons"]
+    for measure in measures:
+        names.append(measure)
+        names.extend(f"{measure}_top{_percent(eta)}" for eta in etas)
+    if len(set(names)) != len(names):
+        raise ConfigError(f"eval.etas: {list(etas)} name the same method twice ({', '.join(names)})")
+    return tuple(names)
+
+
+def _percent(eta: float) -> int:
+    percent = round(eta * 100)
+    if not math.isclose(eta * 100, percent, abs_tol=1e-9):
+        raise ConfigError(f"eval.etas: {eta!r} must be a whole percentage (0.1, 0.05, ...) to name a method")
+    return percent
+
+
+def vote_sets(problem: ProblemScores, sets: np.ndarray, etas: tuple[float, ...],
+              measures: tuple[str, ...] = MEASURES) -> SetVotes:
+    """Vote every method on the working sets `sets` (int [S, K], sample positions in `problem`).
+
+    measures[j] is problem.confidence[j]. This is the core `aggregate` runs for each (problem, K);
+    it takes explicit indices so tests can feed the same sets to a plain reference implementation.
+    """
+    codes = problem.codes[sets]
+    cons = majority_vote(codes)
+    predictions = [np.full(len(sets), NO_ANSWER), cons.prediction]
+    for j in range(len(measures)):
+        weights = problem.confidence[j][sets]
+        predictions.append(weighted_vote(codes, weights))
+        for eta in etas:
+            predictions.append(weighted_vote(codes, np.where(top_eta(weights, eta), weights, np.nan)))
+    predicted = np.stack(predictions)
+    answered = (predicted >= 0).astype(np.float64)
+    correct = ((predicted == problem.gold_code) & answered.astype(bool)).astype(np.float64)
+    correct[0] = problem.correct[sets].mean(axis=1)
+    answered[0] = problem.valid[sets].mean(axis=1)
+    return SetVotes(methods=method_names(measures, etas), prediction=_decode(problem.values, predicted),
+                    correct=correct, answered=answered, tied=cons.tied)
+
+
+def _decode(values: np.ndarray, codes: np.ndarray) -> np.ndarray:
+    """Answers for answer codes; NO_ANSWER stays NO_ANSWER."""
+    if len(values) == 0:
+        return np.full(codes.shape, NO_ANSWER, dtype=np.int64)
+    return np.where(codes >= 0, values[codes.clip(0)], NO_ANSWER).astype(np.int64)
+
+
+def working_sets(problem_id: str, pool_size: int, k: int, cfg: EvalConfig) -> np.ndarray:
+    """int [cfg.repeat, k] sample positions (see the module docstring), or [1, n] when k == n."""
+    if k > pool_size:
+        raise _pool_too_small(k, problem_id, pool_size)
+    if k == pool_size:
+        return np.arange(pool_size)[None, :]
+    seed = np.random.SeedSequence(cfg.seed, spawn_key=(k, *problem_id.encode("utf-8")))
+    keys = np.random.default_rng(seed).random((cfg.repeat, pool_size))
+    return np.argsort(keys, axis=1, kind="stable")[:, :k]
+
+
+# --- the score table, split into problems -------------------------------------------------------------
+
+def split_problems(scores: pd.DataFrame, measures: tuple[str, ...] = MEASURES) -> list[ProblemScores]:
+    """The table's problems ordered by problem_id, each with its samples ordered by sample_id."""
+    _check_columns(scores, measures)
+    table = scores.sort_values(["problem_id", "sample_id"], kind="stable")
+    return [_problem(str(problem_id), rows, measures)
+            for problem_id, rows in table.groupby("problem_id", sort=False)]
+
+
+def _check_columns(scores: pd.DataFrame, measures: tuple[str, ...]) -> None:
+    missing = [c for c in (*KEY_COLUMNS, *measures) if c not in scores.columns]
+    if missing:
+        raise DataError(f"score table: missing column(s) {', '.join(missing)} "
+                        f"(has: {', '.join(map(str, scores.columns))})")
+    if scores.empty:
+        raise DataError("score table: no rows")
+
+
+def _problem(problem_id: str, rows: pd.DataFrame, measures: tuple[str, ...]) -> ProblemScores:
+    valid = rows["valid"].to_numpy(dtype=bool)
+    correct = rows["correct"].to_numpy(dtype=bool)
+    answers = rows["answer"].astype("Int64").to_numpy(dtype=np.int64, na_value=NO_ANSWER)
+    sample_ids = rows["sample_id"].to_numpy(dtype=np.int64)
+    has_tokens = rows["n_tokens"].to_numpy() > 0
+    _check_problem(problem_id, sample_ids, answers != NO_ANSWER, has_tokens, valid)
+    _check_correct(problem_id, answers, valid, correct)
+    values, codes = np.unique(answers[valid], return_inverse=True)
+    all_codes = np.full(len(rows), NO_ANSWER, dtype=np.int64)
+    all_codes[valid] = codes
+    gold = np.unique(all_codes[correct])
+    confidence = rows[list(measures)].to_numpy(dtype=np.float64).T.copy()
+    confidence[:, ~valid] = np.nan
+    return ProblemScores(problem_id=problem_id, sample_ids=sample_ids, codes=all_codes,
+                         values=values.astype(np.int64), gold_code=int(gold[0]) if len(gold) else NO_ANSWER,
+                         correct=correct, valid=valid, confidence=confidence)
+
+
+def _check_problem(problem_id: str, sample_ids: np.ndarray, has_answer: np.ndarray, has_tokens: np.ndarray,
+                   valid: np.ndarray) -> None:
+    where = f"score table, problem {problem_id}"
+    if len(np.unique(sample_ids)) != len(sample_ids):
+        raise DataError(f"{where}: duplicate sample_id")
+    wrong = np.flatnonzero(valid != (has_answer & has_tokens))
+    if len(wrong):
+        raise DataError(f"{where}, sample_id {sample_ids[wrong[0]]}: 'valid' is {bool(valid[wrong[0]])}, "
+                        "but valid means an answer and at least one token")
+
+
+def _check_correct(problem_id: str, answers: np.ndarray, valid: np.ndarray, correct: np.ndarray) -> None:
+    """Only valid samples are correct, and correctness is a function of the answer (one gold answer)."""
+    right, wrong = set(answers[correct].tolist()), set(answers[valid & ~correct].tolist())
+    if np.any(correct & ~valid) or len(right) > 1 or right & wrong:
+        raise DataError(f"score table, problem {problem_id}: correctness disagrees with answers "
+                        f"(answers marked correct: {sorted(right)}, of which also marked wrong: "
+                        f"{sorted(right & wrong)}; correct but invalid: {int(np.sum(correct & ~valid))})")
+
+
+# --- aggregate --------------------------------------------------------------------------------------
+
+def aggregate(scores: pd.DataFrame, cfg: EvalConfig, measures: tuple[str, ...] = MEASURES) -> AggregateResult:
+    """Accuracy (mean, std over repeats) of every method at every K in cfg.k, with Cons@K tie rates,
+    per-problem results, validity counts, confidence summaries and AUROCs. See the module docstring.
+
+    Reads only the score table (SCORE_COLUMNS of tracevote.score); gold answers are in `correct`.
+    """
+    problems = split_problems(scores, measures)
+    methods = method_names(measures, cfg.etas)
+    _check_pool_sizes(problems, cfg.k)
+    accuracy: list[MethodAccuracy] = []
+    ties: list[TieRate] = []
+    per_problem: list[ProblemResult] = []
+    for k in cfg.k:
+        votes = [vote_sets(p, working_sets(p.problem_id, len(p), k, cfg), cfg.etas, measures) for p in problems]
+        accuracy.extend(_accuracy_at_k(votes, k, cfg.repeat))
+        tied = np.stack([np.broadcast_to(v.tied, (cfg.repeat,)) for v in votes])
+        ties.append(TieRate(k=k, rate=float(tied.mean())))
+        per_problem.extend(_problem_results(problems, votes, k, cfg.repeat))
+    return AggregateResult(
+        k=tuple(cfg.k), repeat=cfg.repeat, seed=cfg.seed, etas=tuple(cfg.etas), measures=tuple(measures),
+        methods=methods, accuracy=tuple(accuracy), ties=tuple(ties), validity=validity_counts(scores, measures),
+        confidence=confidence_summaries(scores, measures), auroc=measure_aurocs(scores, measures),
+        problems=tuple(per_problem))
+
+
+def _accuracy_at_k(votes: list[SetVotes], k: int, repeat: int) -> list[MethodAccuracy]:
+    """Mean and std over repeats of the accuracy over problems; a whole-pool set counts for every repeat."""
+    methods = votes[0].methods
+    correct = np.stack([np.broadcast_to(v.correct, (len(methods), repeat)) for v in votes])
+    by_repeat = correct.mean(axis=0)  # [methods, repeats]
+    return [MethodAccuracy(method=m, k=k, mean=float(by_repeat[i].mean()), std=float(by_repeat[i].std()))
+            for i, m in enumerate(methods)]
+
+
+def _check_pool_sizes(problems: list[ProblemScores], ks: tuple[int, ...]) -> None:
+    """Fail before any work when the largest K exceeds the smallest pool."""
+    smallest = min(problems, key=len)
+    if max(ks) > len(smallest):
+        raise _pool_too_small(max(ks), smallest.problem_id, len(smallest))
+
+
+def _pool_too_small(k: int, problem_id: str, pool_size: int) -> ConfigError:
+    return ConfigError(f"eval.k: K={k} is larger than the pool of problem {problem_id} ({pool_size} samples); "
+                       "lower eval.k or grow the pool")
+
+
+def _problem_results(problems: list[ProblemScores], votes: list[SetVotes], k: int,
+                     repeat: int) -> list[ProblemResult]:
+    """Per problem and method: mean correctness over repeats, and the most frequent prediction."""
+    results = []
+    for problem, vote in zip(problems, votes, strict=True):
+        predictions = np.broadcast_to(vote.prediction, (len(vote.methods), repeat))
+        modes = majority_vote(predictions).prediction
+        for i, method in enumerate(vote.methods):
+            results.append(ProblemResult(
+                problem_id=problem.problem_id, method=method, k=k, accuracy=float(vote.correct[i].mean()),
+                prediction=int(modes[i]) if modes[i] >= 0 else None,
+                answered=float(vote.answered[i].mean())))
+    return results
+
+
+# --- what explains the accuracies: validity, confidence by correctness, AUROC ------------------------
+
+def validity_counts(scores: pd.DataFrame, measures: tuple[str, ...] = MEASURES) -> Validity:
+    """Valid samples per problem, and why the others could not be scored (disjoint reasons)."""
+    valid = scores["valid"].to_numpy(dtype=bool)
+    has_tokens = scores["n_tokens"].to_numpy() > 0
+    length = (scores["finish_reason"] == "length").to_numpy(dtype=bool)
+    no_answer = has_tokens & scores["answer"].isna().to_numpy(dtype=bool)
+    per_problem = pd.Series(valid).groupby(scores["problem_id"].to_numpy()).sum()
+    unweighted = valid & scores[list(measures)].isna().any(axis=1).to_numpy(dtype=bool)
+    return Validity(
+        n_problems=len(per_problem), n_samples=len(scores), n_valid=int(valid.sum()),
+        valid_per_problem_mean=float(per_problem.mean()), valid_per_problem_min=int(per_problem.min()),
+        fewest_valid_problem=str(per_problem.idxmin()),
+        no_tokens=int((~has_tokens).sum()), no_answer=int((no_answer & ~length).sum()),
+        truncated=int((no_answer & length).sum()), finish_length=int(length.sum()),
+        unweighted=int(unweighted.sum()))
+
+
+def confidence_summaries(scores: pd.DataFrame,
+                         measures: tuple[str, ...] = MEASURES) -> tuple[ConfidenceSummary, ...]:
+    """Per measure, mean and p10/p50/p90 of valid samples' finite values, for correct and for wrong."""
+    valid = scores["valid"].to_numpy(dtype=bool)
+    correct = scores["correct"].to_numpy(dtype=bool)
+    summaries = []
+    for measure in measures:
+        values = scores[measure].to_numpy(dtype=np.float64)
+        for is_correct in (True, False):
+            # sorted, so the float sums do not depend on the order of rows
+            chosen = np.sort(values[valid & (correct == is_correct) & np.isfinite(values)])
+            summaries.append(_summary(measure, is_correct, chosen))
+    return tuple(summaries)
+
+
+def _summary(measure: str, correct: bool, values: np.ndarray) -> ConfidenceSummary:
+    if len(values) == 0:
+        return ConfidenceSummary(measure, correct, 0, None, None, None, None)
+    p10, p50, p90 = (float(p) for p in np.percentile(values, SUMMARY_PERCENTILES))
+    return ConfidenceSummary(measure, correct, len(values), float(values.mean()), p10, p50, p90)
+
+
+def measure_aurocs(scores: pd.DataFrame, measures: tuple[str, ...] = MEASURES) -> tuple[Auroc, ...]:
+    """AUROC of each measure for telling correct from wrong valid samples: pooled over all samples,
+    and the mean over problems that have both classes (with their number)."""
+    valid = scores["valid"].to_numpy(dtype=bool)
+    table = scores[valid]
+    results = []
+    for measure in measures:
+        rows = table[np.isfinite(table[measure].to_numpy(dtype=np.float64))]
+        pooled = auroc(rows[measure].to_numpy(dtype=np.float64), rows["correct"].to_numpy(dtype=bool))
+        per_problem = [auroc(group[measure].to_numpy(dtype=np.float64), group["correct"].to_numpy(dtype=bool))
+                       for _, group in rows.groupby("problem_id")]
+        defined = [a for a in per_problem if a is not None]
+        results.append(Auroc(measure=measure, pooled=pooled, n_problems=len(defined),
+                             per_problem_mean=float(np.mean(defined)) if defined else None))
+    return tuple(results)
+
+
+def auroc(scores: np.ndarray, positive: np.ndarray) -> float | None:
+    """P(score of a random positive > score of a random negative), ties counting 1/2 (Mann-Whitney U
+    with average ranks); None unless both classes are present.
+
+    >>> auroc(np.array([0.1, 0.4, 0.4, 0.9]), np.array([False, True, False, True]))
+    0.875
+    """
+    n_pos = int(positive.sum())
+    n_neg = len(positive) - n_pos
+    if n_pos == 0 or n_neg == 0:
+        return None
+    rank_sum = average_ranks(scores)[positive].sum()
+    return float((rank_sum - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
+
+
+def average_ranks(values: np.ndarray) -> np.ndarray:
+    """Ranks from 1, tied values sharing their average rank: [5, 1, 5, 3] -> [3.5, 1, 3.5, 2]."""
+    order = np.argsort(values, kind="stable")
+    ordered = values[order]
+    starts = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1])))
+    ends = np.append(starts[1:], len(values))
+    tie_rank = (starts + ends + 1) / 2  # mean of ranks start+1 .. end
+    ranks = np.empty(len(values))
+    ranks[order] = np.repeat(tie_rank, ends - starts)
+    return ranks
+
+
+# --- the result, and its JSON form ---------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class MethodAccuracy:
+    method: str
+    k: int
+    mean: float  # over repeats of (mean correctness over problems)
+    std: float  # over repeats, ddof 0
+
+
+@dataclass(frozen=True)
+class TieRate:
+    k: int
+    rate: float  # share of working sets (repeats x problems) whose Cons@K top count was shared
+
+
+@dataclass(frozen=True)
+class ProblemResult:
+    problem_id: str
+    method: str
+    k: int
+    accuracy: float  # mean correctness over repeats
+    prediction: int | None  # most frequent answered prediction over repeats (smallest on ties); None for pass1
+    answered: float  # share of repeats with an answer; for pass1 the mean share of valid samples
+
+
+@dataclass(frozen=True)
+class Validity:
+    """Sample counts over the full pool; no_tokens, no_answer and truncated are disjoint reasons."""
+
+    n_problems: int
+    n_samples: int
+    n_valid: int
+    valid_per_problem_mean: float
+    valid_per_problem_min: int
+    fewest_valid_problem: str  # the problem with valid_per_problem_min valid samples (first by id on ties)
+    no_tokens: int  # no tokens at all
+    no_answer: int  # tokens but no integer answer 0-999, finished normally
+    truncated: int  # tokens but no answer, finish_reason 'length'
+    finish_length: int  # all samples with finish_reason 'length', valid or not
+    unweighted: int  # valid samples with a NaN measure: they vote in Cons@K only
+
+
+@dataclass(frozen=True)
+class ConfidenceSummary:
+    measure: str
+    correct: bool
+    count: int
+    mean: float | None  # None when count is 0
+    p10: float | None
+    p50: float | None
+    p90: float | None
+
+
+@dataclass(frozen=True)
+class Auroc:
+    measure: str
+    pooled: float | None  # None unless both classes are present
+    per_problem_mean: float | None
+    n_problems: int  # problems with both classes, averaged in per_problem_mean
+
+
+@dataclass(frozen=True)
+class AggregateResult:
+    k: tuple[int, ...]
+    repeat: int
+    seed: int
+    etas: tuple[float, ...]
+    measures: tuple[str, ...]
+    methods: tuple[str, ...]
+    accuracy: tuple[MethodAccuracy, ...]  # every (K, method), K-major
+    ties: tuple[TieRate, ...]
+    validity: Validity
+    confidence: tuple[ConfidenceSummary, ...]
+    auroc: tuple[Auroc, ...]
+    problems: tuple[ProblemResult, ...]  # every (K, problem, method)
+
+    def accuracy_at(self, method: str, k: int) -> MethodAccuracy:
+        for row in self.accuracy:
+            if row.method == method and row.k == k:
+                return row
+        raise KeyError(f"no accuracy for method {method!r} at K={k} (methods: {', '.join(self.methods)}; "
+                       f"K: {list(self.k)})")
+
+    def to_json(self) -> dict[str, Any]:
+        """Plain dicts, lists, str, int, float, bool and None; `from_json` reads it back."""
+        return {f.name: _plain(getattr(self, f.name)) for f in fields(self)}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> AggregateResult:
+        rows = {"accuracy": MethodAccuracy, "ties": TieRate, "confidence": ConfidenceSummary,
+                "auroc": Auroc, "problems": ProblemResult}
+        values = {name: tuple(kind(**row) for row in data[name]) for name, kind in rows.items()}
+        return cls(k=tuple(data["k"]), repeat=data["repeat"], seed=data["seed"], etas=tuple(data["etas"]),
+                   measures=tuple(data["measures"]), methods=tuple(data["methods"]),
+                   validity=Validity(**data["validity"]), **values)
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, tuple | list):
+        return [_plain(item) for item in value]
+    if hasattr(value, "__dataclass_fields__"):
+        return {f.name: _plain(getattr(value, f.name)) for f in fields(value)}
+    return value

@@ -1,0 +1,92 @@
+"""The final integer answer of a trace: the last boxed answer, else the last number in the text.
+
+Answers are AIME-style integers 0-999; anything else (fractions, negatives, decimals such as 12.5,
+numbers of 1000 or more, symbols) is "no answer" (None), which the score stage marks invalid.
+"""
+
+from __future__ import annotations
+
+import re
+
+ANSWER_RANGE = range(0, 1000)
+
+_BOX_OPEN = re.compile(r"\\(?:boxed|fbox)\s*\{")
+_BRACE = re.compile(r"[{}]")
+# A number token: optional sign, digits with optional thousands separators, decimals or a /denominator.
+# subtle: '-' is a sign only when glued to the digit and not preceded by a word or a closing bracket,
+# so "10-3" and "10 - 3" end in 3, while "= -5" and "\boxed{-5}" end in -5.
+_NUMBER = re.compile(r"(?<![\d.])(?:(?<![\w)\]}])-)?\d+(?:,\d{3})*(?:\.\d+)?(?:/\d+)?(?!\d)")
+# Inside a box these mean the value is not a plain integer, whatever digits it holds.
+_NOT_INTEGER = re.compile(r"\\[dt]?frac|\\sqrt|\\pi|\^|/|\\infty")
+_ARITHMETIC = re.compile(r"\d\s*(?:[-+*×÷]|\\times|\\cdot|\\div)\s*\d")
+_DEGREES = re.compile(r"\^\s*\{?\s*\\circ\s*\}?")
+# LaTeX thousands separators: 1{,}000 and 1\,000 read as 1,000.
+_DIGIT_GAP = re.compile(r"(?<=\d)(?:\{,\}|\\,|\\!)(?=\d)")
+
+
+def extract_answer(text: str) -> int | None:
+    """The trace's final answer as an integer 0-999, or None.
+
+    Rules, in order:
+    1. The last ``\\boxed{...}`` (also ``\\boxed {...}`` and ``\\fbox{...}``) whose braces match and
+       whose content is not blank is the answer box. Unmatched or empty boxes (a truncated trace, or a
+       model quoting the prompt's "\\boxed{}") are ignored, as if absent.
+    2. In the box: drop a degree mark (``70^\\circ``) and keep only what follows the last ``=``
+       (``\\boxed{N = 70}`` -> 70). If the rest holds a fraction, root, power, ``/``, ``\\pi`` or
+       arithmetic between numbers, it is not a plain integer: None (``\\boxed{\\frac{4}{2}}``,
+       ``\\boxed{2^{10}}`` and ``\\boxed{6 \\times 7}`` are not evaluated). Otherwise take the last
+       number in it, so words around it are ignored (``\\boxed{\\text{Answer: } 12}`` -> 12).
+       A box with no number is None.
+    3. No box: the last number anywhere in the text (``**Answer:** 16`` -> 16).
+    4. A number reads with its sign and thousands separators: "-5" is -5, "1,000", "1{,}000" and
+       "1\\,000" are 1000, "025" is 25, "12.0" is 12; "12.5" and "1/2" are not integers.
+       Only integers 0-999 are answers.
+
+    >>> extract_answer(r"so $\\boxed{025}$. Also \\boxed{\\textbf{70}}.")
+    70
+    >>> extract_answer(r"\\boxed{\\frac{1}{2}}") is None
+    True
+    """
+    text = _DIGIT_GAP.sub(",", text.replace("\u2212", "-"))
+    content = _last_box(text)
+    if content is None:
+        return _last_number(text)
+    content = _DEGREES.sub("", content).rsplit("=", 1)[-1]
+    if _NOT_INTEGER.search(content) or _ARITHMETIC.search(content):
+        return None
+    return _last_number(content)
+
+
+def _last_box(text: str) -> str | None:
+    """Content of the last box with matched braces and non-blank content, or None."""
+    for opening in reversed(list(_BOX_OPEN.finditer(text))):
+        content = _braced(text, opening.end())
+        if content is not None and content.strip():
+            return content
+    return None
+
+
+def _braced(text: str, start: int) -> str | None:
+    """Text from `start` up to the brace closing the one just before it; None if it never closes."""
+    depth = 1
+    for brace in _BRACE.finditer(text, start):
+        depth += 1 if brace.group() == "{" else -1
+        if depth == 0:
+            return text[start:brace.start()]
+    return None
+
+
+def _last_number(text: str) -> int | None:
+    """The last number token of `text` as an answer: an integer in 0-999, else None."""
+    tokens = _NUMBER.findall(text)
+    return _as_answer(tokens[-1]) if tokens else None
+
+
+def _as_answer(token: str) -> int | None:
+    if "/" in token:
+        return None
+    whole, _, decimals = token.replace(",", "").partition(".")
+    if decimals.strip("0"):
+        return None
+    value = int(whole)
+    return value if value in ANSWER_RANGE else None

@@ -1,0 +1,194 @@
+"""The JSON-lines interchange format: `pool export` writes it, `pool import` reads traces made elsewhere.
+
+One object per sample:
+    {"problem_id": "aime_2025-01", "sample_id": 0, "text": "...", "tokens": ["...", ...],
+     "token_logprobs": [-0.01, ...], "top_logprobs": [[-0.01, -4.7, ...], ...],
+     "top_tokens": [["a", "b", ...], ...],        (optional)
+     "token_confidence": [...],                    (optional; instead of top_logprobs)
+     "answer": 70, "finish_reason": "stop",
+     "usage": {"prompt_tokens": 98, "completion_tokens": 1234}, "latency_s": 3.2, "simulated": false}
+
+Logprobs may be null, non-finite or <= -9999 (a sentinel): all mean "absent". Export writes absent
+values as null.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import numpy as np
+import orjson
+
+from tracevote import codec
+from tracevote.confidence import token_confidence
+from tracevote.datasets import Problem
+from tracevote.errors import DataError
+from tracevote.extract import extract_answer
+from tracevote.framing import FrameWriter
+from tracevote.pool import Pool
+from tracevote.records import Sample, clean_logprobs
+
+
+def to_json_line(sample: Sample, *, simulated: bool) -> bytes:
+    record: dict[str, Any] = {
+        "problem_id": sample.problem_id, "sample_id": sample.sample_id, "text": sample.text,
+        "tokens": sample.tokens, "token_logprobs": _nullable(sample.token_logprobs),
+    }
+    if sample.top_logprobs is not None:
+        record["top_logprobs"] = _nullable(sample.top_logprobs)
+    if sample.top_tokens is not None:
+        record["top_tokens"] = sample.top_tokens
+    if sample.token_confidence is not None:
+        record["token_confidence"] = _nullable(sample.token_confidence)
+    record.update(answer=sample.answer, finish_reason=sample.finish_reason,
+                  usage={"prompt_tokens": sample.prompt_tokens, "completion_tokens": sample.completion_tokens},
+                  latency_s=sample.latency_s, simulated=simulated)
+    return orjson.dumps(record) + b"\n"
+
+
+def _nullable(values: np.ndarray) -> Any:
+    as_objects = np.asarray(values, dtype=np.float64).astype(object)
+    as_objects[np.isnan(np.asarray(values, dtype=np.float64))] = None
+    return as_objects.tolist()
+
+
+def read_lines(path: Path) -> Iterator[tuple[Sample, bool]]:
+    """Every (sample, simulated) in an interchange file; the first bad line raises, naming line and field."""
+    with open(path, "rb") as handle:
+        for number, line in enumerate(handle, start=1):
+            if line.strip():
+                yield parse_line(line, f"{path}: line {number}")
+
+
+def parse_line(line: bytes, where: str) -> tuple[Sample, bool]:
+    try:
+        record = orjson.loads(line)
+    except orjson.JSONDecodeError as exc:
+        raise DataError(f"{where}: not valid JSON ({exc})") from exc
+    if not isinstance(record, dict):
+        raise DataError(f"{where}: expected an object, got {type(record).__name__}")
+    tokens = _field(record, "tokens", list, where)
+    if not all(isinstance(t, str) for t in tokens):
+        raise DataError(f"{where}: field 'tokens': every token must be a string")
+    n = len(tokens)
+    text = _field(record, "text", str, where)
+    usage = record.get("usage") or {}
+    sample = Sample(
+        problem_id=_field(record, "problem_id", str, where), sample_id=_sample_id(record, where), text=text,
+        tokens=tokens, token_logprobs=_per_token(record, "token_logprobs", where, n),
+        top_logprobs=_top_logprobs(record, where, n), top_tokens=record.get("top_tokens"),
+        token_confidence=_per_token(record, "token_confidence", where, n) if "token_confidence" in record else None,
+        answer=extract_answer(text), finish_reason=str(record.get("finish_reason") or "unknown"),
+        prompt_tokens=int(usage.get("prompt_tokens", 0)), completion_tokens=int(usage.get("completion_tokens", n)),
+        latency_s=float(record.get("latency_s") or 0.0),
+    )
+    return sample, bool(record.get("simulated", False))
+
+
+def _field(record: dict[str, Any], name: str, kind: type, where: str) -> Any:
+    value = record.get(name)
+    if not isinstance(value, kind) or isinstance(value, bool):
+        raise DataError(f"{where}: field {name!r}: expected {kind.__name__}, got {value!r:.60}")
+    return value
+
+
+def _sample_id(record: dict[str, Any], where: str) -> int:
+    value = _field(record, "sample_id", int, where)
+    if not 0 <= value < 2**32:
+        raise DataError(f"{where}: field 'sample_id': {value} is not in 0..2**32-1")
+    return value
+
+
+def _per_token(record: dict[str, Any], name: str, where: str, n: int) -> np.ndarray:
+    """A list of n numbers or nulls -> float32 with absent values as NaN."""
+    values = _field(record, name, list, where)
+    if len(values) != n:
+        raise DataError(f"{where}: field {name!r}: {len(values)} values for {n} tokens")
+    return clean_logprobs(_numbers(values, name, where))
+
+
+def _top_logprobs(record: dict[str, Any], where: str, n: int) -> np.ndarray | None:
+    """One list per token, best first; ragged rows are padded with absent entries."""
+    rows = record.get("top_logprobs")
+    if rows is None:
+        return None
+    if not isinstance(rows, list) or len(rows) != n or not all(isinstance(row, list) for row in rows):
+        raise DataError(f"{where}: field 'top_logprobs': expected {n} lists (one per token)")
+    width = max((len(row) for row in rows), default=0)
+    padded = [value for row in rows for value in [*row, *([None] * (width - len(row)))]]
+    return clean_logprobs(_numbers(padded, "top_logprobs", where).reshape(n, width))
+
+
+def _numbers(values: list[Any], name: str, where: str) -> np.ndarray:
+    try:
+        return np.array([np.nan if v is None else v for v in values], dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise DataError(f"{where}: field {name!r}: expected numbers or null ({exc})") from exc
+
+
+@dataclass(frozen=True)
+class ImportSummary:
+    read: int
+    stored: int
+    already_stored: int
+    simulated: bool
+
+
+def validate_file(path: Path, problem_ids: set[str]) -> tuple[int, bool]:
+    """Check every line before anything is written; returns (samples, any simulated)."""
+    seen: set[tuple[str, int]] = set()
+    simulated = False
+    count = 0
+    for count, (sample, is_sim) in enumerate(read_lines(path), start=1):
+        key = (sample.problem_id, sample.sample_id)
+        if sample.problem_id not in problem_ids:
+            raise DataError(f"{path}: sample {count}: problem_id {sample.problem_id!r} is not in the dataset "
+                            f"({len(problem_ids)} problems)")
+        if key in seen:
+            raise DataError(f"{path}: sample {count}: duplicate sample {sample.problem_id}/{sample.sample_id}")
+        seen.add(key)
+        simulated |= is_sim
+    return count, simulated
+
+
+def import_file(path: Path, pool: Pool, problems: list[Problem], *, keep_top_logprobs: bool) -> ImportSummary:
+    """Validate the whole file, then append every sample the pool lacks (all-or-nothing on bad input)."""
+    read, simulated = validate_file(path, {p.id for p in problems})
+    pool.register(problems)
+    if simulated and not pool.simulated:
+        pool.mark_simulated()
+    stored = skipped = 0
+    with ExitStack() as stack:
+        writers: dict[str, FrameWriter] = {}
+        for sample, _ in read_lines(path):
+            if sample.problem_id not in writers:
+                writers[sample.problem_id] = stack.enter_context(pool.writer(sample.problem_id))
+            writer = writers[sample.problem_id]
+            if sample.sample_id in writer.sample_ids:
+                skipped += 1
+                continue
+            writer.append(sample.sample_id, codec.encode(for_storage(sample, keep_top_logprobs)))
+            stored += 1
+    return ImportSummary(read=read, stored=stored, already_stored=skipped, simulated=simulated or pool.simulated)
+
+
+def for_storage(sample: Sample, keep_top_logprobs: bool) -> Sample:
+    """The sample as the pool keeps it: without top-k (but with C_i) when the pool drops top-k."""
+    if keep_top_logprobs or sample.top_logprobs is None:
+        return sample
+    confidence = token_confidence(sample.top_logprobs, sample.token_logprobs).astype(np.float32)
+    return dataclasses.replace(sample, top_logprobs=None, top_tokens=None, token_confidence=confidence)
+
+
+def export_pool(pool: Pool, problem_ids: list[str], out: BinaryIO) -> int:
+    count = 0
+    for problem_id in problem_ids:
+        for sample in pool.iter_samples(problem_id):
+            out.write(to_json_line(sample, simulated=pool.simulated))
+            count += 1
+    return count

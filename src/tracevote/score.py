@@ -1,0 +1,58 @@
+"""One problem's traces -> its rows of the score table: answer, correctness, validity, confidences.
+
+The score stage streams the pool one problem at a time and concatenates these frames; `aggregate`
+reads only that table, so the gold answer is folded into `correct` here.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from tracevote.confidence import trace_measures
+from tracevote.config import MEASURES, ConfidenceConfig
+from tracevote.errors import DataError
+from tracevote.extract import extract_answer
+from tracevote.records import ProblemTraces
+
+KEY_COLUMNS: tuple[str, ...] = ("problem_id", "sample_id", "answer", "correct", "valid", "n_tokens",
+                                "finish_reason")
+SCORE_COLUMNS: tuple[str, ...] = (*KEY_COLUMNS, *MEASURES)
+
+
+def score_problem(traces: ProblemTraces, gold: int, cfg: ConfidenceConfig) -> pd.DataFrame:
+    """One row per trace, columns SCORE_COLUMNS, in the order of `traces`.
+
+    - answer: `extract_answer` of the trace's text, re-extracted here (pandas Int64, <NA> for none).
+    - valid: the trace has an answer and at least one token. An invalid trace casts no vote and
+      counts as wrong in Pass@1; it is kept in the table so reports can count it.
+    - correct: valid and answer == gold (False for invalid traces).
+    - n_tokens: tokens in the trace, including tokens without a confidence.
+    - avg, bottom10, lowest, tail: `trace_measures`; NaN when no token has a confidence, even for a
+      valid trace (it then votes in Cons@K but not in the confidence-weighted votes).
+    """
+    _check_lengths(traces)
+    measures = trace_measures(traces, cfg)
+    answer = pd.array([extract_answer(text) for text in traces.texts], dtype="Int64")
+    n_tokens = np.diff(np.asarray(traces.offsets)).astype(np.int64)
+    valid = ~answer.isna() & (n_tokens > 0)
+    correct = valid & (answer == gold).fillna(False).to_numpy(dtype=bool)
+    columns = {
+        "problem_id": pd.Series([traces.problem_id] * len(traces), dtype=str),
+        "sample_id": np.asarray(traces.sample_ids, dtype=np.int64),
+        "answer": answer,
+        "correct": correct,
+        "valid": valid,
+        "n_tokens": n_tokens,
+        "finish_reason": pd.Series(list(traces.finish_reasons), dtype=str),
+    }
+    columns.update({name: measures.by_name(name) for name in MEASURES})
+    return pd.DataFrame(columns, columns=list(SCORE_COLUMNS))
+
+
+def _check_lengths(traces: ProblemTraces) -> None:
+    sizes = {"sample_ids": len(traces.sample_ids), "texts": len(traces.texts),
+             "finish_reasons": len(traces.finish_reasons), "offsets - 1": len(traces.offsets) - 1}
+    if len(set(sizes.values())) != 1:
+        listing = ", ".join(f"{name} {size}" for name, size in sizes.items())
+        raise DataError(f"problem {traces.problem_id}: fields disagree on the number of traces ({listing})")

@@ -1,0 +1,32 @@
+"""Stage aggregate: the score table -> accuracy of every method at every K, over seeded repeats.
+
+Reads only the score table, never the pool.
+"""
+
+import argparse
+
+import pandas as pd
+
+from tracevote.config import load_params
+from tracevote.entry import stage_main
+from tracevote.evaluate import aggregate
+from tracevote.fileio import read_parquet_metadata, write_json
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--params", default="params.yaml")
+    parser.add_argument("--scores", required=True)
+    parser.add_argument("--out", required=True)
+    args = parser.parse_args()
+    eval_cfg = load_params(args.params).eval
+    metadata = read_parquet_metadata(args.scores)
+    result = aggregate(pd.read_parquet(args.scores), eval_cfg)
+    simulated = metadata.get("simulated") == "true"
+    write_json(args.out, {"simulated": simulated, "pool": metadata.get("pool"), "result": result.to_json()})
+    print(f"aggregate: {len(result.methods)} methods x {len(result.k)} K x {result.repeat} repeats -> {args.out}"
+          + (" (SIMULATED model)" if simulated else ""))
+
+
+if __name__ == "__main__":
+    stage_main(main)

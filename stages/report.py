@@ -1,0 +1,50 @@
+"""Stage report: the aggregate -> the printed table, metrics for `dvc metrics`, curves and plots."""
+
+import argparse
+import datetime
+from pathlib import Path
+
+import orjson
+import pandas as pd
+
+from tracevote import report
+from tracevote.config import load_params
+from tracevote.datasets import load_problems
+from tracevote.entry import stage_main
+from tracevote.evaluate import AggregateResult
+from tracevote.fileio import write_json, write_text
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--params", default="params.yaml")
+    parser.add_argument("--aggregate", required=True, type=Path)
+    parser.add_argument("--scores", required=True)
+    parser.add_argument("--problems", required=True)
+    parser.add_argument("--metrics", required=True, type=Path, help="folder for summary.json, results.json")
+    parser.add_argument("--plots", required=True, type=Path, help="folder for the curve CSV and the PNGs")
+    parser.add_argument("--runs", default="runs", type=Path, help="folder for timestamped snapshots")
+    args = parser.parse_args()
+    k = load_params(args.params).report.k
+    stored = orjson.loads(args.aggregate.read_bytes())
+    result, simulated = AggregateResult.from_json(stored["result"]), bool(stored["simulated"])
+
+    print(report.render(result, k, simulated=simulated))
+    summary = report.summary_metrics(result, k, simulated=simulated)
+    results = report.problem_results(result, k, load_problems(args.problems), simulated=simulated)
+    curve = report.accuracy_curve(result)
+    write_json(args.metrics / "summary.json", summary)
+    write_json(args.metrics / "results.json", results)
+    write_text(args.plots / "accuracy_vs_k.csv", curve.to_csv(index=False, float_format="%.6f"))
+    report.plot_accuracy(curve, result.methods, args.plots / "accuracy_vs_k.png", simulated=simulated)
+    report.plot_confidence(pd.read_parquet(args.scores), result.measures, args.plots / "confidence.png",
+                           simulated=simulated)
+    snapshot = args.runs / datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    write_json(snapshot / "summary.json", summary)
+    write_json(snapshot / "results.json", results)
+    print(f"\nreport: {args.metrics}/summary.json, {args.metrics}/results.json, {args.plots}/accuracy_vs_k.csv, "
+          f"{args.plots}/accuracy_vs_k.png, {args.plots}/confidence.png; snapshot {snapshot}")
+
+
+if __name__ == "__main__":
+    stage_main(main)

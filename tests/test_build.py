@@ -1,0 +1,209 @@
+"""build_pool as a process: kill -9 at random moments, resume, spend guard, keys, and the probe gate."""
+
+from __future__ import annotations
+
+import json
+import random
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.conftest import REPO_ROOT
+from tests.dvcproject import deep_merge, project_env
+from tracevote.config import SimConfig, load_params
+from tracevote.datasets import load_problems, normalize_rows
+from tracevote.demo import BUILTIN_PROBLEMS
+from tracevote.fetch import read_local_rows
+from tracevote.fileio import write_jsonl
+from tracevote.pool import Pool, Setting
+from tracevote.sim import SimModel
+from tracevote.simserver import ServerOptions, SimServer, parse_faults, start_server, stop_server
+
+pytestmark = pytest.mark.slow
+N_PROBLEMS, N_POOL, CONCURRENCY = 4, 16, 4
+SIM = SimConfig(seed=0, signal=1.0, accuracy=0.45, mean_tokens=150)
+
+
+def make_workdir(root: Path, base_url: str, **overrides: Any) -> Path:
+    """params.yaml and data/toy.jsonl, as build_pool sees them inside a DVC project."""
+    root.mkdir(parents=True, exist_ok=True)
+    config = load_params(REPO_ROOT / "params.yaml").dataset
+    rows = read_local_rows(BUILTIN_PROBLEMS)[:N_PROBLEMS]
+    write_jsonl(root / "data" / "toy.jsonl", (p.to_record() for p in normalize_rows(rows, config, "demo")))
+    params = yaml.safe_load((REPO_ROOT / "params.yaml").read_text())
+    params = deep_merge(params, deep_merge({
+        "dataset": {"name": "toy"},
+        "model": {"base_url": base_url, "name": "tracevote-sim", "needs_key": False, "extra_body": {}},
+        "decoding": {"max_tokens": 300, "top_logprobs": 5},
+        "pool": {"n_pool": N_POOL, "concurrency": CONCURRENCY, "max_retries": 6},
+        "eval": {"k": [1, N_POOL]}, "report": {"k": N_POOL},
+    }, overrides))
+    (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    return root
+
+
+def build_command() -> list[str]:
+    return [sys.executable, str(REPO_ROOT / "stages" / "build_pool.py"), "--problems", "data/toy.jsonl",
+            "--pools", "pools/toy", "--manifest", "pools/toy.json"]
+
+
+def run_build(workdir: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(build_command(), cwd=workdir, env=project_env(env), capture_output=True, text=True,
+                          timeout=300)
+
+
+def the_pool(workdir: Path) -> Pool:
+    setting = Setting.from_params(load_params(workdir / "params.yaml"))
+    return Pool(workdir / "pools" / "toy" / setting.folder_name)
+
+
+def stored(workdir: Path) -> set[str]:
+    root = workdir / "pools" / "toy"
+    if not any(root.glob("*/pool.json")):
+        return set()
+    pool = the_pool(workdir)
+    return {f"{pid}/{sid}" for pid in pool.problem_ids() for sid in pool.stored_ids(pid)}
+
+
+def sample_requests(server: SimServer) -> Counter[str]:
+    return Counter({k: v for k, v in server.stats.snapshot()["by_sample"].items() if not k.startswith("probe/")})
+
+
+@pytest.fixture
+def slow_server() -> SimServer:
+    # every response takes 0.1 s, so a kill lands in the middle of the build
+    server = start_server(SimModel(SIM), parse_faults("slow=1.0,slow_s=0.1,max_per_sample=1000000"))
+    yield server
+    stop_server(server)
+
+
+def test_kill_9_at_random_moments_then_resume(tmp_path: Path, slow_server: SimServer) -> None:
+    workdir = make_workdir(tmp_path / "work", slow_server.base_url)
+    rng = random.Random(11)
+    partial_rounds = 0
+    for _ in range(4):
+        before, requests_before = stored(workdir), sample_requests(slow_server)
+        process = subprocess.Popen(build_command(), cwd=workdir, env=project_env(), stdout=subprocess.DEVNULL,
+                                   stderr=subprocess.DEVNULL)
+        time.sleep(rng.uniform(1.2, 2.6))
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+        time.sleep(0.3)  # let the server finish counting requests that were in flight
+        requested = set(sample_requests(slow_server) - requests_before)
+        after = stored(workdir)
+        assert not requested & before, "a resumed build asked again for a sample it had"
+        assert len(requested - after) <= 2 * CONCURRENCY, "more than the in-flight requests were lost"
+        partial_rounds += 0 < len(after) < N_PROBLEMS * N_POOL
+
+    requests_before, before = sample_requests(slow_server), stored(workdir)
+    final = run_build(workdir)
+    assert final.returncode == 0, final.stderr
+    assert not set(sample_requests(slow_server) - requests_before) & before
+    assert partial_rounds >= 1, "no kill landed in the middle of a build; the test proved nothing"
+
+    pool = the_pool(workdir)
+    for problem in load_problems(workdir / "data" / "toy.jsonl"):
+        samples = list(pool.iter_samples(problem.id))
+        assert sorted(s.sample_id for s in samples) == list(range(N_POOL))
+        assert all(s.n_tokens > 0 and s.top_logprobs is not None for s in samples)
+        assert len(pool.read_problem(problem.id, N_POOL)) == N_POOL
+    manifest = json.loads((workdir / "pools" / "toy.json").read_text())
+    assert manifest["samples"] == N_PROBLEMS * N_POOL and manifest["simulated"] is True
+
+
+def test_all_faults_mixed_complete_with_exact_counts(tmp_path: Path) -> None:
+    faults = parse_faults("all=0.2,retry_after_s=0.05,slow_s=0.05")
+    server = start_server(SimModel(SIM), faults)
+    try:
+        workdir = make_workdir(tmp_path / "work", server.base_url)
+        result = run_build(workdir)
+        assert result.returncode == 0, result.stderr
+        outcomes = server.stats.snapshot()["outcomes"]
+        assert sum(outcomes.get(kind, 0) for kind in ("429", "500", "503", "drop", "malformed")) > 0
+        assert "retries by cause" in result.stdout
+        assert len(stored(workdir)) == N_PROBLEMS * N_POOL
+        again = run_build(workdir)
+        assert "no request sent" in again.stdout
+    finally:
+        stop_server(server)
+
+
+def test_raising_n_pool_tops_up_without_rebuilding(tmp_path: Path) -> None:
+    server = start_server(SimModel(SIM))
+    try:
+        workdir = make_workdir(tmp_path / "work", server.base_url, pool={"n_pool": 4}, eval={"k": [1, 4]},
+                               report={"k": 4})
+        assert run_build(workdir).returncode == 0
+        first = sample_requests(server)
+        params = yaml.safe_load((workdir / "params.yaml").read_text())
+        params["pool"]["n_pool"] = 6
+        (workdir / "params.yaml").write_text(yaml.safe_dump(params))
+        assert run_build(workdir).returncode == 0
+        added = set(sample_requests(server) - first)
+        assert added == {f"{pid}/{sid}" for pid in the_pool(workdir).problem_ids() for sid in (4, 5)}
+    finally:
+        stop_server(server)
+
+
+def test_over_budget_build_is_refused_before_any_request(tmp_path: Path) -> None:
+    server = start_server(SimModel(SIM))
+    try:
+        workdir = make_workdir(tmp_path / "work", server.base_url, pool={"max_cost_usd": 0.001})
+        result = run_build(workdir)
+        assert result.returncode == 2
+        assert "refusing to build" in result.stderr and "pool.max_cost_usd" in result.stderr
+        assert server.stats.snapshot()["requests"] == 0
+    finally:
+        stop_server(server)
+
+
+def test_missing_key_fails_at_once_and_complete_pool_needs_none(tmp_path: Path) -> None:
+    server = start_server(SimModel(SIM), options=ServerOptions(api_key="sk-canary-5f0c1e"))
+    try:
+        workdir = make_workdir(tmp_path / "work", server.base_url, model={"needs_key": True})
+        result = run_build(workdir)
+        assert result.returncode == 2
+        assert "DEEPSEEK_API_KEY" in result.stderr and "dvc pull" in result.stderr
+        assert server.stats.snapshot()["requests"] == 0
+
+        assert run_build(workdir, {"DEEPSEEK_API_KEY": "sk-canary-5f0c1e"}).returncode == 0
+        complete = run_build(workdir)  # no key in the environment now
+        assert complete.returncode == 0 and "no request sent" in complete.stdout
+
+        leaked = [p for p in workdir.rglob("*") if p.is_file() and b"sk-canary-5f0c1e" in p.read_bytes()]
+        assert leaked == []
+    finally:
+        stop_server(server)
+
+
+def test_sentinel_only_logprobs_are_refused_by_the_probe(tmp_path: Path) -> None:
+    server = start_server(SimModel(SIM))
+    try:
+        # DeepSeek at temperature 0 reports 0.0 for the chosen token and -9999 for the rest
+        workdir = make_workdir(tmp_path / "work", server.base_url, decoding={"temperature": 0.0})
+        result = run_build(workdir)
+        assert result.returncode == 2
+        assert "no usable confidence signal" in result.stderr
+        assert sample_requests(server) == Counter()
+    finally:
+        stop_server(server)
+
+
+def test_non_retryable_error_stops_the_build_at_once(tmp_path: Path) -> None:
+    server = start_server(SimModel(SIM), options=ServerOptions(no_balance=True))
+    try:
+        workdir = make_workdir(tmp_path / "work", server.base_url)
+        result = run_build(workdir)
+        assert result.returncode == 2
+        assert "402" in result.stderr
+        assert server.stats.snapshot()["requests"] <= 3 + CONCURRENCY
+    finally:
+        stop_server(server)
+

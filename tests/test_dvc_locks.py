@@ -1,0 +1,64 @@
+"""Stale DVC stage locks from killed runs, and what dvc.lock says was already built."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+from tracevote.dvclock import clear_stale_locks
+from tracevote.dvcstate import already_built
+
+
+def dead_pid() -> int:
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return child.pid
+
+
+def test_clears_dead_entries_and_keeps_live_ones(tmp_path: Path) -> None:
+    rwlock = tmp_path / "rwlock"
+    dead, live = dead_pid(), subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        rwlock.write_text(json.dumps({
+            "write": {"pools/aime_2025": {"pid": dead, "cmd": "dvc repro"},
+                      "metrics/summary.json": {"pid": live.pid, "cmd": "dvc repro report"}},
+            "read": {"data/aime_2025.jsonl": [{"pid": dead, "cmd": "dvc repro"},
+                                              {"pid": live.pid, "cmd": "dvc repro report"}]},
+        }))
+        stale = clear_stale_locks(rwlock)
+        assert {(entry.mode, entry.path, entry.pid) for entry in stale} == {
+            ("write", "pools/aime_2025", dead), ("read", "data/aime_2025.jsonl", dead)}
+        assert json.loads(rwlock.read_text()) == {
+            "write": {"metrics/summary.json": {"pid": live.pid, "cmd": "dvc repro report"}},
+            "read": {"data/aime_2025.jsonl": [{"pid": live.pid, "cmd": "dvc repro report"}]},
+        }
+        assert clear_stale_locks(rwlock) == []
+    finally:
+        live.kill()
+        live.wait()
+
+
+def test_no_lock_file_is_nothing_to_clear(tmp_path: Path) -> None:
+    assert clear_stale_locks(tmp_path / "rwlock") == []
+
+
+def test_already_built_compares_locked_params_with_current(tmp_path: Path) -> None:
+    params = {"model": {"name": "deepseek-v4-flash", "backend": "openai"}, "pool": {"n_pool": 64, "concurrency": 8}}
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+    lock = {"schema": "2.0", "stages": {"build_pool": {"cmd": "python stages/build_pool.py", "params": {
+        "params.yaml": {"model": params["model"], "pool.n_pool": 64}}}}}
+    (tmp_path / "dvc.lock").write_text(yaml.safe_dump(lock))
+    assert already_built(tmp_path / "dvc.lock", "build_pool", tmp_path / "params.yaml")
+
+    params["pool"]["concurrency"] = 2  # not a declared param: still the same build
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+    assert already_built(tmp_path / "dvc.lock", "build_pool", tmp_path / "params.yaml")
+
+    params["pool"]["n_pool"] = 128
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+    assert not already_built(tmp_path / "dvc.lock", "build_pool", tmp_path / "params.yaml")
+    assert not already_built(tmp_path / "missing.lock", "build_pool", tmp_path / "params.yaml")

@@ -1,0 +1,108 @@
+"""The whole pipeline as a real DVC project: what each param change re-runs, metrics diff, plots."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.dvcproject import dvc, make_project, run, update_params
+from tracevote.demo import BUILTIN_PROBLEMS
+
+pytestmark = pytest.mark.slow
+
+ALL_STAGES = {"fetch", "normalize", "build_pool", "score", "aggregate", "report"}
+
+
+def small_sim_params(problems: Path = BUILTIN_PROBLEMS, **model: Any) -> dict[str, Any]:
+    """A fast simulated experiment: 12 problems x 16 samples of ~150 tokens."""
+    return {
+        "dataset": {"name": "toy", "source": {"hf_dataset": None, "path": str(problems)}},
+        "model": {"backend": "sim", "name": "tracevote-sim", "needs_key": False, "extra_body": {},
+                  "sim": {"mean_tokens": 150}, **model},
+        "decoding": {"max_tokens": 400, "top_logprobs": 5},
+        "pool": {"n_pool": 16, "concurrency": 4},
+        "confidence": {"group_size": 32, "tail_tokens": 32},
+        "eval": {"k": [1, 2, 4, 8, 16], "repeat": 8},
+        "report": {"k": 16},
+    }
+
+
+def changed_stages(project: Path) -> set[str]:
+    status = json.loads(dvc(project, "status", "--json").stdout or "{}")
+    return set(status)
+
+
+def ran_stages(output: str) -> set[str]:
+    return {stage for stage in ALL_STAGES if f"Running stage '{stage}'" in output}
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    project = make_project(tmp_path_factory.mktemp("pipeline") / "project", small_sim_params())
+    result = dvc(project, "repro")
+    assert ran_stages(result.stdout) == ALL_STAGES
+    assert "SIMULATED" in result.stdout
+    run(project, "git", "add", "-A")
+    run(project, "git", "commit", "-qm", "first run")
+    return project
+
+
+def test_outputs_say_simulated(built: Path) -> None:
+    summary = json.loads((built / "metrics" / "summary.json").read_text())
+    assert summary["simulated"] is True and summary["k"] == 16
+    assert {"pass1", "cons", "bottom10", "tail_top10", "cons_tie_rate", "valid_per_problem_min"} <= set(summary)
+    results = json.loads((built / "metrics" / "results.json").read_text())
+    assert results["simulated"] is True and len(results["problems"]) == 12
+    manifest = json.loads((built / "pools" / "toy.json").read_text())
+    assert manifest["simulated"] is True and manifest["samples"] == 12 * 16
+    header = (built / "plots" / "accuracy_vs_k.csv").read_text().splitlines()[0].split(",")
+    assert header[:3] == ["k", "pass1", "pass1_std"] and "bottom10_top10" in header
+    assert (built / "plots" / "accuracy_vs_k.png").stat().st_size > 10_000
+
+
+@pytest.mark.parametrize(
+    "change",
+    [{"prompt": {"system": "Be brief."}}, {"model": {"sim": {"signal": 2.0}}}, {"decoding": {"max_tokens": 300}}],
+)
+def test_model_prompt_and_decoding_changes_flag_build_pool(built: Path, change: dict) -> None:
+    original = (built / "params.yaml").read_text()
+    try:
+        update_params(built, change)
+        assert changed_stages(built) == {"build_pool"}
+    finally:
+        (built / "params.yaml").write_text(original)
+
+
+STEPS = [
+    # (params change, stages `dvc repro` must run)
+    ({"confidence": {"group_size": 16}}, {"score", "aggregate", "report"}),
+    ({"eval": {"repeat": 4}}, {"aggregate", "report"}),
+    ({"report": {"k": 8}}, {"report"}),
+    ({"pool": {"concurrency": 2, "max_cost_usd": 1.0, "request_timeout_s": 30}}, set()),
+    ({"pool": {"n_pool": 20}}, {"build_pool", "score", "aggregate", "report"}),
+    ({"decoding": {"temperature": 0.7}}, {"build_pool", "score", "aggregate", "report"}),
+]
+
+
+def test_each_param_change_reruns_exactly_its_stages(built: Path) -> None:
+    for number, (change, expected) in enumerate(STEPS):
+        update_params(built, change)
+        result = dvc(built, "repro")
+        assert ran_stages(result.stdout) == expected, (change, result.stdout)
+        if number == 0:
+            diff = json.loads(dvc(built, "metrics", "diff", "--json").stdout)
+            assert any(entry.get("diff") for entry in diff["metrics/summary.json"].values())
+            plots = json.dumps(json.loads(dvc(built, "plots", "show", "--json").stdout))
+            assert "bottom10_top10" in plots and '"k"' in plots
+    pools = sorted(p.name for p in (built / "pools" / "toy").iterdir())
+    assert len(pools) == 2  # the temperature change started a new pool beside the old one
+
+
+def test_switching_back_costs_nothing(built: Path) -> None:
+    run(built, "git", "checkout", "--", "params.yaml")
+    update_params(built, {"pool": {"n_pool": 20}})
+    result = dvc(built, "repro", "build_pool")
+    assert "no request sent" in result.stdout
