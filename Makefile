@@ -1,8 +1,10 @@
 # The README's two commands are `make demo` and `make test`; everything else builds on `setup`.
 SHELL := /bin/bash
 PYTHON ?= python3
-VENV := .venv
+VENV ?= .venv
 BIN := $(VENV)/bin
+# DVC runs each stage's `python ...` through the shell: make it this venv's python.
+export PATH := $(abspath $(BIN)):$(PATH)
 RUNTIME_STAMP := $(VENV)/.runtime-installed
 DEV_STAMP := $(VENV)/.dev-installed
 

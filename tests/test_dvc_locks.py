@@ -19,9 +19,14 @@ def dead_pid() -> int:
     return child.pid
 
 
-def test_clears_dead_entries_and_keeps_live_ones(tmp_path: Path) -> None:
+def fake_dvc() -> subprocess.Popen:
+    """A live process whose command line is `.../dvc repro`, as a running DVC's is."""
+    return subprocess.Popen(["bash", "-c", 'exec -a "$0" sleep 30', "/opt/venv/bin/dvc"])
+
+
+def test_clears_dead_entries_and_keeps_live_dvc_ones(tmp_path: Path) -> None:
     rwlock = tmp_path / "rwlock"
-    dead, live = dead_pid(), subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    dead, live = dead_pid(), fake_dvc()
     try:
         rwlock.write_text(json.dumps({
             "write": {"pools/aime_2025": {"pid": dead, "cmd": "dvc repro"},
@@ -40,6 +45,18 @@ def test_clears_dead_entries_and_keeps_live_ones(tmp_path: Path) -> None:
     finally:
         live.kill()
         live.wait()
+
+
+def test_a_reused_pid_running_something_else_is_stale(tmp_path: Path) -> None:
+    rwlock = tmp_path / "rwlock"
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        rwlock.write_text(json.dumps({"write": {"pools/toy": {"pid": other.pid, "cmd": "dvc repro"}}, "read": {}}))
+        assert [entry.pid for entry in clear_stale_locks(rwlock)] == [other.pid]
+        assert json.loads(rwlock.read_text()) == {"write": {}, "read": {}}
+    finally:
+        other.kill()
+        other.wait()
 
 
 def test_no_lock_file_is_nothing_to_clear(tmp_path: Path) -> None:

@@ -106,3 +106,15 @@ def test_switching_back_costs_nothing(built: Path) -> None:
     update_params(built, {"pool": {"n_pool": 20}})
     result = dvc(built, "repro", "build_pool")
     assert "no request sent" in result.stdout
+
+
+def test_exp_run_with_a_confidence_setting_and_exp_show(built: Path) -> None:
+    run(built, "git", "checkout", "--", "params.yaml")
+    dvc(built, "repro")
+    run(built, "git", "add", "-A")
+    run(built, "git", "commit", "-qm", "baseline", check=False)  # nothing to commit when run alone
+    result = dvc(built, "exp", "run", "-S", "confidence.group_size=8")
+    assert ran_stages(result.stdout) == {"score", "aggregate", "report"}
+    shown = json.dumps(json.loads(dvc(built, "exp", "show", "--json").stdout))
+    assert '"group_size": 8' in shown and '"group_size": 32' in shown  # the experiment beside the baseline
+    assert '"bottom10_top10"' in shown  # with its metrics

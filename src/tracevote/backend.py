@@ -75,7 +75,8 @@ def api_key_for(model: ModelConfig, environ: Mapping[str, str], dotenv: Path, *,
     key = resolve_api_key(model, environ, dotenv if dotenv.is_file() else None)
     if key is None and model.needs_key:
         raise TracevoteError(
-            f"{missing} samples are missing and no API key is set: export {model.api_key_env}=... "
+            f"{f'{missing} samples are missing and ' if missing else ''}no API key is set: "
+            f"export {model.api_key_env}=... "
             f"(or put it in .env). If a teammate has built this pool, fetch it instead with `dvc pull` "
             f"(or `make repro`, which pulls before it runs anything). A local server that needs no key: "
             f"set model.needs_key: false.")

@@ -9,7 +9,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from tracevote import demo
+from tracevote import backend, budget, demo
 from tracevote.config import Params, load_params
 from tracevote.datasets import load_problems
 from tracevote.dvclock import clear_stale_locks
@@ -17,6 +17,9 @@ from tracevote.entry import stage_main
 from tracevote.errors import DataError
 from tracevote.interchange import export_pool, import_file
 from tracevote.pool import Pool, Setting, find_pool
+from tracevote.prompting import build_messages
+from tracevote.sim import SimModel
+from tracevote.simserver import ServerOptions, parse_faults, serve
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -24,7 +27,8 @@ Handler = Callable[[argparse.Namespace], int]
 def cmd_unlock(args: argparse.Namespace) -> int:
     stale = clear_stale_locks(Path(args.rwlock))
     for entry in stale:
-        print(f"unlock: cleared the {entry.mode} lock on {entry.path} left by dead process {entry.pid} "
+        print(f"unlock: cleared the {entry.mode} lock on {entry.path} left by process {entry.pid}, which is "
+              f"no longer running DVC "
               f"({entry.cmd or 'unknown command'})")
     return 0
 
@@ -94,6 +98,44 @@ def cmd_pool_status(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_sim_server(args: argparse.Namespace) -> int:
+    params = load_params(args.params)
+    answers = {p.problem: p.answer for p in load_problems(args.problems)} if args.problems else {}
+    options = ServerOptions(api_key=args.api_key, models=tuple(args.models.split(",")) if args.models else None,
+                            no_balance=args.no_balance)
+    print(f"sim-server: SIMULATED model (seed {params.model.sim.seed}, signal {params.model.sim.signal}), "
+          f"faults {args.faults or 'none'}; ^C stops it", flush=True)
+    serve(args.host, args.port, SimModel(params.model.sim, answers), parse_faults(args.faults or ""), options,
+          on_ready=lambda url: print(f"sim-server: listening on {url}", flush=True))
+    return 0
+
+
+def cmd_probe(args: argparse.Namespace) -> int:
+    params = load_params(args.params)
+    api_key = backend.api_key_for(params.model, os.environ, Path(".env"), missing=0)
+    with backend.open_sampler(params, [], api_key) as sampler:
+        report = sampler.probe()
+    print(report.render())
+    return 0 if report.informative else 1
+
+
+def cmd_estimate(args: argparse.Namespace) -> int:
+    params = load_params(args.params)
+    problems = load_problems(args.problems or f"data/{params.dataset.name}.jsonl")
+    setting = Setting.from_params(params)
+    sizes = [len(build_messages(p.problem, system=setting.system, template=setting.template)[-1]["content"].encode())
+             for p in problems]
+    print(f"{len(problems)} problems, max_tokens {setting.max_tokens}, "
+          f"output at {params.pool.pricing.expected_output_fraction:.0%} of max_tokens; "
+          f"pool.max_cost_usd is ${params.pool.max_cost_usd:.2f}")
+    for n_pool in sorted({*args.n_pool, params.pool.n_pool}):
+        cost = budget.estimate(sizes * n_pool, setting.max_tokens, params.pool.pricing)
+        marker = "  <- params.yaml" if n_pool == params.pool.n_pool else ""
+        over = "  (over the cap)" if cost.usd > params.pool.max_cost_usd else ""
+        print(f"  n_pool {n_pool:>5}: {cost.render()}{over}{marker}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m tracevote", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -116,6 +158,27 @@ def build_parser() -> argparse.ArgumentParser:
             action.add_argument("samples", help="the JSON-lines file (format in the README)")
             action.add_argument("--problems", help="normalized problems (default: data/<dataset>.jsonl)")
         action.set_defaults(handler=handler)
+
+    probe = commands.add_parser("probe", help="check that the endpoint's logprobs carry a confidence signal")
+    probe.add_argument("--params", default="params.yaml")
+    probe.set_defaults(handler=cmd_probe)
+
+    estimate = commands.add_parser("estimate", help="the cost of a pool of several sizes, before spending")
+    estimate.add_argument("--params", default="params.yaml")
+    estimate.add_argument("--problems", help="normalized problems (default: data/<dataset>.jsonl)")
+    estimate.add_argument("--n-pool", type=int, nargs="+", default=[64, 256, 512, 1024, 4096])
+    estimate.set_defaults(handler=cmd_estimate)
+
+    sim = commands.add_parser("sim-server", help="serve the simulated model with DeepSeek's wire format")
+    sim.add_argument("--params", default="params.yaml", help="model.sim is read from here")
+    sim.add_argument("--host", default="127.0.0.1")
+    sim.add_argument("--port", type=int, default=8765)
+    sim.add_argument("--faults", help="e.g. all=0.2 or 429=0.05,drop=0.05,slow_s=0.2 (README: fault spec)")
+    sim.add_argument("--problems", help="normalized problems whose gold answers the sim should know")
+    sim.add_argument("--api-key", help="require this bearer key (401 otherwise)")
+    sim.add_argument("--models", help="comma-separated model names to accept (404 otherwise)")
+    sim.add_argument("--no-balance", action="store_true", help="answer every request with 402")
+    sim.set_defaults(handler=cmd_sim_server)
 
     demo_parser = commands.add_parser("demo", help="the whole pipeline on the simulated model, in ./demo")
     demo_parser.add_argument("--dataset", help="a .jsonl of problems (default: the built-in demo set)")

@@ -1,8 +1,9 @@
 """Clearing DVC's stage locks left by killed runs.
 
-A kill -9 of `dvc repro` leaves `.dvc/tmp/rwlock` naming the dead process, and DVC then refuses to
-run until the file is edited by hand. Entries of processes that are gone are safe to drop; entries of
-live processes are never touched.
+A kill -9 of `dvc repro` leaves `.dvc/tmp/rwlock` naming the dead process. Recent DVC drops entries
+whose PID is gone, but once the PID is reused (containers recycle small PIDs quickly) DVC sees a live
+process and refuses to run until the file is edited by hand. An entry is stale when its process is
+gone or is no longer a DVC process; entries of live DVC processes are never touched.
 """
 
 from __future__ import annotations
@@ -36,6 +37,17 @@ def process_alive(pid: int) -> bool:
     return True
 
 
+def holds_dvc_lock(pid: int) -> bool:
+    """True while `pid` is a live process running DVC (judged by its command line where /proc has it)."""
+    if pid <= 0 or not process_alive(pid):
+        return False
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return True  # no /proc: trust that a live PID is still the one that took the lock
+    return any(Path(arg.decode(errors="replace")).name in ("dvc", "dvc.exe") or arg == b"dvc" for arg in argv)
+
+
 def clear_stale_locks(rwlock: Path) -> list[StaleEntry]:
     """Drop the entries of dead processes from a DVC rwlock file; return what was dropped."""
     if not rwlock.is_file():
@@ -59,7 +71,7 @@ def clear_stale_locks(rwlock: Path) -> list[StaleEntry]:
 
 def _keep(info: dict[str, Any], mode: str, path: str, stale: list[StaleEntry]) -> bool:
     pid = int(info.get("pid", 0))
-    if pid > 0 and process_alive(pid):
+    if holds_dvc_lock(pid):
         return True
     stale.append(StaleEntry(mode, path, pid, str(info.get("cmd", ""))))
     return False

@@ -1,0 +1,83 @@
+"""The Makefile's workflows in real clones: `make demo` leaves the workspace clean; `make repro` after kill -9."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO_ROOT
+from tests.dvcproject import dvc, make_project, project_env, run
+from tests.test_pipeline import small_sim_params
+from tracevote.config import SimConfig
+from tracevote.sim import SimModel
+from tracevote.simserver import parse_faults, start_server, stop_server
+
+pytestmark = pytest.mark.slow
+VENV = Path(sys.executable).parent.parent
+
+
+def make(cwd: Path, *targets: str) -> subprocess.CompletedProcess:
+    """The real Makefile target, reusing this test run's venv instead of installing a new one."""
+    stamp = VENV / ".runtime-installed"
+    command = ["make", "--no-print-directory", f"VENV={VENV}", "-o", str(stamp), *targets]
+    return subprocess.run(command, cwd=cwd, env=project_env(), capture_output=True, text=True, timeout=600)
+
+
+@pytest.fixture
+def venv_stamp() -> None:
+    if not (VENV / ".runtime-installed").is_file():
+        pytest.skip(f"{VENV} was not set up by `make setup` (no .runtime-installed stamp)")
+
+
+def test_make_demo_in_a_fresh_clone_leaves_git_status_clean(tmp_path: Path, venv_stamp: None) -> None:
+    clone = tmp_path / "clone"
+    run(tmp_path, "git", "clone", "-q", str(REPO_ROOT), str(clone))
+    result = make(clone, "demo")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "SIMULATED" in result.stdout
+    assert (clone / "demo" / "plots" / "accuracy_vs_k.png").is_file()
+    assert run(clone, "git", "status", "--porcelain").stdout == ""
+
+
+def test_make_repro_clears_a_dead_runs_lock_and_resumes(tmp_path: Path, venv_stamp: None) -> None:
+    server = start_server(SimModel(SimConfig(seed=0, signal=1.0, accuracy=0.45, mean_tokens=150)),
+                          parse_faults("slow=1.0,slow_s=0.1,max_per_sample=1000000"))
+    try:
+        params = small_sim_params(backend="openai", base_url=server.base_url, needs_key=False)
+        project = make_project(tmp_path / "project", params)
+        shutil.copy(REPO_ROOT / "Makefile", project / "Makefile")
+        pool_dir = project / "pools" / "toy"
+        repro = subprocess.Popen([str(VENV / "bin" / "dvc"), "repro"], cwd=project, env=project_env(),
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        deadline = time.monotonic() + 120
+        while not any(p.stat().st_size for p in pool_dir.rglob("*.tvf")) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        os.killpg(repro.pid, signal.SIGKILL)  # dvc and the stage it runs, mid-build
+        repro.wait()
+
+        rwlock = project / ".dvc" / "tmp" / "rwlock"
+        assert str(repro.pid) in rwlock.read_text()
+        # The killed PID gets reused by an unrelated live process: DVC now refuses to run.
+        reused = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+        rwlock.write_text(rwlock.read_text().replace(f'"pid": {repro.pid}', f'"pid": {reused.pid}'))
+        try:
+            blocked = dvc(project, "repro", check=False)
+            assert blocked.returncode != 0 and "is busy" in blocked.stderr + blocked.stdout
+
+            resumed = make(project, "repro")
+        finally:
+            reused.kill()
+            reused.wait()
+        assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
+        assert f"left by process {reused.pid}, which is no longer running DVC" in resumed.stdout
+        assert "Running stage 'report'" in resumed.stdout
+        assert '"samples": 192' in (project / "pools" / "toy.json").read_text()
+    finally:
+        stop_server(server)
