@@ -94,14 +94,3 @@ def run(scale: str = "full") -> list[dict]:
          "unit": "accuracy", "note": f"pass1 {result.accuracy_at('pass1', cfg.k[-1]).mean:.3f}"},
     ]
 
-
-def _print(rows: list[dict]) -> None:
-    for row in rows:
-        ratio = f"  ratio {row['ratio']:.2f}" if "ratio" in row else ""
-        print(f"{row['name']:<42} {row['value']:>12,.3f} {row['unit']:<9}{ratio}  {row['note']}")
-
-
-if __name__ == "__main__":
-    import sys
-
-    _print(run(sys.argv[1] if len(sys.argv) > 1 else "full"))

@@ -2,13 +2,12 @@
 
 Bodies come from the simulated model in DeepSeek's exact format; every method runs in the same process
 on the same bodies, best of a few rounds. Goal: the fast path at >= 10x the stdlib baseline.
-    python -m bench.bench_ingest [quick|full]
+    python -m bench.run --only bench_ingest [--quick]
 """
 
 from __future__ import annotations
 
 import json
-import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -115,6 +114,3 @@ def main(argv: list[str]) -> None:
         ratio = "" if row["ratio"] is None else f"  ({row['ratio']}x stdlib)"
         print(f"{row['name']:<44} {row['value']:>12} {row['unit']}{ratio}")
 
-
-if __name__ == "__main__":
-    main(sys.argv[1:])

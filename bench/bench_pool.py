@@ -74,8 +74,3 @@ def run(scale: str = "full") -> list[dict]:
                  "ratio": raw / rows[0]["value"], "note": "ratio: raw size / stored size with top-20"})
     return rows
 
-
-if __name__ == "__main__":
-    for row in run():
-        ratio = f"  ratio {row['ratio']:.3f}" if "ratio" in row else ""
-        print(f"{row['name']}: {row['value']:.3f} {row['unit']}{ratio}  ({row['note']})")

@@ -164,14 +164,3 @@ def _time_score_problem(problem: SyntheticProblem, cfg: ConfidenceConfig, index:
     score_problem(traces, gold=7, cfg=cfg)
     return time.perf_counter() - start
 
-
-def _print(rows: list[dict]) -> None:
-    for row in rows:
-        ratio = f"  ratio {row['ratio']:.1f}" if "ratio" in row else ""
-        print(f"{row['name']:<48} {row['value']:>14,.1f} {row['unit']:<9}{ratio}  {row['note']}")
-
-
-if __name__ == "__main__":
-    import sys
-
-    _print(run(sys.argv[1] if len(sys.argv) > 1 else "full"))

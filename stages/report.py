@@ -11,8 +11,8 @@ from tracevote import report
 from tracevote.config import load_params
 from tracevote.datasets import load_problems
 from tracevote.entry import stage_main
-from tracevote.evaluate import AggregateResult
 from tracevote.fileio import write_json, write_text
+from tracevote.results import AggregateResult
 
 
 def main() -> None:

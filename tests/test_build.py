@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import random
 import signal
@@ -9,6 +10,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -76,12 +78,21 @@ def sample_requests(server: SimServer) -> Counter[str]:
     return Counter({k: v for k, v in server.stats.snapshot()["by_sample"].items() if not k.startswith("probe/")})
 
 
+@contextlib.contextmanager
+def sim_server(faults: str = "", **options: Any) -> Iterator[SimServer]:
+    """The simulated model behind a loopback server with `faults` and ServerOptions(**options)."""
+    server = start_server(SimModel(SIM), parse_faults(faults), ServerOptions(**options))
+    try:
+        yield server
+    finally:
+        stop_server(server)
+
+
 @pytest.fixture
 def slow_server() -> SimServer:
     # every response takes 0.1 s, so a kill lands in the middle of the build
-    server = start_server(SimModel(SIM), parse_faults("slow=1.0,slow_s=0.1,max_per_sample=1000000"))
-    yield server
-    stop_server(server)
+    with sim_server("slow=1.0,slow_s=0.1,max_per_sample=1000000") as server:
+        yield server
 
 
 def test_kill_9_at_random_moments_then_resume(tmp_path: Path, slow_server: SimServer) -> None:
@@ -119,9 +130,7 @@ def test_kill_9_at_random_moments_then_resume(tmp_path: Path, slow_server: SimSe
 
 
 def test_all_faults_mixed_complete_with_exact_counts(tmp_path: Path) -> None:
-    faults = parse_faults("all=0.2,retry_after_s=0.05,slow_s=0.05")
-    server = start_server(SimModel(SIM), faults)
-    try:
+    with sim_server("all=0.2,retry_after_s=0.05,slow_s=0.05") as server:
         workdir = make_workdir(tmp_path / "work", server.base_url)
         result = run_build(workdir)
         assert result.returncode == 0, result.stderr
@@ -131,13 +140,10 @@ def test_all_faults_mixed_complete_with_exact_counts(tmp_path: Path) -> None:
         assert len(stored(workdir)) == N_PROBLEMS * N_POOL
         again = run_build(workdir)
         assert "no request sent" in again.stdout
-    finally:
-        stop_server(server)
 
 
 def test_raising_n_pool_tops_up_without_rebuilding(tmp_path: Path) -> None:
-    server = start_server(SimModel(SIM))
-    try:
+    with sim_server() as server:
         workdir = make_workdir(tmp_path / "work", server.base_url, pool={"n_pool": 4}, eval={"k": [1, 4]},
                                report={"k": 4})
         assert run_build(workdir).returncode == 0
@@ -148,25 +154,19 @@ def test_raising_n_pool_tops_up_without_rebuilding(tmp_path: Path) -> None:
         assert run_build(workdir).returncode == 0
         added = set(sample_requests(server) - first)
         assert added == {f"{pid}/{sid}" for pid in the_pool(workdir).problem_ids() for sid in (4, 5)}
-    finally:
-        stop_server(server)
 
 
 def test_over_budget_build_is_refused_before_any_request(tmp_path: Path) -> None:
-    server = start_server(SimModel(SIM))
-    try:
+    with sim_server() as server:
         workdir = make_workdir(tmp_path / "work", server.base_url, pool={"max_cost_usd": 0.001})
         result = run_build(workdir)
         assert result.returncode == 2
         assert "refusing to build" in result.stderr and "pool.max_cost_usd" in result.stderr
         assert server.stats.snapshot()["requests"] == 0
-    finally:
-        stop_server(server)
 
 
 def test_missing_key_fails_at_once_and_complete_pool_needs_none(tmp_path: Path) -> None:
-    server = start_server(SimModel(SIM), options=ServerOptions(api_key="sk-canary-5f0c1e"))
-    try:
+    with sim_server(api_key="sk-canary-5f0c1e") as server:
         workdir = make_workdir(tmp_path / "work", server.base_url, model={"needs_key": True})
         result = run_build(workdir)
         assert result.returncode == 2
@@ -179,31 +179,23 @@ def test_missing_key_fails_at_once_and_complete_pool_needs_none(tmp_path: Path) 
 
         leaked = [p for p in workdir.rglob("*") if p.is_file() and b"sk-canary-5f0c1e" in p.read_bytes()]
         assert leaked == []
-    finally:
-        stop_server(server)
 
 
 def test_sentinel_only_logprobs_are_refused_by_the_probe(tmp_path: Path) -> None:
-    server = start_server(SimModel(SIM))
-    try:
+    with sim_server() as server:
         # DeepSeek at temperature 0 reports 0.0 for the chosen token and -9999 for the rest
         workdir = make_workdir(tmp_path / "work", server.base_url, decoding={"temperature": 0.0})
         result = run_build(workdir)
         assert result.returncode == 2
         assert "no usable confidence signal" in result.stderr
         assert sample_requests(server) == Counter()
-    finally:
-        stop_server(server)
 
 
 def test_non_retryable_error_stops_the_build_at_once(tmp_path: Path) -> None:
-    server = start_server(SimModel(SIM), options=ServerOptions(no_balance=True))
-    try:
+    with sim_server(no_balance=True) as server:
         workdir = make_workdir(tmp_path / "work", server.base_url)
         result = run_build(workdir)
         assert result.returncode == 2
         assert "402" in result.stderr
         assert server.stats.snapshot()["requests"] <= 3 + CONCURRENCY
-    finally:
-        stop_server(server)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import yaml
@@ -20,8 +21,14 @@ def dead_pid() -> int:
 
 
 def fake_dvc() -> subprocess.Popen:
-    """A live process whose command line is `.../dvc repro`, as a running DVC's is."""
-    return subprocess.Popen(["bash", "-c", 'exec -a "$0" sleep 30', "/opt/venv/bin/dvc"])
+    """A live process whose command line is `/opt/venv/bin/dvc 30`, as a running DVC's names dvc."""
+    process = subprocess.Popen(["bash", "-c", 'exec -a "$0" sleep 30', "/opt/venv/bin/dvc"])
+    cmdline = Path(f"/proc/{process.pid}/cmdline")
+    for _ in range(500):  # until bash has exec'd sleep under the new name
+        if cmdline.read_bytes().startswith(b"/opt/venv/bin/dvc\0"):
+            break
+        time.sleep(0.01)
+    return process
 
 
 def test_clears_dead_entries_and_keeps_live_dvc_ones(tmp_path: Path) -> None:

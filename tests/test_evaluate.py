@@ -11,17 +11,9 @@ import pytest
 
 from tracevote.config import MEASURES, EvalConfig
 from tracevote.errors import ConfigError, DataError
-from tracevote.evaluate import (
-    AggregateResult,
-    aggregate,
-    auroc,
-    average_ranks,
-    method_names,
-    split_problems,
-    validity_counts,
-    vote_sets,
-    working_sets,
-)
+from tracevote.evaluate import aggregate, method_names, split_problems, vote_sets, working_sets
+from tracevote.results import AggregateResult
+from tracevote.sample_stats import auroc, average_ranks, validity_counts
 from tracevote.score import SCORE_COLUMNS
 
 NAN = float("nan")

@@ -162,6 +162,22 @@ class EvalConfig:
         _require(len(set(self.k)) == len(self.k), where, "k", list(self.k), "without repeats")
         _require(self.repeat >= 1, where, "repeat", self.repeat, ">= 1")
         _require(all(0 < eta <= 1 for eta in self.etas), where, "etas", list(self.etas), "fractions in (0, 1]")
+        for eta in self.etas:
+            _require(eta_percent(eta) is not None, where, "etas", eta, WHOLE_PERCENT)
+        percents = [eta_percent(eta) for eta in self.etas]
+        _require(len(set(percents)) == len(percents), where, "etas", list(self.etas),
+                 f"distinct percentages: they name the methods <measure>_top<percent> (here {percents})")
+
+
+# subtle: a rounded name would hide the real eta, e.g. report 0.125 as `avg_top12`
+WHOLE_PERCENT = "a whole percentage (0.1, 0.05, ...) to name a method"
+
+
+def eta_percent(eta: float) -> int | None:
+    """The percentage in the names of eta's methods (0.1 -> 10: `avg_top10`), or None when eta is not a
+    whole percentage (0.125). 0.1 + 1e-12 is 10 too; EvalConfig.validate refuses both in one list."""
+    percent = round(eta * 100)
+    return percent if math.isclose(eta * 100, percent, abs_tol=1e-9) else None
 
 
 @dataclass(frozen=True)

@@ -42,10 +42,12 @@ def holds_dvc_lock(pid: int) -> bool:
     if pid <= 0 or not process_alive(pid):
         return False
     try:
-        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return True  # no /proc: trust that a live PID is still the one that took the lock
-    return any(Path(arg.decode(errors="replace")).name in ("dvc", "dvc.exe") or arg == b"dvc" for arg in argv)
+    if not cmdline:
+        return True  # a process in the middle of exec, or a zombie: cannot tell, so keep the lock
+    return any(Path(arg.decode(errors="replace")).name in ("dvc", "dvc.exe") for arg in cmdline.split(b"\0"))
 
 
 def clear_stale_locks(rwlock: Path) -> list[StaleEntry]:

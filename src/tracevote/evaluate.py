@@ -1,4 +1,5 @@
-"""The aggregate core: score table -> accuracy of every method at every K, and what explains it.
+"""The aggregate core: score table -> accuracy of every method at every K, and what explains it
+(the records are in tracevote.results; validity, confidence and AUROC in tracevote.sample_stats).
 
 Methods (names used in outputs): `pass1`, `cons`, `<measure>` (weighted vote, e.g. `bottom10`) and
 `<measure>_top<η%>` (top-η filter, then weighted vote, e.g. `tail_top90`); rules in tracevote.voting.
@@ -16,21 +17,18 @@ Accuracy of a repeat is the mean over problems; std is over repeats (ddof 0).
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, fields
-from typing import Any
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
-from tracevote.config import MEASURES, EvalConfig
+from tracevote.config import MEASURES, WHOLE_PERCENT, EvalConfig, eta_percent
 from tracevote.errors import ConfigError, DataError
 from tracevote.records import NO_ANSWER
+from tracevote.results import AggregateResult, MethodAccuracy, ProblemResult, TieRate
+from tracevote.sample_stats import confidence_summaries, measure_aurocs, validity_counts
 from tracevote.score import KEY_COLUMNS
 from tracevote.voting import majority_vote, top_eta, weighted_vote
-
-SUMMARY_PERCENTILES = (10, 50, 90)
-
 
 # --- one problem's samples, and votes on its working sets -------------------------------------------
 
@@ -78,9 +76,10 @@ def method_names(measures: tuple[str, ...], etas: tuple[float, ...]) -> tuple[st
 
 
 def _percent(eta: float) -> int:
-    percent = round(eta * 100)
-    if not math.isclose(eta * 100, percent, abs_tol=1e-9):
-        raise ConfigError(f"eval.etas: {eta!r} must be a whole percentage (0.1, 0.05, ...) to name a method")
+    # EvalConfig.validate already refuses such etas; a config built in code skips it
+    percent = eta_percent(eta)
+    if percent is None:
+        raise ConfigError(f"eval.etas: {eta!r} must be {WHOLE_PERCENT}")
     return percent
 
 
@@ -245,194 +244,3 @@ def _problem_results(problems: list[ProblemScores], votes: list[SetVotes], k: in
                 prediction=int(modes[i]) if modes[i] >= 0 else None,
                 answered=float(vote.answered[i].mean())))
     return results
-
-
-# --- what explains the accuracies: validity, confidence by correctness, AUROC ------------------------
-
-def validity_counts(scores: pd.DataFrame, measures: tuple[str, ...] = MEASURES) -> Validity:
-    """Valid samples per problem, and why the others could not be scored (disjoint reasons)."""
-    valid = scores["valid"].to_numpy(dtype=bool)
-    has_tokens = scores["n_tokens"].to_numpy() > 0
-    length = (scores["finish_reason"] == "length").to_numpy(dtype=bool)
-    no_answer = has_tokens & scores["answer"].isna().to_numpy(dtype=bool)
-    per_problem = pd.Series(valid).groupby(scores["problem_id"].to_numpy()).sum()
-    unweighted = valid & scores[list(measures)].isna().any(axis=1).to_numpy(dtype=bool)
-    return Validity(
-        n_problems=len(per_problem), n_samples=len(scores), n_valid=int(valid.sum()),
-        valid_per_problem_mean=float(per_problem.mean()), valid_per_problem_min=int(per_problem.min()),
-        fewest_valid_problem=str(per_problem.idxmin()),
-        no_tokens=int((~has_tokens).sum()), no_answer=int((no_answer & ~length).sum()),
-        truncated=int((no_answer & length).sum()), finish_length=int(length.sum()),
-        unweighted=int(unweighted.sum()))
-
-
-def confidence_summaries(scores: pd.DataFrame,
-                         measures: tuple[str, ...] = MEASURES) -> tuple[ConfidenceSummary, ...]:
-    """Per measure, mean and p10/p50/p90 of valid samples' finite values, for correct and for wrong."""
-    valid = scores["valid"].to_numpy(dtype=bool)
-    correct = scores["correct"].to_numpy(dtype=bool)
-    summaries = []
-    for measure in measures:
-        values = scores[measure].to_numpy(dtype=np.float64)
-        for is_correct in (True, False):
-            # sorted, so the float sums do not depend on the order of rows
-            chosen = np.sort(values[valid & (correct == is_correct) & np.isfinite(values)])
-            summaries.append(_summary(measure, is_correct, chosen))
-    return tuple(summaries)
-
-
-def _summary(measure: str, correct: bool, values: np.ndarray) -> ConfidenceSummary:
-    if len(values) == 0:
-        return ConfidenceSummary(measure, correct, 0, None, None, None, None)
-    p10, p50, p90 = (float(p) for p in np.percentile(values, SUMMARY_PERCENTILES))
-    return ConfidenceSummary(measure, correct, len(values), float(values.mean()), p10, p50, p90)
-
-
-def measure_aurocs(scores: pd.DataFrame, measures: tuple[str, ...] = MEASURES) -> tuple[Auroc, ...]:
-    """AUROC of each measure for telling correct from wrong valid samples: pooled over all samples,
-    and the mean over problems that have both classes (with their number)."""
-    valid = scores["valid"].to_numpy(dtype=bool)
-    table = scores[valid]
-    results = []
-    for measure in measures:
-        rows = table[np.isfinite(table[measure].to_numpy(dtype=np.float64))]
-        pooled = auroc(rows[measure].to_numpy(dtype=np.float64), rows["correct"].to_numpy(dtype=bool))
-        per_problem = [auroc(group[measure].to_numpy(dtype=np.float64), group["correct"].to_numpy(dtype=bool))
-                       for _, group in rows.groupby("problem_id")]
-        defined = [a for a in per_problem if a is not None]
-        results.append(Auroc(measure=measure, pooled=pooled, n_problems=len(defined),
-                             per_problem_mean=float(np.mean(defined)) if defined else None))
-    return tuple(results)
-
-
-def auroc(scores: np.ndarray, positive: np.ndarray) -> float | None:
-    """P(score of a random positive > score of a random negative), ties counting 1/2 (Mann-Whitney U
-    with average ranks); None unless both classes are present.
-
-    >>> auroc(np.array([0.1, 0.4, 0.4, 0.9]), np.array([False, True, False, True]))
-    0.875
-    """
-    n_pos = int(positive.sum())
-    n_neg = len(positive) - n_pos
-    if n_pos == 0 or n_neg == 0:
-        return None
-    rank_sum = average_ranks(scores)[positive].sum()
-    return float((rank_sum - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
-
-
-def average_ranks(values: np.ndarray) -> np.ndarray:
-    """Ranks from 1, tied values sharing their average rank: [5, 1, 5, 3] -> [3.5, 1, 3.5, 2]."""
-    order = np.argsort(values, kind="stable")
-    ordered = values[order]
-    starts = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1])))
-    ends = np.append(starts[1:], len(values))
-    tie_rank = (starts + ends + 1) / 2  # mean of ranks start+1 .. end
-    ranks = np.empty(len(values))
-    ranks[order] = np.repeat(tie_rank, ends - starts)
-    return ranks
-
-
-# --- the result, and its JSON form ---------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class MethodAccuracy:
-    method: str
-    k: int
-    mean: float  # over repeats of (mean correctness over problems)
-    std: float  # over repeats, ddof 0
-
-
-@dataclass(frozen=True)
-class TieRate:
-    k: int
-    rate: float  # share of working sets (repeats x problems) whose Cons@K top count was shared
-
-
-@dataclass(frozen=True)
-class ProblemResult:
-    problem_id: str
-    method: str
-    k: int
-    accuracy: float  # mean correctness over repeats
-    prediction: int | None  # most frequent answered prediction over repeats (smallest on ties); None for pass1
-    answered: float  # share of repeats with an answer; for pass1 the mean share of valid samples
-
-
-@dataclass(frozen=True)
-class Validity:
-    """Sample counts over the full pool; no_tokens, no_answer and truncated are disjoint reasons."""
-
-    n_problems: int
-    n_samples: int
-    n_valid: int
-    valid_per_problem_mean: float
-    valid_per_problem_min: int
-    fewest_valid_problem: str  # the problem with valid_per_problem_min valid samples (first by id on ties)
-    no_tokens: int  # no tokens at all
-    no_answer: int  # tokens but no integer answer 0-999, finished normally
-    truncated: int  # tokens but no answer, finish_reason 'length'
-    finish_length: int  # all samples with finish_reason 'length', valid or not
-    unweighted: int  # valid samples with a NaN measure: they vote in Cons@K only
-
-
-@dataclass(frozen=True)
-class ConfidenceSummary:
-    measure: str
-    correct: bool
-    count: int
-    mean: float | None  # None when count is 0
-    p10: float | None
-    p50: float | None
-    p90: float | None
-
-
-@dataclass(frozen=True)
-class Auroc:
-    measure: str
-    pooled: float | None  # None unless both classes are present
-    per_problem_mean: float | None
-    n_problems: int  # problems with both classes, averaged in per_problem_mean
-
-
-@dataclass(frozen=True)
-class AggregateResult:
-    k: tuple[int, ...]
-    repeat: int
-    seed: int
-    etas: tuple[float, ...]
-    measures: tuple[str, ...]
-    methods: tuple[str, ...]
-    accuracy: tuple[MethodAccuracy, ...]  # every (K, method), K-major
-    ties: tuple[TieRate, ...]
-    validity: Validity
-    confidence: tuple[ConfidenceSummary, ...]
-    auroc: tuple[Auroc, ...]
-    problems: tuple[ProblemResult, ...]  # every (K, problem, method)
-
-    def accuracy_at(self, method: str, k: int) -> MethodAccuracy:
-        for row in self.accuracy:
-            if row.method == method and row.k == k:
-                return row
-        raise KeyError(f"no accuracy for method {method!r} at K={k} (methods: {', '.join(self.methods)}; "
-                       f"K: {list(self.k)})")
-
-    def to_json(self) -> dict[str, Any]:
-        """Plain dicts, lists, str, int, float, bool and None; `from_json` reads it back."""
-        return {f.name: _plain(getattr(self, f.name)) for f in fields(self)}
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> AggregateResult:
-        rows = {"accuracy": MethodAccuracy, "ties": TieRate, "confidence": ConfidenceSummary,
-                "auroc": Auroc, "problems": ProblemResult}
-        values = {name: tuple(kind(**row) for row in data[name]) for name, kind in rows.items()}
-        return cls(k=tuple(data["k"]), repeat=data["repeat"], seed=data["seed"], etas=tuple(data["etas"]),
-                   measures=tuple(data["measures"]), methods=tuple(data["methods"]),
-                   validity=Validity(**data["validity"]), **values)
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, tuple | list):
-        return [_plain(item) for item in value]
-    if hasattr(value, "__dataclass_fields__"):
-        return {f.name: _plain(getattr(value, f.name)) for f in fields(value)}
-    return value

@@ -22,6 +22,7 @@ _ARITHMETIC = re.compile(r"\d\s*(?:[-+*×÷]|\\times|\\cdot|\\div)\s*\d")
 _DEGREES = re.compile(r"\^\s*\{?\s*\\circ\s*\}?")
 # LaTeX thousands separators: 1{,}000 and 1\,000 read as 1,000.
 _DIGIT_GAP = re.compile(r"(?<=\d)(?:\{,\}|\\,|\\!)(?=\d)")
+_TAIL_CHARS = 256  # first tail scanned for the last number; "**Answer:** 16" needs far less
 
 
 def extract_answer(text: str) -> int | None:
@@ -47,11 +48,12 @@ def extract_answer(text: str) -> int | None:
     >>> extract_answer(r"\\boxed{\\frac{1}{2}}") is None
     True
     """
-    text = _DIGIT_GAP.sub(",", text.replace("\u2212", "-"))
+    # Boxes are found in the raw text: normalizing first would change no box (separators sit between
+    # digits, with balanced braces), but it would cost a pass over the whole trace.
     content = _last_box(text)
     if content is None:
         return _last_number(text)
-    content = _DEGREES.sub("", content).rsplit("=", 1)[-1]
+    content = _DEGREES.sub("", _normalize(content)).rsplit("=", 1)[-1]
     if _NOT_INTEGER.search(content) or _ARITHMETIC.search(content):
         return None
     return _last_number(content)
@@ -76,10 +78,33 @@ def _braced(text: str, start: int) -> str | None:
     return None
 
 
+def _normalize(text: str) -> str:
+    """Unicode minus as '-', LaTeX thousands separators as ',': "−1{,}000" -> "-1,000"."""
+    return _DIGIT_GAP.sub(",", text.replace("\u2212", "-"))
+
+
 def _last_number(text: str) -> int | None:
-    """The last number token of `text` as an answer: an integer in 0-999, else None."""
-    tokens = _NUMBER.findall(text)
-    return _as_answer(tokens[-1]) if tokens else None
+    """The last number token of `text` (normalized) as an answer: an integer in 0-999, else None.
+
+    A trace runs to ~16 KB and its last number is near the end, so only a tail is normalized and
+    scanned, widened until it holds a number. The tail starts just after whitespace, which no token
+    or separator contains and which every lookbehind treats like the start of the text, so the tail's
+    last token is the whole text's.
+    """
+    window = _TAIL_CHARS
+    while True:
+        start = _after_space(text, len(text) - window)
+        tokens = _NUMBER.findall(_normalize(text[start:]))
+        if tokens or start == 0:
+            return _as_answer(tokens[-1]) if tokens else None
+        window *= 4
+
+
+def _after_space(text: str, before: int) -> int:
+    """The position just after the last space or newline before `before`; 0 if there is none."""
+    if before <= 0:
+        return 0
+    return max(text.rfind(" ", 0, before), text.rfind("\n", 0, before)) + 1
 
 
 def _as_answer(token: str) -> int | None:

@@ -12,8 +12,8 @@ from matplotlib.figure import Figure  # the object API draws to files without a 
 
 from tracevote.datasets import Problem
 from tracevote.errors import ConfigError
-from tracevote.evaluate import AggregateResult
 from tracevote.fileio import atomic_path
+from tracevote.results import AggregateResult
 
 SIMULATED_BANNER = "SIMULATED MODEL: these numbers test the pipeline, not a real LLM"
 
