@@ -20,15 +20,26 @@ def dead_pid() -> int:
     return child.pid
 
 
-def fake_dvc() -> subprocess.Popen:
-    """A live process whose command line is `/opt/venv/bin/dvc 30`, as a running DVC's names dvc."""
-    process = subprocess.Popen(["bash", "-c", 'exec -a "$0" sleep 30', "/opt/venv/bin/dvc"])
+def started(command: list[str], argv0: bytes = b"") -> subprocess.Popen:
+    """Start `command` and wait until /proc shows its command line (it reads empty right after exec)."""
+    process = subprocess.Popen(command)
     cmdline = Path(f"/proc/{process.pid}/cmdline")
-    for _ in range(500):  # until bash has exec'd sleep under the new name
-        if cmdline.read_bytes().startswith(b"/opt/venv/bin/dvc\0"):
+    for _ in range(500):
+        seen = cmdline.read_bytes()
+        if seen and seen.startswith(argv0):
             break
         time.sleep(0.01)
     return process
+
+
+def fake_dvc() -> subprocess.Popen:
+    """A live process whose command line is `/opt/venv/bin/dvc 30`, as a running DVC's names dvc."""
+    return started(["bash", "-c", 'exec -a "$0" sleep 30', "/opt/venv/bin/dvc"], b"/opt/venv/bin/dvc\0")
+
+
+def sleeper() -> subprocess.Popen:
+    """A live process that is not DVC, such as one that reused a killed DVC's PID."""
+    return started([sys.executable, "-c", "import time; time.sleep(60)"])
 
 
 def test_clears_dead_entries_and_keeps_live_dvc_ones(tmp_path: Path) -> None:
@@ -56,7 +67,7 @@ def test_clears_dead_entries_and_keeps_live_dvc_ones(tmp_path: Path) -> None:
 
 def test_a_reused_pid_running_something_else_is_stale(tmp_path: Path) -> None:
     rwlock = tmp_path / "rwlock"
-    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    other = sleeper()
     try:
         rwlock.write_text(json.dumps({"write": {"pools/toy": {"pid": other.pid, "cmd": "dvc repro"}}, "read": {}}))
         assert [entry.pid for entry in clear_stale_locks(rwlock)] == [other.pid]

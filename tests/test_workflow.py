@@ -14,6 +14,7 @@ import pytest
 
 from tests.conftest import REPO_ROOT
 from tests.dvcproject import dvc, make_project, project_env, run
+from tests.test_dvc_locks import sleeper
 from tests.test_pipeline import small_sim_params
 from tracevote.config import SimConfig
 from tracevote.sim import SimModel
@@ -65,7 +66,7 @@ def test_make_repro_clears_a_dead_runs_lock_and_resumes(tmp_path: Path, venv_sta
         rwlock = project / ".dvc" / "tmp" / "rwlock"
         assert str(repro.pid) in rwlock.read_text()
         # The killed PID gets reused by an unrelated live process: DVC now refuses to run.
-        reused = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+        reused = sleeper()
         rwlock.write_text(rwlock.read_text().replace(f'"pid": {repro.pid}', f'"pid": {reused.pid}'))
         try:
             blocked = dvc(project, "repro", check=False)
