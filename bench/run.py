@@ -1,13 +1,19 @@
 """`make bench`: every benchmark, each with its baseline measured in the same run.
 
-    python -m bench.run            full scale (a few minutes on 2 cores)
+    python -m bench.run            full scale (about half a minute on 2 cores)
     python -m bench.run --quick    small scale, seconds
+    python -m bench.run --only bench_score
+
+Each benchmark runs in a fresh process, so peak-memory figures are its own.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import json
+import subprocess
+import sys
 import time
 
 BENCHMARKS = ("bench_ingest", "bench_pool", "bench_score", "bench_aggregate")
@@ -19,18 +25,29 @@ def render(row: dict) -> str:
     return f"  {row['name']}: {row['value']:,.3f} {row['unit']}{ratio}{note}"
 
 
+def run_isolated(name: str, scale: str) -> list[dict]:
+    command = [sys.executable, "-m", "bench.run", "--child", name, "--scale", scale]
+    completed = subprocess.run(command, capture_output=True, text=True, check=True)
+    return json.loads(completed.stdout.splitlines()[-1])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="small scale, for a smoke run")
     parser.add_argument("--only", choices=BENCHMARKS, action="append", help="run just these")
+    parser.add_argument("--child", choices=BENCHMARKS, help=argparse.SUPPRESS)
+    parser.add_argument("--scale", default="full", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.child:
+        print(json.dumps(importlib.import_module(f"bench.{args.child}").run(args.scale)))
+        return
     scale = "quick" if args.quick else "full"
     for name in args.only or BENCHMARKS:
         started = time.perf_counter()
-        rows = importlib.import_module(f"bench.{name}").run(scale)
-        print(f"{name} ({scale}, {time.perf_counter() - started:.1f} s)")
+        rows = run_isolated(name, scale)
+        print(f"{name} ({scale}, {time.perf_counter() - started:.1f} s)", flush=True)
         for row in rows:
-            print(render(row))
+            print(render(row), flush=True)
 
 
 if __name__ == "__main__":
