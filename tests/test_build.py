@@ -26,7 +26,8 @@ from tracevote.fetch import read_local_rows
 from tracevote.fileio import write_jsonl
 from tracevote.pool import Pool, Setting
 from tracevote.sim import SimModel
-from tracevote.simserver import ServerOptions, SimServer, parse_faults, start_server, stop_server
+from tracevote.simfaults import parse_faults
+from tracevote.simserver import ServerOptions, SimServer, start_server, stop_server
 
 pytestmark = pytest.mark.slow
 N_PROBLEMS, N_POOL, CONCURRENCY = 4, 16, 4
@@ -199,3 +200,28 @@ def test_non_retryable_error_stops_the_build_at_once(tmp_path: Path) -> None:
         assert "402" in result.stderr
         assert server.stats.snapshot()["requests"] <= 3 + CONCURRENCY
 
+
+
+def tracevote(workdir: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "tracevote", *args], cwd=workdir, env=project_env(),
+                          capture_output=True, timeout=120)
+
+
+def test_an_imported_pool_is_complete_for_build_pool(tmp_path: Path) -> None:
+    with sim_server() as server:
+        source = make_workdir(tmp_path / "source", server.base_url)
+        assert run_build(source).returncode == 0
+        exported = tracevote(source, "pool", "export")
+        assert exported.returncode == 0, exported.stderr
+        (tmp_path / "samples.jsonl").write_bytes(exported.stdout)
+        assert len(exported.stdout.splitlines()) == N_PROBLEMS * N_POOL
+
+        target = make_workdir(tmp_path / "target", server.base_url)
+        imported = tracevote(target, "pool", "import", str(tmp_path / "samples.jsonl"))
+        assert imported.returncode == 0, imported.stderr
+        assert b"SIMULATED" in imported.stdout  # the sim's samples say so in the interchange file
+        requests_before = sample_requests(server)
+        result = run_build(target)
+        assert result.returncode == 0 and "no request sent" in result.stdout
+        assert sample_requests(server) == requests_before
+        assert json.loads((target / "pools" / "toy.json").read_text())["simulated"] is True

@@ -15,12 +15,15 @@ from typing import Any
 import pytest
 import requests
 
-from tracevote.client import AdaptiveLimiter, Backoff, ChatClient, FatalAPIError, resolve_api_key
+from tracevote.apikey import resolve_api_key
+from tracevote.client import ChatClient
 from tracevote.config import DecodingConfig, ModelConfig, SimConfig
-from tracevote.errors import ConfigError
-from tracevote.retry import TransientError
+from tracevote.errors import ConfigError, FatalAPIError
+from tracevote.limiter import AdaptiveLimiter
+from tracevote.retry import Backoff, TransientError
 from tracevote.sim import SimModel
-from tracevote.simserver import FaultPlan, ServerOptions, SimServer, parse_faults, start_server, stop_server
+from tracevote.simfaults import FaultPlan, parse_faults
+from tracevote.simserver import ServerOptions, SimServer, start_server, stop_server
 
 SIM = SimConfig(seed=0, signal=1.0, accuracy=0.45, mean_tokens=60)
 DECODING = DecodingConfig(temperature=0.6, top_p=None, max_tokens=128, top_logprobs=20)

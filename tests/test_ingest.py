@@ -9,7 +9,7 @@ import numpy as np
 import orjson
 import pytest
 
-from tracevote import ingest
+from tracevote import ingest, ingest_fast
 from tracevote.confidence import token_confidence
 from tracevote.config import SimConfig
 from tracevote.extract import extract_answer
@@ -94,7 +94,7 @@ LAYOUTS = {
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_every_layout_gives_the_same_sample(layout: str) -> None:
     body = sim_body("p/5")
-    assert ingest._parse_fast(body, 20, False) is not None  # the sim writes DeepSeek's layout
+    assert ingest_fast.parse_fast(body, 20, False) is not None  # the sim writes DeepSeek's layout
     for options in ({"keep_top_tokens": True}, {"keep_top_logprobs": False}):
         assert_same(parse(LAYOUTS[layout](body), **options), parse(body, **options))
 
@@ -102,7 +102,7 @@ def test_every_layout_gives_the_same_sample(layout: str) -> None:
 @pytest.mark.parametrize("k", [0, 1, 20])
 def test_fast_and_slow_paths_agree(k: int) -> None:
     body = sim_body("p/6", top_logprobs=k)
-    fast, slow = ingest._parse_fast(body, k, True), ingest._parse_slow(body, k, True)
+    fast, slow = ingest_fast.parse_fast(body, k, True), ingest._parse_slow(body, k, True)
     assert fast is not None
     assert (fast.text, fast.tokens, fast.top_tokens, fast.usage) == (slow.text, slow.tokens, slow.top_tokens,
                                                                      slow.usage)
@@ -148,7 +148,7 @@ def test_awkward_token_strings_survive_the_fast_path() -> None:
               'n":"', '{"token":"x', "long " * 30, "", "\u2028\t"]
     doc = handmade(tokens, [-0.1] * len(tokens), [[-0.1, -2.0]] * len(tokens))
     body = orjson.dumps(doc)
-    assert ingest._parse_fast(body, 2, True) is not None
+    assert ingest_fast.parse_fast(body, 2, True) is not None
     sample = parse(body, k=2, keep_top_tokens=True)
     assert sample.tokens == tokens
     assert sample.text == "".join(tokens)

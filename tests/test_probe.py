@@ -8,11 +8,14 @@ from typing import Any
 
 import pytest
 
-from tracevote.client import Backoff, ChatClient, FatalAPIError
+from tracevote.client import ChatClient
 from tracevote.config import DecodingConfig, ModelConfig, SimConfig
+from tracevote.errors import FatalAPIError
 from tracevote.probe import ProbeReport, run_probe
+from tracevote.retry import Backoff
 from tracevote.sim import SimModel
-from tracevote.simserver import FaultPlan, ServerOptions, parse_faults, start_server, stop_server
+from tracevote.simfaults import FaultPlan, parse_faults
+from tracevote.simserver import ServerOptions, start_server, stop_server
 
 SIM = SimConfig(seed=0, signal=1.0, accuracy=0.45, mean_tokens=60)
 

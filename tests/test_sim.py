@@ -12,7 +12,9 @@ import orjson
 import pytest
 
 from tracevote.config import SimConfig
-from tracevote.sim import FINGERPRINT_PREFIX, SimModel, SimRequestError
+from tracevote.sim import SimModel
+from tracevote.simrender import FINGERPRINT_PREFIX
+from tracevote.simrequest import SimRequestError
 
 CFG = SimConfig(seed=0, signal=1.0, accuracy=0.45, mean_tokens=120)
 TEMPLATE = "{problem}\n\nPlease reason step by step, and put your final answer within \\boxed{{}}."

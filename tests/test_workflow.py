@@ -18,7 +18,8 @@ from tests.test_dvc_locks import sleeper
 from tests.test_pipeline import small_sim_params
 from tracevote.config import SimConfig
 from tracevote.sim import SimModel
-from tracevote.simserver import parse_faults, start_server, stop_server
+from tracevote.simfaults import parse_faults
+from tracevote.simserver import start_server, stop_server
 
 pytestmark = pytest.mark.slow
 VENV = Path(sys.executable).parent.parent

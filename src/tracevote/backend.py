@@ -11,11 +11,13 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from tracevote.client import AdaptiveLimiter, ChatClient, resolve_api_key
+from tracevote.apikey import resolve_api_key
+from tracevote.client import ChatClient
 from tracevote.config import ModelConfig, Params
 from tracevote.datasets import Problem
 from tracevote.dvcstate import already_built
 from tracevote.errors import TracevoteError
+from tracevote.limiter import AdaptiveLimiter
 from tracevote.probe import ProbeReport, run_probe
 from tracevote.records import Sample
 from tracevote.sim import SimModel

@@ -19,7 +19,8 @@ from tracevote.interchange import export_pool, import_file
 from tracevote.pool import Pool, Setting, find_pool
 from tracevote.prompting import build_messages
 from tracevote.sim import SimModel
-from tracevote.simserver import ServerOptions, parse_faults, serve
+from tracevote.simfaults import parse_faults
+from tracevote.simserver import ServerOptions, serve
 
 Handler = Callable[[argparse.Namespace], int]
 

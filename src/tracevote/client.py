@@ -9,131 +9,27 @@ The API key is never part of a message, a repr or a file.
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, TypeVar
 
 import orjson
 import requests
 
 from tracevote.config import DecodingConfig, ModelConfig
-from tracevote.errors import ConfigError, TracevoteError
+from tracevote.errors import ConfigError, FatalAPIError
 from tracevote.ingest import load_json, parse_completion
+from tracevote.limiter import AdaptiveLimiter
 from tracevote.records import Sample
-from tracevote.retry import TransientError, call_with_retries, parse_retry_after
+from tracevote.retry import Backoff, CauseCounter, TransientError, call_with_retries, parse_retry_after
 
 SAMPLE_HEADER = "X-Tracevote-Sample"
 T = TypeVar("T")
 _RETRIED_STATUS = (408, 429)  # and every 5xx
-
-
-class FatalAPIError(TracevoteError):
-    """A response no retry can fix (bad key, no balance, unknown model, bad parameters)."""
-
-    def __init__(self, message: str, status: int) -> None:
-        super().__init__(message)
-        self.status = status
-
-
-@dataclass(frozen=True)
-class Backoff:
-    """Retry pacing: waits grow from `initial_s` up to `max_s`; a sample gives up after `max_elapsed_s`."""
-
-    initial_s: float = 0.5
-    max_s: float = 30.0
-    max_elapsed_s: float | None = None  # None: (timeout + max_s) per attempt
-
-
-class CauseCounter:
-    """Thread-safe counts by cause: {"HTTP 429": 3, "timeout": 1}."""
-
-    def __init__(self) -> None:
-        self._counts: collections.Counter[str] = collections.Counter()
-        self._lock = threading.Lock()
-
-    def add(self, cause: str) -> None:
-        with self._lock:
-            self._counts[cause] += 1
-
-    def snapshot(self) -> dict[str, int]:
-        with self._lock:
-            return dict(self._counts)
-
-    @property
-    def total(self) -> int:
-        with self._lock:
-            return sum(self._counts.values())
-
-
-class AdaptiveLimiter:
-    """Caps requests in flight: halves the cap on a 429, adds one after a cap's worth of successes.
-
-    Several 429s from requests that started under the same cap halve it once, not once each.
-    """
-
-    def __init__(self, max_concurrency: int, min_concurrency: int = 1) -> None:
-        if not 1 <= min_concurrency <= max_concurrency:
-            raise ConfigError(f"concurrency limits {min_concurrency}..{max_concurrency} are not 1 <= min <= max")
-        self.max_concurrency = max_concurrency
-        self.min_concurrency = min_concurrency
-        self._limit = max_concurrency
-        self._in_flight = 0
-        self._generation = 0  # bumped at each cut: a 429 from an older generation is already answered
-        self._successes = 0
-        self.lowest = max_concurrency
-        self._cond = threading.Condition()
-
-    @property
-    def limit(self) -> int:
-        with self._cond:
-            return self._limit
-
-    @contextlib.contextmanager
-    def slot(self) -> Iterator[_Slot]:
-        """Wait for room, hold it for one request; report the outcome on the slot."""
-        with self._cond:
-            self._cond.wait_for(lambda: self._in_flight < self._limit)
-            self._in_flight += 1
-            generation = self._generation
-        try:
-            yield _Slot(self, generation)
-        finally:
-            with self._cond:
-                self._in_flight -= 1
-                self._cond.notify_all()
-
-    def rate_limited(self, generation: int) -> None:
-        with self._cond:
-            if generation == self._generation:
-                self._limit = max(self.min_concurrency, self._limit // 2)
-                self.lowest = min(self.lowest, self._limit)
-                self._generation += 1
-                self._successes = 0
-
-    def succeeded(self) -> None:
-        with self._cond:
-            self._successes += 1
-            if self._successes >= self._limit and self._limit < self.max_concurrency:
-                self._limit += 1
-                self._successes = 0
-                self._cond.notify_all()
-
-
-@dataclass(frozen=True)
-class _Slot:
-    limiter: AdaptiveLimiter
-    generation: int
-
-    def rate_limited(self) -> None:
-        self.limiter.rate_limited(self.generation)
-
-    def succeeded(self) -> None:
-        self.limiter.succeeded()
+_DEFAULT_BACKOFF = Backoff()
 
 
 @dataclass(frozen=True)
@@ -146,7 +42,7 @@ class ChatClient:
     """Samples traces from `POST {model.base_url}/chat/completions` with logprobs and top-k."""
 
     def __init__(self, model: ModelConfig, decoding: DecodingConfig, *, api_key: str | None, timeout_s: float,
-                 max_retries: int, limiter: AdaptiveLimiter | None = None, backoff: Backoff = Backoff()) -> None:
+                 max_retries: int, limiter: AdaptiveLimiter | None = None, backoff: Backoff = _DEFAULT_BACKOFF) -> None:
         _check_settings(model, decoding, api_key)
         self.model = model
         self.decoding = decoding
@@ -339,28 +235,3 @@ def _says_no_such_model(message: str) -> bool:
     """DeepSeek answers an unknown model with 400 "Model Not Exist"; vLLM with 404 "... does not exist"."""
     lowered = message.lower()
     return "model" in lowered and ("not exist" in lowered or "not found" in lowered)
-
-
-def resolve_api_key(model: ModelConfig, environ: Mapping[str, str], dotenv_path: Path | None) -> str | None:
-    """The key in environ[model.api_key_env], else in a .env file (KEY=VALUE lines), else None."""
-    value = environ.get(model.api_key_env, "").strip()
-    if value:
-        return value
-    if dotenv_path is None or not dotenv_path.is_file():
-        return None
-    return read_dotenv(dotenv_path.read_text(encoding="utf-8")).get(model.api_key_env) or None
-
-
-def read_dotenv(text: str) -> dict[str, str]:
-    """KEY=VALUE lines: '# comments', blank lines and an 'export ' prefix are skipped, quotes stripped."""
-    values: dict[str, str] = {}
-    for line in text.splitlines():
-        line = line.strip()
-        if not line or line.startswith("#") or "=" not in line:
-            continue
-        name, _, value = line.removeprefix("export ").partition("=")
-        value = value.strip()
-        if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
-            value = value[1:-1]
-        values[name.strip()] = value
-    return values

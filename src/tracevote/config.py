@@ -6,10 +6,7 @@ A missing key, an unknown key or a value of the wrong type is an error naming th
 
 from __future__ import annotations
 
-import dataclasses
 import math
-import types
-import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -17,6 +14,7 @@ from typing import Any, Literal
 import yaml
 
 from tracevote.errors import ConfigError
+from tracevote.typedconfig import build, require
 
 Backend = Literal["openai", "sim"]
 AnswerFormat = Literal["aime", "integer"]
@@ -58,9 +56,9 @@ class SimConfig:
     mean_tokens: int
 
     def validate(self, where: str) -> None:
-        _require(0.0 <= self.accuracy <= 1.0, where, "accuracy", self.accuracy, "a fraction in [0, 1]")
-        _require(self.signal >= 0.0, where, "signal", self.signal, ">= 0")
-        _require(self.mean_tokens >= 8, where, "mean_tokens", self.mean_tokens, ">= 8")
+        require(0.0 <= self.accuracy <= 1.0, where, "accuracy", self.accuracy, "a fraction in [0, 1]")
+        require(self.signal >= 0.0, where, "signal", self.signal, ">= 0")
+        require(self.mean_tokens >= 8, where, "mean_tokens", self.mean_tokens, ">= 8")
 
 
 @dataclass(frozen=True)
@@ -74,9 +72,9 @@ class ModelConfig:
     sim: SimConfig
 
     def validate(self, where: str) -> None:
-        _require(bool(self.name), where, "name", self.name, "a model name")
-        _require(self.base_url.startswith(("http://", "https://")), where, "base_url", self.base_url,
-                 "an http(s) URL")
+        require(bool(self.name), where, "name", self.name, "a model name")
+        require(self.base_url.startswith(("http://", "https://")), where, "base_url", self.base_url,
+                "an http(s) URL")
 
 
 @dataclass(frozen=True)
@@ -85,7 +83,7 @@ class PromptConfig:
     template: str
 
     def validate(self, where: str) -> None:
-        _require("{problem}" in self.template, where, "template", self.template, "text containing {problem}")
+        require("{problem}" in self.template, where, "template", self.template, "text containing {problem}")
 
 
 @dataclass(frozen=True)
@@ -96,10 +94,10 @@ class DecodingConfig:
     top_logprobs: int
 
     def validate(self, where: str) -> None:
-        _require(0.0 <= self.temperature <= 2.0, where, "temperature", self.temperature, "in [0, 2]")
-        _require(self.top_p is None or 0.0 < self.top_p <= 1.0, where, "top_p", self.top_p, "in (0, 1]")
-        _require(self.max_tokens >= 1, where, "max_tokens", self.max_tokens, ">= 1")
-        _require(0 <= self.top_logprobs <= 20, where, "top_logprobs", self.top_logprobs, "0-20")
+        require(0.0 <= self.temperature <= 2.0, where, "temperature", self.temperature, "in [0, 2]")
+        require(self.top_p is None or 0.0 < self.top_p <= 1.0, where, "top_p", self.top_p, "in (0, 1]")
+        require(self.max_tokens >= 1, where, "max_tokens", self.max_tokens, ">= 1")
+        require(0 <= self.top_logprobs <= 20, where, "top_logprobs", self.top_logprobs, "0-20")
 
 
 @dataclass(frozen=True)
@@ -112,9 +110,9 @@ class PricingConfig:
 
     def validate(self, where: str) -> None:
         for key in ("input_cache_miss", "input_cache_hit", "output"):
-            _require(getattr(self, key) >= 0, where, key, getattr(self, key), ">= 0")
+            require(getattr(self, key) >= 0, where, key, getattr(self, key), ">= 0")
         fraction = self.expected_output_fraction
-        _require(0 < fraction <= 1, where, "expected_output_fraction", fraction, "in (0, 1]")
+        require(0 < fraction <= 1, where, "expected_output_fraction", fraction, "in (0, 1]")
 
 
 @dataclass(frozen=True)
@@ -130,11 +128,11 @@ class PoolConfig:
     pricing: PricingConfig
 
     def validate(self, where: str) -> None:
-        _require(self.n_pool >= 1, where, "n_pool", self.n_pool, ">= 1")
-        _require(1 <= self.concurrency <= 256, where, "concurrency", self.concurrency, "1-256")
-        _require(self.request_timeout_s > 0, where, "request_timeout_s", self.request_timeout_s, "> 0")
-        _require(self.max_retries >= 0, where, "max_retries", self.max_retries, ">= 0")
-        _require(self.max_cost_usd >= 0, where, "max_cost_usd", self.max_cost_usd, ">= 0")
+        require(self.n_pool >= 1, where, "n_pool", self.n_pool, ">= 1")
+        require(1 <= self.concurrency <= 256, where, "concurrency", self.concurrency, "1-256")
+        require(self.request_timeout_s > 0, where, "request_timeout_s", self.request_timeout_s, "> 0")
+        require(self.max_retries >= 0, where, "max_retries", self.max_retries, ">= 0")
+        require(self.max_cost_usd >= 0, where, "max_cost_usd", self.max_cost_usd, ">= 0")
 
 
 @dataclass(frozen=True)
@@ -144,9 +142,9 @@ class ConfidenceConfig:
     tail_tokens: int
 
     def validate(self, where: str) -> None:
-        _require(self.group_size >= 1, where, "group_size", self.group_size, ">= 1")
-        _require(0 < self.bottom_fraction <= 1, where, "bottom_fraction", self.bottom_fraction, "in (0, 1]")
-        _require(self.tail_tokens >= 1, where, "tail_tokens", self.tail_tokens, ">= 1")
+        require(self.group_size >= 1, where, "group_size", self.group_size, ">= 1")
+        require(0 < self.bottom_fraction <= 1, where, "bottom_fraction", self.bottom_fraction, "in (0, 1]")
+        require(self.tail_tokens >= 1, where, "tail_tokens", self.tail_tokens, ">= 1")
 
 
 @dataclass(frozen=True)
@@ -157,16 +155,16 @@ class EvalConfig:
     etas: tuple[float, ...]
 
     def validate(self, where: str) -> None:
-        _require(len(self.k) > 0 and all(k >= 1 for k in self.k), where, "k", list(self.k),
-                 "a non-empty list of integers >= 1")
-        _require(len(set(self.k)) == len(self.k), where, "k", list(self.k), "without repeats")
-        _require(self.repeat >= 1, where, "repeat", self.repeat, ">= 1")
-        _require(all(0 < eta <= 1 for eta in self.etas), where, "etas", list(self.etas), "fractions in (0, 1]")
+        require(len(self.k) > 0 and all(k >= 1 for k in self.k), where, "k", list(self.k),
+                "a non-empty list of integers >= 1")
+        require(len(set(self.k)) == len(self.k), where, "k", list(self.k), "without repeats")
+        require(self.repeat >= 1, where, "repeat", self.repeat, ">= 1")
+        require(all(0 < eta <= 1 for eta in self.etas), where, "etas", list(self.etas), "fractions in (0, 1]")
         for eta in self.etas:
-            _require(eta_percent(eta) is not None, where, "etas", eta, WHOLE_PERCENT)
+            require(eta_percent(eta) is not None, where, "etas", eta, WHOLE_PERCENT)
         percents = [eta_percent(eta) for eta in self.etas]
-        _require(len(set(percents)) == len(percents), where, "etas", list(self.etas),
-                 f"distinct percentages: they name the methods <measure>_top<percent> (here {percents})")
+        require(len(set(percents)) == len(percents), where, "etas", list(self.etas),
+                f"distinct percentages: they name the methods <measure>_top<percent> (here {percents})")
 
 
 # subtle: a rounded name would hide the real eta, e.g. report 0.125 as `avg_top12`
@@ -185,7 +183,7 @@ class ReportConfig:
     k: int
 
     def validate(self, where: str) -> None:
-        _require(self.k >= 1, where, "k", self.k, ">= 1")
+        require(self.k >= 1, where, "k", self.k, ">= 1")
 
 
 @dataclass(frozen=True)
@@ -202,9 +200,9 @@ class Params:
 
     def validate(self, where: str) -> None:
         too_large = [k for k in self.eval.k if k > self.pool.n_pool]
-        _require(not too_large, "eval", "k", too_large, f"at most pool.n_pool ({self.pool.n_pool})")
-        _require(self.report.k in self.eval.k, "report", "k", self.report.k,
-                 f"one of eval.k {list(self.eval.k)}")
+        require(not too_large, "eval", "k", too_large, f"at most pool.n_pool ({self.pool.n_pool})")
+        require(self.report.k in self.eval.k, "report", "k", self.report.k,
+                f"one of eval.k {list(self.eval.k)}")
 
 
 def load_params(path: str | Path = "params.yaml") -> Params:
@@ -221,77 +219,3 @@ def load_params(path: str | Path = "params.yaml") -> Params:
     except ConfigError as exc:
         raise ConfigError(f"{path}: {exc}") from None
     return params
-
-
-def build(cls: type, raw: Any, where: str) -> Any:
-    """Construct dataclass `cls` from a mapping, checking keys and value types recursively."""
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{where or 'top level'}: expected a mapping, got {raw!r}")
-    fields = {f.name: f for f in dataclasses.fields(cls)}
-    hints = typing.get_type_hints(cls)
-    required = {n for n, f in fields.items() if f.default is dataclasses.MISSING}
-    unknown = sorted(set(raw) - set(fields))
-    if unknown:
-        raise ConfigError(f"{_join(where, unknown[0])}: unknown key (known: {', '.join(sorted(fields))})")
-    missing = sorted(required - set(raw))
-    if missing:
-        raise ConfigError(f"{_join(where, missing[0])}: missing")
-    values = {name: _coerce(hints[name], raw[name], _join(where, name)) for name in raw}
-    obj = cls(**values)
-    if hasattr(obj, "validate"):
-        obj.validate(where)
-    return obj
-
-
-def _coerce(hint: Any, value: Any, where: str) -> Any:
-    origin = typing.get_origin(hint)
-    args = typing.get_args(hint)
-    if dataclasses.is_dataclass(hint):
-        return build(hint, value, where)
-    if origin in (typing.Union, types.UnionType):
-        if value is None and type(None) in args:
-            return None
-        inner = [a for a in args if a is not type(None)]
-        return _coerce(inner[0], value, where)
-    if origin is Literal:
-        if value not in args:
-            raise ConfigError(f"{where}: {value!r} is not one of {', '.join(map(repr, args))}")
-        return value
-    if origin is tuple:
-        if not isinstance(value, list):
-            raise ConfigError(f"{where}: expected a list, got {value!r}")
-        return tuple(_coerce(args[0], item, f"{where}[{i}]") for i, item in enumerate(value))
-    if origin is dict or hint is dict:
-        if not isinstance(value, dict):
-            raise ConfigError(f"{where}: expected a mapping, got {value!r}")
-        return value
-    return _scalar(hint, value, where)
-
-
-def _scalar(hint: Any, value: Any, where: str) -> Any:
-    if hint is bool:
-        if not isinstance(value, bool):
-            raise ConfigError(f"{where}: expected true or false, got {value!r}")
-        return value
-    if hint is int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise ConfigError(f"{where}: expected an integer, got {value!r}")
-        return value
-    if hint is float:
-        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-            raise ConfigError(f"{where}: expected a number, got {value!r}")
-        return float(value)
-    if hint is str:
-        if not isinstance(value, str):
-            raise ConfigError(f"{where}: expected a string, got {value!r}")
-        return value
-    raise TypeError(f"unsupported config type {hint!r} at {where}")
-
-
-def _require(ok: bool, where: str, key: str, value: Any, expected: str) -> None:
-    if not ok:
-        raise ConfigError(f"{_join(where, key)}: {value!r} must be {expected}")
-
-
-def _join(where: str, key: str) -> str:
-    return f"{where}.{key}" if where else key

@@ -15,3 +15,11 @@ class DataError(TracevoteError):
 
 class FetchError(TracevoteError):
     """A dataset could not be downloaded."""
+
+
+class FatalAPIError(TracevoteError):
+    """A response no retry can fix (bad key, no balance, unknown model, bad parameters)."""
+
+    def __init__(self, message: str, status: int) -> None:
+        super().__init__(message)
+        self.status = status

@@ -15,11 +15,12 @@ from typing import Any
 
 import numpy as np
 
-from tracevote.client import ChatClient, FatalAPIError
+from tracevote.client import ChatClient
 from tracevote.confidence import token_confidence
+from tracevote.errors import FatalAPIError
 from tracevote.ingest import load_json
 from tracevote.records import SENTINEL_LOGPROB
-from tracevote.sim import FINGERPRINT_PREFIX
+from tracevote.simrender import FINGERPRINT_PREFIX
 
 PROBE_PROMPT = "What is 17 + 25? Answer with the number only."
 PROBE_MAX_TOKENS = 48

@@ -1,10 +1,14 @@
-"""Retry policy shared by every HTTP caller: back off with jitter, honour Retry-After, give up bounded."""
+"""Retry policy shared by every HTTP caller: back off with jitter, honour Retry-After, give up bounded,
+and count every failure by its cause."""
 
 from __future__ import annotations
 
+import collections
 import email.utils
+import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TypeVar
 
 import tenacity
@@ -19,6 +23,36 @@ class TransientError(Exception):
         super().__init__(f"{cause}: {detail}" if detail else cause)
         self.cause = cause
         self.retry_after = retry_after
+
+
+@dataclass(frozen=True)
+class Backoff:
+    """Retry pacing: waits grow from `initial_s` up to `max_s`; a sample gives up after `max_elapsed_s`."""
+
+    initial_s: float = 0.5
+    max_s: float = 30.0
+    max_elapsed_s: float | None = None  # None: (timeout + max_s) per attempt
+
+
+class CauseCounter:
+    """Thread-safe counts by cause: {"HTTP 429": 3, "timeout": 1}."""
+
+    def __init__(self) -> None:
+        self._counts: collections.Counter[str] = collections.Counter()
+        self._lock = threading.Lock()
+
+    def add(self, cause: str) -> None:
+        with self._lock:
+            self._counts[cause] += 1
+
+    def snapshot(self) -> dict[str, int]:
+        with self._lock:
+            return dict(self._counts)
+
+    @property
+    def total(self) -> int:
+        with self._lock:
+            return sum(self._counts.values())
 
 
 def parse_retry_after(header: str | None, now: float | None = None) -> float | None:

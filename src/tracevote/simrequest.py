@@ -1,0 +1,86 @@
+"""What the simulated model accepts: a chat-completions request, checked the way DeepSeek checks it.
+
+    parse_request({"model": "m", "messages": [{"role": "user", "content": "P"}], "top_logprobs": 5})
+    -> SimRequestError("top_logprobs requires logprobs to be true"), status 400
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+MAX_TOP_LOGPROBS = 20
+PROMPT_SUFFIX = "\n\nPlease reason"
+
+
+class SimRequestError(ValueError):
+    """The request is not one the simulated model accepts; `status` is the HTTP code a server returns."""
+
+    def __init__(self, message: str, status: int = 400) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+@dataclass(frozen=True)
+class SimRequest:
+    model: str
+    prompt: str  # the last user message
+    temperature: float
+    max_tokens: int
+    logprobs: bool
+    top_logprobs: int
+
+
+def problem_of(prompt: str) -> str:
+    """The problem part of a prompt: "P\\n\\nPlease reason step by step, ..." -> "P"."""
+    return prompt.split(PROMPT_SUFFIX, 1)[0].strip()
+
+
+def parse_request(request: Mapping[str, Any]) -> SimRequest:
+    """Check a chat-completions request the way DeepSeek does: 422 for wrong types, 400 for bad values."""
+    prompt = _user_prompt(request.get("messages"))
+    model = request.get("model")
+    if not isinstance(model, str) or not model:
+        raise SimRequestError("model: a model name is required", 400)
+    temperature = _number(request, "temperature", 1.0)
+    top_p = _number(request, "top_p", 1.0)  # checked, not modelled
+    max_tokens = _integer(request, "max_tokens", 4096)
+    top_logprobs = _integer(request, "top_logprobs", 0)
+    logprobs = request.get("logprobs", False)
+    if not isinstance(logprobs, bool):
+        raise SimRequestError(f"logprobs: expected a boolean, got {logprobs!r}", 422)
+    if not 0.0 <= temperature <= 2.0:
+        raise SimRequestError(f"temperature: {temperature} is out of range [0, 2]")
+    if not 0.0 < top_p <= 1.0:
+        raise SimRequestError(f"top_p: {top_p} is out of range (0, 1]")
+    if max_tokens < 1:
+        raise SimRequestError(f"max_tokens: {max_tokens} must be >= 1")
+    if not 0 <= top_logprobs <= MAX_TOP_LOGPROBS:
+        raise SimRequestError(f"top_logprobs: {top_logprobs} must be between 0 and {MAX_TOP_LOGPROBS}")
+    if top_logprobs and not logprobs:
+        raise SimRequestError("top_logprobs requires logprobs to be true")
+    return SimRequest(model, prompt, temperature, max_tokens, logprobs, top_logprobs)
+
+
+def _user_prompt(messages: Any) -> str:
+    if not isinstance(messages, list) or not messages:
+        raise SimRequestError("messages: a non-empty list of messages is required", 400)
+    users = [m.get("content") for m in messages if isinstance(m, dict) and m.get("role") == "user"]
+    if not users or not isinstance(users[-1], str):
+        raise SimRequestError("messages: no user message with text content", 400)
+    return users[-1]
+
+
+def _number(request: Mapping[str, Any], key: str, default: float) -> float:
+    value = request.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise SimRequestError(f"{key}: expected a number, got {value!r}", 422)
+    return float(value)
+
+
+def _integer(request: Mapping[str, Any], key: str, default: int) -> int:
+    value = request.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise SimRequestError(f"{key}: expected an integer, got {value!r}", 422)
+    return value
