@@ -16,7 +16,7 @@ from tracevote.config import Params, load_params
 from tracevote.datasets import Problem, load_problems
 from tracevote.entry import stage_main
 from tracevote.errors import TracevoteError
-from tracevote.pool import Pool, Setting, write_manifest
+from tracevote.pool import Pool, Setting, find_pool, write_manifest
 from tracevote.records import Sample
 
 REBUILD_ENV = "TRACEVOTE_REBUILD"
@@ -32,10 +32,14 @@ def main() -> None:
     params = load_params(args.params)
     problems = load_problems(args.problems)
     setting = Setting.from_params(params)
+    ids = [p.id for p in problems]
+    existing = find_pool(args.pools, setting)
+    if existing is None or existing.missing(ids, params.pool.n_pool):
+        # before anything is written, so the `dvc pull` this recommends finds a clean checkout
+        backend.refuse_if_already_built(Path("dvc.lock"), args.params, rebuild=os.environ.get(REBUILD_ENV) == "1")
     pool = Pool.open_or_create(args.pools, setting, simulated=params.model.backend == "sim")
     pool.register(problems)
     plan = plan_build(pool, problems, setting, params.pool.n_pool, params.pool.pricing)
-    ids = [p.id for p in problems]
     if plan.n_requests == 0:
         write_manifest(args.manifest, pool, params.dataset.name, params.pool.n_pool, ids)
         print(f"build_pool: {pool.root} already holds {params.pool.n_pool} samples for each of "
@@ -43,7 +47,6 @@ def main() -> None:
         return
 
     print(f"build_pool: {plan.n_requests} samples missing in {pool.root}; estimate: {plan.cost.render()}")
-    backend.refuse_if_already_built(Path("dvc.lock"), args.params, rebuild=os.environ.get(REBUILD_ENV) == "1")
     api_key = backend.api_key_for(params.model, os.environ, Path(".env"), missing=plan.n_requests)
     check_budget(plan.cost, params.pool.max_cost_usd)
     with backend.open_sampler(params, problems, api_key) as sampler:

@@ -99,4 +99,8 @@ def test_fresh_clone_without_pull_refuses_to_pay_again(tmp_path: Path) -> None:
         result = dvc(clone, "repro", check=False)
         assert result.returncode != 0
         assert "dvc pull" in result.stderr + result.stdout
-        assert not (clone / "pools" / "toy").exists() or not any((clone / "pools" / "toy").rglob("*.tvf"))
+        assert not (clone / "pools" / "toy").exists(), "the refusal left a pool folder behind"
+
+        pulled = dvc(clone, "repro", "--pull")  # what the message recommends (`make repro`)
+        assert "build_pool" not in ran_stages(pulled.stdout)
+        assert (clone / "metrics" / "summary.json").read_text() == (origin / "metrics" / "summary.json").read_text()

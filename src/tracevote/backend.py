@@ -7,6 +7,7 @@ loopback port for the duration of the build, so the demo exercises exactly the r
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -65,9 +66,7 @@ def open_sampler(params: Params, problems: list[Problem], api_key: str | None) -
 
 
 def _pointed_at(model: ModelConfig, base_url: str) -> ModelConfig:
-    from dataclasses import replace
-
-    return replace(model, base_url=base_url, needs_key=False)
+    return dataclasses.replace(model, base_url=base_url, needs_key=False)
 
 
 def api_key_for(model: ModelConfig, environ: Mapping[str, str], dotenv: Path, *, missing: int) -> str | None:
