@@ -75,8 +75,8 @@ def test_local_sources_round_trip(tmp_path: Path, suffix: str) -> None:
 @pytest.mark.parametrize(
     ("name", "content", "message"),
     [
-        ("bad.jsonl", '{"problem": "x"}\n{oops\n', "line 2 is not valid JSON"),
-        ("list.jsonl", '["not", "an", "object"]\n', "line 1 is list, expected an object"),
+        ("bad.jsonl", '{"problem": "x"}\n{oops\n', "line 2: not valid JSON"),
+        ("list.jsonl", '["not", "an", "object"]\n', "line 1: expected an object, got list"),
         ("bad.json", '{"problem": "x"}', "expected a JSON list of objects"),
         ("rows.csv", "problem,answer\n", "unsupported dataset file type '.csv'"),
     ],

@@ -11,6 +11,7 @@ import requests
 
 from tracevote.config import SourceConfig
 from tracevote.errors import DataError, FetchError
+from tracevote.fileio import parse_json_object
 from tracevote.retry import TransientError, call_with_retries, parse_retry_after
 
 PAGE_LENGTH = 100  # the rows API serves at most 100 rows a request
@@ -96,15 +97,8 @@ def read_local_rows(path: str | Path) -> list[Row]:
 def _read_jsonl(path: Path) -> list[Row]:
     rows: list[Row] = []
     for number, line in enumerate(path.read_bytes().splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            row = orjson.loads(line)
-        except orjson.JSONDecodeError as exc:
-            raise DataError(f"{path}: line {number} is not valid JSON: {exc}") from exc
-        if not isinstance(row, dict):
-            raise DataError(f"{path}: line {number} is {type(row).__name__}, expected an object")
-        rows.append(row)
+        if line.strip():
+            rows.append(parse_json_object(line, f"{path}: line {number}"))
     return rows
 
 

@@ -13,6 +13,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from tracevote.errors import DataError
+
 
 @contextlib.contextmanager
 def atomic_path(target: str | Path) -> Iterator[Path]:
@@ -33,6 +35,17 @@ def atomic_path(target: str | Path) -> Iterator[Path]:
         os.replace(tmp, target)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def parse_json_object(line: bytes, where: str) -> dict:
+    """One JSON object, or a DataError naming `where` (e.g. "data/x.jsonl: line 3")."""
+    try:
+        record = orjson.loads(line)
+    except orjson.JSONDecodeError as exc:
+        raise DataError(f"{where}: not valid JSON ({exc})") from exc
+    if not isinstance(record, dict):
+        raise DataError(f"{where}: expected an object, got {type(record).__name__}")
+    return record
 
 
 def write_text(target: str | Path, text: str) -> None:

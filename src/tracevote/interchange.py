@@ -29,6 +29,7 @@ from tracevote.confidence import token_confidence
 from tracevote.datasets import Problem
 from tracevote.errors import DataError
 from tracevote.extract import extract_answer
+from tracevote.fileio import parse_json_object
 from tracevote.framing import FrameWriter
 from tracevote.pool import Pool
 from tracevote.records import Sample, clean_logprobs
@@ -66,12 +67,7 @@ def read_lines(path: Path) -> Iterator[tuple[Sample, bool]]:
 
 
 def parse_line(line: bytes, where: str) -> tuple[Sample, bool]:
-    try:
-        record = orjson.loads(line)
-    except orjson.JSONDecodeError as exc:
-        raise DataError(f"{where}: not valid JSON ({exc})") from exc
-    if not isinstance(record, dict):
-        raise DataError(f"{where}: expected an object, got {type(record).__name__}")
+    record = parse_json_object(line, where)
     tokens = _field(record, "tokens", list, where)
     if not all(isinstance(t, str) for t in tokens):
         raise DataError(f"{where}: field 'tokens': every token must be a string")
