@@ -10,21 +10,23 @@ DEV_STAMP := $(VENV)/.dev-installed
 
 .PHONY: setup dev demo repro test bench lint clean-venv
 
+# uv resolves this dependency set in seconds where plain pip takes minutes; pip is the fallback
+# whenever uv is missing or fails (an unusual proxy or certificate setup, say).
+install = if test -x $(BIN)/uv && $(BIN)/uv pip install --python $(BIN)/python -q $(1); then :; \
+	else $(BIN)/python -m pip install -q $(1); fi
+
 setup: $(RUNTIME_STAMP)
 
-# uv resolves this dependency set in seconds where plain pip takes minutes; pip stays the fallback.
 $(RUNTIME_STAMP): requirements.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q uv || true
-	if test -x $(BIN)/uv; then $(BIN)/uv pip install --python $(BIN)/python -q -r requirements.txt; \
-	else $(BIN)/python -m pip install -q -r requirements.txt; fi
+	$(call install,-r requirements.txt)
 	touch $@
 
 dev: $(DEV_STAMP)
 
 $(DEV_STAMP): $(RUNTIME_STAMP) requirements-dev.txt
-	if test -x $(BIN)/uv; then $(BIN)/uv pip install --python $(BIN)/python -q -r requirements-dev.txt; \
-	else $(BIN)/python -m pip install -q -r requirements-dev.txt; fi
+	$(call install,-r requirements-dev.txt)
 	touch $@
 
 demo: setup
