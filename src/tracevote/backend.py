@@ -24,8 +24,6 @@ from tracevote.records import Sample
 from tracevote.sim import SimModel
 from tracevote.simserver import running_server
 
-SIM_FINGERPRINT = "tracevote-sim"
-
 
 @dataclass
 class Sampler:

@@ -21,7 +21,6 @@ from tracevote.datasets import Problem
 from tracevote.errors import TracevoteError
 from tracevote.framing import FrameWriter
 from tracevote.pool import Pool, Setting
-from tracevote.prompting import build_messages
 from tracevote.records import Sample
 from tracevote.retry import TransientError
 
@@ -60,12 +59,8 @@ def plan_build(pool: Pool, problems: list[Problem], setting: Setting, n_pool: in
                pricing: PricingConfig) -> BuildPlan:
     missing = pool.missing([p.id for p in problems], n_pool)
     by_id = {p.id: p for p in problems}
-    sizes = [len(_messages(by_id[pid], setting)[-1]["content"].encode()) for pid, ids in missing.items() for _ in ids]
+    sizes = [setting.prompt_bytes(by_id[pid]) for pid, ids in missing.items() for _ in ids]
     return BuildPlan(missing, estimate(sizes, setting.max_tokens, pricing))
-
-
-def _messages(problem: Problem, setting: Setting) -> list[dict[str, str]]:
-    return build_messages(problem.problem, system=setting.system, template=setting.template)
 
 
 def sample_order(missing: dict[str, list[int]]) -> Iterator[tuple[str, int]]:
@@ -116,7 +111,7 @@ def _submit_up_to(limit: int, in_flight: dict, order: Iterator[tuple[str, int]],
         if nxt is None:
             return
         pid, sid = nxt
-        in_flight[executor.submit(sample_fn, _messages(by_id[pid], setting), pid, sid)] = (pid, sid)
+        in_flight[executor.submit(sample_fn, setting.messages(by_id[pid]), pid, sid)] = (pid, sid)
 
 
 def _store(future: cf.Future, writer: FrameWriter, summary: BuildSummary, pricing: PricingConfig,

@@ -17,7 +17,6 @@ from tracevote.entry import stage_main
 from tracevote.errors import DataError
 from tracevote.interchange import export_pool, import_file
 from tracevote.pool import Pool, Setting, find_pool
-from tracevote.prompting import build_messages
 from tracevote.sim import SimModel
 from tracevote.simfaults import parse_faults
 from tracevote.simserver import ServerOptions, serve
@@ -124,8 +123,7 @@ def cmd_estimate(args: argparse.Namespace) -> int:
     params = load_params(args.params)
     problems = load_problems(args.problems or f"data/{params.dataset.name}.jsonl")
     setting = Setting.from_params(params)
-    sizes = [len(build_messages(p.problem, system=setting.system, template=setting.template)[-1]["content"].encode())
-             for p in problems]
+    sizes = [setting.prompt_bytes(p) for p in problems]
     print(f"{len(problems)} problems, max_tokens {setting.max_tokens}, "
           f"output at {params.pool.pricing.expected_output_fraction:.0%} of max_tokens; "
           f"pool.max_cost_usd is ${params.pool.max_cost_usd:.2f}")

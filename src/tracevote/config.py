@@ -7,7 +7,7 @@ A missing key, an unknown key or a value of the wrong type is an error naming th
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -196,7 +196,6 @@ class Params:
     confidence: ConfidenceConfig
     eval: EvalConfig
     report: ReportConfig
-    source_file: str = field(default="params.yaml", compare=False)
 
     def validate(self, where: str) -> None:
         too_large = [k for k in self.eval.k if k > self.pool.n_pool]
@@ -215,7 +214,7 @@ def load_params(path: str | Path = "params.yaml") -> Params:
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
     try:
-        params = build(Params, {**(raw or {}), "source_file": str(path)}, "")
+        params = build(Params, raw or {}, "")
     except ConfigError as exc:
         raise ConfigError(f"{path}: {exc}") from None
     return params

@@ -91,9 +91,6 @@ class FrameWriter:
             frame = frame[os.write(self._fd, frame):]
         self.sample_ids.add(sample_id)
 
-    def sync(self) -> None:
-        os.fsync(self._fd)
-
     def close(self) -> None:
         if self._fd >= 0:
             os.fsync(self._fd)

@@ -59,6 +59,14 @@ class Setting:
                    temperature=decoding.temperature, top_p=decoding.top_p, max_tokens=decoding.max_tokens,
                    top_logprobs=decoding.top_logprobs)
 
+    def messages(self, problem: Problem) -> list[dict[str, str]]:
+        """The chat messages this setting sends for `problem`."""
+        return build_messages(problem.problem, system=self.system, template=self.template)
+
+    def prompt_bytes(self, problem: Problem) -> int:
+        """UTF-8 size of every message's content, system prompt included: what the cost estimate counts."""
+        return sum(len(message["content"].encode()) for message in self.messages(problem))
+
     @property
     def fingerprint(self) -> str:
         return hashlib.sha256(_canonical(asdict(self)).encode()).hexdigest()[:16]
@@ -74,8 +82,7 @@ def _canonical(obj: Any) -> str:
 
 
 def prompt_digest(problem: Problem, setting: Setting) -> str:
-    messages = build_messages(problem.problem, system=setting.system, template=setting.template)
-    return hashlib.sha256(orjson.dumps(messages)).hexdigest()
+    return hashlib.sha256(orjson.dumps(setting.messages(problem))).hexdigest()
 
 
 class Pool:

@@ -51,11 +51,11 @@ def render(result: AggregateResult, k: int, *, simulated: bool) -> str:
     lines = [f"*** {SIMULATED_BANNER} ***", ""] if simulated else []
     lines.append(f"Accuracy at K={k} over {result.validity.n_problems} problems, mean ± std over "
                  f"{result.repeat} repeats")
-    width = max(len(row.label) for row in headline_rows(result, k))
-    lines += [f"  {row.label:<{width}}  {100 * row.mean:6.2f}% ± {100 * row.std:5.2f}" for row in
-              headline_rows(result, k)]
+    rows = headline_rows(result, k)
+    width = max(len(row.label) for row in rows)
+    lines += [f"  {row.label:<{width}}  {100 * row.mean:6.2f}% ± {100 * row.std:5.2f}" for row in rows]
     validity = result.validity
-    tie = next(t.rate for t in result.ties if t.k == k)
+    tie = result.tie_rate_at(k)
     lines += ["", f"Valid samples per problem: mean {validity.valid_per_problem_mean:.1f}, "
                   f"min {validity.valid_per_problem_min} ({validity.n_valid} of {validity.n_samples} valid; "
                   f"invalid: {validity.no_answer} no answer, {validity.truncated} truncated at max_tokens, "
@@ -87,7 +87,7 @@ def summary_metrics(result: AggregateResult, k: int, *, simulated: bool) -> dict
     for row in headline_rows(result, k):
         summary[row.method] = round(row.mean, 6)
         summary[f"{row.method}_std"] = round(row.std, 6)
-    summary["cons_tie_rate"] = round(next(t.rate for t in result.ties if t.k == k), 6)
+    summary["cons_tie_rate"] = round(result.tie_rate_at(k), 6)
     summary["valid_per_problem_mean"] = round(result.validity.valid_per_problem_mean, 3)
     summary["valid_per_problem_min"] = result.validity.valid_per_problem_min
     for a in result.auroc:

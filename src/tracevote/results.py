@@ -85,6 +85,12 @@ class AggregateResult:
     auroc: tuple[Auroc, ...]
     problems: tuple[ProblemResult, ...]  # every (K, problem, method)
 
+    def tie_rate_at(self, k: int) -> float:
+        for row in self.ties:
+            if row.k == k:
+                return row.rate
+        raise KeyError(f"no Cons@K tie rate at K={k} (K: {list(self.k)})")
+
     def accuracy_at(self, method: str, k: int) -> MethodAccuracy:
         for row in self.accuracy:
             if row.method == method and row.k == k:
