@@ -22,7 +22,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from tracevote.confidence import token_confidence, trace_measures
-from tracevote.config import ConfidenceConfig
+from tracevote.config import AnswersConfig, ConfidenceConfig
+from tracevote.extract import answer_candidates
 from tracevote.records import ProblemTraces
 from tracevote.score import score_problem
 
@@ -71,7 +72,8 @@ def vectorized(problem: SyntheticProblem, cfg: ConfidenceConfig) -> np.ndarray:
     """[traces, 4] avg, bottom10, lowest, tail: the computation the pool + score stages do."""
     confidence = token_confidence(problem.top, problem.chosen)
     n = len(problem.offsets) - 1
-    traces = ProblemTraces("bench", np.arange(n), [""] * n, ["stop"] * n, problem.offsets, confidence)
+    traces = ProblemTraces("bench", np.arange(n), [answer_candidates("")] * n, ["stop"] * n, problem.offsets,
+                           confidence)
     measures = trace_measures(traces, cfg)
     return np.stack([measures.avg, measures.bottom10, measures.lowest, measures.tail], axis=1)
 
@@ -158,9 +160,10 @@ def _time_official_style(problem: SyntheticProblem, expected: np.ndarray, n_trac
 def _time_score_problem(problem: SyntheticProblem, cfg: ConfidenceConfig, index: int) -> float:
     n = len(problem.offsets) - 1
     texts = synthetic_texts(n, np.diff(problem.offsets), np.random.default_rng(index))
-    traces = ProblemTraces(f"bench-{index:02d}", np.arange(n), texts, ["stop"] * n, problem.offsets,
+    candidates = [answer_candidates(t) for t in texts]
+    traces = ProblemTraces(f"bench-{index:02d}", np.arange(n), candidates, ["stop"] * n, problem.offsets,
                            token_confidence(problem.top, problem.chosen))
     start = time.perf_counter()
-    score_problem(traces, gold=7, cfg=cfg)
+    score_problem(traces, gold=7, cfg=cfg, answers=AnswersConfig("last_integer", truncated_fallback=False))
     return time.perf_counter() - start
 

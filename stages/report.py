@@ -7,7 +7,7 @@ from pathlib import Path
 import orjson
 import pandas as pd
 
-from tracevote import report
+from tracevote import plots, report
 from tracevote.config import load_params
 from tracevote.datasets import load_problems
 from tracevote.entry import stage_main
@@ -32,12 +32,12 @@ def main() -> None:
     print(report.render(result, k, simulated=simulated))
     summary = report.summary_metrics(result, k, simulated=simulated)
     results = report.problem_results(result, k, load_problems(args.problems), simulated=simulated)
-    curve = report.accuracy_curve(result)
+    curve = plots.accuracy_curve(result)
     write_json(args.metrics / "summary.json", summary)
     write_json(args.metrics / "results.json", results)
     write_text(args.plots / "accuracy_vs_k.csv", curve.to_csv(index=False, float_format="%.6f"))
-    report.plot_accuracy(curve, result.methods, args.plots / "accuracy_vs_k.png", simulated=simulated)
-    report.plot_confidence(pd.read_parquet(args.scores), result.measures, args.plots / "confidence.png",
+    plots.plot_accuracy(curve, result.methods, args.plots / "accuracy_vs_k.png", simulated=simulated)
+    plots.plot_confidence(pd.read_parquet(args.scores), result.measures, args.plots / "confidence.png",
                            simulated=simulated)
     snapshot = args.runs / datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     write_json(snapshot / "summary.json", summary)

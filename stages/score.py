@@ -21,11 +21,12 @@ def main() -> None:
     parser.add_argument("--manifest", required=True, type=Path)
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
-    confidence = load_params(args.params).confidence
+    params = load_params(args.params)
     manifest = read_manifest(args.manifest)
     pool = Pool(manifest.pool_root(args.manifest))
     problems = load_problems(args.problems)
-    frames = (score_problem(pool.read_problem(p.id, manifest.n_pool), p.answer, confidence) for p in problems)
+    frames = (score_problem(pool.read_problem(p.id, manifest.n_pool), p.answer, params.confidence, params.answers)
+              for p in problems)
     metadata = {"simulated": str(manifest.simulated).lower(), "pool": manifest.pool}
     rows = write_parquet(args.out, frames, metadata)
     print(f"score: {rows} samples of {len(problems)} problems -> {args.out}"

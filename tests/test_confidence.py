@@ -8,8 +8,10 @@ import pytest
 from tracevote.confidence import token_confidence, trace_measures
 from tracevote.config import ConfidenceConfig
 from tracevote.errors import DataError
+from tracevote.extract import answer_candidates
 from tracevote.records import ProblemTraces
 
+NO_BOX = answer_candidates("")
 NAN = float("nan")
 SENTINEL = -9999.0
 
@@ -59,7 +61,7 @@ def test_token_confidence_rejects_mismatched_shapes() -> None:
 def traces_of(*confidences: list[float]) -> ProblemTraces:
     lengths = [len(c) for c in confidences]
     n = len(confidences)
-    return ProblemTraces(problem_id="p", sample_ids=np.arange(n), texts=[""] * n, finish_reasons=["stop"] * n,
+    return ProblemTraces(problem_id="p", sample_ids=np.arange(n), candidates=[NO_BOX] * n, finish_reasons=["stop"] * n,
                          offsets=np.concatenate(([0], np.cumsum(lengths))).astype(np.int64),
                          token_confidence=np.array([v for c in confidences for v in c], dtype=np.float64))
 
@@ -108,7 +110,7 @@ def test_precision_does_not_depend_on_position_in_the_pool() -> None:
 
 
 def test_offsets_must_split_the_tokens() -> None:
-    traces = ProblemTraces(problem_id="aime-03", sample_ids=np.arange(2), texts=["", ""],
+    traces = ProblemTraces(problem_id="aime-03", sample_ids=np.arange(2), candidates=[NO_BOX] * 2,
                            finish_reasons=["stop"] * 2, offsets=np.array([0, 2, 5]),
                            token_confidence=np.ones(4))
     with pytest.raises(DataError, match="aime-03"):

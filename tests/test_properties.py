@@ -15,9 +15,11 @@ from hypothesis import strategies as st
 from tracevote.confidence import token_confidence, trace_measures
 from tracevote.config import MEASURES, ConfidenceConfig, EvalConfig
 from tracevote.evaluate import aggregate, method_names, split_problems, vote_sets, working_sets
+from tracevote.extract import answer_candidates
 from tracevote.records import ProblemTraces
 from tracevote.score import SCORE_COLUMNS
 
+NO_BOX = answer_candidates("")
 NAN = float("nan")
 SETTINGS = settings(max_examples=150, deadline=None)
 
@@ -127,7 +129,7 @@ def test_token_confidence_matches_reference(tokens: list[tuple[list[float], floa
 @given(traces, configs, st.sampled_from([1, 7, 32, 1 << 17]))
 def test_trace_measures_match_reference(confs: list[list[float]], cfg: ConfidenceConfig, block: int) -> None:
     offsets = np.concatenate(([0], np.cumsum([len(c) for c in confs]))).astype(np.int64)
-    problem = ProblemTraces("p", np.arange(len(confs)), [""] * len(confs), ["stop"] * len(confs), offsets,
+    problem = ProblemTraces("p", np.arange(len(confs)), [NO_BOX] * len(confs), ["stop"] * len(confs), offsets,
                             np.array([v for c in confs for v in c], dtype=np.float64))
     # small blocks split the traces into several blocks, as a real pool does
     with mock.patch("tracevote.confidence._BLOCK_TOKENS", block):

@@ -6,13 +6,15 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tracevote.config import ConfidenceConfig
+from tracevote.config import AnswersConfig, ConfidenceConfig
 from tracevote.errors import DataError
+from tracevote.extract import answer_candidates
 from tracevote.records import ProblemTraces
 from tracevote.score import SCORE_COLUMNS, score_problem
 
 NAN = float("nan")
 CFG = ConfidenceConfig(group_size=2, bottom_fraction=0.1, tail_tokens=2)
+ANSWERS = AnswersConfig(fallback="last_integer", truncated_fallback=False)
 
 # (text, finish_reason, C_i of the trace, expected (answer, valid, correct)), gold 70
 ROWS = [
@@ -30,7 +32,8 @@ ROWS = [
 def problem(rows: list[tuple], problem_id: str = "aime-01") -> ProblemTraces:
     lengths = [len(row[2]) for row in rows]
     return ProblemTraces(
-        problem_id=problem_id, sample_ids=np.arange(10, 10 + len(rows)), texts=[row[0] for row in rows],
+        problem_id=problem_id, sample_ids=np.arange(10, 10 + len(rows)),
+        candidates=[answer_candidates(row[0]) for row in rows],
         finish_reasons=[row[1] for row in rows],
         offsets=np.concatenate(([0], np.cumsum(lengths))).astype(np.int64),
         token_confidence=np.array([c for row in rows for c in row[2]], dtype=np.float64))
@@ -38,7 +41,7 @@ def problem(rows: list[tuple], problem_id: str = "aime-01") -> ProblemTraces:
 
 @pytest.mark.parametrize(("text", "finish", "confidence", "expected"), ROWS)
 def test_score_row(text: str, finish: str, confidence: list[float], expected: tuple) -> None:
-    frame = score_problem(problem([(text, finish, confidence)]), gold=70, cfg=CFG)
+    frame = score_problem(problem([(text, finish, confidence)]), gold=70, cfg=CFG, answers=ANSWERS)
     answer, valid, correct = expected
     row = frame.iloc[0]
     assert (None if pd.isna(row["answer"]) else int(row["answer"])) == answer
@@ -48,7 +51,7 @@ def test_score_row(text: str, finish: str, confidence: list[float], expected: tu
 
 
 def test_columns_and_types() -> None:
-    frame = score_problem(problem(ROWS), gold=70, cfg=CFG)
+    frame = score_problem(problem(ROWS), gold=70, cfg=CFG, answers=ANSWERS)
     assert tuple(frame.columns) == SCORE_COLUMNS
     assert str(frame["answer"].dtype) == "Int64"
     assert frame["correct"].dtype == bool and frame["valid"].dtype == bool
@@ -60,18 +63,18 @@ def test_columns_and_types() -> None:
 
 
 def test_answers_are_re_extracted_from_text() -> None:
-    frame = score_problem(problem([(r"\boxed{12}", "stop", [1.0])]), gold=12, cfg=CFG)
+    frame = score_problem(problem([(r"\boxed{12}", "stop", [1.0])]), gold=12, cfg=CFG, answers=ANSWERS)
     assert frame["answer"].tolist() == [12]
 
 
 def test_mismatched_fields_name_the_problem() -> None:
     traces = problem(ROWS[:2], problem_id="aime-07")
-    broken = ProblemTraces(traces.problem_id, traces.sample_ids, traces.texts[:1], traces.finish_reasons,
+    broken = ProblemTraces(traces.problem_id, traces.sample_ids, traces.candidates[:1], traces.finish_reasons,
                            traces.offsets, traces.token_confidence)
-    with pytest.raises(DataError, match=r"aime-07.*texts 1"):
-        score_problem(broken, gold=70, cfg=CFG)
+    with pytest.raises(DataError, match=r"aime-07.*candidates 1"):
+        score_problem(broken, gold=70, cfg=CFG, answers=ANSWERS)
 
 
 def test_empty_problem_has_the_columns() -> None:
-    frame = score_problem(problem([]), gold=1, cfg=CFG)
+    frame = score_problem(problem([]), gold=1, cfg=CFG, answers=ANSWERS)
     assert frame.empty and tuple(frame.columns) == SCORE_COLUMNS

@@ -18,6 +18,8 @@ from tracevote.typedconfig import build, require
 
 Backend = Literal["openai", "sim"]
 AnswerFormat = Literal["aime", "integer"]
+Fallback = Literal["last_integer", "none"]
+TieBreak = Literal["smallest", "first", "fractional"]
 MEASURES: tuple[str, ...] = ("avg", "bottom10", "lowest", "tail")
 
 
@@ -148,11 +150,20 @@ class ConfidenceConfig:
 
 
 @dataclass(frozen=True)
+class AnswersConfig:
+    """Where a trace without a boxed answer may still get one (see tracevote.extract.resolve_answer)."""
+
+    fallback: Fallback  # last_integer: the last number in the text; none: the official code's rule
+    truncated_fallback: bool  # false: a trace cut off at max_tokens never takes the fallback
+
+
+@dataclass(frozen=True)
 class EvalConfig:
     k: tuple[int, ...]
     repeat: int
     seed: int
     etas: tuple[float, ...]
+    tie_break: TieBreak = "smallest"  # smallest answer wins; first met in the working set wins; t-way tie scores 1/t
 
     def validate(self, where: str) -> None:
         require(len(self.k) > 0 and all(k >= 1 for k in self.k), where, "k", list(self.k),
@@ -194,6 +205,7 @@ class Params:
     decoding: DecodingConfig
     pool: PoolConfig
     confidence: ConfidenceConfig
+    answers: AnswersConfig
     eval: EvalConfig
     report: ReportConfig
 

@@ -2,11 +2,25 @@
 
 Answers are AIME-style integers 0-999; anything else (fractions, negatives, decimals such as 12.5,
 numbers of 1000 or more, symbols) is "no answer" (None), which the score stage marks invalid.
+
+Ingestion stores a trace's `AnswerCandidates` (what its box says, and what its last number says);
+the score stage then applies the `answers:` params with `resolve_answer`, so changing them re-reads
+no text.
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
+from typing import Literal
+
+from tracevote.config import AnswersConfig
+
+AnswerSource = Literal["boxed", "fallback", "none"]
+ANSWER_SOURCES: tuple[AnswerSource, ...] = ("boxed", "fallback", "none")
+# Bump when a change to these rules changes any answer: stored candidates of another version are re-extracted.
+EXTRACT_VERSION = 1
+TRUNCATED = "length"  # the finish_reason of a trace cut off at max_tokens
 
 ANSWER_RANGE = range(0, 1000)
 
@@ -51,8 +65,68 @@ def extract_answer(text: str) -> int | None:
     # Boxes are found in the raw text: normalizing first would change no box (separators sit between
     # digits, with balanced braces), but it would cost a pass over the whole trace.
     content = _last_box(text)
+    return _last_number(text) if content is None else _boxed_answer(content)
+
+
+@dataclass(frozen=True)
+class AnswerCandidates:
+    """What a trace offers as its answer, before the `answers:` params decide.
+
+    box_found: the trace has a box with matched braces and non-blank content (rule 1 below).
+    boxed: that box's integer answer (None when there is no box, or it is not an integer 0-999).
+    last_number: the last number in the whole text as an answer (rule 3), used only when no box is found.
+    """
+
+    box_found: bool
+    boxed: int | None
+    last_number: int | None
+
+    def to_json(self) -> list[object]:
+        return [self.box_found, self.boxed, self.last_number]
+
+    @classmethod
+    def from_json(cls, value: list[object]) -> AnswerCandidates:
+        box_found, boxed, last_number = value
+        return cls(bool(box_found), _optional_int(boxed), _optional_int(last_number))
+
+
+def _optional_int(value: object) -> int | None:
+    return None if value is None else int(value)  # type: ignore[call-overload]
+
+
+def answer_candidates(text: str) -> AnswerCandidates:
+    """Both candidates of `extract_answer`: the box's answer, and the last number when there is no box.
+
+    >>> answer_candidates(r"x = 3, so \\boxed{5}")
+    AnswerCandidates(box_found=True, boxed=5, last_number=None)
+    >>> answer_candidates("the answer is 16")
+    AnswerCandidates(box_found=False, boxed=None, last_number=16)
+    """
+    content = _last_box(text)
     if content is None:
-        return _last_number(text)
+        return AnswerCandidates(box_found=False, boxed=None, last_number=_last_number(text))
+    return AnswerCandidates(box_found=True, boxed=_boxed_answer(content), last_number=None)
+
+
+def resolve_answer(candidates: AnswerCandidates, finish_reason: str,
+                   cfg: AnswersConfig) -> tuple[int | None, AnswerSource]:
+    """The answer a trace votes with, and where it came from.
+
+    - A box decides whenever one is found, truncated trace or not: its integer, else no answer.
+    - With no box, the last number is taken (source "fallback") when `cfg.fallback` is
+      last_integer and the trace was not cut off at max_tokens (finish_reason "length"), unless
+      `cfg.truncated_fallback` admits those too. A truncated trace has not given a final answer:
+      its last number is usually an intermediate result.
+    """
+    if candidates.box_found:
+        return (candidates.boxed, "boxed") if candidates.boxed is not None else (None, "none")
+    allowed = cfg.fallback == "last_integer" and (finish_reason != TRUNCATED or cfg.truncated_fallback)
+    if allowed and candidates.last_number is not None:
+        return candidates.last_number, "fallback"
+    return None, "none"
+
+
+def _boxed_answer(content: str) -> int | None:
     content = _DEGREES.sub("", _normalize(content)).rsplit("=", 1)[-1]
     if _NOT_INTEGER.search(content) or _ARITHMETIC.search(content):
         return None

@@ -26,6 +26,7 @@ from tracevote.confidence import token_confidence
 from tracevote.config import Params
 from tracevote.datasets import Problem
 from tracevote.errors import DataError
+from tracevote.extract import answer_candidates
 from tracevote.fileio import write_json
 from tracevote.prompting import build_messages
 from tracevote.records import ProblemTraces, Sample
@@ -73,6 +74,8 @@ class Setting:
 
     @property
     def folder_name(self) -> str:
+        if self.backend == "sim":  # named for what made it, never for the real model it stands in for
+            return f"simulated-{self.fingerprint[:12]}"
         slug = re.sub(r"[^A-Za-z0-9._-]+", "-", self.model).strip("-") or "model"
         return f"{slug}-{self.fingerprint[:12]}"
 
@@ -171,7 +174,7 @@ class Pool:
         return ProblemTraces(
             problem_id=problem_id,
             sample_ids=np.array([d.header["sample_id"] for d in decoded], dtype=np.int64),
-            texts=[d.text() for d in decoded],
+            candidates=[answer_candidates(d.text()) for d in decoded],
             finish_reasons=[d.header["finish_reason"] for d in decoded],
             offsets=np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64),
             token_confidence=np.concatenate(confidences) if confidences else np.zeros(0),

@@ -6,6 +6,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tracevote.extract import AnswerCandidates
+
 # DeepSeek fills top-k slots it does not report with -9999; such values, and non-finite ones, are absent.
 SENTINEL_LOGPROB = -9999.0
 NO_ANSWER = -1  # answers are integers 0-999, so -1 marks "no answer" inside int arrays
@@ -43,11 +45,12 @@ class ProblemTraces:
     """All traces of one problem, flattened: trace j owns tokens offsets[j]:offsets[j+1].
 
     `token_confidence` is C_i (see tracevote.confidence.token_confidence), NaN where a token has none.
+    `candidates` are each trace's answer candidates (tracevote.extract), before the `answers:` params.
     """
 
     problem_id: str
     sample_ids: np.ndarray  # int64 [n]
-    texts: list[str]
+    candidates: list[AnswerCandidates]
     finish_reasons: list[str]
     offsets: np.ndarray  # int64 [n + 1]
     token_confidence: np.ndarray  # float64 [total tokens]

@@ -10,20 +10,21 @@ import numpy as np
 import pandas as pd
 
 from tracevote.confidence import trace_measures
-from tracevote.config import MEASURES, ConfidenceConfig
+from tracevote.config import MEASURES, AnswersConfig, ConfidenceConfig
 from tracevote.errors import DataError
-from tracevote.extract import extract_answer
+from tracevote.extract import resolve_answer
 from tracevote.records import ProblemTraces
 
-KEY_COLUMNS: tuple[str, ...] = ("problem_id", "sample_id", "answer", "correct", "valid", "n_tokens",
-                                "finish_reason")
+KEY_COLUMNS: tuple[str, ...] = ("problem_id", "sample_id", "answer", "answer_source", "correct", "valid",
+                                "n_tokens", "finish_reason")
 SCORE_COLUMNS: tuple[str, ...] = (*KEY_COLUMNS, *MEASURES)
 
 
-def score_problem(traces: ProblemTraces, gold: int, cfg: ConfidenceConfig) -> pd.DataFrame:
+def score_problem(traces: ProblemTraces, gold: int, cfg: ConfidenceConfig, answers: AnswersConfig) -> pd.DataFrame:
     """One row per trace, columns SCORE_COLUMNS, in the order of `traces`.
 
-    - answer: `extract_answer` of the trace's text, re-extracted here (pandas Int64, <NA> for none).
+    - answer, answer_source: `resolve_answer` of the trace's candidates under `answers` (pandas Int64,
+      <NA> for none; source boxed, fallback or none).
     - valid: the trace has an answer and at least one token. An invalid trace casts no vote and
       counts as wrong in Pass@1; it is kept in the table so reports can count it.
     - correct: valid and answer == gold (False for invalid traces).
@@ -33,7 +34,9 @@ def score_problem(traces: ProblemTraces, gold: int, cfg: ConfidenceConfig) -> pd
     """
     _check_lengths(traces)
     measures = trace_measures(traces, cfg)
-    answer = pd.array([extract_answer(text) for text in traces.texts], dtype="Int64")
+    resolved = [resolve_answer(c, finish, answers) for c, finish in zip(traces.candidates, traces.finish_reasons,
+                                                                          strict=True)]
+    answer = pd.array([value for value, _ in resolved], dtype="Int64")
     n_tokens = np.diff(np.asarray(traces.offsets)).astype(np.int64)
     valid = ~answer.isna() & (n_tokens > 0)
     correct = valid & (answer == gold).fillna(False).to_numpy(dtype=bool)
@@ -41,6 +44,7 @@ def score_problem(traces: ProblemTraces, gold: int, cfg: ConfidenceConfig) -> pd
         "problem_id": pd.Series([traces.problem_id] * len(traces), dtype=str),
         "sample_id": np.asarray(traces.sample_ids, dtype=np.int64),
         "answer": answer,
+        "answer_source": pd.Series([source for _, source in resolved], dtype=str),
         "correct": correct,
         "valid": valid,
         "n_tokens": n_tokens,
@@ -51,7 +55,7 @@ def score_problem(traces: ProblemTraces, gold: int, cfg: ConfidenceConfig) -> pd
 
 
 def _check_lengths(traces: ProblemTraces) -> None:
-    sizes = {"sample_ids": len(traces.sample_ids), "texts": len(traces.texts),
+    sizes = {"sample_ids": len(traces.sample_ids), "candidates": len(traces.candidates),
              "finish_reasons": len(traces.finish_reasons), "offsets - 1": len(traces.offsets) - 1}
     if len(set(sizes.values())) != 1:
         listing = ", ".join(f"{name} {size}" for name, size in sizes.items())
