@@ -48,7 +48,8 @@ def _problem_rows(problem_id: str, n: int, rng: np.random.Generator) -> pd.DataF
     frame = pd.DataFrame({
         "problem_id": problem_id, "sample_id": np.arange(n),
         "answer": pd.array(np.where(valid, answers, 0), dtype="Int64"), "correct": correct, "valid": valid,
-        "n_tokens": rng.integers(500, 4096, n), "finish_reason": np.where(valid, "stop", "length")})
+        "n_tokens": rng.integers(500, 4096, n), "finish_reason": np.where(valid, "stop", "length"),
+        "answer_source": np.where(valid, "boxed", "none")})
     frame.loc[~valid, "answer"] = pd.NA
     for measure in MEASURES:
         values = rng.normal(12.0, 1.0, n) + 0.8 * correct

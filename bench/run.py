@@ -1,6 +1,6 @@
 """`make bench`: every benchmark, each with its baseline measured in the same run.
 
-    python -m bench.run            full scale (about half a minute on 2 cores)
+    python -m bench.run            full scale (a few minutes on 2 cores: it builds a 9 M-token pool)
     python -m bench.run --quick    small scale, seconds
     python -m bench.run --only bench_score
 
@@ -16,13 +16,15 @@ import subprocess
 import sys
 import time
 
-BENCHMARKS = ("bench_ingest", "bench_pool", "bench_score", "bench_aggregate")
+BENCHMARKS = ("bench_ingest", "bench_pool", "bench_stage", "bench_score", "bench_aggregate")
 
 
 def render(row: dict) -> str:
     ratio = f"  [ratio {row['ratio']:.2f}]" if row.get("ratio") is not None else ""
     note = f"  ({row['note']})" if row.get("note") else ""
-    return f"  {row['name']}: {row['value']:,.3f} {row['unit']}{ratio}{note}"
+    value = row["value"]
+    shown = f"{value:.1e}" if 0 < abs(value) < 1e-3 else f"{value:,.3f}"
+    return f"  {row['name']}: {shown} {row['unit']}{ratio}{note}"
 
 
 def run_isolated(name: str, scale: str) -> list[dict]:

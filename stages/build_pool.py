@@ -5,12 +5,13 @@ Requests only missing samples; stores each one as it arrives; a complete pool ne
 
 import argparse
 import os
+import sys
 from pathlib import Path
 
 from tqdm import tqdm
 
 from tracevote import backend
-from tracevote.budget import check_budget
+from tracevote.budget import check_budget, simulated_as, spent_text
 from tracevote.build import BuildPlan, BuildSummary, plan_build, run_build
 from tracevote.config import Params, load_params
 from tracevote.datasets import Problem, load_problems
@@ -18,6 +19,7 @@ from tracevote.entry import stage_main
 from tracevote.errors import TracevoteError
 from tracevote.pool import Pool, Setting, find_pool, write_manifest
 from tracevote.records import Sample
+from tracevote.retry import RetryNotice
 
 REBUILD_ENV = "TRACEVOTE_REBUILD"
 
@@ -39,7 +41,8 @@ def main() -> None:
         backend.refuse_if_already_built(Path("dvc.lock"), args.params, rebuild=os.environ.get(REBUILD_ENV) == "1")
     pool = Pool.open_or_create(args.pools, setting, simulated=params.model.backend == "sim")
     pool.register(problems)
-    plan = plan_build(pool, problems, setting, params.pool.n_pool, params.pool.pricing)
+    plan = plan_build(pool, problems, setting, params.pool.n_pool, params.pool.pricing,
+                      simulated_as=simulated_as(params.model))
     if plan.n_requests == 0:
         write_manifest(args.manifest, pool, params.dataset.name, params.pool.n_pool, ids)
         print(f"build_pool: {pool.root} already holds {params.pool.n_pool} samples for each of "
@@ -49,12 +52,14 @@ def main() -> None:
     print(f"build_pool: {plan.n_requests} samples missing in {pool.root}; estimate: {plan.cost.render()}")
     api_key = backend.api_key_for(params.model, os.environ, Path(".env"), missing=plan.n_requests)
     check_budget(plan.cost, params.pool.max_cost_usd)
-    with backend.open_sampler(params, problems, api_key) as sampler:
+    retries = RetryLines()
+    with backend.open_sampler(params, problems, api_key, on_retry=retries.show) as sampler:
         report = sampler.probe()
         print(report.render())
         backend.refuse_if_uninformative(report, params.pool.allow_uninformative_logprobs)
         if report.simulated and not pool.simulated:
             pool.mark_simulated()
+        retries.quiet = True  # from here the progress bar counts retries
         summary = _run_with_progress(pool, problems, plan, sampler, params)
         print(sampler.retry_report())
     manifest = write_manifest(args.manifest, pool, params.dataset.name, params.pool.n_pool, ids)
@@ -71,10 +76,23 @@ def _run_with_progress(pool: Pool, problems: list[Problem], plan: BuildPlan, sam
               mininterval=1.0) as bar:
         def on_sample(sample: Sample, summary: BuildSummary) -> None:
             bar.update(1)
-            bar.set_postfix(tokens=summary.completion_tokens, usd=f"{summary.usd:.2f}", refresh=False)
+            bar.set_postfix_str(f"tokens={summary.completion_tokens}, retries={sampler.client.retries.total}, "
+                                f"{spent_text(summary.usd, summary.simulated_as, digits=2)}", refresh=False)
 
         return run_build(pool, problems, plan, sampler.sample, concurrency=params.pool.concurrency,
                          pricing=params.pool.pricing, on_sample=on_sample)
+
+
+class RetryLines:
+    """Prints each retry on stderr ("connecting to http://…: attempt 2/3 failed (connection refused),
+    retrying in 1.3 s") until `quiet`; retries come from worker threads, hence one print per line."""
+
+    def __init__(self) -> None:
+        self.quiet = False
+
+    def show(self, notice: RetryNotice) -> None:
+        if not self.quiet:
+            print(notice.render(), file=sys.stderr, flush=True)
 
 
 if __name__ == "__main__":

@@ -1,8 +1,14 @@
-"""Stage fetch: dataset.source -> the raw rows, as JSON lines (git-tracked, so a clone never fetches)."""
+"""Stage fetch: dataset.source -> the raw rows, as JSON lines (git-tracked, so a clone never fetches).
+
+Before replacing the previous raw file, the rows must pass normalize's checks: a source that went
+empty or bad never overwrites the last good copy. The checks read dataset.problem_key, answer_key,
+id_key and answer_format, which fetch does not declare: they decide whether it writes, not what.
+"""
 
 import argparse
 
 from tracevote.config import load_params
+from tracevote.datasets import normalize_rows
 from tracevote.entry import stage_main
 from tracevote.fetch import fetch_rows
 from tracevote.fileio import write_jsonl
@@ -13,10 +19,12 @@ def main() -> None:
     parser.add_argument("--params", default="params.yaml")
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
-    source = load_params(args.params).dataset.source
-    rows = fetch_rows(source)
+    dataset = load_params(args.params).dataset
+    origin = dataset.source.path or dataset.source.hf_dataset
+    rows = fetch_rows(dataset.source)
+    normalize_rows(rows, dataset, origin=str(origin))  # raises "<origin>: ..., nothing written"
     write_jsonl(args.out, rows)
-    print(f"fetch: {len(rows)} rows from {source.path or source.hf_dataset} -> {args.out}")
+    print(f"fetch: {len(rows)} rows from {origin} -> {args.out}")
 
 
 if __name__ == "__main__":

@@ -21,7 +21,8 @@ def main() -> None:
     parser.add_argument("--aggregate", required=True, type=Path)
     parser.add_argument("--scores", required=True)
     parser.add_argument("--problems", required=True)
-    parser.add_argument("--metrics", required=True, type=Path, help="folder for summary.json, results.json")
+    parser.add_argument("--metrics", required=True, type=Path,
+                        help="folder for summary.json, results.json/.csv/.md, report.txt")
     parser.add_argument("--plots", required=True, type=Path, help="folder for the curve CSV and the PNGs")
     parser.add_argument("--runs", default="runs", type=Path, help="folder for timestamped snapshots")
     args = parser.parse_args()
@@ -29,12 +30,17 @@ def main() -> None:
     stored = orjson.loads(args.aggregate.read_bytes())
     result, simulated = AggregateResult.from_json(stored["result"]), bool(stored["simulated"])
 
-    print(report.render(result, k, simulated=simulated))
+    text = report.render(result, k, simulated=simulated)
+    print(text)
     summary = report.summary_metrics(result, k, simulated=simulated)
+    table = report.results_table(result, k)
     results = report.problem_results(result, k, load_problems(args.problems), simulated=simulated)
     curve = plots.accuracy_curve(result)
     write_json(args.metrics / "summary.json", summary)
     write_json(args.metrics / "results.json", results)
+    write_text(args.metrics / "report.txt", text + "\n")
+    write_text(args.metrics / "results.csv", report.table_csv(table))
+    write_text(args.metrics / "results.md", report.table_markdown(table, k, result.tie_break))
     write_text(args.plots / "accuracy_vs_k.csv", curve.to_csv(index=False, float_format="%.6f"))
     plots.plot_accuracy(curve, result.methods, args.plots / "accuracy_vs_k.png", simulated=simulated)
     plots.plot_confidence(pd.read_parquet(args.scores), result.measures, args.plots / "confidence.png",
@@ -42,7 +48,8 @@ def main() -> None:
     snapshot = args.runs / datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     write_json(snapshot / "summary.json", summary)
     write_json(snapshot / "results.json", results)
-    print(f"\nreport: {args.metrics}/summary.json, {args.metrics}/results.json, {args.plots}/accuracy_vs_k.csv, "
+    print(f"\nreport: {args.metrics}/summary.json, results.json, results.csv, results.md, report.txt; "
+          f"{args.plots}/accuracy_vs_k.csv, "
           f"{args.plots}/accuracy_vs_k.png, {args.plots}/confidence.png; snapshot {snapshot}")
 
 

@@ -1,9 +1,12 @@
 """Stage score: the pool -> one row per sample (answer, correctness, validity, the four confidences).
 
 Streams the pool one problem at a time, so peak memory does not grow with the number of problems.
+Problems are scored in TRACEVOTE_WORKERS processes (default 2); TRACEVOTE_WORKERS=1 runs sequentially
+(for debugging). The table is the same either way.
 """
 
 import argparse
+import os
 from pathlib import Path
 
 from tracevote.config import load_params
@@ -11,7 +14,7 @@ from tracevote.datasets import load_problems
 from tracevote.entry import stage_main
 from tracevote.fileio import write_parquet
 from tracevote.pool import Pool, read_manifest
-from tracevote.score import score_problem
+from tracevote.score import score_pool
 
 
 def main() -> None:
@@ -25,12 +28,19 @@ def main() -> None:
     manifest = read_manifest(args.manifest)
     pool = Pool(manifest.pool_root(args.manifest))
     problems = load_problems(args.problems)
-    frames = (score_problem(pool.read_problem(p.id, manifest.n_pool), p.answer, params.confidence, params.answers)
-              for p in problems)
+    frames = score_pool(pool, [(p.id, p.answer) for p in problems], manifest.n_pool, params.confidence,
+                        params.answers, workers=_workers())
     metadata = {"simulated": str(manifest.simulated).lower(), "pool": manifest.pool}
     rows = write_parquet(args.out, frames, metadata)
     print(f"score: {rows} samples of {len(problems)} problems -> {args.out}"
           + (" (SIMULATED model)" if manifest.simulated else ""))
+
+
+def _workers() -> int:
+    value = os.environ.get("TRACEVOTE_WORKERS", "2")
+    if not value.isdigit() or int(value) < 1:
+        raise SystemExit(f"TRACEVOTE_WORKERS: expected a whole number >= 1, got {value!r}")
+    return int(value)
 
 
 if __name__ == "__main__":

@@ -1,13 +1,19 @@
-"""Shared fixtures: the repository root, and the shared data folder that CI places beside the clone."""
+"""Shared fixtures: the repository root, the tests' own params, the shared data folder that CI places
+beside the clone, and waiting for an observable event instead of sleeping a fixed time."""
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SHARED_DIR = REPO_ROOT.parent / "shared"
+# Tests start from these defaults, never from the workspace's params.yaml, which users edit.
+FIXTURE_PARAMS = Path(__file__).resolve().parent / "fixtures" / "params.yaml"
+EVENT_TIMEOUT_S = 300.0  # only reached when nothing happens at all, not when the machine is slow
 
 
 @pytest.fixture
@@ -17,3 +23,12 @@ def shared_data() -> Path:
     if not (data / "aime_2025.jsonl").is_file():
         pytest.skip(f"shared data not found at {data} (CI places ../shared beside the clone)")
     return data
+
+
+def wait_for(condition: Callable[[], bool], what: str, timeout_s: float = EVENT_TIMEOUT_S) -> None:
+    """Poll `condition` until it holds; fail naming `what` if it still does not after `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            pytest.fail(f"waited {timeout_s:g} s for {what}")
+        time.sleep(0.01)

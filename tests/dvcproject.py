@@ -1,4 +1,5 @@
-"""Real DVC projects in temporary git repos, built from this repository's pipeline files."""
+"""Real DVC projects in temporary git repos, built from this repository's pipeline files and the tests'
+own params (tests/fixtures/params.yaml), so a user's edits to params.yaml never change what a test runs."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import Any
 
 import yaml
 
-from tests.conftest import REPO_ROOT
+from tests.conftest import FIXTURE_PARAMS, REPO_ROOT
 from tracevote.demo import copy_pipeline, deep_merge, write_params
 
 BIN_DIR = Path(sys.executable).parent
@@ -37,8 +38,8 @@ def dvc(cwd: Path, *args: str, **kwargs: Any) -> subprocess.CompletedProcess:
 
 
 def make_project(root: Path, params: dict[str, Any] | None = None) -> Path:
-    """A git repo holding this repository's pipeline (dvc.yaml, stages/, params.yaml with overrides)."""
-    copy_pipeline(REPO_ROOT, root, params or {})
+    """A git repo holding this repository's pipeline (dvc.yaml, stages/) and the fixture params with overrides."""
+    copy_pipeline(REPO_ROOT, root, FIXTURE_PARAMS, params or {})
     run(root, "git", "init", "-q")
     run(root, "git", "config", "user.email", "test@example.com")
     run(root, "git", "config", "user.name", "test")

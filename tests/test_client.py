@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import contextlib
 import re
+import socket
 import threading
-import time
 import traceback
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -18,9 +19,9 @@ import requests
 from tracevote.apikey import resolve_api_key
 from tracevote.client import ChatClient
 from tracevote.config import DecodingConfig, ModelConfig, SimConfig
-from tracevote.errors import ConfigError, FatalAPIError
+from tracevote.errors import ConfigError, EndpointError, EndpointNotFoundError, FatalAPIError, ModelNotFoundError
 from tracevote.limiter import AdaptiveLimiter
-from tracevote.retry import Backoff, TransientError
+from tracevote.retry import Backoff, RetryNotice, TransientError
 from tracevote.sim import SimModel
 from tracevote.simfaults import FaultPlan, parse_faults
 from tracevote.simserver import ServerOptions, SimServer, start_server, stop_server
@@ -44,6 +45,38 @@ def sim_server(faults: str = "", **options: Any) -> Iterator[SimServer]:
         stop_server(server)
 
 
+def unused_port() -> int:
+    """A loopback port with nothing listening: the kernel's pick, released at once."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@contextlib.contextmanager
+def canned_server(status: int, body: bytes, content_type: str) -> Iterator[str]:
+    """A loopback server answering every POST with one fixed response, as other servers would."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
 def model_config(base_url: str, name: str = "deepseek-v4-flash", **changes: Any) -> ModelConfig:
     settings = {"backend": "openai", "base_url": base_url, "name": name, "extra_body": {},
                 "api_key_env": KEY_ENV, "needs_key": False, "sim": SIM, **changes}
@@ -53,8 +86,9 @@ def model_config(base_url: str, name: str = "deepseek-v4-flash", **changes: Any)
 def make_client(base_url: str, *, decoding: DecodingConfig = DECODING, api_key: str | None = None,
                 timeout_s: float = 5.0, max_retries: int = 4, **changes: Any) -> ChatClient:
     limiter = changes.pop("limiter", None)
+    on_retry = changes.pop("on_retry", None)
     return ChatClient(model_config(base_url, **changes), decoding, api_key=api_key, timeout_s=timeout_s,
-                      max_retries=max_retries, limiter=limiter, backoff=FAST)
+                      max_retries=max_retries, limiter=limiter, backoff=FAST, on_retry=on_retry)
 
 
 def messages(problem: str = "Find x.") -> list[dict[str, str]]:
@@ -138,38 +172,94 @@ def test_retries_run_out_with_the_cause_of_the_last_failure() -> None:
     assert client.retries.snapshot() == {"HTTP 500": 2} and client.failures.snapshot() == {"HTTP 500": 1}
 
 
-def test_a_dead_server_is_a_connection_failure() -> None:
+def test_a_server_never_reached_is_an_endpoint_error() -> None:
     with sim_server() as server:
         url = server.base_url
     client = make_client(url, max_retries=1)
-    with pytest.raises(TransientError) as caught:
+    with pytest.raises(EndpointError) as caught:
         draw(client, 1)
-    assert caught.value.cause == "connection"
+    assert "connection refused" in str(caught.value) and client.failures.snapshot() == {"connection refused": 1}
 
 
 FATAL = [
     ("401", {"api_key": "sk-the-right-one"}, {"api_key": CANARY}, ["$" + KEY_ENV, "authentication"]),
     ("402", {"no_balance": True}, {}, ["Top up", "Insufficient Balance"]),
-    ("404", {"models": ("deepseek-v4-flash",)}, {"name": "deepseek-chat"},
-     ["'deepseek-chat' not found", "deepseek-v4-flash", "model.name"]),
+    ("400", {"models": ("deepseek-v4-flash",)}, {"name": "deepseek-chat"},
+     ["'deepseek-chat' not found", "Model Not Exist", "deepseek-v4-flash", "model.name"]),
     ("400", {"max_top_logprobs": 5}, {}, ["top_logprobs 20", "exceeds", "decoding"]),
 ]
 
 
-@pytest.mark.parametrize(("status", "options", "client_settings", "says"), FATAL, ids=[f[0] for f in FATAL])
+@pytest.mark.parametrize(("status", "options", "client_settings", "says"), FATAL,
+                         ids=["401", "402", "unknown model", "400"])
 def test_refusals_stop_at_once_with_what_to_do(status: str, options: dict, client_settings: dict,
                                                says: list[str]) -> None:
     with sim_server("all=0.2", **options) as server:
         client = make_client(server.base_url, **client_settings)
-        started = time.monotonic()
         with pytest.raises(FatalAPIError) as caught:
             draw(client, 3)
         seen = stats(server)
     assert caught.value.status == int(status)
-    assert time.monotonic() - started < 2.0
     assert seen["requests"] == 1 and seen["outcomes"] == {status: 1}
     for words in says:
         assert words in str(caught.value)
+
+
+def test_a_wrong_path_is_told_apart_from_an_unknown_model() -> None:
+    with sim_server() as server:
+        client = make_client(server.base_url + "/v2")
+        with pytest.raises(EndpointNotFoundError) as caught:
+            draw(client, 1)
+    message = str(caught.value)
+    assert f"the endpoint {server.base_url}/v2/chat/completions answered 404" in message
+    assert "check model.base_url" in message and "/v1/chat/completions" in message
+    assert "model.name" not in message and "\n" not in message
+
+
+def test_a_dead_port_gives_up_early_with_the_endpoint_and_the_cause() -> None:
+    notices: list[RetryNotice] = []
+    client = make_client(f"http://127.0.0.1:{unused_port()}", max_retries=8, on_retry=notices.append)
+    with pytest.raises(EndpointError) as caught:
+        draw(client, 1)
+    assert str(caught.value).startswith(f"cannot connect to {client.url}: connection refused (gave up after 3 ")
+    assert [(n.attempt, n.attempts, n.error.cause) for n in notices] == [(1, 3, "connection refused"),
+                                                                         (2, 3, "connection refused")]
+    assert notices[0].render().startswith(f"connecting to {client.url}: attempt 1/3 failed (connection refused), "
+                                          f"retrying in ")
+    assert client.retries.snapshot() == {"connection refused": 2}
+
+
+def test_an_endpoint_that_went_away_mid_build_keeps_the_long_retry_budget() -> None:
+    with sim_server() as server:
+        client = make_client(server.base_url, max_retries=4)
+        draw(client, 1)
+    client.close()  # subtle: a kept-alive connection would outlive the server
+    with pytest.raises(TransientError) as caught:
+        draw(client, 1)
+    assert caught.value.cause == "connection refused" and not caught.value.unreachable
+    assert client.retries.snapshot() == {"connection refused": 4}
+
+
+@pytest.mark.parametrize(("body", "content_type", "status", "error"), [
+    (b"", "text/plain", 404, EndpointNotFoundError),
+    (b"<html><title>404 Not Found</title></html>", "text/html", 404, EndpointNotFoundError),
+    (b'{"error": {"message": "Not Found", "type": "invalid_request_error", "code": null}}', "application/json",
+     404, EndpointNotFoundError),
+    (b'{"error": {"message": "The model `deepseek-chat` does not exist", "code": "model_not_found"}}',
+     "application/json", 404, ModelNotFoundError),  # OpenAI
+    (b'{"object": "error", "message": "The model `deepseek-chat` does not exist.", "code": 404}',
+     "application/json", 404, ModelNotFoundError),  # vLLM
+    (b'{"error": {"message": "Model Not Exist", "type": "invalid_request_error", "code": "invalid_request_error"}}',
+     "application/json", 400, ModelNotFoundError),  # DeepSeek
+])
+def test_404_bodies_name_the_path_or_the_model(body: bytes, content_type: str, status: int, error: type) -> None:
+    with canned_server(status, body, content_type) as base_url:
+        client = make_client(base_url, name="deepseek-chat")
+        with pytest.raises(FatalAPIError) as caught:
+            draw(client, 1)
+    assert type(caught.value) is error
+    hint = "check model.base_url" if error is EndpointNotFoundError else "Check model.name"
+    assert hint in str(caught.value)
 
 
 def test_the_api_key_never_shows() -> None:
@@ -178,7 +268,7 @@ def test_the_api_key_never_shows() -> None:
         with pytest.raises(FatalAPIError) as refused:
             draw(client, 1)
     dead = make_client(server.base_url, api_key=CANARY, max_retries=0)
-    with pytest.raises(TransientError) as unreachable:
+    with pytest.raises(EndpointError) as unreachable:
         draw(dead, 1)
     for exc in (refused.value, unreachable.value):
         shown = str(exc) + repr(exc) + "".join(traceback.format_exception(exc))
@@ -246,6 +336,9 @@ def test_limiter_halves_once_per_burst_and_creeps_back() -> None:
 def test_limiter_caps_requests_in_flight() -> None:
     limiter = AdaptiveLimiter(3)
     lock = threading.Lock()
+    # Each slot waits until two others are held too: this proves three run at once without a sleep,
+    # and would hang (then break) if the limiter admitted fewer.
+    all_three_in = threading.Barrier(3, timeout=120)
     active, peak = 0, 0
 
     def work(_: int) -> None:
@@ -254,7 +347,7 @@ def test_limiter_caps_requests_in_flight() -> None:
             with lock:
                 active += 1
                 peak = max(peak, active)
-            time.sleep(0.01)
+            all_three_in.wait()
             with lock:
                 active -= 1
 

@@ -1,25 +1,29 @@
-"""load_params on the repository's params.yaml with one change: each bad value is refused with a message
-naming the key and the value."""
+"""load_params on the tests' params (the repository's defaults) with one change: each bad value is refused
+with a message naming the key and the value. The fixture keeps the keys of the committed params.yaml."""
 
 from __future__ import annotations
 
 import re
+import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+from tests.conftest import FIXTURE_PARAMS, REPO_ROOT
 from tracevote.config import EvalConfig, eta_percent, load_params
 from tracevote.errors import ConfigError
 
-REPO_PARAMS = Path(__file__).resolve().parents[1] / "params.yaml"
+# Sections whose keys are the user's, sent as they are: their content is a value, not part of the schema.
+FREE_FORM = {("model", "extra_body")}
 DELETE = object()  # as a change's value: remove the key
 
 
 def params_with(tmp_path: Path, key: str, value: Any) -> Path:
     """params.yaml with the dotted `key` set to `value` (or removed, for DELETE), written to tmp_path."""
-    params = yaml.safe_load(REPO_PARAMS.read_text(encoding="utf-8"))
+    params = yaml.safe_load(FIXTURE_PARAMS.read_text(encoding="utf-8"))
     *parents, last = key.split(".")
     section = params
     for name in parents:
@@ -33,10 +37,44 @@ def params_with(tmp_path: Path, key: str, value: Any) -> Path:
     return path
 
 
-def test_repository_params_load() -> None:
-    params = load_params(REPO_PARAMS)
+def test_fixture_params_load() -> None:
+    params = load_params(FIXTURE_PARAMS)
     assert params.eval.etas == (0.1, 0.9)
     assert params.report.k in params.eval.k
+
+
+def key_tree(section: object, path: tuple[str, ...] = ()) -> object:
+    """{"a": {"b": 1}, "c": [2]} -> {"a": {"b": None}, "c": None}: the keys, with every value left out."""
+    if not isinstance(section, dict) or path in FREE_FORM:
+        return None
+    return {key: key_tree(value, (*path, key)) for key, value in section.items()}
+
+
+def committed_params() -> str:
+    """params.yaml as committed at HEAD, or skip where there is no git or no repository (an unpacked sdist)."""
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed: no committed params.yaml to compare the fixture with")
+    shown = subprocess.run(["git", "show", "HEAD:params.yaml"], cwd=REPO_ROOT, capture_output=True, text=True,
+                           check=False)
+    if shown.returncode != 0:
+        pytest.skip(f"no committed params.yaml in {REPO_ROOT}: {shown.stderr.strip()}")
+    return shown.stdout
+
+
+def test_fixture_params_have_the_repository_keys() -> None:
+    # values may differ (the fixture keeps the defaults the tests rely on); keys may not, or tests would
+    # run a pipeline whose params.yaml misses a key the stages now read
+    committed = key_tree(yaml.safe_load(committed_params()))
+    assert key_tree(yaml.safe_load(FIXTURE_PARAMS.read_text(encoding="utf-8"))) == committed
+
+
+@pytest.mark.parametrize(("params", "tree"), [
+    ({"a": {"b": 1, "c": [2, 3]}, "d": None}, {"a": {"b": None, "c": None}, "d": None}),
+    ({"model": {"extra_body": {"thinking": {"type": "disabled"}}}}, {"model": {"extra_body": None}}),
+    ({"model": {"extra_body": {}}}, {"model": {"extra_body": None}}),
+])
+def test_key_tree(params: dict, tree: dict) -> None:
+    assert key_tree(params) == tree
 
 
 REFUSED = [

@@ -60,3 +60,42 @@ def test_bad_rows_fail_the_stage_and_keep_the_good_output(tmp_path: Path) -> Non
     assert "row 2: field 'answer': 'x' is not an integer" in failed.stderr + failed.stdout
     assert (project / "data" / "toy.jsonl").read_bytes() == good
     assert not list((project / "data").glob(".*.tmp"))
+
+
+@pytest.fixture(scope="module")
+def fetched(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("fetched")
+    rows = write_rows(root / "good.jsonl", [{"problem": "Compute 1+1.", "answer": "2"}])
+    project = make_project(root / "project", local_source(rows))
+    dvc(project, "repro", "normalize")
+    return project
+
+
+BAD_SOURCES = [
+    # (file name, content, the error line's text after the file name)
+    ("empty.jsonl", "", "the dataset file holds no rows"),
+    ("rows.parquet", '{"problem": "Compute 1+1.", "answer": "2"}\n', "not a readable Parquet file"),
+    ("rows.json", '{"problem": "Compute 1+1.", "answer": "2"}\n{"problem": "Compute 2+2.", "answer": "4"}\n',
+     "not valid JSON"),
+    ("bad.jsonl", '{"problem": "Compute 1+1.", "answer": "two"}\n', "1 problem(s), nothing written:"),
+    ("renamed.jsonl", '{"question": "Compute 1+1.", "answer": "2"}\n', "1 problem(s), nothing written:"),
+]
+
+
+@pytest.mark.parametrize(("name", "content", "message"), BAD_SOURCES, ids=[case[0] for case in BAD_SOURCES])
+def test_fetch_refuses_a_bad_source_and_keeps_the_raw_rows(fetched: Path, name: str, content: str,
+                                                          message: str) -> None:
+    kept = {path: (fetched / path).read_bytes() for path in ("data/raw/toy.jsonl", "data/toy.jsonl", "dvc.lock")}
+    source = fetched.parent / name
+    source.write_text(content)
+    params = (fetched / "params.yaml").read_text()
+    (fetched / "params.yaml").write_text(params.replace(str(fetched.parent / "good.jsonl"), str(source)))
+    try:
+        failed = dvc(fetched, "repro", "normalize", check=False)
+    finally:
+        (fetched / "params.yaml").write_text(params)
+    output = failed.stdout + failed.stderr
+    assert failed.returncode != 0
+    assert "Traceback" not in output
+    assert f"error: {source}: {message}" in output
+    assert {path: (fetched / path).read_bytes() for path in kept} == kept

@@ -5,11 +5,12 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 from pathlib import Path
 
+import pytest
 import yaml
 
+from tests.conftest import wait_for
 from tracevote.dvclock import clear_stale_locks
 from tracevote.dvcstate import already_built
 
@@ -21,14 +22,19 @@ def dead_pid() -> int:
 
 
 def started(command: list[str], argv0: bytes = b"") -> subprocess.Popen:
-    """Start `command` and wait until /proc shows its command line (it reads empty right after exec)."""
+    """Start `command` and wait until /proc shows its command line starting with `argv0` (by default, the
+    command itself): right after the fork it shows this test's own, and it reads empty right after exec."""
     process = subprocess.Popen(command)
     cmdline = Path(f"/proc/{process.pid}/cmdline")
-    for _ in range(500):
+    argv0 = argv0 or b"\0".join(arg.encode() for arg in command)
+
+    def shows_command() -> bool:
+        if process.poll() is not None:
+            pytest.fail(f"{command} exited ({process.returncode}) before its command line showed")
         seen = cmdline.read_bytes()
-        if seen and seen.startswith(argv0):
-            break
-        time.sleep(0.01)
+        return bool(seen) and seen.startswith(argv0)
+
+    wait_for(shows_command, f"/proc to show the command line of {command}")
     return process
 
 

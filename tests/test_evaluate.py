@@ -20,16 +20,19 @@ NAN = float("nan")
 
 
 def table(rows: list[tuple], gold: dict[str, int] | None = None) -> pd.DataFrame:
-    """Score rows from (problem_id, answer or None, confidence, n_tokens=10, finish='stop').
+    """Score rows from (problem_id, answer or None, confidence, n_tokens=10, finish='stop', source).
 
-    Every measure gets the same confidence; correct = valid and answer == gold[problem] (default 1).
+    Every measure gets the same confidence; correct = valid and answer == gold[problem] (default 1);
+    the answer source defaults to 'boxed' for an answer, 'none' without one.
     """
     records = []
     for sample_id, (problem_id, answer, conf, *rest) in enumerate(rows):
-        n_tokens, finish = (rest + [10, "stop"][len(rest):])[:2]
+        n_tokens, finish, source = (rest + [10, "stop", None][len(rest):])[:3]
+        source = source or ("none" if answer is None else "boxed")
         valid = answer is not None and n_tokens > 0
         correct = valid and answer == (gold or {}).get(problem_id, 1)
-        records.append({"problem_id": problem_id, "sample_id": sample_id, "answer": answer, "correct": correct,
+        records.append({"problem_id": problem_id, "sample_id": sample_id, "answer": answer, "answer_source": source,
+                        "correct": correct,
                         "valid": valid, "n_tokens": n_tokens, "finish_reason": finish,
                         **dict.fromkeys(MEASURES, conf)})
     frame = pd.DataFrame(records, columns=list(SCORE_COLUMNS))
@@ -81,7 +84,7 @@ def test_k1_every_vote_is_the_sample() -> None:
     rows = [("p", a, c) for a, c in [(1, 1.0), (2, 3.0), (None, 1.0), (1, NAN), (1, 2.0)]]
     result = aggregate(table(rows), cfg((1,), repeat=32))
     pass1 = result.accuracy_at("pass1", 1)
-    assert result.accuracy_at("cons", 1) == pass1.__class__("cons", 1, pass1.mean, pass1.std)
+    assert result.accuracy_at("cons", 1) == pass1.__class__("cons", 1, pass1.mean, pass1.std, pass1.mean)
     # the NaN-confidence sample answers Cons@1 but not avg@1
     assert result.accuracy_at("avg", 1).mean <= pass1.mean
     assert result.ties[0].rate == 0.0

@@ -79,6 +79,11 @@ def test_local_sources_round_trip(tmp_path: Path, suffix: str) -> None:
         ("list.jsonl", '["not", "an", "object"]\n', "line 1: expected an object, got list"),
         ("bad.json", '{"problem": "x"}', "expected a JSON list of objects"),
         ("rows.csv", "problem,answer\n", "unsupported dataset file type '.csv'"),
+        ("rows.parquet", '{"problem": "x", "answer": 1}\n', "not a readable Parquet file (Could not open"),
+        ("empty.parquet", "", "not a readable Parquet file"),
+        ("rows.json", '{"problem": "x"}\n{"problem": "y"}\n', "not valid JSON"),
+        ("empty.jsonl", "\n\n", "the dataset file holds no rows"),
+        ("empty.json", "[]", "the dataset file holds no rows"),
     ],
 )
 def test_local_source_errors_name_the_file(tmp_path: Path, name: str, content: str, message: str) -> None:
@@ -89,3 +94,8 @@ def test_local_source_errors_name_the_file(tmp_path: Path, name: str, content: s
         fetch_rows(source)
     assert str(path) in str(error.value)
     assert message in str(error.value)
+
+
+def test_a_hub_dataset_with_no_rows_is_refused() -> None:
+    with serve_rows(RowsAPI([])) as url, pytest.raises(FetchError, match="the rows API reports 0 rows"):
+        fetch_rows(hub_source(url))

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from tracevote import codec, framing
+from tracevote.confidence import token_confidence
 from tracevote.errors import DataError
 from tracevote.records import Sample, clean_logprobs
 
@@ -47,6 +48,42 @@ def test_codec_round_trip(sample: Sample) -> None:
         # float16 storage: relative error at most 2**-11, NaN (absent) stays NaN
         np.testing.assert_allclose(back.top_logprobs, sample.top_logprobs, rtol=2**-11, atol=1e-7)
         assert np.array_equal(np.isnan(back.top_logprobs), np.isnan(sample.top_logprobs))
+
+
+def test_codec_stores_exact_confidence_of_a_sample_without_it() -> None:
+    sample = make_sample()
+    stored = codec.decode(codec.encode(sample)).blobs["token_confidence"]
+    exact = token_confidence(sample.top_logprobs, sample.token_logprobs)
+    assert stored.dtype == np.float32
+    np.testing.assert_allclose(stored, exact, rtol=1e-7)
+
+
+def test_score_fields_read_only_the_confidence_block() -> None:
+    sample = make_sample(n=400)
+    payload = bytearray(codec.encode(sample, raw=b"{}"))
+    header, first_block = codec._header(memoryview(payload))
+    sizes = {entry[0]: entry[1] for entry in header["blocks"]}
+    assert list(sizes) == ["confidence", "text", "top", "extra"]
+    payload[first_block + sizes["confidence"]:] = bytes(len(payload) - first_block - sizes["confidence"])
+    fields = codec.score_fields(payload)  # text, top-k and raw zeroed out: never read
+    assert (fields.sample_id, fields.finish_reason, fields.candidates.boxed) == (0, "stop", 7)
+    np.testing.assert_allclose(fields.confidence, token_confidence(sample.top_logprobs, sample.token_logprobs),
+                               rtol=1e-7)
+    with pytest.raises(ValueError, match="block 'text' is cut short or corrupt"):
+        codec.decode(payload)
+
+
+def test_score_fields_re_extract_candidates_of_another_extract_version(monkeypatch: pytest.MonkeyPatch) -> None:
+    payload = codec.encode(make_sample(tokens=["so ", r"\boxed{12}"]))
+    monkeypatch.setattr(codec, "EXTRACT_VERSION", codec.EXTRACT_VERSION + 1)
+    assert codec.score_fields(payload).candidates.boxed == 12
+
+
+def test_corrupt_header_is_an_error() -> None:
+    payload = bytearray(codec.encode(make_sample()))
+    payload[20] ^= 0xFF
+    with pytest.raises(ValueError, match="header is cut short or corrupt"):
+        codec.score_fields(payload)
 
 
 def test_raw_response_is_kept_when_asked() -> None:

@@ -57,15 +57,16 @@ def test_values_round_trip_from_the_json() -> None:
     assert (sample.prompt_tokens, sample.completion_tokens) == (doc["usage"]["prompt_tokens"], len(items))
     assert sample.finish_reason == "stop" and sample.latency_s == 0.25
     assert sample.answer == extract_answer(sample.text) is not None
-    assert sample.token_confidence is None
+    exact = token_confidence(np.array([[e["logprob"] for e in item["top_logprobs"]] for item in items]),
+                             np.array([item["logprob"] for item in items]))
+    assert np.array_equal(sample.token_confidence, exact.astype(np.float32))
 
 
 def test_without_top_logprobs_only_token_confidence_is_kept() -> None:
     body = sim_body()
     full, slim = parse(body), parse(body, keep_top_logprobs=False)
     assert slim.top_logprobs is None and slim.token_confidence.dtype == np.float32
-    expected = token_confidence(full.top_logprobs, full.token_logprobs).astype(np.float32)
-    assert np.array_equal(slim.token_confidence, expected)
+    assert np.array_equal(slim.token_confidence, full.token_confidence)
 
 
 def reorder(item: dict[str, Any]) -> dict[str, Any]:

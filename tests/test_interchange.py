@@ -19,11 +19,12 @@ from tracevote.pool import Pool, Setting
 from tracevote.records import Sample
 
 PROBLEMS = [Problem("p-1", "What is 3+4?", 7), Problem("p-2", "What is 2+2?", 4)]
+N_POOL = 8
 
 
 @pytest.fixture
 def pool(tmp_path: Path) -> Pool:
-    setting = Setting.from_params(load_params(Path(__file__).parents[1] / "params.yaml"))
+    setting = Setting.from_params(load_params(Path(__file__).parent / "fixtures" / "params.yaml"))
     return Pool.open_or_create(tmp_path / "pools", setting, simulated=False)
 
 
@@ -35,7 +36,7 @@ def samples_file(tmp_path: Path, samples: list[Sample], *, simulated: bool = Fal
 
 def test_export_then_import_round_trips(tmp_path: Path, pool: Pool) -> None:
     samples = [make_sample(sample_id=i, seed=i) for i in range(3)]
-    count = import_file(samples_file(tmp_path, samples), pool, PROBLEMS, keep_top_logprobs=True)
+    count = import_file(samples_file(tmp_path, samples), pool, PROBLEMS, keep_top_logprobs=True, n_pool=N_POOL)
     assert (count.read, count.stored, count.already_stored) == (3, 3, 0)
 
     out = io.BytesIO()
@@ -53,14 +54,14 @@ def test_export_then_import_round_trips(tmp_path: Path, pool: Pool) -> None:
 
 def test_import_skips_samples_already_stored_and_marks_simulated(tmp_path: Path, pool: Pool) -> None:
     path = samples_file(tmp_path, [make_sample(sample_id=i) for i in range(2)], simulated=True)
-    import_file(path, pool, PROBLEMS, keep_top_logprobs=True)
-    again = import_file(path, pool, PROBLEMS, keep_top_logprobs=True)
+    import_file(path, pool, PROBLEMS, keep_top_logprobs=True, n_pool=N_POOL)
+    again = import_file(path, pool, PROBLEMS, keep_top_logprobs=True, n_pool=N_POOL)
     assert (again.stored, again.already_stored, again.simulated) == (0, 2, True)
     assert Pool(pool.root).simulated
 
 
 def test_import_without_top_k_keeps_confidence(tmp_path: Path, pool: Pool) -> None:
-    import_file(samples_file(tmp_path, [make_sample()]), pool, PROBLEMS, keep_top_logprobs=False)
+    import_file(samples_file(tmp_path, [make_sample()]), pool, PROBLEMS, keep_top_logprobs=False, n_pool=N_POOL)
     [stored] = list(pool.iter_samples("p-1"))
     assert stored.top_logprobs is None and stored.token_confidence is not None
     traces = pool.read_problem("p-1", n_pool=1)
@@ -83,8 +84,10 @@ def line_with(**changes: object) -> bytes:
         (line_with(token_logprobs=[-0.1, -0.2]), "line 2: field 'token_logprobs': 2 values for 3 tokens"),
         (line_with(top_logprobs=[[-0.1], [-0.2]]), "line 2: field 'top_logprobs': expected 3 lists"),
         (line_with(token_logprobs=[-0.1, "x", -0.3]), "line 2: field 'token_logprobs': expected numbers or null"),
-        (line_with(problem_id="p-9"), "sample 2: problem_id 'p-9' is not in the dataset"),
-        (line_with(sample_id=0), "sample 2: duplicate sample p-1/0"),
+        (line_with(problem_id="p-9"), "line 2: field 'problem_id': 'p-9' is not in the dataset"),
+        (line_with(sample_id=0), "line 2: duplicate sample p-1/0 (first on line 1)"),
+        (line_with(sample_id=8), "line 2: field 'sample_id': 8 is outside 0..7"),
+        (line_with(usage={"prompt_tokens": "many"}), "line 2: field 'usage.prompt_tokens'"),
     ],
 )
 def test_bad_lines_name_the_line_and_field_and_write_nothing(tmp_path: Path, pool: Pool, line: bytes,
@@ -92,7 +95,7 @@ def test_bad_lines_name_the_line_and_field_and_write_nothing(tmp_path: Path, poo
     path = tmp_path / "samples.jsonl"
     path.write_bytes(to_json_line(make_sample(n=3, k=2), simulated=False) + line + b"\n")
     with pytest.raises(DataError) as error:
-        import_file(path, pool, PROBLEMS, keep_top_logprobs=True)
+        import_file(path, pool, PROBLEMS, keep_top_logprobs=True, n_pool=N_POOL)
     assert str(path) in str(error.value) and message in str(error.value)
     assert pool.stored_ids("p-1") == set()
 

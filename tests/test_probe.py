@@ -10,7 +10,7 @@ import pytest
 
 from tracevote.client import ChatClient
 from tracevote.config import DecodingConfig, ModelConfig, SimConfig
-from tracevote.errors import FatalAPIError
+from tracevote.errors import EndpointError, EndpointNotFoundError, FatalAPIError
 from tracevote.probe import ProbeReport, run_probe
 from tracevote.retry import Backoff
 from tracevote.sim import SimModel
@@ -22,10 +22,10 @@ SIM = SimConfig(seed=0, signal=1.0, accuracy=0.45, mean_tokens=60)
 
 @contextlib.contextmanager
 def probed(temperature: float = 0.6, top_logprobs: int = 20, faults: str = "", name: str = "deepseek-v4-flash",
-           **options: Any) -> Iterator[ProbeReport]:
+           path: str = "", **options: Any) -> Iterator[ProbeReport]:
     server = start_server(SimModel(SIM), parse_faults(faults) if faults else FaultPlan(), ServerOptions(**options))
     try:
-        model = ModelConfig(backend="openai", base_url=server.base_url, name=name, extra_body={},
+        model = ModelConfig(backend="openai", base_url=server.base_url + path, name=name, extra_body={},
                             api_key_env="TRACEVOTE_TEST_KEY", needs_key=False, sim=SIM)
         decoding = DecodingConfig(temperature=temperature, top_p=None, max_tokens=512, top_logprobs=top_logprobs)
         client = ChatClient(model, decoding, api_key=None, timeout_s=5.0, max_retries=3,
@@ -72,6 +72,18 @@ def test_an_unknown_model_is_reported_by_name() -> None:
     with probed(name="deepseek-chat", models=("deepseek-v4-flash",)) as report:
         assert not report.model_found and not report.informative
         assert "deepseek-chat" in report.problems[0] and "deepseek-v4-flash" in report.problems[0]
+
+
+def test_a_wrong_path_is_an_error_about_base_url_not_the_model() -> None:
+    with pytest.raises(EndpointNotFoundError) as caught, probed(path="/v2"):
+        pass
+    assert "/v2/chat/completions answered 404" in str(caught.value) and "model.base_url" in str(caught.value)
+
+
+def test_a_server_failing_every_retry_is_an_endpoint_error_naming_the_cause() -> None:
+    with pytest.raises(EndpointError) as caught, probed(faults="503=1.0,max_per_sample=100"):
+        pass
+    assert "kept failing until its retries ran out: HTTP 503" in str(caught.value)
 
 
 def test_top_logprobs_zero_falls_back_to_the_chosen_token() -> None:

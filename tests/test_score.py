@@ -78,3 +78,19 @@ def test_mismatched_fields_name_the_problem() -> None:
 def test_empty_problem_has_the_columns() -> None:
     frame = score_problem(problem([]), gold=1, cfg=CFG, answers=ANSWERS)
     assert frame.empty and tuple(frame.columns) == SCORE_COLUMNS
+
+
+def test_score_pool_is_the_same_with_any_number_of_workers() -> None:
+    from pathlib import Path
+
+    from tracevote.pool import Pool
+    from tracevote.score import score_pool
+
+    pool = Pool(Path(__file__).parent / "fixtures" / "pool_v1")
+    problems = [("p3", 6), ("p1", 104), ("p2", 42)]
+    sequential = list(score_pool(pool, problems, 3, CFG, ANSWERS, workers=1))
+    parallel = list(score_pool(pool, problems, 3, CFG, ANSWERS, workers=2))
+    assert [frame["problem_id"].iloc[0] for frame in parallel] == ["p3", "p1", "p2"]
+    assert all(frame["sample_id"].tolist() == [0, 1, 2] for frame in parallel)
+    for a, b in zip(sequential, parallel, strict=True):
+        pd.testing.assert_frame_equal(a, b)

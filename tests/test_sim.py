@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import collections
 import re
-import time
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -213,12 +212,10 @@ def test_bad_requests_are_refused_with_deepseeks_status(overrides: dict, status:
     assert caught.value.status == status
 
 
-def test_a_4096_token_top20_response_is_cheap() -> None:
+def test_a_long_response_runs_to_max_tokens() -> None:
+    # its cost is measured by `make bench` (sim_response_ms_4096x20), never asserted here
     model = SimModel(SimConfig(seed=0, signal=1.0, accuracy=0.45, mean_tokens=20000))
-    best = float("inf")
-    for i in range(3):
-        started = time.perf_counter()
-        body = model.complete_bytes(request(max_tokens=4096), f"a/{i}")
-        best = min(best, time.perf_counter() - started)
-    assert orjson.loads(body)["usage"]["completion_tokens"] == 4096
-    assert best < 0.05
+    body = orjson.loads(model.complete_bytes(request(max_tokens=4096), "a/0"))
+    assert body["usage"]["completion_tokens"] == 4096
+    assert len(body["choices"][0]["logprobs"]["content"]) == 4096
+    assert body["choices"][0]["finish_reason"] == "length"

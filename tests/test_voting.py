@@ -47,7 +47,7 @@ WEIGHTED = [
 
 @pytest.mark.parametrize(("answers", "weights", "expected"), WEIGHTED)
 def test_weighted_vote(answers: list[int], weights: list[float], expected: int) -> None:
-    assert weighted_vote(np.array([answers]), np.array([weights])).tolist() == [expected]
+    assert weighted_vote(np.array([answers]), np.array([weights])).prediction.tolist() == [expected]
 
 
 TOP_ETA = [
@@ -73,7 +73,7 @@ def test_rows_are_independent_working_sets() -> None:
     answers = np.array([[1, 2, 2], [3, 3, 1], [X, X, X]])
     weights = np.array([[5.0, 1.0, 1.0], [1.0, 1.0, 3.0], [1.0, 1.0, 1.0]])
     assert majority_vote(answers).prediction.tolist() == [2, 3, X]
-    assert weighted_vote(answers, weights).tolist() == [1, 1, X]
+    assert weighted_vote(answers, weights).prediction.tolist() == [1, 1, X]
 
 
 @pytest.mark.parametrize("q", [0.0, 9.999999999999998, 10.0, 50.0, 90.0, 99.0, 100.0])

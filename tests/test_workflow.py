@@ -7,12 +7,11 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO_ROOT
+from tests.conftest import REPO_ROOT, wait_for
 from tests.dvcproject import dvc, make_project, project_env, run
 from tests.test_dvc_locks import sleeper
 from tests.test_pipeline import small_sim_params
@@ -48,6 +47,15 @@ def test_make_demo_in_a_fresh_clone_leaves_git_status_clean(tmp_path: Path, venv
     assert run(clone, "git", "status", "--porcelain").stdout == ""
 
 
+def first_sample_stored(pool_dir: Path, repro: subprocess.Popen) -> bool:
+    """True once a frame log under pool_dir holds bytes; fails at once if `dvc repro` exited before that."""
+    if any(p.stat().st_size for p in pool_dir.rglob("*.tvf")):
+        return True
+    if repro.poll() is not None:
+        pytest.fail(f"`dvc repro` exited ({repro.returncode}) before storing a sample")
+    return False
+
+
 def test_make_repro_clears_a_dead_runs_lock_and_resumes(tmp_path: Path, venv_stamp: None) -> None:
     server = start_server(SimModel(SimConfig(seed=0, signal=1.0, accuracy=0.45, mean_tokens=150)),
                           parse_faults("slow=1.0,slow_s=0.1,max_per_sample=1000000"))
@@ -58,11 +66,11 @@ def test_make_repro_clears_a_dead_runs_lock_and_resumes(tmp_path: Path, venv_sta
         pool_dir = project / "pools" / "toy"
         repro = subprocess.Popen([str(VENV / "bin" / "dvc"), "repro"], cwd=project, env=project_env(),
                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-        deadline = time.monotonic() + 120
-        while not any(p.stat().st_size for p in pool_dir.rglob("*.tvf")) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        os.killpg(repro.pid, signal.SIGKILL)  # dvc and the stage it runs, mid-build
-        repro.wait()
+        try:
+            wait_for(lambda: first_sample_stored(pool_dir, repro), "`dvc repro` to store its first sample")
+        finally:
+            os.killpg(repro.pid, signal.SIGKILL)  # dvc and the stage it runs, mid-build
+            repro.wait()
 
         rwlock = project / ".dvc" / "tmp" / "rwlock"
         assert str(repro.pid) in rwlock.read_text()

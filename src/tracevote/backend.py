@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,6 +21,7 @@ from tracevote.errors import TracevoteError
 from tracevote.limiter import AdaptiveLimiter
 from tracevote.probe import ProbeReport, run_probe
 from tracevote.records import Sample
+from tracevote.retry import RetryNotice
 from tracevote.sim import SimModel
 from tracevote.simserver import running_server
 
@@ -49,8 +50,10 @@ class Sampler:
 
 
 @contextlib.contextmanager
-def open_sampler(params: Params, problems: list[Problem], api_key: str | None) -> Iterator[Sampler]:
-    """A Sampler for params.model; for the simulator, a loopback server runs while the block does."""
+def open_sampler(params: Params, problems: list[Problem], api_key: str | None,
+                 on_retry: Callable[[RetryNotice], None] | None = None) -> Iterator[Sampler]:
+    """A Sampler for params.model; for the simulator, a loopback server runs while the block does.
+    `on_retry` hears of every retried failure (the entry point shows it)."""
     model = params.model
     with contextlib.ExitStack() as stack:
         if model.backend == "sim":
@@ -58,7 +61,8 @@ def open_sampler(params: Params, problems: list[Problem], api_key: str | None) -
             base_url = stack.enter_context(running_server(sim))
             model = _pointed_at(model, base_url)
         client = ChatClient(model, params.decoding, api_key=api_key, timeout_s=params.pool.request_timeout_s,
-                            max_retries=params.pool.max_retries, limiter=AdaptiveLimiter(params.pool.concurrency))
+                            max_retries=params.pool.max_retries, limiter=AdaptiveLimiter(params.pool.concurrency),
+                            on_retry=on_retry)
         stack.callback(client.close)
         yield Sampler(client, params.pool.keep_top_logprobs, params.pool.keep_raw)
 

@@ -15,7 +15,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 
 from tracevote import codec
-from tracevote.budget import CostEstimate, estimate, usd
+from tracevote.budget import CostEstimate, estimate, spent_text, usd
 from tracevote.config import PricingConfig
 from tracevote.datasets import Problem
 from tracevote.errors import TracevoteError
@@ -47,20 +47,22 @@ class BuildSummary:
     usd: float = 0.0
     elapsed_s: float = 0.0
     failures: collections.Counter[str] = field(default_factory=collections.Counter)
+    simulated_as: str | None = None  # the model a simulated build's cost is priced as
 
     def render(self) -> str:
         lines = [f"stored {self.stored} of {self.requested} requested samples in {self.elapsed_s:.1f}s; "
-                 f"{self.prompt_tokens} prompt + {self.completion_tokens} completion tokens, ~${self.usd:.4f}"]
+                 f"{self.prompt_tokens} prompt + {self.completion_tokens} completion tokens, "
+                 f"{spent_text(self.usd, self.simulated_as)}"]
         lines += [f"  failed after retries: {count} x {cause}" for cause, count in self.failures.most_common()]
         return "\n".join(lines)
 
 
 def plan_build(pool: Pool, problems: list[Problem], setting: Setting, n_pool: int,
-               pricing: PricingConfig) -> BuildPlan:
+               pricing: PricingConfig, *, simulated_as: str | None = None) -> BuildPlan:
     missing = pool.missing([p.id for p in problems], n_pool)
     by_id = {p.id: p for p in problems}
     sizes = [setting.prompt_bytes(by_id[pid]) for pid, ids in missing.items() for _ in ids]
-    return BuildPlan(missing, estimate(sizes, setting.max_tokens, pricing))
+    return BuildPlan(missing, estimate(sizes, setting.max_tokens, pricing, simulated_as=simulated_as))
 
 
 def sample_order(missing: dict[str, list[int]]) -> Iterator[tuple[str, int]]:
@@ -79,7 +81,7 @@ def run_build(pool: Pool, problems: list[Problem], plan: BuildPlan, sample_fn: S
     """Request every missing sample with `concurrency` workers; stop at once on a non-retryable error."""
     by_id = {p.id: p for p in problems}
     setting = Setting(**pool.meta["setting"])
-    summary = BuildSummary(requested=plan.n_requests)
+    summary = BuildSummary(requested=plan.n_requests, simulated_as=plan.cost.simulated_as)
     started = time.monotonic()
     order = sample_order(plan.missing)
     executor = cf.ThreadPoolExecutor(concurrency, thread_name_prefix="sample")

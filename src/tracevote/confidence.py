@@ -140,11 +140,14 @@ def _centered_prefix(values: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarra
     boundary, so the rounding error of a window sum does not grow with its position in the flat
     array (a plain cumsum over 1.5M tokens loses ~3 digits by the end).
     """
-    trace_of_token = np.repeat(np.arange(len(lengths)), lengths)
+    sums = np.zeros(len(lengths))
+    nonempty = lengths > 0
+    if nonempty.any():  # subtle: reduceat gives an empty segment its next value, hence only non-empty starts
+        sums[nonempty] = np.add.reduceat(values, (np.cumsum(lengths) - lengths)[nonempty])
     with np.errstate(invalid="ignore", divide="ignore"):
-        means = np.bincount(trace_of_token, weights=values, minlength=len(lengths)) / lengths
+        means = sums / lengths
     prefix = np.zeros(len(values) + 1)
-    np.cumsum(values - means[trace_of_token], out=prefix[1:])
+    np.cumsum(values - np.repeat(means, lengths), out=prefix[1:])
     return means, prefix
 
 
@@ -153,11 +156,11 @@ def _group_means(prefix: np.ndarray, means: np.ndarray, offsets: np.ndarray, len
     """All sliding-window means of all traces, flat, and the offsets of each trace's groups."""
     n_groups = np.where(lengths > 0, lengths - window + 1, 0)
     group_offsets = np.concatenate(([0], np.cumsum(n_groups)))
-    trace_of_group = np.repeat(np.arange(len(lengths)), n_groups)
-    starts = offsets[trace_of_group] + np.arange(group_offsets[-1]) - group_offsets[trace_of_group]
-    width = window[trace_of_group]
+    # group g of trace t starts at token offsets[t] + (g - group_offsets[t]): one repeat, no gathers
+    starts = np.arange(group_offsets[-1]) + np.repeat(offsets[:-1] - group_offsets[:-1], n_groups)
+    width = np.repeat(window, n_groups)
     sums = prefix[starts + width] - prefix[starts]
-    return sums / width + means[trace_of_group], group_offsets
+    return sums / width + np.repeat(means, n_groups), group_offsets
 
 
 def _segment_min(groups: np.ndarray, group_offsets: np.ndarray) -> np.ndarray:

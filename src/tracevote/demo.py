@@ -49,17 +49,19 @@ def prepare(repo: Path, scratch: Path, problems: Path) -> None:
     """A fresh scratch project: the pipeline files, the stage scripts and demo params."""
     if scratch.exists():
         shutil.rmtree(scratch)
-    copy_pipeline(repo, scratch, demo_overrides(problems, problem_key=guess_problem_key(problems)))
+    copy_pipeline(repo, scratch, repo / "params.yaml",
+                  demo_overrides(problems, problem_key=guess_problem_key(problems)))
 
 
-def copy_pipeline(repo: Path, dest: Path, overrides: dict[str, Any]) -> None:
-    """dvc.yaml, the stage scripts and the library sources they depend on, and params.yaml with overrides."""
+def copy_pipeline(repo: Path, dest: Path, params_source: Path, overrides: dict[str, Any]) -> None:
+    """dvc.yaml, the stage scripts and the library sources they depend on, and `params_source` with overrides
+    as dest/params.yaml (the demo starts from the user's params.yaml, the tests from their own fixture)."""
     dest.mkdir(parents=True, exist_ok=True)
     for name in PIPELINE_FILES:
         shutil.copy(repo / name, dest / name)
     shutil.copytree(repo / "stages", dest / "stages", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copytree(repo / "src", dest / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
-    params = yaml.safe_load((repo / "params.yaml").read_text(encoding="utf-8"))
+    params = yaml.safe_load(params_source.read_text(encoding="utf-8"))
     write_params(dest / "params.yaml", deep_merge(params, overrides))
 
 

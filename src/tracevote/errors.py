@@ -23,3 +23,15 @@ class FatalAPIError(TracevoteError):
     def __init__(self, message: str, status: int) -> None:
         super().__init__(message)
         self.status = status
+
+
+class EndpointError(TracevoteError):
+    """The endpoint could not be reached, or kept failing until its retries ran out."""
+
+
+class EndpointNotFoundError(FatalAPIError):
+    """The URL answered 404 without mentioning the model: model.base_url points at the wrong path."""
+
+
+class ModelNotFoundError(FatalAPIError):
+    """The server is there but does not serve model.name."""

@@ -12,7 +12,9 @@ where rng = default_rng(SeedSequence(cfg.seed, spawn_key=(K, *p.encode("utf-8"))
 (problem, K) has its own generator, so results depend neither on the order of problems or rows in
 the table nor on which other K are evaluated. K == n uses the whole pool once (deterministic: std 0
 when every problem has n samples); K > n is an error.
-Accuracy of a repeat is the mean over problems; std is over repeats (ddof 0).
+Accuracy of a repeat is the mean over problems; std is over repeats (ddof 0). Ties follow
+cfg.tie_break (tracevote.voting); every method also gets its `fractional` accuracy (a t-way tie
+holding the gold scores 1/t), so the report can show what the tie rule adds.
 """
 
 from __future__ import annotations
@@ -22,13 +24,13 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from tracevote.config import MEASURES, WHOLE_PERCENT, EvalConfig, eta_percent
+from tracevote.config import MEASURES, WHOLE_PERCENT, EvalConfig, TieBreak, eta_percent
 from tracevote.errors import ConfigError, DataError
 from tracevote.records import NO_ANSWER
 from tracevote.results import AggregateResult, MethodAccuracy, ProblemResult, TieRate
 from tracevote.sample_stats import confidence_summaries, measure_aurocs, validity_counts
 from tracevote.score import KEY_COLUMNS
-from tracevote.voting import majority_vote, top_eta, weighted_vote
+from tracevote.voting import majority_vote, tie_credit, top_eta, weighted_vote
 
 # --- one problem's samples, and votes on its working sets -------------------------------------------
 
@@ -59,7 +61,8 @@ class SetVotes:
 
     methods: tuple[str, ...]
     prediction: np.ndarray  # int64 [methods, S]: the answer, NO_ANSWER if unanswered (always for pass1)
-    correct: np.ndarray  # float64 [methods, S]: 0/1; for pass1 the fraction of correct samples
+    correct: np.ndarray  # float64 [methods, S]: 0/1 under the tie rule; for pass1 the fraction of correct samples
+    fractional: np.ndarray  # float64 [methods, S]: 1/t for a t-way top tie holding the gold, else 0/1
     answered: np.ndarray  # float64 [methods, S]: 0/1; for pass1 the fraction of valid samples
     tied: np.ndarray  # bool [S]: Cons@K's top count was shared
 
@@ -84,27 +87,31 @@ def _percent(eta: float) -> int:
 
 
 def vote_sets(problem: ProblemScores, sets: np.ndarray, etas: tuple[float, ...],
-              measures: tuple[str, ...] = MEASURES) -> SetVotes:
+              measures: tuple[str, ...] = MEASURES, tie_break: TieBreak = "smallest") -> SetVotes:
     """Vote every method on the working sets `sets` (int [S, K], sample positions in `problem`).
 
     measures[j] is problem.confidence[j]. This is the core `aggregate` runs for each (problem, K);
     it takes explicit indices so tests can feed the same sets to a plain reference implementation.
+    `correct` follows `tie_break`; `fractional` scores every tie 1/t whatever the rule.
     """
     codes = problem.codes[sets]
-    cons = majority_vote(codes)
-    predictions = [np.full(len(sets), NO_ANSWER), cons.prediction]
+    cons = majority_vote(codes, tie_break)
+    votes = [cons]
     for j in range(len(measures)):
         weights = problem.confidence[j][sets]
-        predictions.append(weighted_vote(codes, weights))
+        votes.append(weighted_vote(codes, weights, tie_break))
         for eta in etas:
-            predictions.append(weighted_vote(codes, np.where(top_eta(weights, eta), weights, np.nan)))
-    predicted = np.stack(predictions)
+            votes.append(weighted_vote(codes, np.where(top_eta(weights, eta), weights, np.nan), tie_break))
+    predicted = np.stack([np.full(len(sets), NO_ANSWER), *(v.prediction for v in votes)])
     answered = (predicted >= 0).astype(np.float64)
     correct = ((predicted == problem.gold_code) & answered.astype(bool)).astype(np.float64)
-    correct[0] = problem.correct[sets].mean(axis=1)
+    fractional = np.stack([np.zeros(len(sets)), *(tie_credit(v, problem.gold_code) for v in votes)])
+    if tie_break == "fractional":
+        correct = fractional
+    correct[0] = fractional[0] = problem.correct[sets].mean(axis=1)
     answered[0] = problem.valid[sets].mean(axis=1)
     return SetVotes(methods=method_names(measures, etas), prediction=_decode(problem.values, predicted),
-                    correct=correct, answered=answered, tied=cons.tied)
+                    correct=correct, fractional=fractional, answered=answered, tied=cons.tied)
 
 
 def _decode(values: np.ndarray, codes: np.ndarray) -> np.ndarray:
@@ -198,13 +205,15 @@ def aggregate(scores: pd.DataFrame, cfg: EvalConfig, measures: tuple[str, ...] =
     ties: list[TieRate] = []
     per_problem: list[ProblemResult] = []
     for k in cfg.k:
-        votes = [vote_sets(p, working_sets(p.problem_id, len(p), k, cfg), cfg.etas, measures) for p in problems]
+        votes = [vote_sets(p, working_sets(p.problem_id, len(p), k, cfg), cfg.etas, measures, cfg.tie_break)
+                 for p in problems]
         accuracy.extend(_accuracy_at_k(votes, k, cfg.repeat))
         tied = np.stack([np.broadcast_to(v.tied, (cfg.repeat,)) for v in votes])
         ties.append(TieRate(k=k, rate=float(tied.mean())))
         per_problem.extend(_problem_results(problems, votes, k, cfg.repeat))
     return AggregateResult(
-        k=tuple(cfg.k), repeat=cfg.repeat, seed=cfg.seed, etas=tuple(cfg.etas), measures=tuple(measures),
+        k=tuple(cfg.k), repeat=cfg.repeat, seed=cfg.seed, tie_break=cfg.tie_break, etas=tuple(cfg.etas),
+        measures=tuple(measures),
         methods=methods, accuracy=tuple(accuracy), ties=tuple(ties), validity=validity_counts(scores, measures),
         confidence=confidence_summaries(scores, measures), auroc=measure_aurocs(scores, measures),
         problems=tuple(per_problem))
@@ -214,8 +223,11 @@ def _accuracy_at_k(votes: list[SetVotes], k: int, repeat: int) -> list[MethodAcc
     """Mean and std over repeats of the accuracy over problems; a whole-pool set counts for every repeat."""
     methods = votes[0].methods
     correct = np.stack([np.broadcast_to(v.correct, (len(methods), repeat)) for v in votes])
+    fractional = np.stack([np.broadcast_to(v.fractional, (len(methods), repeat)) for v in votes])
     by_repeat = correct.mean(axis=0)  # [methods, repeats]
-    return [MethodAccuracy(method=m, k=k, mean=float(by_repeat[i].mean()), std=float(by_repeat[i].std()))
+    fractional_mean = fractional.mean(axis=(0, 2))
+    return [MethodAccuracy(method=m, k=k, mean=float(by_repeat[i].mean()), std=float(by_repeat[i].std()),
+                           fractional=float(fractional_mean[i]))
             for i, m in enumerate(methods)]
 
 

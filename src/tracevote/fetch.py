@@ -6,7 +6,8 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 import requests
 
 from tracevote.config import SourceConfig
@@ -21,9 +22,16 @@ Row = dict[str, Any]
 def fetch_rows(source: SourceConfig, *, attempts: int = 6, max_elapsed_s: float = 120.0) -> list[Row]:
     """Every row of the configured source: a local file when `path` is set, else the hub."""
     if source.path:
-        return read_local_rows(Path(source.path))
+        rows = read_local_rows(Path(source.path))
+        if not rows:
+            raise DataError(f"{source.path}: the dataset file holds no rows")
+        return rows
     assert source.hf_dataset is not None  # SourceConfig.validate guarantees one of the two
-    return fetch_hub_rows(source, attempts=attempts, max_elapsed_s=max_elapsed_s)
+    rows = fetch_hub_rows(source, attempts=attempts, max_elapsed_s=max_elapsed_s)
+    if not rows:
+        raise FetchError(f"{source.hf_dataset} (config {source.hf_config!r}, split {source.hf_split!r}): "
+                         "the rows API reports 0 rows")
+    return rows
 
 
 def fetch_hub_rows(source: SourceConfig, *, attempts: int, max_elapsed_s: float) -> list[Row]:
@@ -90,8 +98,20 @@ def read_local_rows(path: str | Path) -> list[Row]:
     if suffix == ".json":
         return _read_json_list(path)
     if suffix == ".parquet":
-        return pd.read_parquet(path).to_dict(orient="records")
+        return _read_parquet(path)
     raise DataError(f"{path}: unsupported dataset file type {suffix!r} (use .jsonl, .json or .parquet)")
+
+
+def _read_parquet(path: Path) -> list[Row]:
+    try:
+        table = pq.read_table(path)
+    except (pa.ArrowException, OSError) as exc:
+        raise DataError(f"{path}: not a readable Parquet file ({_first_line(exc)})") from exc
+    return table.to_pandas().to_dict(orient="records")
+
+
+def _first_line(exc: Exception) -> str:
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
 
 
 def _read_jsonl(path: Path) -> list[Row]:

@@ -8,6 +8,7 @@ The sample id sits outside the payload so that listing what is stored never deco
 from __future__ import annotations
 
 import fcntl
+import mmap
 import os
 import struct
 import zlib
@@ -26,34 +27,58 @@ MAX_PAYLOAD = 1 << 31
 class Frame:
     sample_id: int
     offset: int
-    payload: bytes | None  # None when scanned without reading payloads
+    payload: memoryview | None  # a slice of the file read once; None when scanned without payloads
 
 
 def scan(path: Path, *, with_payload: bool) -> tuple[list[Frame], int]:
     """The whole frames of a log, and the byte offset where the good part ends."""
-    frames: list[Frame] = []
     if not path.exists():
-        return frames, 0
+        return [], 0
     with open(path, "rb") as handle:
-        data = handle.read() if with_payload else None
+        if with_payload:
+            return _scan_bytes(memoryview(handle.read()), check_every_crc=True)
+        frames: list[Frame] = []
         size = os.fstat(handle.fileno()).st_size
         offset = 0
         while offset + HEADER.size <= size:
-            head = data[offset: offset + HEADER.size] if data is not None else _pread(handle, offset)
-            magic, length, crc, sample_id = HEADER.unpack(head)
+            magic, length, crc, sample_id = HEADER.unpack(_pread(handle, offset))
             end = offset + HEADER.size + length
             if magic != MAGIC or length > MAX_PAYLOAD or end > size:
                 break
-            payload = None
-            if data is not None:
-                payload = data[offset + HEADER.size: end]
-                if zlib.crc32(payload) != crc:
-                    break
-            elif end == size and not _tail_crc_ok(handle, offset, length, crc):
+            if end == size and not _tail_crc_ok(handle, offset, length, crc):
                 break  # the last frame is the only one a kill can tear: check it even when scanning
-            frames.append(Frame(sample_id, offset, payload))
+            frames.append(Frame(sample_id, offset, None))
             offset = end
     return frames, offset
+
+
+def _scan_bytes(data: memoryview, *, check_every_crc: bool) -> tuple[list[Frame], int]:
+    """`scan` of a log already in memory; payloads are slices of `data`, never copies."""
+    frames: list[Frame] = []
+    size, offset = len(data), 0
+    while offset + HEADER.size <= size:
+        magic, length, crc, sample_id = HEADER.unpack_from(data, offset)
+        end = offset + HEADER.size + length
+        if magic != MAGIC or length > MAX_PAYLOAD or end > size:
+            break
+        payload = data[offset + HEADER.size: end]
+        if (check_every_crc or end == size) and zlib.crc32(payload) != crc:
+            break
+        frames.append(Frame(sample_id, offset, payload))
+        offset = end
+    return frames, offset
+
+
+def _map(path: Path) -> memoryview:
+    """The file's bytes, mapped: only the pages a reader touches are read, each once.
+
+    The mapping lives as long as any slice of it; writers only append, or cut a torn tail that no
+    reader decodes, so the mapped bytes never change under a reader.
+    """
+    with open(path, "rb") as handle:
+        if os.fstat(handle.fileno()).st_size == 0:
+            return memoryview(b"")
+        return memoryview(mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ))
 
 
 def _pread(handle: object, offset: int) -> bytes:
@@ -104,9 +129,16 @@ class FrameWriter:
         self.close()
 
 
-def iter_payloads(path: Path) -> Iterator[tuple[int, bytes]]:
-    """(sample id, payload) for every whole frame, first copy of each sample id only."""
-    frames, _ = scan(path, with_payload=True)
+def iter_payloads(path: Path, *, check_every_crc: bool = True) -> Iterator[tuple[int, memoryview]]:
+    """(sample id, payload) for every whole frame, first copy of each sample id only.
+
+    The file is read once; payloads are slices of it. With `check_every_crc` False only the last
+    frame's crc is checked (the one a kill can tear), for a reader that checks what it decodes by the
+    payload's own checksums (codec format 2) and so need not read every byte.
+    """
+    if not path.exists():
+        return
+    frames, _ = _scan_bytes(_map(path), check_every_crc=check_every_crc)
     seen: set[int] = set()
     for frame in frames:
         if frame.sample_id not in seen and frame.payload is not None:

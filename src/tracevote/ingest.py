@@ -28,7 +28,8 @@ def parse_completion(body: bytes, *, problem_id: str, sample_id: int, latency_s:
     """One chat-completions response as a Sample.
 
     Sentinels (<= -9999) and non-finite logprobs become NaN. top_logprobs has `expect_top_logprobs`
-    columns (NaN-padded). Without `keep_top_logprobs` only token_confidence (C_i) is kept. Raises
+    columns (NaN-padded), or None without `keep_top_logprobs`. token_confidence (C_i) is always set:
+    computed in float64 from the logprobs as parsed, before they are rounded to float32. Raises
     TransientError("malformed JSON" | "truncated body" | "no choices" | "missing logprobs" |
     "sentinel logprobs" | "no usage" | "finish_reason <x>") for a response worth asking for again.
     """
@@ -38,7 +39,7 @@ def parse_completion(body: bytes, *, problem_id: str, sample_id: int, latency_s:
     token_logprobs = clean_logprobs(parsed.chosen)
     top = clean_logprobs(parsed.top)
     _check(parsed, token_logprobs, top, expect_top_logprobs)
-    confidence = None if keep_top_logprobs else token_confidence(top, token_logprobs).astype(np.float32)
+    confidence = token_confidence(parsed.top, parsed.chosen).astype(np.float32)
     return Sample(
         problem_id=problem_id, sample_id=sample_id, text=parsed.text, tokens=parsed.tokens,
         token_logprobs=token_logprobs, top_logprobs=top if keep_top_logprobs else None,

@@ -34,6 +34,9 @@ from tracevote.framing import FrameWriter
 from tracevote.pool import Pool
 from tracevote.records import Sample, clean_logprobs
 
+MAX_LISTED_BAD_LINES = 50  # a file of bad lines is usually one systematic mistake; the first 50 show it
+ANY_SAMPLE_ID_FLAG = "--allow-any-sample-id"  # named in the out-of-range message so the user sees the way out
+
 
 def to_json_line(sample: Sample, *, simulated: bool) -> bytes:
     record: dict[str, Any] = {
@@ -58,12 +61,21 @@ def _nullable(values: np.ndarray) -> Any:
     return as_objects.tolist()
 
 
+def numbered_lines(path: Path) -> Iterator[tuple[int, bytes]]:
+    """(line number from 1, line) for every non-blank line; an unreadable file is a DataError."""
+    try:
+        with open(path, "rb") as handle:
+            for number, line in enumerate(handle, start=1):
+                if line.strip():
+                    yield number, line
+    except OSError as exc:
+        raise DataError(f"{path}: cannot read it ({exc.strerror or exc})") from exc
+
+
 def read_lines(path: Path) -> Iterator[tuple[Sample, bool]]:
     """Every (sample, simulated) in an interchange file; the first bad line raises, naming line and field."""
-    with open(path, "rb") as handle:
-        for number, line in enumerate(handle, start=1):
-            if line.strip():
-                yield parse_line(line, f"{path}: line {number}")
+    for number, line in numbered_lines(path):
+        yield parse_line(line, f"{path}: line {number}")
 
 
 def parse_line(line: bytes, where: str) -> tuple[Sample, bool]:
@@ -73,15 +85,15 @@ def parse_line(line: bytes, where: str) -> tuple[Sample, bool]:
         raise DataError(f"{where}: field 'tokens': every token must be a string")
     n = len(tokens)
     text = _field(record, "text", str, where)
-    usage = record.get("usage") or {}
+    prompt_tokens, completion_tokens = _usage(record, where, n)
     sample = Sample(
         problem_id=_field(record, "problem_id", str, where), sample_id=_sample_id(record, where), text=text,
         tokens=tokens, token_logprobs=_per_token(record, "token_logprobs", where, n),
         top_logprobs=_top_logprobs(record, where, n), top_tokens=record.get("top_tokens"),
         token_confidence=_per_token(record, "token_confidence", where, n) if "token_confidence" in record else None,
         answer=extract_answer(text), finish_reason=str(record.get("finish_reason") or "unknown"),
-        prompt_tokens=int(usage.get("prompt_tokens", 0)), completion_tokens=int(usage.get("completion_tokens", n)),
-        latency_s=float(record.get("latency_s") or 0.0),
+        prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
+        latency_s=_latency(record, where),
     )
     return sample, bool(record.get("simulated", False))
 
@@ -98,6 +110,27 @@ def _sample_id(record: dict[str, Any], where: str) -> int:
     if not 0 <= value < 2**32:
         raise DataError(f"{where}: field 'sample_id': {value} is not in 0..2**32-1")
     return value
+
+
+def _usage(record: dict[str, Any], where: str, n: int) -> tuple[int, int]:
+    """(prompt_tokens, completion_tokens); a missing usage counts 0 prompt tokens and one per token."""
+    usage = record.get("usage") or {}
+    if not isinstance(usage, dict):
+        raise DataError(f"{where}: field 'usage': expected an object, got {usage!r:.60}")
+    counts = []
+    for name, default in (("prompt_tokens", 0), ("completion_tokens", n)):
+        value = usage.get(name, default)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise DataError(f"{where}: field 'usage.{name}': expected an integer >= 0, got {value!r:.60}")
+        counts.append(value)
+    return counts[0], counts[1]
+
+
+def _latency(record: dict[str, Any], where: str) -> float:
+    value = record.get("latency_s") or 0.0
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not value >= 0:
+        raise DataError(f"{where}: field 'latency_s': expected a number >= 0, got {value!r:.60}")
+    return float(value)
 
 
 def _per_token(record: dict[str, Any], name: str, where: str, n: int) -> np.ndarray:
@@ -135,26 +168,90 @@ class ImportSummary:
     simulated: bool
 
 
-def validate_file(path: Path, problem_ids: set[str]) -> tuple[int, bool]:
-    """Check every line before anything is written; returns (samples, any simulated)."""
-    seen: set[tuple[str, int]] = set()
+@dataclass(frozen=True)
+class CheckedFile:
+    """What validate_file found in a file with no bad line."""
+
+    samples: int
+    simulated: bool  # any sample says it came from the simulator
+
+
+class _BadLines:
+    """Collects bad-line messages: the first MAX_LISTED_BAD_LINES kept, the rest only counted."""
+
+    def __init__(self) -> None:
+        self.listed: list[str] = []
+        self.total = 0
+
+    def add(self, message: str) -> None:
+        self.total += 1
+        if len(self.listed) < MAX_LISTED_BAD_LINES:
+            self.listed.append(message)
+
+    def raise_if_any(self, path: Path) -> None:
+        if not self.total:
+            return
+        more = [f"  ... and {self.total - len(self.listed)} more"] if self.total > len(self.listed) else []
+        lines = [f"  {message}" for message in self.listed] + more
+        noun = "line" if self.total == 1 else "lines"
+        raise DataError("\n".join([f"{path}: {self.total} bad {noun}, nothing imported:", *lines]))
+
+
+def validate_file(path: Path, problem_ids: set[str], *, n_pool: int | None) -> CheckedFile:
+    """Check every line before anything is written.
+
+    One DataError lists every bad line (line number, field, value). Sample ids must lie in 0..n_pool-1,
+    unless n_pool is None.
+    """
+    first_seen: dict[tuple[str, int], int] = {}
+    bad = _BadLines()
     simulated = False
     count = 0
-    for count, (sample, is_sim) in enumerate(read_lines(path), start=1):
-        key = (sample.problem_id, sample.sample_id)
-        if sample.problem_id not in problem_ids:
-            raise DataError(f"{path}: sample {count}: problem_id {sample.problem_id!r} is not in the dataset "
-                            f"({len(problem_ids)} problems)")
-        if key in seen:
-            raise DataError(f"{path}: sample {count}: duplicate sample {sample.problem_id}/{sample.sample_id}")
-        seen.add(key)
+    for number, line in numbered_lines(path):
+        where = f"line {number}"
+        try:
+            sample, is_sim = parse_line(line, where)
+            _check_belongs(sample, where, problem_ids, n_pool)
+            first_line = first_seen.setdefault((sample.problem_id, sample.sample_id), number)
+            _check_unique(sample, where, number, first_line)
+        except DataError as exc:
+            bad.add(str(exc))
+            continue
+        count += 1
         simulated |= is_sim
-    return count, simulated
+    bad.raise_if_any(path)
+    return CheckedFile(samples=count, simulated=simulated)
 
 
-def import_file(path: Path, pool: Pool, problems: list[Problem], *, keep_top_logprobs: bool) -> ImportSummary:
-    """Validate the whole file, then append every sample the pool lacks (all-or-nothing on bad input)."""
-    read, simulated = validate_file(path, {p.id for p in problems})
+def _check_belongs(sample: Sample, where: str, problem_ids: set[str], n_pool: int | None) -> None:
+    if sample.problem_id not in problem_ids:
+        raise DataError(f"{where}: field 'problem_id': {sample.problem_id!r} is not in the dataset "
+                        f"({len(problem_ids)} problems)")
+    if n_pool is not None and sample.sample_id >= n_pool:
+        raise DataError(f"{where}: field 'sample_id': {sample.sample_id} is outside 0..{n_pool - 1} "
+                        f"(pool.n_pool is {n_pool}; {ANY_SAMPLE_ID_FLAG} admits it)")
+
+
+def _check_unique(sample: Sample, where: str, line: int, first_line: int) -> None:
+    if line != first_line:
+        raise DataError(f"{where}: duplicate sample {sample.problem_id}/{sample.sample_id} "
+                        f"(first on line {first_line})")
+
+
+def import_file(path: Path, pool: Pool, problems: list[Problem], *, keep_top_logprobs: bool,
+                n_pool: int | None) -> ImportSummary:
+    """Validate the whole file, then append every sample the pool lacks (all-or-nothing on bad input).
+
+    n_pool bounds the sample ids (0..n_pool-1); None admits any id.
+    """
+    checked = validate_file(path, {p.id for p in problems}, n_pool=n_pool)
+    return store_file(path, checked, pool, problems, keep_top_logprobs=keep_top_logprobs)
+
+
+def store_file(path: Path, checked: CheckedFile, pool: Pool, problems: list[Problem], *,
+               keep_top_logprobs: bool) -> ImportSummary:
+    """Append every sample of a file validate_file passed (`checked` is what it returned) that the pool lacks."""
+    read, simulated = checked.samples, checked.simulated
     pool.register(problems)
     if simulated and not pool.simulated:
         pool.mark_simulated()

@@ -22,11 +22,9 @@ import numpy as np
 import orjson
 
 from tracevote import codec, framing
-from tracevote.confidence import token_confidence
 from tracevote.config import Params
 from tracevote.datasets import Problem
 from tracevote.errors import DataError
-from tracevote.extract import answer_candidates
 from tracevote.fileio import write_json
 from tracevote.prompting import build_messages
 from tracevote.records import ProblemTraces, Sample
@@ -165,28 +163,28 @@ class Pool:
             yield codec.to_sample(codec.decode(payload))
 
     def read_problem(self, problem_id: str, n_pool: int) -> ProblemTraces:
-        """Samples 0..n_pool-1 of one problem in columnar form, sorted by sample id."""
-        decoded = [codec.decode(payload) for sample_id, payload in framing.iter_payloads(self.log_path(problem_id))
-                   if sample_id < n_pool]
-        decoded.sort(key=lambda d: d.header["sample_id"])
-        confidences = [_token_confidence(d) for d in decoded]
-        lengths = np.array([len(c) for c in confidences], dtype=np.int64)
+        """Samples 0..n_pool-1 of one problem in columnar form, sorted by sample id.
+
+        Reads the log once and decompresses only each sample's C_i block (codec.score_fields); the
+        frame crc of every sample but the last is skipped, the blocks read carry their own.
+        """
+        path = self.log_path(problem_id)
+        fields = [codec.score_fields(payload)
+                  for sample_id, payload in framing.iter_payloads(path, check_every_crc=False) if sample_id < n_pool]
+        fields.sort(key=lambda f: f.sample_id)
+        offsets = np.zeros(len(fields) + 1, dtype=np.int64)
+        np.cumsum([len(f.confidence) for f in fields], out=offsets[1:])
+        confidence = np.empty(offsets[-1], dtype=np.float64)
+        for start, end, f in zip(offsets[:-1].tolist(), offsets[1:].tolist(), fields, strict=True):
+            confidence[start:end] = f.confidence  # the one copy: float32 -> the flat float64 array
         return ProblemTraces(
             problem_id=problem_id,
-            sample_ids=np.array([d.header["sample_id"] for d in decoded], dtype=np.int64),
-            candidates=[answer_candidates(d.text()) for d in decoded],
-            finish_reasons=[d.header["finish_reason"] for d in decoded],
-            offsets=np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64),
-            token_confidence=np.concatenate(confidences) if confidences else np.zeros(0),
+            sample_ids=np.array([f.sample_id for f in fields], dtype=np.int64),
+            candidates=[f.candidates for f in fields],
+            finish_reasons=[f.finish_reason for f in fields],
+            offsets=offsets,
+            token_confidence=confidence,
         )
-
-
-def _token_confidence(decoded: codec.Decoded) -> np.ndarray:
-    blobs = decoded.blobs
-    if "token_confidence" in blobs:
-        return blobs["token_confidence"].astype(np.float64)
-    top = blobs.get("top_logprobs_kmajor")
-    return token_confidence(None if top is None else top.T, blobs["token_logprobs"])
 
 
 def find_pool(dataset_dir: Path, setting: Setting) -> Pool | None:

@@ -17,9 +17,10 @@ import numpy as np
 
 from tracevote.client import ChatClient
 from tracevote.confidence import token_confidence
-from tracevote.errors import FatalAPIError
+from tracevote.errors import EndpointError, ModelNotFoundError
 from tracevote.ingest import load_json
 from tracevote.records import SENTINEL_LOGPROB
+from tracevote.retry import TransientError
 from tracevote.simrender import FINGERPRINT_PREFIX
 
 PROBE_PROMPT = "What is 17 + 25? Answer with the number only."
@@ -81,16 +82,21 @@ class ProbeReport:
 
 
 def run_probe(client: ChatClient, n_requests: int = 3) -> ProbeReport:
-    """Send `n_requests` short requests with the client's settings and judge their logprobs."""
+    """Send `n_requests` short requests with the client's settings and judge their logprobs.
+
+    An unknown model is a report with model_found false; a wrong path, a refused key and an
+    unreachable endpoint raise (EndpointNotFoundError, FatalAPIError, EndpointError).
+    """
     messages = [{"role": "user", "content": PROBE_PROMPT}]
     docs: list[dict[str, Any]] = []
     for i in range(n_requests):
         try:
             raw = client.complete_raw(messages, sample_key=f"probe/{i}", max_tokens=PROBE_MAX_TOKENS)
-        except FatalAPIError as exc:
-            if exc.status == 404 or "not found" in str(exc):
-                return _not_found(client, str(exc))
-            raise
+        except ModelNotFoundError as exc:
+            return _not_found(client, str(exc))
+        except TransientError as exc:
+            raise EndpointError(f"the probe's request to {client.url} kept failing until its retries ran out: "
+                                f"{exc}") from None
         docs.append(load_json(raw.body))
     return _judge(client, docs)
 

@@ -19,6 +19,8 @@ class Sample:
 
     Absent logprobs (sentinels, non-finite values, or none reported) are NaN, never numbers.
     `top_logprobs` rows are best first; it is None when the pool keeps only `token_confidence`.
+    `token_confidence` is C_i, computed in float64 from the logprobs as received (ingestion) and always
+    stored; None only for a Sample built without it, whose C_i codec.encode computes from what it holds.
     """
 
     problem_id: str
@@ -28,7 +30,7 @@ class Sample:
     token_logprobs: np.ndarray  # float32 [n]
     top_logprobs: np.ndarray | None  # float32 [n, k]
     top_tokens: list[list[str]] | None  # [n][k] strings matching top_logprobs, when kept
-    token_confidence: np.ndarray | None  # float32 [n], stored instead of top_logprobs when those are dropped
+    token_confidence: np.ndarray | None  # float32 [n]: C_i
     answer: int | None
     finish_reason: str
     prompt_tokens: int

@@ -14,8 +14,14 @@ from typing import Any
 class MethodAccuracy:
     method: str
     k: int
-    mean: float  # over repeats of (mean correctness over problems)
+    mean: float  # over repeats of (mean correctness over problems), ties broken by eval.tie_break
     std: float  # over repeats, ddof 0
+    fractional: float  # mean accuracy when a t-way tie holding the gold scores 1/t (= mean for pass1)
+
+    @property
+    def tie_rule_gain(self) -> float:
+        """What the tie rule adds over a uniform random tie-break (its fractional expectation)."""
+        return self.mean - self.fractional
 
 
 @dataclass(frozen=True)
@@ -36,7 +42,12 @@ class ProblemResult:
 
 @dataclass(frozen=True)
 class Validity:
-    """Sample counts over the full pool; no_tokens, no_answer and truncated are disjoint reasons."""
+    """Sample counts over the full pool; no_tokens, no_answer and truncated are disjoint reasons.
+
+    by_source counts every sample by answer_source (boxed, fallback, none); by_finish_reason by the
+    API's finish_reason (stop, length, ...). fallback_votes are valid samples whose answer came from
+    the fallback rather than a box: they vote, so a user should know how many and how many were right.
+    """
 
     n_problems: int
     n_samples: int
@@ -49,6 +60,10 @@ class Validity:
     truncated: int  # tokens but no answer, finish_reason 'length'
     finish_length: int  # all samples with finish_reason 'length', valid or not
     unweighted: int  # valid samples with a NaN measure: they vote in Cons@K only
+    by_source: dict[str, int]
+    by_finish_reason: dict[str, int]
+    fallback_votes: int  # valid samples with answer_source 'fallback'
+    fallback_votes_correct: int  # of which correct
 
 
 @dataclass(frozen=True)
@@ -75,6 +90,7 @@ class AggregateResult:
     k: tuple[int, ...]
     repeat: int
     seed: int
+    tie_break: str  # eval.tie_break: smallest, first or fractional
     etas: tuple[float, ...]
     measures: tuple[str, ...]
     methods: tuple[str, ...]
@@ -107,7 +123,8 @@ class AggregateResult:
         rows = {"accuracy": MethodAccuracy, "ties": TieRate, "confidence": ConfidenceSummary,
                 "auroc": Auroc, "problems": ProblemResult}
         values = {name: tuple(kind(**row) for row in data[name]) for name, kind in rows.items()}
-        return cls(k=tuple(data["k"]), repeat=data["repeat"], seed=data["seed"], etas=tuple(data["etas"]),
+        return cls(k=tuple(data["k"]), repeat=data["repeat"], seed=data["seed"], tie_break=data["tie_break"],
+                   etas=tuple(data["etas"]),
                    measures=tuple(data["measures"]), methods=tuple(data["methods"]),
                    validity=Validity(**data["validity"]), **values)
 

@@ -1,5 +1,10 @@
 """Retry policy shared by every HTTP caller: back off with jitter, honour Retry-After, give up bounded,
-and count every failure by its cause."""
+and count every failure by its cause.
+
+An endpoint never reached (refused, unresolved, TLS failure, connect timeout before any response) is
+given up on sooner than a failure mid-build: Backoff.unreachable_attempts tries, waits of at most
+Backoff.unreachable_max_s, so a wrong base_url is reported within seconds rather than minutes.
+"""
 
 from __future__ import annotations
 
@@ -19,10 +24,31 @@ T = TypeVar("T")
 class TransientError(Exception):
     """A failure that may succeed on retry; `cause` is a short label counted in summaries."""
 
-    def __init__(self, cause: str, detail: str = "", retry_after: float | None = None) -> None:
+    def __init__(self, cause: str, detail: str = "", retry_after: float | None = None, *,
+                 unreachable: bool = False) -> None:
         super().__init__(f"{cause}: {detail}" if detail else cause)
         self.cause = cause
+        self.detail = detail
         self.retry_after = retry_after
+        self.unreachable = unreachable  # no connection made, and none ever was to this endpoint
+
+
+@dataclass(frozen=True)
+class RetryNotice:
+    """One failed attempt about to be retried, for an entry point to show: attempt 3 of 8, then a wait."""
+
+    error: TransientError
+    attempt: int
+    attempts: int
+    wait_s: float
+    where: str = ""  # the URL, filled in by the caller that knows it
+
+    def render(self) -> str:
+        """"connecting to http://127.0.0.1:9/chat/completions: attempt 2/3 failed (connection refused),
+        retrying in 1.3 s"."""
+        where = f"connecting to {self.where}" if self.error.unreachable else self.where or "request"
+        return (f"{where}: attempt {self.attempt}/{self.attempts} failed ({self.error.cause}), "
+                f"retrying in {self.wait_s:.1f} s")
 
 
 @dataclass(frozen=True)
@@ -32,6 +58,8 @@ class Backoff:
     initial_s: float = 0.5
     max_s: float = 30.0
     max_elapsed_s: float | None = None  # None: (timeout + max_s) per attempt
+    unreachable_attempts: int = 3  # tries while the endpoint has never been reached
+    unreachable_max_s: float = 2.0  # longest wait between those tries
 
 
 class CauseCounter:
@@ -71,16 +99,29 @@ def parse_retry_after(header: str | None, now: float | None = None) -> float | N
     return max(0.0, when - (time.time() if now is None else now))
 
 
+def _last_error(retry_state: tenacity.RetryCallState) -> TransientError | None:
+    exc = retry_state.outcome.exception() if retry_state.outcome else None
+    return exc if isinstance(exc, TransientError) else None
+
+
 class _WaitRetryAfterOrBackoff(tenacity.wait.wait_base):
-    def __init__(self, initial_s: float, max_s: float) -> None:
+    def __init__(self, initial_s: float, max_s: float, unreachable_max_s: float) -> None:
         self.backoff = tenacity.wait_random_exponential(multiplier=initial_s, max=max_s)
         self.max_s = max_s
+        self.unreachable_max_s = unreachable_max_s
 
     def __call__(self, retry_state: tenacity.RetryCallState) -> float:
-        exc = retry_state.outcome.exception() if retry_state.outcome else None
-        if isinstance(exc, TransientError) and exc.retry_after is not None:
+        exc = _last_error(retry_state)
+        if exc is not None and exc.retry_after is not None:
             return min(exc.retry_after, self.max_s)
+        if exc is not None and exc.unreachable:
+            return min(self.backoff(retry_state), self.unreachable_max_s)
         return self.backoff(retry_state)
+
+
+def attempts_for(exc: TransientError, attempts: int, unreachable_attempts: int) -> int:
+    """How many tries this failure gets: fewer while the endpoint has never been reached."""
+    return min(attempts, unreachable_attempts) if exc.unreachable else attempts
 
 
 def call_with_retries(
@@ -88,21 +129,31 @@ def call_with_retries(
     *,
     attempts: int,
     max_elapsed_s: float,
-    initial_backoff_s: float = 0.5,
-    max_backoff_s: float = 30.0,
-    on_retry: Callable[[TransientError], None] | None = None,
+    backoff: Backoff | None = None,
+    on_retry: Callable[[RetryNotice], None] | None = None,
 ) -> T:
-    """Run `call`, retrying TransientError; re-raise the last one once attempts or time run out."""
+    """Run `call`, retrying TransientError; re-raise the last one once attempts or time run out.
+
+    Waits follow `backoff` (its max_elapsed_s is the caller's to turn into `max_elapsed_s`); a failure
+    marked `unreachable` gets only `backoff.unreachable_attempts` tries.
+    """
+
+    backoff = backoff or Backoff()
+
+    def allowed(state: tenacity.RetryCallState) -> int:
+        exc = _last_error(state)
+        return attempts if exc is None else attempts_for(exc, attempts, backoff.unreachable_attempts)
 
     def before_sleep(state: tenacity.RetryCallState) -> None:
-        exc = state.outcome.exception() if state.outcome else None
-        if on_retry is not None and isinstance(exc, TransientError):
-            on_retry(exc)
+        exc = _last_error(state)
+        if on_retry is not None and exc is not None:
+            wait_s = state.next_action.sleep if state.next_action else 0.0
+            on_retry(RetryNotice(exc, state.attempt_number, allowed(state), wait_s))
 
     retrying = tenacity.Retrying(
         retry=tenacity.retry_if_exception_type(TransientError),
-        stop=tenacity.stop_after_attempt(attempts) | tenacity.stop_after_delay(max_elapsed_s),
-        wait=_WaitRetryAfterOrBackoff(initial_backoff_s, max_backoff_s),
+        stop=tenacity.stop_after_delay(max_elapsed_s) | (lambda state: state.attempt_number >= allowed(state)),
+        wait=_WaitRetryAfterOrBackoff(backoff.initial_s, backoff.max_s, backoff.unreachable_max_s),
         before_sleep=before_sleep,
         reraise=True,
     )

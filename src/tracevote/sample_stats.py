@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from tracevote.config import MEASURES
+from tracevote.extract import ANSWER_SOURCES
 from tracevote.results import Auroc, ConfidenceSummary, Validity
 
 SUMMARY_PERCENTILES = (10, 50, 90)
@@ -22,13 +23,26 @@ def validity_counts(scores: pd.DataFrame, measures: tuple[str, ...] = MEASURES) 
     no_answer = has_tokens & scores["answer"].isna().to_numpy(dtype=bool)
     per_problem = pd.Series(valid).groupby(scores["problem_id"].to_numpy()).sum()
     unweighted = valid & scores[list(measures)].isna().any(axis=1).to_numpy(dtype=bool)
+    source = np.asarray(scores["answer_source"], dtype=str)
+    fallback_votes = valid & (source == "fallback")
     return Validity(
         n_problems=len(per_problem), n_samples=len(scores), n_valid=int(valid.sum()),
         valid_per_problem_mean=float(per_problem.mean()), valid_per_problem_min=int(per_problem.min()),
         fewest_valid_problem=str(per_problem.idxmin()),
         no_tokens=int((~has_tokens).sum()), no_answer=int((no_answer & ~length).sum()),
         truncated=int((no_answer & length).sum()), finish_length=int(length.sum()),
-        unweighted=int(unweighted.sum()))
+        unweighted=int(unweighted.sum()), by_source=_counts(source, ANSWER_SOURCES),
+        by_finish_reason=_counts(np.asarray(scores["finish_reason"], dtype=str), ("stop", "length")),
+        fallback_votes=int(fallback_votes.sum()),
+        fallback_votes_correct=int((fallback_votes & scores["correct"].to_numpy(dtype=bool)).sum()))
+
+
+def _counts(values: np.ndarray, expected: tuple[str, ...]) -> dict[str, int]:
+    """{value: count}, the expected values first (0 when absent), then any others sorted by name."""
+    names, counts = np.unique(values, return_counts=True)
+    found = dict(zip(names.tolist(), counts.tolist(), strict=True))
+    ordered = list(expected) + sorted(set(found) - set(expected))
+    return {name: int(found.get(name, 0)) for name in ordered}
 
 
 def confidence_summaries(scores: pd.DataFrame,

@@ -1,10 +1,14 @@
 """One problem's traces -> its rows of the score table: answer, correctness, validity, confidences.
 
-The score stage streams the pool one problem at a time and concatenates these frames; `aggregate`
-reads only that table, so the gold answer is folded into `correct` here.
+The score stage streams the pool one problem at a time (`score_pool`, problems in parallel) and
+concatenates these frames; `aggregate` reads only that table, so the gold answer is folded into
+`correct` here.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 import pandas as pd
@@ -13,6 +17,7 @@ from tracevote.confidence import trace_measures
 from tracevote.config import MEASURES, AnswersConfig, ConfidenceConfig
 from tracevote.errors import DataError
 from tracevote.extract import resolve_answer
+from tracevote.pool import Pool
 from tracevote.records import ProblemTraces
 
 KEY_COLUMNS: tuple[str, ...] = ("problem_id", "sample_id", "answer", "answer_source", "correct", "valid",
@@ -52,6 +57,26 @@ def score_problem(traces: ProblemTraces, gold: int, cfg: ConfidenceConfig, answe
     }
     columns.update({name: measures.by_name(name) for name in MEASURES})
     return pd.DataFrame(columns, columns=list(SCORE_COLUMNS))
+
+
+def score_pool(pool: Pool, problems: Sequence[tuple[str, int]], n_pool: int, cfg: ConfidenceConfig,
+               answers: AnswersConfig, *, workers: int) -> Iterator[pd.DataFrame]:
+    """`score_problem` of samples 0..n_pool-1 of each (problem id, gold), in the order given.
+
+    With workers > 1, problems are read and scored in that many processes; the frames come back in
+    the same order, so the table does not depend on the number of workers.
+    """
+    jobs = [(pool, problem_id, gold, n_pool, cfg, answers) for problem_id, gold in problems]
+    if workers <= 1 or len(jobs) <= 1:
+        yield from map(_score_job, jobs)
+        return
+    with ProcessPoolExecutor(max_workers=min(workers, len(jobs))) as executor:
+        yield from executor.map(_score_job, jobs)
+
+
+def _score_job(job: tuple[Pool, str, int, int, ConfidenceConfig, AnswersConfig]) -> pd.DataFrame:
+    pool, problem_id, gold, n_pool, cfg, answers = job
+    return score_problem(pool.read_problem(problem_id, n_pool), gold, cfg, answers)
 
 
 def _check_lengths(traces: ProblemTraces) -> None:

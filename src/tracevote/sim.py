@@ -6,6 +6,12 @@ threads of requests never change a response:
 1. The problem. Its gold answer comes from `answers`, else from a hash of the problem text. It draws a
    chance p ~ Beta(3a, 3(1-a)) that one trace is right (a = cfg.accuracy) and 2-4 distractor answers
    with uneven Dirichlet weights, so on hard problems the most common answer is wrong.
+   Wrong answers follow the gold answers' distribution: drawn from the gold answers of the other
+   problems in `answers` (the empirical distribution; AIME's has median ~220), or uniformly from
+   0-999 (how hash-drawn golds are spread) when `answers` holds fewer than 8 answers. So a tie between
+   the gold and a wrong answer is won by the smaller one half the time, and the smallest-wins tie rule
+   earns no more than a uniform random tie-break would (it used to: uniform distractors against
+   AIME's small golds).
 2. The trace. Right with chance p; else a distractor (15% of wrong traces: a scattered answer); 1% of
    traces box nothing. Its length is lognormal with mean cfg.mean_tokens; it ends "... \\boxed{N}",
    so a trace longer than the request's max_tokens is cut before its box (finish_reason "length").
@@ -46,6 +52,7 @@ _CONCENTRATION = 3.0  # of the per-problem Beta: lower spreads difficulties furt
 _NO_ANSWER = 0.01
 _Z_SPREAD = 0.8  # of the latent confidence; long traces reach AUROC Phi(signal / (0.8 * sqrt 2))
 _SCATTERED = 0.15
+_MIN_EMPIRICAL = 8  # fewer known gold answers than this: wrong answers are uniform on 0-999
 
 
 @dataclass(frozen=True)
@@ -54,6 +61,7 @@ class _Problem:
     p_correct: float
     distractors: tuple[int, ...]
     weights: tuple[float, ...]
+    wrong_answers: np.ndarray  # int64: the distribution scattered wrong answers are drawn from (with repeats)
 
 
 class SimModel:
@@ -65,6 +73,8 @@ class SimModel:
     def __init__(self, cfg: SimConfig, answers: Mapping[str, int] | None = None) -> None:
         self.cfg = cfg
         self._answers = {problem.strip(): int(answer) for problem, answer in (answers or {}).items()}
+        # sorted, so the draws do not depend on the order of `answers`
+        self._gold_pool = np.sort(np.fromiter(self._answers.values(), dtype=np.int64, count=len(self._answers)))
         self._counters: dict[str, int] = {}
         self._lock = threading.Lock()
 
@@ -98,7 +108,9 @@ class SimModel:
         return f"#{count}"
 
     def _problem(self, problem_text: str) -> _Problem:
-        return _draw_problem(self._gold(problem_text), self.cfg, seeded_rng(self.cfg.seed, problem_text, "problem"))
+        gold = self._gold(problem_text)
+        return _draw_problem(gold, wrong_answer_pool(gold, self._gold_pool), self.cfg,
+                             seeded_rng(self.cfg.seed, problem_text, "problem"))
 
     def _gold(self, problem_text: str) -> int:
         if problem_text in self._answers:
@@ -109,14 +121,27 @@ class SimModel:
         return int.from_bytes(digest(problem_text, "gold")[:4], "little") % 1000
 
 
-def _draw_problem(gold: int, cfg: SimConfig, rng: np.random.Generator) -> _Problem:
+def wrong_answer_pool(gold: int, gold_pool: np.ndarray) -> np.ndarray:
+    """The answers a wrong trace may give, with repeats: the known gold answers other than `gold`, or
+    0-999 without `gold` when too few are known.
+
+    >>> wrong_answer_pool(5, np.array([5, 7, 7])).size, wrong_answer_pool(5, np.arange(20))[:6].tolist()
+    (999, [0, 1, 2, 3, 4, 6])
+    """
+    others = gold_pool[gold_pool != gold]
+    if len(others) < _MIN_EMPIRICAL:
+        others = np.arange(1000, dtype=np.int64)
+        others = others[others != gold]
+    return others
+
+
+def _draw_problem(gold: int, wrong_answers: np.ndarray, cfg: SimConfig, rng: np.random.Generator) -> _Problem:
     a = cfg.accuracy
     p_correct = a if a in (0.0, 1.0) else float(rng.beta(_CONCENTRATION * a, _CONCENTRATION * (1 - a)))
     n = int(rng.integers(2, 5))
-    others = rng.choice(999, size=n, replace=False)
-    distractors = tuple(int(x + (x >= gold)) for x in others)  # skip the gold answer
+    distractors = tuple(int(x) for x in rng.choice(wrong_answers, size=n, replace=False))
     weights = tuple(float(w) for w in rng.dirichlet(np.full(n, 0.7)))
-    return _Problem(gold, p_correct, distractors, weights)
+    return _Problem(gold, p_correct, distractors, weights, wrong_answers)
 
 
 def _draw_trace(problem: _Problem, cfg: SimConfig, rng: np.random.Generator) -> Trace:
@@ -126,7 +151,7 @@ def _draw_trace(problem: _Problem, cfg: SimConfig, rng: np.random.Generator) -> 
     elif rng.random() < problem.p_correct:
         answer = problem.gold
     elif rng.random() < _SCATTERED:
-        answer = int((problem.gold + 1 + rng.integers(999)) % 1000)
+        answer = int(problem.wrong_answers[rng.integers(len(problem.wrong_answers))])
     else:
         answer = problem.distractors[int(rng.choice(len(problem.weights), p=problem.weights))]
     correct = answer == problem.gold

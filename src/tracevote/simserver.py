@@ -1,8 +1,9 @@
 """A loopback server that speaks DeepSeek's chat-completions JSON for the simulated model, with faults.
 
 `POST /chat/completions` (also under /v1) answers like DeepSeek, errors included: 401 for a wrong key,
-402 in no-balance mode, 404 for a model outside the allow-list, 400/422 for bad parameters, all as
-{"error": {"message", "type", "param", "code"}}. The header X-Tracevote-Sample names the sample.
+402 in no-balance mode, 400 "Model Not Exist" for a model outside the allow-list, 400/422 for bad
+parameters, all as {"error": {"message", "type", "param", "code"}}. Any other path gets a web server's
+404 page (HTML, no JSON), as a wrong model.base_url meets. The header X-Tracevote-Sample names the sample.
 
 Faults (429s, drops, truncated bodies, ...) follow a FaultPlan: see simfaults.py for the spec.
 `GET /_stats` returns the request counts per sample and per outcome.
@@ -29,6 +30,8 @@ from tracevote.simrequest import SimRequestError, parse_request
 
 _CHAT_PATHS = ("/chat/completions", "/v1/chat/completions")
 _MODELS_PATHS = ("/models", "/v1/models")
+_NOT_FOUND_PAGE = (b"<html>\r\n<head><title>404 Not Found</title></head>\r\n"
+                   b"<body>\r\n<center><h1>404 Not Found</h1></center>\r\n</body>\r\n</html>\r\n")
 
 
 @dataclass(frozen=True)
@@ -159,12 +162,12 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(200, {"object": "list", "data": [
                 {"id": name, "object": "model", "owned_by": "tracevote"} for name in names]})
         else:
-            self._send_json(404, _error(f"no route for GET {path}", "invalid_request_error", "not_found"))
+            self._send_not_found()
 
     def do_POST(self) -> None:
         body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
         if self.path.split("?", 1)[0] not in _CHAT_PATHS:
-            self._send_json(404, _error(f"no route for POST {self.path}", "invalid_request_error", "not_found"))
+            self._send_not_found()
             return
         sample_key = self.headers.get("X-Tracevote-Sample")
         counted_key, attempt = self.server.stats.begin(sample_key)
@@ -213,6 +216,13 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.flush()
             self.close_connection = True
 
+    def _send_not_found(self) -> None:
+        self.send_response(404)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Length", str(len(_NOT_FOUND_PAGE)))
+        self.end_headers()
+        self.wfile.write(_NOT_FOUND_PAGE)
+
     def _send_json(self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None) -> None:
         data = orjson.dumps(payload)
         self.send_response(status)
@@ -245,8 +255,7 @@ def _check_request(options: ServerOptions, authorization: str | None,
         message = f"top_logprobs {parsed.top_logprobs} exceeds this server's limit of {options.max_top_logprobs}"
         return {}, (400, _error(message, "invalid_request_error", "invalid_request_error"))
     if options.models is not None and parsed.model not in options.models:
-        return {}, (404, _error(f"The model `{parsed.model}` does not exist", "invalid_request_error",
-                                "model_not_found"))
+        return {}, (400, _error("Model Not Exist", "invalid_request_error", "invalid_request_error"))
     return request, None
 
 

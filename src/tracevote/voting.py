@@ -1,8 +1,14 @@
 """Vote rules on working sets, vectorized over sets: row r of every (sets, K) matrix is one working set.
 
 Answers are non-negative integers (answers 0-999, or dense codes that keep their order); NO_ANSWER
-(-1) marks a sample that casts no vote. Every rule lets the smallest answer win a tie, and returns
-NO_ANSWER for a set in which nobody votes (the problem is unanswered, hence wrong).
+(-1) marks a sample that casts no vote. A vote returns NO_ANSWER for a set in which nobody votes (the
+problem is unanswered, hence wrong), and keeps every answer that shares the top score (`top`), so a
+tie rule can be applied, or scored fractionally, afterwards. Tie rules (eval.tie_break):
+  smallest:   the smallest answer wins (the default);
+  first:      the answer met first in the row wins (the official DeepConf code: Counter.most_common and
+              max over a dict both keep insertion order);
+  fractional: the prediction is the smallest answer, but `tie_credit` scores a t-way tie containing
+              the gold 1/t, the expected score of a uniform random tie-break.
 """
 
 from __future__ import annotations
@@ -11,45 +17,85 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tracevote.config import TieBreak
 from tracevote.records import NO_ANSWER
 
 
 @dataclass(frozen=True, eq=False)
-class ConsVote:
-    prediction: np.ndarray  # int64 [sets]: most frequent answer, NO_ANSWER if nobody votes
-    tied: np.ndarray  # bool [sets]: the top count is shared by two or more answers
+class Vote:
+    prediction: np.ndarray  # int64 [sets]: the winning answer under the tie rule, NO_ANSWER if nobody votes
+    top: np.ndarray  # bool [sets, answers]: answers sharing the top score (all False if nobody votes)
+
+    @property
+    def tied(self) -> np.ndarray:
+        """bool [sets]: the top score is shared by two or more answers."""
+        return self.top.sum(axis=1) > 1
 
 
-def majority_vote(answers: np.ndarray) -> ConsVote:
-    """Cons@K: the most frequent answer of each row; the smallest answer wins ties.
+def majority_vote(answers: np.ndarray, tie_break: TieBreak = "smallest") -> Vote:
+    """Cons@K: the most frequent answer of each row, ties broken by `tie_break`.
 
     >>> vote = majority_vote(np.array([[3, 5, 5, -1], [7, 2, -1, -1], [-1, -1, -1, -1]]))
     >>> vote.prediction.tolist(), vote.tied.tolist()
     ([5, 2, -1], [False, True, False])
+    >>> majority_vote(np.array([[7, 2, -1, -1]]), "first").prediction.tolist()
+    [7]
     """
-    counts = _per_answer(answers, answers >= 0, None)
-    top = counts.max(axis=1)
-    tied = (top > 0) & ((counts == top[:, None]).sum(axis=1) > 1)
-    prediction = np.where(top > 0, counts.argmax(axis=1), NO_ANSWER)
-    return ConsVote(prediction=prediction.astype(np.int64), tied=tied)
+    votes = answers >= 0
+    counts = _per_answer(answers, votes, None)
+    return _winner(answers, votes, counts, counts > 0, tie_break)
 
 
-def weighted_vote(answers: np.ndarray, weights: np.ndarray) -> np.ndarray:
+def weighted_vote(answers: np.ndarray, weights: np.ndarray, tie_break: TieBreak = "smallest") -> Vote:
     """Measure@K: per row, argmax over answers a of the sum of weights of samples answering a.
 
     Samples with answer NO_ANSWER or a NaN weight cast no vote. Only answers someone voted for can
-    win (an answer with weight total 0 beats no one it should not); the smallest answer wins ties.
+    win (an answer with weight total 0 beats no one it should not); ties broken by `tie_break`.
     Weights are summed in row order, as a Python loop over the working set would.
 
-    >>> weighted_vote(np.array([[4, 9, 9, 4]]), np.array([[3.0, 1.0, 1.5, np.nan]])).tolist()
+    >>> weighted_vote(np.array([[4, 9, 9, 4]]), np.array([[3.0, 1.0, 1.5, np.nan]])).prediction.tolist()
     [4]
     """
     votes = (answers >= 0) & ~np.isnan(weights)
     totals = _per_answer(answers, votes, weights)
     voted = _per_answer(answers, votes, None) > 0
-    totals = np.where(voted, totals, -np.inf)
-    prediction = np.where(voted.any(axis=1), totals.argmax(axis=1), NO_ANSWER)
-    return prediction.astype(np.int64)
+    return _winner(answers, votes, totals, voted, tie_break)
+
+
+def tie_credit(vote: Vote, gold: int) -> np.ndarray:
+    """float [sets]: 1/t when the gold answer is one of the t answers sharing the top score, else 0.
+
+    >>> tie_credit(majority_vote(np.array([[1, 2, 3, 3], [1, 2, 3, -1]])), gold=2).tolist()
+    [0.0, 0.3333333333333333]
+    """
+    if gold < 0 or gold >= vote.top.shape[1]:
+        return np.zeros(len(vote.top))
+    size = vote.top.sum(axis=1)
+    return np.where(vote.top[:, gold], 1.0 / np.maximum(size, 1), 0.0)
+
+
+def _winner(answers: np.ndarray, votes: np.ndarray, scores: np.ndarray, voted: np.ndarray,
+            tie_break: TieBreak) -> Vote:
+    """The answers with the top score among voted ones, and the one the tie rule picks."""
+    scores = np.where(voted, scores, -np.inf)
+    best = scores.max(axis=1, initial=-np.inf)
+    top = voted & (scores == best[:, None])
+    if tie_break == "first":
+        rank = np.where(top, _first_positions(answers, votes, top.shape[1]), np.iinfo(np.int64).max)
+    else:  # smallest, and fractional (which scores the tie, not the prediction)
+        rank = np.where(top, 0, 1)
+    prediction = np.where(top.any(axis=1), rank.argmin(axis=1), NO_ANSWER)
+    return Vote(prediction=prediction.astype(np.int64), top=top)
+
+
+def _first_positions(answers: np.ndarray, votes: np.ndarray, n_answers: int) -> np.ndarray:
+    """int64 [sets, n_answers]: the first position in the row of a vote for each answer (K if none)."""
+    n_sets, k = answers.shape
+    positions = np.broadcast_to(np.arange(k), answers.shape)
+    rows = np.broadcast_to(np.arange(n_sets)[:, None], answers.shape)
+    first = np.full(n_sets * n_answers, k, dtype=np.int64)
+    np.minimum.at(first, (rows * n_answers + answers)[votes], positions[votes])
+    return first.reshape(n_sets, n_answers)
 
 
 def top_eta(weights: np.ndarray, eta: float) -> np.ndarray:

@@ -1,0 +1,45 @@
+"""check_params, the first stage: every key of params.yaml is validated, including keys no stage declares."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.dvcproject import dvc, make_project, run, update_params
+from tests.test_pipeline import small_sim_params
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_project(tmp_path_factory.mktemp("check_params") / "project", small_sim_params())
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"pool": {"concurency": 4}}, "pool.concurency: unknown key (known: allow_uninformative_logprobs, "
+                                      "concurrency, keep_raw,"),
+        ({"evall": {"k": [1]}}, "evall: unknown key (known: answers, confidence, dataset, decoding, eval, model,"),
+        ({"decoding": {"temperature": "hot"}}, "decoding.temperature: expected a number, got 'hot'"),
+    ],
+)
+def test_a_bad_key_fails_with_the_known_keys(project: Path, change: dict, message: str) -> None:
+    update_params(project, change)
+    try:
+        failed = dvc(project, "repro", "check_params", check=False)
+    finally:
+        run(project, "git", "checkout", "--", "params.yaml")
+    output = failed.stdout + failed.stderr
+    assert failed.returncode != 0
+    assert f"error: params.yaml: {message}" in output
+    assert "Traceback" not in output
+
+
+def test_valid_params_pass_and_nothing_depends_on_the_stage(project: Path) -> None:
+    result = dvc(project, "repro", "check_params")
+    assert "check_params: params.yaml is valid" in result.stdout
+    downstream = dvc(project, "dag", "--dot").stdout
+    assert "check_params\" ->" not in downstream and "-> \"check_params" not in downstream

@@ -1,0 +1,99 @@
+"""A failed stage keeps every earlier good output, byte for byte, and says why in one line."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.dvcproject import dvc, make_project, run, update_params
+from tests.test_pipeline import ran_stages, small_sim_params
+
+pytestmark = pytest.mark.slow
+
+OUTPUT_DIRS = ("data", "metrics", "plots")
+
+
+def snapshot(project: Path) -> dict[str, bytes]:
+    """Every output file the pipeline wrote (pools aside: build_pool is persistent and resumable)."""
+    files = [path for folder in OUTPUT_DIRS for path in (project / folder).rglob("*") if path.is_file()]
+    return {str(path.relative_to(project)): path.read_bytes() for path in files}
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("failures")
+    rows = root / "rows.jsonl"
+    rows.write_text("".join(json.dumps({"problem": f"Compute {i} + {i}.", "answer": str(2 * i)}) + "\n"
+                            for i in range(1, 7)))
+    params = small_sim_params(rows)
+    project = make_project(root / "project", params)
+    dvc(project, "repro")
+    run(project, "git", "add", "-A")
+    run(project, "git", "commit", "-qm", "first run")
+    return project
+
+
+def empty_source(project: Path) -> None:
+    empty = project.parent / "empty.jsonl"
+    empty.write_text("")
+    update_params(project, {"dataset": {"source": {"path": str(empty)}}})
+
+
+CASES: list[tuple[str, Callable[[Path], None], str]] = [
+    # (stage, how to break its input, what its error says)
+    ("fetch", empty_source, "empty.jsonl: the dataset file holds no rows"),
+    ("normalize", lambda p: update_params(p, {"dataset": {"problem_key": "question"}}),
+     "row 1: field 'question': missing"),
+    ("score", lambda p: update_params(p, {"confidence": {"group_size": -1}}), "confidence.group_size: -1"),
+    ("aggregate", lambda p: update_params(p, {"eval": {"repeat": 0}}), "eval.repeat: 0"),
+    ("report", lambda p: update_params(p, {"report": {"k": 3}}), "report.k: 3"),
+]
+
+
+@pytest.mark.parametrize(("stage", "break_input", "message"), CASES, ids=[case[0] for case in CASES])
+def test_a_failed_stage_keeps_the_last_good_output(built: Path, stage: str, break_input: Callable[[Path], None],
+                                                   message: str) -> None:
+    before = snapshot(built)
+    break_input(built)
+    try:
+        failed = dvc(built, "repro", stage, check=False)
+        output = failed.stdout + failed.stderr
+        assert failed.returncode != 0
+        assert f"Running stage '{stage}'" in output
+        assert "Traceback" not in output
+        assert len([line for line in output.splitlines() if line.startswith("error: ")]) == 1
+        assert message in output  # normalize lists every bad row on the lines after its error line
+        assert snapshot(built) == before
+        assert not list(built.rglob(".*.tmp"))
+    finally:
+        run(built, "git", "checkout", "--", ".")
+    assert dvc(built, "status").stdout.strip() == "Data and pipelines are up to date."
+
+
+@pytest.mark.parametrize(("change", "key"), [({"pool": {"concurency": 4}}, "pool.concurency"),
+                                              ({"evall": {"k": [1]}}, "evall")])
+def test_an_unknown_key_fails_repro_before_any_stage(built: Path, change: dict, key: str) -> None:
+    before = snapshot(built)
+    update_params(built, change)
+    try:
+        failed = dvc(built, "repro", check=False)
+        output = failed.stdout + failed.stderr
+        assert failed.returncode != 0
+        assert ran_stages(output) == set()
+        assert f"{key}: unknown key (known: " in output
+        assert snapshot(built) == before
+    finally:
+        run(built, "git", "checkout", "--", "params.yaml")
+
+
+def test_a_valid_undeclared_change_reruns_only_check_params(built: Path) -> None:
+    update_params(built, {"pool": {"concurrency": 2}})
+    try:
+        result = dvc(built, "repro")
+        assert "Running stage 'check_params'" in result.stdout
+        assert ran_stages(result.stdout) == set()
+    finally:
+        run(built, "git", "checkout", "--", "params.yaml")
