@@ -3,8 +3,9 @@
 Format 2: `b"TVC2" | u32 header length | u32 crc32 of the header | header JSON | blocks`. The header
 holds what scoring needs besides C_i (ids, finish_reason, usage, latency, the answer candidates and
 the EXTRACT_VERSION that found them) and a block table, one entry per block:
-`[block name, stored bytes, raw bytes, crc32 of the stored bytes, shuffled, [[array, dtype, shape], ...]]`.
-Each block is zstd-compressed on its own, so scoring decompresses 4 bytes a token and nothing else:
+`[block name, stored bytes, raw bytes, crc32 of the stored bytes, shuffled, [[array, dtype, shape], ...],
+compression]`. Each block is zstd-compressed on its own ("zstd"), or stored as it is ("none") when that
+saves less than a fifth, so scoring reads 4 bytes a token and decompresses nothing else:
 
     confidence   token_confidence: C_i, computed in float64 from the logprobs as parsed, stored float32
     text         text, token_bytes (only when the tokens do not concatenate to the text), token_lens,
@@ -45,6 +46,9 @@ U32 = struct.Struct("<I")
 HEAD = struct.Struct("<4sII")  # magic, header length, header crc32
 SHUFFLED = {"float16", "float32", "uint16", "uint32"}
 CONFIDENCE = "confidence"
+# A block is stored as it is unless zstd saves a fifth: C_i of real traces is near-random float32, where
+# zstd saves ~10% and decompressing it was the largest cost of scoring.
+WORTH_COMPRESSING = 0.8
 _ZSTD = pa.Codec("zstd")
 
 
@@ -88,8 +92,11 @@ def encode(sample: Sample, *, raw: bytes | None = None, keep_top_tokens: bool = 
         shuffled = name != CONFIDENCE
         body = b"".join(_to_bytes(array) if shuffled else array.tobytes() for array in arrays.values())
         packed = _ZSTD.compress(body, asbytes=True)
+        compressed = len(packed) < WORTH_COMPRESSING * len(body)
+        packed = packed if compressed else body
         table.append([name, len(packed), len(body), zlib.crc32(packed), shuffled,
-                      [[key, str(array.dtype), list(array.shape)] for key, array in arrays.items()]])
+                      [[key, str(array.dtype), list(array.shape)] for key, array in arrays.items()],
+                      "zstd" if compressed else "none"])
         stored.append(packed)
     header = orjson.dumps({
         "v": FORMAT_VERSION, "problem_id": sample.problem_id, "sample_id": sample.sample_id,
@@ -203,11 +210,12 @@ def _header(view: memoryview) -> tuple[dict[str, Any], int]:
 
 
 def _block_arrays(view: memoryview, offset: int, entry: list[Any]) -> dict[str, np.ndarray]:
-    name, stored, raw_size, crc, shuffled, layout = entry
+    name, stored, raw_size, crc, shuffled, layout, compression = entry
     packed = view[offset: offset + stored]
     if len(packed) != stored or zlib.crc32(packed) != crc:
         raise ValueError(f"sample payload block {name!r} is cut short or corrupt (crc mismatch)")
-    return _split(memoryview(_ZSTD.decompress(packed, decompressed_size=raw_size)), layout, shuffled=shuffled)
+    body = packed if compression == "none" else memoryview(_ZSTD.decompress(packed, decompressed_size=raw_size))
+    return _split(body, layout, shuffled=shuffled)
 
 
 def _split(body: memoryview, layout: list[Any], *, shuffled: bool = True) -> dict[str, np.ndarray]:

@@ -32,9 +32,19 @@ def atomic_path(target: str | Path) -> Iterator[Path]:
         yield tmp
         with open(tmp, "rb") as handle:
             os.fsync(handle.fileno())
+        os.chmod(tmp, _CREATED_MODE)  # mkstemp makes 0600; outputs get the mode any new file would
         os.replace(tmp, target)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def _created_mode() -> int:
+    umask = os.umask(0)  # reading the umask means setting it: done once, at import, before any thread
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
+_CREATED_MODE = _created_mode()
 
 
 def parse_json_object(line: bytes, where: str) -> dict:
