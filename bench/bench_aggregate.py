@@ -16,9 +16,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from tracevote.config import MEASURES, EvalConfig
-from tracevote.evaluate import aggregate
-from tracevote.score import SCORE_COLUMNS
+from tracevote.core.config import MEASURES, EvalConfig
+from tracevote.deepconf.evaluate import aggregate
+from tracevote.deepconf.score import SCORE_COLUMNS
 
 GOAL_SECONDS = 10.0
 

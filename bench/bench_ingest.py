@@ -14,10 +14,10 @@ from typing import Any
 
 import numpy as np
 
-from tracevote.config import SimConfig
-from tracevote.ingest import _parse_slow, parse_completion
-from tracevote.records import clean_logprobs
-from tracevote.sim import SimModel
+from tracevote.core.config import SimConfig
+from tracevote.sampling.ingest import _parse_slow, parse_completion
+from tracevote.sim.model import SimModel
+from tracevote.store.logprobs import clean_logprobs
 
 TOP_K = 20
 SCALES = {"quick": (2, 1024, 2), "full": (8, 4096, 3)}  # responses, tokens each, rounds

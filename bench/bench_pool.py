@@ -12,13 +12,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from tracevote import codec
-from tracevote.config import SimConfig
-from tracevote.framing import FrameWriter, iter_payloads
-from tracevote.ingest import parse_completion
-from tracevote.interchange import for_storage
-from tracevote.prompting import build_messages
-from tracevote.sim import SimModel
+from tracevote.core.config import SimConfig
+from tracevote.sampling.ingest import parse_completion
+from tracevote.sampling.prompts import build_messages
+from tracevote.sim.model import SimModel
+from tracevote.store import codec
+from tracevote.store.framing import FrameWriter, iter_payloads
+from tracevote.store.interchange import for_storage
 
 GOAL_WITH_TOP = 48.0
 GOAL_WITHOUT_TOP = 12.0

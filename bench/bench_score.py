@@ -25,11 +25,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tracevote.confidence import token_confidence, trace_measures
-from tracevote.config import AnswersConfig, ConfidenceConfig
-from tracevote.extract import answer_candidates
-from tracevote.records import ProblemTraces
-from tracevote.score import score_problem
+from tracevote.answers.extract import answer_candidates
+from tracevote.core.config import AnswersConfig, ConfidenceConfig
+from tracevote.deepconf.confidence import trace_measures
+from tracevote.deepconf.score import score_problem
+from tracevote.store.logprobs import token_confidence
+from tracevote.store.records import ProblemTraces
 
 TOP_K = 20
 

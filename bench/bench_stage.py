@@ -35,12 +35,12 @@ import yaml
 
 from bench import official_offline
 from bench.bench_aggregate import synthetic_scores
-from tracevote import codec
-from tracevote.config import MEASURES, load_params
-from tracevote.datasets import load_problems
-from tracevote.fileio import write_parquet
-from tracevote.pool import Pool, Setting, write_manifest
-from tracevote.records import Sample
+from tracevote.core.config import MEASURES, load_params
+from tracevote.core.fileio import write_parquet
+from tracevote.datasets.problems import load_problems
+from tracevote.store import codec
+from tracevote.store.pool import Pool, Setting, write_manifest
+from tracevote.store.records import Sample
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE_PARAMS = ROOT / "tests" / "fixtures" / "params.yaml"

@@ -7,10 +7,10 @@ import argparse
 
 import pandas as pd
 
-from tracevote.config import load_params
-from tracevote.entry import stage_main
-from tracevote.evaluate import aggregate
-from tracevote.fileio import read_parquet_metadata, write_json
+from tracevote.core.config import load_params
+from tracevote.core.entry import stage_main
+from tracevote.core.fileio import read_parquet_metadata, write_json
+from tracevote.deepconf.evaluate import aggregate
 
 
 def main() -> None:

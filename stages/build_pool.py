@@ -10,16 +10,16 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from tracevote import backend
-from tracevote.budget import check_budget, simulated_as, spent_text
-from tracevote.build import BuildPlan, BuildSummary, plan_build, run_build
-from tracevote.config import Params, load_params
-from tracevote.datasets import Problem, load_problems
-from tracevote.entry import stage_main
-from tracevote.errors import TracevoteError
-from tracevote.pool import Pool, Setting, find_pool, write_manifest
-from tracevote.records import Sample
-from tracevote.retry import RetryNotice
+from tracevote.core.config import Params, load_params
+from tracevote.core.entry import stage_main
+from tracevote.core.errors import TracevoteError
+from tracevote.core.retry import RetryNotice
+from tracevote.datasets.problems import Problem, load_problems
+from tracevote.sampling import backend
+from tracevote.sampling.budget import check_budget, simulated_as, spent_text
+from tracevote.sampling.build import BuildPlan, BuildSummary, plan_build, run_build
+from tracevote.store.pool import Pool, Setting, find_pool, write_manifest
+from tracevote.store.records import Sample
 
 REBUILD_ENV = "TRACEVOTE_REBUILD"
 

@@ -7,8 +7,8 @@ no other stage depends on it and it never makes one re-run.
 
 import argparse
 
-from tracevote.config import load_params
-from tracevote.entry import stage_main
+from tracevote.core.config import load_params
+from tracevote.core.entry import stage_main
 
 
 def main() -> None:

@@ -7,11 +7,11 @@ id_key and answer_format, which fetch does not declare: they decide whether it w
 
 import argparse
 
-from tracevote.config import load_params
-from tracevote.datasets import normalize_rows
-from tracevote.entry import stage_main
-from tracevote.fetch import fetch_rows
-from tracevote.fileio import write_jsonl
+from tracevote.core.config import load_params
+from tracevote.core.entry import stage_main
+from tracevote.core.fileio import write_jsonl
+from tracevote.datasets.fetch import fetch_rows
+from tracevote.datasets.problems import normalize_rows
 
 
 def main() -> None:

@@ -2,11 +2,11 @@
 
 import argparse
 
-from tracevote.config import load_params
-from tracevote.datasets import normalize_rows
-from tracevote.entry import stage_main
-from tracevote.fetch import read_local_rows
-from tracevote.fileio import write_jsonl
+from tracevote.core.config import load_params
+from tracevote.core.entry import stage_main
+from tracevote.core.fileio import write_jsonl
+from tracevote.datasets.fetch import read_local_rows
+from tracevote.datasets.problems import normalize_rows
 
 
 def main() -> None:

@@ -7,12 +7,12 @@ from pathlib import Path
 import orjson
 import pandas as pd
 
-from tracevote import plots, report
-from tracevote.config import load_params
-from tracevote.datasets import load_problems
-from tracevote.entry import stage_main
-from tracevote.fileio import write_json, write_text
-from tracevote.results import AggregateResult
+from tracevote.core.config import load_params
+from tracevote.core.entry import stage_main
+from tracevote.core.fileio import write_json, write_text
+from tracevote.datasets.problems import load_problems
+from tracevote.deepconf.results import AggregateResult
+from tracevote.report import plots, tables
 
 
 def main() -> None:
@@ -30,17 +30,17 @@ def main() -> None:
     stored = orjson.loads(args.aggregate.read_bytes())
     result, simulated = AggregateResult.from_json(stored["result"]), bool(stored["simulated"])
 
-    text = report.render(result, k, simulated=simulated)
+    text = tables.render(result, k, simulated=simulated)
     print(text)
-    summary = report.summary_metrics(result, k, simulated=simulated)
-    table = report.results_table(result, k)
-    results = report.problem_results(result, k, load_problems(args.problems), simulated=simulated)
+    summary = tables.summary_metrics(result, k, simulated=simulated)
+    table = tables.results_table(result, k)
+    results = tables.problem_results(result, k, load_problems(args.problems), simulated=simulated)
     curve = plots.accuracy_curve(result)
     write_json(args.metrics / "summary.json", summary)
     write_json(args.metrics / "results.json", results)
     write_text(args.metrics / "report.txt", text + "\n")
-    write_text(args.metrics / "results.csv", report.table_csv(table))
-    write_text(args.metrics / "results.md", report.table_markdown(table, k, result.tie_break))
+    write_text(args.metrics / "results.csv", tables.table_csv(table))
+    write_text(args.metrics / "results.md", tables.table_markdown(table, k, result.tie_break))
     write_text(args.plots / "accuracy_vs_k.csv", curve.to_csv(index=False, float_format="%.6f"))
     plots.plot_accuracy(curve, result.methods, args.plots / "accuracy_vs_k.png", simulated=simulated)
     plots.plot_confidence(pd.read_parquet(args.scores), result.measures, args.plots / "confidence.png",

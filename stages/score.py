@@ -9,12 +9,12 @@ import argparse
 import os
 from pathlib import Path
 
-from tracevote.config import load_params
-from tracevote.datasets import load_problems
-from tracevote.entry import stage_main
-from tracevote.fileio import write_parquet
-from tracevote.pool import Pool, read_manifest
-from tracevote.score import score_pool
+from tracevote.core.config import load_params
+from tracevote.core.entry import stage_main
+from tracevote.core.fileio import write_parquet
+from tracevote.datasets.problems import load_problems
+from tracevote.deepconf.score import score_pool
+from tracevote.store.pool import Pool, read_manifest
 
 
 def main() -> None:

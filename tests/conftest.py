@@ -12,7 +12,8 @@ import pytest
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SHARED_DIR = REPO_ROOT.parent / "shared"
 # Tests start from these defaults, never from the workspace's params.yaml, which users edit.
-FIXTURE_PARAMS = Path(__file__).resolve().parent / "fixtures" / "params.yaml"
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+FIXTURE_PARAMS = FIXTURES / "params.yaml"
 EVENT_TIMEOUT_S = 300.0  # only reached when nothing happens at all, not when the machine is slow
 
 

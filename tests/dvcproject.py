@@ -12,7 +12,7 @@ from typing import Any
 import yaml
 
 from tests.conftest import FIXTURE_PARAMS, REPO_ROOT
-from tracevote.demo import copy_pipeline, deep_merge, write_params
+from tracevote.cli.demo import copy_pipeline, deep_merge, write_params
 
 BIN_DIR = Path(sys.executable).parent
 

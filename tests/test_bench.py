@@ -10,9 +10,9 @@ import pytest
 
 from bench import official_offline
 from bench.run import BENCHMARKS, render, run_isolated
-from tracevote.confidence import trace_measures
-from tracevote.config import ConfidenceConfig
-from tracevote.records import ProblemTraces
+from tracevote.core.config import ConfidenceConfig
+from tracevote.deepconf.confidence import trace_measures
+from tracevote.store.records import ProblemTraces
 
 
 @pytest.fixture(scope="module")

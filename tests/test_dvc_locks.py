@@ -11,8 +11,8 @@ import pytest
 import yaml
 
 from tests.conftest import wait_for
-from tracevote.dvclock import clear_stale_locks
-from tracevote.dvcstate import already_built
+from tracevote.core.dvclock import clear_stale_locks
+from tracevote.core.dvcstate import already_built
 
 
 def dead_pid() -> int:

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from tests.dvcproject import dvc, make_project, run, update_params
-from tracevote.demo import BUILTIN_PROBLEMS
+from tracevote.cli.demo import BUILTIN_PROBLEMS
 
 pytestmark = pytest.mark.slow
 

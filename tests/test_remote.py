@@ -17,9 +17,9 @@ from moto.server import ThreadedMotoServer
 
 from tests.dvcproject import dvc, make_project, project_env, run
 from tests.test_pipeline import ran_stages, small_sim_params
-from tracevote.config import SimConfig
-from tracevote.sim import SimModel
-from tracevote.simserver import running_server
+from tracevote.core.config import SimConfig
+from tracevote.sim.model import SimModel
+from tracevote.sim.server import running_server
 
 pytestmark = pytest.mark.slow
 S3_ENV = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}

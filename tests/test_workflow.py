@@ -15,10 +15,10 @@ from tests.conftest import REPO_ROOT, wait_for
 from tests.dvcproject import dvc, make_project, project_env, run
 from tests.test_dvc_locks import sleeper
 from tests.test_pipeline import small_sim_params
-from tracevote.config import SimConfig
-from tracevote.sim import SimModel
-from tracevote.simfaults import parse_faults
-from tracevote.simserver import start_server, stop_server
+from tracevote.core.config import SimConfig
+from tracevote.sim.faults import parse_faults
+from tracevote.sim.model import SimModel
+from tracevote.sim.server import start_server, stop_server
 
 pytestmark = pytest.mark.slow
 VENV = Path(sys.executable).parent.parent

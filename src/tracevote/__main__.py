@@ -1,3 +1,3 @@
-from tracevote.cli import main
+from tracevote.cli.main import main
 
 raise SystemExit(main())

@@ -1,0 +1,1 @@
+"""`python -m tracevote ...`: argument parsing, the commands behind it, and `make demo`."""

@@ -1,0 +1,182 @@
+"""What each `python -m tracevote` command does. tracevote.cli.main parses the arguments and calls one of these.
+
+Heavy modules (numpy, pandas, pyarrow, requests, the pool and the simulator) are imported inside the
+command that needs them, so `--help`, `--version` and `report` start in a fraction of a second.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from tracevote.core.errors import DataError
+
+if TYPE_CHECKING:
+    from tracevote.core.config import Params
+    from tracevote.store.pool import Pool
+
+REPORT_FILES = {"text": "report.txt", "csv": "results.csv", "md": "results.md"}
+
+
+def cmd_unlock(args: argparse.Namespace) -> int:
+    from tracevote.core.dvclock import clear_stale_locks
+
+    for entry in clear_stale_locks(Path(args.rwlock)):
+        print(f"unlock: cleared the {entry.mode} lock on {entry.path} left by process {entry.pid}, which is "
+              f"no longer running DVC ({entry.cmd or 'unknown command'})")
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from tracevote.cli import demo
+
+    repo = Path.cwd()
+    scratch = repo / "demo"
+    problems = Path(args.dataset) if args.dataset else demo.BUILTIN_PROBLEMS
+    demo.prepare(repo, scratch, problems)
+    print(f"demo: simulated model on {problems} in the scratch project {scratch} (your workspace is untouched)")
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    for command in (["init", "--no-scm", "-q"], ["repro"]):
+        completed = subprocess.run([sys.executable, "-m", "dvc", *command], cwd=scratch, env=env, check=False)
+        if completed.returncode != 0:
+            print(f"demo: `dvc {' '.join(command)}` failed in {scratch}", file=sys.stderr)
+            return completed.returncode
+    print(f"\ndemo: done. Report: {scratch}/metrics/summary.json and {scratch}/metrics/results.json; "
+          f"plots: {scratch}/plots/accuracy_vs_k.png, {scratch}/plots/confidence.png")
+    return 0
+
+
+def _pool_for(args: argparse.Namespace, *, create: bool) -> tuple[Params, Pool]:
+    from tracevote.core.config import load_params
+    from tracevote.store.pool import Pool, Setting, find_pool
+
+    params = load_params(args.params)
+    if args.pool_dir:
+        return params, Pool(Path(args.pool_dir))
+    dataset_dir = Path("pools") / (args.dataset or params.dataset.name)
+    setting = Setting.from_params(params)
+    if create:
+        return params, Pool.open_or_create(dataset_dir, setting, simulated=params.model.backend == "sim")
+    pool = find_pool(dataset_dir, setting)
+    if pool is None:
+        raise DataError(f"{dataset_dir / setting.folder_name}: no pool for the setting params.yaml describes "
+                        f"(run `make repro`, or name one with --pool-dir)")
+    return params, pool
+
+
+def cmd_pool_export(args: argparse.Namespace) -> int:
+    from tracevote.store.interchange import export_pool
+
+    _, pool = _pool_for(args, create=False)
+    count = export_pool(pool, pool.problem_ids(), sys.stdout.buffer)
+    print(f"pool export: {count} samples from {pool.root}", file=sys.stderr)
+    return 0
+
+
+def cmd_pool_import(args: argparse.Namespace) -> int:
+    from tracevote.core.config import load_params
+    from tracevote.datasets.problems import load_problems
+    from tracevote.store.interchange import store_file, validate_file
+
+    params = load_params(args.params)
+    problems = load_problems(args.problems or f"data/{args.dataset or params.dataset.name}.jsonl")
+    n_pool = None if args.allow_any_sample_id else params.pool.n_pool
+    # validated before the pool is opened: opening a new setting's pool creates its folder
+    checked = validate_file(Path(args.samples), {p.id for p in problems}, n_pool=n_pool)
+    _, pool = _pool_for(args, create=True)
+    summary = store_file(Path(args.samples), checked, pool, problems,
+                         keep_top_logprobs=params.pool.keep_top_logprobs)
+    print(f"pool import: {summary.read} samples read, {summary.stored} stored, {summary.already_stored} already "
+          f"in {pool.root}" + (" (SIMULATED)" if summary.simulated else ""))
+    return 0
+
+
+def cmd_pool_status(args: argparse.Namespace) -> int:
+    from tracevote.core.config import load_params
+    from tracevote.store.pool import Pool, Setting
+
+    params = load_params(args.params)
+    dataset_dir = Path("pools") / (args.dataset or params.dataset.name)
+    active = Setting.from_params(params).folder_name
+    roots = sorted(p.parent for p in dataset_dir.glob("*/pool.json"))
+    if not roots:
+        print(f"no pools under {dataset_dir}")
+    for root in roots:
+        pool = Pool(root)
+        counts = [len(pool.stored_ids(pid)) for pid in pool.problem_ids()] or [0]
+        setting = pool.meta["setting"]
+        print(f"{'*' if root.name == active else ' '} {root}: {len(counts)} problems, {min(counts)}-{max(counts)} "
+              f"samples each; {setting['model']} T={setting['temperature']} max_tokens={setting['max_tokens']} "
+              f"top_logprobs={setting['top_logprobs']}" + ("  SIMULATED" if pool.simulated else ""))
+    return 0
+
+
+def cmd_sim_server(args: argparse.Namespace) -> int:
+    from tracevote.core.config import load_params
+    from tracevote.datasets.problems import load_problems
+    from tracevote.sim.faults import parse_faults
+    from tracevote.sim.model import SimModel
+    from tracevote.sim.server import ServerOptions, serve
+
+    params = load_params(args.params)
+    answers = {p.problem: p.answer for p in load_problems(args.problems)} if args.problems else {}
+    options = ServerOptions(api_key=args.api_key, models=tuple(args.models.split(",")) if args.models else None,
+                            no_balance=args.no_balance)
+    print(f"sim-server: SIMULATED model (seed {params.model.sim.seed}, signal {params.model.sim.signal}), "
+          f"faults {args.faults or 'none'}; ^C stops it", flush=True)
+    serve(args.host, args.port, SimModel(params.model.sim, answers), parse_faults(args.faults or ""), options,
+          on_ready=lambda url: print(f"sim-server: listening on {url}", flush=True))
+    return 0
+
+
+def cmd_probe(args: argparse.Namespace) -> int:
+    from tracevote.core.config import load_params
+    from tracevote.sampling import backend
+
+    params = load_params(args.params)
+    api_key = backend.api_key_for(params.model, os.environ, Path(".env"), missing=0)
+    with backend.open_sampler(params, [], api_key,
+                              on_retry=lambda notice: print(notice.render(), file=sys.stderr, flush=True)) as sampler:
+        report = sampler.probe()
+    print(report.render())
+    return 0 if report.informative else 1
+
+
+def cmd_estimate(args: argparse.Namespace) -> int:
+    from tracevote.core.config import load_params
+    from tracevote.datasets.problems import load_problems
+    from tracevote.sampling import budget
+    from tracevote.store.pool import Setting
+
+    params = load_params(args.params)
+    problems = load_problems(args.problems or f"data/{params.dataset.name}.jsonl")
+    setting = Setting.from_params(params)
+    sizes = [setting.prompt_bytes(p) for p in problems]
+    print(f"{len(problems)} problems, max_tokens {setting.max_tokens}, "
+          f"output at {params.pool.pricing.expected_output_fraction:.0%} of max_tokens; "
+          f"pool.max_cost_usd is ${params.pool.max_cost_usd:.2f}")
+    for n_pool in sorted({*args.n_pool, params.pool.n_pool}):
+        cost = budget.estimate(sizes * n_pool, setting.max_tokens, params.pool.pricing,
+                               simulated_as=budget.simulated_as(params.model))
+        marker = "  <- params.yaml" if n_pool == params.pool.n_pool else ""
+        over = "  (over the cap)" if cost.usd > params.pool.max_cost_usd else ""
+        print(f"  n_pool {n_pool:>5}: {cost.render()}{over}{marker}")
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    """Print the report stage's last output as it is; the stage, not this command, renders it."""
+    path = Path(args.metrics) / REPORT_FILES[args.format]
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        print(f"no report yet: run `make repro` (or `dvc repro report`); {path} does not exist", file=sys.stderr)
+        return 1
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DataError(f"{path}: cannot read the report ({exc})") from exc
+    sys.stdout.write(text)
+    return 0

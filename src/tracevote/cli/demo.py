@@ -1,0 +1,80 @@
+"""`make demo`: the whole pipeline on the simulated model, in a scratch DVC project.
+
+The scratch copy (`demo/`, ignored by git and DVC) gets this repository's dvc.yaml and stage
+scripts, and a params.yaml switched to the simulated model and a small pool. The workspace's own
+params.yaml, dvc.lock, pools and metrics are never touched.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import orjson
+import yaml
+
+from tracevote.core.errors import DataError
+
+BUILTIN_PROBLEMS = Path(__file__).parents[1] / "datasets" / "data" / "demo_problems.jsonl"
+PIPELINE_FILES = ("dvc.yaml", ".dvcignore")
+DEMO_POOL = 64
+
+
+def demo_overrides(problems: Path, *, problem_key: str) -> dict[str, Any]:
+    """params.yaml changes for the demo: simulated model, small pool, shorter traces."""
+    ks = [1, 2, 4, 8, 16, 32, DEMO_POOL]
+    return {
+        "dataset": {"name": "demo" if problems == BUILTIN_PROBLEMS else f"demo_{problems.stem}",
+                    "problem_key": problem_key,
+                    "source": {"hf_dataset": None, "path": str(problems.resolve())}},
+        "model": {"backend": "sim", "name": "tracevote-sim", "needs_key": False, "extra_body": {},
+                  "sim": {"mean_tokens": 1200}},
+        "pool": {"n_pool": DEMO_POOL},
+        "confidence": {"group_size": 256, "tail_tokens": 256},
+        "eval": {"k": ks, "repeat": 32},
+        "report": {"k": DEMO_POOL},
+    }
+
+
+def guess_problem_key(problems: Path) -> str:
+    """"problem", or "question" for files that use it (the shared AIME files do)."""
+    if not problems.is_file():
+        raise DataError(f"{problems}: demo dataset not found")
+    first = orjson.loads(problems.read_bytes().splitlines()[0])
+    return "question" if "problem" not in first and "question" in first else "problem"
+
+
+def prepare(repo: Path, scratch: Path, problems: Path) -> None:
+    """A fresh scratch project: the pipeline files, the stage scripts and demo params."""
+    if scratch.exists():
+        shutil.rmtree(scratch)
+    copy_pipeline(repo, scratch, repo / "params.yaml",
+                  demo_overrides(problems, problem_key=guess_problem_key(problems)))
+
+
+def copy_pipeline(repo: Path, dest: Path, params_source: Path, overrides: dict[str, Any]) -> None:
+    """dvc.yaml, the stage scripts and the library sources they depend on, and `params_source` with overrides
+    as dest/params.yaml (the demo starts from the user's params.yaml, the tests from their own fixture)."""
+    dest.mkdir(parents=True, exist_ok=True)
+    for name in PIPELINE_FILES:
+        shutil.copy(repo / name, dest / name)
+    shutil.copytree(repo / "stages", dest / "stages", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(repo / "src", dest / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    params = yaml.safe_load(params_source.read_text(encoding="utf-8"))
+    write_params(dest / "params.yaml", deep_merge(params, overrides))
+
+
+def write_params(path: Path, params: dict[str, Any]) -> None:
+    path.write_text(yaml.safe_dump(params, sort_keys=False, allow_unicode=True), encoding="utf-8")
+
+
+def deep_merge(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
+    """{"a": {"b": 1, "c": 2}} merged with {"a": {"c": 3}} -> {"a": {"b": 1, "c": 3}}."""
+    merged = dict(base)
+    for key, value in overrides.items():
+        if isinstance(value, dict) and value and isinstance(merged.get(key), dict):
+            merged[key] = deep_merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged

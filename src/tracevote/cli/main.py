@@ -1,0 +1,145 @@
+"""`python -m tracevote …`: the one command-line entry point besides the DVC stage scripts."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+
+from tracevote import __version__
+from tracevote.cli import commands
+from tracevote.core.entry import stage_main
+
+Handler = Callable[[argparse.Namespace], int]
+DESCRIPTION = ("tracevote: majority and DeepConf voting measured over tracked trace pools. `dvc repro` (or "
+               "`make repro`) runs the pipeline; these commands check, price, inspect and report around it.")
+PARAMS_HELP = "the params file to read (default: %(default)s)"
+PROBLEMS_HELP = "normalized problems, one JSON object a line (default: data/<dataset>.jsonl)"
+
+
+def package_version() -> str:
+    """The installed distribution's version; the source tree's __version__ when tracevote is not installed."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("tracevote")
+    except PackageNotFoundError:
+        return __version__
+
+
+def int_at_least(minimum: int, what: str) -> Callable[[str], int]:
+    """An argparse `type=`: int_at_least(1, "a pool size")("0") raises "0 is not a pool size (an integer >= 1)"."""
+    return int_between(minimum, None, what)
+
+
+def int_between(minimum: int, maximum: int | None, what: str) -> Callable[[str], int]:
+    bounds = f">= {minimum}" if maximum is None else f"from {minimum} to {maximum}"
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {what} (an integer {bounds})") from None
+        if value < minimum or (maximum is not None and value > maximum):
+            raise argparse.ArgumentTypeError(f"{value} is not {what} (an integer {bounds})")
+        return value
+
+    return parse
+
+
+def add_pool_commands(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    pool = subparsers.add_parser("pool", help="inspect, export and import trace pools",
+                                description="Inspect, export and import trace pools.")
+    actions = pool.add_subparsers(dest="pool_command", required=True, metavar="ACTION")
+    for name, handler, text in (
+        ("status", commands.cmd_pool_status, "list this dataset's pools (* = the setting params.yaml selects)"),
+        ("export", commands.cmd_pool_export, "write the pool as JSON lines to stdout"),
+        ("import", commands.cmd_pool_import, "add samples from a JSON-lines file to the pool, all or nothing"),
+    ):
+        action = actions.add_parser(name, help=text, description=text[0].upper() + text[1:] + ".")
+        action.add_argument("--params", default="params.yaml", help=PARAMS_HELP)
+        action.add_argument("--dataset", help="dataset name (default: dataset.name in the params file)")
+        if name != "status":
+            action.add_argument("--pool-dir", help="a pool folder, instead of the setting the params file describes")
+        if name == "import":
+            action.add_argument("samples", help="the JSON-lines file (format: README, Interchange format)")
+            action.add_argument("--problems", help=PROBLEMS_HELP)
+            action.add_argument("--allow-any-sample-id", action="store_true",
+                                help="admit sample ids outside 0..pool.n_pool-1 (refused by default)")
+        action.set_defaults(handler=handler)
+
+
+def add_run_commands(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    probe = subparsers.add_parser("probe", help="check that the endpoint's logprobs carry a confidence signal")
+    probe.add_argument("--params", default="params.yaml", help=PARAMS_HELP)
+    probe.set_defaults(handler=commands.cmd_probe)
+
+    estimate = subparsers.add_parser("estimate", help="the cost of a pool of several sizes, before spending")
+    estimate.add_argument("--params", default="params.yaml", help=PARAMS_HELP)
+    estimate.add_argument("--problems", help=PROBLEMS_HELP)
+    estimate.add_argument("--n-pool", type=int_at_least(1, "a pool size"), nargs="+", metavar="N",
+                          default=[64, 256, 512, 1024, 4096],
+                          help="pool sizes (samples per problem) to price, besides pool.n_pool "
+                               "(default: %(default)s)")
+    estimate.set_defaults(handler=commands.cmd_estimate)
+
+    report = subparsers.add_parser("report", help="print the last report, or its results table as CSV or Markdown")
+    report.add_argument("--format", choices=sorted(commands.REPORT_FILES), default="text",
+                        help="text: the printed report; csv or md: the per-method results table "
+                             "(default: %(default)s)")
+    report.add_argument("--metrics", default="metrics", metavar="DIR",
+                        help="the folder the report stage writes (default: %(default)s)")
+    report.set_defaults(handler=commands.cmd_report)
+
+
+def add_other_commands(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    demo = subparsers.add_parser("demo", help="the whole pipeline on the simulated model, in ./demo")
+    demo.add_argument("--dataset", help="a .jsonl of problems (default: the built-in demo set)")
+    demo.set_defaults(handler=commands.cmd_demo)
+
+    unlock = subparsers.add_parser("unlock", help="clear DVC stage locks left by killed `dvc repro` runs")
+    unlock.add_argument("--rwlock", default=".dvc/tmp/rwlock", help="DVC's lock table (default: %(default)s)")
+    unlock.set_defaults(handler=commands.cmd_unlock)
+
+
+
+def add_sim_server(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    sim = subparsers.add_parser("sim-server", help="serve the simulated model with DeepSeek's wire format")
+    sim.add_argument("--params", default="params.yaml", help="model.sim is read from here (default: %(default)s)")
+    sim.add_argument("--host", default="127.0.0.1", help="address to listen on (default: %(default)s)")
+    sim.add_argument("--port", type=int_between(1, 65535, "a TCP port"), default=8765,
+                     help="port to listen on (default: %(default)s)")
+    sim.add_argument("--faults", help="e.g. all=0.2 or 429=0.05,drop=0.05,slow_s=0.2 (README: fault spec)")
+    sim.add_argument("--problems", help="normalized problems whose gold answers the sim should know")
+    sim.add_argument("--api-key", help="require this bearer key (401 otherwise)")
+    sim.add_argument("--models", help="comma-separated model names to accept (400 Model Not Exist otherwise)")
+    sim.add_argument("--no-balance", action="store_true", help="answer every request with 402")
+    sim.set_defaults(handler=commands.cmd_sim_server)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m tracevote", description=DESCRIPTION)
+    parser.add_argument("--version", action="version", version=f"tracevote {package_version()}")
+    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    add_run_commands(subparsers)
+    add_pool_commands(subparsers)
+    add_sim_server(subparsers)
+    add_other_commands(subparsers)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    handler: Handler = args.handler
+    code = 0
+
+    def run() -> None:
+        nonlocal code
+        code = handler(args)
+
+    stage_main(run)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

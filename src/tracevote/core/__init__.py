@@ -1,0 +1,1 @@
+"""What every layer shares: params.yaml's typed views, user-facing errors, atomic files, DVC state."""

@@ -1,0 +1,232 @@
+"""Typed, frozen views of params.yaml, validated once where the file is read.
+
+Every section is a frozen dataclass, so anything derived from a config can be cached on it.
+A missing key, an unknown key or a value of the wrong type is an error naming the key and value.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+from tracevote.core.errors import ConfigError
+from tracevote.core.typedconfig import build, require
+
+Backend = Literal["openai", "sim"]
+AnswerFormat = Literal["aime", "integer"]
+Fallback = Literal["last_integer", "none"]
+TieBreak = Literal["smallest", "first", "fractional"]
+MEASURES: tuple[str, ...] = ("avg", "bottom10", "lowest", "tail")
+
+
+@dataclass(frozen=True)
+class SourceConfig:
+    hf_dataset: str | None
+    hf_config: str
+    hf_split: str
+    api_url: str
+    path: str | None
+
+    def validate(self, where: str) -> None:
+        if not self.hf_dataset and not self.path:
+            raise ConfigError(f"{where}: set hf_dataset or path (both are empty)")
+
+
+@dataclass(frozen=True)
+class DatasetConfig:
+    name: str
+    source: SourceConfig
+    problem_key: str
+    answer_key: str
+    id_key: str | None
+    answer_format: AnswerFormat
+
+    def validate(self, where: str) -> None:
+        if not self.name or "/" in self.name or self.name.startswith("."):
+            raise ConfigError(f"{where}.name: {self.name!r} must be a plain file name")
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    seed: int
+    signal: float
+    accuracy: float
+    mean_tokens: int
+
+    def validate(self, where: str) -> None:
+        require(0.0 <= self.accuracy <= 1.0, where, "accuracy", self.accuracy, "a fraction in [0, 1]")
+        require(self.signal >= 0.0, where, "signal", self.signal, ">= 0")
+        require(self.mean_tokens >= 8, where, "mean_tokens", self.mean_tokens, ">= 8")
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    backend: Backend
+    base_url: str
+    name: str
+    extra_body: dict[str, Any]
+    api_key_env: str
+    needs_key: bool
+    sim: SimConfig
+
+    def validate(self, where: str) -> None:
+        require(bool(self.name), where, "name", self.name, "a model name")
+        require(self.base_url.startswith(("http://", "https://")), where, "base_url", self.base_url,
+                "an http(s) URL")
+
+
+@dataclass(frozen=True)
+class PromptConfig:
+    system: str | None
+    template: str
+
+    def validate(self, where: str) -> None:
+        require("{problem}" in self.template, where, "template", self.template, "text containing {problem}")
+
+
+@dataclass(frozen=True)
+class DecodingConfig:
+    temperature: float
+    top_p: float | None
+    max_tokens: int
+    top_logprobs: int
+
+    def validate(self, where: str) -> None:
+        require(0.0 <= self.temperature <= 2.0, where, "temperature", self.temperature, "in [0, 2]")
+        require(self.top_p is None or 0.0 < self.top_p <= 1.0, where, "top_p", self.top_p, "in (0, 1]")
+        require(self.max_tokens >= 1, where, "max_tokens", self.max_tokens, ">= 1")
+        require(0 <= self.top_logprobs <= 20, where, "top_logprobs", self.top_logprobs, "0-20")
+
+
+@dataclass(frozen=True)
+class PricingConfig:
+    checked: str
+    input_cache_miss: float
+    input_cache_hit: float
+    output: float
+    expected_output_fraction: float
+
+    def validate(self, where: str) -> None:
+        for key in ("input_cache_miss", "input_cache_hit", "output"):
+            require(getattr(self, key) >= 0, where, key, getattr(self, key), ">= 0")
+        fraction = self.expected_output_fraction
+        require(0 < fraction <= 1, where, "expected_output_fraction", fraction, "in (0, 1]")
+
+
+@dataclass(frozen=True)
+class PoolConfig:
+    n_pool: int
+    concurrency: int
+    request_timeout_s: float
+    max_retries: int
+    max_cost_usd: float
+    keep_top_logprobs: bool
+    keep_raw: bool
+    allow_uninformative_logprobs: bool
+    pricing: PricingConfig
+
+    def validate(self, where: str) -> None:
+        require(self.n_pool >= 1, where, "n_pool", self.n_pool, ">= 1")
+        require(1 <= self.concurrency <= 256, where, "concurrency", self.concurrency, "1-256")
+        require(self.request_timeout_s > 0, where, "request_timeout_s", self.request_timeout_s, "> 0")
+        require(self.max_retries >= 0, where, "max_retries", self.max_retries, ">= 0")
+        require(self.max_cost_usd >= 0, where, "max_cost_usd", self.max_cost_usd, ">= 0")
+
+
+@dataclass(frozen=True)
+class ConfidenceConfig:
+    group_size: int
+    bottom_fraction: float
+    tail_tokens: int
+
+    def validate(self, where: str) -> None:
+        require(self.group_size >= 1, where, "group_size", self.group_size, ">= 1")
+        require(0 < self.bottom_fraction <= 1, where, "bottom_fraction", self.bottom_fraction, "in (0, 1]")
+        require(self.tail_tokens >= 1, where, "tail_tokens", self.tail_tokens, ">= 1")
+
+
+@dataclass(frozen=True)
+class AnswersConfig:
+    """Where a trace without a boxed answer may still get one (see tracevote.answers.extract.resolve_answer)."""
+
+    fallback: Fallback  # last_integer: the last number in the text; none: the official code's rule
+    truncated_fallback: bool  # false: a trace cut off at max_tokens never takes the fallback
+
+
+@dataclass(frozen=True)
+class EvalConfig:
+    k: tuple[int, ...]
+    repeat: int
+    seed: int
+    etas: tuple[float, ...]
+    tie_break: TieBreak = "smallest"  # smallest answer wins; first met in the working set wins; t-way tie scores 1/t
+
+    def validate(self, where: str) -> None:
+        require(len(self.k) > 0 and all(k >= 1 for k in self.k), where, "k", list(self.k),
+                "a non-empty list of integers >= 1")
+        require(len(set(self.k)) == len(self.k), where, "k", list(self.k), "without repeats")
+        require(self.repeat >= 1, where, "repeat", self.repeat, ">= 1")
+        require(all(0 < eta <= 1 for eta in self.etas), where, "etas", list(self.etas), "fractions in (0, 1]")
+        for eta in self.etas:
+            require(eta_percent(eta) is not None, where, "etas", eta, WHOLE_PERCENT)
+        percents = [eta_percent(eta) for eta in self.etas]
+        require(len(set(percents)) == len(percents), where, "etas", list(self.etas),
+                f"distinct percentages: they name the methods <measure>_top<percent> (here {percents})")
+
+
+# subtle: a rounded name would hide the real eta, e.g. report 0.125 as `avg_top12`
+WHOLE_PERCENT = "a whole percentage (0.1, 0.05, ...) to name a method"
+
+
+def eta_percent(eta: float) -> int | None:
+    """The percentage in the names of eta's methods (0.1 -> 10: `avg_top10`), or None when eta is not a
+    whole percentage (0.125). 0.1 + 1e-12 is 10 too; EvalConfig.validate refuses both in one list."""
+    percent = round(eta * 100)
+    return percent if math.isclose(eta * 100, percent, abs_tol=1e-9) else None
+
+
+@dataclass(frozen=True)
+class ReportConfig:
+    k: int
+
+    def validate(self, where: str) -> None:
+        require(self.k >= 1, where, "k", self.k, ">= 1")
+
+
+@dataclass(frozen=True)
+class Params:
+    dataset: DatasetConfig
+    model: ModelConfig
+    prompt: PromptConfig
+    decoding: DecodingConfig
+    pool: PoolConfig
+    confidence: ConfidenceConfig
+    answers: AnswersConfig
+    eval: EvalConfig
+    report: ReportConfig
+
+    def validate(self, where: str) -> None:
+        too_large = [k for k in self.eval.k if k > self.pool.n_pool]
+        require(not too_large, "eval", "k", too_large, f"at most pool.n_pool ({self.pool.n_pool})")
+        require(self.report.k in self.eval.k, "report", "k", self.report.k,
+                f"one of eval.k {list(self.eval.k)}")
+
+
+def load_params(path: str | Path = "params.yaml") -> Params:
+    """Read and validate params.yaml; errors name the file, the key and the bad value."""
+    path = Path(path)
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise ConfigError(f"{path}: not found") from exc
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
+    try:
+        params = build(Params, raw or {}, "")
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+    return params

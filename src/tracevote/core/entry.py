@@ -1,0 +1,25 @@
+"""How every entry point (stage scripts and the CLI) reports a user-facing error: one message, exit 2."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+
+from tracevote.core.errors import TracevoteError
+
+
+def stage_main(main: Callable[[], object]) -> None:
+    """Run an entry point; a TracevoteError prints `error: <message>` and exits 2, with no traceback."""
+    try:
+        main()
+    except TracevoteError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        raise SystemExit(130) from None
+    except BrokenPipeError:
+        # the reader went away (`... | head`): stop quietly, and keep Python from complaining at exit
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        raise SystemExit(141) from None

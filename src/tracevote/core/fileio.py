@@ -1,0 +1,105 @@
+"""Writes that never leave a partial file behind: write beside the target, then rename over it."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+import orjson
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from tracevote.core.errors import DataError
+
+
+@contextlib.contextmanager
+def atomic_path(target: str | Path) -> Iterator[Path]:
+    """Yield a temporary path in the target's folder; rename it over the target only on success.
+
+    >>> with atomic_path("out.jsonl") as tmp:
+    ...     tmp.write_text("...")   # out.jsonl appears whole, or not at all
+    """
+    target = Path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    os.close(fd)
+    tmp = Path(name)
+    try:
+        yield tmp
+        with open(tmp, "rb") as handle:
+            os.fsync(handle.fileno())
+        os.chmod(tmp, _CREATED_MODE)  # mkstemp makes 0600; outputs get the mode any new file would
+        os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _created_mode() -> int:
+    umask = os.umask(0)  # reading the umask means setting it: done once, at import, before any thread
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
+_CREATED_MODE = _created_mode()
+
+
+def parse_json_object(line: bytes, where: str) -> dict:
+    """One JSON object, or a DataError naming `where` (e.g. "data/x.jsonl: line 3")."""
+    try:
+        record = orjson.loads(line)
+    except orjson.JSONDecodeError as exc:
+        raise DataError(f"{where}: not valid JSON ({exc})") from exc
+    if not isinstance(record, dict):
+        raise DataError(f"{where}: expected an object, got {type(record).__name__}")
+    return record
+
+
+def write_text(target: str | Path, text: str) -> None:
+    with atomic_path(target) as tmp:
+        tmp.write_text(text, encoding="utf-8")
+
+
+def write_json(target: str | Path, obj: object) -> None:
+    with atomic_path(target) as tmp:
+        tmp.write_bytes(orjson.dumps(obj, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n")
+
+
+def write_jsonl(target: str | Path, records: Iterable[object]) -> None:
+    with atomic_path(target) as tmp, open(tmp, "wb") as out:
+        for record in records:
+            out.write(orjson.dumps(record) + b"\n")
+
+
+def write_parquet(target: str | Path, frames: Iterable[pd.DataFrame], metadata: dict[str, str]) -> int:
+    """Stream data frames into one Parquet file (a row group each); returns the row count.
+
+    `metadata` lands in the file's schema metadata, e.g. {"simulated": "true"}.
+    """
+    rows = 0
+    with atomic_path(target) as tmp:
+        writer: pq.ParquetWriter | None = None
+        try:
+            for frame in frames:
+                table = pa.Table.from_pandas(frame, preserve_index=False)
+                if writer is None:
+                    schema = table.schema.with_metadata({**(table.schema.metadata or {}), **_encode(metadata)})
+                    writer = pq.ParquetWriter(tmp, schema, compression="zstd")
+                writer.write_table(table.cast(writer.schema))
+                rows += len(frame)
+        finally:
+            if writer is not None:
+                writer.close()
+    return rows
+
+
+def read_parquet_metadata(path: str | Path) -> dict[str, str]:
+    raw = pq.read_schema(path).metadata or {}
+    return {k.decode(): v.decode() for k, v in raw.items() if not k.startswith(b"pandas")}
+
+
+def _encode(metadata: dict[str, str]) -> dict[bytes, bytes]:
+    return {k.encode(): v.encode() for k, v in metadata.items()}

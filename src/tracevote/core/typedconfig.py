@@ -1,0 +1,92 @@
+"""A frozen dataclass from a parsed YAML mapping, with every key and value type checked.
+
+    build(DecodingConfig, {"temperature": "hot", ...}, "decoding")
+    -> ConfigError("decoding.temperature: expected a number, got 'hot'")
+
+Nested dataclasses, `X | None`, Literal, tuple[X, ...] and dict fields are read recursively; ints are
+accepted where floats are expected. After construction, the object's own `validate(where)` runs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import types
+import typing
+from typing import Any, Literal
+
+from tracevote.core.errors import ConfigError
+
+
+def build(cls: type, raw: Any, where: str) -> Any:
+    """Construct dataclass `cls` from a mapping, checking keys and value types recursively."""
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{where or 'top level'}: expected a mapping, got {raw!r}")
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    hints = typing.get_type_hints(cls)
+    required = {n for n, f in fields.items() if f.default is dataclasses.MISSING}
+    unknown = sorted(set(raw) - set(fields))
+    if unknown:
+        raise ConfigError(f"{_join(where, unknown[0])}: unknown key (known: {', '.join(sorted(fields))})")
+    missing = sorted(required - set(raw))
+    if missing:
+        raise ConfigError(f"{_join(where, missing[0])}: missing")
+    values = {name: _coerce(hints[name], raw[name], _join(where, name)) for name in raw}
+    obj = cls(**values)
+    if hasattr(obj, "validate"):
+        obj.validate(where)
+    return obj
+
+
+def _coerce(hint: Any, value: Any, where: str) -> Any:
+    origin = typing.get_origin(hint)
+    args = typing.get_args(hint)
+    if dataclasses.is_dataclass(hint):
+        return build(hint, value, where)
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        inner = [a for a in args if a is not type(None)]
+        return _coerce(inner[0], value, where)
+    if origin is Literal:
+        if value not in args:
+            raise ConfigError(f"{where}: {value!r} is not one of {', '.join(map(repr, args))}")
+        return value
+    if origin is tuple:
+        if not isinstance(value, list):
+            raise ConfigError(f"{where}: expected a list, got {value!r}")
+        return tuple(_coerce(args[0], item, f"{where}[{i}]") for i, item in enumerate(value))
+    if origin is dict or hint is dict:
+        if not isinstance(value, dict):
+            raise ConfigError(f"{where}: expected a mapping, got {value!r}")
+        return value
+    return _scalar(hint, value, where)
+
+
+def _scalar(hint: Any, value: Any, where: str) -> Any:
+    if hint is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(f"{where}: expected true or false, got {value!r}")
+        return value
+    if hint is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"{where}: expected an integer, got {value!r}")
+        return value
+    if hint is float:
+        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+            raise ConfigError(f"{where}: expected a number, got {value!r}")
+        return float(value)
+    if hint is str:
+        if not isinstance(value, str):
+            raise ConfigError(f"{where}: expected a string, got {value!r}")
+        return value
+    raise TypeError(f"unsupported config type {hint!r} at {where}")
+
+
+def require(ok: bool, where: str, key: str, value: Any, expected: str) -> None:
+    if not ok:
+        raise ConfigError(f"{_join(where, key)}: {value!r} must be {expected}")
+
+
+def _join(where: str, key: str) -> str:
+    return f"{where}.{key}" if where else key

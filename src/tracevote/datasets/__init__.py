@@ -1,0 +1,1 @@
+"""Problems: fetching a dataset, normalizing it, and reading the normalized file back."""

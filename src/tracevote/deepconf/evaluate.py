@@ -1,0 +1,258 @@
+"""The aggregate core: score table -> accuracy of every method at every K, and what explains it
+(the records are in tracevote.deepconf.results; validity, confidence and AUROC in tracevote.deepconf.sample_stats).
+
+Methods (names used in outputs): `pass1`, `cons`, `<measure>` (weighted vote, e.g. `bottom10`) and
+`<measure>_top<η%>` (top-η filter, then weighted vote, e.g. `tail_top90`); rules in tracevote.deepconf.voting.
+A valid sample whose measure is NaN (no token had a confidence) votes in Cons@K but casts no weighted
+vote for that measure and does not enter its top-η percentile.
+
+Working sets: for problem p (pool of n samples, ordered by sample_id) and K < n, the r-th working set
+is the K samples with the smallest keys in row r of `rng.random((cfg.repeat, n))`, in key order,
+where rng = default_rng(SeedSequence(cfg.seed, spawn_key=(K, *p.encode("utf-8")))). Each
+(problem, K) has its own generator, so results depend neither on the order of problems or rows in
+the table nor on which other K are evaluated. K == n uses the whole pool once (deterministic: std 0
+when every problem has n samples); K > n is an error.
+Accuracy of a repeat is the mean over problems; std is over repeats (ddof 0). Ties follow
+cfg.tie_break (tracevote.deepconf.voting); every method also gets its `fractional` accuracy (a t-way tie
+holding the gold scores 1/t), so the report can show what the tie rule adds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from tracevote.core.config import MEASURES, WHOLE_PERCENT, EvalConfig, TieBreak, eta_percent
+from tracevote.core.errors import ConfigError, DataError
+from tracevote.deepconf.results import AggregateResult, MethodAccuracy, ProblemResult, TieRate
+from tracevote.deepconf.sample_stats import confidence_summaries, measure_aurocs, validity_counts
+from tracevote.deepconf.score import KEY_COLUMNS
+from tracevote.deepconf.voting import majority_vote, tie_credit, top_eta, weighted_vote
+from tracevote.store.records import NO_ANSWER
+
+# --- one problem's samples, and votes on its working sets -------------------------------------------
+
+@dataclass(frozen=True, eq=False)
+class ProblemScores:
+    """One problem's samples ordered by sample_id, answers coded densely for voting.
+
+    codes[i] indexes `values` (ascending, so a smaller code is a smaller answer), NO_ANSWER when
+    sample i is invalid. `confidence` is NaN for invalid samples, which never vote.
+    """
+
+    problem_id: str
+    sample_ids: np.ndarray  # int64 [n]
+    codes: np.ndarray  # int64 [n]
+    values: np.ndarray  # int64 [distinct valid answers]
+    gold_code: int  # code of the correct answer; NO_ANSWER when no sample is correct
+    correct: np.ndarray  # bool [n]
+    valid: np.ndarray  # bool [n]
+    confidence: np.ndarray  # float64 [measures, n]
+
+    def __len__(self) -> int:
+        return len(self.sample_ids)
+
+
+@dataclass(frozen=True, eq=False)
+class SetVotes:
+    """Every method's outcome on each of S working sets of one problem; row m is methods[m]."""
+
+    methods: tuple[str, ...]
+    prediction: np.ndarray  # int64 [methods, S]: the answer, NO_ANSWER if unanswered (always for pass1)
+    correct: np.ndarray  # float64 [methods, S]: 0/1 under the tie rule; for pass1 the fraction of correct samples
+    fractional: np.ndarray  # float64 [methods, S]: 1/t for a t-way top tie holding the gold, else 0/1
+    answered: np.ndarray  # float64 [methods, S]: 0/1; for pass1 the fraction of valid samples
+    tied: np.ndarray  # bool [S]: Cons@K's top count was shared
+
+
+def method_names(measures: tuple[str, ...], etas: tuple[float, ...]) -> tuple[str, ...]:
+    """('pass1', 'cons', 'avg', 'avg_top10', 'avg_top90', ...) for etas (0.1, 0.9)."""
+    names = ["pass1", "cons"]
+    for measure in measures:
+        names.append(measure)
+        names.extend(f"{measure}_top{_percent(eta)}" for eta in etas)
+    if len(set(names)) != len(names):
+        raise ConfigError(f"eval.etas: {list(etas)} name the same method twice ({', '.join(names)})")
+    return tuple(names)
+
+
+def _percent(eta: float) -> int:
+    # EvalConfig.validate already refuses such etas; a config built in code skips it
+    percent = eta_percent(eta)
+    if percent is None:
+        raise ConfigError(f"eval.etas: {eta!r} must be {WHOLE_PERCENT}")
+    return percent
+
+
+def vote_sets(problem: ProblemScores, sets: np.ndarray, etas: tuple[float, ...],
+              measures: tuple[str, ...] = MEASURES, tie_break: TieBreak = "smallest") -> SetVotes:
+    """Vote every method on the working sets `sets` (int [S, K], sample positions in `problem`).
+
+    measures[j] is problem.confidence[j]. This is the core `aggregate` runs for each (problem, K);
+    it takes explicit indices so tests can feed the same sets to a plain reference implementation.
+    `correct` follows `tie_break`; `fractional` scores every tie 1/t whatever the rule.
+    """
+    codes = problem.codes[sets]
+    cons = majority_vote(codes, tie_break)
+    votes = [cons]
+    for j in range(len(measures)):
+        weights = problem.confidence[j][sets]
+        votes.append(weighted_vote(codes, weights, tie_break))
+        for eta in etas:
+            votes.append(weighted_vote(codes, np.where(top_eta(weights, eta), weights, np.nan), tie_break))
+    predicted = np.stack([np.full(len(sets), NO_ANSWER), *(v.prediction for v in votes)])
+    answered = (predicted >= 0).astype(np.float64)
+    correct = ((predicted == problem.gold_code) & answered.astype(bool)).astype(np.float64)
+    fractional = np.stack([np.zeros(len(sets)), *(tie_credit(v, problem.gold_code) for v in votes)])
+    if tie_break == "fractional":
+        correct = fractional
+    correct[0] = fractional[0] = problem.correct[sets].mean(axis=1)
+    answered[0] = problem.valid[sets].mean(axis=1)
+    return SetVotes(methods=method_names(measures, etas), prediction=_decode(problem.values, predicted),
+                    correct=correct, fractional=fractional, answered=answered, tied=cons.tied)
+
+
+def _decode(values: np.ndarray, codes: np.ndarray) -> np.ndarray:
+    """Answers for answer codes; NO_ANSWER stays NO_ANSWER."""
+    if len(values) == 0:
+        return np.full(codes.shape, NO_ANSWER, dtype=np.int64)
+    return np.where(codes >= 0, values[codes.clip(0)], NO_ANSWER).astype(np.int64)
+
+
+def working_sets(problem_id: str, pool_size: int, k: int, cfg: EvalConfig) -> np.ndarray:
+    """int [cfg.repeat, k] sample positions (see the module docstring), or [1, n] when k == n."""
+    if k > pool_size:
+        raise _pool_too_small(k, problem_id, pool_size)
+    if k == pool_size:
+        return np.arange(pool_size)[None, :]
+    seed = np.random.SeedSequence(cfg.seed, spawn_key=(k, *problem_id.encode("utf-8")))
+    keys = np.random.default_rng(seed).random((cfg.repeat, pool_size))
+    return np.argsort(keys, axis=1, kind="stable")[:, :k]
+
+
+# --- the score table, split into problems -------------------------------------------------------------
+
+def split_problems(scores: pd.DataFrame, measures: tuple[str, ...] = MEASURES) -> list[ProblemScores]:
+    """The table's problems ordered by problem_id, each with its samples ordered by sample_id."""
+    _check_columns(scores, measures)
+    table = scores.sort_values(["problem_id", "sample_id"], kind="stable")
+    return [_problem(str(problem_id), rows, measures)
+            for problem_id, rows in table.groupby("problem_id", sort=False)]
+
+
+def _check_columns(scores: pd.DataFrame, measures: tuple[str, ...]) -> None:
+    missing = [c for c in (*KEY_COLUMNS, *measures) if c not in scores.columns]
+    if missing:
+        raise DataError(f"score table: missing column(s) {', '.join(missing)} "
+                        f"(has: {', '.join(map(str, scores.columns))})")
+    if scores.empty:
+        raise DataError("score table: no rows")
+
+
+def _problem(problem_id: str, rows: pd.DataFrame, measures: tuple[str, ...]) -> ProblemScores:
+    valid = rows["valid"].to_numpy(dtype=bool)
+    correct = rows["correct"].to_numpy(dtype=bool)
+    answers = rows["answer"].astype("Int64").to_numpy(dtype=np.int64, na_value=NO_ANSWER)
+    sample_ids = rows["sample_id"].to_numpy(dtype=np.int64)
+    has_tokens = rows["n_tokens"].to_numpy() > 0
+    _check_problem(problem_id, sample_ids, answers != NO_ANSWER, has_tokens, valid)
+    _check_correct(problem_id, answers, valid, correct)
+    values, codes = np.unique(answers[valid], return_inverse=True)
+    all_codes = np.full(len(rows), NO_ANSWER, dtype=np.int64)
+    all_codes[valid] = codes
+    gold = np.unique(all_codes[correct])
+    confidence = rows[list(measures)].to_numpy(dtype=np.float64).T.copy()
+    confidence[:, ~valid] = np.nan
+    return ProblemScores(problem_id=problem_id, sample_ids=sample_ids, codes=all_codes,
+                         values=values.astype(np.int64), gold_code=int(gold[0]) if len(gold) else NO_ANSWER,
+                         correct=correct, valid=valid, confidence=confidence)
+
+
+def _check_problem(problem_id: str, sample_ids: np.ndarray, has_answer: np.ndarray, has_tokens: np.ndarray,
+                   valid: np.ndarray) -> None:
+    where = f"score table, problem {problem_id}"
+    if len(np.unique(sample_ids)) != len(sample_ids):
+        raise DataError(f"{where}: duplicate sample_id")
+    wrong = np.flatnonzero(valid != (has_answer & has_tokens))
+    if len(wrong):
+        raise DataError(f"{where}, sample_id {sample_ids[wrong[0]]}: 'valid' is {bool(valid[wrong[0]])}, "
+                        "but valid means an answer and at least one token")
+
+
+def _check_correct(problem_id: str, answers: np.ndarray, valid: np.ndarray, correct: np.ndarray) -> None:
+    """Only valid samples are correct, and correctness is a function of the answer (one gold answer)."""
+    right, wrong = set(answers[correct].tolist()), set(answers[valid & ~correct].tolist())
+    if np.any(correct & ~valid) or len(right) > 1 or right & wrong:
+        raise DataError(f"score table, problem {problem_id}: correctness disagrees with answers "
+                        f"(answers marked correct: {sorted(right)}, of which also marked wrong: "
+                        f"{sorted(right & wrong)}; correct but invalid: {int(np.sum(correct & ~valid))})")
+
+
+# --- aggregate --------------------------------------------------------------------------------------
+
+def aggregate(scores: pd.DataFrame, cfg: EvalConfig, measures: tuple[str, ...] = MEASURES) -> AggregateResult:
+    """Accuracy (mean, std over repeats) of every method at every K in cfg.k, with Cons@K tie rates,
+    per-problem results, validity counts, confidence summaries and AUROCs. See the module docstring.
+
+    Reads only the score table (SCORE_COLUMNS of tracevote.deepconf.score); gold answers are in `correct`.
+    """
+    problems = split_problems(scores, measures)
+    methods = method_names(measures, cfg.etas)
+    _check_pool_sizes(problems, cfg.k)
+    accuracy: list[MethodAccuracy] = []
+    ties: list[TieRate] = []
+    per_problem: list[ProblemResult] = []
+    for k in cfg.k:
+        votes = [vote_sets(p, working_sets(p.problem_id, len(p), k, cfg), cfg.etas, measures, cfg.tie_break)
+                 for p in problems]
+        accuracy.extend(_accuracy_at_k(votes, k, cfg.repeat))
+        tied = np.stack([np.broadcast_to(v.tied, (cfg.repeat,)) for v in votes])
+        ties.append(TieRate(k=k, rate=float(tied.mean())))
+        per_problem.extend(_problem_results(problems, votes, k, cfg.repeat))
+    return AggregateResult(
+        k=tuple(cfg.k), repeat=cfg.repeat, seed=cfg.seed, tie_break=cfg.tie_break, etas=tuple(cfg.etas),
+        measures=tuple(measures),
+        methods=methods, accuracy=tuple(accuracy), ties=tuple(ties), validity=validity_counts(scores, measures),
+        confidence=confidence_summaries(scores, measures), auroc=measure_aurocs(scores, measures),
+        problems=tuple(per_problem))
+
+
+def _accuracy_at_k(votes: list[SetVotes], k: int, repeat: int) -> list[MethodAccuracy]:
+    """Mean and std over repeats of the accuracy over problems; a whole-pool set counts for every repeat."""
+    methods = votes[0].methods
+    correct = np.stack([np.broadcast_to(v.correct, (len(methods), repeat)) for v in votes])
+    fractional = np.stack([np.broadcast_to(v.fractional, (len(methods), repeat)) for v in votes])
+    by_repeat = correct.mean(axis=0)  # [methods, repeats]
+    fractional_mean = fractional.mean(axis=(0, 2))
+    return [MethodAccuracy(method=m, k=k, mean=float(by_repeat[i].mean()), std=float(by_repeat[i].std()),
+                           fractional=float(fractional_mean[i]))
+            for i, m in enumerate(methods)]
+
+
+def _check_pool_sizes(problems: list[ProblemScores], ks: tuple[int, ...]) -> None:
+    """Fail before any work when the largest K exceeds the smallest pool."""
+    smallest = min(problems, key=len)
+    if max(ks) > len(smallest):
+        raise _pool_too_small(max(ks), smallest.problem_id, len(smallest))
+
+
+def _pool_too_small(k: int, problem_id: str, pool_size: int) -> ConfigError:
+    return ConfigError(f"eval.k: K={k} is larger than the pool of problem {problem_id} ({pool_size} samples); "
+                       "lower eval.k or grow the pool")
+
+
+def _problem_results(problems: list[ProblemScores], votes: list[SetVotes], k: int,
+                     repeat: int) -> list[ProblemResult]:
+    """Per problem and method: mean correctness over repeats, and the most frequent prediction."""
+    results = []
+    for problem, vote in zip(problems, votes, strict=True):
+        predictions = np.broadcast_to(vote.prediction, (len(vote.methods), repeat))
+        modes = majority_vote(predictions).prediction
+        for i, method in enumerate(vote.methods):
+            results.append(ProblemResult(
+                problem_id=problem.problem_id, method=method, k=k, accuracy=float(vote.correct[i].mean()),
+                prediction=int(modes[i]) if modes[i] >= 0 else None,
+                answered=float(vote.answered[i].mean())))
+    return results

@@ -1,0 +1,137 @@
+"""The aggregate stage's result: typed records of accuracies and what explains them, and their JSON form.
+
+`aggregate` (tracevote.deepconf.evaluate) builds an AggregateResult; the report stage reads it back with
+`AggregateResult.from_json`. A per-item record (ProblemResult) and the aggregate are different types.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any
+
+
+@dataclass(frozen=True)
+class MethodAccuracy:
+    method: str
+    k: int
+    mean: float  # over repeats of (mean correctness over problems), ties broken by eval.tie_break
+    std: float  # over repeats, ddof 0
+    fractional: float  # mean accuracy when a t-way tie holding the gold scores 1/t (= mean for pass1)
+
+    @property
+    def tie_rule_gain(self) -> float:
+        """What the tie rule adds over a uniform random tie-break (its fractional expectation)."""
+        return self.mean - self.fractional
+
+
+@dataclass(frozen=True)
+class TieRate:
+    k: int
+    rate: float  # share of working sets (repeats x problems) whose Cons@K top count was shared
+
+
+@dataclass(frozen=True)
+class ProblemResult:
+    problem_id: str
+    method: str
+    k: int
+    accuracy: float  # mean correctness over repeats
+    prediction: int | None  # most frequent answered prediction over repeats (smallest on ties); None for pass1
+    answered: float  # share of repeats with an answer; for pass1 the mean share of valid samples
+
+
+@dataclass(frozen=True)
+class Validity:
+    """Sample counts over the full pool; no_tokens, no_answer and truncated are disjoint reasons.
+
+    by_source counts every sample by answer_source (boxed, fallback, none); by_finish_reason by the
+    API's finish_reason (stop, length, ...). fallback_votes are valid samples whose answer came from
+    the fallback rather than a box: they vote, so a user should know how many and how many were right.
+    """
+
+    n_problems: int
+    n_samples: int
+    n_valid: int
+    valid_per_problem_mean: float
+    valid_per_problem_min: int
+    fewest_valid_problem: str  # the problem with valid_per_problem_min valid samples (first by id on ties)
+    no_tokens: int  # no tokens at all
+    no_answer: int  # tokens but no integer answer 0-999, finished normally
+    truncated: int  # tokens but no answer, finish_reason 'length'
+    finish_length: int  # all samples with finish_reason 'length', valid or not
+    unweighted: int  # valid samples with a NaN measure: they vote in Cons@K only
+    by_source: dict[str, int]
+    by_finish_reason: dict[str, int]
+    fallback_votes: int  # valid samples with answer_source 'fallback'
+    fallback_votes_correct: int  # of which correct
+
+
+@dataclass(frozen=True)
+class ConfidenceSummary:
+    measure: str
+    correct: bool
+    count: int
+    mean: float | None  # None when count is 0
+    p10: float | None
+    p50: float | None
+    p90: float | None
+
+
+@dataclass(frozen=True)
+class Auroc:
+    measure: str
+    pooled: float | None  # None unless both classes are present
+    per_problem_mean: float | None
+    n_problems: int  # problems with both classes, averaged in per_problem_mean
+
+
+@dataclass(frozen=True)
+class AggregateResult:
+    k: tuple[int, ...]
+    repeat: int
+    seed: int
+    tie_break: str  # eval.tie_break: smallest, first or fractional
+    etas: tuple[float, ...]
+    measures: tuple[str, ...]
+    methods: tuple[str, ...]
+    accuracy: tuple[MethodAccuracy, ...]  # every (K, method), K-major
+    ties: tuple[TieRate, ...]
+    validity: Validity
+    confidence: tuple[ConfidenceSummary, ...]
+    auroc: tuple[Auroc, ...]
+    problems: tuple[ProblemResult, ...]  # every (K, problem, method)
+
+    def tie_rate_at(self, k: int) -> float:
+        for row in self.ties:
+            if row.k == k:
+                return row.rate
+        raise KeyError(f"no Cons@K tie rate at K={k} (K: {list(self.k)})")
+
+    def accuracy_at(self, method: str, k: int) -> MethodAccuracy:
+        for row in self.accuracy:
+            if row.method == method and row.k == k:
+                return row
+        raise KeyError(f"no accuracy for method {method!r} at K={k} (methods: {', '.join(self.methods)}; "
+                       f"K: {list(self.k)})")
+
+    def to_json(self) -> dict[str, Any]:
+        """Plain dicts, lists, str, int, float, bool and None; `from_json` reads it back."""
+        return {f.name: _plain(getattr(self, f.name)) for f in fields(self)}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> AggregateResult:
+        rows = {"accuracy": MethodAccuracy, "ties": TieRate, "confidence": ConfidenceSummary,
+                "auroc": Auroc, "problems": ProblemResult}
+        values = {name: tuple(kind(**row) for row in data[name]) for name, kind in rows.items()}
+        return cls(k=tuple(data["k"]), repeat=data["repeat"], seed=data["seed"], tie_break=data["tie_break"],
+                   etas=tuple(data["etas"]),
+                   measures=tuple(data["measures"]), methods=tuple(data["methods"]),
+                   validity=Validity(**data["validity"]), **values)
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, tuple | list):
+        return [_plain(item) for item in value]
+    if hasattr(value, "__dataclass_fields__"):
+        return {f.name: _plain(getattr(value, f.name)) for f in fields(value)}
+    return value

@@ -1,0 +1,111 @@
+"""What explains the accuracies, from every sample of the pool rather than from working sets:
+how many samples could be scored, how each confidence measure is distributed for correct and wrong
+answers, and how well it tells them apart (AUROC).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from tracevote.answers.extract import ANSWER_SOURCES
+from tracevote.core.config import MEASURES
+from tracevote.deepconf.results import Auroc, ConfidenceSummary, Validity
+
+SUMMARY_PERCENTILES = (10, 50, 90)
+
+
+def validity_counts(scores: pd.DataFrame, measures: tuple[str, ...] = MEASURES) -> Validity:
+    """Valid samples per problem, and why the others could not be scored (disjoint reasons)."""
+    valid = scores["valid"].to_numpy(dtype=bool)
+    has_tokens = scores["n_tokens"].to_numpy() > 0
+    length = (scores["finish_reason"] == "length").to_numpy(dtype=bool)
+    no_answer = has_tokens & scores["answer"].isna().to_numpy(dtype=bool)
+    per_problem = pd.Series(valid).groupby(scores["problem_id"].to_numpy()).sum()
+    unweighted = valid & scores[list(measures)].isna().any(axis=1).to_numpy(dtype=bool)
+    source = np.asarray(scores["answer_source"], dtype=str)
+    fallback_votes = valid & (source == "fallback")
+    return Validity(
+        n_problems=len(per_problem), n_samples=len(scores), n_valid=int(valid.sum()),
+        valid_per_problem_mean=float(per_problem.mean()), valid_per_problem_min=int(per_problem.min()),
+        fewest_valid_problem=str(per_problem.idxmin()),
+        no_tokens=int((~has_tokens).sum()), no_answer=int((no_answer & ~length).sum()),
+        truncated=int((no_answer & length).sum()), finish_length=int(length.sum()),
+        unweighted=int(unweighted.sum()), by_source=_counts(source, ANSWER_SOURCES),
+        by_finish_reason=_counts(np.asarray(scores["finish_reason"], dtype=str), ("stop", "length")),
+        fallback_votes=int(fallback_votes.sum()),
+        fallback_votes_correct=int((fallback_votes & scores["correct"].to_numpy(dtype=bool)).sum()))
+
+
+def _counts(values: np.ndarray, expected: tuple[str, ...]) -> dict[str, int]:
+    """{value: count}, the expected values first (0 when absent), then any others sorted by name."""
+    names, counts = np.unique(values, return_counts=True)
+    found = dict(zip(names.tolist(), counts.tolist(), strict=True))
+    ordered = list(expected) + sorted(set(found) - set(expected))
+    return {name: int(found.get(name, 0)) for name in ordered}
+
+
+def confidence_summaries(scores: pd.DataFrame,
+                         measures: tuple[str, ...] = MEASURES) -> tuple[ConfidenceSummary, ...]:
+    """Per measure, mean and p10/p50/p90 of valid samples' finite values, for correct and for wrong."""
+    valid = scores["valid"].to_numpy(dtype=bool)
+    correct = scores["correct"].to_numpy(dtype=bool)
+    summaries = []
+    for measure in measures:
+        values = scores[measure].to_numpy(dtype=np.float64)
+        for is_correct in (True, False):
+            # sorted, so the float sums do not depend on the order of rows
+            chosen = np.sort(values[valid & (correct == is_correct) & np.isfinite(values)])
+            summaries.append(_summary(measure, is_correct, chosen))
+    return tuple(summaries)
+
+
+def _summary(measure: str, correct: bool, values: np.ndarray) -> ConfidenceSummary:
+    if len(values) == 0:
+        return ConfidenceSummary(measure, correct, 0, None, None, None, None)
+    p10, p50, p90 = (float(p) for p in np.percentile(values, SUMMARY_PERCENTILES))
+    return ConfidenceSummary(measure, correct, len(values), float(values.mean()), p10, p50, p90)
+
+
+def measure_aurocs(scores: pd.DataFrame, measures: tuple[str, ...] = MEASURES) -> tuple[Auroc, ...]:
+    """AUROC of each measure for telling correct from wrong valid samples: pooled over all samples,
+    and the mean over problems that have both classes (with their number)."""
+    valid = scores["valid"].to_numpy(dtype=bool)
+    table = scores[valid]
+    results = []
+    for measure in measures:
+        rows = table[np.isfinite(table[measure].to_numpy(dtype=np.float64))]
+        pooled = auroc(rows[measure].to_numpy(dtype=np.float64), rows["correct"].to_numpy(dtype=bool))
+        per_problem = [auroc(group[measure].to_numpy(dtype=np.float64), group["correct"].to_numpy(dtype=bool))
+                       for _, group in rows.groupby("problem_id")]
+        defined = [a for a in per_problem if a is not None]
+        results.append(Auroc(measure=measure, pooled=pooled, n_problems=len(defined),
+                             per_problem_mean=float(np.mean(defined)) if defined else None))
+    return tuple(results)
+
+
+def auroc(scores: np.ndarray, positive: np.ndarray) -> float | None:
+    """P(score of a random positive > score of a random negative), ties counting 1/2 (Mann-Whitney U
+    with average ranks); None unless both classes are present.
+
+    >>> auroc(np.array([0.1, 0.4, 0.4, 0.9]), np.array([False, True, False, True]))
+    0.875
+    """
+    n_pos = int(positive.sum())
+    n_neg = len(positive) - n_pos
+    if n_pos == 0 or n_neg == 0:
+        return None
+    rank_sum = average_ranks(scores)[positive].sum()
+    return float((rank_sum - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
+
+
+def average_ranks(values: np.ndarray) -> np.ndarray:
+    """Ranks from 1, tied values sharing their average rank: [5, 1, 5, 3] -> [3.5, 1, 3.5, 2]."""
+    order = np.argsort(values, kind="stable")
+    ordered = values[order]
+    starts = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1])))
+    ends = np.append(starts[1:], len(values))
+    tie_rank = (starts + ends + 1) / 2  # mean of ranks start+1 .. end
+    ranks = np.empty(len(values))
+    ranks[order] = np.repeat(tie_rank, ends - starts)
+    return ranks

@@ -1,0 +1,120 @@
+"""The report's plots and the curve behind them: accuracy vs K, and confidence of correct vs incorrect."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure  # the object API draws to files without a GUI backend
+
+from tracevote.core.fileio import atomic_path
+from tracevote.deepconf.results import AggregateResult
+
+# One colour and style per role, the same in every panel, so a single legend serves them all.
+BASELINE_STYLES = {"pass1": ("Pass@1", "black", ":"), "cons": ("Cons@K (majority vote)", "tab:gray", "--")}
+WEIGHTED_STYLE = ("measure@K (weighted vote, all samples)", "tab:blue", "-")
+TOP_COLOURS = ("tab:orange", "tab:green", "tab:purple", "tab:brown", "tab:pink")
+
+
+def accuracy_curve(result: AggregateResult) -> pd.DataFrame:
+    """Columns k, then per method its mean accuracy and `<method>_std`, then log2_k; one row per K.
+
+    log2_k is the x axis of `dvc plots show`, whose templates have no log scale.
+    """
+    table: dict[str, list[float]] = {"k": list(result.k)}
+    for method in result.methods:
+        rows = [result.accuracy_at(method, k) for k in result.k]
+        table[method] = [r.mean for r in rows]
+        table[f"{method}_std"] = [r.std for r in rows]
+    table["log2_k"] = [math.log2(k) for k in result.k]
+    return pd.DataFrame(table)
+
+
+def panel_methods(methods: tuple[str, ...], measure: str) -> list[tuple[str, str, str, str]]:
+    """(method, legend label, colour, line style) for one measure's panel.
+
+    ("pass1", "cons", "avg", "avg_top10", "tail") with "avg" ->
+    pass1, cons, avg, then avg_top10 labelled "top-10% (weighted vote, most confident 10% kept)".
+    """
+    lines = [(method, *BASELINE_STYLES[method]) for method in methods if method in BASELINE_STYLES]
+    if measure in methods:
+        lines.append((measure, *WEIGHTED_STYLE))
+    tops = [method for method in methods if method.startswith(f"{measure}_top")]
+    for colour, method in zip(TOP_COLOURS, sorted(tops, key=_top_percent), strict=False):
+        percent = _top_percent(method)
+        lines.append((method, f"top-{percent}%@K (weighted vote, most confident {percent}% kept)", colour, "-"))
+    return lines
+
+
+def _top_percent(method: str) -> int:
+    return int(method.rpartition("_top")[2])
+
+
+def plot_accuracy(curve: pd.DataFrame, methods: tuple[str, ...], path: Path, *, simulated: bool) -> None:
+    """One panel per confidence measure, each with Pass@1, Cons@K, measure@K and its top-η% variants."""
+    measures = [m for m in methods if m not in BASELINE_STYLES and "_top" not in m]
+    columns = 2 if len(measures) > 1 else 1
+    rows = -(-len(measures) // columns)
+    figure = Figure(figsize=(5.2 * columns, 3.6 * rows + 1.0), layout="constrained")
+    axes = figure.subplots(rows, columns, sharex=True, sharey=True, squeeze=False).ravel()
+    for axis, measure in zip(axes, measures, strict=False):
+        for method, label, colour, style in panel_methods(methods, measure):
+            _draw_line(axis, curve, method, label, colour, style)
+        axis.set_title(f"confidence measure: {measure}", fontsize=10)
+        _k_axis(axis, curve["k"].to_numpy())
+    for axis in axes[len(measures):]:
+        axis.set_visible(False)
+    for axis in axes[: len(measures)]:
+        axis.set_ylabel("accuracy (%)")
+        axis.label_outer()  # shared axes: label only the outer edges
+    handles, labels = axes[0].get_legend_handles_labels()
+    figure.legend(handles, labels, loc="outside lower center", ncol=3, fontsize=8, frameon=False)
+    figure.suptitle(_title("Accuracy vs K (lines: mean over repeats; bands: ±1 std)", simulated))
+    _save(figure, path)
+
+
+def _draw_line(axis: Axes, curve: pd.DataFrame, method: str, label: str, colour: str, style: str) -> None:
+    k, mean, std = curve["k"].to_numpy(), 100 * curve[method].to_numpy(), 100 * curve[f"{method}_std"].to_numpy()
+    axis.plot(k, mean, linestyle=style, color=colour, marker="o", markersize=3, linewidth=1.6, label=label)
+    axis.fill_between(k, mean - std, mean + std, color=colour, alpha=0.08, linewidth=0)
+
+
+def _k_axis(axis: Axes, ks: np.ndarray) -> None:
+    """A log2 K axis with a labelled tick at every evaluated K, the largest included."""
+    axis.set_xscale("log", base=2)
+    axis.set_xticks(ks, [str(int(k)) for k in ks], fontsize=8)
+    axis.minorticks_off()
+    axis.set_xlabel("K (samples voted on)")
+    axis.grid(alpha=0.3)
+
+
+def plot_confidence(scores: pd.DataFrame, measures: tuple[str, ...], path: Path, *, simulated: bool) -> None:
+    valid = scores[scores["valid"]]
+    figure = Figure(figsize=(4 * len(measures), 4), layout="constrained")
+    axes = figure.subplots(1, len(measures), squeeze=False)
+    for axis, measure in zip(axes[0], measures, strict=True):
+        # one set of bins for both classes, so their bars line up and their heights compare
+        bins = np.histogram_bin_edges(valid[measure].dropna().to_numpy(), bins=40)
+        for correct, colour in ((True, "tab:green"), (False, "tab:red")):
+            values = valid.loc[valid["correct"] == correct, measure].dropna().to_numpy()
+            if values.size:
+                axis.hist(values, bins=bins, alpha=0.5, density=True, color=colour,
+                          label=f"{'correct' if correct else 'incorrect'} (n={values.size})")
+        axis.set_title(measure)
+        axis.set_xlabel("confidence (higher: more confident)")
+        axis.legend(fontsize=7)
+    axes[0][0].set_ylabel("density (each histogram integrates to 1)")
+    figure.suptitle(_title("Trace confidence, correct vs incorrect valid traces", simulated))
+    _save(figure, path)
+
+
+def _title(text: str, simulated: bool) -> str:
+    return f"SIMULATED — {text}" if simulated else text
+
+
+def _save(figure: Figure, path: Path) -> None:
+    with atomic_path(path) as tmp:
+        figure.savefig(tmp, dpi=110, format="png")

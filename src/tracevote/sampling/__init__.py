@@ -1,0 +1,1 @@
+"""Paid model calls: the HTTP client, backends, retries, concurrency, probe, spend guard, prompts."""

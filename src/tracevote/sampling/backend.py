@@ -1,0 +1,104 @@
+"""Backends turn messages into sampled traces: an OpenAI-compatible server over HTTP, or the simulator.
+
+Both go through the same client, ingestion and probe: the in-process simulator is served on a
+loopback port for the duration of the build, so the demo exercises exactly the real code path.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from tracevote.core.config import ModelConfig, Params
+from tracevote.core.dvcstate import already_built
+from tracevote.core.errors import TracevoteError
+from tracevote.core.retry import RetryNotice
+from tracevote.datasets.problems import Problem
+from tracevote.sampling.apikey import resolve_api_key
+from tracevote.sampling.client import ChatClient
+from tracevote.sampling.limiter import AdaptiveLimiter
+from tracevote.sampling.probe import ProbeReport, run_probe
+from tracevote.sim.model import SimModel
+from tracevote.sim.server import running_server
+from tracevote.store.records import Sample
+
+
+@dataclass
+class Sampler:
+    """A configured client plus what the build needs from it: samples, a probe, retry counts."""
+
+    client: ChatClient
+    keep_top_logprobs: bool
+    keep_raw: bool
+
+    def sample(self, messages: list[dict[str, str]], problem_id: str, sample_id: int) -> tuple[Sample, bytes | None]:
+        sample, body = self.client.sample_with_body(messages, problem_id=problem_id, sample_id=sample_id,
+                                                    keep_top_logprobs=self.keep_top_logprobs)
+        return sample, body if self.keep_raw else None
+
+    def probe(self) -> ProbeReport:
+        return run_probe(self.client)
+
+    def retry_report(self) -> str:
+        retries = self.client.retries.snapshot()
+        if not retries:
+            return "retries: none"
+        return "retries by cause: " + ", ".join(f"{cause} {count}" for cause, count in sorted(retries.items()))
+
+
+@contextlib.contextmanager
+def open_sampler(params: Params, problems: list[Problem], api_key: str | None,
+                 on_retry: Callable[[RetryNotice], None] | None = None) -> Iterator[Sampler]:
+    """A Sampler for params.model; for the simulator, a loopback server runs while the block does.
+    `on_retry` hears of every retried failure (the entry point shows it)."""
+    model = params.model
+    with contextlib.ExitStack() as stack:
+        if model.backend == "sim":
+            sim = SimModel(model.sim, answers={p.problem: p.answer for p in problems})
+            base_url = stack.enter_context(running_server(sim))
+            model = _pointed_at(model, base_url)
+        client = ChatClient(model, params.decoding, api_key=api_key, timeout_s=params.pool.request_timeout_s,
+                            max_retries=params.pool.max_retries, limiter=AdaptiveLimiter(params.pool.concurrency),
+                            on_retry=on_retry)
+        stack.callback(client.close)
+        yield Sampler(client, params.pool.keep_top_logprobs, params.pool.keep_raw)
+
+
+def _pointed_at(model: ModelConfig, base_url: str) -> ModelConfig:
+    return dataclasses.replace(model, base_url=base_url, needs_key=False)
+
+
+def api_key_for(model: ModelConfig, environ: Mapping[str, str], dotenv: Path, *, missing: int) -> str | None:
+    """The API key, or a clear error when the endpoint needs one and samples are missing."""
+    if model.backend == "sim":
+        return None
+    key = resolve_api_key(model, environ, dotenv if dotenv.is_file() else None)
+    if key is None and model.needs_key:
+        raise TracevoteError(
+            f"{f'{missing} samples are missing and ' if missing else ''}no API key is set: "
+            f"export {model.api_key_env}=... "
+            f"(or put it in .env). If a teammate has built this pool, fetch it instead with `dvc pull` "
+            f"(or `make repro`, which pulls before it runs anything). A local server that needs no key: "
+            f"set model.needs_key: false.")
+    return key
+
+
+def refuse_if_already_built(lock_path: Path, params_path: Path, *, rebuild: bool) -> None:
+    if rebuild or not already_built(lock_path, "build_pool", params_path):
+        return
+    raise TracevoteError(
+        f"{lock_path} records a finished build_pool with exactly these params, but its samples are not on "
+        f"disk: the pool lives in a DVC remote or a teammate's cache. Fetch it with `dvc pull` (or "
+        f"`make repro`, which pulls first) instead of paying for it again. If it is truly lost, re-run with "
+        f"TRACEVOTE_REBUILD=1.")
+
+
+def refuse_if_uninformative(report: ProbeReport, allow: bool) -> None:
+    if report.informative or allow:
+        return
+    reasons = "\n  ".join(report.problems)
+    raise TracevoteError(f"the probe found no usable confidence signal in the endpoint's logprobs:\n  {reasons}\n"
+                         f"Nothing was built. To build anyway, set pool.allow_uninformative_logprobs: true.")

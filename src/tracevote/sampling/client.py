@@ -1,0 +1,339 @@
+"""The HTTP client for DeepSeek and any OpenAI-compatible server: one request in, one Sample out.
+
+Retried, with jittered backoff (Retry-After honoured): 429, 408, 5xx, timeouts, dropped connections,
+truncated or malformed JSON, missing or all-sentinel logprobs. Not retried: 400, 401, 402, 404, 422
+and other 4xx, which raise FatalAPIError at once with what to do: ModelNotFoundError when the server
+says it lacks model.name, EndpointNotFoundError when a 404 does not mention the model (a wrong path).
+When retries run out, the last TransientError propagates; its `cause` is the label counted in
+`retries` and `failures`. An endpoint never reached at all (refused, unresolved, TLS failure, connect
+timeout) gets only Backoff.unreachable_attempts tries, then raises EndpointError naming URL and cause.
+Each retry is reported to `on_retry`, for the entry point to show. The API key is never part of a
+message, a repr or a file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import ssl
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import orjson
+import requests
+import urllib3
+
+from tracevote.core.config import DecodingConfig, ModelConfig
+from tracevote.core.errors import ConfigError, EndpointError, EndpointNotFoundError, FatalAPIError, ModelNotFoundError
+from tracevote.core.retry import (
+    Backoff,
+    CauseCounter,
+    RetryNotice,
+    TransientError,
+    call_with_retries,
+    parse_retry_after,
+)
+from tracevote.sampling.ingest import load_json, parse_completion
+from tracevote.sampling.limiter import AdaptiveLimiter
+from tracevote.store.records import Sample
+
+SAMPLE_HEADER = "X-Tracevote-Sample"
+T = TypeVar("T")
+_RETRIED_STATUS = (408, 429)  # and every 5xx
+_DEFAULT_BACKOFF = Backoff()
+CONNECT_TIMEOUT_S = 10.0  # a server that takes longer to accept a connection is not there
+_UNREACHABLE_HINTS = {
+    "connection refused": "is the server running, on that host and port?",
+    "name not resolved": "is the host name spelled right, and is there a network?",
+    "connect timeout": "a wrong host, a firewall, or no network?",
+    "TLS error": "https to a plain-http port, or a proxy with its own certificate?",
+    "cannot connect": "is there a route to that host?",
+}
+
+
+@dataclass(frozen=True)
+class RawCompletion:
+    body: bytes
+    latency_s: float
+
+
+class ChatClient:
+    """Samples traces from `POST {model.base_url}/chat/completions` with logprobs and top-k."""
+
+    def __init__(self, model: ModelConfig, decoding: DecodingConfig, *, api_key: str | None, timeout_s: float,
+                 max_retries: int, limiter: AdaptiveLimiter | None = None, backoff: Backoff = _DEFAULT_BACKOFF,
+                 connect_timeout_s: float = CONNECT_TIMEOUT_S,
+                 on_retry: Callable[[RetryNotice], None] | None = None) -> None:
+        _check_settings(model, decoding, api_key)
+        self.model = model
+        self.decoding = decoding
+        self.timeout_s = timeout_s
+        self.connect_timeout_s = min(connect_timeout_s, timeout_s)
+        self.on_retry = on_retry
+        self.max_retries = max_retries
+        self.limiter = limiter
+        self.backoff = backoff
+        self.retries = CauseCounter()  # each retried failure, by cause
+        self.failures = CauseCounter()  # each sample given up on, by the cause of its last failure
+        self._api_key = api_key
+        self._url = model.base_url.rstrip("/") + "/chat/completions"
+        self._reached = threading.Event()  # set by the first HTTP response of any status
+        self._local = threading.local()
+        self._sessions: list[requests.Session] = []
+        self._sessions_lock = threading.Lock()
+
+    @property
+    def url(self) -> str:
+        return self._url
+
+    def __repr__(self) -> str:
+        key = "set" if self._api_key else "none"
+        return f"ChatClient(model={self.model.name!r}, url={self._url!r}, api_key={key})"
+
+    def request_body(self, messages: list[dict[str, str]], *, max_tokens: int | None = None) -> dict[str, Any]:
+        """The JSON body sent: decoding settings, logprobs on, top_p only when set, then model.extra_body."""
+        body: dict[str, Any] = {
+            "model": self.model.name, "messages": messages, "temperature": self.decoding.temperature,
+            "max_tokens": max_tokens or self.decoding.max_tokens, "logprobs": True,
+            "top_logprobs": self.decoding.top_logprobs}
+        if self.decoding.top_p is not None:
+            body["top_p"] = self.decoding.top_p
+        return {**body, **self.model.extra_body}
+
+    def sample(self, messages: list[dict[str, str]], *, problem_id: str, sample_id: int,
+               keep_top_logprobs: bool, keep_top_tokens: bool = False) -> Sample:
+        return self.sample_with_body(messages, problem_id=problem_id, sample_id=sample_id,
+                                     keep_top_logprobs=keep_top_logprobs, keep_top_tokens=keep_top_tokens)[0]
+
+    def sample_with_body(self, messages: list[dict[str, str]], *, problem_id: str, sample_id: int,
+                         keep_top_logprobs: bool, keep_top_tokens: bool = False) -> tuple[Sample, bytes]:
+        """The sample and the raw response body it was parsed from (for pools that keep raw responses)."""
+        payload = orjson.dumps(self.request_body(messages))
+        key = f"{problem_id}/{sample_id}"
+
+        def attempt() -> tuple[Sample, bytes]:
+            raw = self._post(payload, key)
+            sample = parse_completion(
+                raw.body, problem_id=problem_id, sample_id=sample_id, latency_s=raw.latency_s,
+                keep_top_logprobs=keep_top_logprobs, expect_top_logprobs=self.decoding.top_logprobs,
+                keep_top_tokens=keep_top_tokens)
+            return sample, raw.body
+
+        return self._with_retries(attempt)
+
+    def complete_raw(self, messages: list[dict[str, str]], *, sample_key: str,
+                     max_tokens: int | None = None) -> RawCompletion:
+        """One response body, retried only for transport and HTTP failures and unparseable JSON."""
+        payload = orjson.dumps(self.request_body(messages, max_tokens=max_tokens))
+
+        def attempt() -> RawCompletion:
+            raw = self._post(payload, sample_key)
+            load_json(raw.body)
+            return raw
+
+        return self._with_retries(attempt)
+
+    def __enter__(self) -> ChatClient:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close every thread's connection pool."""
+        with self._sessions_lock:
+            for session in self._sessions:
+                session.close()
+            self._sessions.clear()
+
+    def _with_retries(self, attempt: Callable[[], T]) -> T:
+        max_elapsed = self.backoff.max_elapsed_s
+        if max_elapsed is None:
+            max_elapsed = (self.timeout_s + self.backoff.max_s) * (self.max_retries + 1)
+        tries = [1]
+
+        def retried(notice: RetryNotice) -> None:
+            tries[0] += 1
+            self.retries.add(notice.error.cause)
+            if self.on_retry is not None:
+                self.on_retry(dataclasses.replace(notice, where=self._url))
+
+        try:
+            return call_with_retries(attempt, attempts=self.max_retries + 1, max_elapsed_s=max_elapsed,
+                                     backoff=self.backoff, on_retry=retried)
+        except TransientError as exc:
+            self.failures.add(exc.cause)
+            if exc.unreachable and not self._reached.is_set():
+                raise EndpointError(self._unreachable_message(exc, tries[0])) from None
+            raise
+
+    def _unreachable_message(self, exc: TransientError, tries: int) -> str:
+        detail = f" ({exc.detail})" if exc.cause == "TLS error" and exc.detail else ""
+        return (f"cannot connect to {self._url}: {exc.cause}{detail} (gave up after {tries} "
+                f"attempt{'s' if tries > 1 else ''}). Check model.base_url in params.yaml: "
+                f"{_UNREACHABLE_HINTS.get(exc.cause, 'is the server up?')}")
+
+    def _post(self, payload: bytes, sample_key: str) -> RawCompletion:
+        slot_context = self.limiter.slot() if self.limiter is not None else contextlib.nullcontext()
+        with slot_context as slot:
+            started = time.monotonic()
+            response = self._send(payload, sample_key)
+            self._reached.set()
+            latency = time.monotonic() - started
+            if response.status_code == 429 and slot is not None:
+                slot.rate_limited()
+            body = self._check_response(response)
+            if slot is not None:
+                slot.succeeded()
+            return RawCompletion(body, latency)
+
+    def _send(self, payload: bytes, sample_key: str) -> requests.Response:
+        headers = {"Content-Type": "application/json", SAMPLE_HEADER: sample_key}
+        if self._api_key:
+            headers["Authorization"] = f"Bearer {self._api_key}"
+        timeout = (self.connect_timeout_s, self.timeout_s)
+        try:
+            return self._session().post(self._url, data=payload, headers=headers, timeout=timeout)
+        except requests.exceptions.ConnectTimeout as exc:
+            raise self._connect_failure("connect timeout", exc) from None
+        except requests.Timeout as exc:
+            raise TransientError("timeout", self._redact(str(exc))) from None
+        except (requests.exceptions.ChunkedEncodingError, requests.exceptions.ContentDecodingError) as exc:
+            raise TransientError("truncated body", self._redact(str(exc))) from None
+        except requests.ConnectionError as exc:
+            cause = _connect_failure_cause(exc)
+            if cause is None:  # connected, then the connection dropped
+                raise TransientError("connection", self._redact(str(exc))) from None
+            raise self._connect_failure(cause, exc) from None
+
+    def _connect_failure(self, cause: str, exc: Exception) -> TransientError:
+        return TransientError(cause, self._redact(_innermost_reason(exc)), unreachable=not self._reached.is_set())
+
+    def _check_response(self, response: requests.Response) -> bytes:
+        status = response.status_code
+        if status == 200:
+            return _complete_body(response)
+        detail = self._redact(_server_message(response))
+        if status in _RETRIED_STATUS or status >= 500:
+            raise TransientError(f"HTTP {status}", detail, parse_retry_after(response.headers.get("Retry-After")))
+        if _error_code(response) == "model_not_found" or _says_no_such_model(detail) or (
+                status == 404 and self.model.name in detail):
+            raise ModelNotFoundError(self._model_not_found_message(status, detail), status)
+        if status == 404:
+            raise EndpointNotFoundError(
+                f"the endpoint {self._url} answered 404 ({detail}): check model.base_url, now "
+                f"{self.model.base_url!r} (OpenAI-compatible servers usually serve /v1/chat/completions, so "
+                f"base_url ends in /v1; DeepSeek: https://api.deepseek.com)", status)
+        raise FatalAPIError(self._fatal_message(status, detail), status)
+
+    def _model_not_found_message(self, status: int, detail: str) -> str:
+        return (f"{self._url}: HTTP {status}, model {self.model.name!r} not found: {detail}. Check model.name "
+                f"in params.yaml (DeepSeek retired deepseek-chat in favour of deepseek-v4-flash).")
+
+    def _fatal_message(self, status: int, detail: str) -> str:
+        where = f"{self._url} (model {self.model.name!r})"
+        if status == 401:
+            return (f"{where}: HTTP 401, authentication failed: {detail}. Check the API key in "
+                    f"${self.model.api_key_env} (environment or .env).")
+        if status == 402:
+            return (f"{where}: HTTP 402, insufficient balance: {detail}. Top up the account "
+                    f"(https://platform.deepseek.com/top_up), then run the build again.")
+        return (f"{where}: HTTP {status}, the server refused the request: {detail}. Check decoding "
+                f"(temperature {self.decoding.temperature}, top_p {self.decoding.top_p}, max_tokens "
+                f"{self.decoding.max_tokens}, top_logprobs {self.decoding.top_logprobs}) and model.extra_body "
+                f"{self.model.extra_body} in params.yaml.")
+
+    def _redact(self, text: str) -> str:
+        return text.replace(self._api_key, "***") if self._api_key else text
+
+    def _session(self) -> requests.Session:
+        session = getattr(self._local, "session", None)
+        if session is None:
+            session = requests.Session()
+            self._local.session = session
+            with self._sessions_lock:
+                self._sessions.append(session)
+        return session
+
+
+def _check_settings(model: ModelConfig, decoding: DecodingConfig, api_key: str | None) -> None:
+    if not 0 <= decoding.top_logprobs <= 20:
+        raise ConfigError(f"decoding.top_logprobs: {decoding.top_logprobs!r} must be 0-20 "
+                          f"(DeepSeek's and OpenAI's limit)")
+    if decoding.max_tokens < 1:
+        raise ConfigError(f"decoding.max_tokens: {decoding.max_tokens!r} must be >= 1")
+    clashes = sorted({"model", "messages", "temperature", "max_tokens", "logprobs", "top_logprobs", "top_p"}
+                     & set(model.extra_body))
+    if clashes:
+        raise ConfigError(f"model.extra_body: {clashes[0]!r} is set by the client; set it under decoding instead")
+    if model.needs_key and not api_key:
+        raise ConfigError(f"model.needs_key is true but ${model.api_key_env} is not set (environment or .env); "
+                          f"set it, or set model.needs_key false for a local server")
+
+
+def _complete_body(response: requests.Response) -> bytes:
+    """The body, or TransientError when fewer bytes arrived than Content-Length promised."""
+    body = response.content
+    promised = response.headers.get("Content-Length")
+    if promised and promised.isdigit() and not response.headers.get("Content-Encoding") and len(body) < int(promised):
+        raise TransientError("truncated body", f"{len(body)} of {promised} bytes arrived")
+    return body
+
+
+def _error_document(response: requests.Response) -> dict[str, Any]:
+    try:
+        doc = orjson.loads(response.content)
+    except orjson.JSONDecodeError:
+        return {}
+    return doc if isinstance(doc, dict) else {}
+
+
+def _error_code(response: requests.Response) -> str | None:
+    """error.code of an OpenAI-style error body ("model_not_found"), else None."""
+    error = _error_document(response).get("error")
+    code = error.get("code") if isinstance(error, dict) else None
+    return code if isinstance(code, str) else None
+
+
+def _server_message(response: requests.Response) -> str:
+    """The server's own words: error.message (OpenAI, DeepSeek) or message (vLLM) of a JSON error body;
+    "an HTML page" for a proxy's or web server's page; else the start of the body."""
+    doc = _error_document(response)
+    error = doc.get("error")
+    message = error.get("message") if isinstance(error, dict) else error or doc.get("message")
+    if isinstance(message, str) and message:
+        return message
+    if "html" in response.headers.get("Content-Type", "").lower():
+        return "an HTML page, not an API's JSON error"
+    return " ".join(response.text[:300].split()) or "an empty body"
+
+
+def _connect_failure_cause(exc: requests.ConnectionError) -> str | None:
+    """"connection refused" | "name not resolved" | "TLS error" | "cannot connect" when no connection was
+    made; None when one was made and then dropped."""
+    if isinstance(exc, requests.exceptions.SSLError):
+        return "TLS error"
+    reason = getattr(exc.args[0], "reason", None) if exc.args else None
+    if isinstance(reason, urllib3.exceptions.NameResolutionError):
+        return "name not resolved"
+    if isinstance(reason, urllib3.exceptions.NewConnectionError):
+        refused = isinstance(reason.__cause__, ConnectionRefusedError) or "refused" in str(reason).lower()
+        return "connection refused" if refused else "cannot connect"
+    if isinstance(reason, ssl.SSLError):
+        return "TLS error"
+    return None
+
+
+def _innermost_reason(exc: Exception) -> str:
+    """The wrapped urllib3 reason's own words, without requests' "Max retries exceeded" wrapping."""
+    reason = getattr(exc.args[0], "reason", None) if exc.args else None
+    return " ".join(str(reason or exc).split())[:200]
+
+
+def _says_no_such_model(message: str) -> bool:
+    """DeepSeek answers an unknown model with 400 "Model Not Exist"; vLLM with 404 "... does not exist"."""
+    lowered = message.lower()
+    return "model" in lowered and ("not exist" in lowered or "not found" in lowered)

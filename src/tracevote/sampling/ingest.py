@@ -1,0 +1,130 @@
+"""Chat-completions JSON -> Sample, about 10x faster than json.loads and a loop (bench/bench_ingest.py).
+
+Responses in the compact layout DeepSeek, vLLM and SGLang write take the fast path (ingest_fast.py),
+which reads the logprobs straight from the bytes. Any other document takes the slow path here (a full
+orjson parse), which also decides the cause of every error. Both paths give identical Samples.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from typing import Any
+
+import numpy as np
+import orjson
+
+from tracevote.answers.extract import extract_answer
+from tracevote.core.retry import TransientError
+from tracevote.sampling.ingest_fast import Parsed, message_text, parse_fast, usage_counts
+from tracevote.store.logprobs import clean_logprobs, token_confidence
+from tracevote.store.records import Sample
+
+FINISH_REASONS = ("stop", "length")
+
+
+def parse_completion(body: bytes, *, problem_id: str, sample_id: int, latency_s: float,
+                     keep_top_logprobs: bool, expect_top_logprobs: int, keep_top_tokens: bool = False) -> Sample:
+    """One chat-completions response as a Sample.
+
+    Sentinels (<= -9999) and non-finite logprobs become NaN. top_logprobs has `expect_top_logprobs`
+    columns (NaN-padded), or None without `keep_top_logprobs`. token_confidence (C_i) is always set:
+    computed in float64 from the logprobs as parsed, before they are rounded to float32. Raises
+    TransientError("malformed JSON" | "truncated body" | "no choices" | "missing logprobs" |
+    "sentinel logprobs" | "no usage" | "finish_reason <x>") for a response worth asking for again.
+    """
+    parsed = parse_fast(body, expect_top_logprobs, keep_top_tokens)
+    if parsed is None:
+        parsed = _parse_slow(body, expect_top_logprobs, keep_top_tokens)
+    token_logprobs = clean_logprobs(parsed.chosen)
+    top = clean_logprobs(parsed.top)
+    _check(parsed, token_logprobs, top, expect_top_logprobs)
+    confidence = token_confidence(parsed.top, parsed.chosen).astype(np.float32)
+    return Sample(
+        problem_id=problem_id, sample_id=sample_id, text=parsed.text, tokens=parsed.tokens,
+        token_logprobs=token_logprobs, top_logprobs=top if keep_top_logprobs else None,
+        top_tokens=parsed.top_tokens, token_confidence=confidence, answer=extract_answer(parsed.text),
+        finish_reason=parsed.finish_reason, prompt_tokens=parsed.usage[0], completion_tokens=parsed.usage[1],
+        latency_s=latency_s)
+
+
+def _check(parsed: Parsed, token_logprobs: np.ndarray, top: np.ndarray, k: int) -> None:
+    if parsed.finish_reason not in FINISH_REASONS:
+        raise TransientError(f"finish_reason {parsed.finish_reason}", "the server ended the completion early")
+    if parsed.usage is None:
+        raise TransientError("no usage", "the response has no usage.prompt_tokens / completion_tokens")
+    n = len(parsed.tokens)
+    if n == 0 and parsed.text:
+        raise TransientError("missing logprobs", "logprobs.content is empty but the message is not")
+    if n and k and parsed.entries == 0:
+        raise TransientError("missing logprobs", f"no top_logprobs entries although {k} were asked for")
+    if n and np.isnan(token_logprobs).all() and np.isnan(top).all():
+        raise TransientError("sentinel logprobs", "every logprob is a -9999 sentinel or not finite")
+
+
+# --- slow path: a full parse ----------------------------------------------------------------------------
+
+
+def _parse_slow(body: bytes, k: int, keep_top_tokens: bool) -> Parsed:
+    doc = load_json(body)
+    choice = _first_choice(doc)
+    logprobs = choice.get("logprobs")
+    items = logprobs.get("content") if isinstance(logprobs, dict) else None
+    if not isinstance(items, list):
+        raise TransientError("missing logprobs", "the response has no logprobs.content")
+    try:
+        tokens = [item["token"] for item in items]
+        chosen = np.array([item["logprob"] for item in items], dtype=np.float64)
+        tops = [item.get("top_logprobs") or [] for item in items]
+        top = _pad([[entry["logprob"] for entry in row] for row in tops], k)
+        top_tokens = [[entry["token"] for entry in row][:k] for row in tops] if keep_top_tokens else None
+    except (KeyError, TypeError, AttributeError) as exc:
+        raise TransientError("malformed JSON", f"a logprobs.content item is not as expected ({exc!r})") from None
+    return Parsed(message_text(choice), choice.get("finish_reason"), usage_counts(doc), tokens, chosen, top,
+                  top_tokens, sum(len(row) for row in tops))
+
+
+def load_json(body: bytes) -> Any:
+    """The parsed document, or TransientError("truncated body" | "malformed JSON")."""
+    try:
+        return orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        if _cut_short(body, exc):
+            raise TransientError("truncated body", f"the JSON stops after {len(body)} bytes") from None
+        first_error = exc
+    try:
+        return json.loads(body)  # some servers write NaN or -Infinity, which only the stdlib accepts
+    except ValueError:
+        raise TransientError("malformed JSON", str(first_error)) from None
+
+
+def _cut_short(body: bytes, exc: orjson.JSONDecodeError) -> bool:
+    """Whether the document just stops early, possibly inside a multi-byte character."""
+    message = str(exc)
+    if not body or message.startswith("unexpected end of data"):
+        return True
+    if not message.startswith("str is not valid UTF-8"):
+        return False
+    for trim in (1, 2, 3):
+        with contextlib.suppress(UnicodeDecodeError):
+            body[:-trim].decode()
+            return True
+    return False
+
+
+def _first_choice(doc: Any) -> dict[str, Any]:
+    choices = doc.get("choices") if isinstance(doc, dict) else None
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        raise TransientError("no choices", "the response has no choices[0]")
+    return choices[0]
+
+
+def _pad(rows: list[list[Any]], k: int) -> np.ndarray:
+    """Rows of logprobs as float64 [n, k]: longer rows are cut, shorter ones padded with NaN."""
+    if all(len(row) == k for row in rows):
+        return np.array(rows, dtype=np.float64).reshape(len(rows), k)
+    out = np.full((len(rows), k), np.nan)
+    for i, row in enumerate(rows):
+        values = row[:k]
+        out[i, : len(values)] = np.array(values, dtype=np.float64)
+    return out

@@ -1,0 +1,162 @@
+"""The simulated model: DeepSeek-format chat completions with boxed answers and top-k logprobs, in-process.
+
+How one response is drawn; every draw is seeded by (cfg.seed, problem, sample_key), so the order and the
+threads of requests never change a response:
+
+1. The problem. Its gold answer comes from `answers`, else from a hash of the problem text. It draws a
+   chance p ~ Beta(3a, 3(1-a)) that one trace is right (a = cfg.accuracy) and 2-4 distractor answers
+   with uneven Dirichlet weights, so on hard problems the most common answer is wrong.
+   Wrong answers follow the gold answers' distribution: drawn from the gold answers of the other
+   problems in `answers` (the empirical distribution; AIME's has median ~220), or uniformly from
+   0-999 (how hash-drawn golds are spread) when `answers` holds fewer than 8 answers. So a tie between
+   the gold and a wrong answer is won by the smaller one half the time, and the smallest-wins tie rule
+   earns no more than a uniform random tie-break would (it used to: uniform distractors against
+   AIME's small golds).
+2. The trace. Right with chance p; else a distractor (15% of wrong traces: a scattered answer); 1% of
+   traces box nothing. Its length is lognormal with mean cfg.mean_tokens; it ends "... \\boxed{N}",
+   so a trace longer than the request's max_tokens is cut before its box (finish_reason "length").
+3. The logprobs. A trace draws a latent confidence z ~ N(0, 0.8) + signal * (+0.5 right, -0.5 wrong),
+   with signal = cfg.signal. Lower z means more "fork" tokens (flat top-k distributions) and more
+   low-confidence stretches (48-320 tokens where forks are 5x as frequent). So token confidence
+   C_i = -mean(top-k logprobs) tracks correctness with a strength set by signal: the AUROC of a
+   trace's mean C_i for right vs wrong is ~0.5 at signal 0, ~0.77 at 1 and ~0.94 at 2 (1800-token
+   traces). At signal 0 nothing about a trace (its confidence or its length) says whether it is right;
+   otherwise wrong traces are also exp(0.2 * signal) times longer on average, as real ones are.
+
+Temperature 0 emulates DeepSeek: one greedy trace per prompt (sample_key is ignored), chosen logprob 0.0
+and -9999 for every other top-k entry. Logprob values are printed on a grid 0.4% apart, which keeps
+generation vectorized: a 4096-token response with top-20 takes ~10 ms.
+
+This module draws the problem and the trace's outline (answer, length, z); simtokens.py draws its tokens
+and logprobs, simrender.py writes the JSON, and simrequest.py checks the request.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import orjson
+
+from tracevote.core.config import SimConfig
+from tracevote.sim.render import Degrade, render
+from tracevote.sim.request import parse_request, problem_of
+from tracevote.sim.tokens import Trace, answer_tokens, digest, draw_tokens, seeded_rng
+
+_LENGTH_SIGMA = 0.45
+_CONCENTRATION = 3.0  # of the per-problem Beta: lower spreads difficulties further
+_NO_ANSWER = 0.01
+_Z_SPREAD = 0.8  # of the latent confidence; long traces reach AUROC Phi(signal / (0.8 * sqrt 2))
+_SCATTERED = 0.15
+_MIN_EMPIRICAL = 8  # fewer known gold answers than this: wrong answers are uniform on 0-999
+
+
+@dataclass(frozen=True)
+class _Problem:
+    gold: int
+    p_correct: float
+    distractors: tuple[int, ...]
+    weights: tuple[float, ...]
+    wrong_answers: np.ndarray  # int64: the distribution scattered wrong answers are drawn from (with repeats)
+
+
+class SimModel:
+    """`complete(request, sample_key)` answers a chat-completions request the way DeepSeek does.
+
+    `answers` maps problem text to gold answer; a prompt matches the problem it starts with.
+    """
+
+    def __init__(self, cfg: SimConfig, answers: Mapping[str, int] | None = None) -> None:
+        self.cfg = cfg
+        self._answers = {problem.strip(): int(answer) for problem, answer in (answers or {}).items()}
+        # sorted, so the draws do not depend on the order of `answers`
+        self._gold_pool = np.sort(np.fromiter(self._answers.values(), dtype=np.int64, count=len(self._answers)))
+        self._counters: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def complete(self, request: Mapping[str, Any], sample_key: str | None = None) -> dict[str, Any]:
+        return orjson.loads(self.complete_bytes(request, sample_key))
+
+    def complete_bytes(self, request: Mapping[str, Any], sample_key: str | None = None, *,
+                       degrade: Degrade = "none") -> bytes:
+        """The response body as bytes. `sample_key` None takes the prompt's next counter value."""
+        req = parse_request(request)
+        problem_text = problem_of(req.prompt)
+        greedy = req.temperature == 0.0
+        seed = (self.cfg.seed, problem_text, self._key(problem_text, sample_key, greedy))
+        trace = _draw_trace(self._problem(problem_text), self.cfg, seeded_rng(*seed, "trace"))
+        tokens = draw_tokens(trace, req, seed, greedy)
+        return render(req, trace, tokens, seed, degrade)
+
+    def gold_answer(self, prompt: str) -> int:
+        """The answer the sim counts as right for a prompt (or for a bare problem text)."""
+        return self._problem(problem_of(prompt)).gold
+
+    def _key(self, problem_text: str, sample_key: str | None, greedy: bool) -> str:
+        if greedy:
+            return "greedy"  # DeepSeek at temperature 0 gives every sample of a prompt the same trace
+        return sample_key if sample_key is not None else self._next_key(problem_text)
+
+    def _next_key(self, problem_text: str) -> str:
+        with self._lock:
+            count = self._counters.get(problem_text, 0)
+            self._counters[problem_text] = count + 1
+        return f"#{count}"
+
+    def _problem(self, problem_text: str) -> _Problem:
+        gold = self._gold(problem_text)
+        return _draw_problem(gold, wrong_answer_pool(gold, self._gold_pool), self.cfg,
+                             seeded_rng(self.cfg.seed, problem_text, "problem"))
+
+    def _gold(self, problem_text: str) -> int:
+        if problem_text in self._answers:
+            return self._answers[problem_text]
+        known = [problem for problem in self._answers if problem_text.startswith(problem)]
+        if known:
+            return self._answers[max(known, key=len)]  # "Find x. Then y." before "Find x."
+        return int.from_bytes(digest(problem_text, "gold")[:4], "little") % 1000
+
+
+def wrong_answer_pool(gold: int, gold_pool: np.ndarray) -> np.ndarray:
+    """The answers a wrong trace may give, with repeats: the known gold answers other than `gold`, or
+    0-999 without `gold` when too few are known.
+
+    >>> wrong_answer_pool(5, np.array([5, 7, 7])).size, wrong_answer_pool(5, np.arange(20))[:6].tolist()
+    (999, [0, 1, 2, 3, 4, 6])
+    """
+    others = gold_pool[gold_pool != gold]
+    if len(others) < _MIN_EMPIRICAL:
+        others = np.arange(1000, dtype=np.int64)
+        others = others[others != gold]
+    return others
+
+
+def _draw_problem(gold: int, wrong_answers: np.ndarray, cfg: SimConfig, rng: np.random.Generator) -> _Problem:
+    a = cfg.accuracy
+    p_correct = a if a in (0.0, 1.0) else float(rng.beta(_CONCENTRATION * a, _CONCENTRATION * (1 - a)))
+    n = int(rng.integers(2, 5))
+    distractors = tuple(int(x) for x in rng.choice(wrong_answers, size=n, replace=False))
+    weights = tuple(float(w) for w in rng.dirichlet(np.full(n, 0.7)))
+    return _Problem(gold, p_correct, distractors, weights, wrong_answers)
+
+
+def _draw_trace(problem: _Problem, cfg: SimConfig, rng: np.random.Generator) -> Trace:
+    answer: int | None
+    if rng.random() < _NO_ANSWER:
+        answer = None
+    elif rng.random() < problem.p_correct:
+        answer = problem.gold
+    elif rng.random() < _SCATTERED:
+        answer = int(problem.wrong_answers[rng.integers(len(problem.wrong_answers))])
+    else:
+        answer = problem.distractors[int(rng.choice(len(problem.weights), p=problem.weights))]
+    correct = answer == problem.gold
+    mean = cfg.mean_tokens * (1.0 if correct else math.exp(0.2 * cfg.signal))
+    raw = rng.lognormal(math.log(mean) - _LENGTH_SIGMA**2 / 2, _LENGTH_SIGMA)
+    length = int(min(max(raw, len(answer_tokens(0)) + 4), 8 * cfg.mean_tokens))
+    z = float(rng.normal(0.0, _Z_SPREAD) + cfg.signal * (0.5 if correct else -0.5))
+    return Trace(answer, correct, length, z)

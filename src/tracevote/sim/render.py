@@ -1,0 +1,66 @@
+"""The simulated model's response body: drawn tokens in, DeepSeek's chat-completion JSON bytes out.
+
+The logprobs.content items are joined from byte fragments tabulated once per vocabulary (simtokens.tables),
+so a 4096-token response with top-20 renders without formatting a single float.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+import orjson
+
+from tracevote.sim.request import SimRequest
+from tracevote.sim.tokens import Tokens, Trace, digest, tables
+
+Degrade = Literal["none", "sentinel", "nologprobs"]  # fault modes the sim server asks for
+FINGERPRINT_PREFIX = "tracevote-sim"
+CREATED = 1767225600  # a fixed timestamp keeps responses byte-identical across runs
+
+
+def render(req: SimRequest, trace: Trace, tokens: Tokens, seed: tuple, degrade: Degrade) -> bytes:
+    t = tables()
+    n = len(tokens.ids)
+    text = "".join(t.text[tokens.ids].tolist())
+    finish = "length" if n < trace.length else "stop"
+    prompt_tokens = len(req.prompt.encode()) // 4 + 8
+    usage = {"prompt_tokens": prompt_tokens, "completion_tokens": n, "total_tokens": prompt_tokens + n,
+             "prompt_tokens_details": {"cached_tokens": 0}, "prompt_cache_hit_tokens": 0,
+             "prompt_cache_miss_tokens": prompt_tokens}
+    head = (b'{"id":"chatcmpl-sim-' + digest(*seed, req.model).hex().encode() + b'","object":"chat.completion",'
+            b'"created":' + str(CREATED).encode() + b',"model":' + orjson.dumps(req.model)
+            + b',"choices":[{"index":0,"message":{"role":"assistant","content":' + orjson.dumps(text) + b"},")
+    tail = (b'"finish_reason":"' + finish.encode() + b'"}],"usage":' + orjson.dumps(usage)
+            + b',"system_fingerprint":"' + f"{FINGERPRINT_PREFIX}-s{seed[0]}".encode() + b'"}')
+    return head + _logprobs_json(req, tokens, degrade) + tail
+
+
+def _logprobs_json(req: SimRequest, tokens: Tokens, degrade: Degrade) -> bytes:
+    if degrade == "nologprobs":
+        return b""
+    if not req.logprobs:
+        return b'"logprobs":null,'
+    if degrade == "sentinel":
+        tokens = Tokens(tokens.ids, np.ones_like(tokens.chosen), tokens.candidates, np.ones_like(tokens.top))
+    return b'"logprobs":{"content":[' + _items_json(tokens, req.top_logprobs) + b"]},"
+
+
+def _items_json(tokens: Tokens, k: int) -> bytes:
+    """The logprobs.content items, joined from per-token fragments tabulated once per vocabulary."""
+    t = tables()
+    n = len(tokens.ids)
+    parts = np.empty((n, 3 + 3 * k), dtype=object)
+    parts[:, 0] = t.entry_open[tokens.ids]
+    parts[:, 1] = t.logprob_text[tokens.chosen]
+    if k == 0:
+        parts[:, 2] = t.item_close_empty[tokens.ids]
+    else:
+        candidates = tokens.candidates[:, :k]
+        parts[:, 2] = t.item_open_top[tokens.ids]
+        parts[:, 3::3] = t.entry_open[candidates]
+        parts[:, 4::3] = t.logprob_text[tokens.top[:, :k]]
+        parts[:, 5::3] = t.entry_close[candidates]
+        parts[:, -1] = t.entry_close_last[candidates[:, -1]]
+    parts[-1, -1] = parts[-1, -1][:-1]  # no comma after the last item
+    return b"".join(parts.ravel().tolist())

@@ -1,0 +1,273 @@
+"""A loopback server that speaks DeepSeek's chat-completions JSON for the simulated model, with faults.
+
+`POST /chat/completions` (also under /v1) answers like DeepSeek, errors included: 401 for a wrong key,
+402 in no-balance mode, 400 "Model Not Exist" for a model outside the allow-list, 400/422 for bad
+parameters, all as {"error": {"message", "type", "param", "code"}}. Any other path gets a web server's
+404 page (HTML, no JSON), as a wrong model.base_url meets. The header X-Tracevote-Sample names the sample.
+
+Faults (429s, drops, truncated bodies, ...) follow a FaultPlan: see simfaults.py for the spec.
+`GET /_stats` returns the request counts per sample and per outcome.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import orjson
+
+from tracevote.sim.faults import FaultPlan
+from tracevote.sim.model import SimModel
+from tracevote.sim.render import Degrade
+from tracevote.sim.request import SimRequestError, parse_request
+
+_CHAT_PATHS = ("/chat/completions", "/v1/chat/completions")
+_MODELS_PATHS = ("/models", "/v1/models")
+_NOT_FOUND_PAGE = (b"<html>\r\n<head><title>404 Not Found</title></head>\r\n"
+                   b"<body>\r\n<center><h1>404 Not Found</h1></center>\r\n</body>\r\n</html>\r\n")
+
+
+@dataclass(frozen=True)
+class ServerOptions:
+    """How strict the server is: a required key, a model allow-list, no balance, a lower top-k cap."""
+
+    api_key: str | None = None
+    models: tuple[str, ...] | None = None
+    no_balance: bool = False
+    max_top_logprobs: int = 20
+
+
+@dataclass
+class ServerStats:
+    """Requests per sample; outcomes ("ok", a fault kind, or a status such as "401") as decided; and per
+    sample the complete valid responses ("ok" or "slow") written out in full."""
+
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    by_sample: collections.Counter[str] = field(default_factory=collections.Counter)
+    delivered: collections.Counter[str] = field(default_factory=collections.Counter)
+    outcomes: collections.Counter[str] = field(default_factory=collections.Counter)
+    anonymous: int = 0
+
+    def begin(self, sample_key: str | None) -> tuple[str, int]:
+        """(the key counted, how many requests for it came before this one)."""
+        with self.lock:
+            if sample_key is None:
+                self.anonymous += 1
+                sample_key = f"#request{self.anonymous}"
+            attempt = self.by_sample[sample_key]
+            self.by_sample[sample_key] += 1
+            return sample_key, attempt
+
+    def outcome(self, outcome: str) -> None:
+        with self.lock:
+            self.outcomes[outcome] += 1
+
+    def delivered_to(self, sample_key: str) -> None:
+        with self.lock:
+            self.delivered[sample_key] += 1
+
+    def snapshot(self) -> dict[str, Any]:
+        with self.lock:
+            return {"requests": sum(self.by_sample.values()), "outcomes": dict(self.outcomes),
+                    "by_sample": dict(self.by_sample), "delivered": dict(self.delivered)}
+
+
+class SimServer(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self, address: tuple[str, int], model: SimModel, faults: FaultPlan, options: ServerOptions,
+                 log: Callable[[str], None] | None = None) -> None:
+        super().__init__(address, _Handler)
+        self.model = model
+        self.faults = faults
+        self.options = options
+        self.stats = ServerStats()
+        self.log = log
+
+    @property
+    def base_url(self) -> str:
+        host, port = self.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """Count instead of printing: a client that timed out and hung up is expected here."""
+        exc = sys.exc_info()[1]
+        label = "client gone" if isinstance(exc, ConnectionError) else f"handler error {type(exc).__name__}: {exc}"
+        self.stats.outcome(label)
+        if self.log is not None:
+            self.log(f"{client_address}: {label}")
+
+
+def serve(host: str, port: int, model: SimModel, faults: FaultPlan, options: ServerOptions | None = None, *,
+          on_ready: Callable[[str], None] | None = None, log: Callable[[str], None] | None = None) -> None:
+    """Serve until interrupted; `on_ready` gets the base URL once the socket listens."""
+    with SimServer((host, port), model, faults, options or ServerOptions(), log) as server:
+        if on_ready is not None:
+            on_ready(server.base_url)
+        server.serve_forever()
+
+
+def start_server(model: SimModel, faults: FaultPlan | None = None, options: ServerOptions | None = None,
+                 host: str = "127.0.0.1", port: int = 0) -> SimServer:
+    """A server running in a background thread; stop it with `stop_server`."""
+    server = SimServer((host, port), model, faults or FaultPlan(), options or ServerOptions())
+    threading.Thread(target=server.serve_forever, args=(0.05,), name="sim-server", daemon=True).start()
+    return server
+
+
+def stop_server(server: SimServer) -> None:
+    server.shutdown()
+    server.server_close()
+
+
+@contextlib.contextmanager
+def running_server(model: SimModel, faults: FaultPlan | None = None, options: ServerOptions | None = None,
+                   host: str = "127.0.0.1", port: int = 0) -> Iterator[str]:
+    """Yields the base URL of a server running in a background thread, for tests."""
+    server = start_server(model, faults, options, host, port)
+    try:
+        yield server.base_url
+    finally:
+        stop_server(server)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # keep-alive, as clients with a session expect
+    disable_nagle_algorithm = True  # headers and body go out as two writes: without this, +40 ms each
+    server: SimServer
+    timeout = 120  # an idle keep-alive connection is closed after this
+
+    def log_message(self, format: str, *args: Any) -> None:
+        if self.server.log is not None:
+            self.server.log(f"{self.address_string()} {format % args}")
+
+    def do_GET(self) -> None:
+        path = self.path.split("?", 1)[0]
+        if path == "/_stats":
+            self._send_json(200, self.server.stats.snapshot())
+        elif path in _MODELS_PATHS:
+            refusal = _auth_refusal(self.server.options, self.headers.get("Authorization"))
+            if refusal is not None:
+                self._send_json(refusal[0], refusal[1])
+                return
+            names = self.server.options.models or ("deepseek-v4-flash",)
+            self._send_json(200, {"object": "list", "data": [
+                {"id": name, "object": "model", "owned_by": "tracevote"} for name in names]})
+        else:
+            self._send_not_found()
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        if self.path.split("?", 1)[0] not in _CHAT_PATHS:
+            self._send_not_found()
+            return
+        sample_key = self.headers.get("X-Tracevote-Sample")
+        counted_key, attempt = self.server.stats.begin(sample_key)
+        request, refusal = _check_request(self.server.options, self.headers.get("Authorization"), body)
+        if refusal is not None:
+            self.server.stats.outcome(str(refusal[0]))
+            self._send_json(*refusal)
+            return
+        fault = self.server.faults.choose(sample_key, attempt) if sample_key else None
+        self.server.stats.outcome(fault or "ok")
+        if fault in ("429", "500", "503"):
+            self._send_status_fault(fault)
+        elif fault == "drop":
+            self.close_connection = True  # hang up without a word
+        else:
+            self._send_completion(request, sample_key, fault)
+            if fault in (None, "slow"):
+                self.server.stats.delivered_to(counted_key)
+
+    def _send_status_fault(self, fault: str) -> None:
+        if fault == "429":
+            payload = _error("Rate Limit Reached", "rate_limit_error", "rate_limit_exceeded")
+            retry_after = f"{self.server.faults.retry_after_s:g}"
+            self._send_json(429, payload, {"Retry-After": retry_after})
+        elif fault == "500":
+            self._send_json(500, _error("Server Error", "server_error", "internal_error"))
+        else:
+            self._send_json(503, _error("Server Overloaded", "server_error", "overloaded"))
+
+    def _send_completion(self, request: dict[str, Any], sample_key: str | None, fault: str | None) -> None:
+        if fault == "slow":
+            time.sleep(self.server.faults.slow_s)
+        degrade: Degrade = "sentinel" if fault == "sentinel" else "nologprobs" if fault == "nologprobs" else "none"
+        data = self.server.model.complete_bytes(request, sample_key, degrade=degrade)
+        if fault == "malformed":  # what a proxy in the way sends: half a document, then its own page
+            # subtle: the page starts with a line break, so even when the cut falls inside a JSON string
+            # the document is invalid there, not merely cut short
+            data = data[: len(data) // 2] + b"\r\n<html><body>502 Bad Gateway</body></html>\r\n"
+        sent = data[: len(data) // 2] if fault == "truncated" else data
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))  # subtle: truncated promises more than it sends
+        self.end_headers()
+        self.wfile.write(sent)
+        if fault == "truncated":
+            self.wfile.flush()
+            self.close_connection = True
+
+    def _send_not_found(self) -> None:
+        self.send_response(404)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Length", str(len(_NOT_FOUND_PAGE)))
+        self.end_headers()
+        self.wfile.write(_NOT_FOUND_PAGE)
+
+    def _send_json(self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None) -> None:
+        data = orjson.dumps(payload)
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(data)
+
+
+def _check_request(options: ServerOptions, authorization: str | None,
+                   body: bytes) -> tuple[dict[str, Any], tuple[int, dict[str, Any]] | None]:
+    """(the request, None), or (_, (status, error payload)) in DeepSeek's order of checks."""
+    refusal = _auth_refusal(options, authorization)
+    if refusal is not None:
+        return {}, refusal
+    if options.no_balance:
+        return {}, (402, _error("Insufficient Balance", "unknown_error", "invalid_request_error"))
+    try:
+        request = orjson.loads(body)
+        if not isinstance(request, dict):
+            raise ValueError("not an object")
+        parsed = parse_request(request)
+    except (orjson.JSONDecodeError, ValueError) as exc:
+        status = exc.status if isinstance(exc, SimRequestError) else 400
+        message = str(exc) if isinstance(exc, SimRequestError) else "Invalid request body: not a JSON object"
+        return {}, (status, _error(message, "invalid_request_error", "invalid_request_error"))
+    if parsed.top_logprobs > options.max_top_logprobs:
+        message = f"top_logprobs {parsed.top_logprobs} exceeds this server's limit of {options.max_top_logprobs}"
+        return {}, (400, _error(message, "invalid_request_error", "invalid_request_error"))
+    if options.models is not None and parsed.model not in options.models:
+        return {}, (400, _error("Model Not Exist", "invalid_request_error", "invalid_request_error"))
+    return request, None
+
+
+def _auth_refusal(options: ServerOptions, authorization: str | None) -> tuple[int, dict[str, Any]] | None:
+    if options.api_key is None or authorization == f"Bearer {options.api_key}":
+        return None
+    if not authorization or not authorization.startswith("Bearer "):
+        message = "Authentication Fails (auth header format should be Bearer sk-...)"
+    else:  # like DeepSeek: only the last four characters of the key come back
+        message = f"Authentication Fails, Your api key: ****{authorization[-4:]} is invalid"
+    return 401, _error(message, "authentication_error", "invalid_request_error")
+
+
+def _error(message: str, kind: str, code: str) -> dict[str, Any]:
+    return {"error": {"message": message, "type": kind, "param": None, "code": code}}

@@ -1,0 +1,253 @@
+"""One sample <-> one frame payload whose parts can be read alone.
+
+Format 2: `b"TVC2" | u32 header length | u32 crc32 of the header | header JSON | blocks`. The header
+holds what scoring needs besides C_i (ids, finish_reason, usage, latency, the answer candidates and
+the EXTRACT_VERSION that found them) and a block table, one entry per block:
+`[block name, stored bytes, raw bytes, crc32 of the stored bytes, shuffled, [[array, dtype, shape], ...],
+compression]`. Each block is zstd-compressed on its own ("zstd"), or stored as it is ("none") when that
+saves less than a fifth, so scoring reads 4 bytes a token and decompresses nothing else:
+
+    confidence   token_confidence: C_i, computed in float64 from the logprobs as parsed, stored float32
+    text         text, token_bytes (only when the tokens do not concatenate to the text), token_lens,
+                 token_logprobs (float32)
+    top          top_logprobs_kmajor: top-k logprobs as float16, k-major, for re-analysis only
+                 (relative error at most 2**-11)
+    extra        top_tokens_json, raw (when kept)
+
+Float arrays of shuffled blocks are byte-shuffled (all first bytes, then all second bytes, ...), which
+lets zstd find the redundancy in exponents. The confidence block is not: reading it is then one cast
+(unshuffling cost more than decompressing), and shuffling would save only ~0.35 B/token. Tokens are
+not stored as strings: their UTF-8 lengths cut the text (or the token byte string) back into tokens.
+
+Format 1 payloads (`u32 size | zstd(u32 header length | header | blobs)`, no C_i when top-k was kept)
+are still read; their C_i is recomputed from the float16 top-k.
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+import zlib
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import orjson
+import pyarrow as pa
+
+from tracevote.answers.extract import EXTRACT_VERSION, AnswerCandidates, answer_candidates
+from tracevote.store.logprobs import token_confidence
+from tracevote.store.records import Sample
+
+FORMAT_VERSION = 2
+MAGIC = b"TVC2"
+ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"  # a format 1 payload's zstd frame starts right after its u32 size
+U32 = struct.Struct("<I")
+HEAD = struct.Struct("<4sII")  # magic, header length, header crc32
+SHUFFLED = {"float16", "float32", "uint16", "uint32"}
+CONFIDENCE = "confidence"
+# A block is stored as it is unless zstd saves a fifth: C_i of real traces is near-random float32, where
+# zstd saves ~10% and decompressing it was the largest cost of scoring.
+WORTH_COMPRESSING = 0.8
+_ZSTD = pa.Codec("zstd")
+
+
+@dataclass(frozen=True)
+class Decoded:
+    """A payload's header and all its arrays by name."""
+
+    header: dict[str, Any]
+    blobs: dict[str, np.ndarray]
+
+    def text(self) -> str:
+        return self.blobs["text"].tobytes().decode("utf-8", errors="surrogatepass")
+
+
+@dataclass(frozen=True, eq=False)
+class ScoreFields:
+    """What scoring reads of one sample."""
+
+    sample_id: int
+    finish_reason: str
+    candidates: AnswerCandidates
+    confidence: np.ndarray  # C_i, float32 (format 2) or float64 (recomputed for format 1) [n tokens]
+
+
+def encode(sample: Sample, *, raw: bytes | None = None, keep_top_tokens: bool = False) -> bytes:
+    """A format 2 payload holding every field of `sample`, C_i always (top-k only if the sample has it)."""
+    text_bytes = sample.text.encode("utf-8", errors="surrogatepass")
+    blocks = {CONFIDENCE: {"token_confidence": _confidence_of(sample).astype(np.float32)},
+              "text": _text_arrays(sample, text_bytes)}
+    if sample.top_logprobs is not None:
+        blocks["top"] = {"top_logprobs_kmajor": np.ascontiguousarray(sample.top_logprobs.astype(np.float16).T)}
+    extra = {}
+    if keep_top_tokens and sample.top_tokens is not None:
+        extra["top_tokens_json"] = np.frombuffer(orjson.dumps(sample.top_tokens), dtype=np.uint8)
+    if raw is not None:
+        extra["raw"] = np.frombuffer(raw, dtype=np.uint8)
+    if extra:
+        blocks["extra"] = extra
+    table, stored = [], []
+    for name, arrays in blocks.items():
+        shuffled = name != CONFIDENCE
+        body = b"".join(_to_bytes(array) if shuffled else array.tobytes() for array in arrays.values())
+        packed = _ZSTD.compress(body, asbytes=True)
+        compressed = len(packed) < WORTH_COMPRESSING * len(body)
+        packed = packed if compressed else body
+        table.append([name, len(packed), len(body), zlib.crc32(packed), shuffled,
+                      [[key, str(array.dtype), list(array.shape)] for key, array in arrays.items()],
+                      "zstd" if compressed else "none"])
+        stored.append(packed)
+    header = orjson.dumps({
+        "v": FORMAT_VERSION, "problem_id": sample.problem_id, "sample_id": sample.sample_id,
+        "answer": sample.answer, "finish_reason": sample.finish_reason, "prompt_tokens": sample.prompt_tokens,
+        "completion_tokens": sample.completion_tokens, "latency_s": sample.latency_s,
+        "candidates": answer_candidates(sample.text).to_json(), "extract_version": EXTRACT_VERSION,
+        "blocks": table,
+    })
+    return b"".join([HEAD.pack(MAGIC, len(header), zlib.crc32(header)), header, *stored])
+
+
+def _confidence_of(sample: Sample) -> np.ndarray:
+    """The sample's C_i, or C_i computed in float64 from what it holds (e.g. an imported sample)."""
+    if sample.token_confidence is not None:
+        return np.asarray(sample.token_confidence)
+    return token_confidence(sample.top_logprobs, sample.token_logprobs)
+
+
+def _text_arrays(sample: Sample, text_bytes: bytes) -> dict[str, np.ndarray]:
+    token_bytes = [token.encode("utf-8", errors="surrogatepass") for token in sample.tokens]
+    lengths = np.fromiter((len(b) for b in token_bytes), dtype=np.uint32, count=len(token_bytes))
+    arrays: dict[str, np.ndarray] = {"text": np.frombuffer(text_bytes, dtype=np.uint8)}
+    joined = b"".join(token_bytes)
+    if joined != text_bytes:
+        arrays["token_bytes"] = np.frombuffer(joined, dtype=np.uint8)
+    arrays["token_lens"] = lengths.astype(np.uint16 if lengths.size == 0 or lengths.max() < 65536 else np.uint32)
+    arrays["token_logprobs"] = np.asarray(sample.token_logprobs, dtype=np.float32)
+    return arrays
+
+
+def decode(payload: bytes | memoryview) -> Decoded:
+    """Every array of a payload of either format."""
+    view = memoryview(payload)
+    if _is_format_1(view):
+        return _decode_format_1(view)
+    header, offset = _header(view)
+    blobs: dict[str, np.ndarray] = {}
+    for entry in header["blocks"]:
+        blobs.update(_block_arrays(view, offset, entry))
+        offset += entry[1]
+    return Decoded(header, blobs)
+
+
+def score_fields(payload: bytes | memoryview) -> ScoreFields:
+    """C_i, candidates and finish reason, decompressing only the confidence block (format 2).
+
+    The text is decoded only when the stored candidates come from another EXTRACT_VERSION.
+    """
+    view = memoryview(payload)
+    if _is_format_1(view):
+        decoded = _decode_format_1(view)
+        top = decoded.blobs.get("top_logprobs_kmajor")
+        confidence = decoded.blobs.get("token_confidence")
+        if confidence is None:
+            confidence = token_confidence(None if top is None else top.T, decoded.blobs["token_logprobs"])
+        return ScoreFields(decoded.header["sample_id"], decoded.header["finish_reason"],
+                           answer_candidates(decoded.text()), confidence)
+    header, offset = _header(view)
+    arrays: dict[str, np.ndarray] = {}
+    for entry in header["blocks"]:
+        wanted = entry[0] == CONFIDENCE or (entry[0] == "text" and header["extract_version"] != EXTRACT_VERSION)
+        if wanted:
+            arrays.update(_block_arrays(view, offset, entry))
+        offset += entry[1]
+    if "text" in arrays:
+        candidates = answer_candidates(Decoded(header, arrays).text())
+    else:
+        candidates = AnswerCandidates.from_json(header["candidates"])
+    return ScoreFields(header["sample_id"], header["finish_reason"], candidates, arrays["token_confidence"])
+
+
+def to_sample(decoded: Decoded) -> Sample:
+    """The full record back, tokens and all (for export; scoring reads `score_fields`)."""
+    header, blobs = decoded.header, decoded.blobs
+    source = blobs.get("token_bytes", blobs["text"]).tobytes()
+    ends = np.cumsum(blobs["token_lens"], dtype=np.int64)
+    starts = ends - blobs["token_lens"]
+    bounds = zip(starts.tolist(), ends.tolist(), strict=True)
+    tokens = [source[start:end].decode("utf-8", errors="surrogatepass") for start, end in bounds]
+    top = blobs.get("top_logprobs_kmajor")
+    top_tokens = blobs.get("top_tokens_json")
+    return Sample(
+        problem_id=header["problem_id"], sample_id=header["sample_id"], text=decoded.text(), tokens=tokens,
+        token_logprobs=blobs["token_logprobs"],
+        top_logprobs=None if top is None else top.T.astype(np.float32),
+        top_tokens=None if top_tokens is None else orjson.loads(top_tokens.tobytes()),
+        token_confidence=blobs.get("token_confidence"), answer=header["answer"],
+        finish_reason=header["finish_reason"], prompt_tokens=header["prompt_tokens"],
+        completion_tokens=header["completion_tokens"], latency_s=header["latency_s"],
+    )
+
+
+def _is_format_1(view: memoryview) -> bool:
+    return len(view) >= 8 and view[:4] != MAGIC and view[4:8] == ZSTD_MAGIC
+
+
+def _header(view: memoryview) -> tuple[dict[str, Any], int]:
+    """The format 2 header and the offset of its first block; checks magic and checksum."""
+    if len(view) < HEAD.size:
+        raise ValueError(f"sample payload of {len(view)} bytes is too short for a header")
+    magic, length, crc = HEAD.unpack_from(view)
+    if magic != MAGIC:
+        raise ValueError(f"unknown sample payload format (starts with {bytes(magic)!r})")
+    head = view[HEAD.size: HEAD.size + length]
+    if len(head) != length or zlib.crc32(head) != crc:
+        raise ValueError("sample payload header is cut short or corrupt (crc mismatch)")
+    header = orjson.loads(head)
+    if header.get("v") != FORMAT_VERSION:
+        raise ValueError(f"unknown sample format version {header.get('v')!r}")
+    return header, HEAD.size + length
+
+
+def _block_arrays(view: memoryview, offset: int, entry: list[Any]) -> dict[str, np.ndarray]:
+    name, stored, raw_size, crc, shuffled, layout, compression = entry
+    packed = view[offset: offset + stored]
+    if len(packed) != stored or zlib.crc32(packed) != crc:
+        raise ValueError(f"sample payload block {name!r} is cut short or corrupt (crc mismatch)")
+    body = packed if compression == "none" else memoryview(_ZSTD.decompress(packed, decompressed_size=raw_size))
+    return _split(body, layout, shuffled=shuffled)
+
+
+def _split(body: memoryview, layout: list[Any], *, shuffled: bool = True) -> dict[str, np.ndarray]:
+    arrays: dict[str, np.ndarray] = {}
+    offset = 0
+    for name, dtype_name, shape in layout:
+        dtype = np.dtype(dtype_name)
+        nbytes = math.prod(shape) * dtype.itemsize
+        data = body[offset: offset + nbytes]
+        arrays[name] = _from_bytes(data, dtype, tuple(shape)) if shuffled else np.frombuffer(data, dtype).reshape(shape)
+        offset += nbytes
+    return arrays
+
+
+def _decode_format_1(view: memoryview) -> Decoded:
+    (size,) = U32.unpack_from(view)
+    body = memoryview(pa.decompress(view[U32.size:], decompressed_size=size, codec="zstd"))
+    (head_len,) = U32.unpack_from(body)
+    header = orjson.loads(body[U32.size: U32.size + head_len])
+    if header.get("v") != 1:
+        raise ValueError(f"unknown sample format version {header.get('v')!r}")
+    return Decoded(header, _split(body[U32.size + head_len:], header["blobs"]))
+
+
+def _to_bytes(array: np.ndarray) -> bytes:
+    if str(array.dtype) not in SHUFFLED or array.size == 0:
+        return array.tobytes()
+    return np.ascontiguousarray(array.reshape(-1).view(np.uint8).reshape(-1, array.itemsize).T).tobytes()
+
+
+def _from_bytes(data: memoryview, dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
+    raw = np.frombuffer(data, dtype=np.uint8)
+    if str(dtype) in SHUFFLED and raw.size:
+        raw = np.ascontiguousarray(raw.reshape(dtype.itemsize, -1).T)
+    return raw.view(dtype).reshape(shape)

@@ -1,0 +1,287 @@
+"""The JSON-lines interchange format: `pool export` writes it, `pool import` reads traces made elsewhere.
+
+One object per sample:
+    {"problem_id": "aime_2025-01", "sample_id": 0, "text": "...", "tokens": ["...", ...],
+     "token_logprobs": [-0.01, ...], "top_logprobs": [[-0.01, -4.7, ...], ...],
+     "top_tokens": [["a", "b", ...], ...],        (optional)
+     "token_confidence": [...],                    (optional; instead of top_logprobs)
+     "answer": 70, "finish_reason": "stop",
+     "usage": {"prompt_tokens": 98, "completion_tokens": 1234}, "latency_s": 3.2, "simulated": false}
+
+Logprobs may be null, non-finite or <= -9999 (a sentinel): all mean "absent". Export writes absent
+values as null.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import numpy as np
+import orjson
+
+from tracevote.answers.extract import extract_answer
+from tracevote.core.errors import DataError
+from tracevote.core.fileio import parse_json_object
+from tracevote.datasets.problems import Problem
+from tracevote.store import codec
+from tracevote.store.framing import FrameWriter
+from tracevote.store.logprobs import clean_logprobs, token_confidence
+from tracevote.store.pool import Pool
+from tracevote.store.records import Sample
+
+MAX_LISTED_BAD_LINES = 50  # a file of bad lines is usually one systematic mistake; the first 50 show it
+ANY_SAMPLE_ID_FLAG = "--allow-any-sample-id"  # named in the out-of-range message so the user sees the way out
+
+
+def to_json_line(sample: Sample, *, simulated: bool) -> bytes:
+    record: dict[str, Any] = {
+        "problem_id": sample.problem_id, "sample_id": sample.sample_id, "text": sample.text,
+        "tokens": sample.tokens, "token_logprobs": _nullable(sample.token_logprobs),
+    }
+    if sample.top_logprobs is not None:
+        record["top_logprobs"] = _nullable(sample.top_logprobs)
+    if sample.top_tokens is not None:
+        record["top_tokens"] = sample.top_tokens
+    if sample.token_confidence is not None:
+        record["token_confidence"] = _nullable(sample.token_confidence)
+    record.update(answer=sample.answer, finish_reason=sample.finish_reason,
+                  usage={"prompt_tokens": sample.prompt_tokens, "completion_tokens": sample.completion_tokens},
+                  latency_s=sample.latency_s, simulated=simulated)
+    return orjson.dumps(record) + b"\n"
+
+
+def _nullable(values: np.ndarray) -> Any:
+    as_objects = np.asarray(values, dtype=np.float64).astype(object)
+    as_objects[np.isnan(np.asarray(values, dtype=np.float64))] = None
+    return as_objects.tolist()
+
+
+def numbered_lines(path: Path) -> Iterator[tuple[int, bytes]]:
+    """(line number from 1, line) for every non-blank line; an unreadable file is a DataError."""
+    try:
+        with open(path, "rb") as handle:
+            for number, line in enumerate(handle, start=1):
+                if line.strip():
+                    yield number, line
+    except OSError as exc:
+        raise DataError(f"{path}: cannot read it ({exc.strerror or exc})") from exc
+
+
+def read_lines(path: Path) -> Iterator[tuple[Sample, bool]]:
+    """Every (sample, simulated) in an interchange file; the first bad line raises, naming line and field."""
+    for number, line in numbered_lines(path):
+        yield parse_line(line, f"{path}: line {number}")
+
+
+def parse_line(line: bytes, where: str) -> tuple[Sample, bool]:
+    record = parse_json_object(line, where)
+    tokens = _field(record, "tokens", list, where)
+    if not all(isinstance(t, str) for t in tokens):
+        raise DataError(f"{where}: field 'tokens': every token must be a string")
+    n = len(tokens)
+    text = _field(record, "text", str, where)
+    prompt_tokens, completion_tokens = _usage(record, where, n)
+    sample = Sample(
+        problem_id=_field(record, "problem_id", str, where), sample_id=_sample_id(record, where), text=text,
+        tokens=tokens, token_logprobs=_per_token(record, "token_logprobs", where, n),
+        top_logprobs=_top_logprobs(record, where, n), top_tokens=record.get("top_tokens"),
+        token_confidence=_per_token(record, "token_confidence", where, n) if "token_confidence" in record else None,
+        answer=extract_answer(text), finish_reason=str(record.get("finish_reason") or "unknown"),
+        prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
+        latency_s=_latency(record, where),
+    )
+    return sample, bool(record.get("simulated", False))
+
+
+def _field(record: dict[str, Any], name: str, kind: type, where: str) -> Any:
+    value = record.get(name)
+    if not isinstance(value, kind) or isinstance(value, bool):
+        raise DataError(f"{where}: field {name!r}: expected {kind.__name__}, got {value!r:.60}")
+    return value
+
+
+def _sample_id(record: dict[str, Any], where: str) -> int:
+    value = _field(record, "sample_id", int, where)
+    if not 0 <= value < 2**32:
+        raise DataError(f"{where}: field 'sample_id': {value} is not in 0..2**32-1")
+    return value
+
+
+def _usage(record: dict[str, Any], where: str, n: int) -> tuple[int, int]:
+    """(prompt_tokens, completion_tokens); a missing usage counts 0 prompt tokens and one per token."""
+    usage = record.get("usage") or {}
+    if not isinstance(usage, dict):
+        raise DataError(f"{where}: field 'usage': expected an object, got {usage!r:.60}")
+    counts = []
+    for name, default in (("prompt_tokens", 0), ("completion_tokens", n)):
+        value = usage.get(name, default)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise DataError(f"{where}: field 'usage.{name}': expected an integer >= 0, got {value!r:.60}")
+        counts.append(value)
+    return counts[0], counts[1]
+
+
+def _latency(record: dict[str, Any], where: str) -> float:
+    value = record.get("latency_s") or 0.0
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not value >= 0:
+        raise DataError(f"{where}: field 'latency_s': expected a number >= 0, got {value!r:.60}")
+    return float(value)
+
+
+def _per_token(record: dict[str, Any], name: str, where: str, n: int) -> np.ndarray:
+    """A list of n numbers or nulls -> float32 with absent values as NaN."""
+    values = _field(record, name, list, where)
+    if len(values) != n:
+        raise DataError(f"{where}: field {name!r}: {len(values)} values for {n} tokens")
+    return clean_logprobs(_numbers(values, name, where))
+
+
+def _top_logprobs(record: dict[str, Any], where: str, n: int) -> np.ndarray | None:
+    """One list per token, best first; ragged rows are padded with absent entries."""
+    rows = record.get("top_logprobs")
+    if rows is None:
+        return None
+    if not isinstance(rows, list) or len(rows) != n or not all(isinstance(row, list) for row in rows):
+        raise DataError(f"{where}: field 'top_logprobs': expected {n} lists (one per token)")
+    width = max((len(row) for row in rows), default=0)
+    padded = [value for row in rows for value in [*row, *([None] * (width - len(row)))]]
+    return clean_logprobs(_numbers(padded, "top_logprobs", where).reshape(n, width))
+
+
+def _numbers(values: list[Any], name: str, where: str) -> np.ndarray:
+    try:
+        return np.array([np.nan if v is None else v for v in values], dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise DataError(f"{where}: field {name!r}: expected numbers or null ({exc})") from exc
+
+
+@dataclass(frozen=True)
+class ImportSummary:
+    read: int
+    stored: int
+    already_stored: int
+    simulated: bool
+
+
+@dataclass(frozen=True)
+class CheckedFile:
+    """What validate_file found in a file with no bad line."""
+
+    samples: int
+    simulated: bool  # any sample says it came from the simulator
+
+
+class _BadLines:
+    """Collects bad-line messages: the first MAX_LISTED_BAD_LINES kept, the rest only counted."""
+
+    def __init__(self) -> None:
+        self.listed: list[str] = []
+        self.total = 0
+
+    def add(self, message: str) -> None:
+        self.total += 1
+        if len(self.listed) < MAX_LISTED_BAD_LINES:
+            self.listed.append(message)
+
+    def raise_if_any(self, path: Path) -> None:
+        if not self.total:
+            return
+        more = [f"  ... and {self.total - len(self.listed)} more"] if self.total > len(self.listed) else []
+        lines = [f"  {message}" for message in self.listed] + more
+        noun = "line" if self.total == 1 else "lines"
+        raise DataError("\n".join([f"{path}: {self.total} bad {noun}, nothing imported:", *lines]))
+
+
+def validate_file(path: Path, problem_ids: set[str], *, n_pool: int | None) -> CheckedFile:
+    """Check every line before anything is written.
+
+    One DataError lists every bad line (line number, field, value). Sample ids must lie in 0..n_pool-1,
+    unless n_pool is None.
+    """
+    first_seen: dict[tuple[str, int], int] = {}
+    bad = _BadLines()
+    simulated = False
+    count = 0
+    for number, line in numbered_lines(path):
+        where = f"line {number}"
+        try:
+            sample, is_sim = parse_line(line, where)
+            _check_belongs(sample, where, problem_ids, n_pool)
+            first_line = first_seen.setdefault((sample.problem_id, sample.sample_id), number)
+            _check_unique(sample, where, number, first_line)
+        except DataError as exc:
+            bad.add(str(exc))
+            continue
+        count += 1
+        simulated |= is_sim
+    bad.raise_if_any(path)
+    return CheckedFile(samples=count, simulated=simulated)
+
+
+def _check_belongs(sample: Sample, where: str, problem_ids: set[str], n_pool: int | None) -> None:
+    if sample.problem_id not in problem_ids:
+        raise DataError(f"{where}: field 'problem_id': {sample.problem_id!r} is not in the dataset "
+                        f"({len(problem_ids)} problems)")
+    if n_pool is not None and sample.sample_id >= n_pool:
+        raise DataError(f"{where}: field 'sample_id': {sample.sample_id} is outside 0..{n_pool - 1} "
+                        f"(pool.n_pool is {n_pool}; {ANY_SAMPLE_ID_FLAG} admits it)")
+
+
+def _check_unique(sample: Sample, where: str, line: int, first_line: int) -> None:
+    if line != first_line:
+        raise DataError(f"{where}: duplicate sample {sample.problem_id}/{sample.sample_id} "
+                        f"(first on line {first_line})")
+
+
+def import_file(path: Path, pool: Pool, problems: list[Problem], *, keep_top_logprobs: bool,
+                n_pool: int | None) -> ImportSummary:
+    """Validate the whole file, then append every sample the pool lacks (all-or-nothing on bad input).
+
+    n_pool bounds the sample ids (0..n_pool-1); None admits any id.
+    """
+    checked = validate_file(path, {p.id for p in problems}, n_pool=n_pool)
+    return store_file(path, checked, pool, problems, keep_top_logprobs=keep_top_logprobs)
+
+
+def store_file(path: Path, checked: CheckedFile, pool: Pool, problems: list[Problem], *,
+               keep_top_logprobs: bool) -> ImportSummary:
+    """Append every sample of a file validate_file passed (`checked` is what it returned) that the pool lacks."""
+    read, simulated = checked.samples, checked.simulated
+    pool.register(problems)
+    if simulated and not pool.simulated:
+        pool.mark_simulated()
+    stored = skipped = 0
+    with ExitStack() as stack:
+        writers: dict[str, FrameWriter] = {}
+        for sample, _ in read_lines(path):
+            if sample.problem_id not in writers:
+                writers[sample.problem_id] = stack.enter_context(pool.writer(sample.problem_id))
+            writer = writers[sample.problem_id]
+            if sample.sample_id in writer.sample_ids:
+                skipped += 1
+                continue
+            writer.append(sample.sample_id, codec.encode(for_storage(sample, keep_top_logprobs)))
+            stored += 1
+    return ImportSummary(read=read, stored=stored, already_stored=skipped, simulated=simulated or pool.simulated)
+
+
+def for_storage(sample: Sample, keep_top_logprobs: bool) -> Sample:
+    """The sample as the pool keeps it: without top-k (but with C_i) when the pool drops top-k."""
+    if keep_top_logprobs or sample.top_logprobs is None:
+        return sample
+    confidence = token_confidence(sample.top_logprobs, sample.token_logprobs).astype(np.float32)
+    return dataclasses.replace(sample, top_logprobs=None, top_tokens=None, token_confidence=confidence)
+
+
+def export_pool(pool: Pool, problem_ids: list[str], out: BinaryIO) -> int:
+    count = 0
+    for problem_id in problem_ids:
+        for sample in pool.iter_samples(problem_id):
+            out.write(to_json_line(sample, simulated=pool.simulated))
+            count += 1
+    return count

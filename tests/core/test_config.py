@@ -1,0 +1,145 @@
+"""load_params on the tests' params (the repository's defaults) with one change: each bad value is refused
+with a message naming the key and the value. The fixture keeps the keys of the committed params.yaml."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.conftest import FIXTURE_PARAMS, REPO_ROOT
+from tracevote.core.config import EvalConfig, eta_percent, load_params
+from tracevote.core.errors import ConfigError
+
+# Sections whose keys are the user's, sent as they are: their content is a value, not part of the schema.
+FREE_FORM = {("model", "extra_body")}
+DELETE = object()  # as a change's value: remove the key
+
+
+def params_with(tmp_path: Path, key: str, value: Any) -> Path:
+    """params.yaml with the dotted `key` set to `value` (or removed, for DELETE), written to tmp_path."""
+    params = yaml.safe_load(FIXTURE_PARAMS.read_text(encoding="utf-8"))
+    *parents, last = key.split(".")
+    section = params
+    for name in parents:
+        section = section[name]
+    if value is DELETE:
+        del section[last]
+    else:
+        section[last] = value
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump(params, sort_keys=False), encoding="utf-8")
+    return path
+
+
+def test_fixture_params_load() -> None:
+    params = load_params(FIXTURE_PARAMS)
+    assert params.eval.etas == (0.1, 0.9)
+    assert params.report.k in params.eval.k
+
+
+def key_tree(section: object, path: tuple[str, ...] = ()) -> object:
+    """{"a": {"b": 1}, "c": [2]} -> {"a": {"b": None}, "c": None}: the keys, with every value left out."""
+    if not isinstance(section, dict) or path in FREE_FORM:
+        return None
+    return {key: key_tree(value, (*path, key)) for key, value in section.items()}
+
+
+def committed_params() -> str:
+    """params.yaml as committed at HEAD, or skip where there is no git or no repository (an unpacked sdist)."""
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed: no committed params.yaml to compare the fixture with")
+    shown = subprocess.run(["git", "show", "HEAD:params.yaml"], cwd=REPO_ROOT, capture_output=True, text=True,
+                           check=False)
+    if shown.returncode != 0:
+        pytest.skip(f"no committed params.yaml in {REPO_ROOT}: {shown.stderr.strip()}")
+    return shown.stdout
+
+
+def test_fixture_params_have_the_repository_keys() -> None:
+    # values may differ (the fixture keeps the defaults the tests rely on); keys may not, or tests would
+    # run a pipeline whose params.yaml misses a key the stages now read
+    committed = key_tree(yaml.safe_load(committed_params()))
+    assert key_tree(yaml.safe_load(FIXTURE_PARAMS.read_text(encoding="utf-8"))) == committed
+
+
+@pytest.mark.parametrize(("params", "tree"), [
+    ({"a": {"b": 1, "c": [2, 3]}, "d": None}, {"a": {"b": None, "c": None}, "d": None}),
+    ({"model": {"extra_body": {"thinking": {"type": "disabled"}}}}, {"model": {"extra_body": None}}),
+    ({"model": {"extra_body": {}}}, {"model": {"extra_body": None}}),
+])
+def test_key_tree(params: dict, tree: dict) -> None:
+    assert key_tree(params) == tree
+
+
+REFUSED = [
+    # (key, value, the message says)
+    ("eval.etas", [0.125], "eval.etas: 0.125 must be a whole percentage"),
+    ("eval.etas", [0.1, 0.1000001], "eval.etas: 0.1000001 must be a whole percentage"),
+    ("eval.etas", [0.1, 0.1], "eval.etas: [0.1, 0.1] must be distinct percentages"),
+    ("eval.etas", [0.9, 0.1, 0.100000000001], "eval.etas: [0.9, 0.1, 0.100000000001] must be distinct"),
+    ("eval.etas", [0.1, 1.5], "eval.etas: [0.1, 1.5] must be fractions in (0, 1]"),
+    ("eval.etas", [0.0], "eval.etas: [0.0] must be fractions in (0, 1]"),
+    ("eval.etas", 0.1, "eval.etas: expected a list, got 0.1"),
+    ("eval.repeat", "64", "eval.repeat: expected an integer, got '64'"),
+    ("eval.repeat", 2.5, "eval.repeat: expected an integer, got 2.5"),
+    ("eval.seed", True, "eval.seed: expected an integer, got True"),
+    ("eval.k", [1, 2, 2], "eval.k: [1, 2, 2] must be without repeats"),
+    ("eval.k", [1, 1024], "eval.k: [1024] must be at most pool.n_pool (512)"),
+    ("eval.speed", 3, "eval.speed: unknown key"),
+    ("eval.seed", DELETE, "eval.seed: missing"),
+    ("report.k", 3, "report.k: 3 must be one of eval.k [1, 2, 4, 8, 16, 32, 64, 128, 256, 512]"),
+    ("confidence.group_size", 0, "confidence.group_size: 0 must be >= 1"),
+    ("decoding.temperature", "hot", "decoding.temperature: expected a number, got 'hot'"),
+    ("model.backend", "vllm", "model.backend: 'vllm' is not one of 'openai', 'sim'"),
+    ("pool.keep_raw", "no", "pool.keep_raw: expected true or false, got 'no'"),
+    ("pool.pricing", DELETE, "pool.pricing: missing"),
+]
+
+
+@pytest.mark.parametrize(("key", "value", "says"), REFUSED)
+def test_load_params_refuses(tmp_path: Path, key: str, value: Any, says: str) -> None:
+    path = params_with(tmp_path, key, value)
+    with pytest.raises(ConfigError, match=re.escape(f"{path}: {says}")):
+        load_params(path)
+
+
+@pytest.mark.parametrize(("etas", "expected"), [
+    ([0.05, 0.1, 0.9], (0.05, 0.1, 0.9)),
+    ([1], (1.0,)),  # an integer in YAML is a number too
+    ([], ()),
+])
+def test_load_params_accepts_etas(tmp_path: Path, etas: list[float], expected: tuple[float, ...]) -> None:
+    assert load_params(params_with(tmp_path, "eval.etas", etas)).eval.etas == expected
+
+
+@pytest.mark.parametrize(("eta", "percent"), [
+    (0.1, 10),
+    (0.9, 90),
+    (0.05, 5),
+    (0.07, 7),  # 0.07 * 100 is 7.000000000000001
+    (0.29, 29),  # 0.29 * 100 is 28.999999999999996
+    (1.0, 100),
+    (0.1 + 1e-12, 10),
+    (0.125, None),
+    (0.1000001, None),
+    (0.001, None),
+])
+def test_eta_percent(eta: float, percent: int | None) -> None:
+    assert eta_percent(eta) == percent
+
+
+def test_eval_config_validate_names_the_section() -> None:
+    with pytest.raises(ConfigError, match=re.escape("eval.etas: 0.125 must be a whole percentage")):
+        EvalConfig(k=(1,), repeat=1, seed=0, etas=(0.125,)).validate("eval")
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    path = tmp_path / "nowhere.yaml"
+    with pytest.raises(ConfigError, match=re.escape(f"{path}: not found")):
+        load_params(path)

@@ -1,0 +1,101 @@
+"""fetch and normalize as DVC stages in a real temporary git repo."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.dvcproject import dvc, make_project
+from tracevote.datasets.problems import load_problems
+
+pytestmark = pytest.mark.slow
+
+
+def local_source(path: Path, problem_key: str = "problem") -> dict:
+    return {"dataset": {"name": "toy", "source": {"path": str(path)}, "problem_key": problem_key}}
+
+
+def write_rows(path: Path, rows: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return path
+
+
+def test_repro_runs_fetch_and_normalize_then_nothing(tmp_path: Path) -> None:
+    rows = write_rows(tmp_path / "toy.jsonl", [{"problem": f"Compute {i}+1.", "answer": str(i + 1)}
+                                               for i in range(5)])
+    project = make_project(tmp_path / "project", local_source(rows))
+
+    first = dvc(project, "repro", "normalize")
+    assert "Running stage 'fetch'" in first.stdout
+    assert "Running stage 'normalize'" in first.stdout
+    problems = load_problems(project / "data" / "toy.jsonl")
+    assert [p.answer for p in problems] == [1, 2, 3, 4, 5]
+
+    second = dvc(project, "repro", "normalize")
+    assert "Running stage" not in second.stdout
+    assert dvc(project, "status", "normalize").stdout.strip() == "Data and pipelines are up to date."
+
+
+def test_shared_aime_2025_yields_30_records(tmp_path: Path, shared_data: Path) -> None:
+    project = make_project(tmp_path / "project", local_source(shared_data / "aime_2025.jsonl", "question"))
+    dvc(project, "repro", "normalize")
+    problems = load_problems(project / "data" / "toy.jsonl")
+    expected = [int(json.loads(line)["answer"]) for line in (shared_data / "aime_2025.jsonl").open()]
+    assert len(problems) == 30
+    assert [p.answer for p in problems] == expected
+
+
+def test_bad_rows_fail_the_stage_and_keep_the_good_output(tmp_path: Path) -> None:
+    rows = write_rows(tmp_path / "toy.jsonl", [{"problem": "Compute 1+1.", "answer": "2"}])
+    project = make_project(tmp_path / "project", local_source(rows))
+    dvc(project, "repro", "normalize")
+    good = (project / "data" / "toy.jsonl").read_bytes()
+
+    write_rows(rows, [{"problem": "Compute 1+1.", "answer": "2"}, {"problem": "\x0crac12", "answer": "x"}])
+    failed = dvc(project, "repro", "-f", "normalize", check=False)
+    assert failed.returncode != 0
+    assert "row 2: field 'problem': contains control character U+000C" in failed.stderr + failed.stdout
+    assert "row 2: field 'answer': 'x' is not an integer" in failed.stderr + failed.stdout
+    assert (project / "data" / "toy.jsonl").read_bytes() == good
+    assert not list((project / "data").glob(".*.tmp"))
+
+
+@pytest.fixture(scope="module")
+def fetched(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("fetched")
+    rows = write_rows(root / "good.jsonl", [{"problem": "Compute 1+1.", "answer": "2"}])
+    project = make_project(root / "project", local_source(rows))
+    dvc(project, "repro", "normalize")
+    return project
+
+
+BAD_SOURCES = [
+    # (file name, content, the error line's text after the file name)
+    ("empty.jsonl", "", "the dataset file holds no rows"),
+    ("rows.parquet", '{"problem": "Compute 1+1.", "answer": "2"}\n', "not a readable Parquet file"),
+    ("rows.json", '{"problem": "Compute 1+1.", "answer": "2"}\n{"problem": "Compute 2+2.", "answer": "4"}\n',
+     "not valid JSON"),
+    ("bad.jsonl", '{"problem": "Compute 1+1.", "answer": "two"}\n', "1 problem(s), nothing written:"),
+    ("renamed.jsonl", '{"question": "Compute 1+1.", "answer": "2"}\n', "1 problem(s), nothing written:"),
+]
+
+
+@pytest.mark.parametrize(("name", "content", "message"), BAD_SOURCES, ids=[case[0] for case in BAD_SOURCES])
+def test_fetch_refuses_a_bad_source_and_keeps_the_raw_rows(fetched: Path, name: str, content: str,
+                                                          message: str) -> None:
+    kept = {path: (fetched / path).read_bytes() for path in ("data/raw/toy.jsonl", "data/toy.jsonl", "dvc.lock")}
+    source = fetched.parent / name
+    source.write_text(content)
+    params = (fetched / "params.yaml").read_text()
+    (fetched / "params.yaml").write_text(params.replace(str(fetched.parent / "good.jsonl"), str(source)))
+    try:
+        failed = dvc(fetched, "repro", "normalize", check=False)
+    finally:
+        (fetched / "params.yaml").write_text(params)
+    output = failed.stdout + failed.stderr
+    assert failed.returncode != 0
+    assert "Traceback" not in output
+    assert f"error: {source}: {message}" in output
+    assert {path: (fetched / path).read_bytes() for path in kept} == kept

@@ -1,0 +1,107 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tracevote.core.config import DatasetConfig, SourceConfig
+from tracevote.core.errors import DataError
+from tracevote.datasets.problems import load_problems, normalize_rows, parse_integer_answer
+
+SOURCE = SourceConfig(hf_dataset=None, hf_config="default", hf_split="train", api_url="", path="x.jsonl")
+
+
+def dataset(**overrides: object) -> DatasetConfig:
+    fields = {"name": "aime_2025", "source": SOURCE, "problem_key": "problem", "answer_key": "answer",
+              "id_key": None, "answer_format": "aime"}
+    return DatasetConfig(**{**fields, **overrides})
+
+
+GOOD = {"problem": "Find $x$.\nGiven $x+1=2$.", "answer": "1"}
+
+
+@pytest.mark.parametrize(
+    ("rows", "expected"),
+    [
+        ([GOOD, {"answer": "5"}], ["row 2: field 'problem': missing"]),
+        ([GOOD, {"problem": "  ", "answer": "5"}], ["row 2: field 'problem': expected non-empty text"]),
+        ([GOOD, {"problem": "Find x."}], ["row 2: field 'answer': missing or empty"]),
+        ([GOOD, {"problem": "Find x.", "answer": ""}], ["row 2: field 'answer': missing or empty"]),
+        ([GOOD, {"problem": "Find x.", "answer": "1000"}], ["row 2: field 'answer': '1000' is outside the AIME range"]),
+        ([GOOD, {"problem": "Find x.", "answer": -3}], ["row 2: field 'answer': -3 is outside the AIME range"]),
+        ([GOOD, {"problem": "Find x.", "answer": "12.5"}], ["row 2: field 'answer': '12.5' is not an integer"]),
+        ([GOOD, {"problem": "Find x.", "answer": "seven"}], ["row 2: field 'answer': 'seven' is not an integer"]),
+        ([GOOD, {"problem": "Find x.", "answer": True}], ["row 2: field 'answer': True is not an integer"]),
+        ([GOOD, {"problem": "Let \x0crac{1}{2} be y.", "answer": "1"}],
+         ["row 2: field 'problem': contains control character U+000C at offset 4 (a mis-escaped \\frac?)"]),
+        ([{"problem": "On \triangle ABC", "answer": "1"}],
+         ["row 1: field 'problem': contains control character U+0009 at offset 3 (a mis-escaped \\triangle"]),
+        ([], ["no rows"]),
+    ],
+)
+def test_each_bad_input_gets_its_own_message(rows: list[dict], expected: list[str]) -> None:
+    with pytest.raises(DataError) as error:
+        normalize_rows(rows, dataset(), origin="data/raw/aime_2025.jsonl")
+    message = str(error.value)
+    assert message.startswith("data/raw/aime_2025.jsonl: ")
+    for fragment in expected:
+        assert fragment in message
+
+
+def test_every_offending_row_is_listed() -> None:
+    rows = [GOOD, {"problem": "a\x0cb", "answer": "x"}, GOOD, {"answer": "2000"}]
+    with pytest.raises(DataError) as error:
+        normalize_rows(rows, dataset(), origin="raw.jsonl")
+    lines = str(error.value).splitlines()
+    assert lines[0] == "raw.jsonl: 4 problem(s), nothing written:"
+    assert [line.split(":")[0].strip() for line in lines[1:]] == ["row 2", "row 2", "row 4", "row 4"]
+
+
+def test_duplicate_ids_name_both_rows() -> None:
+    rows = [{"n": "A-1", **GOOD}, {"n": "A-2", **GOOD}, {"n": "A-1", **GOOD}]
+    with pytest.raises(DataError, match=r"row 3: field 'n': duplicate id 'A-1' \(first at row 1\)"):
+        normalize_rows(rows, dataset(id_key="n"), origin="raw.jsonl")
+
+
+def test_id_key_must_hold_a_plain_name() -> None:
+    with pytest.raises(DataError, match="row 1: field 'n': id 'a b'"):
+        normalize_rows([{"n": "a b", **GOOD}], dataset(id_key="n"), origin="raw.jsonl")
+
+
+def test_keeps_newlines_metadata_and_leading_zero_answers() -> None:
+    rows = [{"problem": "Line one.\nLine two.", "answer": "025", "year": 2025, "problem_idx": 1,
+             "tags": ["not", "scalar"]}]
+    [problem] = normalize_rows(rows, dataset(), origin="raw.jsonl")
+    assert problem.id == "aime_2025-01"
+    assert problem.problem == "Line one.\nLine two."
+    assert problem.answer == 25
+    assert problem.meta == {"year": 2025, "problem_idx": 1}
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [(25, 25), ("25", 25), (" 025 ", 25), (25.0, 25), ("+7", 7), ("-3", -3), ("25.5", None), (25.5, None),
+     ("", None), ("1e3", None), (None, None), (False, None)],
+)
+def test_parse_integer_answer(value: object, expected: int | None) -> None:
+    assert parse_integer_answer(value) == expected
+
+
+def test_integer_format_accepts_any_integer() -> None:
+    [problem] = normalize_rows([{"problem": "p", "answer": "123456"}], dataset(answer_format="integer"),
+                               origin="raw.jsonl")
+    assert problem.answer == 123456
+
+
+def test_shared_aime_2025_with_question_key(shared_data: Path, tmp_path: Path) -> None:
+    path = shared_data / "aime_2025.jsonl"
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    problems = normalize_rows(rows, dataset(problem_key="question"), origin=str(path))
+    assert len(problems) == 30
+    assert [p.answer for p in problems] == [int(row["answer"]) for row in rows]
+    assert len({p.id for p in problems}) == 30
+
+    out = tmp_path / "aime_2025.jsonl"
+    out.write_text("".join(json.dumps(p.to_record()) + "\n" for p in problems))
+    assert load_problems(out) == problems

@@ -1,0 +1,84 @@
+"""The report's plots: one panel per measure with five lines, and exactly the intended `dvc plots show`."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from tests.dvcproject import dvc, make_project
+from tests.test_pipeline import small_sim_params
+from tracevote.report import plots
+
+MEASURES = ("avg", "bottom10", "lowest", "tail")
+METHODS = ("pass1", "cons", *(f"{m}{top}" for m in MEASURES for top in ("", "_top10", "_top90")))
+KS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
+INTENDED_PLOTS = {"accuracy_vs_k_avg", "accuracy_vs_k_bottom10", "accuracy_vs_k_lowest", "accuracy_vs_k_tail",
+                  "plots/accuracy_vs_k.png", "plots/confidence.png"}
+
+
+def synthetic_curve() -> pd.DataFrame:
+    """What plots.accuracy_curve returns for METHODS at KS: accuracy rising with log2 K."""
+    table: dict[str, list[float]] = {"k": list(KS)}
+    for number, method in enumerate(METHODS):
+        table[method] = [0.4 + 0.01 * number * math.log2(k) / 9 for k in KS]
+        table[f"{method}_std"] = [0.05 / math.sqrt(k) for k in KS]
+    table["log2_k"] = [math.log2(k) for k in KS]
+    return pd.DataFrame(table)
+
+
+def synthetic_scores(rng: np.random.Generator) -> pd.DataFrame:
+    correct = rng.random(400) < 0.5
+    table = {"valid": np.ones(400, dtype=bool), "correct": correct}
+    table.update({m: rng.normal(7 + correct, 1) for m in MEASURES})
+    return pd.DataFrame(table)
+
+
+@pytest.mark.parametrize(
+    ("measure", "expected"),
+    [
+        ("avg", ["pass1", "cons", "avg", "avg_top10", "avg_top90"]),
+        ("tail", ["pass1", "cons", "tail", "tail_top10", "tail_top90"]),
+    ],
+)
+def test_each_panel_draws_the_baselines_its_measure_and_its_top_variants(measure: str, expected: list[str]) -> None:
+    lines = plots.panel_methods(METHODS, measure)
+    assert [method for method, *_ in lines] == expected
+    assert len({colour for _, _, colour, _ in lines}) == 5  # every line of a panel has its own colour
+
+
+def test_the_legend_names_roles_not_one_measure() -> None:
+    labels = [label for _, label, _, _ in plots.panel_methods(METHODS, "lowest")]
+    assert labels[0] == "Pass@1" and labels[1].startswith("Cons@K")
+    assert labels[-2].startswith("top-10%@K") and labels[-1].startswith("top-90%@K")
+
+
+def test_plot_files_are_written(tmp_path: Path) -> None:
+    plots.plot_accuracy(synthetic_curve(), METHODS, tmp_path / "accuracy_vs_k.png", simulated=True)
+    plots.plot_confidence(synthetic_scores(np.random.default_rng(0)), MEASURES, tmp_path / "confidence.png",
+                          simulated=True)
+    for name in ("accuracy_vs_k.png", "confidence.png"):
+        assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert not list(tmp_path.glob(".*.tmp"))
+
+
+@pytest.mark.slow
+def test_dvc_plots_show_lists_exactly_the_intended_plots(tmp_path: Path) -> None:
+    project = make_project(tmp_path / "project", small_sim_params())
+    folder = project / "plots"
+    folder.mkdir()
+    synthetic_curve().to_csv(folder / "accuracy_vs_k.csv", index=False)
+    plots.plot_accuracy(synthetic_curve(), METHODS, folder / "accuracy_vs_k.png", simulated=True)
+    plots.plot_confidence(synthetic_scores(np.random.default_rng(0)), MEASURES, folder / "confidence.png",
+                          simulated=True)
+    shown = json.loads(dvc(project, "plots", "show", "--json").stdout)
+    assert not shown.get("errors")
+    assert set(shown["data"]) == INTENDED_PLOTS
+    tail = shown["data"]["accuracy_vs_k_tail"][0]["content"]
+    assert tail["title"]["text"] == "tail: accuracy vs K (tracevote-sim, backend sim)"
+    fields = {row["field"] for row in tail["data"]["values"]}
+    assert fields == {"pass1", "cons", "tail", "tail_top10", "tail_top90"}

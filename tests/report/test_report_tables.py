@@ -1,0 +1,73 @@
+"""The report's text, flat metrics and results tables: tie-rule points, validity by source, CSV/Markdown."""
+
+from __future__ import annotations
+
+import io
+
+import pandas as pd
+import pytest
+
+from tracevote.core.config import MEASURES, EvalConfig
+from tracevote.deepconf.evaluate import aggregate
+from tracevote.deepconf.results import AggregateResult
+from tracevote.report.tables import TABLE_COLUMNS, render, results_table, summary_metrics, table_csv, table_markdown
+
+# problem p: gold 3 ties 5 (5 met first); problem q: 4 of 5 say the gold 3, one a fallback; r: truncated
+ROWS = [("p", 5, "boxed", "stop"), ("p", 3, "boxed", "stop"), ("p", 5, "boxed", "stop"), ("p", 3, "boxed", "stop"),
+        ("q", 3, "boxed", "stop"), ("q", 3, "fallback", "stop"), ("q", 3, "boxed", "length"), ("q", 8, "boxed", "stop"),
+        ("q", None, "none", "length")]
+
+
+def result(tie_break: str) -> AggregateResult:
+    table = pd.DataFrame({
+        "problem_id": [r[0] for r in ROWS], "sample_id": range(len(ROWS)),
+        "answer": pd.array([r[1] for r in ROWS], dtype="Int64"), "answer_source": [r[2] for r in ROWS],
+        "correct": [r[1] == 3 for r in ROWS], "valid": [r[1] is not None for r in ROWS], "n_tokens": 10,
+        "finish_reason": [r[3] for r in ROWS], **dict.fromkeys(MEASURES, 1.0)})
+    return aggregate(table, EvalConfig(k=(4,), repeat=2, seed=0, etas=(0.9,), tie_break=tie_break))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("tie_break", "cons", "points"), [("smallest", 1.0, 25.0), ("first", 0.5, -25.0),
+                                                           ("fractional", 0.75, 0.0)])
+def test_summary_shows_what_the_tie_rule_adds(tie_break: str, cons: float, points: float) -> None:
+    # q's K=4 sets vary, but 3 always wins there; p is a 2-way tie holding the gold
+    summary = summary_metrics(result(tie_break), 4, simulated=False)
+    assert (summary["tie_break"], summary["cons"], summary["cons_fractional"]) == (tie_break, cons, 0.75)
+    assert summary["cons_tie_rule_pts"] == pytest.approx(points)
+    assert summary["avg_tie_rule_pts"] == pytest.approx(points)  # equal weights: the weighted vote ties too
+    assert "pass1_tie_rule_pts" not in summary
+
+
+def test_summary_and_text_count_answers_by_source_and_finish_reason() -> None:
+    aggregated = result("smallest")
+    summary = summary_metrics(aggregated, 4, simulated=False)
+    expected = {"source_boxed": 7, "source_fallback": 1, "source_none": 1, "finish_stop": 7, "finish_length": 2,
+                "fallback_votes": 1, "fallback_votes_correct": 1, "invalid_truncated": 1, "invalid_no_answer": 0,
+                "invalid_no_tokens": 0, "n_valid": 8, "n_samples": 9}
+    assert {key: summary[key] for key in expected} == expected
+    text = render(aggregated, 4, simulated=False)
+    assert "ties: the smallest answer wins (eval.tie_break)" in text
+    assert "Answer source: 7 boxed, 1 fallback, 1 none; finish reason: 7 stop, 2 length" in text
+    assert "Votes from fallback answers (no \\boxed{}): 1 valid samples, 1 of them correct" in text
+    assert "1 truncated at max_tokens" in text
+    cons_line = next(line for line in text.splitlines() if line.strip().startswith("Cons@4"))
+    assert cons_line.endswith("fractional  75.00%, tie rule +25.0 pts")
+
+
+def test_results_csv_round_trips_and_markdown_has_every_method() -> None:
+    aggregated = result("first")
+    records = results_table(aggregated, 4)
+    back = pd.read_csv(io.StringIO(table_csv(records)))
+    assert tuple(back.columns) == TABLE_COLUMNS
+    assert back["method"].tolist() == list(aggregated.methods)
+    pd.testing.assert_frame_equal(back, pd.DataFrame(records).round(6), check_exact=False, atol=1e-6)
+    markdown = table_markdown(records, 4, "first").splitlines()
+    assert markdown[0].startswith("Accuracy at K=4 (%), ties: the answer met first in the working set wins")
+    assert markdown[2] == "| " + " | ".join(TABLE_COLUMNS) + " |"
+    assert "| cons | Cons@4 | 50.00 | 0.00 | 75.00 | -25.00 |" in markdown
+    assert len(markdown) == 4 + len(aggregated.methods)
+
+
+def test_aggregate_json_round_trip_keeps_tie_rule_and_sources() -> None:
+    aggregated = result("fractional")
+    assert AggregateResult.from_json(aggregated.to_json()) == aggregated

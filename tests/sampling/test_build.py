@@ -1,0 +1,287 @@
+"""build_pool as a process: kill -9 at random moments, resume, spend guard, keys, and the probe gate."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import random
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import urllib.request
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.conftest import EVENT_TIMEOUT_S, FIXTURE_PARAMS, REPO_ROOT, wait_for
+from tests.dvcproject import deep_merge, project_env
+from tracevote.cli.demo import BUILTIN_PROBLEMS
+from tracevote.core.config import SimConfig, load_params
+from tracevote.core.fileio import write_jsonl
+from tracevote.datasets.fetch import read_local_rows
+from tracevote.datasets.problems import load_problems, normalize_rows
+from tracevote.sim.faults import parse_faults
+from tracevote.sim.model import SimModel
+from tracevote.sim.server import ServerOptions, SimServer, start_server, stop_server
+from tracevote.store.pool import Pool, Setting
+
+pytestmark = pytest.mark.slow
+N_PROBLEMS, N_POOL, CONCURRENCY = 4, 16, 4
+SIM = SimConfig(seed=0, signal=1.0, accuracy=0.45, mean_tokens=150)
+
+
+def make_workdir(root: Path, base_url: str, **overrides: Any) -> Path:
+    """params.yaml and data/toy.jsonl, as build_pool sees them inside a DVC project."""
+    root.mkdir(parents=True, exist_ok=True)
+    config = load_params(FIXTURE_PARAMS).dataset
+    rows = read_local_rows(BUILTIN_PROBLEMS)[:N_PROBLEMS]
+    write_jsonl(root / "data" / "toy.jsonl", (p.to_record() for p in normalize_rows(rows, config, "demo")))
+    params = yaml.safe_load(FIXTURE_PARAMS.read_text())
+    params = deep_merge(params, deep_merge({
+        "dataset": {"name": "toy"},
+        "model": {"base_url": base_url, "name": "tracevote-sim", "needs_key": False, "extra_body": {}},
+        "decoding": {"max_tokens": 300, "top_logprobs": 5},
+        "pool": {"n_pool": N_POOL, "concurrency": CONCURRENCY, "max_retries": 6},
+        "eval": {"k": [1, N_POOL]}, "report": {"k": N_POOL},
+    }, overrides))
+    (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    return root
+
+
+def build_command() -> list[str]:
+    return [sys.executable, str(REPO_ROOT / "stages" / "build_pool.py"), "--problems", "data/toy.jsonl",
+            "--pools", "pools/toy", "--manifest", "pools/toy.json"]
+
+
+def run_build(workdir: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(build_command(), cwd=workdir, env=project_env(env), capture_output=True, text=True,
+                          timeout=300)
+
+
+def the_pool(workdir: Path) -> Pool:
+    setting = Setting.from_params(load_params(workdir / "params.yaml"))
+    return Pool(workdir / "pools" / "toy" / setting.folder_name)
+
+
+def stored(workdir: Path) -> set[str]:
+    root = workdir / "pools" / "toy"
+    if not any(root.glob("*/pool.json")):
+        return set()
+    pool = the_pool(workdir)
+    return {f"{pid}/{sid}" for pid in pool.problem_ids() for sid in pool.stored_ids(pid)}
+
+
+def sample_requests(server: SimServer) -> Counter[str]:
+    return Counter({k: v for k, v in server.stats.snapshot()["by_sample"].items() if not k.startswith("probe/")})
+
+
+class WatchedServer(SimServer):
+    """The sim server, also counting the connections it holds: accepted and not yet shut down."""
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.open_connections = 0
+        self._open_lock = threading.Lock()
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        with self._open_lock:
+            self.open_connections += 1
+        super().process_request(request, client_address)
+
+    def shutdown_request(self, request: socket.socket) -> None:
+        super().shutdown_request(request)
+        with self._open_lock:
+            self.open_connections -= 1
+
+
+@contextlib.contextmanager
+def sim_server(faults: str = "", **options: Any) -> Iterator[SimServer]:
+    """The simulated model behind a loopback server with `faults` and ServerOptions(**options)."""
+    server = start_server(SimModel(SIM), parse_faults(faults), ServerOptions(**options))
+    try:
+        yield server
+    finally:
+        stop_server(server)
+
+
+@pytest.fixture
+def slow_server() -> Iterator[WatchedServer]:
+    # every response takes 0.1 s, so a build lasts long enough for kills to land in its middle
+    server = WatchedServer(("127.0.0.1", 0), SimModel(SIM), parse_faults("slow=1.0,slow_s=0.1,max_per_sample=1000000"),
+                           ServerOptions())
+    threading.Thread(target=server.serve_forever, args=(0.05,), name="watched-sim-server", daemon=True).start()
+    try:
+        yield server
+    finally:
+        stop_server(server)
+
+
+def wait_until_settled(server: WatchedServer) -> None:
+    """Every request a killed build sent has been counted: the server has read each of its connections to the end.
+
+    subtle: the listener accepts in order, so once a new connection is answered, every connection the build
+    opened has been accepted (and counted as open); each closes when its handler reads the dead client's EOF."""
+    with urllib.request.urlopen(f"{server.base_url}/_stats", timeout=EVENT_TIMEOUT_S) as response:
+        response.read()
+    wait_for(lambda: server.open_connections == 0, "the sim server to finish the killed build's connections")
+
+
+def wait_until_stored(workdir: Path, process: subprocess.Popen, target: int, log: Path) -> None:
+    """Until the pool holds `target` samples; fail at once if the build exits first."""
+    def reached() -> bool:
+        if len(stored(workdir)) >= target:
+            return True
+        if process.poll() is not None:
+            pytest.fail(f"the build exited ({process.returncode}) before storing {target} samples:\n"
+                        f"{log.read_text()[-3000:]}")
+        return False
+
+    wait_for(reached, f"the build to store {target} samples")
+
+
+def kill_after_stored(workdir: Path, target: int, log: Path) -> None:
+    """Start a build, kill -9 it once the pool holds `target` samples."""
+    with open(log, "w") as err:
+        process = subprocess.Popen(build_command(), cwd=workdir, env=project_env(), stdout=subprocess.DEVNULL,
+                                   stderr=err)
+        try:
+            wait_until_stored(workdir, process, target, log)
+        finally:
+            process.send_signal(signal.SIGKILL)
+            process.wait()
+
+
+def test_kill_9_at_random_moments_then_resume(tmp_path: Path, slow_server: WatchedServer) -> None:
+    workdir = make_workdir(tmp_path / "work", slow_server.base_url)
+    total = N_PROBLEMS * N_POOL
+    rng = random.Random(11)
+    partial_rounds = 0
+    for round_number in range(4):
+        before, requests_before = stored(workdir), sample_requests(slow_server)
+        # kill once 1 to a third of the missing samples are new: the rest keeps the build busy past the kill
+        target = len(before) + rng.randint(1, (total - len(before)) // 3)
+        kill_after_stored(workdir, target, tmp_path / f"build-{round_number}.log")
+        wait_until_settled(slow_server)
+        requested = set(sample_requests(slow_server) - requests_before)
+        after = stored(workdir)
+        assert not requested & before, "a resumed build asked again for a sample it had"
+        assert len(requested - after) <= 2 * CONCURRENCY, "more than the in-flight requests were lost"
+        partial_rounds += len(after) < total
+
+    requests_before, before = sample_requests(slow_server), stored(workdir)
+    final = run_build(workdir)
+    assert final.returncode == 0, final.stderr
+    assert not set(sample_requests(slow_server) - requests_before) & before
+    assert partial_rounds >= 1, "no kill landed in the middle of a build; the test proved nothing"
+
+    pool = the_pool(workdir)
+    for problem in load_problems(workdir / "data" / "toy.jsonl"):
+        samples = list(pool.iter_samples(problem.id))
+        assert sorted(s.sample_id for s in samples) == list(range(N_POOL))
+        assert all(s.n_tokens > 0 and s.top_logprobs is not None for s in samples)
+        assert len(pool.read_problem(problem.id, N_POOL)) == N_POOL
+    manifest = json.loads((workdir / "pools" / "toy.json").read_text())
+    assert manifest["samples"] == N_PROBLEMS * N_POOL and manifest["simulated"] is True
+
+
+def test_all_faults_mixed_complete_with_exact_counts(tmp_path: Path) -> None:
+    with sim_server("all=0.2,retry_after_s=0.05,slow_s=0.05") as server:
+        workdir = make_workdir(tmp_path / "work", server.base_url)
+        result = run_build(workdir)
+        assert result.returncode == 0, result.stderr
+        outcomes = server.stats.snapshot()["outcomes"]
+        assert sum(outcomes.get(kind, 0) for kind in ("429", "500", "503", "drop", "malformed")) > 0
+        assert "retries by cause" in result.stdout
+        assert len(stored(workdir)) == N_PROBLEMS * N_POOL
+        again = run_build(workdir)
+        assert "no request sent" in again.stdout
+
+
+def test_raising_n_pool_tops_up_without_rebuilding(tmp_path: Path) -> None:
+    with sim_server() as server:
+        workdir = make_workdir(tmp_path / "work", server.base_url, pool={"n_pool": 4}, eval={"k": [1, 4]},
+                               report={"k": 4})
+        assert run_build(workdir).returncode == 0
+        first = sample_requests(server)
+        params = yaml.safe_load((workdir / "params.yaml").read_text())
+        params["pool"]["n_pool"] = 6
+        (workdir / "params.yaml").write_text(yaml.safe_dump(params))
+        assert run_build(workdir).returncode == 0
+        added = set(sample_requests(server) - first)
+        assert added == {f"{pid}/{sid}" for pid in the_pool(workdir).problem_ids() for sid in (4, 5)}
+
+
+def test_over_budget_build_is_refused_before_any_request(tmp_path: Path) -> None:
+    with sim_server() as server:
+        workdir = make_workdir(tmp_path / "work", server.base_url, pool={"max_cost_usd": 0.001})
+        result = run_build(workdir)
+        assert result.returncode == 2
+        assert "refusing to build" in result.stderr and "pool.max_cost_usd" in result.stderr
+        assert server.stats.snapshot()["requests"] == 0
+
+
+def test_missing_key_fails_at_once_and_complete_pool_needs_none(tmp_path: Path) -> None:
+    with sim_server(api_key="sk-canary-5f0c1e") as server:
+        workdir = make_workdir(tmp_path / "work", server.base_url, model={"needs_key": True})
+        result = run_build(workdir)
+        assert result.returncode == 2
+        assert "DEEPSEEK_API_KEY" in result.stderr and "dvc pull" in result.stderr
+        assert server.stats.snapshot()["requests"] == 0
+
+        assert run_build(workdir, {"DEEPSEEK_API_KEY": "sk-canary-5f0c1e"}).returncode == 0
+        complete = run_build(workdir)  # no key in the environment now
+        assert complete.returncode == 0 and "no request sent" in complete.stdout
+
+        leaked = [p for p in workdir.rglob("*") if p.is_file() and b"sk-canary-5f0c1e" in p.read_bytes()]
+        assert leaked == []
+
+
+def test_sentinel_only_logprobs_are_refused_by_the_probe(tmp_path: Path) -> None:
+    with sim_server() as server:
+        # DeepSeek at temperature 0 reports 0.0 for the chosen token and -9999 for the rest
+        workdir = make_workdir(tmp_path / "work", server.base_url, decoding={"temperature": 0.0})
+        result = run_build(workdir)
+        assert result.returncode == 2
+        assert "no usable confidence signal" in result.stderr
+        assert sample_requests(server) == Counter()
+
+
+def test_non_retryable_error_stops_the_build_at_once(tmp_path: Path) -> None:
+    with sim_server(no_balance=True) as server:
+        workdir = make_workdir(tmp_path / "work", server.base_url)
+        result = run_build(workdir)
+        assert result.returncode == 2
+        assert "402" in result.stderr
+        assert server.stats.snapshot()["requests"] <= 3 + CONCURRENCY
+
+
+
+def tracevote(workdir: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "tracevote", *args], cwd=workdir, env=project_env(),
+                          capture_output=True, timeout=120)
+
+
+def test_an_imported_pool_is_complete_for_build_pool(tmp_path: Path) -> None:
+    with sim_server() as server:
+        source = make_workdir(tmp_path / "source", server.base_url)
+        assert run_build(source).returncode == 0
+        exported = tracevote(source, "pool", "export")
+        assert exported.returncode == 0, exported.stderr
+        (tmp_path / "samples.jsonl").write_bytes(exported.stdout)
+        assert len(exported.stdout.splitlines()) == N_PROBLEMS * N_POOL
+
+        target = make_workdir(tmp_path / "target", server.base_url)
+        imported = tracevote(target, "pool", "import", str(tmp_path / "samples.jsonl"))
+        assert imported.returncode == 0, imported.stderr
+        assert b"SIMULATED" in imported.stdout  # the sim's samples say so in the interchange file
+        requests_before = sample_requests(server)
+        result = run_build(target)
+        assert result.returncode == 0 and "no request sent" in result.stdout
+        assert sample_requests(server) == requests_before
+        assert json.loads((target / "pools" / "toy.json").read_text())["simulated"] is True

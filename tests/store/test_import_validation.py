@@ -1,0 +1,117 @@
+"""`pool import` checks the whole file, lists every bad line in one run, and keeps sample ids in 0..n_pool-1."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import FIXTURE_PARAMS
+from tests.store.test_framing_codec import make_sample
+from tracevote.cli.main import main
+from tracevote.core.errors import DataError
+from tracevote.datasets.problems import Problem
+from tracevote.store.interchange import MAX_LISTED_BAD_LINES, CheckedFile, to_json_line, validate_file
+
+PROBLEM_IDS = {"p-1", "p-2"}
+FIXTURE_N_POOL = 512  # pool.n_pool in tests/fixtures/params.yaml
+
+
+def good_line(sample_id: int = 0) -> bytes:
+    return to_json_line(make_sample(n=3, k=2, sample_id=sample_id), simulated=False)
+
+
+def bad_line(base_id: int = 0, **changes: object) -> bytes:
+    record = json.loads(good_line(sample_id=base_id))
+    record.update(changes)
+    return json.dumps(record).encode() + b"\n"
+
+
+def test_every_bad_line_is_listed_with_its_number_field_and_value(tmp_path: Path) -> None:
+    path = tmp_path / "samples.jsonl"
+    path.write_bytes(b"".join([
+        good_line(0),
+        bad_line(sample_id=9999),
+        b"\n",  # blank lines are skipped but still counted, so numbers match an editor's
+        b"{oops\n",
+        good_line(1),
+        bad_line(problem_id="p-9", base_id=2),
+        bad_line(token_logprobs=[-0.1, "x", -0.3], base_id=3),
+        good_line(1),
+    ]))
+    with pytest.raises(DataError) as error:
+        validate_file(path, PROBLEM_IDS, n_pool=64)
+    lines = str(error.value).splitlines()
+    assert lines[0] == f"{path}: 5 bad lines, nothing imported:"
+    expected = [
+        "line 2: field 'sample_id': 9999 is outside 0..63 (pool.n_pool is 64; --allow-any-sample-id admits it)",
+        "line 4: not valid JSON",
+        "line 6: field 'problem_id': 'p-9' is not in the dataset (2 problems)",
+        "line 7: field 'token_logprobs': expected numbers or null",
+        "line 8: duplicate sample p-1/1 (first on line 5)",
+    ]
+    assert len(lines) == 1 + len(expected)
+    for line, start in zip(lines[1:], expected, strict=True):
+        assert line.strip().startswith(start)
+
+
+def test_a_long_listing_stops_at_the_cap_and_counts_the_rest(tmp_path: Path) -> None:
+    path = tmp_path / "samples.jsonl"
+    path.write_bytes(b"{oops\n" * (MAX_LISTED_BAD_LINES + 7))
+    with pytest.raises(DataError) as error:
+        validate_file(path, PROBLEM_IDS, n_pool=64)
+    lines = str(error.value).splitlines()
+    assert lines[0].endswith(f"{MAX_LISTED_BAD_LINES + 7} bad lines, nothing imported:")
+    assert len(lines) == 1 + MAX_LISTED_BAD_LINES + 1
+    assert lines[-2].strip().startswith(f"line {MAX_LISTED_BAD_LINES}: ")
+    assert lines[-1] == "  ... and 7 more"
+
+
+@pytest.mark.parametrize(("n_pool", "valid"), [(64, False), (10_000, True), (None, True)])
+def test_sample_ids_must_lie_below_n_pool_unless_any_id_is_allowed(tmp_path: Path, n_pool: int | None,
+                                                                   valid: bool) -> None:
+    path = tmp_path / "samples.jsonl"
+    path.write_bytes(good_line(0) + bad_line(sample_id=9999))
+    if valid:
+        assert validate_file(path, PROBLEM_IDS, n_pool=n_pool) == CheckedFile(samples=2, simulated=False)
+    else:
+        with pytest.raises(DataError, match=re.escape("line 2: field 'sample_id': 9999 is outside 0..63")):
+            validate_file(path, PROBLEM_IDS, n_pool=n_pool)
+
+
+def test_a_missing_file_is_a_data_error(tmp_path: Path) -> None:
+    with pytest.raises(DataError, match=re.escape("samples.jsonl: cannot read it")):
+        validate_file(tmp_path / "samples.jsonl", PROBLEM_IDS, n_pool=64)
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A folder with the tests' params and two problems; the CLI runs in it."""
+    shutil.copy(FIXTURE_PARAMS, tmp_path / "params.yaml")
+    problems = [Problem("p-1", "What is 3+4?", 7), Problem("p-2", "What is 2+2?", 4)]
+    (tmp_path / "problems.jsonl").write_text("".join(json.dumps(p.to_record()) + "\n" for p in problems))
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def test_cli_refuses_an_out_of_range_id_and_writes_nothing(project: Path,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    (project / "samples.jsonl").write_bytes(good_line(0) + bad_line(sample_id=FIXTURE_N_POOL))
+    with pytest.raises(SystemExit) as exit_:
+        main(["pool", "import", "samples.jsonl", "--problems", "problems.jsonl"])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: samples.jsonl: 1 bad line, nothing imported:\n")
+    assert (f"line 2: field 'sample_id': {FIXTURE_N_POOL} is outside 0..{FIXTURE_N_POOL - 1} "
+            f"(pool.n_pool is {FIXTURE_N_POOL}; --allow-any-sample-id admits it)") in err
+    assert not (project / "pools").exists()
+
+
+def test_cli_admits_any_id_with_the_flag(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (project / "samples.jsonl").write_bytes(good_line(0) + bad_line(sample_id=9999))
+    argv = ["pool", "import", "samples.jsonl", "--problems", "problems.jsonl", "--allow-any-sample-id"]
+    assert main(argv) == 0
+    assert "pool import: 2 samples read, 2 stored, 0 already in pools/aime_2025/" in capsys.readouterr().out
