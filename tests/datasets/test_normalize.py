@@ -105,3 +105,13 @@ def test_shared_aime_2025_with_question_key(shared_data: Path, tmp_path: Path) -
     out = tmp_path / "aime_2025.jsonl"
     out.write_text("".join(json.dumps(p.to_record()) + "\n" for p in problems))
     assert load_problems(out) == problems
+
+
+def test_gsm8k_real_file_normalizes_with_integer_format(shared_data: Path) -> None:
+    path = shared_data / "gsm8k_test.jsonl"
+    if not path.is_file():
+        pytest.skip(f"{path} is absent: the shared GSM8K test file is needed")
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    problems = normalize_rows(rows, dataset(name="gsm8k", problem_key="question", answer_format="integer"), str(path))
+    assert len(problems) == len(rows)
+    assert problems[0].answer == 18  # "Janet's ducks": the solution ends in "#### 18"

@@ -13,6 +13,7 @@ from typing import Any
 
 import orjson
 
+from tracevote.answers.formats import gold_integer
 from tracevote.core.config import DatasetConfig
 from tracevote.core.errors import DataError
 
@@ -91,17 +92,9 @@ def _problem_text(row: dict[str, Any], key: str, errors: list[str]) -> str | Non
 
 
 def _answer(row: dict[str, Any], cfg: DatasetConfig, errors: list[str]) -> int | None:
-    key = cfg.answer_key
-    value = row.get(key)
-    if value is None or (isinstance(value, str) and not value.strip()):
-        errors.append(f"field {key!r}: missing or empty")
-        return None
-    answer = parse_integer_answer(value)
-    if answer is None:
-        errors.append(f"field {key!r}: {value!r} is not an integer")
-    elif cfg.answer_format == "aime" and not 0 <= answer <= 999:
-        errors.append(f"field {key!r}: {value!r} is outside the AIME range 0-999")
-        return None
+    answer, reason = gold_integer(row.get(cfg.answer_key), cfg.answer_format)
+    if reason is not None:
+        errors.append(f"field {cfg.answer_key!r}: {reason}")
     return answer
 
 

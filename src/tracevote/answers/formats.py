@@ -1,0 +1,60 @@
+"""Gold answers by answer format: `aime` (an integer 0-999) and `integer` (any integer, GSM8K style).
+
+A GSM8K answer field is a worked solution ending in ``#### 1,234``; the gold is the number after the
+last ``####``, with thousands commas removed. A plain integer field ("25", 25, 25.0) is read as is.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal
+
+IntegerFormat = Literal["aime", "integer"]
+INTEGER_FORMATS: tuple[IntegerFormat, ...] = ("aime", "integer")
+AIME_RANGE = range(0, 1000)
+
+_GSM8K_MARK = "####"
+_INTEGER = re.compile(r"\s*([+-]?\d{1,3}(?:,\d{3})+|[+-]?\d+)\s*")
+
+
+def gold_integer(value: Any, answer_format: IntegerFormat) -> tuple[int | None, str | None]:
+    """The gold integer of an answer field and None, or None and why it is not one (for an error message).
+
+    >>> gold_integer("Janet sells 9 eggs.\\n#### 1,018", "integer")
+    (1018, None)
+    >>> gold_integer("1000", "aime")
+    (None, "'1000' is outside the AIME range 0-999")
+    """
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None, "missing or empty"
+    number = _integer(_after_mark(value))
+    if number is None:
+        return None, f"{_shown(value)} is not an integer"
+    if answer_format == "aime" and number not in AIME_RANGE:
+        return None, f"{_shown(value)} is outside the AIME range 0-999"
+    return number, None
+
+
+def _after_mark(value: Any) -> Any:
+    if isinstance(value, str) and _GSM8K_MARK in value:
+        return value.rsplit(_GSM8K_MARK, 1)[1]
+    return value
+
+
+def _integer(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        return int(value) if value.is_integer() else None
+    if isinstance(value, str):
+        match = _INTEGER.fullmatch(value)
+        return int(match.group(1).replace(",", "")) if match else None
+    return None
+
+
+def _shown(value: Any) -> str:
+    """A value as the error message quotes it: short, one line (control characters escaped by repr)."""
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."

@@ -1,0 +1,82 @@
+"""Step-labelled records (ProcessBench): a problem, its solution steps, and the first wrong step.
+
+`label` is the index of the first erroneous step, or -1 when every step is right.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from tracevote.core.errors import DataError
+from tracevote.datasets.problems import ID_PATTERN, _is_scalar, _problem_text
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    id: str
+    problem: str
+    steps: tuple[str, ...]
+    label: int
+    meta: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+
+    def to_record(self) -> dict[str, Any]:
+        return {"id": self.id, "problem": self.problem, "steps": list(self.steps), "label": self.label,
+                "meta": self.meta}
+
+
+def normalize_step_rows(rows: list[dict[str, Any]], origin: str) -> list[StepRecord]:
+    """Check every row and return the records, or raise one DataError listing every bad row (numbered from 1)."""
+    records: list[StepRecord] = []
+    errors: list[str] = []
+    seen_ids: dict[str, int] = {}
+    for number, row in enumerate(rows, start=1):
+        row_errors, record = _step_row(row)
+        if record is not None and record.id in seen_ids:
+            row_errors.append(f"field 'id': duplicate id {record.id!r} (first at row {seen_ids[record.id]})")
+        elif record is not None:
+            seen_ids[record.id] = number
+            records.append(record)
+        errors.extend(f"row {number}: {message}" for message in row_errors)
+    if not rows:
+        errors.append("no rows")
+    if errors:
+        listing = "\n  ".join(errors)
+        raise DataError(f"{origin}: {len(errors)} problem(s), nothing written:\n  {listing}")
+    return records
+
+
+def _step_row(row: dict[str, Any]) -> tuple[list[str], StepRecord | None]:
+    errors: list[str] = []
+    text = _problem_text(row, "problem", errors)
+    steps = _steps(row.get("steps"), errors)
+    label = _label(row.get("label"), steps, errors)
+    record_id = row.get("id")
+    if not (isinstance(record_id, str) and ID_PATTERN.match(record_id)):
+        errors.append(f"field 'id': id {record_id!r} is empty or not of letters, digits, '.', '_', '-'")
+    if errors or text is None or steps is None or label is None:
+        return errors, None
+    meta = {k: v for k, v in row.items() if k not in {"id", "problem", "steps", "label"} and _is_scalar(v)}
+    return errors, StepRecord(record_id, text, steps, label, meta)
+
+
+def _steps(value: Any, errors: list[str]) -> tuple[str, ...] | None:
+    if not isinstance(value, list) or not value:
+        errors.append(f"field 'steps': expected a non-empty list of text, got {value!r:.80}")
+        return None
+    bad = [i for i, step in enumerate(value) if not isinstance(step, str) or not step.strip()]
+    if bad:
+        errors.append(f"field 'steps': step {bad[0]} is not non-empty text: {value[bad[0]]!r:.80}")
+        return None
+    return tuple(value)
+
+
+def _label(value: Any, steps: tuple[str, ...] | None, errors: list[str]) -> int | None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        errors.append(f"field 'label': expected an integer, got {value!r:.80}")
+        return None
+    if steps is not None and not -1 <= value < len(steps):
+        errors.append(f"field 'label': {value} is outside -1..{len(steps) - 1} ({len(steps)} steps)")
+        return None
+    return value
+

@@ -1,0 +1,50 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tracevote.core.errors import DataError
+from tracevote.datasets.steps import normalize_step_rows
+
+GOOD = {"id": "g-0", "problem": "Find x.", "steps": ["x+1=2", "x=1"], "label": -1, "generator": "m"}
+
+
+@pytest.mark.parametrize(
+    ("bad", "expected"),
+    [
+        ({"problem": None}, "row 2: field 'problem': missing"),
+        ({"problem": "a\fb"}, "row 2: field 'problem': contains control character U+000C"),
+        ({"steps": []}, "row 2: field 'steps': expected a non-empty list of text"),
+        ({"steps": "x=1"}, "row 2: field 'steps': expected a non-empty list of text"),
+        ({"steps": ["ok", 3]}, "row 2: field 'steps': step 1 is not non-empty text: 3"),
+        ({"label": "1"}, "row 2: field 'label': expected an integer, got '1'"),
+        ({"label": True}, "row 2: field 'label': expected an integer, got True"),
+        ({"label": 2}, "row 2: field 'label': 2 is outside -1..1 (2 steps)"),
+        ({"label": -2}, "row 2: field 'label': -2 is outside -1..1 (2 steps)"),
+        ({"id": ""}, "row 2: field 'id': id '' is empty"),
+        ({"id": "g-0"}, "row 2: field 'id': duplicate id 'g-0' (first at row 1)"),
+    ],
+)
+def test_bad_step_rows_name_row_and_field(bad: dict, expected: str) -> None:
+    second = {**GOOD, "id": "g-1", **bad}
+    with pytest.raises(DataError, match=r"steps\.json: 1 problem") as info:
+        normalize_step_rows([GOOD, second], "steps.json")
+    assert expected in str(info.value)
+
+
+def test_good_rows_keep_scalar_meta() -> None:
+    [record] = normalize_step_rows([GOOD], "steps.json")
+    assert record.to_record() == {"id": "g-0", "problem": "Find x.", "steps": ["x+1=2", "x=1"], "label": -1,
+                                  "meta": {"generator": "m"}}
+
+
+def test_processbench_gsm8k_real_file_normalizes(shared_data: Path) -> None:
+    path = shared_data / "processbench_gsm8k.json"
+    if not path.is_file():
+        pytest.skip(f"{path} is absent: the shared ProcessBench file is needed")
+    rows = json.loads(path.read_text())
+    records = normalize_step_rows(rows, str(path))
+    assert len(records) == len(rows)
+    assert {record.label == -1 for record in records} == {True, False}
