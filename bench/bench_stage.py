@@ -93,7 +93,9 @@ def synthetic_sample(problem_id: str, sample_id: int, mean_tokens: int, rng: np.
 def build_workspace(folder: Path, size: Scale) -> Workspace:
     """Params, problems file, pool and manifest, laid out as the DVC pipeline lays them out."""
     params_data = yaml.safe_load(FIXTURE_PARAMS.read_text())
-    params_data["dataset"]["name"] = "bench"
+    params_data["datasets"] = {"bench": {**params_data["datasets"]["aime_2025"], "source": {
+        **params_data["datasets"]["aime_2025"]["source"], "hf_dataset": None, "path": "data/raw/bench.jsonl"}}}
+    params_data["deepconf"]["datasets"] = ["bench"]
     params_data["model"]["backend"] = "sim"
     params_data["confidence"].update(group_size=size.window, tail_tokens=size.window)
     params_data["eval"]["repeat"] = 64 if size is SCALES["full"] else 4

@@ -5,46 +5,44 @@ Requests only missing samples; stores each one as it arrives; a complete pool ne
 
 import argparse
 import os
-import sys
 from pathlib import Path
-
-from tqdm import tqdm
 
 from tracevote.core.config import Params, load_params
 from tracevote.core.entry import stage_main
 from tracevote.core.errors import TracevoteError
-from tracevote.core.retry import RetryNotice
 from tracevote.datasets.problems import Problem, load_problems
 from tracevote.sampling import backend
-from tracevote.sampling.budget import check_budget, simulated_as, spent_text
-from tracevote.sampling.build import BuildPlan, BuildSummary, plan_build, run_build
+from tracevote.sampling.budget import check_budget, simulated_as
+from tracevote.sampling.build import BuildPlan, plan_build, run_build
+from tracevote.sampling.paid import REBUILD_ENV, CallProgress, RetryLines, refuse_if_already_built
+from tracevote.sampling.runner import RunSummary
 from tracevote.store.pool import Pool, Setting, find_pool, write_manifest
-from tracevote.store.records import Sample
-
-REBUILD_ENV = "TRACEVOTE_REBUILD"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--params", default="params.yaml", type=Path)
+    parser.add_argument("--dataset", required=True, help="a key of datasets: in the params file")
     parser.add_argument("--problems", required=True)
     parser.add_argument("--pools", required=True, type=Path, help="this dataset's pools folder")
     parser.add_argument("--manifest", required=True, type=Path)
     args = parser.parse_args()
     params = load_params(args.params)
+    params.dataset(args.dataset)
     problems = load_problems(args.problems)
     setting = Setting.from_params(params)
     ids = [p.id for p in problems]
     existing = find_pool(args.pools, setting)
-    if existing is None or existing.missing(ids, params.pool.n_pool):
+    if existing is None or existing.missing_samples(ids, params.pool.n_pool):
         # before anything is written, so the `dvc pull` this recommends finds a clean checkout
-        backend.refuse_if_already_built(Path("dvc.lock"), args.params, rebuild=os.environ.get(REBUILD_ENV) == "1")
+        refuse_if_already_built(Path("dvc.lock"), args.params, stage=f"build_pool@{args.dataset}",
+                                rebuild=os.environ.get(REBUILD_ENV) == "1")
     pool = Pool.open_or_create(args.pools, setting, simulated=params.model.backend == "sim")
     pool.register(problems)
     plan = plan_build(pool, problems, setting, params.pool.n_pool, params.pool.pricing,
                       simulated_as=simulated_as(params.model))
     if plan.n_requests == 0:
-        write_manifest(args.manifest, pool, params.dataset.name, params.pool.n_pool, ids)
+        write_manifest(args.manifest, pool, args.dataset, params.pool.n_pool, ids)
         print(f"build_pool: {pool.root} already holds {params.pool.n_pool} samples for each of "
               f"{len(problems)} problems; no request sent")
         return
@@ -62,7 +60,7 @@ def main() -> None:
         retries.quiet = True  # from here the progress bar counts retries
         summary = _run_with_progress(pool, problems, plan, sampler, params)
         print(sampler.retry_report())
-    manifest = write_manifest(args.manifest, pool, params.dataset.name, params.pool.n_pool, ids)
+    manifest = write_manifest(args.manifest, pool, args.dataset, params.pool.n_pool, ids)
     print(summary.render())
     missing = params.pool.n_pool * len(problems) - manifest.samples
     if missing:
@@ -71,28 +69,10 @@ def main() -> None:
 
 
 def _run_with_progress(pool: Pool, problems: list[Problem], plan: BuildPlan, sampler: backend.Sampler,
-                       params: Params) -> BuildSummary:
-    with tqdm(total=plan.n_requests, unit="sample", desc="build_pool", dynamic_ncols=True,
-              mininterval=1.0) as bar:
-        def on_sample(sample: Sample, summary: BuildSummary) -> None:
-            bar.update(1)
-            bar.set_postfix_str(f"tokens={summary.completion_tokens}, retries={sampler.client.retries.total}, "
-                                f"{spent_text(summary.usd, summary.simulated_as, digits=2)}", refresh=False)
-
+                       params: Params) -> RunSummary:
+    with CallProgress(plan.n_requests, desc="build_pool", unit="sample", retries=sampler.client.retries) as bar:
         return run_build(pool, problems, plan, sampler.sample, concurrency=params.pool.concurrency,
-                         pricing=params.pool.pricing, on_sample=on_sample)
-
-
-class RetryLines:
-    """Prints each retry on stderr ("connecting to http://…: attempt 2/3 failed (connection refused),
-    retrying in 1.3 s") until `quiet`; retries come from worker threads, hence one print per line."""
-
-    def __init__(self) -> None:
-        self.quiet = False
-
-    def show(self, notice: RetryNotice) -> None:
-        if not self.quiet:
-            print(notice.render(), file=sys.stderr, flush=True)
+                         pricing=params.pool.pricing, on_sample=bar.on_stored)
 
 
 if __name__ == "__main__":

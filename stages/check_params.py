@@ -16,8 +16,8 @@ def main() -> None:
     parser.add_argument("--params", default="params.yaml")
     args = parser.parse_args()
     params = load_params(args.params)
-    print(f"check_params: {args.params} is valid (dataset {params.dataset.name}, model {params.model.name}, "
-          f"backend {params.model.backend})")
+    print(f"check_params: {args.params} is valid ({len(params.datasets)} datasets; DeepConf on "
+          f"{', '.join(params.deepconf.datasets)}; model {params.model.name}, backend {params.model.backend})")
 
 
 if __name__ == "__main__":

@@ -1,8 +1,9 @@
-"""Stage fetch: dataset.source -> the raw rows, as JSON lines (git-tracked, so a clone never fetches).
+"""Stage fetch (one per dataset): datasets.<name>.source -> the raw rows, as JSON lines (git-tracked, so a
+clone never fetches).
 
 Before replacing the previous raw file, the rows must pass normalize's checks: a source that went
-empty or bad never overwrites the last good copy. The checks read dataset.problem_key, answer_key,
-id_key and answer_format, which fetch does not declare: they decide whether it writes, not what.
+empty or bad never overwrites the last good copy. The checks read the dataset's kind, keys and
+answer_format, which fetch does not declare: they decide whether it writes, not what.
 """
 
 import argparse
@@ -11,18 +12,19 @@ from tracevote.core.config import load_params
 from tracevote.core.entry import stage_main
 from tracevote.core.fileio import write_jsonl
 from tracevote.datasets.fetch import fetch_rows
-from tracevote.datasets.problems import normalize_rows
+from tracevote.datasets.normalize import normalize_dataset
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--params", default="params.yaml")
+    parser.add_argument("--dataset", required=True, help="a key of datasets: in the params file")
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
-    dataset = load_params(args.params).dataset
+    dataset = load_params(args.params).dataset(args.dataset)
     origin = dataset.source.path or dataset.source.hf_dataset
     rows = fetch_rows(dataset.source)
-    normalize_rows(rows, dataset, origin=str(origin))  # raises "<origin>: ..., nothing written"
+    normalize_dataset(rows, dataset, origin=str(origin))  # raises "<origin>: ..., nothing written"
     write_jsonl(args.out, rows)
     print(f"fetch: {len(rows)} rows from {origin} -> {args.out}")
 

@@ -12,7 +12,7 @@ from typing import Any
 import yaml
 
 from tests.conftest import FIXTURE_PARAMS, REPO_ROOT
-from tracevote.cli.demo import copy_pipeline, deep_merge, write_params
+from tracevote.cli.demo import copy_pipeline, deep_merge, local_dataset, write_params
 
 BIN_DIR = Path(sys.executable).parent
 
@@ -48,6 +48,11 @@ def make_project(root: Path, params: dict[str, Any] | None = None) -> Path:
     run(root, "git", "add", "-A")
     run(root, "git", "commit", "-qm", "pipeline")
     return root
+
+
+def one_dataset(name: str, path: Path | str, **fields: Any) -> dict[str, Any]:
+    """Params overrides for a project of one local dataset `name`, which DeepConf runs on."""
+    return {"datasets": {name: {**local_dataset(Path(path)), **fields}}, "deepconf": {"datasets": [name]}}
 
 
 def update_params(root: Path, overrides: dict[str, Any]) -> None:

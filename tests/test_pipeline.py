@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from tests.dvcproject import dvc, make_project, run, update_params
-from tracevote.cli.demo import BUILTIN_PROBLEMS
+from tests.dvcproject import dvc, make_project, one_dataset, run, update_params
+from tracevote.cli.demo import BUILTIN_PROBLEMS, local_dataset
 
 pytestmark = pytest.mark.slow
 
@@ -19,7 +19,7 @@ ALL_STAGES = {"fetch", "normalize", "build_pool", "score", "aggregate", "report"
 def small_sim_params(problems: Path = BUILTIN_PROBLEMS, **model: Any) -> dict[str, Any]:
     """A fast simulated experiment: 12 problems x 16 samples of ~150 tokens."""
     return {
-        "dataset": {"name": "toy", "source": {"hf_dataset": None, "path": str(problems)}},
+        **one_dataset("toy", problems),
         "model": {"backend": "sim", "name": "tracevote-sim", "needs_key": False, "extra_body": {},
                   "sim": {"mean_tokens": 150}, **model},
         "decoding": {"max_tokens": 400, "top_logprobs": 5},
@@ -32,11 +32,13 @@ def small_sim_params(problems: Path = BUILTIN_PROBLEMS, **model: Any) -> dict[st
 
 def changed_stages(project: Path) -> set[str]:
     status = json.loads(dvc(project, "status", "--json").stdout or "{}")
-    return set(status) - {"check_params"}  # any params.yaml edit flags it; nothing depends on it
+    # any params.yaml edit flags check_params; nothing depends on it
+    return {stage.split("@")[0] for stage in status} - {"check_params"}
 
 
 def ran_stages(output: str) -> set[str]:
-    return {stage for stage in ALL_STAGES if f"Running stage '{stage}'" in output}
+    """The stage groups that ran: "Running stage 'score@toy'" -> "score"."""
+    return {stage for stage in ALL_STAGES if f"Running stage '{stage}@" in output}
 
 
 @pytest.fixture(scope="module")
@@ -51,16 +53,16 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_outputs_say_simulated(built: Path) -> None:
-    summary = json.loads((built / "metrics" / "summary.json").read_text())
+    summary = json.loads((built / "metrics" / "deepconf" / "toy" / "summary.json").read_text())
     assert summary["simulated"] is True and summary["k"] == 16
     assert {"pass1", "cons", "bottom10", "tail_top10", "cons_tie_rate", "valid_per_problem_min"} <= set(summary)
-    results = json.loads((built / "metrics" / "results.json").read_text())
+    results = json.loads((built / "metrics" / "deepconf" / "toy" / "results.json").read_text())
     assert results["simulated"] is True and len(results["problems"]) == 12
     manifest = json.loads((built / "pools" / "toy.json").read_text())
     assert manifest["simulated"] is True and manifest["samples"] == 12 * 16
-    header = (built / "plots" / "accuracy_vs_k.csv").read_text().splitlines()[0].split(",")
+    header = (built / "plots" / "deepconf" / "toy" / "accuracy_vs_k.csv").read_text().splitlines()[0].split(",")
     assert header[:3] == ["k", "pass1", "pass1_std"] and "bottom10_top10" in header
-    assert (built / "plots" / "accuracy_vs_k.png").stat().st_size > 10_000
+    assert (built / "plots" / "deepconf" / "toy" / "accuracy_vs_k.png").stat().st_size > 10_000
 
 
 @pytest.mark.parametrize(
@@ -74,6 +76,27 @@ def test_model_prompt_and_decoding_changes_flag_build_pool(built: Path, change: 
         assert changed_stages(built) == {"build_pool"}
     finally:
         (built / "params.yaml").write_text(original)
+
+
+def test_adding_a_dataset_runs_only_its_fetch_and_normalize(built: Path, shared_data: Path) -> None:
+    gsm8k = shared_data / "gsm8k_test.jsonl"
+    if not gsm8k.is_file():
+        pytest.skip(f"{gsm8k} is absent from ../shared/data")
+    original, lock = (built / "params.yaml").read_text(), (built / "dvc.lock").read_text()
+    try:
+        update_params(built, {"datasets": {"gsm8k": {**local_dataset(gsm8k, problem_key="question"),
+                                                     "answer_format": "integer"}}})
+        status = json.loads(dvc(built, "status", "--json").stdout or "{}")
+        assert set(status) - {"check_params"} == {"fetch@gsm8k", "normalize@gsm8k"}
+        result = dvc(built, "repro")
+        assert ran_stages(result.stdout) == {"fetch", "normalize"}
+        assert "Running stage 'normalize@gsm8k'" in result.stdout and "@toy'" not in result.stdout
+        assert len((built / "data" / "gsm8k.jsonl").read_text().splitlines()) == 1319
+    finally:
+        (built / "params.yaml").write_text(original)
+        (built / "dvc.lock").write_text(lock)
+        for leftover in ("data/gsm8k.jsonl", "data/raw/gsm8k.jsonl"):
+            (built / leftover).unlink(missing_ok=True)
 
 
 STEPS = [
@@ -94,7 +117,7 @@ def test_each_param_change_reruns_exactly_its_stages(built: Path) -> None:
         assert ran_stages(result.stdout) == expected, (change, result.stdout)
         if number == 0:
             diff = json.loads(dvc(built, "metrics", "diff", "--json").stdout)
-            assert any(entry.get("diff") for entry in diff["metrics/summary.json"].values())
+            assert any(entry.get("diff") for entry in diff["metrics/deepconf/toy/summary.json"].values())
             plots = json.dumps(json.loads(dvc(built, "plots", "show", "--json").stdout))
             assert "bottom10_top10" in plots and '"k"' in plots
     pools = sorted(p.name for p in (built / "pools" / "toy").iterdir())

@@ -24,6 +24,8 @@ from tracevote.sim.server import running_server
 pytestmark = pytest.mark.slow
 S3_ENV = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
 
+SUMMARY = "metrics/deepconf/toy/summary.json"
+
 
 @contextlib.contextmanager
 def s3_remote() -> Iterator[tuple[str, str]]:
@@ -75,7 +77,7 @@ def remote(kind: str, tmp_path: Path) -> Iterator[tuple[str, str | None]]:
 def test_fresh_clone_regenerates_metrics_from_pulled_pools(tmp_path: Path, kind: str) -> None:
     with remote(kind, tmp_path) as (url, endpoint):
         origin = built_and_pushed(tmp_path, kind, url, endpoint)
-        expected = json.loads((origin / "metrics" / "summary.json").read_text())
+        expected = json.loads((origin / SUMMARY).read_text())
 
         clone = tmp_path / "clone"
         run(tmp_path, "git", "clone", "-q", str(origin), str(clone))
@@ -83,11 +85,11 @@ def test_fresh_clone_regenerates_metrics_from_pulled_pools(tmp_path: Path, kind:
         assert ran_stages(pulled.stdout) == set()
         assert any((clone / "pools" / "toy").rglob("*.tvf"))
 
-        for stale in ("metrics/summary.json", "metrics/results.json"):
+        for stale in (SUMMARY, "metrics/deepconf/toy/results.json"):
             (clone / stale).unlink()
         rerun = dvc(clone, "repro", "--force", "--downstream", "score")  # recompute everything after the pool
         assert ran_stages(rerun.stdout) == {"score", "aggregate", "report"}
-        assert json.loads((clone / "metrics" / "summary.json").read_text()) == expected
+        assert json.loads((clone / SUMMARY).read_text()) == expected
         assert expected["simulated"] is True
 
 
@@ -103,4 +105,4 @@ def test_fresh_clone_without_pull_refuses_to_pay_again(tmp_path: Path) -> None:
 
         pulled = dvc(clone, "repro", "--pull")  # what the message recommends (`make repro`)
         assert "build_pool" not in ran_stages(pulled.stdout)
-        assert (clone / "metrics" / "summary.json").read_text() == (origin / "metrics" / "summary.json").read_text()
+        assert (clone / SUMMARY).read_text() == (origin / SUMMARY).read_text()

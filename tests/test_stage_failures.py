@@ -39,13 +39,13 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def empty_source(project: Path) -> None:
     empty = project.parent / "empty.jsonl"
     empty.write_text("")
-    update_params(project, {"dataset": {"source": {"path": str(empty)}}})
+    update_params(project, {"datasets": {"toy": {"source": {"path": str(empty)}}}})
 
 
 CASES: list[tuple[str, Callable[[Path], None], str]] = [
     # (stage, how to break its input, what its error says)
     ("fetch", empty_source, "empty.jsonl: the dataset file holds no rows"),
-    ("normalize", lambda p: update_params(p, {"dataset": {"problem_key": "question"}}),
+    ("normalize", lambda p: update_params(p, {"datasets": {"toy": {"problem_key": "question"}}}),
      "row 1: field 'question': missing"),
     ("score", lambda p: update_params(p, {"confidence": {"group_size": -1}}), "confidence.group_size: -1"),
     ("aggregate", lambda p: update_params(p, {"eval": {"repeat": 0}}), "eval.repeat: 0"),
@@ -62,7 +62,7 @@ def test_a_failed_stage_keeps_the_last_good_output(built: Path, stage: str, brea
         failed = dvc(built, "repro", stage, check=False)
         output = failed.stdout + failed.stderr
         assert failed.returncode != 0
-        assert f"Running stage '{stage}'" in output
+        assert f"Running stage '{stage}@toy'" in output
         assert "Traceback" not in output
         assert len([line for line in output.splitlines() if line.startswith("error: ")]) == 1
         assert message in output  # normalize lists every bad row on the lines after its error line

@@ -43,7 +43,7 @@ def test_make_demo_in_a_fresh_clone_leaves_git_status_clean(tmp_path: Path, venv
     result = make(clone, "demo")
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "SIMULATED" in result.stdout
-    assert (clone / "demo" / "plots" / "accuracy_vs_k.png").is_file()
+    assert (clone / "demo" / "plots" / "deepconf" / "demo" / "accuracy_vs_k.png").is_file()
     assert run(clone, "git", "status", "--porcelain").stdout == ""
 
 
@@ -87,7 +87,7 @@ def test_make_repro_clears_a_dead_runs_lock_and_resumes(tmp_path: Path, venv_sta
             reused.wait()
         assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
         assert f"left by process {reused.pid}, which is no longer running DVC" in resumed.stdout
-        assert "Running stage 'report'" in resumed.stdout
+        assert "Running stage 'report@toy'" in resumed.stdout
         assert '"samples": 192' in (project / "pools" / "toy.json").read_text()
     finally:
         stop_server(server)

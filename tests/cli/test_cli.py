@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -11,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import FIXTURE_PARAMS
 from tracevote.cli.main import build_parser, main, package_version
 
 HEAVY_MODULES = ["dvc", "matplotlib", "numpy", "pandas", "pyarrow", "requests"]
@@ -49,9 +51,15 @@ def test_help_version_and_bad_arguments_import_no_heavy_module(tmp_path: Path, a
     assert heavy_modules_loaded_by(argv, tmp_path) == []
 
 
+def a_report(root: Path, text: str) -> None:
+    """The fixture params and a report of their first DeepConf dataset, as `make repro` leaves them."""
+    shutil.copy(FIXTURE_PARAMS, root / "params.yaml")
+    (root / "metrics" / "deepconf" / "aime_2025").mkdir(parents=True)
+    (root / "metrics" / "deepconf" / "aime_2025" / "report.txt").write_text(text)
+
+
 def test_report_imports_no_heavy_module(tmp_path: Path) -> None:
-    (tmp_path / "metrics").mkdir()
-    (tmp_path / "metrics" / "report.txt").write_text("report\n")
+    a_report(tmp_path, "report\n")
     assert heavy_modules_loaded_by(["report"], tmp_path) == []
 
 
@@ -117,11 +125,22 @@ def test_report_prints_the_stage_output_as_written(tmp_path: Path, capsys: pytes
 
 def test_report_defaults_to_text_from_metrics(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                               monkeypatch: pytest.MonkeyPatch) -> None:
-    (tmp_path / "metrics").mkdir()
-    (tmp_path / "metrics" / "report.txt").write_text("the report\n")
+    a_report(tmp_path, "the report\n")
     monkeypatch.chdir(tmp_path)
     assert main(["report"]) == 0
     assert capsys.readouterr().out == "the report\n"
+    assert main(["report", "--dataset", "aime_2025"]) == 0
+    assert capsys.readouterr().out == "the report\n"
+
+
+def test_report_without_params_asks_whose(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exit_:
+        main(["report"])
+    assert exit_.value.code != 0
+    assert "params.yaml: not found, so whose report to print is unknown; name it with --dataset or --metrics" in (
+        capsys.readouterr().err)
 
 
 @pytest.mark.parametrize("fmt", ["text", "csv", "md"])

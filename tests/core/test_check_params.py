@@ -22,7 +22,7 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     [
         ({"pool": {"concurency": 4}}, "pool.concurency: unknown key (known: allow_uninformative_logprobs, "
                                       "concurrency, keep_raw,"),
-        ({"evall": {"k": [1]}}, "evall: unknown key (known: answers, confidence, dataset, decoding, eval, model,"),
+        ({"evall": {"k": [1]}}, "evall: unknown key (known: answers, confidence, datasets, decoding, deepconf, eval,"),
         ({"decoding": {"temperature": "hot"}}, "decoding.temperature: expected a number, got 'hot'"),
     ],
 )

@@ -7,14 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.dvcproject import dvc, make_project
+from tests.dvcproject import dvc, make_project, one_dataset
 from tracevote.datasets.problems import load_problems
 
 pytestmark = pytest.mark.slow
 
 
 def local_source(path: Path, problem_key: str = "problem") -> dict:
-    return {"dataset": {"name": "toy", "source": {"path": str(path)}, "problem_key": problem_key}}
+    return one_dataset("toy", path, problem_key=problem_key)
 
 
 def write_rows(path: Path, rows: list[dict]) -> Path:
@@ -28,8 +28,8 @@ def test_repro_runs_fetch_and_normalize_then_nothing(tmp_path: Path) -> None:
     project = make_project(tmp_path / "project", local_source(rows))
 
     first = dvc(project, "repro", "normalize")
-    assert "Running stage 'fetch'" in first.stdout
-    assert "Running stage 'normalize'" in first.stdout
+    assert "Running stage 'fetch@toy'" in first.stdout
+    assert "Running stage 'normalize@toy'" in first.stdout
     problems = load_problems(project / "data" / "toy.jsonl")
     assert [p.answer for p in problems] == [1, 2, 3, 4, 5]
 

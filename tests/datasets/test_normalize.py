@@ -5,16 +5,17 @@ from pathlib import Path
 
 import pytest
 
+from tracevote.answers.formats import parse_integer
 from tracevote.core.config import DatasetConfig, SourceConfig
 from tracevote.core.errors import DataError
-from tracevote.datasets.problems import load_problems, normalize_rows, parse_integer_answer
+from tracevote.datasets.problems import load_problems, normalize_rows
 
 SOURCE = SourceConfig(hf_dataset=None, hf_config="default", hf_split="train", api_url="", path="x.jsonl")
 
 
 def dataset(**overrides: object) -> DatasetConfig:
-    fields = {"name": "aime_2025", "source": SOURCE, "problem_key": "problem", "answer_key": "answer",
-              "id_key": None, "answer_format": "aime"}
+    fields = {"name": "aime_2025", "source": SOURCE, "kind": "problems", "problem_key": "problem",
+              "answer_key": "answer", "id_key": None, "answer_format": "aime"}
     return DatasetConfig(**{**fields, **overrides})
 
 
@@ -84,8 +85,8 @@ def test_keeps_newlines_metadata_and_leading_zero_answers() -> None:
     [(25, 25), ("25", 25), (" 025 ", 25), (25.0, 25), ("+7", 7), ("-3", -3), ("25.5", None), (25.5, None),
      ("", None), ("1e3", None), (None, None), (False, None)],
 )
-def test_parse_integer_answer(value: object, expected: int | None) -> None:
-    assert parse_integer_answer(value) == expected
+def test_parse_integer(value: object, expected: int | None) -> None:
+    assert parse_integer(value) == expected
 
 
 def test_integer_format_accepts_any_integer() -> None:
@@ -115,3 +116,19 @@ def test_gsm8k_real_file_normalizes_with_integer_format(shared_data: Path) -> No
     problems = normalize_rows(rows, dataset(name="gsm8k", problem_key="question", answer_format="integer"), str(path))
     assert len(problems) == len(rows)
     assert problems[0].answer == 18  # "Janet's ducks": the solution ends in "#### 18"
+
+
+@pytest.mark.parametrize(("text", "flagged"), [
+    ("In $\triangle ABC$, find $x$.", True),   # JSON's \t ate the backslash-t of \triangle
+    ("Let $\theta = 30^\\circ$. Find x.", True),
+    ("Solve $\tfrac{1}{2}x = 3$.", True),
+    ("real f(real x)\n{\n\treturn 2*sin(3*x);\n}", False),  # MATH-500's Asymptote code is indented with tabs
+    ("The sides have\tequal\tperimeters.", False),
+])
+def test_a_tab_is_an_error_only_where_a_latex_command_lost_its_backslash(text: str, flagged: bool) -> None:
+    row = {"problem": text, "answer": "1"}
+    if flagged:
+        with pytest.raises(DataError, match="control character U\\+0009"):
+            normalize_rows([row], dataset(), origin="raw.jsonl")
+    else:
+        assert normalize_rows([row], dataset(), origin="raw.jsonl")[0].problem == text

@@ -5,8 +5,13 @@ from pathlib import Path
 
 import pytest
 
+from tracevote.core.config import DatasetConfig, SourceConfig
 from tracevote.core.errors import DataError
 from tracevote.datasets.steps import normalize_step_rows
+
+PROCESSBENCH = DatasetConfig(name="processbench_gsm8k", source=SourceConfig(None, "default", "gsm8k", "", "x.json"),
+                             kind="steps", problem_key="problem", answer_key="label", id_key="id",
+                             answer_format="integer")
 
 GOOD = {"id": "g-0", "problem": "Find x.", "steps": ["x+1=2", "x=1"], "label": -1, "generator": "m"}
 
@@ -30,12 +35,12 @@ GOOD = {"id": "g-0", "problem": "Find x.", "steps": ["x+1=2", "x=1"], "label": -
 def test_bad_step_rows_name_row_and_field(bad: dict, expected: str) -> None:
     second = {**GOOD, "id": "g-1", **bad}
     with pytest.raises(DataError, match=r"steps\.json: 1 problem") as info:
-        normalize_step_rows([GOOD, second], "steps.json")
+        normalize_step_rows([GOOD, second], PROCESSBENCH, "steps.json")
     assert expected in str(info.value)
 
 
 def test_good_rows_keep_scalar_meta() -> None:
-    [record] = normalize_step_rows([GOOD], "steps.json")
+    [record] = normalize_step_rows([GOOD], PROCESSBENCH, "steps.json")
     assert record.to_record() == {"id": "g-0", "problem": "Find x.", "steps": ["x+1=2", "x=1"], "label": -1,
                                   "meta": {"generator": "m"}}
 
@@ -45,6 +50,6 @@ def test_processbench_gsm8k_real_file_normalizes(shared_data: Path) -> None:
     if not path.is_file():
         pytest.skip(f"{path} is absent: the shared ProcessBench file is needed")
     rows = json.loads(path.read_text())
-    records = normalize_step_rows(rows, str(path))
+    records = normalize_step_rows(rows, PROCESSBENCH, str(path))
     assert len(records) == len(rows)
     assert {record.label == -1 for record in records} == {True, False}

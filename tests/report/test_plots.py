@@ -18,7 +18,7 @@ MEASURES = ("avg", "bottom10", "lowest", "tail")
 METHODS = ("pass1", "cons", *(f"{m}{top}" for m in MEASURES for top in ("", "_top10", "_top90")))
 KS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
 INTENDED_PLOTS = {"accuracy_vs_k_avg", "accuracy_vs_k_bottom10", "accuracy_vs_k_lowest", "accuracy_vs_k_tail",
-                  "plots/accuracy_vs_k.png", "plots/confidence.png"}
+                  "plots/deepconf/toy/accuracy_vs_k.png", "plots/deepconf/toy/confidence.png"}
 
 
 def synthetic_curve() -> pd.DataFrame:
@@ -69,8 +69,8 @@ def test_plot_files_are_written(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_dvc_plots_show_lists_exactly_the_intended_plots(tmp_path: Path) -> None:
     project = make_project(tmp_path / "project", small_sim_params())
-    folder = project / "plots"
-    folder.mkdir()
+    folder = project / "plots" / "deepconf" / "toy"
+    folder.mkdir(parents=True)
     synthetic_curve().to_csv(folder / "accuracy_vs_k.csv", index=False)
     plots.plot_accuracy(synthetic_curve(), METHODS, folder / "accuracy_vs_k.png", simulated=True)
     plots.plot_confidence(synthetic_scores(np.random.default_rng(0)), MEASURES, folder / "confidence.png",
@@ -79,6 +79,6 @@ def test_dvc_plots_show_lists_exactly_the_intended_plots(tmp_path: Path) -> None
     assert not shown.get("errors")
     assert set(shown["data"]) == INTENDED_PLOTS
     tail = shown["data"]["accuracy_vs_k_tail"][0]["content"]
-    assert tail["title"]["text"] == "tail: accuracy vs K (tracevote-sim, backend sim)"
+    assert tail["title"]["text"] == "tail: accuracy vs K (toy, tracevote-sim, backend sim)"
     fields = {row["field"] for row in tail["data"]["values"]}
     assert fields == {"pass1", "cons", "tail", "tail_top10", "tail_top90"}

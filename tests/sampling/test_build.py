@@ -4,13 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import json
-import random
-import signal
-import socket
 import subprocess
 import sys
-import threading
-import urllib.request
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,8 +14,9 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.conftest import EVENT_TIMEOUT_S, FIXTURE_PARAMS, REPO_ROOT, wait_for
-from tests.dvcproject import deep_merge, project_env
+from tests.conftest import FIXTURE_PARAMS, REPO_ROOT
+from tests.dvcproject import deep_merge, one_dataset, project_env
+from tests.sim_servers import WatchedServer, kill_at_random_moments, kill_once_stored, watched_server
 from tracevote.cli.demo import BUILTIN_PROBLEMS
 from tracevote.core.config import SimConfig, load_params
 from tracevote.core.fileio import write_jsonl
@@ -39,12 +35,12 @@ SIM = SimConfig(seed=0, signal=1.0, accuracy=0.45, mean_tokens=150)
 def make_workdir(root: Path, base_url: str, **overrides: Any) -> Path:
     """params.yaml and data/toy.jsonl, as build_pool sees them inside a DVC project."""
     root.mkdir(parents=True, exist_ok=True)
-    config = load_params(FIXTURE_PARAMS).dataset
+    config = load_params(FIXTURE_PARAMS).dataset("aime_2025")
     rows = read_local_rows(BUILTIN_PROBLEMS)[:N_PROBLEMS]
     write_jsonl(root / "data" / "toy.jsonl", (p.to_record() for p in normalize_rows(rows, config, "demo")))
     params = yaml.safe_load(FIXTURE_PARAMS.read_text())
     params = deep_merge(params, deep_merge({
-        "dataset": {"name": "toy"},
+        **one_dataset("toy", root / "data" / "toy.jsonl"),
         "model": {"base_url": base_url, "name": "tracevote-sim", "needs_key": False, "extra_body": {}},
         "decoding": {"max_tokens": 300, "top_logprobs": 5},
         "pool": {"n_pool": N_POOL, "concurrency": CONCURRENCY, "max_retries": 6},
@@ -55,8 +51,8 @@ def make_workdir(root: Path, base_url: str, **overrides: Any) -> Path:
 
 
 def build_command() -> list[str]:
-    return [sys.executable, str(REPO_ROOT / "stages" / "build_pool.py"), "--problems", "data/toy.jsonl",
-            "--pools", "pools/toy", "--manifest", "pools/toy.json"]
+    return [sys.executable, str(REPO_ROOT / "stages" / "build_pool.py"), "--dataset", "toy",
+            "--problems", "data/toy.jsonl", "--pools", "pools/toy", "--manifest", "pools/toy.json"]
 
 
 def run_build(workdir: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
@@ -81,25 +77,6 @@ def sample_requests(server: SimServer) -> Counter[str]:
     return Counter({k: v for k, v in server.stats.snapshot()["by_sample"].items() if not k.startswith("probe/")})
 
 
-class WatchedServer(SimServer):
-    """The sim server, also counting the connections it holds: accepted and not yet shut down."""
-
-    def __init__(self, *args: Any) -> None:
-        super().__init__(*args)
-        self.open_connections = 0
-        self._open_lock = threading.Lock()
-
-    def process_request(self, request: Any, client_address: Any) -> None:
-        with self._open_lock:
-            self.open_connections += 1
-        super().process_request(request, client_address)
-
-    def shutdown_request(self, request: socket.socket) -> None:
-        super().shutdown_request(request)
-        with self._open_lock:
-            self.open_connections -= 1
-
-
 @contextlib.contextmanager
 def sim_server(faults: str = "", **options: Any) -> Iterator[SimServer]:
     """The simulated model behind a loopback server with `faults` and ServerOptions(**options)."""
@@ -112,68 +89,20 @@ def sim_server(faults: str = "", **options: Any) -> Iterator[SimServer]:
 
 @pytest.fixture
 def slow_server() -> Iterator[WatchedServer]:
-    # every response takes 0.1 s, so a build lasts long enough for kills to land in its middle
-    server = WatchedServer(("127.0.0.1", 0), SimModel(SIM), parse_faults("slow=1.0,slow_s=0.1,max_per_sample=1000000"),
-                           ServerOptions())
-    threading.Thread(target=server.serve_forever, args=(0.05,), name="watched-sim-server", daemon=True).start()
-    try:
+    with watched_server(SIM) as server:
         yield server
-    finally:
-        stop_server(server)
-
-
-def wait_until_settled(server: WatchedServer) -> None:
-    """Every request a killed build sent has been counted: the server has read each of its connections to the end.
-
-    subtle: the listener accepts in order, so once a new connection is answered, every connection the build
-    opened has been accepted (and counted as open); each closes when its handler reads the dead client's EOF."""
-    with urllib.request.urlopen(f"{server.base_url}/_stats", timeout=EVENT_TIMEOUT_S) as response:
-        response.read()
-    wait_for(lambda: server.open_connections == 0, "the sim server to finish the killed build's connections")
-
-
-def wait_until_stored(workdir: Path, process: subprocess.Popen, target: int, log: Path) -> None:
-    """Until the pool holds `target` samples; fail at once if the build exits first."""
-    def reached() -> bool:
-        if len(stored(workdir)) >= target:
-            return True
-        if process.poll() is not None:
-            pytest.fail(f"the build exited ({process.returncode}) before storing {target} samples:\n"
-                        f"{log.read_text()[-3000:]}")
-        return False
-
-    wait_for(reached, f"the build to store {target} samples")
-
-
-def kill_after_stored(workdir: Path, target: int, log: Path) -> None:
-    """Start a build, kill -9 it once the pool holds `target` samples."""
-    with open(log, "w") as err:
-        process = subprocess.Popen(build_command(), cwd=workdir, env=project_env(), stdout=subprocess.DEVNULL,
-                                   stderr=err)
-        try:
-            wait_until_stored(workdir, process, target, log)
-        finally:
-            process.send_signal(signal.SIGKILL)
-            process.wait()
 
 
 def test_kill_9_at_random_moments_then_resume(tmp_path: Path, slow_server: WatchedServer) -> None:
     workdir = make_workdir(tmp_path / "work", slow_server.base_url)
-    total = N_PROBLEMS * N_POOL
-    rng = random.Random(11)
-    partial_rounds = 0
-    for round_number in range(4):
-        before, requests_before = stored(workdir), sample_requests(slow_server)
-        # kill once 1 to a third of the missing samples are new: the rest keeps the build busy past the kill
-        target = len(before) + rng.randint(1, (total - len(before)) // 3)
-        kill_after_stored(workdir, target, tmp_path / f"build-{round_number}.log")
-        wait_until_settled(slow_server)
-        requested = set(sample_requests(slow_server) - requests_before)
-        after = stored(workdir)
-        assert not requested & before, "a resumed build asked again for a sample it had"
-        assert len(requested - after) <= 2 * CONCURRENCY, "more than the in-flight requests were lost"
-        partial_rounds += len(after) < total
 
+    def run_until(target: int, round_number: int) -> None:
+        kill_once_stored(build_command(), workdir, lambda: len(stored(workdir)), target,
+                         tmp_path / f"build-{round_number}.log")
+
+    partial_rounds = kill_at_random_moments(slow_server, run_until, lambda: stored(workdir),
+                                            lambda: sample_requests(slow_server), total=N_PROBLEMS * N_POOL,
+                                            in_flight=2 * CONCURRENCY, seed=11)
     requests_before, before = sample_requests(slow_server), stored(workdir)
     final = run_build(workdir)
     assert final.returncode == 0, final.stderr

@@ -13,6 +13,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 import requests
 
@@ -20,7 +21,7 @@ from tracevote.core.config import DecodingConfig, ModelConfig, SimConfig
 from tracevote.core.errors import ConfigError, EndpointError, EndpointNotFoundError, FatalAPIError, ModelNotFoundError
 from tracevote.core.retry import Backoff, RetryNotice, TransientError
 from tracevote.sampling.apikey import resolve_api_key
-from tracevote.sampling.client import ChatClient
+from tracevote.sampling.client import KIND_HEADER, SAMPLE_HEADER, ChatClient
 from tracevote.sampling.limiter import AdaptiveLimiter
 from tracevote.sim.faults import FaultPlan, parse_faults
 from tracevote.sim.model import SimModel
@@ -289,6 +290,48 @@ def test_request_body_sends_top_p_only_when_set_and_extra_body_as_is() -> None:
     assert "top_p" not in plain and nucleus["top_p"] == 0.95
     assert plain["thinking"] == extra["thinking"]
     assert (plain["logprobs"], plain["top_logprobs"], plain["max_tokens"]) == (True, 20, 128)
+
+
+def test_the_default_body_is_what_it_always_was_and_logprobs_false_drops_both_fields() -> None:
+    client = make_client("http://127.0.0.1:9", extra_body={"thinking": {"type": "disabled"}})
+    assert orjson.dumps(client.request_body(messages("Find x."))) == (
+        b'{"model":"deepseek-v4-flash","messages":[{"role":"user","content":"Find x.\\n\\nPlease reason step by '
+        b'step, and put your final answer within \\\\boxed{}."}],"temperature":0.6,"max_tokens":128,'
+        b'"logprobs":true,"top_logprobs":20,"thinking":{"type":"disabled"}}')
+    plain = client.request_body(messages(), max_tokens=64, logprobs=False)
+    assert list(plain) == ["model", "messages", "temperature", "max_tokens", "thinking"]
+    assert plain["max_tokens"] == 64
+
+
+def test_every_request_carries_its_kind_and_key_headers() -> None:
+    seen: list[tuple[str | None, str | None]] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            seen.append((self.headers.get(SAMPLE_HEADER), self.headers.get(KIND_HEADER)))
+            self.send_response(400)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
+    try:
+        client = make_client(f"http://127.0.0.1:{server.server_address[1]}")
+        for call in (lambda: draw(client, 1),
+                     lambda: client.complete_raw(messages(), sample_key="probe/0"),
+                     lambda: client.complete_raw(messages(), sample_key="d/1", kind="debate", logprobs=False),
+                     lambda: client.sample_with_body(messages(), problem_id="c", sample_id=2,
+                                                     keep_top_logprobs=False, kind="critique")):
+            with pytest.raises(FatalAPIError):
+                call()
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert seen == [("p/0", "solve"), ("probe/0", "solve"), ("d/1", "debate"), ("c/2", "critique")]
 
 
 @pytest.mark.parametrize(("decoding", "changes", "says"), [

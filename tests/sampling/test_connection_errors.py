@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from tests.conftest import FIXTURE_PARAMS, REPO_ROOT
-from tests.dvcproject import project_env
+from tests.dvcproject import one_dataset, project_env
 from tracevote.core.config import SimConfig
 from tracevote.sim.faults import FaultPlan
 from tracevote.sim.model import SimModel
@@ -40,7 +40,7 @@ def workdir(root: Path, **model: Any) -> Path:
     """params.yaml (the tests' fixture with `model` changed) and data/toy.jsonl in `root`."""
     params = yaml.safe_load(FIXTURE_PARAMS.read_text(encoding="utf-8"))
     params["model"].update({"needs_key": False, "extra_body": {}, **model})
-    params["dataset"]["name"] = "toy"
+    params.update(one_dataset("toy", root / "data" / "toy.jsonl"))
     params["decoding"].update({"max_tokens": 64, "top_logprobs": 5})
     params["pool"].update({"n_pool": 2, "concurrency": 2})
     params["eval"]["k"] = [1, 2]
@@ -58,7 +58,8 @@ def tracevote(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 def build_pool(cwd: Path) -> subprocess.CompletedProcess[str]:
     command = [sys.executable, str(REPO_ROOT / "stages" / "build_pool.py"), "--params", "params.yaml",
-               "--problems", "data/toy.jsonl", "--pools", "pools/toy", "--manifest", "pools/toy.json"]
+               "--dataset", "toy", "--problems", "data/toy.jsonl", "--pools", "pools/toy",
+               "--manifest", "pools/toy.json"]
     return subprocess.run(command, cwd=cwd, env=project_env(), capture_output=True, text=True,
                           timeout=HANG_GUARD_S)
 

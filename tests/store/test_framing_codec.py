@@ -114,7 +114,7 @@ def test_torn_tail_is_ignored_then_truncated(tmp_path: Path, cut: int) -> None:
 
     with framing.FrameWriter(log) as writer:
         assert writer.torn_bytes > 0
-        assert writer.sample_ids == {0, 1}
+        assert writer.keys == {0, 1}
         writer.append(2, codec.encode(make_sample(sample_id=2)))
     assert [sid for sid, _ in framing.iter_payloads(log)] == [0, 1, 2]
 
@@ -126,7 +126,7 @@ def test_corrupt_tail_bytes_fail_the_checksum(tmp_path: Path) -> None:
         handle.seek(-3, os.SEEK_END)
         handle.write(b"\x00\x00\x00")
     frames, _ = framing.scan(log, with_payload=False)
-    assert [f.sample_id for f in frames] == [0]
+    assert [f.key for f in frames] == [0]
 
 
 def test_duplicate_sample_ids_keep_the_first(tmp_path: Path) -> None:

@@ -1,4 +1,5 @@
-"""Gold answers by answer format: `aime` (an integer 0-999) and `integer` (any integer, GSM8K style).
+"""Gold answers by answer format: `aime` (an integer 0-999), `integer` (any integer, GSM8K style) and
+`math` (a LaTeX answer such as "\\frac{14}{3}", kept as text and compared with Math-Verify).
 
 A GSM8K answer field is a worked solution ending in ``#### 1,234``; the gold is the number after the
 last ``####``, with thousands commas removed. A plain integer field ("25", 25, 25.0) is read as is.
@@ -10,11 +11,33 @@ import re
 from typing import Any, Literal
 
 IntegerFormat = Literal["aime", "integer"]
+AnswerFormat = Literal["aime", "integer", "math"]
 INTEGER_FORMATS: tuple[IntegerFormat, ...] = ("aime", "integer")
 AIME_RANGE = range(0, 1000)
 
 _GSM8K_MARK = "####"
 _INTEGER = re.compile(r"\s*([+-]?\d{1,3}(?:,\d{3})+|[+-]?\d+)\s*")
+
+
+def gold_answer(value: Any, answer_format: AnswerFormat) -> tuple[int | str | None, str | None]:
+    """The gold answer of a field in `answer_format` and None, or None and why there is none.
+
+    >>> gold_answer(" \\frac{14}{3} ", "math")
+    ('\\frac{14}{3}', None)
+    """
+    if answer_format == "math":
+        return gold_math(value)
+    return gold_integer(value, answer_format)
+
+
+def gold_math(value: Any) -> tuple[str | None, str | None]:
+    """A LaTeX gold answer as text: numbers become their text ("27.0" stays as the file has it)."""
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        return None, f"expected a LaTeX answer (text or a number), got {_shown(value)}"
+    text = str(value).strip()
+    if not text:
+        return None, "missing or empty"
+    return text, None
 
 
 def gold_integer(value: Any, answer_format: IntegerFormat) -> tuple[int | None, str | None]:
@@ -27,7 +50,7 @@ def gold_integer(value: Any, answer_format: IntegerFormat) -> tuple[int | None, 
     """
     if value is None or (isinstance(value, str) and not value.strip()):
         return None, "missing or empty"
-    number = _integer(_after_mark(value))
+    number = parse_integer(_after_mark(value))
     if number is None:
         return None, f"{_shown(value)} is not an integer"
     if answer_format == "aime" and number not in AIME_RANGE:
@@ -41,7 +64,8 @@ def _after_mark(value: Any) -> Any:
     return value
 
 
-def _integer(value: Any) -> int | None:
+def parse_integer(value: Any) -> int | None:
+    """An integer from an answer field: 25, "25", " 025 ", "1,018" and 25.0 -> the number; "25.5", "x" -> None."""
     if isinstance(value, bool):
         return None
     if isinstance(value, int):

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tracevote.core.errors import DataError
+from tracevote.core.errors import ConfigError, DataError
 
 if TYPE_CHECKING:
     from tracevote.core.config import Params
@@ -45,9 +45,37 @@ def cmd_demo(args: argparse.Namespace) -> int:
         if completed.returncode != 0:
             print(f"demo: `dvc {' '.join(command)}` failed in {scratch}", file=sys.stderr)
             return completed.returncode
-    print(f"\ndemo: done. Report: {scratch}/metrics/summary.json and {scratch}/metrics/results.json; "
-          f"plots: {scratch}/plots/accuracy_vs_k.png, {scratch}/plots/confidence.png")
+    name = demo.demo_name(problems)
+    metrics, plots = scratch / "metrics" / "deepconf" / name, scratch / "plots" / "deepconf" / name
+    print(f"\ndemo: done. Report: {metrics}/summary.json and {metrics}/results.json; "
+          f"plots: {plots}/accuracy_vs_k.png, {plots}/confidence.png")
     return 0
+
+
+def _metrics_dir(args: argparse.Namespace) -> Path:
+    """--metrics, else metrics/deepconf/<--dataset, else the first of deepconf.datasets in the params file>.
+
+    The params file is read as plain YAML, not validated: printing a report stays light and works even
+    when params.yaml has since been edited into something check_params would refuse."""
+    if args.metrics:
+        return Path(args.metrics)
+    if args.dataset:
+        return Path("metrics") / "deepconf" / args.dataset
+    import yaml
+
+    params = Path(args.params)
+    try:
+        return Path("metrics") / "deepconf" / str(yaml.safe_load(params.read_text(encoding="utf-8"))
+                                                  ["deepconf"]["datasets"][0])
+    except (OSError, yaml.YAMLError, KeyError, IndexError, TypeError):
+        why = "not found" if not params.is_file() else "no deepconf.datasets in it"
+        raise ConfigError(f"{params}: {why}, so whose report to print is unknown; name it with --dataset or "
+                          f"--metrics") from None
+
+
+def _dataset_name(args: argparse.Namespace, params: Params) -> str:
+    """--dataset, else the first of deepconf.datasets (the one whose pool a DeepConf command means)."""
+    return args.dataset or params.deepconf.datasets[0]
 
 
 def _pool_for(args: argparse.Namespace, *, create: bool) -> tuple[Params, Pool]:
@@ -57,7 +85,7 @@ def _pool_for(args: argparse.Namespace, *, create: bool) -> tuple[Params, Pool]:
     params = load_params(args.params)
     if args.pool_dir:
         return params, Pool(Path(args.pool_dir))
-    dataset_dir = Path("pools") / (args.dataset or params.dataset.name)
+    dataset_dir = Path("pools") / _dataset_name(args, params)
     setting = Setting.from_params(params)
     if create:
         return params, Pool.open_or_create(dataset_dir, setting, simulated=params.model.backend == "sim")
@@ -83,7 +111,7 @@ def cmd_pool_import(args: argparse.Namespace) -> int:
     from tracevote.store.interchange import store_file, validate_file
 
     params = load_params(args.params)
-    problems = load_problems(args.problems or f"data/{args.dataset or params.dataset.name}.jsonl")
+    problems = load_problems(args.problems or f"data/{_dataset_name(args, params)}.jsonl")
     n_pool = None if args.allow_any_sample_id else params.pool.n_pool
     # validated before the pool is opened: opening a new setting's pool creates its folder
     checked = validate_file(Path(args.samples), {p.id for p in problems}, n_pool=n_pool)
@@ -100,7 +128,7 @@ def cmd_pool_status(args: argparse.Namespace) -> int:
     from tracevote.store.pool import Pool, Setting
 
     params = load_params(args.params)
-    dataset_dir = Path("pools") / (args.dataset or params.dataset.name)
+    dataset_dir = Path("pools") / _dataset_name(args, params)
     active = Setting.from_params(params).folder_name
     roots = sorted(p.parent for p in dataset_dir.glob("*/pool.json"))
     if not roots:
@@ -153,7 +181,7 @@ def cmd_estimate(args: argparse.Namespace) -> int:
     from tracevote.store.pool import Setting
 
     params = load_params(args.params)
-    problems = load_problems(args.problems or f"data/{params.dataset.name}.jsonl")
+    problems = load_problems(args.problems or f"data/{params.deepconf.datasets[0]}.jsonl")
     setting = Setting.from_params(params)
     sizes = [setting.prompt_bytes(p) for p in problems]
     print(f"{len(problems)} problems, max_tokens {setting.max_tokens}, "
@@ -170,7 +198,7 @@ def cmd_estimate(args: argparse.Namespace) -> int:
 
 def cmd_report(args: argparse.Namespace) -> int:
     """Print the report stage's last output as it is; the stage, not this command, renders it."""
-    path = Path(args.metrics) / REPORT_FILES[args.format]
+    path = _metrics_dir(args) / REPORT_FILES[args.format]
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:

@@ -21,13 +21,17 @@ PIPELINE_FILES = ("dvc.yaml", ".dvcignore")
 DEMO_POOL = 64
 
 
+def demo_name(problems: Path) -> str:
+    return "demo" if problems == BUILTIN_PROBLEMS else f"demo_{problems.stem}"
+
+
 def demo_overrides(problems: Path, *, problem_key: str) -> dict[str, Any]:
-    """params.yaml changes for the demo: simulated model, small pool, shorter traces."""
+    """params.yaml changes for the demo: one local dataset, simulated model, small pool, shorter traces."""
     ks = [1, 2, 4, 8, 16, 32, DEMO_POOL]
+    name = demo_name(problems)
     return {
-        "dataset": {"name": "demo" if problems == BUILTIN_PROBLEMS else f"demo_{problems.stem}",
-                    "problem_key": problem_key,
-                    "source": {"hf_dataset": None, "path": str(problems.resolve())}},
+        "datasets": {name: local_dataset(problems, problem_key=problem_key)},
+        "deepconf": {"datasets": [name]},
         "model": {"backend": "sim", "name": "tracevote-sim", "needs_key": False, "extra_body": {},
                   "sim": {"mean_tokens": 1200}},
         "pool": {"n_pool": DEMO_POOL},
@@ -35,6 +39,14 @@ def demo_overrides(problems: Path, *, problem_key: str) -> dict[str, Any]:
         "eval": {"k": ks, "repeat": 32},
         "report": {"k": DEMO_POOL},
     }
+
+
+def local_dataset(path: Path, *, problem_key: str = "problem", answer_format: str = "aime") -> dict[str, Any]:
+    """A `datasets:` entry reading problems from a local file."""
+    return {"source": {"hf_dataset": None, "hf_config": "default", "hf_split": "train",
+                       "api_url": "https://datasets-server.huggingface.co", "path": str(path.resolve())},
+            "kind": "problems", "problem_key": problem_key, "answer_key": "answer", "id_key": None,
+            "answer_format": answer_format}
 
 
 def guess_problem_key(problems: Path) -> str:
@@ -55,14 +67,18 @@ def prepare(repo: Path, scratch: Path, problems: Path) -> None:
 
 def copy_pipeline(repo: Path, dest: Path, params_source: Path, overrides: dict[str, Any]) -> None:
     """dvc.yaml, the stage scripts and the library sources they depend on, and `params_source` with overrides
-    as dest/params.yaml (the demo starts from the user's params.yaml, the tests from their own fixture)."""
+    as dest/params.yaml (the demo starts from the user's params.yaml, the tests from their own fixture).
+    A `datasets` map in the overrides replaces the whole map: the copy fetches only the datasets it names."""
     dest.mkdir(parents=True, exist_ok=True)
     for name in PIPELINE_FILES:
         shutil.copy(repo / name, dest / name)
     shutil.copytree(repo / "stages", dest / "stages", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copytree(repo / "src", dest / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
     params = yaml.safe_load(params_source.read_text(encoding="utf-8"))
-    write_params(dest / "params.yaml", deep_merge(params, overrides))
+    merged = deep_merge(params, overrides)
+    if "datasets" in overrides:
+        merged["datasets"] = overrides["datasets"]
+    write_params(dest / "params.yaml", merged)
 
 
 def write_params(path: Path, params: dict[str, Any]) -> None:

@@ -58,7 +58,7 @@ def add_pool_commands(subparsers: argparse._SubParsersAction[argparse.ArgumentPa
     ):
         action = actions.add_parser(name, help=text, description=text[0].upper() + text[1:] + ".")
         action.add_argument("--params", default="params.yaml", help=PARAMS_HELP)
-        action.add_argument("--dataset", help="dataset name (default: dataset.name in the params file)")
+        action.add_argument("--dataset", help="dataset name (default: the first of deepconf.datasets)")
         if name != "status":
             action.add_argument("--pool-dir", help="a pool folder, instead of the setting the params file describes")
         if name == "import":
@@ -87,8 +87,10 @@ def add_run_commands(subparsers: argparse._SubParsersAction[argparse.ArgumentPar
     report.add_argument("--format", choices=sorted(commands.REPORT_FILES), default="text",
                         help="text: the printed report; csv or md: the per-method results table "
                              "(default: %(default)s)")
-    report.add_argument("--metrics", default="metrics", metavar="DIR",
-                        help="the folder the report stage writes (default: %(default)s)")
+    report.add_argument("--metrics", metavar="DIR",
+                        help="the folder a report stage wrote (default: metrics/deepconf/<dataset>)")
+    report.add_argument("--dataset", help="whose report (default: the first of deepconf.datasets)")
+    report.add_argument("--params", default="params.yaml", help=PARAMS_HELP)
     report.set_defaults(handler=commands.cmd_report)
 
 

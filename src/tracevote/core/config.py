@@ -7,6 +7,7 @@ A missing key, an unknown key or a value of the wrong type is an error naming th
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -17,7 +18,10 @@ from tracevote.core.errors import ConfigError
 from tracevote.core.typedconfig import build, require
 
 Backend = Literal["openai", "sim"]
-AnswerFormat = Literal["aime", "integer"]
+AnswerFormat = Literal["aime", "integer", "math"]
+DatasetKind = Literal["problems", "steps"]
+INTEGER_FORMATS: tuple[str, ...] = ("aime", "integer")
+DATASET_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 Fallback = Literal["last_integer", "none"]
 TieBreak = Literal["smallest", "first", "fractional"]
 MEASURES: tuple[str, ...] = ("avg", "bottom10", "lowest", "tail")
@@ -38,16 +42,30 @@ class SourceConfig:
 
 @dataclass(frozen=True)
 class DatasetConfig:
+    """One entry of `datasets:`; its key is its name, which names its files (data/<name>.jsonl) and ids."""
+
     name: str
     source: SourceConfig
+    kind: DatasetKind  # problems: a problem and its gold answer; steps: a solution's steps and its first error
     problem_key: str
     answer_key: str
     id_key: str | None
     answer_format: AnswerFormat
 
     def validate(self, where: str) -> None:
-        if not self.name or "/" in self.name or self.name.startswith("."):
-            raise ConfigError(f"{where}.name: {self.name!r} must be a plain file name")
+        if not DATASET_NAME.match(self.name):
+            raise ConfigError(f"{where}: the dataset name {self.name!r} must be letters, digits, '_', '.', '-' "
+                              f"(it names files and DVC stages)")
+
+
+@dataclass(frozen=True)
+class DeepConfConfig:
+    datasets: tuple[str, ...]  # the datasets DeepConf runs on: each gets its own pool, scores and report
+
+    def validate(self, where: str) -> None:
+        require(len(self.datasets) > 0, where, "datasets", list(self.datasets), "a non-empty list of dataset names")
+        require(len(set(self.datasets)) == len(self.datasets), where, "datasets", list(self.datasets),
+                "without repeats")
 
 
 @dataclass(frozen=True)
@@ -199,7 +217,8 @@ class ReportConfig:
 
 @dataclass(frozen=True)
 class Params:
-    dataset: DatasetConfig
+    datasets: dict[str, DatasetConfig]
+    deepconf: DeepConfConfig
     model: ModelConfig
     prompt: PromptConfig
     decoding: DecodingConfig
@@ -209,7 +228,20 @@ class Params:
     eval: EvalConfig
     report: ReportConfig
 
+    def dataset(self, name: str) -> DatasetConfig:
+        """The `datasets:` entry `name`, or a ConfigError listing the names there are."""
+        if name not in self.datasets:
+            raise ConfigError(f"datasets: no dataset {name!r} (there are: {', '.join(self.datasets) or 'none'})")
+        return self.datasets[name]
+
     def validate(self, where: str) -> None:
+        require(len(self.datasets) > 0, "", "datasets", self.datasets, "at least one dataset")
+        for name in self.deepconf.datasets:
+            self.dataset(name)
+            dataset = self.datasets[name]
+            require(dataset.kind == "problems" and dataset.answer_format in INTEGER_FORMATS, "deepconf",
+                    "datasets", name, f"a dataset of problems with integer answers (DeepConf votes over integers; "
+                    f"{name} is kind {dataset.kind}, answer_format {dataset.answer_format})")
         too_large = [k for k in self.eval.k if k > self.pool.n_pool]
         require(not too_large, "eval", "k", too_large, f"at most pool.n_pool ({self.pool.n_pool})")
         require(self.report.k in self.eval.k, "report", "k", self.report.k,

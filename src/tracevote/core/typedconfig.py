@@ -3,8 +3,9 @@
     build(DecodingConfig, {"temperature": "hot", ...}, "decoding")
     -> ConfigError("decoding.temperature: expected a number, got 'hot'")
 
-Nested dataclasses, `X | None`, Literal, tuple[X, ...] and dict fields are read recursively; ints are
-accepted where floats are expected. After construction, the object's own `validate(where)` runs.
+Nested dataclasses, `X | None`, Literal, tuple[X, ...] and dict fields are read recursively (a
+`dict[str, SomeConfig]` builds each entry with its key as `name`); ints are accepted where floats are
+expected. After construction, the object's own `validate(where)` runs.
 """
 
 from __future__ import annotations
@@ -18,11 +19,15 @@ from typing import Any, Literal
 from tracevote.core.errors import ConfigError
 
 
-def build(cls: type, raw: Any, where: str) -> Any:
-    """Construct dataclass `cls` from a mapping, checking keys and value types recursively."""
+def build(cls: type, raw: Any, where: str, **given: Any) -> Any:
+    """Construct dataclass `cls` from a mapping, checking keys and value types recursively.
+
+    `given` fields come from the caller, not the file (a dataset's name is its key in `datasets:`);
+    the file may not set them.
+    """
     if not isinstance(raw, dict):
         raise ConfigError(f"{where or 'top level'}: expected a mapping, got {raw!r}")
-    fields = {f.name: f for f in dataclasses.fields(cls)}
+    fields = {f.name: f for f in dataclasses.fields(cls) if f.name not in given}
     hints = typing.get_type_hints(cls)
     required = {n for n, f in fields.items() if f.default is dataclasses.MISSING}
     unknown = sorted(set(raw) - set(fields))
@@ -32,7 +37,7 @@ def build(cls: type, raw: Any, where: str) -> Any:
     if missing:
         raise ConfigError(f"{_join(where, missing[0])}: missing")
     values = {name: _coerce(hints[name], raw[name], _join(where, name)) for name in raw}
-    obj = cls(**values)
+    obj = cls(**values, **given)
     if hasattr(obj, "validate"):
         obj.validate(where)
     return obj
@@ -59,6 +64,8 @@ def _coerce(hint: Any, value: Any, where: str) -> Any:
     if origin is dict or hint is dict:
         if not isinstance(value, dict):
             raise ConfigError(f"{where}: expected a mapping, got {value!r}")
+        if args and dataclasses.is_dataclass(args[1]):  # a named collection: each entry learns its name
+            return {key: build(args[1], entry, _join(where, str(key)), name=key) for key, entry in value.items()}
         return value
     return _scalar(hint, value, where)
 

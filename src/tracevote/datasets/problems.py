@@ -1,7 +1,8 @@
 """Problems: the normalize stage's checks, and reading the normalized file back.
 
 Every problem is `{"id", "problem", "answer", "meta"}`; `meta` keeps the row's other scalar fields
-(year, contest, problem number, ...).
+(year, contest, level, subject, ...). `answer` is an integer (answer formats aime and integer) or
+LaTeX text (math).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Any
 
 import orjson
 
-from tracevote.answers.formats import gold_integer
+from tracevote.answers.formats import gold_answer
 from tracevote.core.config import DatasetConfig
 from tracevote.core.errors import DataError
 
@@ -22,13 +23,15 @@ ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 CONTROL_HINTS = {"\f": "\\frac?", "\t": "\\triangle, \\theta or \\text?", "\b": "\\binom or \\beta?",
                  "\r": "\\right?", "\v": "\\vec?", "\a": "\\alpha?"}
 CONTROL_CHARS = re.compile(r"[\x00-\x09\x0b-\x1f\x7f]")
+# What follows a tab when "\triangle", "\theta", "\text", ... lost its backslash-t to JSON's "\t" escape.
+EATEN_T_COMMAND = re.compile(r"(riangle|heta|ext|imes|an|au|o|frac|binom|op|ilde|herefore|extbf|extit)(?![a-z])")
 
 
 @dataclass(frozen=True)
 class Problem:
     id: str
     problem: str
-    answer: int
+    answer: int | str
     meta: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
 
     def to_record(self) -> dict[str, Any]:
@@ -84,6 +87,8 @@ def _problem_text(row: dict[str, Any], key: str, errors: list[str]) -> str | Non
         return None
     for match in CONTROL_CHARS.finditer(value):
         char = match.group()
+        if char == "\t" and not EATEN_T_COMMAND.match(value, match.end()):
+            continue  # a real tab (MATH-500 indents its Asymptote code), not the start of \triangle
         hint = f" (a mis-escaped {CONTROL_HINTS[char]})" if char in CONTROL_HINTS else ""
         context = value[max(0, match.start() - 15): match.start() + 15]
         errors.append(f"field {key!r}: contains control character U+{ord(char):04X} at offset "
@@ -91,24 +96,11 @@ def _problem_text(row: dict[str, Any], key: str, errors: list[str]) -> str | Non
     return value
 
 
-def _answer(row: dict[str, Any], cfg: DatasetConfig, errors: list[str]) -> int | None:
-    answer, reason = gold_integer(row.get(cfg.answer_key), cfg.answer_format)
+def _answer(row: dict[str, Any], cfg: DatasetConfig, errors: list[str]) -> int | str | None:
+    answer, reason = gold_answer(row.get(cfg.answer_key), cfg.answer_format)
     if reason is not None:
         errors.append(f"field {cfg.answer_key!r}: {reason}")
     return answer
-
-
-def parse_integer_answer(value: Any) -> int | None:
-    """An integer from a dataset's answer field: 25, "25", " 025 " and 25.0 -> 25; "25.5", "x" -> None."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float):
-        return int(value) if value.is_integer() else None
-    if isinstance(value, str) and re.fullmatch(r"\s*[+-]?\d+\s*", value):
-        return int(value)
-    return None
 
 
 def _problem_id(row: dict[str, Any], number: int, cfg: DatasetConfig, errors: list[str]) -> str | None:
@@ -139,8 +131,14 @@ def load_problems(path: str | Path) -> list[Problem]:
     for number, line in enumerate(path.read_bytes().splitlines(), start=1):
         try:
             record = orjson.loads(line)
-            problems.append(Problem(record["id"], record["problem"], int(record["answer"]),
+            problems.append(Problem(record["id"], record["problem"], _stored_answer(record["answer"]),
                                     record.get("meta", {})))
         except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
             raise DataError(f"{path}: line {number}: not a normalized problem record ({exc!r})") from exc
     return problems
+
+
+def _stored_answer(value: Any) -> int | str:
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise TypeError(f"answer {value!r} is neither an integer nor text")
+    return value

@@ -1,6 +1,7 @@
 """Step-labelled records (ProcessBench): a problem, its solution steps, and the first wrong step.
 
-`label` is the index of the first erroneous step, or -1 when every step is right.
+`label` is the index of the first erroneous step, or -1 when every step is right. The row's fields are
+named by the dataset's params: problem_key, `steps`, answer_key (the label) and id_key.
 """
 
 from __future__ import annotations
@@ -8,8 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from tracevote.core.config import DatasetConfig
 from tracevote.core.errors import DataError
-from tracevote.datasets.problems import ID_PATTERN, _is_scalar, _problem_text
+from tracevote.datasets.problems import _id_field, _is_scalar, _problem_id, _problem_text
+
+STEPS_KEY = "steps"
 
 
 @dataclass(frozen=True)
@@ -25,15 +29,16 @@ class StepRecord:
                 "meta": self.meta}
 
 
-def normalize_step_rows(rows: list[dict[str, Any]], origin: str) -> list[StepRecord]:
+def normalize_step_rows(rows: list[dict[str, Any]], cfg: DatasetConfig, origin: str) -> list[StepRecord]:
     """Check every row and return the records, or raise one DataError listing every bad row (numbered from 1)."""
     records: list[StepRecord] = []
     errors: list[str] = []
     seen_ids: dict[str, int] = {}
     for number, row in enumerate(rows, start=1):
-        row_errors, record = _step_row(row)
+        row_errors, record = _step_row(row, number, cfg)
         if record is not None and record.id in seen_ids:
-            row_errors.append(f"field 'id': duplicate id {record.id!r} (first at row {seen_ids[record.id]})")
+            row_errors.append(f"field {_id_field(cfg)!r}: duplicate id {record.id!r} "
+                              f"(first at row {seen_ids[record.id]})")
         elif record is not None:
             seen_ids[record.id] = number
             records.append(record)
@@ -46,17 +51,16 @@ def normalize_step_rows(rows: list[dict[str, Any]], origin: str) -> list[StepRec
     return records
 
 
-def _step_row(row: dict[str, Any]) -> tuple[list[str], StepRecord | None]:
+def _step_row(row: dict[str, Any], number: int, cfg: DatasetConfig) -> tuple[list[str], StepRecord | None]:
     errors: list[str] = []
-    text = _problem_text(row, "problem", errors)
-    steps = _steps(row.get("steps"), errors)
-    label = _label(row.get("label"), steps, errors)
-    record_id = row.get("id")
-    if not (isinstance(record_id, str) and ID_PATTERN.match(record_id)):
-        errors.append(f"field 'id': id {record_id!r} is empty or not of letters, digits, '.', '_', '-'")
-    if errors or text is None or steps is None or label is None:
+    text = _problem_text(row, cfg.problem_key, errors)
+    steps = _steps(row.get(STEPS_KEY), errors)
+    label = _label(row.get(cfg.answer_key), cfg.answer_key, steps, errors)
+    record_id = _problem_id(row, number, cfg, errors)
+    if errors or text is None or steps is None or label is None or record_id is None:
         return errors, None
-    meta = {k: v for k, v in row.items() if k not in {"id", "problem", "steps", "label"} and _is_scalar(v)}
+    used = {cfg.problem_key, STEPS_KEY, cfg.answer_key, cfg.id_key}
+    meta = {k: v for k, v in row.items() if k not in used and _is_scalar(v)}
     return errors, StepRecord(record_id, text, steps, label, meta)
 
 
@@ -71,12 +75,12 @@ def _steps(value: Any, errors: list[str]) -> tuple[str, ...] | None:
     return tuple(value)
 
 
-def _label(value: Any, steps: tuple[str, ...] | None, errors: list[str]) -> int | None:
+def _label(value: Any, key: str, steps: tuple[str, ...] | None, errors: list[str]) -> int | None:
     if isinstance(value, bool) or not isinstance(value, int):
-        errors.append(f"field 'label': expected an integer, got {value!r:.80}")
+        errors.append(f"field {key!r}: expected an integer, got {value!r:.80}")
         return None
     if steps is not None and not -1 <= value < len(steps):
-        errors.append(f"field 'label': {value} is outside -1..{len(steps) - 1} ({len(steps)} steps)")
+        errors.append(f"field {key!r}: {value} is outside -1..{len(steps) - 1} ({len(steps)} steps)")
         return None
     return value
 

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tracevote.core.config import ModelConfig, Params
-from tracevote.core.dvcstate import already_built
 from tracevote.core.errors import TracevoteError
 from tracevote.core.retry import RetryNotice
 from tracevote.datasets.problems import Problem
@@ -84,16 +83,6 @@ def api_key_for(model: ModelConfig, environ: Mapping[str, str], dotenv: Path, *,
             f"(or `make repro`, which pulls before it runs anything). A local server that needs no key: "
             f"set model.needs_key: false.")
     return key
-
-
-def refuse_if_already_built(lock_path: Path, params_path: Path, *, rebuild: bool) -> None:
-    if rebuild or not already_built(lock_path, "build_pool", params_path):
-        return
-    raise TracevoteError(
-        f"{lock_path} records a finished build_pool with exactly these params, but its samples are not on "
-        f"disk: the pool lives in a DVC remote or a teammate's cache. Fetch it with `dvc pull` (or "
-        f"`make repro`, which pulls first) instead of paying for it again. If it is truly lost, re-run with "
-        f"TRACEVOTE_REBUILD=1.")
 
 
 def refuse_if_uninformative(report: ProbeReport, allow: bool) -> None:

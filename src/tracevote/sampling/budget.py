@@ -53,6 +53,13 @@ def usd(input_tokens: int, output_tokens: int, pricing: PricingConfig) -> float:
     return (input_tokens * pricing.input_cache_miss + output_tokens * pricing.output) / 1e6
 
 
+def usd_cached(input_tokens: int, cached_tokens: int, output_tokens: int, pricing: PricingConfig) -> float:
+    """Cost with the `cached_tokens` part of the input at the cache-hit price (DeepSeek reports it)."""
+    missed = input_tokens - cached_tokens
+    return (missed * pricing.input_cache_miss + cached_tokens * pricing.input_cache_hit
+            + output_tokens * pricing.output) / 1e6
+
+
 def estimate(prompt_sizes: list[int], max_tokens: int, pricing: PricingConfig, *,
              simulated_as: str | None = None) -> CostEstimate:
     """Estimate for one request per entry of `prompt_sizes` (each a prompt's size in UTF-8 bytes);

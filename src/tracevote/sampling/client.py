@@ -9,6 +9,10 @@ When retries run out, the last TransientError propagates; its `cause` is the lab
 timeout) gets only Backoff.unreachable_attempts tries, then raises EndpointError naming URL and cause.
 Each retry is reported to `on_retry`, for the entry point to show. The API key is never part of a
 message, a repr or a file.
+
+Every request carries two headers real servers ignore: X-Tracevote-Sample (the call key, which seeds the
+simulated model's response) and X-Tracevote-Kind (the kind of call the prompt builder names, "solve" by
+default, by which the simulated model knows what to answer).
 """
 
 from __future__ import annotations
@@ -36,11 +40,13 @@ from tracevote.core.retry import (
     call_with_retries,
     parse_retry_after,
 )
-from tracevote.sampling.ingest import load_json, parse_completion
+from tracevote.sampling.ingest import Reply, load_json, parse_completion, parse_reply
 from tracevote.sampling.limiter import AdaptiveLimiter
+from tracevote.sampling.prompts import SOLVE
 from tracevote.store.records import Sample
 
 SAMPLE_HEADER = "X-Tracevote-Sample"
+KIND_HEADER = "X-Tracevote-Kind"
 T = TypeVar("T")
 _RETRIED_STATUS = (408, 429)  # and every 5xx
 _DEFAULT_BACKOFF = Backoff()
@@ -93,12 +99,16 @@ class ChatClient:
         key = "set" if self._api_key else "none"
         return f"ChatClient(model={self.model.name!r}, url={self._url!r}, api_key={key})"
 
-    def request_body(self, messages: list[dict[str, str]], *, max_tokens: int | None = None) -> dict[str, Any]:
-        """The JSON body sent: decoding settings, logprobs on, top_p only when set, then model.extra_body."""
+    def request_body(self, messages: list[dict[str, str]], *, max_tokens: int | None = None,
+                     logprobs: bool = True) -> dict[str, Any]:
+        """The JSON body sent: decoding settings, logprobs and top_logprobs unless `logprobs` is False
+        (then neither field is sent), top_p only when set, then model.extra_body."""
         body: dict[str, Any] = {
             "model": self.model.name, "messages": messages, "temperature": self.decoding.temperature,
-            "max_tokens": max_tokens or self.decoding.max_tokens, "logprobs": True,
-            "top_logprobs": self.decoding.top_logprobs}
+            "max_tokens": max_tokens or self.decoding.max_tokens}
+        if logprobs:
+            body["logprobs"] = True
+            body["top_logprobs"] = self.decoding.top_logprobs
         if self.decoding.top_p is not None:
             body["top_p"] = self.decoding.top_p
         return {**body, **self.model.extra_body}
@@ -109,13 +119,15 @@ class ChatClient:
                                      keep_top_logprobs=keep_top_logprobs, keep_top_tokens=keep_top_tokens)[0]
 
     def sample_with_body(self, messages: list[dict[str, str]], *, problem_id: str, sample_id: int,
-                         keep_top_logprobs: bool, keep_top_tokens: bool = False) -> tuple[Sample, bytes]:
-        """The sample and the raw response body it was parsed from (for pools that keep raw responses)."""
+                         keep_top_logprobs: bool, keep_top_tokens: bool = False,
+                         kind: str = SOLVE) -> tuple[Sample, bytes]:
+        """The sample and the raw response body it was parsed from (for pools that keep raw responses).
+        `kind` is sent in the X-Tracevote-Kind header."""
         payload = orjson.dumps(self.request_body(messages))
         key = f"{problem_id}/{sample_id}"
 
         def attempt() -> tuple[Sample, bytes]:
-            raw = self._post(payload, key)
+            raw = self._post(payload, key, kind)
             sample = parse_completion(
                 raw.body, problem_id=problem_id, sample_id=sample_id, latency_s=raw.latency_s,
                 keep_top_logprobs=keep_top_logprobs, expect_top_logprobs=self.decoding.top_logprobs,
@@ -124,15 +136,28 @@ class ChatClient:
 
         return self._with_retries(attempt)
 
-    def complete_raw(self, messages: list[dict[str, str]], *, sample_key: str,
-                     max_tokens: int | None = None) -> RawCompletion:
-        """One response body, retried only for transport and HTTP failures and unparseable JSON."""
-        payload = orjson.dumps(self.request_body(messages, max_tokens=max_tokens))
+    def complete_raw(self, messages: list[dict[str, str]], *, sample_key: str, max_tokens: int | None = None,
+                     kind: str = SOLVE, logprobs: bool = True) -> RawCompletion:
+        """One response body, retried only for transport and HTTP failures and unparseable JSON. `kind` is
+        sent in the X-Tracevote-Kind header; `logprobs` False asks for none (the body has "logprobs": null)."""
+        payload = orjson.dumps(self.request_body(messages, max_tokens=max_tokens, logprobs=logprobs))
 
         def attempt() -> RawCompletion:
-            raw = self._post(payload, sample_key)
+            raw = self._post(payload, sample_key, kind)
             load_json(raw.body)
             return raw
+
+        return self._with_retries(attempt)
+
+    def reply(self, messages: list[dict[str, str]], *, call_key: str, kind: str,
+              max_tokens: int | None = None) -> tuple[Reply, float]:
+        """A text-only call (no logprobs asked for) and its latency; a response without usage or cut short by
+        the server is retried like a malformed one."""
+        payload = orjson.dumps(self.request_body(messages, max_tokens=max_tokens, logprobs=False))
+
+        def attempt() -> tuple[Reply, float]:
+            raw = self._post(payload, call_key, kind)
+            return parse_reply(raw.body), raw.latency_s
 
         return self._with_retries(attempt)
 
@@ -176,11 +201,11 @@ class ChatClient:
                 f"attempt{'s' if tries > 1 else ''}). Check model.base_url in params.yaml: "
                 f"{_UNREACHABLE_HINTS.get(exc.cause, 'is the server up?')}")
 
-    def _post(self, payload: bytes, sample_key: str) -> RawCompletion:
+    def _post(self, payload: bytes, sample_key: str, kind: str) -> RawCompletion:
         slot_context = self.limiter.slot() if self.limiter is not None else contextlib.nullcontext()
         with slot_context as slot:
             started = time.monotonic()
-            response = self._send(payload, sample_key)
+            response = self._send(payload, sample_key, kind)
             self._reached.set()
             latency = time.monotonic() - started
             if response.status_code == 429 and slot is not None:
@@ -190,8 +215,8 @@ class ChatClient:
                 slot.succeeded()
             return RawCompletion(body, latency)
 
-    def _send(self, payload: bytes, sample_key: str) -> requests.Response:
-        headers = {"Content-Type": "application/json", SAMPLE_HEADER: sample_key}
+    def _send(self, payload: bytes, sample_key: str, kind: str) -> requests.Response:
+        headers = {"Content-Type": "application/json", SAMPLE_HEADER: sample_key, KIND_HEADER: kind}
         if self._api_key:
             headers["Authorization"] = f"Bearer {self._api_key}"
         timeout = (self.connect_timeout_s, self.timeout_s)

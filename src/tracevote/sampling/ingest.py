@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -21,6 +22,38 @@ from tracevote.store.logprobs import clean_logprobs, token_confidence
 from tracevote.store.records import Sample
 
 FINISH_REASONS = ("stop", "length")
+
+
+@dataclass(frozen=True)
+class Reply:
+    """A response read for its text only (calls that ask for no logprobs: debate turns, critiques, grades)."""
+
+    text: str
+    finish_reason: str
+    prompt_tokens: int
+    cached_prompt_tokens: int  # DeepSeek's prompt_cache_hit_tokens (OpenAI: prompt_tokens_details.cached_tokens)
+    completion_tokens: int
+
+
+def parse_reply(body: bytes) -> Reply:
+    """The text, finish reason and usage of a response; TransientError as parse_completion for one worth
+    asking for again ("malformed JSON", "truncated body", "no choices", "no usage", "finish_reason <x>")."""
+    doc = load_json(body)
+    choice = _first_choice(doc)
+    finish_reason = choice.get("finish_reason")
+    if finish_reason not in FINISH_REASONS:
+        raise TransientError(f"finish_reason {finish_reason}", "the server ended the completion early")
+    usage = usage_counts(doc)
+    if usage is None:
+        raise TransientError("no usage", "the response has no usage.prompt_tokens / completion_tokens")
+    return Reply(message_text(choice), finish_reason, usage[0], _cached_tokens(doc, usage[0]), usage[1])
+
+
+def _cached_tokens(doc: dict[str, Any], prompt_tokens: int) -> int:
+    usage = doc["usage"]
+    details = usage.get("prompt_tokens_details")
+    cached = usage.get("prompt_cache_hit_tokens", details.get("cached_tokens") if isinstance(details, dict) else 0)
+    return min(cached, prompt_tokens) if isinstance(cached, int) and cached > 0 else 0
 
 
 def parse_completion(body: bytes, *, problem_id: str, sample_id: int, latency_s: float,

@@ -1,14 +1,34 @@
-"""The one prompt every method uses: the problem, then the instruction to box the final answer."""
+"""The prompts methods send, each marked with the kind of call it makes.
+
+A prompt builder returns a Prompt: the chat messages and their kind. The client sends the kind in the
+X-Tracevote-Kind header (real servers ignore it), so the simulated model answers each kind of call
+plausibly without reading the text. The "solve" prompt, which every method starts from: the problem, then
+the instruction to box the final answer.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+SOLVE = "solve"
 DEFAULT_TEMPLATE = "{problem}\n\nPlease reason step by step, and put your final answer within \\boxed{}."
 
 
-def build_messages(problem: str, *, system: str | None, template: str = DEFAULT_TEMPLATE) -> list[dict[str, str]]:
-    """Chat messages for one problem: [{"role": "user", "content": "<problem>\\n\\nPlease reason ..."}],
+@dataclass(frozen=True)
+class Prompt:
+    kind: str  # the marker sent as X-Tracevote-Kind: "solve", ...
+    messages: list[dict[str, str]]
+
+
+def solve_prompt(problem: str, *, system: str | None, template: str = DEFAULT_TEMPLATE) -> Prompt:
+    """A "solve" call for one problem: [{"role": "user", "content": "<problem>\\n\\nPlease reason ..."}],
     preceded by {"role": "system", ...} when a system prompt is set.
     """
     # Plain replacement, not str.format: templates are full of LaTeX braces such as \boxed{}.
     user = {"role": "user", "content": template.replace("{problem}", problem)}
-    return [{"role": "system", "content": system}, user] if system else [user]
+    return Prompt(SOLVE, [{"role": "system", "content": system}, user] if system else [user])
+
+
+def build_messages(problem: str, *, system: str | None, template: str = DEFAULT_TEMPLATE) -> list[dict[str, str]]:
+    """The messages of `solve_prompt` (for callers that send only solve calls)."""
+    return solve_prompt(problem, system=system, template=template).messages

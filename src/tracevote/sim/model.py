@@ -27,8 +27,10 @@ Temperature 0 emulates DeepSeek: one greedy trace per prompt (sample_key is igno
 and -9999 for every other top-k entry. Logprob values are printed on a grid 0.4% apart, which keeps
 generation vectorized: a 4096-token response with top-20 takes ~10 ms.
 
-This module draws the problem and the trace's outline (answer, length, z); simtokens.py draws its tokens
-and logprobs, simrender.py writes the JSON, and simrequest.py checks the request.
+This is the "solve" kind of call; kinds.py routes each request to its kind's responder by the marker the
+client sends (X-Tracevote-Kind), never by the prompt's text. This module draws the problem and the trace's
+outline (answer, length, z); tokens.py draws its tokens and logprobs, render.py writes the JSON, and
+request.py checks the request.
 """
 
 from __future__ import annotations
@@ -43,8 +45,9 @@ import numpy as np
 import orjson
 
 from tracevote.core.config import SimConfig
+from tracevote.sim.kinds import SOLVE, responder_for
 from tracevote.sim.render import Degrade, render
-from tracevote.sim.request import parse_request, problem_of
+from tracevote.sim.request import SimRequest, parse_request, problem_of
 from tracevote.sim.tokens import Trace, answer_tokens, digest, draw_tokens, seeded_rng
 
 _LENGTH_SIGMA = 0.45
@@ -82,9 +85,15 @@ class SimModel:
         return orjson.loads(self.complete_bytes(request, sample_key))
 
     def complete_bytes(self, request: Mapping[str, Any], sample_key: str | None = None, *,
-                       degrade: Degrade = "none") -> bytes:
-        """The response body as bytes. `sample_key` None takes the prompt's next counter value."""
-        req = parse_request(request)
+                       degrade: Degrade = "none", kind: str = SOLVE) -> bytes:
+        """The response body as bytes, from the responder of `kind` (sim/kinds.py). Raises SimRequestError
+        for a request DeepSeek refuses and UnknownKindError for a kind nothing answers."""
+        responder = responder_for(kind)
+        return responder(parse_request(request), sample_key, self, degrade=degrade)
+
+    def solve(self, req: SimRequest, sample_key: str | None, *, degrade: Degrade = "none") -> bytes:
+        """A "solve" call: one reasoning trace boxing an answer, drawn as the module docstring says.
+        `sample_key` None takes the prompt's next counter value."""
         problem_text = problem_of(req.prompt)
         greedy = req.temperature == 0.0
         seed = (self.cfg.seed, problem_text, self._key(problem_text, sample_key, greedy))

@@ -1,6 +1,6 @@
 """The simulated model's response body: drawn tokens in, DeepSeek's chat-completion JSON bytes out.
 
-The logprobs.content items are joined from byte fragments tabulated once per vocabulary (simtokens.tables),
+The logprobs.content items are joined from byte fragments tabulated once per vocabulary (tokens.tables),
 so a 4096-token response with top-20 renders without formatting a single float.
 """
 

@@ -3,10 +3,16 @@
 `POST /chat/completions` (also under /v1) answers like DeepSeek, errors included: 401 for a wrong key,
 402 in no-balance mode, 400 "Model Not Exist" for a model outside the allow-list, 400/422 for bad
 parameters, all as {"error": {"message", "type", "param", "code"}}. Any other path gets a web server's
-404 page (HTML, no JSON), as a wrong model.base_url meets. The header X-Tracevote-Sample names the sample.
+404 page (HTML, no JSON), as a wrong model.base_url meets.
 
-Faults (429s, drops, truncated bodies, ...) follow a FaultPlan: see simfaults.py for the spec.
-`GET /_stats` returns the request counts per sample and per outcome.
+Two headers, which real servers ignore, mark a call: X-Tracevote-Sample names its key (the seed of its
+response, and what faults are drawn for), and X-Tracevote-Kind its kind ("solve", or a kind a later method
+registered in kinds.py), so the model answers each kind without reading the prompt. No kind header means
+"solve" (old clients, curl); a kind nothing answers gets 400 in DeepSeek's error shape, naming the kind and
+the known kinds.
+
+Faults (429s, drops, truncated bodies, ...) follow a FaultPlan: see faults.py for the spec.
+`GET /_stats` returns the request counts per sample, per kind and per outcome.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from typing import Any
 import orjson
 
 from tracevote.sim.faults import FaultPlan
+from tracevote.sim.kinds import KNOWN_KINDS, SOLVE, UnknownKindError
 from tracevote.sim.model import SimModel
 from tracevote.sim.render import Degrade
 from tracevote.sim.request import SimRequestError, parse_request
@@ -46,18 +53,21 @@ class ServerOptions:
 
 @dataclass
 class ServerStats:
-    """Requests per sample; outcomes ("ok", a fault kind, or a status such as "401") as decided; and per
-    sample the complete valid responses ("ok" or "slow") written out in full."""
+    """Requests per sample and per kind of call (as marked, unknown kinds too); outcomes ("ok", a fault
+    kind, or a status such as "401") as decided; and per sample the complete valid responses ("ok" or
+    "slow") written out in full."""
 
     lock: threading.Lock = field(default_factory=threading.Lock)
     by_sample: collections.Counter[str] = field(default_factory=collections.Counter)
+    by_kind: collections.Counter[str] = field(default_factory=collections.Counter)
     delivered: collections.Counter[str] = field(default_factory=collections.Counter)
     outcomes: collections.Counter[str] = field(default_factory=collections.Counter)
     anonymous: int = 0
 
-    def begin(self, sample_key: str | None) -> tuple[str, int]:
+    def begin(self, sample_key: str | None, kind: str = SOLVE) -> tuple[str, int]:
         """(the key counted, how many requests for it came before this one)."""
         with self.lock:
+            self.by_kind[kind] += 1
             if sample_key is None:
                 self.anonymous += 1
                 sample_key = f"#request{self.anonymous}"
@@ -76,7 +86,8 @@ class ServerStats:
     def snapshot(self) -> dict[str, Any]:
         with self.lock:
             return {"requests": sum(self.by_sample.values()), "outcomes": dict(self.outcomes),
-                    "by_sample": dict(self.by_sample), "delivered": dict(self.delivered)}
+                    "by_sample": dict(self.by_sample), "by_kind": dict(self.by_kind),
+                    "delivered": dict(self.delivered)}
 
 
 class SimServer(ThreadingHTTPServer):
@@ -170,8 +181,9 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_not_found()
             return
         sample_key = self.headers.get("X-Tracevote-Sample")
-        counted_key, attempt = self.server.stats.begin(sample_key)
-        request, refusal = _check_request(self.server.options, self.headers.get("Authorization"), body)
+        kind = self.headers.get("X-Tracevote-Kind", SOLVE)
+        counted_key, attempt = self.server.stats.begin(sample_key, kind)
+        request, refusal = _check_request(self.server.options, self.headers.get("Authorization"), kind, body)
         if refusal is not None:
             self.server.stats.outcome(str(refusal[0]))
             self._send_json(*refusal)
@@ -183,7 +195,7 @@ class _Handler(BaseHTTPRequestHandler):
         elif fault == "drop":
             self.close_connection = True  # hang up without a word
         else:
-            self._send_completion(request, sample_key, fault)
+            self._send_completion(request, sample_key, kind, fault)
             if fault in (None, "slow"):
                 self.server.stats.delivered_to(counted_key)
 
@@ -197,11 +209,12 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self._send_json(503, _error("Server Overloaded", "server_error", "overloaded"))
 
-    def _send_completion(self, request: dict[str, Any], sample_key: str | None, fault: str | None) -> None:
+    def _send_completion(self, request: dict[str, Any], sample_key: str | None, kind: str,
+                         fault: str | None) -> None:
         if fault == "slow":
             time.sleep(self.server.faults.slow_s)
         degrade: Degrade = "sentinel" if fault == "sentinel" else "nologprobs" if fault == "nologprobs" else "none"
-        data = self.server.model.complete_bytes(request, sample_key, degrade=degrade)
+        data = self.server.model.complete_bytes(request, sample_key, degrade=degrade, kind=kind)
         if fault == "malformed":  # what a proxy in the way sends: half a document, then its own page
             # subtle: the page starts with a line break, so even when the cut falls inside a JSON string
             # the document is invalid there, not merely cut short
@@ -234,14 +247,17 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
 
-def _check_request(options: ServerOptions, authorization: str | None,
+def _check_request(options: ServerOptions, authorization: str | None, kind: str,
                    body: bytes) -> tuple[dict[str, Any], tuple[int, dict[str, Any]] | None]:
-    """(the request, None), or (_, (status, error payload)) in DeepSeek's order of checks."""
+    """(the request, None), or (_, (status, error payload)) in DeepSeek's order of checks; the kind of
+    call, which DeepSeek never sees, is checked once the account is known to be good."""
     refusal = _auth_refusal(options, authorization)
     if refusal is not None:
         return {}, refusal
     if options.no_balance:
         return {}, (402, _error("Insufficient Balance", "unknown_error", "invalid_request_error"))
+    if kind not in KNOWN_KINDS:
+        return {}, (400, _error(str(UnknownKindError(kind)), "invalid_request_error", "invalid_request_error"))
     try:
         request = orjson.loads(body)
         if not isinstance(request, dict):

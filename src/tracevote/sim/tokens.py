@@ -1,4 +1,4 @@
-"""The simulated model's tokens: a trace's outline in, token ids and top-k logprobs out (see sim.py).
+"""The simulated model's tokens: a trace's outline in, token ids and top-k logprobs out (see model.py).
 
 Logprobs are drawn as float64 and kept as indices into a table of printed values on a grid 0.4% apart,
 so rendering never formats a float: index 0 is "0.0", 1 the -9999 sentinel, then the grid.

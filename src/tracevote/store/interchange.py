@@ -262,7 +262,7 @@ def store_file(path: Path, checked: CheckedFile, pool: Pool, problems: list[Prob
             if sample.problem_id not in writers:
                 writers[sample.problem_id] = stack.enter_context(pool.writer(sample.problem_id))
             writer = writers[sample.problem_id]
-            if sample.sample_id in writer.sample_ids:
+            if sample.sample_id in writer.keys:
                 skipped += 1
                 continue
             writer.append(sample.sample_id, codec.encode(for_storage(sample, keep_top_logprobs)))

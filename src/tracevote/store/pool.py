@@ -1,4 +1,4 @@
-"""Trace pools: one folder per (dataset, setting), one append-only frame log per problem.
+"""Trace pools: the ledger of sampled traces, one folder per (dataset, setting), one log per problem.
 
     pools/<dataset>/<model>-<fingerprint>/pool.json          the setting, and whether it is simulated
     pools/<dataset>/<model>-<fingerprint>/problems.json      problem id -> sha256 of its prompt
@@ -6,13 +6,13 @@
 
 The setting (model, prompt, decoding) decides the folder, so changing any of it starts a new pool
 beside the old one, and switching back finds the old one complete. `pool.n_pool` is not part of
-the setting: raising it tops the same pool up.
+the setting: raising it tops the same pool up. A pool is a ledger (tracevote.store.ledger) under the
+file names it had before the ledger generalised it, so every pool built before still reads.
 """
 
 from __future__ import annotations
 
 import hashlib
-import re
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -27,11 +27,12 @@ from tracevote.core.fileio import write_json
 from tracevote.datasets.problems import Problem
 from tracevote.sampling.prompts import build_messages
 from tracevote.store import codec, framing
+from tracevote.store.calls import Call
+from tracevote.store.ledger import Ledger, canonical_json, fingerprint_of, folder_name
 from tracevote.store.records import ProblemTraces, Sample
 
 POOL_FORMAT = 1
 SAMPLES_DIR = "samples"
-LOG_SUFFIX = ".tvf"
 
 
 @dataclass(frozen=True)
@@ -52,8 +53,8 @@ class Setting:
     @classmethod
     def from_params(cls, params: Params) -> Setting:
         model, decoding = params.model, params.decoding
-        sim = _canonical(asdict(model.sim)) if model.backend == "sim" else None
-        return cls(backend=model.backend, model=model.name, extra_body=_canonical(model.extra_body), sim=sim,
+        sim = canonical_json(asdict(model.sim)) if model.backend == "sim" else None
+        return cls(backend=model.backend, model=model.name, extra_body=canonical_json(model.extra_body), sim=sim,
                    system=params.prompt.system, template=params.prompt.template,
                    temperature=decoding.temperature, top_p=decoding.top_p, max_tokens=decoding.max_tokens,
                    top_logprobs=decoding.top_logprobs)
@@ -68,98 +69,55 @@ class Setting:
 
     @property
     def fingerprint(self) -> str:
-        return hashlib.sha256(_canonical(asdict(self)).encode()).hexdigest()[:16]
+        return fingerprint_of(asdict(self))
 
     @property
     def folder_name(self) -> str:
-        if self.backend == "sim":  # named for what made it, never for the real model it stands in for
-            return f"simulated-{self.fingerprint[:12]}"
-        slug = re.sub(r"[^A-Za-z0-9._-]+", "-", self.model).strip("-") or "model"
-        return f"{slug}-{self.fingerprint[:12]}"
-
-
-def _canonical(obj: Any) -> str:
-    return orjson.dumps(obj, option=orjson.OPT_SORT_KEYS).decode()
+        return folder_name(self.model, self.fingerprint, simulated=self.backend == "sim")
 
 
 def prompt_digest(problem: Problem, setting: Setting) -> str:
     return hashlib.sha256(orjson.dumps(setting.messages(problem))).hexdigest()
 
 
-class Pool:
-    """A pool folder. Reading never needs a lock; writing one problem's log takes an exclusive one."""
+class Pool(Ledger):
+    """A trace ledger: its items are problems, its call keys sample ids, its records Samples (codec)."""
 
-    def __init__(self, root: Path) -> None:
-        meta_path = root / "pool.json"
-        if not meta_path.is_file():
-            raise DataError(f"{root}: not a pool (no pool.json)")
-        self.root = root
-        self.meta: dict[str, Any] = orjson.loads(meta_path.read_bytes())
-        if self.meta.get("format") != POOL_FORMAT:
-            raise DataError(f"{meta_path}: unknown pool format {self.meta.get('format')!r}")
+    META = "pool.json"
+    ITEMS = "problems.json"
+    LOGS = SAMPLES_DIR
+    FORMAT = POOL_FORMAT
 
     @classmethod
     def open_or_create(cls, dataset_dir: Path, setting: Setting, *, simulated: bool) -> Pool:
-        root = dataset_dir / setting.folder_name
-        if not (root / "pool.json").is_file():
-            write_json(root / "problems.json", {})
-            write_json(root / "pool.json", {"format": POOL_FORMAT, "fingerprint": setting.fingerprint,
-                                            "setting": asdict(setting), "simulated": simulated})
-        pool = cls(root)
-        if pool.meta["fingerprint"] != setting.fingerprint:
-            raise DataError(f"{root}/pool.json: fingerprint {pool.meta['fingerprint']} does not match "
-                            f"the setting's {setting.fingerprint}")
-        if simulated and not pool.simulated:
-            pool.mark_simulated()
-        return pool
-
-    @property
-    def simulated(self) -> bool:
-        return bool(self.meta.get("simulated"))
-
-    def mark_simulated(self) -> None:
-        self.meta = {**self.meta, "simulated": True}
-        write_json(self.root / "pool.json", self.meta)
-
-    def log_path(self, problem_id: str) -> Path:
-        return self.root / SAMPLES_DIR / f"{problem_id}{LOG_SUFFIX}"
+        return cls.open_at(dataset_dir / setting.folder_name, asdict(setting), simulated=simulated)
 
     def register(self, problems: Iterable[Problem]) -> None:
         """Record each problem's prompt digest; a changed prompt under a known id is an error."""
         setting = Setting(**self.meta["setting"])
-        known: dict[str, str] = orjson.loads((self.root / "problems.json").read_bytes())
-        changed = dict(known)
-        for problem in problems:
-            digest = prompt_digest(problem, setting)
-            if known.get(problem.id, digest) != digest:
-                raise DataError(f"problem {problem.id}: its prompt differs from the one pooled in {self.root}; "
-                                f"give the changed problem a new id, or use a new dataset.name")
-            changed[problem.id] = digest
-        if changed != known:
-            write_json(self.root / "problems.json", changed)
+        self.register_digests({problem.id: prompt_digest(problem, setting) for problem in problems},
+                              what="prompt")
 
     def problem_ids(self) -> list[str]:
-        return sorted(orjson.loads((self.root / "problems.json").read_bytes()))
+        return self.item_ids()
 
     def stored_ids(self, problem_id: str) -> set[int]:
-        frames, _ = framing.scan(self.log_path(problem_id), with_payload=False)
-        return {frame.sample_id for frame in frames}
+        return {int(key) for key in self.stored_keys(problem_id)}
 
-    def missing(self, problem_ids: Iterable[str], n_pool: int) -> dict[str, list[int]]:
+    def missing_samples(self, problem_ids: Iterable[str], n_pool: int) -> dict[str, list[int]]:
         """Sample ids below n_pool not yet stored, per problem (problems with none missing left out)."""
-        result = {}
-        for problem_id in problem_ids:
-            stored = self.stored_ids(problem_id)
-            todo = [i for i in range(n_pool) if i not in stored]
-            if todo:
-                result[problem_id] = todo
-        return result
+        missing = self.missing({problem_id: range(n_pool) for problem_id in problem_ids})
+        return {problem_id: [int(key) for key in keys] for problem_id, keys in missing.items()}
 
-    def writer(self, problem_id: str) -> framing.FrameWriter:
-        return framing.FrameWriter(self.log_path(problem_id))
+    def load(self, call: Call) -> Sample:
+        """A stored sample, for a replay (problems.json already holds the digest of its prompt)."""
+        for sample_id, payload in self.iter_payloads(call.item_id):
+            if sample_id == call.key:
+                return codec.to_sample(codec.decode(payload))
+        raise DataError(f"{self.log_path(call.item_id)}: sample {call.key} is not stored")
 
     def iter_samples(self, problem_id: str) -> Iterator[Sample]:
-        for _, payload in framing.iter_payloads(self.log_path(problem_id)):
+        for _, payload in self.iter_payloads(problem_id):
             yield codec.to_sample(codec.decode(payload))
 
     def read_problem(self, problem_id: str, n_pool: int) -> ProblemTraces:
@@ -189,7 +147,7 @@ class Pool:
 
 def find_pool(dataset_dir: Path, setting: Setting) -> Pool | None:
     root = dataset_dir / setting.folder_name
-    return Pool(root) if (root / "pool.json").is_file() else None
+    return Pool(root) if (root / Pool.META).is_file() else None
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,63 @@
+"""What every paid stage does around its calls: the fresh-clone guard, retry lines, and the progress bar."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from types import TracebackType
+
+from tqdm import tqdm
+
+from tracevote.core.dvcstate import already_built
+from tracevote.core.errors import TracevoteError
+from tracevote.core.retry import CauseCounter, RetryNotice
+from tracevote.sampling.budget import spent_text
+from tracevote.sampling.runner import Paid, RunSummary
+
+REBUILD_ENV = "TRACEVOTE_REBUILD"
+
+
+def refuse_if_already_built(lock_path: Path, params_path: Path, *, stage: str, rebuild: bool) -> None:
+    """Stop before paying when dvc.lock records `stage` finished with these params: its outputs exist in a
+    remote or a teammate's cache, and `dvc pull` fetches them for nothing."""
+    if rebuild or not already_built(lock_path, stage, params_path):
+        return
+    raise TracevoteError(
+        f"{lock_path} records a finished {stage} with exactly these params, but its outputs are not on "
+        f"disk: they live in a DVC remote or a teammate's cache. Fetch them with `dvc pull` (or "
+        f"`make repro`, which pulls first) instead of paying for them again. If they are truly lost, re-run "
+        f"with {REBUILD_ENV}=1.")
+
+
+class RetryLines:
+    """Prints each retry on stderr ("connecting to http://…: attempt 2/3 failed (connection refused),
+    retrying in 1.3 s") until `quiet`; retries come from worker threads, hence one print per line."""
+
+    def __init__(self) -> None:
+        self.quiet = False
+
+    def show(self, notice: RetryNotice) -> None:
+        if not self.quiet:
+            print(notice.render(), file=sys.stderr, flush=True)
+
+
+class CallProgress:
+    """A progress bar of calls with tokens, dollars (or what a simulated run would cost) and retries;
+    tqdm adds the rate and the time left. `total` is the most calls the run can make."""
+
+    def __init__(self, total: int, *, desc: str, unit: str, retries: CauseCounter) -> None:
+        self._retries = retries
+        self._bar = tqdm(total=total, unit=unit, desc=desc, dynamic_ncols=True, mininterval=1.0)
+
+    def on_stored(self, paid: Paid, summary: RunSummary) -> None:
+        self._bar.update(1)
+        tokens = summary.prompt_tokens + summary.completion_tokens
+        self._bar.set_postfix_str(f"tokens={tokens}, retries={self._retries.total}, "
+                                  f"{spent_text(summary.usd, summary.simulated_as, digits=2)}", refresh=False)
+
+    def __enter__(self) -> CallProgress:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 trace: TracebackType | None) -> None:
+        self._bar.close()

@@ -1,0 +1,27 @@
+"""One paid call that wants text, not logprobs: request it, read it, price it, and make its ledger record."""
+
+from __future__ import annotations
+
+from tracevote.core.config import PricingConfig
+from tracevote.sampling.budget import usd_cached
+from tracevote.sampling.client import ChatClient
+from tracevote.sampling.runner import Paid
+from tracevote.store import calls
+from tracevote.store.calls import Call, CallRecord
+
+
+def call_key_header(call: Call) -> str:
+    """"<item>/<key>": the simulator seeds its reply with it, as it does a sample's."""
+    return f"{call.item_id}/{call.key}"
+
+
+def paid_reply(client: ChatClient, call: Call, pricing: PricingConfig) -> Paid[CallRecord]:
+    """Request `call` (no logprobs), retried as every call is; the reply as the ledger stores it."""
+    reply, latency_s = client.reply(call.messages, call_key=call_key_header(call), kind=call.kind,
+                                    max_tokens=call.max_tokens)
+    cost = usd_cached(reply.prompt_tokens, reply.cached_prompt_tokens, reply.completion_tokens, pricing)
+    record = CallRecord(key=str(call.key), kind=call.kind, request_sha256=call.request_sha256, text=reply.text,
+                        finish_reason=reply.finish_reason, prompt_tokens=reply.prompt_tokens,
+                        cached_prompt_tokens=reply.cached_prompt_tokens,
+                        completion_tokens=reply.completion_tokens, usd=cost, latency_s=latency_s)
+    return Paid(record, calls.encode(record), reply.prompt_tokens, reply.completion_tokens, cost)

@@ -1,0 +1,202 @@
+"""Running paid calls into a ledger: each stored the moment it arrives, none paid twice, resumable mid-conversation.
+
+A conversation is a step function: given the replies so far, it names its next call, or None when it is
+done. Traces are one-call conversations; a debate is one long conversation whose later calls read the
+earlier replies. On a rerun every conversation replays from the ledger: each stored reply is loaded
+instead of requested, the conversation's state is rebuilt from them, and only its first missing call
+onwards is paid for.
+
+Worker threads make the requests; only the calling thread writes, one whole frame per call, so a kill at
+any moment loses at most the calls in flight. A conversation has at most one call in flight.
+"""
+
+from __future__ import annotations
+
+import collections
+import concurrent.futures as cf
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from typing import Generic, Protocol, TypeVar
+
+from tracevote.core.errors import DataError, TracevoteError
+from tracevote.core.retry import TransientError
+from tracevote.sampling.budget import spent_text
+from tracevote.store.calls import Call
+from tracevote.store.framing import FrameWriter, Key
+
+R = TypeVar("R")
+R_co = TypeVar("R_co", covariant=True)
+
+
+class Conversation(Protocol[R]):
+    def next_call(self, replies: Sequence[R]) -> Call | None:
+        """The next call given the replies so far (oldest first), or None when the conversation is done."""
+        ...
+
+
+class CallStore(Protocol[R_co]):
+    """Where replies go and come back from: a trace Pool or a CallLedger."""
+
+    def stored_keys(self, item_id: str) -> set[Key]: ...
+
+    def load(self, call: Call) -> R_co: ...
+
+    def writer(self, item_id: str) -> FrameWriter: ...
+
+
+@dataclass(frozen=True)
+class Paid(Generic[R]):
+    """What one call returned: the reply, the bytes the ledger stores, and its usage and cost."""
+
+    reply: R
+    payload: bytes
+    prompt_tokens: int
+    completion_tokens: int
+    usd: float
+
+
+CallFn = Callable[[Call], Paid[R]]
+
+
+@dataclass
+class RunSummary:
+    requested: int = 0  # calls sent (and answered, or given up on)
+    stored: int = 0
+    replayed: int = 0  # stored replies read back to rebuild conversations
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    usd: float = 0.0
+    elapsed_s: float = 0.0
+    failures: collections.Counter[str] = field(default_factory=collections.Counter)
+    simulated_as: str | None = None  # the model a simulated run's cost is priced as
+    unit: str = "calls"
+
+    def add(self, paid: Paid) -> None:
+        self.stored += 1
+        self.prompt_tokens += paid.prompt_tokens
+        self.completion_tokens += paid.completion_tokens
+        self.usd += paid.usd
+
+    def render(self) -> str:
+        replayed = f" ({self.replayed} stored replies replayed)" if self.replayed else ""
+        lines = [f"stored {self.stored} of {self.requested} requested {self.unit} in {self.elapsed_s:.1f}s"
+                 f"{replayed}; {self.prompt_tokens} prompt + {self.completion_tokens} completion tokens, "
+                 f"{spent_text(self.usd, self.simulated_as)}"]
+        lines += [f"  failed after retries: {count} x {cause}" for cause, count in self.failures.most_common()]
+        return "\n".join(lines)
+
+
+@dataclass
+class _Thread(Generic[R]):
+    """One conversation on its way: the replies so far and the call in flight."""
+
+    conversation: Conversation[R]
+    replies: list[R] = field(default_factory=list)
+    call: Call | None = None
+
+
+def run_calls(store: CallStore[R], conversations: Iterable[Conversation[R]], call_fn: CallFn[R], *,
+              concurrency: int, summary: RunSummary | None = None,
+              on_stored: Callable[[Paid[R], RunSummary], None] | None = None) -> RunSummary:
+    """Run every conversation to its end, `concurrency` calls at a time; stop at once on a non-retryable error.
+
+    A call whose retries ran out is counted in `failures` and ends its conversation for this run (the
+    rerun resumes it). Conversations start in the order given, each as a slot frees up.
+    """
+    summary = summary or RunSummary()
+    started = time.monotonic()
+    waiting = iter(conversations)
+    executor = cf.ThreadPoolExecutor(concurrency, thread_name_prefix="call")
+    with ExitStack() as stack:
+        writers = _Writers(store, stack)
+        in_flight: dict[cf.Future[Paid[R]], _Thread[R]] = {}
+
+        def advance(thread: _Thread[R]) -> None:
+            call = _next_missing_call(thread, store, writers, summary)
+            if call is not None:
+                writers.claim(call)
+                thread.call = call
+                in_flight[executor.submit(call_fn, call)] = thread
+
+        try:
+            while True:
+                _start_conversations(2 * concurrency, in_flight, waiting, advance)
+                if not in_flight:
+                    break
+                done, _ = cf.wait(in_flight, return_when=cf.FIRST_COMPLETED)
+                for future in done:
+                    thread = in_flight.pop(future)
+                    paid = _result(future, summary)
+                    if paid is None:
+                        continue
+                    writers.store(thread.call, paid.payload)
+                    summary.add(paid)
+                    if on_stored is not None:
+                        on_stored(paid, summary)
+                    thread.replies.append(paid.reply)
+                    advance(thread)
+        finally:
+            # On a fatal error or ^C, drop what has not started; calls in flight finish on their own.
+            executor.shutdown(wait=False, cancel_futures=True)
+    summary.elapsed_s = time.monotonic() - started
+    return summary
+
+
+def _start_conversations(limit: int, in_flight: dict, waiting: Iterator, advance: Callable) -> None:
+    while len(in_flight) < limit:
+        conversation = next(waiting, None)
+        if conversation is None:
+            return
+        advance(_Thread(conversation))
+
+
+def _next_missing_call(thread: _Thread[R], store: CallStore[R], writers: _Writers, summary: RunSummary) -> Call | None:
+    """Replay stored replies into the conversation until it names a call not stored (or ends)."""
+    while True:
+        call = thread.conversation.next_call(thread.replies)
+        if call is None or not writers.is_stored(call):
+            return call
+        thread.replies.append(store.load(call))
+        summary.replayed += 1
+
+
+def _result(future: cf.Future, summary: RunSummary) -> Paid | None:
+    summary.requested += 1
+    try:
+        return future.result()
+    except TransientError as exc:  # retries ran out: the call stays missing, and the cause is counted
+        summary.failures[exc.cause] += 1
+        return None
+    except TracevoteError:
+        raise
+
+
+class _Writers:
+    """One frame writer per item, opened on first use; the keys stored and claimed so far."""
+
+    def __init__(self, store: CallStore, stack: ExitStack) -> None:
+        self._store = store
+        self._stack = stack
+        self._writers: dict[str, FrameWriter] = {}
+        self._stored: dict[str, set[Key]] = {}
+        self._claimed: set[tuple[str, Key]] = set()
+
+    def is_stored(self, call: Call) -> bool:
+        if call.item_id not in self._stored:
+            self._stored[call.item_id] = self._store.stored_keys(call.item_id)
+        return call.key in self._stored[call.item_id]
+
+    def claim(self, call: Call) -> None:
+        """Two conversations asking for the same call would pay for it twice: a bug in the stage."""
+        if (call.item_id, call.key) in self._claimed:
+            raise DataError(f"item {call.item_id}: call {call.key!r} is asked for by two conversations")
+        self._claimed.add((call.item_id, call.key))
+
+    def store(self, call: Call, payload: bytes) -> None:
+        writer = self._writers.get(call.item_id)
+        if writer is None:
+            writer = self._writers[call.item_id] = self._stack.enter_context(self._store.writer(call.item_id))
+        writer.append(call.key, payload)
+        self._stored.setdefault(call.item_id, set()).add(call.key)

@@ -1,0 +1,108 @@
+"""Paid calls: what identifies one (Call), and the ledger of those that are not sampled traces.
+
+A CallLedger stores debate turns, rankings, critiques and grades, one CallRecord per call. Payload:
+`b"TVR1" | u32 JSON length | zstd(JSON of the record)`. The record keeps what the response said (text,
+finish reason, usage) and what it cost, plus the sha256 of the request it answered, so a replay that
+would now build a different request (a changed prompt builder) is caught instead of trusted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import struct
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pyarrow as pa
+
+from tracevote.core.errors import DataError
+from tracevote.store.framing import Key
+from tracevote.store.ledger import Ledger
+
+MAGIC = b"TVR1"
+_HEAD = struct.Struct("<4sI")
+_ZSTD = pa.Codec("zstd")
+
+
+@dataclass(frozen=True)
+class Call:
+    """One request of a paid stage: which item, which call of it, what kind (the simulator answers by kind),
+    and the messages. Its identity in the ledger is (ledger setting, item_id, key)."""
+
+    item_id: str
+    key: Key
+    kind: str
+    messages: list[dict[str, str]]
+    max_tokens: int | None = None  # None: the setting's
+
+    @property
+    def request_sha256(self) -> str:
+        """sha256 of what decides the request besides the setting (which names the ledger)."""
+        document = {"kind": self.kind, "messages": self.messages, "max_tokens": self.max_tokens}
+        return hashlib.sha256(orjson.dumps(document, option=orjson.OPT_SORT_KEYS)).hexdigest()
+
+
+@dataclass(frozen=True)
+class CallRecord:
+    """What one paid call returned. `usd` is priced when stored, at the cache-hit price for cached input."""
+
+    key: str
+    kind: str
+    request_sha256: str
+    text: str
+    finish_reason: str
+    prompt_tokens: int
+    cached_prompt_tokens: int
+    completion_tokens: int
+    usd: float
+    latency_s: float
+
+
+def encode(record: CallRecord) -> bytes:
+    data = orjson.dumps(asdict(record))
+    return _HEAD.pack(MAGIC, len(data)) + _ZSTD.compress(data, asbytes=True)
+
+
+def decode(payload: bytes | memoryview) -> CallRecord:
+    """The record, or DataError naming what is wrong with the payload."""
+    if len(payload) < _HEAD.size:
+        raise DataError(f"call record: {len(payload)} bytes is too short")
+    magic, size = _HEAD.unpack_from(payload)
+    if magic != MAGIC:
+        raise DataError(f"call record: unknown magic {bytes(magic)!r} (expected {MAGIC!r})")
+    document = orjson.loads(_ZSTD.decompress(payload[_HEAD.size:], decompressed_size=size, asbytes=True))
+    return _record(document)
+
+
+def _record(document: Any) -> CallRecord:
+    names = {f.name for f in fields(CallRecord)}
+    if not isinstance(document, dict) or set(document) != names:
+        got = sorted(document) if isinstance(document, dict) else type(document).__name__
+        raise DataError(f"call record: fields {got} are not {sorted(names)}")
+    return CallRecord(**document)
+
+
+class CallLedger(Ledger):
+    """A ledger of CallRecords. Replaying a stored call checks it answered the request built now."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(root)
+        self._read: dict[str, dict[Key, CallRecord]] = {}
+
+    def records(self, item_id: str) -> dict[Key, CallRecord]:
+        """Every stored record of one item by call key, read once per ledger object."""
+        if item_id not in self._read:
+            self._read[item_id] = {key: decode(payload) for key, payload in self.iter_payloads(item_id)}
+        return self._read[item_id]
+
+    def load(self, call: Call) -> CallRecord:
+        record = self.records(call.item_id).get(call.key)
+        if record is None:
+            raise DataError(f"{self.log_path(call.item_id)}: call {call.key!r} is not stored")
+        if record.request_sha256 != call.request_sha256:
+            raise DataError(
+                f"{self.log_path(call.item_id)}: the stored call {call.key!r} answered another request than the "
+                f"one built now (the prompt builder changed without changing the setting?); nothing was sent")
+        return record

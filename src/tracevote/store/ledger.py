@@ -1,0 +1,137 @@
+"""The durable ledger of paid calls: every response a paid stage receives, stored the moment it arrives.
+
+A call is identified by (setting fingerprint, item id, call key). One folder per (dataset, setting) of
+a stage, one append-only frame log per item (a problem, a debate, a solution to critique):
+
+    <stage dir>/<name>/ledger.json        format, the setting and its fingerprint, simulated or not
+    <stage dir>/<name>/items.json         item id -> sha256 of what its requests are built from
+    <stage dir>/<name>/calls/<item>.tvf   one frame per call, keyed by its call key (see framing)
+
+Trace pools are ledgers whose records are sampled traces (tracevote.store.pool, same format, older
+file names); every other stage stores CallRecords (tracevote.store.calls). The setting decides the
+folder, so changing it starts a new ledger beside the old one and switching back finds the old one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
+from typing import Any, ClassVar, TypeVar
+
+import orjson
+
+from tracevote.core.errors import DataError
+from tracevote.core.fileio import write_json
+from tracevote.store import framing
+from tracevote.store.framing import Key
+
+LEDGER_FORMAT = 1
+L = TypeVar("L", bound="Ledger")
+LOG_SUFFIX = ".tvf"
+
+
+def canonical_json(obj: Any) -> str:
+    return orjson.dumps(obj, option=orjson.OPT_SORT_KEYS).decode()
+
+
+def fingerprint_of(setting: Mapping[str, Any]) -> str:
+    """sha256 of the setting's canonical JSON, first 16 hex digits."""
+    return hashlib.sha256(canonical_json(dict(setting)).encode()).hexdigest()[:16]
+
+
+def folder_name(model: str, fingerprint: str, *, simulated: bool) -> str:
+    """"deepseek-v4-flash-0123456789ab"; a simulated ledger is named for what made it, never for the
+    real model it stands in for: "simulated-0123456789ab"."""
+    if simulated:
+        return f"simulated-{fingerprint[:12]}"
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "-", model).strip("-") or "model"
+    return f"{slug}-{fingerprint[:12]}"
+
+
+class Ledger:
+    """A ledger folder. Reading never needs a lock; writing one item's log takes an exclusive one."""
+
+    META: ClassVar[str] = "ledger.json"
+    ITEMS: ClassVar[str] = "items.json"
+    LOGS: ClassVar[str] = "calls"
+    FORMAT: ClassVar[int] = LEDGER_FORMAT
+
+    def __init__(self, root: Path) -> None:
+        meta_path = root / self.META
+        if not meta_path.is_file():
+            raise DataError(f"{root}: not a {self._what()} (no {self.META})")
+        self.root = root
+        self.meta: dict[str, Any] = orjson.loads(meta_path.read_bytes())
+        if self.meta.get("format") != self.FORMAT:
+            raise DataError(f"{meta_path}: unknown {self._what()} format {self.meta.get('format')!r}")
+
+    @classmethod
+    def _what(cls) -> str:
+        return cls.__name__.lower()
+
+    @classmethod
+    def open_at(cls: type[L], root: Path, setting: Mapping[str, Any], *, simulated: bool) -> L:
+        """The ledger at `root` for `setting`, created empty when absent; a different setting there is an error."""
+        fingerprint = fingerprint_of(setting)
+        if not (root / cls.META).is_file():
+            write_json(root / cls.ITEMS, {})
+            write_json(root / cls.META, {"format": cls.FORMAT, "fingerprint": fingerprint,
+                                         "setting": dict(setting), "simulated": simulated})
+        ledger = cls(root)
+        if ledger.meta["fingerprint"] != fingerprint:
+            raise DataError(f"{root}/{cls.META}: fingerprint {ledger.meta['fingerprint']} does not match "
+                            f"the setting's {fingerprint}")
+        if simulated and not ledger.simulated:
+            ledger.mark_simulated()
+        return ledger
+
+    @property
+    def fingerprint(self) -> str:
+        return str(self.meta["fingerprint"])
+
+    @property
+    def simulated(self) -> bool:
+        return bool(self.meta.get("simulated"))
+
+    def mark_simulated(self) -> None:
+        self.meta = {**self.meta, "simulated": True}
+        write_json(self.root / self.META, self.meta)
+
+    def log_path(self, item_id: str) -> Path:
+        return self.root / self.LOGS / f"{item_id}{LOG_SUFFIX}"
+
+    def register_digests(self, digests: Mapping[str, str], *, what: str = "input") -> None:
+        """Record each item's input digest (of its prompt, say); a changed one under a known id is an error."""
+        known: dict[str, str] = orjson.loads((self.root / self.ITEMS).read_bytes())
+        for item_id, digest in digests.items():
+            if known.get(item_id, digest) != digest:
+                raise DataError(f"{item_id}: its {what} differs from the one stored in {self.root}; "
+                                f"give the changed item a new id, or use a new dataset name")
+        merged = {**known, **digests}
+        if merged != known:
+            write_json(self.root / self.ITEMS, merged)
+
+    def item_ids(self) -> list[str]:
+        return sorted(orjson.loads((self.root / self.ITEMS).read_bytes()))
+
+    def stored_keys(self, item_id: str) -> set[Key]:
+        frames, _ = framing.scan(self.log_path(item_id), with_payload=False)
+        return {frame.key for frame in frames}
+
+    def missing(self, wanted: Mapping[str, Iterable[Key]]) -> dict[str, list[Key]]:
+        """The wanted keys not yet stored, per item (items with none missing left out)."""
+        result = {}
+        for item_id, keys in wanted.items():
+            stored = self.stored_keys(item_id)
+            todo = [key for key in keys if key not in stored]
+            if todo:
+                result[item_id] = todo
+        return result
+
+    def writer(self, item_id: str) -> framing.FrameWriter:
+        return framing.FrameWriter(self.log_path(item_id))
+
+    def iter_payloads(self, item_id: str) -> Iterator[tuple[Key, memoryview]]:
+        return framing.iter_payloads(self.log_path(item_id))

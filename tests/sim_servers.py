@@ -1,0 +1,104 @@
+"""kill -9 tests against a sim server that counts the connections it holds: after a kill, wait until every
+request the killed process sent has been counted, then check what was stored against what was requested."""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import signal
+import socket
+import subprocess
+import threading
+import urllib.request
+from collections import Counter
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import EVENT_TIMEOUT_S, wait_for
+from tests.dvcproject import project_env
+from tracevote.core.config import SimConfig
+from tracevote.sim.faults import parse_faults
+from tracevote.sim.model import SimModel
+from tracevote.sim.server import ServerOptions, SimServer, stop_server
+
+
+class WatchedServer(SimServer):
+    """The sim server, also counting the connections it holds: accepted and not yet shut down."""
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.open_connections = 0
+        self._open_lock = threading.Lock()
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        with self._open_lock:
+            self.open_connections += 1
+        super().process_request(request, client_address)
+
+    def shutdown_request(self, request: socket.socket) -> None:
+        super().shutdown_request(request)
+        with self._open_lock:
+            self.open_connections -= 1
+
+
+@contextlib.contextmanager
+def watched_server(sim: SimConfig) -> Iterator[WatchedServer]:
+    """Every response takes 0.1 s, so a run lasts long enough for kills to land in its middle."""
+    server = WatchedServer(("127.0.0.1", 0), SimModel(sim), parse_faults("slow=1.0,slow_s=0.1,max_per_sample=1000000"),
+                           ServerOptions())
+    threading.Thread(target=server.serve_forever, args=(0.05,), name="watched-sim-server", daemon=True).start()
+    try:
+        yield server
+    finally:
+        stop_server(server)
+
+
+def wait_until_settled(server: WatchedServer) -> None:
+    """Every request a killed build sent has been counted: the server has read each of its connections to the end.
+
+    subtle: the listener accepts in order, so once a new connection is answered, every connection the build
+    opened has been accepted (and counted as open); each closes when its handler reads the dead client's EOF."""
+    with urllib.request.urlopen(f"{server.base_url}/_stats", timeout=EVENT_TIMEOUT_S) as response:
+        response.read()
+    wait_for(lambda: server.open_connections == 0, "the sim server to finish the killed build's connections")
+
+
+
+
+def kill_once_stored(command: list[str], cwd: Path, count_stored: Callable[[], int], target: int, log: Path) -> None:
+    """Start `command`, kill -9 it once `count_stored()` reaches `target`; fail at once if it exits first."""
+    with open(log, "w") as err:
+        process = subprocess.Popen(command, cwd=cwd, env=project_env(), stdout=subprocess.DEVNULL, stderr=err)
+        try:
+            def reached() -> bool:
+                if process.poll() is not None:
+                    pytest.fail(f"{command[1]} exited ({process.returncode}) before storing {target}:\n"
+                                f"{log.read_text()[-3000:]}")
+                return count_stored() >= target
+
+            wait_for(reached, f"{command[1]} to store {target}")
+        finally:
+            process.send_signal(signal.SIGKILL)
+            process.wait()
+
+
+def kill_at_random_moments(server: WatchedServer, run_until: Callable[[int, int], None], stored: Callable[[], set[str]],
+                           requested: Callable[[], Counter[str]], *, total: int, in_flight: int, seed: int) -> int:
+    """Four rounds of: run until 1 to a third of what is missing is new (`run_until(target, round)` kills it
+    there), then check the server saw no request for anything stored before, and that at most `in_flight`
+    requests were lost. Returns how many rounds ended with work still missing (a test needs one)."""
+    rng = random.Random(seed)
+    partial_rounds = 0
+    for round_number in range(4):
+        before, requests_before = stored(), requested()
+        run_until(len(before) + rng.randint(1, (total - len(before)) // 3), round_number)
+        wait_until_settled(server)
+        new_requests = set(requested() - requests_before)
+        after = stored()
+        assert not new_requests & before, "a resumed run asked again for something it had"
+        assert len(new_requests - after) <= in_flight, "more than the requests in flight were lost"
+        partial_rounds += len(after) < total
+    return partial_rounds
