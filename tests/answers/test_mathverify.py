@@ -8,7 +8,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from tracevote.answers.mathverify import MathJudge, MathVerdict, gold_math, normalize_answer_text, string_verdict
+from tracevote.answers.formats import gold_math
+from tracevote.answers.mathverify import MathJudge, MathVerdict, normalize_answer_text, string_verdict
 
 # A power tower sympy tries to evaluate and never finishes (checked: verify ran > 150 s without answering).
 POWER_TOWER = "9^{9^{9^{9^{9}}}}"

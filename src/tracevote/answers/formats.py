@@ -7,6 +7,7 @@ last ``####``, with thousands commas removed. A plain integer field ("25", 25, 2
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any, Literal
 
@@ -31,9 +32,17 @@ def gold_answer(value: Any, answer_format: AnswerFormat) -> tuple[int | str | No
 
 
 def gold_math(value: Any) -> tuple[str | None, str | None]:
-    """A LaTeX gold answer as text: numbers become their text ("27.0" stays as the file has it)."""
+    """A LaTeX gold answer as text: a number is kept as the text Python gives it; NaN and infinities are no answer.
+
+    >>> gold_math(0.5)
+    ('0.5', None)
+    """
+    if value is None:
+        return None, "missing or empty"
     if isinstance(value, bool) or not isinstance(value, str | int | float):
         return None, f"expected a LaTeX answer (text or a number), got {_shown(value)}"
+    if isinstance(value, float) and not math.isfinite(value):
+        return None, f"{_shown(value)} is not a finite number"
     text = str(value).strip()
     if not text:
         return None, "missing or empty"

@@ -1,0 +1,337 @@
+"""The `math` answer format: LaTeX answers compared with Math-Verify, safely from any thread.
+
+Math-Verify's own timeouts use ``signal.alarm``, which only works in the main thread, and a signal cannot
+interrupt sympy while it is stuck inside C code (a power tower such as ``9^{9^{9^{9^{9}}}}`` never ends).
+So `MathJudge` runs ``parse`` + ``verify`` in worker processes with those timeouts switched off
+(``parse(..., parsing_timeout=None)``, ``verify(..., timeout_seconds=None)``) and enforces the limit from
+the parent with a wall clock: a worker that overruns is killed, the pool is replaced, and that comparison
+falls back to a normalised string comparison (see `normalize_answer_text`). The parent sends no signals,
+so a judge can be used from any thread.
+
+    >>> with MathJudge(timeout_s=5.0) as judge:  # doctest: +SKIP
+    ...     judge.compare("\\\\frac{1}{2}", "0.5")
+    MathVerdict(equal=True, method='math_verify', reason=None)
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import re
+import threading
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from concurrent.futures import ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass
+from typing import Any, Literal
+
+FallbackReason = Literal["timeout", "worker crashed", "unparsable gold", "unparsable answer", "comparison error"]
+VerdictMethod = Literal["math_verify", "string"]
+StartMethod = Literal["spawn", "forkserver"]
+# What a worker returns for one comparison: Math-Verify's answer, or None and why it could not give one.
+Outcome = tuple[bool | None, FallbackReason | None]
+
+
+@dataclass(frozen=True)
+class MathVerdict:
+    """Whether an answer equals the gold, how that was decided, and why it fell back to strings (if it did).
+
+    >>> MathVerdict(equal=False, method="string", reason="timeout").reason
+    'timeout'
+    """
+
+    equal: bool
+    method: VerdictMethod
+    reason: FallbackReason | None = None
+
+
+_WRAPPER = re.compile(r"\\(?:boxed|fbox)\{(.*)\}", re.DOTALL)
+_TEXT_COMMAND = re.compile(r"\\(?:text|textbf|textrm|mathrm|mathbf|mbox)\{([^{}]*)\}")
+_SPACING = re.compile(r"\\[,;:! ]|\\left|\\right|\s+")
+_CHOICE = re.compile(r"\(([A-Za-z])\)")
+
+
+def normalize_answer_text(text: str) -> str:
+    """An answer as the string fallback compares it.
+
+    Steps, in order: strip whitespace, a trailing period and enclosing ``$``; unwrap a ``\\boxed{...}``
+    (or ``\\fbox``) around the whole answer; keep the content of ``\\text{}``, ``\\textbf{}``,
+    ``\\mathrm{}``, ``\\mathbf{}``, ``\\mbox{}``; read ``\\dfrac``/``\\tfrac`` as ``\\frac``; drop
+    ``\\left``, ``\\right``, LaTeX spacing (``\\,`` ``\\;`` ``\\:`` ``\\!``) and all whitespace; drop a
+    trailing period; read a lone choice ``(B)`` as ``B``. No mathematics: "0.5" and "\\frac{1}{2}" differ.
+
+    >>> normalize_answer_text(" $\\\\boxed{\\\\text{(B)}}$. ")
+    'B'
+    >>> normalize_answer_text("\\\\dfrac{1}{ 2 }")
+    '\\\\frac{1}{2}'
+    """
+    text = text.strip().rstrip(".").strip().strip("$").strip()
+    while (match := _WRAPPER.fullmatch(text)) is not None:
+        text = match.group(1).strip()
+    text = _TEXT_COMMAND.sub(r"\1", text)
+    text = text.replace("\\dfrac", "\\frac").replace("\\tfrac", "\\frac")
+    text = _SPACING.sub("", text).rstrip(".")
+    choice = _CHOICE.fullmatch(text)
+    return choice.group(1) if choice else text
+
+
+def string_verdict(gold: str, answer: str, reason: FallbackReason) -> MathVerdict:
+    """The fallback verdict: equal when both normalised texts are the same and not empty.
+
+    >>> string_verdict("\\\\boxed{42}", "$42$", "timeout")
+    MathVerdict(equal=True, method='string', reason='timeout')
+    """
+    normal_gold, normal_answer = normalize_answer_text(gold), normalize_answer_text(answer)
+    return MathVerdict(equal=bool(normal_gold) and normal_gold == normal_answer, method="string", reason=reason)
+
+
+# ---- worker side: runs in the pool's processes (main thread there), never in the caller's process ----
+
+_WORKER_BARRIER: Any = None
+
+
+def _math_text(text: str) -> str:
+    """An extracted answer as Math-Verify's LaTeX extraction reads it best: inside one pair of ``$``."""
+    return "$" + text.strip().strip("$").strip() + "$"
+
+
+def _parsed(text: str) -> list[Any] | None:
+    """Math-Verify's parse of `text` (its own timeout off), or None when it yields no sympy object."""
+    from math_verify import parse
+    from sympy import Basic, MatrixBase
+
+    parsed = parse(_math_text(text), parsing_timeout=None)
+    return parsed if any(isinstance(item, Basic | MatrixBase) for item in parsed) else None
+
+
+def _verify_pair(gold: str, answer: str) -> Outcome:
+    """Math-Verify's verdict on one pair, gold first (verify is not symmetric), timeouts off."""
+    from math_verify import verify
+
+    try:
+        gold_parsed = _parsed(gold)
+        if gold_parsed is None:
+            return None, "unparsable gold"
+        answer_parsed = _parsed(answer)
+        if answer_parsed is None:
+            return None, "unparsable answer"
+        return bool(verify(gold_parsed, answer_parsed, timeout_seconds=None)), None
+    except Exception:
+        return None, "comparison error"
+
+
+def _verify_chunk(pairs: Sequence[tuple[str, str]]) -> list[Outcome]:
+    """The outcomes of a chunk of (gold, answer) pairs: one round trip to a worker for all of them."""
+    return [_verify_pair(gold, answer) for gold, answer in pairs]
+
+
+def _init_worker(barrier: Any) -> None:
+    """Import and warm Math-Verify once per worker, so start-up never counts against a comparison's limit."""
+    global _WORKER_BARRIER
+    _WORKER_BARRIER = barrier
+    import math_verify  # noqa: F401  (fails here, breaking the pool, rather than as a fallback per comparison)
+
+    # The "timeout is disabled" warning is expected here: the parent enforces the limit.
+    logging.getLogger("math_verify").setLevel(logging.ERROR)
+    _verify_pair("\\frac{1}{2}", "0.5")
+
+
+def _worker_ready(timeout_s: float) -> None:
+    """Wait until every worker of the pool has started and warmed up (so all are spawned before timing)."""
+    _WORKER_BARRIER.wait(timeout_s)
+
+
+# ---- parent side ----
+
+
+class MathJudge:
+    """Compares LaTeX answers with Math-Verify in a bounded pool of worker processes, from any thread.
+
+    Each comparison gets `timeout_s` seconds of wall clock. A chunk of up to `chunk_size` comparisons goes
+    to a worker in one round trip and gets the same limit; a chunk that overruns is killed and its pairs
+    are retried one by one with the full limit, so only a comparison that overruns on its own falls back
+    to `string_verdict` under "timeout". The counts of fallbacks by reason are in `fallbacks`.
+
+    >>> with MathJudge(max_workers=1, timeout_s=5.0) as judge:  # doctest: +SKIP
+    ...     judge.compare_many([("\\\\frac{1}{2}", "0.5"), ("5", "x=5"), ("7", "8")])
+    ...     judge.fallback_summary()
+    [MathVerdict(equal=True, ...), MathVerdict(equal=True, ...), MathVerdict(equal=False, ...)]
+    None
+    """
+
+    def __init__(
+        self,
+        *,
+        max_workers: int = 1,
+        timeout_s: float = 5.0,
+        chunk_size: int = 16,
+        start_method: StartMethod = "spawn",
+        startup_timeout_s: float = 300.0,
+    ) -> None:
+        if max_workers < 1 or chunk_size < 1 or timeout_s <= 0 or startup_timeout_s <= 0:
+            raise ValueError("max_workers and chunk_size must be >= 1, and the timeouts > 0")
+        self.max_workers = max_workers
+        self.timeout_s = timeout_s
+        self.chunk_size = chunk_size
+        self.startup_timeout_s = startup_timeout_s
+        self._context = multiprocessing.get_context(start_method)
+        self._lock = threading.Lock()
+        self._pool: ProcessPoolExecutor | None = None
+        self._closed = False
+        self._fallbacks: Counter[str] = Counter()
+
+    def __enter__(self) -> MathJudge:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    @property
+    def fallbacks(self) -> Counter[str]:
+        """A copy of the counts of string fallbacks by reason, e.g. ``Counter({'timeout': 2})``."""
+        with self._lock:
+            return Counter(self._fallbacks)
+
+    def fallback_summary(self) -> str | None:
+        """One line for a stage's report, or None when nothing fell back.
+
+        e.g. "5 comparisons fell back to string comparison (timeout 2, unparsable answer 3)".
+        """
+        counts = self.fallbacks
+        total = sum(counts.values())
+        if not total:
+            return None
+        reasons = ", ".join(f"{reason} {count}" for reason, count in sorted(counts.items()))
+        noun = "comparison" if total == 1 else "comparisons"
+        return f"{total} {noun} fell back to string comparison ({reasons})"
+
+    def compare(self, gold: str, answer: str) -> MathVerdict:
+        """Whether `answer` equals `gold` (gold first: Math-Verify is not symmetric).
+
+        ``judge.compare("\\\\dfrac{\\\\sqrt{3}}{2}", "\\\\frac{\\\\sqrt3}{2}").equal`` is True.
+        """
+        return self.compare_many([(gold, answer)])[0]
+
+    def compare_many(self, pairs: Iterable[tuple[str, str]]) -> list[MathVerdict]:
+        """The verdicts of (gold, answer) pairs, in order, sent to the workers in chunks of `chunk_size`.
+
+        ``judge.compare_many([("10\\\\%", "10"), ("(1,2)", "(2,1)")])`` gives equal=True, then equal=False.
+        """
+        pairs = [(gold, answer) for gold, answer in pairs]
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("this MathJudge is closed")
+            outcomes = self._outcomes(pairs)
+            verdicts = [_verdict(pair, outcome) for pair, outcome in zip(pairs, outcomes, strict=True)]
+            self._fallbacks.update(verdict.reason for verdict in verdicts if verdict.reason is not None)
+        return verdicts
+
+    def close(self) -> None:
+        """Stop the workers (killing any still busy); the judge can not be used afterwards."""
+        with self._lock:
+            self._closed = True
+            self._drop_pool()
+
+    def _outcomes(self, pairs: list[tuple[str, str]]) -> list[Outcome]:
+        """Chunks first, `max_workers` at a time; then the pairs of chunks that failed, one at a time."""
+        outcomes: list[Outcome | None] = [None] * len(pairs)
+        chunks = [
+            list(range(start, min(start + self.chunk_size, len(pairs))))
+            for start in range(0, len(pairs), self.chunk_size)
+        ]
+        retry: list[int] = []
+        for first in range(0, len(chunks), self.max_workers):
+            retry += self._run_wave(pairs, chunks[first : first + self.max_workers], outcomes)
+        for index in retry:  # alone in its wave, a pair's timeout or crash is its own: nothing is retried again
+            self._run_wave(pairs, [[index]], outcomes)
+        return [outcome if outcome is not None else (None, "comparison error") for outcome in outcomes]
+
+    def _run_wave(
+        self, pairs: list[tuple[str, str]], wave: list[list[int]], outcomes: list[Outcome | None]
+    ) -> list[int]:
+        """Runs at most `max_workers` chunks at once in a warm pool and fills `outcomes`.
+
+        Returns the indices to retry alone: those of chunks that overran `timeout_s` or whose worker crashed,
+        unless the chunk was a single pair (and, for a crash, alone in the wave), which then gets its reason.
+        Any failure kills the pool's workers; the next wave starts a new pool.
+        """
+        pool = self._ready_pool()
+        futures = {pool.submit(_verify_chunk, [pairs[i] for i in chunk]): chunk for chunk in wave}
+        done, not_done = wait(futures, timeout=self.timeout_s)
+        retry: list[int] = []
+        for future in not_done:
+            chunk = futures[future]
+            if len(chunk) == 1:
+                outcomes[chunk[0]] = (None, "timeout")
+            else:
+                retry += chunk
+        crashed = False
+        for future in done:
+            chunk = futures[future]
+            try:
+                chunk_outcomes = future.result()
+            except Exception as error:
+                crashed = True
+                if len(chunk) == 1 and len(wave) == 1:
+                    reason: FallbackReason = (
+                        "worker crashed" if isinstance(error, BrokenProcessPool) else "comparison error"
+                    )
+                    outcomes[chunk[0]] = (None, reason)
+                else:
+                    retry += chunk
+                continue
+            for index, outcome in zip(chunk, chunk_outcomes, strict=True):
+                outcomes[index] = outcome
+        if not_done or crashed:
+            self._drop_pool()
+        return sorted(retry)
+
+    def _ready_pool(self) -> ProcessPoolExecutor:
+        """The pool, started and warmed up first if there is none (not counted against any limit)."""
+        if self._pool is None:
+            barrier = self._context.Barrier(self.max_workers)
+            pool = ProcessPoolExecutor(
+                max_workers=self.max_workers, mp_context=self._context, initializer=_init_worker, initargs=(barrier,)
+            )
+            self._pool = pool
+            # Each task blocks its worker until all have started, so the pool spawns all of them now.
+            ready = [pool.submit(_worker_ready, self.startup_timeout_s) for _ in range(self.max_workers)]
+            done, not_done = wait(ready, timeout=self.startup_timeout_s)
+            if not_done or any(future.exception() is not None for future in done):
+                self._drop_pool()
+                raise RuntimeError(
+                    f"the Math-Verify workers failed to start, or did not start within {self.startup_timeout_s} s"
+                )
+        return self._pool
+
+    def _drop_pool(self) -> None:
+        """Kill the pool's workers (busy or not) and forget the pool; the next comparison starts a new one."""
+        pool, self._pool = self._pool, None
+        if pool is None:
+            return
+        # ProcessPoolExecutor has no public way to stop a busy worker before Python 3.14 (`kill_workers`).
+        processes = list((getattr(pool, "_processes", None) or {}).values())
+        kill_workers = getattr(pool, "kill_workers", None)
+        if kill_workers is not None:
+            kill_workers()
+        for process in processes:
+            if process.is_alive():
+                process.kill()
+        pool.shutdown(wait=False, cancel_futures=True)
+        for process in processes:
+            process.join(timeout=10)
+
+
+def _verdict(pair: tuple[str, str], outcome: Outcome) -> MathVerdict:
+    """Math-Verify's verdict, or the string fallback when the outcome says why there is none."""
+    equal, reason = outcome
+    if equal is None or reason is not None:
+        return string_verdict(pair[0], pair[1], reason or "comparison error")
+    return MathVerdict(equal=equal, method="math_verify")
+
+
+def _shown(value: Any) -> str:
+    """A value as an error message quotes it: short, one line."""
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
