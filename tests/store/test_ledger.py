@@ -10,8 +10,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.conftest import FIXTURES
+from tracevote.core.config import SimConfig
 from tracevote.core.errors import DataError
-from tracevote.store import calls, framing
+from tracevote.sampling.ingest import parse_completion
+from tracevote.sampling.prompts import build_messages
+from tracevote.sim.model import SimModel
+from tracevote.store import calls, codec, framing
 from tracevote.store.calls import Call, CallLedger, CallRecord
 from tracevote.store.ledger import Ledger, fingerprint_of, folder_name
 from tracevote.store.pool import Pool
@@ -123,3 +127,20 @@ def test_a_pool_is_not_a_call_ledger(tmp_path: Path) -> None:
     pool_root = FIXTURES / "pool_v1"
     with pytest.raises(DataError, match="not a callledger"):
         CallLedger(pool_root)
+
+
+def test_traces_in_the_ledger_keep_under_48_bytes_a_token_with_top_20(tmp_path: Path) -> None:
+    model = SimModel(SimConfig(seed=3, signal=1.0, accuracy=0.45, mean_tokens=1500))
+    request = {"model": "tracevote-sim", "messages": build_messages("Find x if $2x = 6$.", system=None),
+               "temperature": 0.6, "max_tokens": 6000, "logprobs": True, "top_logprobs": 20}
+    ledger = Pool.open_at(tmp_path / "pool", SETTING, simulated=True)
+    tokens = 0
+    with ledger.writer("p-1") as writer:
+        for sample_id in range(16):
+            body = model.complete_bytes(request, f"p-1/{sample_id}")
+            sample = parse_completion(body, problem_id="p-1", sample_id=sample_id, latency_s=0.0,
+                                      keep_top_logprobs=True, expect_top_logprobs=20)
+            writer.append(sample_id, codec.encode(sample))
+            tokens += sample.n_tokens
+    assert tokens > 16 * 500
+    assert ledger.log_path("p-1").stat().st_size / tokens <= 48.0
