@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any, Literal
+from typing import Any
 
-IntegerFormat = Literal["aime", "integer"]
-AnswerFormat = Literal["aime", "integer", "math"]
-INTEGER_FORMATS: tuple[IntegerFormat, ...] = ("aime", "integer")
+from tracevote.core.config import AnswerFormat, IntegerFormat
+
 AIME_RANGE = range(0, 1000)
 
 _GSM8K_MARK = "####"

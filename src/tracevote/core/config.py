@@ -18,9 +18,10 @@ from tracevote.core.errors import ConfigError
 from tracevote.core.typedconfig import build, require
 
 Backend = Literal["openai", "sim"]
+IntegerFormat = Literal["aime", "integer"]
 AnswerFormat = Literal["aime", "integer", "math"]
 DatasetKind = Literal["problems", "steps"]
-INTEGER_FORMATS: tuple[str, ...] = ("aime", "integer")
+INTEGER_FORMATS: tuple[IntegerFormat, ...] = ("aime", "integer")
 DATASET_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 Fallback = Literal["last_integer", "none"]
 TieBreak = Literal["smallest", "first", "fractional"]

@@ -8,9 +8,10 @@ LaTeX text (math).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 import orjson
 
@@ -39,45 +40,57 @@ class Problem:
 
 
 def normalize_rows(rows: list[dict[str, Any]], cfg: DatasetConfig, origin: str) -> list[Problem]:
-    """Check every row and return the problems, or raise one DataError listing every bad row.
+    """Check every row and return the problems, or raise one DataError listing every bad row."""
+    return check_rows(rows, cfg, origin, _normalize_row)
+
+
+class _Record(Protocol):
+    id: str
+
+
+RecordT = TypeVar("RecordT", bound=_Record)
+RowCheck = Callable[[dict[str, Any], int, DatasetConfig], tuple[list[str], RecordT | None]]
+
+
+def check_rows(rows: list[dict[str, Any]], cfg: DatasetConfig, origin: str,
+               check_row: RowCheck[RecordT]) -> list[RecordT]:
+    """Every row's record by `check_row`, or one DataError listing every bad row and duplicate id.
 
     Rows are numbered from 1 as they stand in `origin`.
     """
-    problems: list[Problem] = []
+    records: list[RecordT] = []
     errors: list[str] = []
     seen_ids: dict[str, int] = {}
     for number, row in enumerate(rows, start=1):
-        row_errors, problem = _normalize_row(row, number, cfg)
+        row_errors, record = check_row(row, number, cfg)
         errors.extend(f"row {number}: {message}" for message in row_errors)
-        if problem is None:
+        if record is None:
             continue
-        if problem.id in seen_ids:
-            errors.append(f"row {number}: field {_id_field(cfg)!r}: duplicate id {problem.id!r} "
-                          f"(first at row {seen_ids[problem.id]})")
+        if record.id in seen_ids:
+            errors.append(f"row {number}: field {_id_field(cfg)!r}: duplicate id {record.id!r} "
+                          f"(first at row {seen_ids[record.id]})")
             continue
-        seen_ids[problem.id] = number
-        problems.append(problem)
+        seen_ids[record.id] = number
+        records.append(record)
     if not rows:
         errors.append("no rows")
     if errors:
         listing = "\n  ".join(errors)
         raise DataError(f"{origin}: {len(errors)} problem(s), nothing written:\n  {listing}")
-    return problems
+    return records
 
 
 def _normalize_row(row: dict[str, Any], number: int, cfg: DatasetConfig) -> tuple[list[str], Problem | None]:
     errors: list[str] = []
-    text = _problem_text(row, cfg.problem_key, errors)
+    text = problem_text(row, cfg.problem_key, errors)
     answer = _answer(row, cfg, errors)
-    problem_id = _problem_id(row, number, cfg, errors)
+    problem_id = row_id(row, number, cfg, errors)
     if errors or text is None or answer is None or problem_id is None:
         return errors, None
-    used = {cfg.problem_key, cfg.answer_key, cfg.id_key}
-    meta = {k: v for k, v in row.items() if k not in used and _is_scalar(v)}
-    return errors, Problem(problem_id, text, answer, meta)
+    return errors, Problem(problem_id, text, answer, scalar_meta(row, {cfg.problem_key, cfg.answer_key, cfg.id_key}))
 
 
-def _problem_text(row: dict[str, Any], key: str, errors: list[str]) -> str | None:
+def problem_text(row: dict[str, Any], key: str, errors: list[str]) -> str | None:
     value = row.get(key)
     if value is None:
         errors.append(f"field {key!r}: missing (row keys: {', '.join(sorted(row)) or 'none'})")
@@ -103,7 +116,7 @@ def _answer(row: dict[str, Any], cfg: DatasetConfig, errors: list[str]) -> int |
     return answer
 
 
-def _problem_id(row: dict[str, Any], number: int, cfg: DatasetConfig, errors: list[str]) -> str | None:
+def row_id(row: dict[str, Any], number: int, cfg: DatasetConfig, errors: list[str]) -> str | None:
     if cfg.id_key is None:
         return f"{cfg.name}-{number:02d}"
     value = row.get(cfg.id_key)
@@ -118,8 +131,9 @@ def _id_field(cfg: DatasetConfig) -> str:
     return cfg.id_key or "id"
 
 
-def _is_scalar(value: Any) -> bool:
-    return isinstance(value, str | int | float | bool) or value is None
+def scalar_meta(row: dict[str, Any], used: set[str | None]) -> dict[str, Any]:
+    """The row's scalar fields other than `used`: {"year": 2025, "level": 3, ...}."""
+    return {k: v for k, v in row.items() if k not in used and (isinstance(v, str | int | float | bool) or v is None)}
 
 
 def load_problems(path: str | Path) -> list[Problem]:

@@ -10,8 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tracevote.core.config import DatasetConfig
-from tracevote.core.errors import DataError
-from tracevote.datasets.problems import _id_field, _is_scalar, _problem_id, _problem_text
+from tracevote.datasets.problems import check_rows, problem_text, row_id, scalar_meta
 
 STEPS_KEY = "steps"
 
@@ -31,36 +30,18 @@ class StepRecord:
 
 def normalize_step_rows(rows: list[dict[str, Any]], cfg: DatasetConfig, origin: str) -> list[StepRecord]:
     """Check every row and return the records, or raise one DataError listing every bad row (numbered from 1)."""
-    records: list[StepRecord] = []
-    errors: list[str] = []
-    seen_ids: dict[str, int] = {}
-    for number, row in enumerate(rows, start=1):
-        row_errors, record = _step_row(row, number, cfg)
-        if record is not None and record.id in seen_ids:
-            row_errors.append(f"field {_id_field(cfg)!r}: duplicate id {record.id!r} "
-                              f"(first at row {seen_ids[record.id]})")
-        elif record is not None:
-            seen_ids[record.id] = number
-            records.append(record)
-        errors.extend(f"row {number}: {message}" for message in row_errors)
-    if not rows:
-        errors.append("no rows")
-    if errors:
-        listing = "\n  ".join(errors)
-        raise DataError(f"{origin}: {len(errors)} problem(s), nothing written:\n  {listing}")
-    return records
+    return check_rows(rows, cfg, origin, _step_row)
 
 
 def _step_row(row: dict[str, Any], number: int, cfg: DatasetConfig) -> tuple[list[str], StepRecord | None]:
     errors: list[str] = []
-    text = _problem_text(row, cfg.problem_key, errors)
+    text = problem_text(row, cfg.problem_key, errors)
     steps = _steps(row.get(STEPS_KEY), errors)
     label = _label(row.get(cfg.answer_key), cfg.answer_key, steps, errors)
-    record_id = _problem_id(row, number, cfg, errors)
+    record_id = row_id(row, number, cfg, errors)
     if errors or text is None or steps is None or label is None or record_id is None:
         return errors, None
-    used = {cfg.problem_key, STEPS_KEY, cfg.answer_key, cfg.id_key}
-    meta = {k: v for k, v in row.items() if k not in used and _is_scalar(v)}
+    meta = scalar_meta(row, {cfg.problem_key, STEPS_KEY, cfg.answer_key, cfg.id_key})
     return errors, StepRecord(record_id, text, steps, label, meta)
 
 

@@ -50,7 +50,7 @@ def prompt_tokens(prompt_bytes: int) -> int:
 
 def usd(input_tokens: int, output_tokens: int, pricing: PricingConfig) -> float:
     """Cost with every input token at the cache-miss price (DeepSeek's prompt cache only lowers it)."""
-    return (input_tokens * pricing.input_cache_miss + output_tokens * pricing.output) / 1e6
+    return usd_cached(input_tokens, 0, output_tokens, pricing)
 
 
 def usd_cached(input_tokens: int, cached_tokens: int, output_tokens: int, pricing: PricingConfig) -> float:

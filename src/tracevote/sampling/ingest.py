@@ -40,12 +40,8 @@ def parse_reply(body: bytes) -> Reply:
     asking for again ("malformed JSON", "truncated body", "no choices", "no usage", "finish_reason <x>")."""
     doc = load_json(body)
     choice = _first_choice(doc)
-    finish_reason = choice.get("finish_reason")
-    if finish_reason not in FINISH_REASONS:
-        raise TransientError(f"finish_reason {finish_reason}", "the server ended the completion early")
-    usage = usage_counts(doc)
-    if usage is None:
-        raise TransientError("no usage", "the response has no usage.prompt_tokens / completion_tokens")
+    finish_reason, usage = choice.get("finish_reason"), usage_counts(doc)
+    _check_finished(finish_reason, usage)
     return Reply(message_text(choice), finish_reason, usage[0], _cached_tokens(doc, usage[0]), usage[1])
 
 
@@ -81,11 +77,15 @@ def parse_completion(body: bytes, *, problem_id: str, sample_id: int, latency_s:
         latency_s=latency_s)
 
 
-def _check(parsed: Parsed, token_logprobs: np.ndarray, top: np.ndarray, k: int) -> None:
-    if parsed.finish_reason not in FINISH_REASONS:
-        raise TransientError(f"finish_reason {parsed.finish_reason}", "the server ended the completion early")
-    if parsed.usage is None:
+def _check_finished(finish_reason: Any, usage: tuple[int, int] | None) -> None:
+    if finish_reason not in FINISH_REASONS:
+        raise TransientError(f"finish_reason {finish_reason}", "the server ended the completion early")
+    if usage is None:
         raise TransientError("no usage", "the response has no usage.prompt_tokens / completion_tokens")
+
+
+def _check(parsed: Parsed, token_logprobs: np.ndarray, top: np.ndarray, k: int) -> None:
+    _check_finished(parsed.finish_reason, parsed.usage)
     n = len(parsed.tokens)
     if n == 0 and parsed.text:
         raise TransientError("missing logprobs", "logprobs.content is empty but the message is not")

@@ -39,8 +39,6 @@ class Conversation(Protocol[R]):
 class CallStore(Protocol[R_co]):
     """Where replies go and come back from: a trace Pool or a CallLedger."""
 
-    def stored_keys(self, item_id: str) -> set[Key]: ...
-
     def load(self, call: Call) -> R_co: ...
 
     def writer(self, item_id: str) -> FrameWriter: ...
@@ -174,19 +172,17 @@ def _result(future: cf.Future, summary: RunSummary) -> Paid | None:
 
 
 class _Writers:
-    """One frame writer per item, opened on first use; the keys stored and claimed so far."""
+    """One frame writer per item, opened when a conversation first touches it (its `keys` are what is
+    stored), and the calls claimed so far."""
 
     def __init__(self, store: CallStore, stack: ExitStack) -> None:
         self._store = store
         self._stack = stack
         self._writers: dict[str, FrameWriter] = {}
-        self._stored: dict[str, set[Key]] = {}
         self._claimed: set[tuple[str, Key]] = set()
 
     def is_stored(self, call: Call) -> bool:
-        if call.item_id not in self._stored:
-            self._stored[call.item_id] = self._store.stored_keys(call.item_id)
-        return call.key in self._stored[call.item_id]
+        return call.key in self._writer(call.item_id).keys
 
     def claim(self, call: Call) -> None:
         """Two conversations asking for the same call would pay for it twice: a bug in the stage."""
@@ -195,8 +191,9 @@ class _Writers:
         self._claimed.add((call.item_id, call.key))
 
     def store(self, call: Call, payload: bytes) -> None:
-        writer = self._writers.get(call.item_id)
-        if writer is None:
-            writer = self._writers[call.item_id] = self._stack.enter_context(self._store.writer(call.item_id))
-        writer.append(call.key, payload)
-        self._stored.setdefault(call.item_id, set()).add(call.key)
+        self._writer(call.item_id).append(call.key, payload)
+
+    def _writer(self, item_id: str) -> FrameWriter:
+        if item_id not in self._writers:
+            self._writers[item_id] = self._stack.enter_context(self._store.writer(item_id))
+        return self._writers[item_id]

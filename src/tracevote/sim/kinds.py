@@ -17,13 +17,13 @@ import re
 from collections.abc import KeysView
 from typing import TYPE_CHECKING, Protocol
 
+from tracevote.sampling.prompts import SOLVE
 from tracevote.sim.render import Degrade
 from tracevote.sim.request import SimRequest, SimRequestError
 
 if TYPE_CHECKING:
     from tracevote.sim.model import SimModel
 
-SOLVE = "solve"
 _NAME = re.compile(r"[a-z][a-z0-9_-]{0,63}")  # fits an HTTP header value as is
 
 
