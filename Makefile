@@ -40,9 +40,13 @@ repro: setup
 lint: dev
 	$(BIN)/ruff check .
 
+# Two workers, one test file each at a time (module fixtures stay in one process): most of the suite waits
+# on DVC and subprocesses, so this halves the wall time on 2 cores (`make test PYTEST_WORKERS=0`: serial).
+PYTEST_WORKERS ?= 2
+
 test: dev
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 bench: setup
 	$(BIN)/python -m bench.run $(ARGS)
