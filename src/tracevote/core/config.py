@@ -70,6 +70,39 @@ class DeepConfConfig:
 
 
 @dataclass(frozen=True)
+class DebateConfig:
+    """DyLAN-style multi-agent debate (tracevote.debate): who debates, how, and on which datasets."""
+
+    datasets: tuple[str, ...]  # each gets its own ledger of debate calls; metrics pool them all
+    agents: int
+    rounds: int  # 1: round 0 only; 2: rounds 0-1; 3: rounds 0-1, the ranking and round 2 (DyLAN)
+    temperature: float
+    max_tokens: int
+    system: str | None
+    examples: str | None  # worked examples placed before the problem; None: none
+    question: str  # the problem as the agents read it; {problem} is replaced
+    importance: bool  # agents also rate the previous round's solutions: per-agent importance scores
+    contest_halves: tuple[str, ...]  # datasets whose problems 1-15 and 16-30 are contests I and II
+    concurrency: int
+    max_cost_usd: float
+
+    def validate(self, where: str) -> None:
+        require(len(self.datasets) > 0, where, "datasets", list(self.datasets), "a non-empty list of dataset names")
+        require(len(set(self.datasets)) == len(self.datasets), where, "datasets", list(self.datasets),
+                "without repeats")
+        # the judge names solutions by one digit, as DyLAN's [1,2] pattern does
+        require(3 <= self.agents <= 9, where, "agents", self.agents, "3-9 (the judge picks 2 of them)")
+        require(1 <= self.rounds <= 3, where, "rounds", self.rounds, "1, 2 or 3")
+        require(0.0 <= self.temperature <= 2.0, where, "temperature", self.temperature, "in [0, 2]")
+        require(self.max_tokens >= 1, where, "max_tokens", self.max_tokens, ">= 1")
+        require("{problem}" in self.question, where, "question", self.question, "text containing {problem}")
+        require(1 <= self.concurrency <= 256, where, "concurrency", self.concurrency, "1-256")
+        require(self.max_cost_usd >= 0, where, "max_cost_usd", self.max_cost_usd, ">= 0")
+        unknown = [name for name in self.contest_halves if name not in self.datasets]
+        require(not unknown, where, "contest_halves", unknown, "names from debate.datasets")
+
+
+@dataclass(frozen=True)
 class SimConfig:
     seed: int
     signal: float
@@ -220,6 +253,7 @@ class ReportConfig:
 class Params:
     datasets: dict[str, DatasetConfig]
     deepconf: DeepConfConfig
+    debate: DebateConfig
     model: ModelConfig
     prompt: PromptConfig
     decoding: DecodingConfig
@@ -242,6 +276,12 @@ class Params:
             dataset = self.datasets[name]
             require(dataset.kind == "problems" and dataset.answer_format in INTEGER_FORMATS, "deepconf",
                     "datasets", name, f"a dataset of problems with integer answers (DeepConf votes over integers; "
+                    f"{name} is kind {dataset.kind}, answer_format {dataset.answer_format})")
+        for name in self.debate.datasets:
+            self.dataset(name)
+            dataset = self.datasets[name]
+            require(dataset.kind == "problems" and dataset.answer_format in INTEGER_FORMATS, "debate",
+                    "datasets", name, f"a dataset of problems with integer answers (agents agree on integers; "
                     f"{name} is kind {dataset.kind}, answer_format {dataset.answer_format})")
         too_large = [k for k in self.eval.k if k > self.pool.n_pool]
         require(not too_large, "eval", "k", too_large, f"at most pool.n_pool ({self.pool.n_pool})")

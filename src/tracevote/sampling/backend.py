@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from tracevote.core.config import ModelConfig, Params
+from tracevote.core.config import DecodingConfig, ModelConfig, Params, PoolConfig
 from tracevote.core.errors import TracevoteError
 from tracevote.core.retry import RetryNotice
 from tracevote.datasets.problems import Problem
@@ -42,27 +42,41 @@ class Sampler:
         return run_probe(self.client)
 
     def retry_report(self) -> str:
-        retries = self.client.retries.snapshot()
-        if not retries:
-            return "retries: none"
-        return "retries by cause: " + ", ".join(f"{cause} {count}" for cause, count in sorted(retries.items()))
+        return retry_report(self.client)
+
+
+def retry_report(client: ChatClient) -> str:
+    """"retries: none", or the retried failures by cause."""
+    retries = client.retries.snapshot()
+    if not retries:
+        return "retries: none"
+    return "retries by cause: " + ", ".join(f"{cause} {count}" for cause, count in sorted(retries.items()))
 
 
 @contextlib.contextmanager
-def open_sampler(params: Params, problems: list[Problem], api_key: str | None,
-                 on_retry: Callable[[RetryNotice], None] | None = None) -> Iterator[Sampler]:
-    """A Sampler for params.model; for the simulator, a loopback server runs while the block does.
-    `on_retry` hears of every retried failure (the entry point shows it)."""
-    model = params.model
+def open_client(model: ModelConfig, decoding: DecodingConfig, problems: list[Problem], api_key: str | None, *,
+                pool: PoolConfig, concurrency: int,
+                on_retry: Callable[[RetryNotice], None] | None = None) -> Iterator[ChatClient]:
+    """A ChatClient for `model` with `decoding`, timeouts and retries from `pool`; for the simulator, a
+    loopback server (knowing `problems`' answers) runs while the block does. `on_retry` hears of every
+    retried failure (the entry point shows it)."""
     with contextlib.ExitStack() as stack:
         if model.backend == "sim":
             sim = SimModel(model.sim, answers={p.problem: p.answer for p in problems})
             base_url = stack.enter_context(running_server(sim))
             model = _pointed_at(model, base_url)
-        client = ChatClient(model, params.decoding, api_key=api_key, timeout_s=params.pool.request_timeout_s,
-                            max_retries=params.pool.max_retries, limiter=AdaptiveLimiter(params.pool.concurrency),
-                            on_retry=on_retry)
+        client = ChatClient(model, decoding, api_key=api_key, timeout_s=pool.request_timeout_s,
+                            max_retries=pool.max_retries, limiter=AdaptiveLimiter(concurrency), on_retry=on_retry)
         stack.callback(client.close)
+        yield client
+
+
+@contextlib.contextmanager
+def open_sampler(params: Params, problems: list[Problem], api_key: str | None,
+                 on_retry: Callable[[RetryNotice], None] | None = None) -> Iterator[Sampler]:
+    """A Sampler for params.model and params.decoding (see open_client)."""
+    with open_client(params.model, params.decoding, problems, api_key, pool=params.pool,
+                     concurrency=params.pool.concurrency, on_retry=on_retry) as client:
         yield Sampler(client, params.pool.keep_top_logprobs, params.pool.keep_raw)
 
 
@@ -70,16 +84,17 @@ def _pointed_at(model: ModelConfig, base_url: str) -> ModelConfig:
     return dataclasses.replace(model, base_url=base_url, needs_key=False)
 
 
-def api_key_for(model: ModelConfig, environ: Mapping[str, str], dotenv: Path, *, missing: int) -> str | None:
-    """The API key, or a clear error when the endpoint needs one and samples are missing."""
+def api_key_for(model: ModelConfig, environ: Mapping[str, str], dotenv: Path, *, missing: int,
+                what: str = "samples", stage: str = "build_pool") -> str | None:
+    """The API key, or a clear error when the endpoint needs one and calls are missing."""
     if model.backend == "sim":
         return None
     key = resolve_api_key(model, environ, dotenv if dotenv.is_file() else None)
     if key is None and model.needs_key:
         raise TracevoteError(
-            f"{f'{missing} samples are missing and ' if missing else ''}no API key is set: "
+            f"{f'{missing} {what} are missing and ' if missing else ''}no API key is set: "
             f"export {model.api_key_env}=... "
-            f"(or put it in .env). If a teammate has built this pool, fetch it instead with `dvc pull` "
+            f"(or put it in .env). If a teammate has run {stage}, fetch its outputs instead with `dvc pull` "
             f"(or `make repro`, which pulls before it runs anything). A local server that needs no key: "
             f"set model.needs_key: false.")
     return key

@@ -78,9 +78,11 @@ def simulated_as(model: ModelConfig) -> str | None:
     return model.name if model.backend == "sim" else None
 
 
-def check_budget(cost: CostEstimate, max_cost_usd: float) -> None:
+def check_budget(cost: CostEstimate, max_cost_usd: float, *, cap: str = "pool.max_cost_usd",
+                 levers: str = "pool.n_pool or decoding.max_tokens") -> None:
+    """BudgetError when the estimate exceeds `max_cost_usd`, naming the `cap` key and what lowers the cost."""
     if cost.usd > max_cost_usd:
         raise BudgetError(
-            f"refusing to build: the estimate is over pool.max_cost_usd (${max_cost_usd:.2f}): {cost.render()}. "
-            f"Raise pool.max_cost_usd in params.yaml (it is not a pipeline param, so changing it re-runs "
-            f"nothing), or lower pool.n_pool or decoding.max_tokens.")
+            f"refusing to build: the estimate is over {cap} (${max_cost_usd:.2f}): {cost.render()}. "
+            f"Raise {cap} in params.yaml (it is not a pipeline param, so changing it re-runs "
+            f"nothing), or lower {levers}.")

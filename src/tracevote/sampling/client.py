@@ -84,6 +84,7 @@ class ChatClient:
         self.backoff = backoff
         self.retries = CauseCounter()  # each retried failure, by cause
         self.failures = CauseCounter()  # each sample given up on, by the cause of its last failure
+        self.served_by_simulator = False  # a text-only reply said it came from tracevote's simulated model
         self._api_key = api_key
         self._url = model.base_url.rstrip("/") + "/chat/completions"
         self._reached = threading.Event()  # set by the first HTTP response of any status
@@ -157,7 +158,9 @@ class ChatClient:
 
         def attempt() -> tuple[Reply, float]:
             raw = self._post(payload, call_key, kind)
-            return parse_reply(raw.body), raw.latency_s
+            reply = parse_reply(raw.body)
+            self.served_by_simulator |= reply.simulated
+            return reply, raw.latency_s
 
         return self._with_retries(attempt)
 

@@ -18,6 +18,7 @@ import orjson
 from tracevote.answers.extract import extract_answer
 from tracevote.core.retry import TransientError
 from tracevote.sampling.ingest_fast import Parsed, message_text, parse_fast, usage_counts
+from tracevote.sim.render import FINGERPRINT_PREFIX
 from tracevote.store.logprobs import clean_logprobs, token_confidence
 from tracevote.store.records import Sample
 
@@ -33,6 +34,7 @@ class Reply:
     prompt_tokens: int
     cached_prompt_tokens: int  # DeepSeek's prompt_cache_hit_tokens (OpenAI: prompt_tokens_details.cached_tokens)
     completion_tokens: int
+    simulated: bool = False  # the server is tracevote's simulated model (its system_fingerprint says so)
 
 
 def parse_reply(body: bytes) -> Reply:
@@ -42,7 +44,8 @@ def parse_reply(body: bytes) -> Reply:
     choice = _first_choice(doc)
     finish_reason, usage = choice.get("finish_reason"), usage_counts(doc)
     _check_finished(finish_reason, usage)
-    return Reply(message_text(choice), finish_reason, usage[0], _cached_tokens(doc, usage[0]), usage[1])
+    simulated = str(doc.get("system_fingerprint", "")).startswith(FINGERPRINT_PREFIX)
+    return Reply(message_text(choice), finish_reason, usage[0], _cached_tokens(doc, usage[0]), usage[1], simulated)
 
 
 def _cached_tokens(doc: dict[str, Any], prompt_tokens: int) -> int:

@@ -101,6 +101,17 @@ class SimModel:
         tokens = draw_tokens(trace, req, seed, greedy)
         return render(req, trace, tokens, seed, degrade)
 
+    def draw_outline(self, problem_text: str, key: str) -> Trace:
+        """A trace's outline (answer, length) for a text-only call, drawn as a solve trace is (no tokens)."""
+        rng = seeded_rng(self.cfg.seed, problem_text, key, "outline")
+        return _draw_trace(self._problem(problem_text), self.cfg, rng)
+
+    def problem_within(self, prompt: str) -> str:
+        """The longest known problem that a prompt holds anywhere (a debate quotes it mid-message), else the
+        prompt's leading problem part."""
+        held = [problem for problem in self._answers if problem in prompt]
+        return max(held, key=len) if held else problem_of(prompt)
+
     def gold_answer(self, prompt: str) -> int:
         """The answer the sim counts as right for a prompt (or for a bare problem text)."""
         return self._problem(problem_of(prompt)).gold
@@ -169,3 +180,6 @@ def _draw_trace(problem: _Problem, cfg: SimConfig, rng: np.random.Generator) -> 
     length = int(min(max(raw, len(answer_tokens(0)) + 4), 8 * cfg.mean_tokens))
     z = float(rng.normal(0.0, _Z_SPREAD) + cfg.signal * (0.5 if correct else -0.5))
     return Trace(answer, correct, length, z)
+
+
+from tracevote.sim import debate as _debate  # noqa: E402, F401  (registers the debate's kinds of call)

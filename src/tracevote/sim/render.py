@@ -64,3 +64,17 @@ def _items_json(tokens: Tokens, k: int) -> bytes:
         parts[:, -1] = t.entry_close_last[candidates[:, -1]]
     parts[-1, -1] = parts[-1, -1][:-1]  # no comma after the last item
     return b"".join(parts.ravel().tolist())
+
+
+def render_text(req: SimRequest, text: str, completion_tokens: int, finish: str, seed: tuple) -> bytes:
+    """A text-only response (no logprobs asked for), in DeepSeek's layout, byte-identical across runs."""
+    prompt_tokens = len(req.prompt.encode()) // 4 + 8
+    usage = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+             "total_tokens": prompt_tokens + completion_tokens, "prompt_tokens_details": {"cached_tokens": 0},
+             "prompt_cache_hit_tokens": 0, "prompt_cache_miss_tokens": prompt_tokens}
+    return orjson.dumps({
+        "id": "chatcmpl-sim-" + digest(*seed, req.model).hex(), "object": "chat.completion", "created": CREATED,
+        "model": req.model,
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "logprobs": None,
+                     "finish_reason": finish}],
+        "usage": usage, "system_fingerprint": f"{FINGERPRINT_PREFIX}-s{seed[0]}"})

@@ -1,0 +1,174 @@
+"""Building debates on the ledger: one CallLedger per (dataset, debate setting), what is missing, the cost
+estimate, the run, and the manifest score_debate reads.
+
+A debate is one conversation of up to agents x 2 + 3 calls (round 0, round 1, the judge, round 2). A rerun
+replays each debate's stored replies to rebuild its state and pays from its first missing call on.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from tracevote.core.config import DebateConfig, DecodingConfig, Params, PricingConfig
+from tracevote.core.errors import DataError
+from tracevote.core.fileio import write_json
+from tracevote.datasets.problems import Problem
+from tracevote.debate.protocol import Debate, DebateConversation, Transcript, replay
+from tracevote.sampling.budget import BYTES_PER_PROMPT_TOKEN, CostEstimate, estimate
+from tracevote.sampling.client import ChatClient
+from tracevote.sampling.replies import paid_reply
+from tracevote.sampling.runner import Paid, RunSummary, run_calls
+from tracevote.store.calls import CallLedger, CallRecord
+from tracevote.store.ledger import fingerprint_of, folder_name
+
+METHOD = "dylan-debate"
+
+
+def debate_setting(params: Params) -> dict[str, Any]:
+    """Everything that decides a debate's requests and their order: its hash names the ledger. The
+    `answers:` rules are in it because they decide consensus, so which calls come next."""
+    cfg, model = params.debate, params.model
+    return {"method": METHOD, "backend": model.backend, "model": model.name, "extra_body": model.extra_body,
+            "sim": asdict(model.sim) if model.backend == "sim" else None, "agents": cfg.agents,
+            "rounds": cfg.rounds, "temperature": cfg.temperature, "max_tokens": cfg.max_tokens,
+            "system": cfg.system, "examples": cfg.examples, "question": cfg.question,
+            "importance": cfg.importance, "answers": asdict(params.answers)}
+
+
+def debate_decoding(cfg: DebateConfig) -> DecodingConfig:
+    """The debate's sampling settings for the shared client; text-only calls ask for no logprobs."""
+    return DecodingConfig(temperature=cfg.temperature, top_p=None, max_tokens=cfg.max_tokens, top_logprobs=0)
+
+
+def ledger_root(debates_dir: Path, params: Params) -> Path:
+    fingerprint = fingerprint_of(debate_setting(params))
+    return debates_dir / folder_name(params.model.name, fingerprint, simulated=params.model.backend == "sim")
+
+
+def open_ledger(debates_dir: Path, params: Params, problems: list[Problem]) -> CallLedger:
+    """The dataset's debate ledger for this setting (created when absent), its problems registered."""
+    ledger = CallLedger.open_at(ledger_root(debates_dir, params), debate_setting(params),
+                                simulated=params.model.backend == "sim")
+    ledger.register_digests({p.id: hashlib.sha256(p.problem.encode()).hexdigest() for p in problems},
+                            what="problem text")
+    return ledger
+
+
+def debates_for(problems: list[Problem], params: Params) -> list[Debate]:
+    return [Debate(problem, params.debate, params.answers) for problem in problems]
+
+
+@dataclass(frozen=True)
+class DebatePlan:
+    unfinished: list[Debate]
+    stored_calls: int  # replies already in the ledger along the debates' paths
+    cost: CostEstimate  # for every call an unfinished debate may still make (an upper bound)
+
+
+def plan_debates(ledger: CallLedger, debates: list[Debate], pricing: PricingConfig, *,
+                 simulated_as: str | None = None) -> DebatePlan:
+    unfinished, stored, sizes = [], 0, []
+    for debate in debates:
+        made, finished = progress(ledger, debate)
+        stored += made
+        if not finished:
+            unfinished.append(debate)
+            sizes += longest_path_prompt_bytes(debate, pricing.expected_output_fraction)[made:]
+    cfg = debates[0].cfg if debates else None
+    max_tokens = cfg.max_tokens if cfg is not None else 1
+    return DebatePlan(unfinished, stored, estimate(sizes, max_tokens, pricing, simulated_as=simulated_as))
+
+
+def progress(ledger: CallLedger, debate: Debate) -> tuple[int, bool]:
+    """How many of the debate's calls are stored (in order), and whether the debate is finished."""
+    steps = debate.steps()
+    stored_keys = ledger.records(debate.problem.id)
+    made = 0
+    try:
+        call = next(steps)
+        while call.key in stored_keys:
+            call = steps.send(ledger.load(call))
+            made += 1
+    except StopIteration:
+        return made, True
+    return made, False
+
+
+def longest_path_prompt_bytes(debate: Debate, output_fraction: float) -> list[int]:
+    """Prompt sizes of every call of a debate that never reaches consensus, in call order; each shown
+    solution is estimated at max_tokens x `output_fraction` tokens."""
+    cfg = debate.cfg
+    question = len(debate.asked.encode()) + len((cfg.system or "").encode())
+    solution = math.ceil(cfg.max_tokens * output_fraction * BYTES_PER_PROMPT_TOKEN)
+    sizes = [question] * cfg.agents
+    if cfg.rounds >= 2:
+        sizes += [question + cfg.agents * solution] * cfg.agents
+    if cfg.rounds >= 3:
+        sizes += [question + cfg.agents * solution] + [question + 2 * solution] * 2
+    return sizes
+
+
+def run_debates(ledger: CallLedger, debates: list[Debate], client: ChatClient, pricing: PricingConfig, *,
+                concurrency: int, simulated_as: str | None = None,
+                on_stored: Callable[[Paid[CallRecord], RunSummary], None] | None = None) -> RunSummary:
+    """Run every debate to its end, `concurrency` debates at a time, each making one call at a time."""
+    summary = RunSummary(simulated_as=simulated_as, unit="calls")
+    return run_calls(ledger, [DebateConversation(d) for d in debates], lambda call: paid_reply(client, call, pricing),
+                     concurrency=concurrency, summary=summary, on_stored=on_stored)
+
+
+def transcripts(ledger: CallLedger, debates: list[Debate]) -> list[Transcript]:
+    """Every debate replayed from the ledger, offline; DataError names the first incomplete one."""
+    return [replay(debate, ledger.load) for debate in debates]
+
+
+@dataclass(frozen=True)
+class DebateManifest:
+    """debates/<dataset>.json: which ledger holds the dataset's debates, how complete it is, and the problems
+    debated (so score_debate needs nothing but debates/)."""
+
+    dataset: str
+    ledger: str  # relative to the manifest's folder
+    fingerprint: str
+    finished: int
+    simulated: bool
+    setting: dict[str, Any]
+    problems: list[dict[str, Any]]  # Problem.to_record() of each, in dataset order
+
+    def problem_list(self) -> list[Problem]:
+        return [Problem(**record) for record in self.problems]
+
+
+def write_manifest(path: Path, ledger: CallLedger, dataset: str, debates: list[Debate]) -> DebateManifest:
+    ledger = CallLedger(ledger.root)  # read afresh: a ledger object caches the records it has read
+    finished = sum(progress(ledger, debate)[1] for debate in debates)
+    manifest = DebateManifest(dataset=dataset, ledger=str(ledger.root.relative_to(path.parent)),
+                              fingerprint=ledger.fingerprint, finished=finished, simulated=ledger.simulated,
+                              setting=ledger.meta["setting"], problems=[d.problem.to_record() for d in debates])
+    write_json(path, asdict(manifest))
+    return manifest
+
+
+def read_manifest(path: Path) -> DebateManifest:
+    if not path.is_file():
+        raise DataError(f"{path}: debate manifest not found (run `make repro`, which pulls or builds the debates)")
+    try:
+        return DebateManifest(**orjson.loads(path.read_bytes()))
+    except (orjson.JSONDecodeError, TypeError) as exc:
+        raise DataError(f"{path}: not a debate manifest ({exc})") from exc
+
+
+def load_ledger(manifest_path: Path) -> tuple[DebateManifest, CallLedger]:
+    """The manifest and the ledger it names; an unfinished build is an error naming what to run."""
+    manifest = read_manifest(manifest_path)
+    if manifest.finished < len(manifest.problems):
+        raise DataError(f"{manifest_path}: only {manifest.finished} of {len(manifest.problems)} debates are finished; "
+                        f"run build_debate (it requests only the missing calls)")
+    return manifest, CallLedger(manifest_path.parent / manifest.ledger)

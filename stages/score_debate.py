@@ -1,0 +1,49 @@
+"""Stage score_debate: replay every debate of debate.datasets from its ledger (offline) into
+metrics/debate.json (flat, for `dvc metrics diff`) and metrics/debate_results.json (per problem)."""
+
+import argparse
+from dataclasses import asdict
+from pathlib import Path
+
+from tracevote.core.config import load_params
+from tracevote.core.entry import stage_main
+from tracevote.core.errors import DataError
+from tracevote.core.fileio import write_json
+from tracevote.debate import build
+from tracevote.debate.results import DebateResult, contest_of, debate_metrics, problem_result
+from tracevote.report.tables import SIMULATED_BANNER
+from tracevote.store.ledger import fingerprint_of
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--params", default="params.yaml", type=Path)
+    parser.add_argument("--debates", default="debates", type=Path, help="folder of <dataset>.json manifests")
+    parser.add_argument("--metrics", required=True, type=Path)
+    parser.add_argument("--details", required=True, type=Path)
+    args = parser.parse_args()
+    params = load_params(args.params)
+    results: list[DebateResult] = []
+    simulated = False
+    for dataset in params.debate.datasets:
+        manifest_path = args.debates / f"{dataset}.json"
+        manifest, ledger = build.load_ledger(manifest_path)
+        if manifest.fingerprint != fingerprint_of(build.debate_setting(params)):
+            raise DataError(f"{manifest_path}: its ledger was built under another debate setting than params.yaml's; "
+                            f"run build_debate@{dataset} (`dvc repro`)")
+        simulated |= manifest.simulated
+        problems = manifest.problem_list()
+        debates = build.debates_for(problems, params)
+        for position, (problem, transcript) in enumerate(zip(problems, build.transcripts(ledger, debates),
+                                                             strict=True)):
+            contest = contest_of(problem, position, len(problems), dataset, params.debate)
+            results.append(problem_result(dataset, contest, problem, transcript, params.debate))
+    metrics = debate_metrics(results, params.debate, simulated=simulated)
+    write_json(args.details, {"simulated": simulated, "problems": [asdict(r) for r in results]})
+    write_json(args.metrics, metrics)
+    banner = f"*** {SIMULATED_BANNER} ***\n" if simulated else ""
+    print(banner + "\n".join(f"{key}: {value}" for key, value in metrics.items()))
+
+
+if __name__ == "__main__":
+    stage_main(main)
