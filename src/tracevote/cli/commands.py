@@ -47,8 +47,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
             return completed.returncode
     name = demo.demo_name(problems)
     metrics, plots = scratch / "metrics" / "deepconf" / name, scratch / "plots" / "deepconf" / name
-    print(f"\ndemo: done. Report: {metrics}/summary.json and {metrics}/results.json; "
-          f"plots: {plots}/accuracy_vs_k.png, {plots}/confidence.png")
+    print(f"\ndemo: done. DeepConf: {metrics}/summary.json and {metrics}/results.json; "
+          f"plots: {plots}/accuracy_vs_k.png, {plots}/confidence.png. Debate: {scratch}/metrics/debate.json; "
+          f"voting beside debate: {scratch}/metrics/compare/compare.md, "
+          f"{scratch}/plots/compare/accuracy_vs_tokens.png")
     return 0
 
 

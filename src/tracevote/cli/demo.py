@@ -26,12 +26,14 @@ def demo_name(problems: Path) -> str:
 
 
 def demo_overrides(problems: Path, *, problem_key: str) -> dict[str, Any]:
-    """params.yaml changes for the demo: one local dataset, simulated model, small pool, shorter traces."""
+    """params.yaml changes for the demo: one local dataset for every method, simulated model, small pool,
+    shorter traces."""
     ks = [1, 2, 4, 8, 16, 32, DEMO_POOL]
     name = demo_name(problems)
     return {
         "datasets": {name: local_dataset(problems, problem_key=problem_key)},
         "deepconf": {"datasets": [name]},
+        "debate": {"datasets": [name], "contest_halves": []},
         "model": {"backend": "sim", "name": "tracevote-sim", "needs_key": False, "extra_body": {},
                   "sim": {"mean_tokens": 1200}},
         "pool": {"n_pool": DEMO_POOL},

@@ -72,8 +72,8 @@ def plot_accuracy(curve: pd.DataFrame, methods: tuple[str, ...], path: Path, *, 
         axis.label_outer()  # shared axes: label only the outer edges
     handles, labels = axes[0].get_legend_handles_labels()
     figure.legend(handles, labels, loc="outside lower center", ncol=3, fontsize=8, frameon=False)
-    figure.suptitle(_title("Accuracy vs K (lines: mean over repeats; bands: ±1 std)", simulated))
-    _save(figure, path)
+    figure.suptitle(titled("Accuracy vs K (lines: mean over repeats; bands: ±1 std)", simulated))
+    save_png(figure, path)
 
 
 def _draw_line(axis: Axes, curve: pd.DataFrame, method: str, label: str, colour: str, style: str) -> None:
@@ -107,14 +107,14 @@ def plot_confidence(scores: pd.DataFrame, measures: tuple[str, ...], path: Path,
         axis.set_xlabel("confidence (higher: more confident)")
         axis.legend(fontsize=7)
     axes[0][0].set_ylabel("density (each histogram integrates to 1)")
-    figure.suptitle(_title("Trace confidence, correct vs incorrect valid traces", simulated))
-    _save(figure, path)
+    figure.suptitle(titled("Trace confidence, correct vs incorrect valid traces", simulated))
+    save_png(figure, path)
 
 
-def _title(text: str, simulated: bool) -> str:
+def titled(text: str, simulated: bool) -> str:
     return f"SIMULATED — {text}" if simulated else text
 
 
-def _save(figure: Figure, path: Path) -> None:
+def save_png(figure: Figure, path: Path) -> None:
     with atomic_path(path) as tmp:
         figure.savefig(tmp, dpi=110, format="png")

@@ -1,0 +1,151 @@
+"""Voting over a pool beside debate, on the same problems: one table and one plot of accuracy against
+completion tokens per problem.
+
+Voting at K costs K traces per problem: K x the mean completion tokens of a trace (the mean over problems
+of each problem's mean). DeepConf's offline filtering keeps a share of the K traces it has already
+generated, so it costs what Cons@K costs. Debate costs what its calls cost (every completion token of
+every agent and the judge). Datasets are pooled problem-weighted: accuracies weighted by problem counts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+
+from tracevote.deepconf.results import AggregateResult
+from tracevote.report.plots import BASELINE_STYLES, panel_methods, save_png, titled
+from tracevote.report.tables import SIMULATED_BANNER, method_label
+
+DEBATE_STYLE = {"marker": "*", "markersize": 15, "color": "tab:red", "linestyle": "none"}
+
+
+@dataclass(frozen=True)
+class VotingCurve:
+    """Voting accuracy per method and K, pooled over datasets; and what a trace costs."""
+
+    k: tuple[int, ...]
+    methods: tuple[str, ...]
+    accuracy: dict[str, tuple[float, ...]]  # method -> accuracy at each K
+    tokens_per_trace: float
+    problems: int
+
+    def tokens_at(self, k: int) -> float:
+        return k * self.tokens_per_trace
+
+
+@dataclass(frozen=True)
+class DebatePoint:
+    accuracy: float
+    completion_tokens: float  # per problem
+    calls: float  # per problem
+    problems: int
+
+
+def voting_curve(parts: Sequence[tuple[AggregateResult, pd.DataFrame]]) -> VotingCurve:
+    """Pool (aggregate, scores table) pairs of several datasets: each weighs by its problems."""
+    first = parts[0][0]
+    sizes = np.array([result.validity.n_problems for result, _ in parts], dtype=float)
+    accuracy = {method: tuple(float(np.average([r.accuracy_at(method, k).mean for r, _ in parts], weights=sizes))
+                              for k in first.k)
+                for method in first.methods}
+    per_problem = pd.concat([scores.groupby("problem_id")["n_tokens"].mean() for _, scores in parts])
+    return VotingCurve(first.k, first.methods, accuracy, float(per_problem.mean()), int(sizes.sum()))
+
+
+def debate_point(problems: Sequence[dict[str, Any]]) -> DebatePoint:
+    """From metrics/debate_results.json's per-problem records (of the datasets compared)."""
+    return DebatePoint(accuracy=float(np.mean([p["correct"] for p in problems])),
+                       completion_tokens=float(np.mean([p["completion_tokens"] for p in problems])),
+                       calls=float(np.mean([p["calls"] for p in problems])), problems=len(problems))
+
+
+def comparison_rows(curve: VotingCurve | None, point: DebatePoint, k: int, agents: int) -> list[dict[str, Any]]:
+    """Pass@1, Cons@K and every DeepConf method at K, Cons@K at the largest K within the debate's budget,
+    and the debate; accuracy in %, completion tokens per problem."""
+    rows = []
+    if curve is not None:
+        at = curve.k.index(k)
+        # Pass@1 is the mean over single traces: its estimate at the largest K uses the most of the pool
+        rows.append(_row("pass1", "Pass@1", 1, curve.accuracy["pass1"][-1], curve.tokens_at(1)))
+        rows += [_row(method, method_label(method, k), k, curve.accuracy[method][at], curve.tokens_at(k))
+                 for method in curve.methods if method != "pass1"]
+        affordable = [i for i, kk in enumerate(curve.k) if curve.tokens_at(kk) <= point.completion_tokens]
+        if affordable:
+            i = affordable[-1]
+            rows.append(_row("cons", f"{method_label('cons', curve.k[i])} (within the debate's tokens)", curve.k[i],
+                             curve.accuracy["cons"][i], curve.tokens_at(curve.k[i])))
+    rows.append(_row("debate", f"Debate (DyLAN, {agents} agents, {point.calls:.1f} calls/problem)", None,
+                     point.accuracy, point.completion_tokens))
+    return rows
+
+
+def _row(method: str, label: str, k: int | None, accuracy: float, tokens: float) -> dict[str, Any]:
+    return {"method": method, "label": label, "k": k, "accuracy": round(100 * accuracy, 2),
+            "completion_tokens_per_problem": round(tokens, 1)}
+
+
+def curve_table(curve: VotingCurve) -> pd.DataFrame:
+    """Columns k, completion_tokens_per_problem, then each method's accuracy (%), one row per K."""
+    table: dict[str, Any] = {"k": list(curve.k), "completion_tokens_per_problem": [curve.tokens_at(k) for k in curve.k]}
+    table.update({method: [100 * a for a in curve.accuracy[method]] for method in curve.methods})
+    return pd.DataFrame(table)
+
+
+def render_markdown(rows: list[dict[str, Any]], datasets: Sequence[str], problems: int, *, simulated: bool,
+                    note: str = "") -> str:
+    lines = [f"**{SIMULATED_BANNER}**", ""] if simulated else []
+    lines += [f"Accuracy and completion tokens per problem on {', '.join(datasets) or 'no shared dataset'} "
+              f"({problems} problems).", ""]
+    if note:
+        lines += [note, ""]
+    lines += ["| method | K | accuracy (%) | completion tokens / problem |", "|---|---:|---:|---:|"]
+    lines += [f"| {r['label']} | {r['k'] if r['k'] is not None else ''} | {r['accuracy']:.2f} | "
+              f"{r['completion_tokens_per_problem']:,.0f} |" for r in rows]
+    return "\n".join(lines) + "\n"
+
+
+def plot_accuracy_vs_tokens(curve: VotingCurve | None, point: DebatePoint, path: Path, *, simulated: bool,
+                            datasets: Sequence[str]) -> None:
+    """One panel per confidence measure: Cons@K, measure@K and its top-η% variants as curves over K, Pass@1
+    and the debate as points; x is completion tokens per problem (log scale)."""
+    methods = curve.methods if curve is not None else ()
+    measures = [m for m in methods if m not in BASELINE_STYLES and "_top" not in m] or [""]
+    columns = 2 if len(measures) > 1 else 1
+    rows = -(-len(measures) // columns)
+    figure = Figure(figsize=(5.4 * columns, 3.8 * rows + 1.0), layout="constrained")
+    axes = figure.subplots(rows, columns, sharex=True, sharey=True, squeeze=False).ravel()
+    for axis, measure in zip(axes, measures, strict=False):
+        if curve is not None:
+            _draw_voting(axis, curve, measure)
+        axis.plot([point.completion_tokens], [100 * point.accuracy], label="Debate (DyLAN)", **DEBATE_STYLE)
+        axis.set_xscale("log")
+        axis.grid(alpha=0.3)
+        axis.set_title(f"confidence measure: {measure}" if measure else "debate", fontsize=10)
+        axis.set_xlabel("completion tokens per problem (log)")
+        axis.set_ylabel("accuracy (%)")
+        axis.label_outer()
+    for axis in axes[len(measures):]:
+        axis.set_visible(False)
+    handles, labels = axes[0].get_legend_handles_labels()
+    figure.legend(handles, labels, loc="outside lower center", ncol=3, fontsize=8, frameon=False)
+    figure.suptitle(titled(f"Accuracy vs completion tokens: voting over K traces and debate "
+                           f"({', '.join(datasets)})", simulated))
+    save_png(figure, path)
+
+
+def _draw_voting(axis: Any, curve: VotingCurve, measure: str) -> None:
+    tokens = [curve.tokens_at(k) for k in curve.k]
+    for method, label, colour, style in panel_methods(curve.methods, measure):
+        values = [100 * a for a in curve.accuracy[method]]
+        if method == "pass1":  # one trace per problem: a point at K=1
+            axis.plot([curve.tokens_at(1)], [values[-1]], marker="o", color=colour, linestyle="none",
+                      label="Pass@1 (one trace)")
+            continue
+        axis.plot(tokens, values, linestyle=style, color=colour, marker="o", markersize=3, linewidth=1.4,
+                  label=label)

@@ -1,0 +1,57 @@
+"""Stage compare: voting over a pool (Pass@1, Cons@K, DeepConf) beside debate on the datasets both ran on:
+one table (metrics/compare/) and one plot of accuracy against completion tokens per problem (plots/compare/)."""
+
+import argparse
+from pathlib import Path
+
+import orjson
+import pandas as pd
+
+from tracevote.core.config import load_params
+from tracevote.core.entry import stage_main
+from tracevote.core.fileio import write_json, write_text
+from tracevote.deepconf.results import AggregateResult
+from tracevote.report import compare
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--params", default="params.yaml")
+    parser.add_argument("--debate-results", required=True, type=Path)
+    parser.add_argument("--aggregate", required=True, type=Path, help="folder of data/aggregate/<dataset>.json")
+    parser.add_argument("--scores", required=True, type=Path, help="folder of data/scores/<dataset>.parquet")
+    parser.add_argument("--out", required=True, type=Path, help="folder for compare.md and compare.json")
+    parser.add_argument("--plots", required=True, type=Path, help="folder for accuracy_vs_tokens.png/.csv")
+    args = parser.parse_args()
+    params = load_params(args.params)
+    shared = [name for name in params.deepconf.datasets if name in params.debate.datasets]
+    debate = orjson.loads(args.debate_results.read_bytes())
+    simulated = bool(debate["simulated"])
+    note = ""
+    if shared:
+        parts = []
+        for name in shared:
+            stored = orjson.loads((args.aggregate / f"{name}.json").read_bytes())
+            simulated |= bool(stored["simulated"])
+            parts.append((AggregateResult.from_json(stored["result"]), pd.read_parquet(args.scores / f"{name}.parquet")))
+        curve = compare.voting_curve(parts)
+        point = compare.debate_point([p for p in debate["problems"] if p["dataset"] in shared])
+    else:
+        curve, datasets = None, sorted({p["dataset"] for p in debate["problems"]})
+        note = (f"No dataset is in both deepconf.datasets {list(params.deepconf.datasets)} and debate.datasets "
+                f"{list(params.debate.datasets)}: the debate is shown alone, on {', '.join(datasets)}.")
+        point = compare.debate_point(debate["problems"])
+    rows = compare.comparison_rows(curve, point, params.report.k, params.debate.agents)
+    table = compare.render_markdown(rows, shared, point.problems, simulated=simulated, note=note)
+    print(table)
+    write_text(args.out / "compare.md", table)
+    write_json(args.out / "compare.json", {"simulated": simulated, "datasets": shared, "rows": rows})
+    curve_csv = compare.curve_table(curve).to_csv(index=False, float_format="%.4f") if curve else "k\n"
+    write_text(args.plots / "accuracy_vs_tokens.csv", curve_csv)
+    compare.plot_accuracy_vs_tokens(curve, point, args.plots / "accuracy_vs_tokens.png", simulated=simulated,
+                                    datasets=shared or sorted({p["dataset"] for p in debate["problems"]}))
+    print(f"compare: {args.out}/compare.md, compare.json; {args.plots}/accuracy_vs_tokens.png, .csv")
+
+
+if __name__ == "__main__":
+    stage_main(main)
