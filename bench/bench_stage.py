@@ -96,6 +96,7 @@ def build_workspace(folder: Path, size: Scale) -> Workspace:
     params_data["datasets"] = {"bench": {**params_data["datasets"]["aime_2025"], "source": {
         **params_data["datasets"]["aime_2025"]["source"], "hf_dataset": None, "path": "data/raw/bench.jsonl"}}}
     params_data["deepconf"]["datasets"] = ["bench"]
+    params_data["debate"].update(datasets=["bench"], contest_halves=[])
     params_data["model"]["backend"] = "sim"
     params_data["confidence"].update(group_size=size.window, tail_tokens=size.window)
     params_data["eval"]["repeat"] = 64 if size is SCALES["full"] else 4

@@ -33,7 +33,8 @@ def main() -> None:
         for name in shared:
             stored = orjson.loads((args.aggregate / f"{name}.json").read_bytes())
             simulated |= bool(stored["simulated"])
-            parts.append((AggregateResult.from_json(stored["result"]), pd.read_parquet(args.scores / f"{name}.parquet")))
+            scores = pd.read_parquet(args.scores / f"{name}.parquet", columns=["problem_id", "n_tokens"])
+            parts.append((AggregateResult.from_json(stored["result"]), scores))
         curve = compare.voting_curve(parts)
         point = compare.debate_point([p for p in debate["problems"] if p["dataset"] in shared])
     else:

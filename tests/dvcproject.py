@@ -51,8 +51,9 @@ def make_project(root: Path, params: dict[str, Any] | None = None) -> Path:
 
 
 def one_dataset(name: str, path: Path | str, **fields: Any) -> dict[str, Any]:
-    """Params overrides for a project of one local dataset `name`, which DeepConf runs on."""
-    return {"datasets": {name: {**local_dataset(Path(path)), **fields}}, "deepconf": {"datasets": [name]}}
+    """Params overrides for a project of one local dataset `name`, which DeepConf and debate run on."""
+    return {"datasets": {name: {**local_dataset(Path(path)), **fields}}, "deepconf": {"datasets": [name]},
+            "debate": {"datasets": [name], "contest_halves": []}}
 
 
 def update_params(root: Path, overrides: dict[str, Any]) -> None:

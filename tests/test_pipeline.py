@@ -66,14 +66,16 @@ def test_outputs_say_simulated(built: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    "change",
-    [{"prompt": {"system": "Be brief."}}, {"model": {"sim": {"signal": 2.0}}}, {"decoding": {"max_tokens": 300}}],
+    ("change", "flagged"),
+    [({"prompt": {"system": "Be brief."}}, {"build_pool"}),
+     ({"model": {"sim": {"signal": 2.0}}}, {"build_pool", "build_debate"}),  # the debate shares the model
+     ({"decoding": {"max_tokens": 300}}, {"build_pool"})],
 )
-def test_model_prompt_and_decoding_changes_flag_build_pool(built: Path, change: dict) -> None:
+def test_model_prompt_and_decoding_changes_flag_build_pool(built: Path, change: dict, flagged: set[str]) -> None:
     original = (built / "params.yaml").read_text()
     try:
         update_params(built, change)
-        assert changed_stages(built) == {"build_pool"}
+        assert changed_stages(built) == flagged
     finally:
         (built / "params.yaml").write_text(original)
 

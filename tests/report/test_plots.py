@@ -12,13 +12,20 @@ import pytest
 
 from tests.dvcproject import dvc, make_project
 from tests.test_pipeline import small_sim_params
-from tracevote.report import plots
+from tracevote.report import compare, plots
+from tracevote.report.compare import DebatePoint, VotingCurve
 
 MEASURES = ("avg", "bottom10", "lowest", "tail")
 METHODS = ("pass1", "cons", *(f"{m}{top}" for m in MEASURES for top in ("", "_top10", "_top90")))
 KS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
 INTENDED_PLOTS = {"accuracy_vs_k_avg", "accuracy_vs_k_bottom10", "accuracy_vs_k_lowest", "accuracy_vs_k_tail",
-                  "plots/deepconf/toy/accuracy_vs_k.png", "plots/deepconf/toy/confidence.png"}
+                  "plots/deepconf/toy/accuracy_vs_k.png", "plots/deepconf/toy/confidence.png",
+                  "plots/compare/accuracy_vs_tokens.png"}
+
+
+def synthetic_voting() -> VotingCurve:
+    curve = synthetic_curve()
+    return VotingCurve(KS, METHODS, {m: tuple(curve[m]) for m in METHODS}, tokens_per_trace=1500.0, problems=12)
 
 
 def synthetic_curve() -> pd.DataFrame:
@@ -75,6 +82,9 @@ def test_dvc_plots_show_lists_exactly_the_intended_plots(tmp_path: Path) -> None
     plots.plot_accuracy(synthetic_curve(), METHODS, folder / "accuracy_vs_k.png", simulated=True)
     plots.plot_confidence(synthetic_scores(np.random.default_rng(0)), MEASURES, folder / "confidence.png",
                           simulated=True)
+    compare.plot_accuracy_vs_tokens(synthetic_voting(), DebatePoint(0.6, 9000.0, 6.0, 12),
+                                    project / "plots" / "compare" / "accuracy_vs_tokens.png", simulated=True,
+                                    datasets=["toy"])
     shown = json.loads(dvc(project, "plots", "show", "--json").stdout)
     assert not shown.get("errors")
     assert set(shown["data"]) == INTENDED_PLOTS

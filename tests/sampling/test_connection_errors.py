@@ -18,6 +18,7 @@ import yaml
 
 from tests.conftest import FIXTURE_PARAMS, REPO_ROOT
 from tests.dvcproject import one_dataset, project_env
+from tracevote.cli.demo import deep_merge
 from tracevote.core.config import SimConfig
 from tracevote.sim.faults import FaultPlan
 from tracevote.sim.model import SimModel
@@ -40,7 +41,8 @@ def workdir(root: Path, **model: Any) -> Path:
     """params.yaml (the tests' fixture with `model` changed) and data/toy.jsonl in `root`."""
     params = yaml.safe_load(FIXTURE_PARAMS.read_text(encoding="utf-8"))
     params["model"].update({"needs_key": False, "extra_body": {}, **model})
-    params.update(one_dataset("toy", root / "data" / "toy.jsonl"))
+    params = deep_merge(params, one_dataset("toy", root / "data" / "toy.jsonl"))
+    params["datasets"] = one_dataset("toy", root / "data" / "toy.jsonl")["datasets"]
     params["decoding"].update({"max_tokens": 64, "top_logprobs": 5})
     params["pool"].update({"n_pool": 2, "concurrency": 2})
     params["eval"]["k"] = [1, 2]

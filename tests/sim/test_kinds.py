@@ -14,6 +14,7 @@ import requests
 from tracevote.core.config import DecodingConfig, ModelConfig, SimConfig
 from tracevote.core.errors import FatalAPIError
 from tracevote.core.retry import Backoff
+from tracevote.debate.prompts import ANSWER, RANK, REVISE
 from tracevote.sampling.client import KIND_HEADER, SAMPLE_HEADER, ChatClient
 from tracevote.sampling.prompts import Prompt, build_messages, solve_prompt
 from tracevote.sim.kinds import KNOWN_KINDS, SOLVE, UnknownKindError, register_kind, unregister_kind
@@ -25,6 +26,7 @@ from tracevote.sim.server import SimServer, start_server, stop_server
 CFG = SimConfig(seed=0, signal=1.0, accuracy=0.45, mean_tokens=120)
 ANSWERS = {"Find x.": 42, "Find the number of primes below 30.": 10}
 TEMPLATE = "{problem}\n\nPlease reason step by step, and put your final answer within \\boxed{{}}."
+BUILT_IN = {SOLVE, ANSWER, REVISE, RANK}  # solve, and the debate's kinds (registered when the sim is imported)
 
 
 def request(problem: str = "Find the number of primes below 30.", system: str | None = None,
@@ -115,7 +117,8 @@ def test_an_unknown_kind_is_refused_at_once_naming_it_and_the_known_kinds() -> N
     assert bare.status_code == 400
     error = bare.json()["error"]
     assert set(error) == {"message", "type", "param", "code"} and error["type"] == "invalid_request_error"
-    assert "'debate-revise'" in error["message"] and "knows: solve" in error["message"]
+    assert "'debate-revise'" in error["message"]
+    assert "knows: debate_answer, debate_rank, debate_revise, solve" in error["message"]
     assert caught.value.status == 400 and "'debate-revise'" in str(caught.value)
     assert seen["requests"] == 2 and seen["outcomes"] == {"400": 2}  # not retried
     assert seen["by_kind"] == {"debate-revise": 2}
@@ -171,14 +174,14 @@ def test_requests_are_counted_per_kind(toy_kind: str) -> None:
 def test_bad_registrations_are_refused(name: str, responder: Any, says: str) -> None:
     with pytest.raises(ValueError, match=says):
         register_kind(name, responder)
-    assert set(KNOWN_KINDS) == {SOLVE}
+    assert set(KNOWN_KINDS) == BUILT_IN
 
 
 def test_registering_the_same_responder_twice_is_harmless(toy_kind: str) -> None:
     register_kind(toy_kind, toy)
     with pytest.raises(ValueError, match="cannot be unregistered"):
         unregister_kind(SOLVE)
-    assert set(KNOWN_KINDS) == {SOLVE, toy_kind}
+    assert set(KNOWN_KINDS) == BUILT_IN | {toy_kind}
 
 
 def test_the_model_refuses_an_unknown_kind() -> None:

@@ -1,0 +1,169 @@
+"""build_debate and score_debate as processes, over real HTTP to the loopback simulated server: reruns pay
+for nothing, kill -9 at random moments loses at most the calls in flight and ends where an uninterrupted
+build ends, and the scores come from the ledger alone."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import subprocess
+import sys
+import urllib.request
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.conftest import FIXTURE_PARAMS, REPO_ROOT
+from tests.dvcproject import one_dataset, project_env
+from tests.sim_servers import kill_at_random_moments, kill_once_stored, watched_server
+from tracevote.cli.demo import BUILTIN_PROBLEMS, deep_merge, write_params
+from tracevote.core.config import SimConfig
+from tracevote.datasets.fetch import read_local_rows
+from tracevote.sim.faults import parse_faults
+from tracevote.sim.model import SimModel
+from tracevote.sim.server import running_server
+from tracevote.store.calls import CallLedger
+
+SIM = SimConfig(seed=0, signal=1.0, accuracy=0.45, mean_tokens=120)
+CONCURRENCY = 4
+
+
+def project(root: Path, base_url: str, **debate: Any) -> Path:
+    """A folder with params.yaml (an OpenAI-compatible endpoint at `base_url`) and the normalized demo problems."""
+    params = yaml.safe_load(FIXTURE_PARAMS.read_text())
+    overrides = deep_merge(one_dataset("toy", BUILTIN_PROBLEMS), {
+        "model": {"backend": "openai", "base_url": base_url, "name": "tracevote-sim", "needs_key": False,
+                  "extra_body": {}},
+        "debate": {"concurrency": CONCURRENCY, "max_tokens": 400, **debate}})
+    params = deep_merge(params, overrides)
+    params["datasets"] = overrides["datasets"]
+    root.mkdir(parents=True)
+    write_params(root / "params.yaml", params)
+    stage(root, "normalize.py", "--dataset", "toy", "--raw", str(BUILTIN_PROBLEMS), "--out", "data/toy.jsonl")
+    return root
+
+
+def stage(root: Path, script: str, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+    result = subprocess.run([sys.executable, str(REPO_ROOT / "stages" / script), *args], cwd=root,
+                            env=project_env(), capture_output=True, text=True, timeout=600)
+    if check:
+        assert result.returncode == 0, result.stdout + result.stderr
+    return result
+
+
+def build_command() -> list[str]:
+    return [sys.executable, str(REPO_ROOT / "stages" / "build_debate.py"), "--dataset", "toy",
+            "--problems", "data/toy.jsonl", "--debates", "debates/toy", "--manifest", "debates/toy.json"]
+
+
+def build(root: Path, check: bool = True) -> subprocess.CompletedProcess:
+    return stage(root, "build_debate.py", *build_command()[2:], check=check)
+
+
+def score(root: Path) -> dict[str, Any]:
+    stage(root, "score_debate.py", "--debates", "debates", "--metrics", "metrics/debate.json",
+          "--details", "metrics/debate_results.json")
+    return json.loads((root / "metrics" / "debate.json").read_text())
+
+
+def ledger_of(root: Path) -> CallLedger | None:
+    folders = list((root / "debates" / "toy").glob("*/ledger.json"))
+    return CallLedger(folders[0].parent) if folders else None
+
+
+def stored_keys(root: Path) -> set[str]:
+    ledger = ledger_of(root)
+    if ledger is None:
+        return set()
+    return {f"{item}/{key}" for item in ledger.item_ids() for key in ledger.stored_keys(item)}
+
+
+def final_state(root: Path) -> dict[str, dict]:
+    ledger = ledger_of(root)
+    assert ledger is not None
+    return {item: {key: dataclasses.replace(r, latency_s=0.0) for key, r in ledger.records(item).items()}
+            for item in ledger.item_ids()}
+
+
+def requests_by_key(base_url: str) -> Counter[str]:
+    with urllib.request.urlopen(f"{base_url}/_stats", timeout=60) as response:
+        return Counter(json.loads(response.read())["by_sample"])
+
+
+def sim_answers() -> dict[str, int]:
+    """What build_debate's own simulator would know: each problem's gold answer."""
+    return {row["problem"]: int(row["answer"]) for row in read_local_rows(BUILTIN_PROBLEMS)}
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("debate") / "uninterrupted"
+    with running_server(SimModel(SIM, sim_answers()), parse_faults("")) as base_url:
+        project(root, base_url)
+        first = build(root)
+        assert "unfinished" in first.stdout
+        assert set(requests_by_key(base_url).values()) == {1}, "a call was requested twice"
+        again = build(root)
+        assert "no request sent" in again.stdout
+        assert set(requests_by_key(base_url).values()) == {1}, "the rerun requested again"
+    return root
+
+
+def test_a_built_debate_scores_offline_with_every_metric(uninterrupted: Path) -> None:
+    metrics = score(uninterrupted)
+    assert metrics["simulated"] is True and metrics["problems"] == 12
+    assert {"accuracy", "accuracy_toy", "api_calls_per_problem", "prompt_tokens_per_problem",
+            "completion_tokens_per_problem", "consensus_rate", "stop_round0", "stop_round1", "stop_ranking",
+            "judge_fallbacks", "unanswered"} <= set(metrics)
+    shares = metrics["stop_round0"] + metrics["stop_round1"] + metrics["stop_ranking"] + metrics["stop_round2"]
+    assert shares == pytest.approx(1.0) and metrics["consensus_rate"] < 1.0, "no debate reached round 2"
+    details = json.loads((uninterrupted / "metrics" / "debate_results.json").read_text())
+    calls = sum(p["calls"] for p in details["problems"])
+    assert calls == len(stored_keys(uninterrupted)), "every stored call belongs to a debate's path"
+    for problem in details["problems"]:
+        assert problem["correct"] == (problem["final_answer"] == problem["gold"])
+        assert len(problem["answers"]["round0"]) >= 3
+
+
+def test_a_ledger_missing_calls_refuses_to_score(uninterrupted: Path, tmp_path: Path) -> None:
+    with running_server(SimModel(SIM, sim_answers()), parse_faults("")) as base_url:
+        root = project(tmp_path / "partial", base_url)
+        kill_once_stored(build_command(), root, lambda: len(stored_keys(root)), 5, tmp_path / "build.log")
+    manifest = root / "debates" / "toy.json"
+    manifest.write_text((uninterrupted / "debates" / "toy.json").read_text())  # a manifest claiming all is done
+    failed = stage(root, "score_debate.py", "--debates", "debates", "--metrics", "m.json", "--details", "d.json",
+                   check=False)
+    assert failed.returncode != 0 and "incomplete" in failed.stderr and "run build_debate" in failed.stderr
+    assert not (root / "m.json").exists()
+
+
+def test_kill_at_random_moments_resumes_exactly_and_ends_as_an_uninterrupted_build(
+        uninterrupted: Path, tmp_path: Path) -> None:
+    total = len(stored_keys(uninterrupted))
+    with watched_server(SIM, sim_answers()) as slow:
+        root = project(tmp_path / "killed", slow.base_url)
+
+        def run_until(target: int, round_number: int) -> None:
+            kill_once_stored(build_command(), root, lambda: len(stored_keys(root)), target,
+                             tmp_path / f"build-{round_number}.log")
+
+        partial_rounds = kill_at_random_moments(slow, run_until, lambda: stored_keys(root),
+                                                lambda: requests_by_key(slow.base_url), total=total,
+                                                in_flight=CONCURRENCY, seed=11)
+        before, requests_before = stored_keys(root), requests_by_key(slow.base_url)
+        build(root)
+        assert not set(requests_by_key(slow.base_url) - requests_before) & before, "a stored call was requested"
+    assert partial_rounds >= 1, "no kill landed in the middle of a build; the test proved nothing"
+    assert final_state(root) == final_state(uninterrupted)
+    assert score(root) == score(uninterrupted)
+
+
+def test_the_cost_cap_refuses_before_any_request(tmp_path: Path) -> None:
+    with running_server(SimModel(SIM, sim_answers()), parse_faults("")) as base_url:
+        root = project(tmp_path / "capped", base_url, max_cost_usd=0.0001)
+        refused = build(root, check=False)
+        assert requests_by_key(base_url) == Counter()
+    assert refused.returncode != 0 and "debate.max_cost_usd" in refused.stderr

@@ -1,0 +1,87 @@
+"""The debate branch through `dvc repro` in a real DVC project on the loopback simulated server: its outputs,
+what a debate param change re-runs, a rebuild with the server stopped (no call, same metrics), and the
+fresh-clone guard."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.debate.test_build import requests_by_key, sim_answers
+from tests.dvcproject import dvc, make_project, run, update_params
+from tests.test_pipeline import changed_stages, small_sim_params
+from tracevote.core.config import SimConfig
+from tracevote.sim.faults import parse_faults
+from tracevote.sim.model import SimModel
+from tracevote.sim.server import running_server
+
+pytestmark = pytest.mark.slow
+
+DEBATE_BRANCH = {"build_debate", "score_debate", "compare"}
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, dict, dict]]:
+    """A project built against a sim server that is stopped once the build is done; its first metrics and
+    the server's request counts by call key."""
+    with running_server(SimModel(SimConfig(0, 1.0, 0.45, 150), sim_answers()), parse_faults("")) as base_url:
+        params = small_sim_params(backend="openai", base_url=base_url)
+        params["debate"] = {**params["debate"], "max_tokens": 400, "concurrency": 4}
+        project = make_project(tmp_path_factory.mktemp("debate") / "project", params)
+        result = dvc(project, "repro")
+        requests = requests_by_key(base_url)
+    for stage in ("build_debate@toy", "score_debate", "compare", "build_pool@toy"):
+        assert f"Running stage '{stage}'" in result.stdout, stage
+    run(project, "git", "add", "-A")
+    run(project, "git", "commit", "-qm", "first run")
+    yield project, json.loads((project / "metrics" / "debate.json").read_text()), requests
+
+
+def test_the_branch_writes_flat_metrics_details_and_the_comparison(built: tuple[Path, dict, dict]) -> None:
+    project, metrics, requests = built
+    assert metrics["simulated"] is True and metrics["problems"] == 12
+    assert all(isinstance(value, int | float | bool) for value in metrics.values()), "dvc metrics needs flat values"
+    debate_calls = {key: count for key, count in requests.items() if "/r" in key or key.endswith("/rank")}
+    assert debate_calls and set(debate_calls.values()) == {1}, "a debate call was requested twice"
+    details = json.loads((project / "metrics" / "debate_results.json").read_text())
+    assert details["simulated"] is True and {p["stop"] for p in details["problems"]} <= {
+        "round0", "round1", "ranking", "round2"}
+    table = (project / "metrics" / "compare" / "compare.md").read_text()
+    assert "SIMULATED" in table and "Debate (DyLAN, 4 agents" in table and "Cons@16" in table
+    assert (project / "plots" / "compare" / "accuracy_vs_tokens.png").stat().st_size > 10_000
+    shown = dvc(project, "metrics", "show", "--json").stdout
+    assert "metrics/debate.json" in shown
+
+
+def test_a_debate_param_change_flags_only_the_debate_branch(built: tuple[Path, dict, dict]) -> None:
+    project = built[0]
+    original = (project / "params.yaml").read_text()
+    try:
+        update_params(project, {"debate": {"temperature": 0.5}})
+        changed = changed_stages(project)
+        assert "build_debate" in changed and changed <= DEBATE_BRANCH
+    finally:
+        (project / "params.yaml").write_text(original)
+
+
+def test_a_rebuild_with_the_server_stopped_sends_nothing_and_scores_the_same(
+        built: tuple[Path, dict, dict]) -> None:
+    project, metrics, _ = built
+    result = dvc(project, "repro", "-f", "build_debate@toy", "score_debate")
+    assert "no request sent" in result.stdout
+    assert json.loads((project / "metrics" / "debate.json").read_text()) == metrics
+    assert dvc(project, "metrics", "diff", "--json").stdout.strip() in ("", "{}")
+
+
+def test_a_fresh_clone_refuses_to_pay_for_debates_dvc_lock_records(built: tuple[Path, dict, dict]) -> None:
+    project = built[0]
+    shutil.rmtree(project / "debates" / "toy")
+    refused = dvc(project, "repro", "build_debate@toy", check=False)
+    assert refused.returncode != 0
+    assert "dvc pull" in refused.stderr + refused.stdout and "build_debate@toy" in refused.stderr + refused.stdout
+    assert not (project / "debates" / "toy").exists() or not any((project / "debates" / "toy").iterdir())
+    dvc(project, "checkout", "debates/toy")  # the local cache still has it: back to the committed state
