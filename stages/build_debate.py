@@ -5,39 +5,28 @@ Every call is stored the moment it arrives; a rerun replays each debate from the
 its first missing call on; finished debates need no key and send nothing.
 """
 
-import argparse
 import os
 from pathlib import Path
 
-from tracevote.core.config import load_params
 from tracevote.core.entry import stage_main
 from tracevote.core.errors import TracevoteError
-from tracevote.datasets.problems import load_problems
 from tracevote.debate import build
 from tracevote.sampling import backend
 from tracevote.sampling.budget import check_budget, simulated_as
-from tracevote.sampling.paid import REBUILD_ENV, CallProgress, RetryLines, refuse_if_already_built
+from tracevote.sampling.paid import CallProgress, RetryLines, read_paid_stage_args
 from tracevote.sampling.runner import Paid, RunSummary
 from tracevote.store.calls import CallLedger, CallRecord
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--params", default="params.yaml", type=Path)
-    parser.add_argument("--dataset", required=True, help="a key of datasets: in the params file")
-    parser.add_argument("--problems", required=True)
-    parser.add_argument("--debates", required=True, type=Path, help="this dataset's debates folder")
-    parser.add_argument("--manifest", required=True, type=Path)
-    args = parser.parse_args()
-    params = load_params(args.params)
-    params.dataset(args.dataset)
-    problems = load_problems(args.problems)
-    stage = f"build_debate@{args.dataset}"
-    existed = (build.ledger_root(args.debates, params) / CallLedger.META).is_file()
+    args = read_paid_stage_args("build_debate", __doc__ or "", folder="debates",
+                                folder_help="this dataset's debates folder")
+    params, problems, stage = args.params, args.problems, args.stage
+    existed = (build.ledger_root(args.folder, params) / CallLedger.META).is_file()
     if not existed:
-        # before anything is written, so the `dvc pull` this recommends finds a clean checkout
-        refuse_if_already_built(Path("dvc.lock"), args.params, stage=stage, rebuild=os.environ.get(REBUILD_ENV) == "1")
-    ledger = build.open_ledger(args.debates, params, problems)
+        # before anything is written, so the `dvc pull` it recommends finds a clean checkout
+        args.refuse_if_already_built()
+    ledger = build.open_ledger(args.folder, params, problems)
     debates = build.debates_for(problems, params)
     plan = build.plan_debates(ledger, debates, params.pool.pricing, simulated_as=simulated_as(params.model))
     if not plan.unfinished:
@@ -45,7 +34,7 @@ def main() -> None:
         print(f"build_debate: {ledger.root} holds all {len(debates)} debates; no request sent")
         return
     if existed:
-        refuse_if_already_built(Path("dvc.lock"), args.params, stage=stage, rebuild=os.environ.get(REBUILD_ENV) == "1")
+        args.refuse_if_already_built()
 
     print(f"build_debate: {len(plan.unfinished)} of {len(debates)} debates unfinished in {ledger.root} "
           f"({plan.stored_calls} calls stored); estimate for at most {plan.cost.render()}")
@@ -56,6 +45,7 @@ def main() -> None:
     retries = RetryLines()
     with backend.open_client(params.model, build.debate_decoding(params.debate), problems, api_key,
                              pool=params.pool, concurrency=params.debate.concurrency, on_retry=retries.show) as client:
+        retries.quiet = True  # from here the progress bar counts retries
         with CallProgress(plan.cost.requests, desc=stage, unit="call", retries=client.retries) as bar:
             def on_stored(paid: Paid[CallRecord], summary: RunSummary) -> None:
                 if client.served_by_simulator and not ledger.simulated:

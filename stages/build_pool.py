@@ -3,41 +3,32 @@
 Requests only missing samples; stores each one as it arrives; a complete pool needs no key and sends nothing.
 """
 
-import argparse
 import os
 from pathlib import Path
 
-from tracevote.core.config import Params, load_params
+from tracevote.core.config import Params
 from tracevote.core.entry import stage_main
 from tracevote.core.errors import TracevoteError
-from tracevote.datasets.problems import Problem, load_problems
+from tracevote.datasets.problems import Problem
 from tracevote.sampling import backend
 from tracevote.sampling.budget import check_budget, simulated_as
 from tracevote.sampling.build import BuildPlan, plan_build, run_build
-from tracevote.sampling.paid import REBUILD_ENV, CallProgress, RetryLines, refuse_if_already_built
+from tracevote.sampling.paid import CallProgress, RetryLines, read_paid_stage_args
 from tracevote.sampling.runner import RunSummary
 from tracevote.store.pool import Pool, Setting, find_pool, write_manifest
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--params", default="params.yaml", type=Path)
-    parser.add_argument("--dataset", required=True, help="a key of datasets: in the params file")
-    parser.add_argument("--problems", required=True)
-    parser.add_argument("--pools", required=True, type=Path, help="this dataset's pools folder")
-    parser.add_argument("--manifest", required=True, type=Path)
-    args = parser.parse_args()
-    params = load_params(args.params)
-    params.dataset(args.dataset)
-    problems = load_problems(args.problems)
+    args = read_paid_stage_args("build_pool", __doc__ or "", folder="pools",
+                                folder_help="this dataset's pools folder")
+    params, problems = args.params, args.problems
     setting = Setting.from_params(params)
     ids = [p.id for p in problems]
-    existing = find_pool(args.pools, setting)
+    existing = find_pool(args.folder, setting)
     if existing is None or existing.missing_samples(ids, params.pool.n_pool):
-        # before anything is written, so the `dvc pull` this recommends finds a clean checkout
-        refuse_if_already_built(Path("dvc.lock"), args.params, stage=f"build_pool@{args.dataset}",
-                                rebuild=os.environ.get(REBUILD_ENV) == "1")
-    pool = Pool.open_or_create(args.pools, setting, simulated=params.model.backend == "sim")
+        # before anything is written, so the `dvc pull` it recommends finds a clean checkout
+        args.refuse_if_already_built()
+    pool = Pool.open_or_create(args.folder, setting, simulated=params.model.backend == "sim")
     pool.register(problems)
     plan = plan_build(pool, problems, setting, params.pool.n_pool, params.pool.pricing,
                       simulated_as=simulated_as(params.model))

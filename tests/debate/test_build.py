@@ -27,6 +27,8 @@ from tracevote.sim.model import SimModel
 from tracevote.sim.server import running_server
 from tracevote.store.calls import CallLedger
 
+pytestmark = pytest.mark.slow
+
 SIM = SimConfig(seed=0, signal=1.0, accuracy=0.45, mean_tokens=120)
 CONCURRENCY = 4
 

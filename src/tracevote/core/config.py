@@ -271,18 +271,13 @@ class Params:
 
     def validate(self, where: str) -> None:
         require(len(self.datasets) > 0, "", "datasets", self.datasets, "at least one dataset")
-        for name in self.deepconf.datasets:
-            self.dataset(name)
-            dataset = self.datasets[name]
-            require(dataset.kind == "problems" and dataset.answer_format in INTEGER_FORMATS, "deepconf",
-                    "datasets", name, f"a dataset of problems with integer answers (DeepConf votes over integers; "
-                    f"{name} is kind {dataset.kind}, answer_format {dataset.answer_format})")
-        for name in self.debate.datasets:
-            self.dataset(name)
-            dataset = self.datasets[name]
-            require(dataset.kind == "problems" and dataset.answer_format in INTEGER_FORMATS, "debate",
-                    "datasets", name, f"a dataset of problems with integer answers (agents agree on integers; "
-                    f"{name} is kind {dataset.kind}, answer_format {dataset.answer_format})")
+        for method, names, why in (("deepconf", self.deepconf.datasets, "DeepConf votes over integers"),
+                                   ("debate", self.debate.datasets, "agents agree on integers")):
+            for name in names:
+                dataset = self.dataset(name)
+                require(dataset.kind == "problems" and dataset.answer_format in INTEGER_FORMATS, method,
+                        "datasets", name, f"a dataset of problems with integer answers ({why}; "
+                        f"{name} is kind {dataset.kind}, answer_format {dataset.answer_format})")
         too_large = [k for k in self.eval.k if k > self.pool.n_pool]
         require(not too_large, "eval", "k", too_large, f"at most pool.n_pool ({self.pool.n_pool})")
         require(self.report.k in self.eval.k, "report", "k", self.report.k,

@@ -7,6 +7,7 @@ import os
 import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import Any, TypeVar
 
 import orjson
 import pandas as pd
@@ -103,3 +104,18 @@ def read_parquet_metadata(path: str | Path) -> dict[str, str]:
 
 def _encode(metadata: dict[str, str]) -> dict[bytes, bytes]:
     return {k.encode(): v.encode() for k, v in metadata.items()}
+
+
+RecordT = TypeVar("RecordT")
+
+
+def read_json_record(path: Path, cls: type[RecordT], *, what: str, missing: str) -> RecordT:
+    """A dataclass from a JSON file, or DataError naming the file: `missing` says how to get one,
+    `what` names it ("pool manifest")."""
+    if not path.is_file():
+        raise DataError(f"{path}: {what} not found ({missing})")
+    try:
+        fields: Any = orjson.loads(path.read_bytes())
+        return cls(**fields)
+    except (orjson.JSONDecodeError, TypeError) as exc:
+        raise DataError(f"{path}: not a {what} ({exc})") from exc

@@ -14,11 +14,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from tracevote.core.config import DebateConfig, DecodingConfig, Params, PricingConfig
 from tracevote.core.errors import DataError
-from tracevote.core.fileio import write_json
+from tracevote.core.fileio import read_json_record, write_json
 from tracevote.datasets.problems import Problem
 from tracevote.debate.protocol import Debate, DebateConversation, Transcript, replay
 from tracevote.sampling.budget import BYTES_PER_PROMPT_TOKEN, CostEstimate, estimate
@@ -157,12 +155,8 @@ def write_manifest(path: Path, ledger: CallLedger, dataset: str, debates: list[D
 
 
 def read_manifest(path: Path) -> DebateManifest:
-    if not path.is_file():
-        raise DataError(f"{path}: debate manifest not found (run `make repro`, which pulls or builds the debates)")
-    try:
-        return DebateManifest(**orjson.loads(path.read_bytes()))
-    except (orjson.JSONDecodeError, TypeError) as exc:
-        raise DataError(f"{path}: not a debate manifest ({exc})") from exc
+    return read_json_record(path, DebateManifest, what="debate manifest",
+                            missing="run `make repro`, which pulls or builds the debates")
 
 
 def load_ledger(manifest_path: Path) -> tuple[DebateManifest, CallLedger]:

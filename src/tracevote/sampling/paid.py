@@ -2,19 +2,58 @@
 
 from __future__ import annotations
 
+import argparse
+import os
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
 from tqdm import tqdm
 
+from tracevote.core.config import Params, load_params
 from tracevote.core.dvcstate import already_built
 from tracevote.core.errors import TracevoteError
 from tracevote.core.retry import CauseCounter, RetryNotice
+from tracevote.datasets.problems import Problem, load_problems
 from tracevote.sampling.budget import spent_text
 from tracevote.sampling.runner import Paid, RunSummary
 
 REBUILD_ENV = "TRACEVOTE_REBUILD"
+
+
+@dataclass(frozen=True)
+class PaidStageArgs:
+    """What every paid stage is run with: the params, one dataset and its problems, where its ledgers go
+    and its manifest."""
+
+    stage: str  # as DVC names it: build_pool@aime_2025
+    params_path: Path
+    params: Params
+    dataset: str
+    problems: list[Problem]
+    folder: Path
+    manifest: Path
+
+    def refuse_if_already_built(self) -> None:
+        """The fresh-clone guard for this stage (see refuse_if_already_built); TRACEVOTE_REBUILD=1 lifts it."""
+        refuse_if_already_built(Path("dvc.lock"), self.params_path, stage=self.stage,
+                                rebuild=os.environ.get(REBUILD_ENV) == "1")
+
+
+def read_paid_stage_args(group: str, description: str, *, folder: str, folder_help: str) -> PaidStageArgs:
+    """Parse `--params --dataset --problems --<folder> --manifest`; the dataset must be one params.yaml names."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--params", default="params.yaml", type=Path)
+    parser.add_argument("--dataset", required=True, help="a key of datasets: in the params file")
+    parser.add_argument("--problems", required=True)
+    parser.add_argument(f"--{folder}", required=True, type=Path, help=folder_help, dest="folder")
+    parser.add_argument("--manifest", required=True, type=Path)
+    args = parser.parse_args()
+    params = load_params(args.params)
+    params.dataset(args.dataset)
+    return PaidStageArgs(f"{group}@{args.dataset}", args.params, params, args.dataset, load_problems(args.problems),
+                         args.folder, args.manifest)
 
 
 def refuse_if_already_built(lock_path: Path, params_path: Path, *, stage: str, rebuild: bool) -> None:

@@ -23,7 +23,7 @@ import orjson
 
 from tracevote.core.config import Params
 from tracevote.core.errors import DataError
-from tracevote.core.fileio import write_json
+from tracevote.core.fileio import read_json_record, write_json
 from tracevote.datasets.problems import Problem
 from tracevote.sampling.prompts import build_messages
 from tracevote.store import codec, framing
@@ -177,9 +177,5 @@ def write_manifest(path: Path, pool: Pool, dataset: str, n_pool: int, problem_id
 
 
 def read_manifest(path: Path) -> Manifest:
-    if not path.is_file():
-        raise DataError(f"{path}: pool manifest not found (run `make repro`, which pulls or builds the pool)")
-    try:
-        return Manifest(**orjson.loads(path.read_bytes()))
-    except (orjson.JSONDecodeError, TypeError) as exc:
-        raise DataError(f"{path}: not a pool manifest ({exc})") from exc
+    return read_json_record(path, Manifest, what="pool manifest",
+                            missing="run `make repro`, which pulls or builds the pool")

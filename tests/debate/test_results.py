@@ -1,0 +1,59 @@
+"""From replayed debates to metrics/debate.json: accuracy per dataset and contest, stop shares, costs."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from tests.debate.scripted import CFG, PROBLEM, answers_script, boxed, run_scripted, with_importance
+from tracevote.datasets.problems import Problem
+from tracevote.debate.results import contest_of, debate_metrics, problem_result
+
+
+def result(dataset: str, contest: str | None, script: dict[str, str], gold: int = 42, cfg=CFG):
+    transcript, _ = run_scripted(script, cfg)
+    return problem_result(dataset, contest, dataclasses.replace(PROBLEM, answer=gold), transcript, cfg)
+
+
+ROUND0_RIGHT = answers_script(r0=[42, 42, 42])
+ROUND1_WRONG = answers_script(r0=[1, 2, 3, 4], r1=[7, 7, 7])
+RANKED = {**answers_script(r0=[1, 2, 3, 4], r1=[42, 6, 42, 8]), "rank": "[1, 3]"}
+ROUND2 = {**answers_script(r0=[1, 2, 3, 4], r1=[5, 6, 7, 8]), "rank": "none", "r2/pick1": boxed(None),
+          "r2/pick2": boxed(None)}
+
+
+def test_contests_come_from_meta_or_from_halves() -> None:
+    halves = dataclasses.replace(CFG, datasets=("aime_2025", "aime_2024"), contest_halves=("aime_2025",))
+    plain = Problem("p", "x", 1)
+    assert contest_of(plain, 14, 30, "aime_2025", halves) == "aime_2025_I"
+    assert contest_of(plain, 15, 30, "aime_2025", halves) == "aime_2025_II"
+    assert contest_of(plain, 15, 30, "aime_2024", halves) is None
+    assert contest_of(Problem("p", "x", 1, {"contest": "II"}), 0, 30, "aime_2024", halves) == "aime_2024_II"
+
+
+def test_metrics_pool_datasets_and_contests_and_count_every_stop() -> None:
+    results = [result("aime_2024", None, ROUND0_RIGHT), result("aime_2024", None, ROUND1_WRONG),
+               result("aime_2025", "aime_2025_I", RANKED), result("aime_2025", "aime_2025_II", ROUND2)]
+    metrics = debate_metrics(results, CFG, simulated=True)
+    assert list(metrics)[:6] == ["accuracy", "problems", "accuracy_aime_2024", "accuracy_aime_2025",
+                                 "accuracy_aime_2025_I", "accuracy_aime_2025_II"]
+    assert (metrics["accuracy"], metrics["accuracy_aime_2024"], metrics["accuracy_aime_2025_I"],
+            metrics["accuracy_aime_2025_II"]) == (0.5, 0.5, 1.0, 0.0)
+    assert (metrics["stop_round0"], metrics["stop_round1"], metrics["stop_ranking"], metrics["stop_round2"]) == (
+        0.25, 0.25, 0.25, 0.25)
+    assert metrics["consensus_rate"] == 0.75
+    assert metrics["api_calls_per_problem"] == (3 + 7 + 9 + 11) / 4
+    assert metrics["completion_tokens_per_problem"] == 50 * (3 + 7 + 9 + 11) / 4  # 50 per scripted reply
+    assert (metrics["judge_calls"], metrics["judge_fallbacks"], metrics["unanswered"]) == (2, 1, 1)
+    assert metrics["simulated"] is True and "importance_agent1" not in metrics
+
+
+def test_importance_means_appear_per_agent_when_enabled() -> None:
+    cfg = with_importance()
+    results = [result("toy", None, answers_script(r0=[42, 42, 42]), cfg=cfg),
+               result("toy", None, answers_script(r0=[42, 9, 42, 42]), cfg=cfg)]
+    metrics = debate_metrics(results, cfg, simulated=False)
+    assert [metrics[f"importance_agent{i}"] for i in range(1, 5)] == pytest.approx(
+        [(1 / 3 + 1 / 3) / 2, (1 / 3 + 0) / 2, (1 / 3 + 1 / 3) / 2, (0 + 1 / 3) / 2], abs=1e-6)  # 6 decimals
+    assert metrics["rating_fallbacks"] == 0 and metrics["simulated"] is False
