@@ -140,6 +140,8 @@ def test_estimate_on_the_simulator_prices_it_as_the_named_model(tmp_path: Path) 
     assert result.returncode == 0, result.stderr
     priced = [line for line in result.stdout.splitlines() if line.strip().startswith("n_pool")]
     assert len(priced) == 2
-    for line in priced:
+    debate = [line for line in result.stdout.splitlines() if "if no debate reaches consensus" in line]
+    assert "up to 11 calls per problem" in result.stdout and len(debate) == 1 and debate[0].strip().startswith("toy")
+    for line in priced + debate:
         assert "cost if this were deepseek-v4-flash at list prices" in line
         assert "(SIMULATED: nothing will be spent)" in line

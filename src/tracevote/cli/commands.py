@@ -195,7 +195,28 @@ def cmd_estimate(args: argparse.Namespace) -> int:
         marker = "  <- params.yaml" if n_pool == params.pool.n_pool else ""
         over = "  (over the cap)" if cost.usd > params.pool.max_cost_usd else ""
         print(f"  n_pool {n_pool:>5}: {cost.render()}{over}{marker}")
+    _estimate_debates(params)
     return 0
+
+
+def _estimate_debates(params: Params) -> None:
+    """The debate's worst case per dataset of debate.datasets whose normalized problems are on disk."""
+    from tracevote.datasets.problems import load_problems
+    from tracevote.debate.build import debates_for, worst_case_cost
+    from tracevote.sampling import budget
+
+    cfg = params.debate
+    print(f"debate: {cfg.agents} agents, up to {2 * cfg.agents + 3} calls per problem, max_tokens {cfg.max_tokens}; "
+          f"debate.max_cost_usd is ${cfg.max_cost_usd:.2f}")
+    for name in cfg.datasets:
+        path = Path("data") / f"{name}.jsonl"
+        if not path.is_file():
+            print(f"  {name}: {path} is not there yet (dvc repro normalize@{name})")
+            continue
+        cost = worst_case_cost(debates_for(load_problems(path), params), params.pool.pricing,
+                               simulated_as=budget.simulated_as(params.model))
+        over = "  (over the cap)" if cost.usd > cfg.max_cost_usd else ""
+        print(f"  {name}, if no debate reaches consensus: {cost.render()}{over}")
 
 
 def cmd_report(args: argparse.Namespace) -> int:

@@ -84,6 +84,13 @@ def plan_debates(ledger: CallLedger, debates: list[Debate], pricing: PricingConf
     return DebatePlan(unfinished, stored, estimate(sizes, max_tokens, pricing, simulated_as=simulated_as))
 
 
+def worst_case_cost(debates: list[Debate], pricing: PricingConfig, *, simulated_as: str | None = None) -> CostEstimate:
+    """What the debates cost if none reaches consensus: every call of every debate, none stored yet."""
+    sizes = [size for debate in debates for size in longest_path_prompt_bytes(debate, pricing.expected_output_fraction)]
+    max_tokens = debates[0].cfg.max_tokens if debates else 1
+    return estimate(sizes, max_tokens, pricing, simulated_as=simulated_as)
+
+
 def progress(ledger: CallLedger, debate: Debate) -> tuple[int, bool]:
     """How many of the debate's calls are stored (in order), and whether the debate is finished."""
     steps = debate.steps()
