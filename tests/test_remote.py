@@ -82,8 +82,13 @@ def test_fresh_clone_regenerates_metrics_from_pulled_pools(tmp_path: Path, kind:
         clone = tmp_path / "clone"
         run(tmp_path, "git", "clone", "-q", str(origin), str(clone))
         pulled = dvc(clone, "repro", "--pull", env=project_env(S3_ENV))  # what `make repro` runs
-        assert ran_stages(pulled.stdout) == set()
-        assert any((clone / "pools" / "toy").rglob("*.tvf"))
+        assert ran_stages(pulled.stdout) == set() and "Running stage 'build_debate@" not in pulled.stdout
+        assert any((clone / "pools" / "toy").rglob("*.tvf")) and any((clone / "debates" / "toy").rglob("*.tvf"))
+        debate_metrics = (origin / "metrics" / "debate.json").read_text()
+        (clone / "metrics" / "debate.json").unlink()
+        rescored = dvc(clone, "repro", "--force", "score_debate", env=project_env(S3_ENV))  # from pulled ledgers
+        assert "Running stage 'score_debate'" in rescored.stdout
+        assert (clone / "metrics" / "debate.json").read_text() == debate_metrics
 
         for stale in (SUMMARY, "metrics/deepconf/toy/results.json"):
             (clone / stale).unlink()
@@ -102,7 +107,8 @@ def test_fresh_clone_without_pull_refuses_to_pay_again(tmp_path: Path) -> None:
         assert result.returncode != 0
         assert "dvc pull" in result.stderr + result.stdout
         assert not (clone / "pools" / "toy").exists(), "the refusal left a pool folder behind"
+        assert not (clone / "debates" / "toy").exists(), "the refusal left a debate folder behind"
 
         pulled = dvc(clone, "repro", "--pull")  # what the message recommends (`make repro`)
-        assert "build_pool" not in ran_stages(pulled.stdout)
+        assert "build_pool" not in ran_stages(pulled.stdout) and "Running stage 'build_debate@" not in pulled.stdout
         assert (clone / SUMMARY).read_text() == (origin / SUMMARY).read_text()

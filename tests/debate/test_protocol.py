@@ -43,6 +43,11 @@ def test_consensus_in_round_1_stops_before_the_judge() -> None:
     assert (transcript.stop, transcript.final_answer, transcript.judge) == ("round1", 7, None)
 
 
+def test_consensus_on_the_last_reply_of_round_1_also_stops() -> None:
+    transcript, calls = run_scripted(answers_script(r0=[1, 2, 3, 4], r1=[7, 7, 8, 7]))
+    assert (transcript.stop, transcript.final_answer, len(calls)) == ("round1", 7, 8)
+
+
 def test_agreeing_ranked_agents_stop_before_round_2() -> None:
     script = {**answers_script(r0=[1, 2, 3, 4], r1=[5, 6, 5, 8]), "rank": "I pick [3, 1]"}
     transcript, calls = run_scripted(script)

@@ -166,8 +166,8 @@ class Debate:
         if cfg.rounds == 1:
             return self._end(round0, "rounds", round0)
 
-        round1 = yield from self._revise_round(1, round0, list(range(n)), check=True)
-        if len(round1) < n:  # stopped early: consensus
+        round1, agreed = yield from self._revise_round(1, round0, list(range(n)), check=True)
+        if agreed:
             return self._end([*round0, *round1], "round1", round1)
         if cfg.rounds == 2:
             return self._end([*round0, *round1], "rounds", round1)
@@ -179,13 +179,14 @@ class Debate:
         turns = [*round0, *round1]
         if ranked[0].answer is not None and ranked[0].answer == ranked[1].answer:
             return self._end(turns, "ranking", ranked, judge, picks, fallback)
-        round2 = yield from self._revise_round(2, ranked, list(picks), check=False)
+        round2, _ = yield from self._revise_round(2, ranked, list(picks), check=False)
         return self._end([*turns, *round2], "round2", round2, judge, picks, fallback)
 
     def _revise_round(self, number: int, shown: list[Turn], agents: list[int], *, check: bool) -> Generator[
-            Call, CallRecord, list[Turn]]:
-        """Each of `agents` revises from one message holding the `shown` solutions; stops early on consensus
-        when `check`. Round 2's calls are keyed by the judge's pick (pick1, pick2): a pick may repeat."""
+            Call, CallRecord, tuple[list[Turn], bool]]:
+        """Each of `agents` revises from one message holding the `shown` solutions; with `check`, stops at
+        consensus. The replies, and whether consensus was reached. Round 2's calls are keyed by the judge's
+        pick (pick1, pick2): a pick may repeat."""
         messages = prompts.revise_messages(self.asked, [t.record.text for t in shown], self.cfg)
         rated = tuple(t.agent for t in shown)
         turns: list[Turn] = []
@@ -194,8 +195,8 @@ class Debate:
             record = yield self._call(key, prompts.REVISE, messages)
             turns.append(self._turn(number, agent, record, rated))
             if check and consensus([t.answer for t in turns], self.cfg.agents) is not None:
-                break
-        return turns
+                return turns, True
+        return turns, False
 
     def _turn(self, number: int, agent: int, record: CallRecord, rated: tuple[int, ...]) -> Turn:
         if not self.cfg.importance:
