@@ -78,7 +78,7 @@ def test_local_sources_round_trip(tmp_path: Path, suffix: str) -> None:
         ("bad.jsonl", '{"problem": "x"}\n{oops\n', "line 2: not valid JSON"),
         ("list.jsonl", '["not", "an", "object"]\n', "line 1: expected an object, got list"),
         ("bad.json", '{"problem": "x"}', "expected a JSON list of objects"),
-        ("rows.csv", "problem,answer\n", "unsupported dataset file type '.csv'"),
+        ("rows.tsv", "problem\tanswer\n", "unsupported dataset file type '.tsv' (use .jsonl, .json, .parquet or .csv)"),
         ("rows.parquet", '{"problem": "x", "answer": 1}\n', "not a readable Parquet file (Could not open"),
         ("empty.parquet", "", "not a readable Parquet file"),
         ("rows.json", '{"problem": "x"}\n{"problem": "y"}\n', "not valid JSON"),

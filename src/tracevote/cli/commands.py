@@ -31,6 +31,18 @@ def cmd_unlock(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_critique_convert(args: argparse.Namespace) -> int:
+    """DeltaBench records as ProcessBench-style items, one JSON object per line on stdout."""
+    import orjson
+
+    from tracevote.datasets.deltabench import convert_rows
+    from tracevote.datasets.fetch import read_local_rows
+
+    for record in convert_rows(read_local_rows(args.file), args.file):
+        sys.stdout.write(orjson.dumps(record).decode() + "\n")
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from tracevote.cli import demo
 

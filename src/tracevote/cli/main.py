@@ -103,6 +103,13 @@ def add_other_commands(subparsers: argparse._SubParsersAction[argparse.ArgumentP
     unlock.add_argument("--rwlock", default=".dvc/tmp/rwlock", help="DVC's lock table (default: %(default)s)")
     unlock.set_defaults(handler=commands.cmd_unlock)
 
+    critique = subparsers.add_parser("critique", help="step-level critique tools (ProcessBench, DeltaBench)")
+    actions = critique.add_subparsers(dest="action", required=True, metavar="ACTION")
+    convert = actions.add_parser("convert", help="print a dataset's records as critique items (JSON lines)")
+    convert.add_argument("--from", dest="source_format", choices=["deltabench"], required=True,
+                         help="the file's format")
+    convert.add_argument("file", help="a .jsonl, .json or .csv file")
+    convert.set_defaults(handler=commands.cmd_critique_convert)
 
 
 def add_sim_server(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import csv
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -88,7 +90,8 @@ def _total_rows(page: dict[str, Any], source: SourceConfig) -> int:
 
 
 def read_local_rows(path: str | Path) -> list[Row]:
-    """Rows of a local .jsonl, .json (a list of objects) or .parquet file."""
+    """Rows of a local .jsonl, .json (a list of objects), .parquet or .csv file (a header row; every value
+    is text)."""
     path = Path(path)
     if not path.is_file():
         raise DataError(f"{path}: dataset file not found")
@@ -99,7 +102,18 @@ def read_local_rows(path: str | Path) -> list[Row]:
         return _read_json_list(path)
     if suffix == ".parquet":
         return _read_parquet(path)
-    raise DataError(f"{path}: unsupported dataset file type {suffix!r} (use .jsonl, .json or .parquet)")
+    if suffix == ".csv":
+        return _read_csv(path)
+    raise DataError(f"{path}: unsupported dataset file type {suffix!r} (use .jsonl, .json, .parquet or .csv)")
+
+
+def _read_csv(path: Path) -> list[Row]:
+    csv.field_size_limit(sys.maxsize)  # a long chain of thought is one field, far over csv's 128 KiB default
+    try:
+        with path.open(encoding="utf-8", newline="") as handle:
+            return [dict(row) for row in csv.DictReader(handle)]
+    except (csv.Error, UnicodeDecodeError) as exc:
+        raise DataError(f"{path}: not a readable CSV file ({exc})") from exc
 
 
 def _read_parquet(path: Path) -> list[Row]:

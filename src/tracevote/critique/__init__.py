@@ -1,0 +1,1 @@
+"""Step-level critique (ProcessBench): find the earliest wrong paragraph of a solution, by majority vote."""

@@ -1,0 +1,41 @@
+"""ProcessBench's critique prompt (QwenLM/ProcessBench, code/run_eval.py `prepare_input_boxed`).
+
+`critique_template.txt` is the repository's `code/templates/critique_template.txt` byte for byte (commit
+e802463). As the original does, the template is read and stripped, the steps are tagged
+"<paragraph_i>\\n{step}\\n</paragraph_i>\\n\\n" (indexed from 0) and the tagged text is stripped, and the
+template is filled with str.format: so its "\\boxed{{}}" reads "\\boxed{}". Only the template is parsed
+for braces, never the problem or the steps. The prompt is one user message, with no system prompt.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from tracevote.core.errors import ConfigError
+
+CRITIQUE = "critique"  # the kind of call, for the simulated model
+BUILTIN_TEMPLATE = Path(__file__).with_name("critique_template.txt")
+FIELDS = ("problem", "tagged_response")
+
+
+def load_template(path: Path | None = None) -> str:
+    """The template as the original uses it (stripped); a user's template must hold both fields."""
+    source = path or BUILTIN_TEMPLATE
+    try:
+        template = source.read_text(encoding="utf-8").strip()
+    except OSError as exc:
+        raise ConfigError(f"{source}: cannot read the critique template ({exc})") from exc
+    missing = [name for name in FIELDS if "{" + name + "}" not in template]
+    if missing:
+        raise ConfigError(f"{source}: the critique template lacks {{{missing[0]}}}")
+    return template
+
+
+def tagged_response(steps: Sequence[str]) -> str:
+    """'<paragraph_0>\\nfirst\\n</paragraph_0>\\n\\n<paragraph_1>\\nsecond\\n</paragraph_1>'."""
+    return "".join(f"<paragraph_{i}>\n{step}\n</paragraph_{i}>\n\n" for i, step in enumerate(steps)).strip()
+
+
+def critique_messages(template: str, problem: str, steps: Sequence[str]) -> list[dict[str, str]]:
+    return [{"role": "user", "content": template.format(problem=problem, tagged_response=tagged_response(steps))}]
