@@ -1,5 +1,6 @@
 """Stage normalize (one per dataset): raw rows -> one checked record per line: {"id", "problem", "answer",
-"meta"} for kind problems, {"id", "problem", "steps", "label", "meta"} for kind steps."""
+"meta"} for kind problems, {"id", "problem", "steps", "label", "task", "meta"} for kind steps (DeltaBench rows
+converted first when steps_format is deltabench)."""
 
 import argparse
 

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -7,6 +8,7 @@ import pytest
 
 from tracevote.core.config import DatasetConfig, SourceConfig
 from tracevote.core.errors import DataError
+from tracevote.datasets.normalize import normalize_dataset
 from tracevote.datasets.steps import normalize_step_rows
 
 PROCESSBENCH = DatasetConfig(name="processbench_gsm8k", source=SourceConfig(None, "default", "gsm8k", "", "x.json"),
@@ -42,7 +44,29 @@ def test_bad_step_rows_name_row_and_field(bad: dict, expected: str) -> None:
 def test_good_rows_keep_scalar_meta() -> None:
     [record] = normalize_step_rows([GOOD], PROCESSBENCH, "steps.json")
     assert record.to_record() == {"id": "g-0", "problem": "Find x.", "steps": ["x+1=2", "x=1"], "label": -1,
-                                  "meta": {"generator": "m"}}
+                                  "task": "processbench_gsm8k", "meta": {"generator": "m"}}
+
+
+def test_the_task_is_the_rows_own_else_the_param_else_the_hub_split_else_the_name() -> None:
+    def task(row: dict, cfg: DatasetConfig = PROCESSBENCH) -> str:
+        return normalize_step_rows([row], cfg, "steps.json")[0].task
+
+    assert task({**GOOD, "task": "olympiadbench"}) == "olympiadbench"
+    assert task(GOOD, dataclasses.replace(PROCESSBENCH, task="math")) == "math"
+    hub = dataclasses.replace(PROCESSBENCH, source=SourceConfig("Qwen/ProcessBench", "default", "gsm8k", "u", None))
+    assert task(GOOD, hub) == "gsm8k"
+    assert task(GOOD) == "processbench_gsm8k"
+
+
+def test_deltabench_rows_are_converted_then_checked_as_step_records() -> None:
+    cfg = dataclasses.replace(PROCESSBENCH, name="deltabench", steps_format="deltabench", problem_key="question")
+    rows = [{"id": "d1", "question": "Q?", "sections_content": "section1: a\n\n\nsection2: b",
+             "reason_error_section_numbers": "[2]", "task_l1": "math", "origin": "x"}]
+    [record] = normalize_dataset(rows, cfg, "deltabench.csv")
+    assert record.to_record() == {"id": "d1", "problem": "Q?", "steps": ["a", "b"], "label": 1, "task": "math",
+                                  "meta": {"origin": "x"}}
+    with pytest.raises(DataError, match="row 1: field 'reason_error_section_numbers'"):
+        normalize_dataset([{**rows[0], "reason_error_section_numbers": "[5]"}], cfg, "deltabench.csv")
 
 
 def test_processbench_gsm8k_real_file_normalizes(shared_data: Path) -> None:

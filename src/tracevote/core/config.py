@@ -21,6 +21,7 @@ Backend = Literal["openai", "sim"]
 IntegerFormat = Literal["aime", "integer"]
 AnswerFormat = Literal["aime", "integer", "math"]
 DatasetKind = Literal["problems", "steps"]
+StepsFormat = Literal["processbench", "deltabench"]
 INTEGER_FORMATS: tuple[IntegerFormat, ...] = ("aime", "integer")
 DATASET_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 Fallback = Literal["last_integer", "none"]
@@ -52,6 +53,10 @@ class DatasetConfig:
     answer_key: str
     id_key: str | None
     answer_format: AnswerFormat
+    # kind steps only: the rows' layout (deltabench rows are converted: tracevote.datasets.deltabench), and
+    # the task every record belongs to (null: the row's own task, else the hub split, else the dataset name)
+    steps_format: StepsFormat = "processbench"
+    task: str | None = None
 
     def validate(self, where: str) -> None:
         if not DATASET_NAME.match(self.name):

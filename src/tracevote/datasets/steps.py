@@ -1,7 +1,9 @@
 """Step-labelled records (ProcessBench): a problem, its solution steps, and the first wrong step.
 
 `label` is the index of the first erroneous step, or -1 when every step is right. The row's fields are
-named by the dataset's params: problem_key, `steps`, answer_key (the label) and id_key.
+named by the dataset's params: problem_key, `steps`, answer_key (the label) and id_key. `task` groups the
+scores (ProcessBench's subsets gsm8k, math, ...; DeltaBench's task_l1): the row's own `task` field when it
+has one, else the dataset's `task` param, else the hub split it came from, else the dataset's name.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from tracevote.core.config import DatasetConfig
 from tracevote.datasets.problems import check_rows, problem_text, row_id, scalar_meta
 
 STEPS_KEY = "steps"
+TASK_KEY = "task"
 
 
 @dataclass(frozen=True)
@@ -21,11 +24,12 @@ class StepRecord:
     problem: str
     steps: tuple[str, ...]
     label: int
+    task: str
     meta: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
 
     def to_record(self) -> dict[str, Any]:
         return {"id": self.id, "problem": self.problem, "steps": list(self.steps), "label": self.label,
-                "meta": self.meta}
+                "task": self.task, "meta": self.meta}
 
 
 def normalize_step_rows(rows: list[dict[str, Any]], cfg: DatasetConfig, origin: str) -> list[StepRecord]:
@@ -41,8 +45,15 @@ def _step_row(row: dict[str, Any], number: int, cfg: DatasetConfig) -> tuple[lis
     record_id = row_id(row, number, cfg, errors)
     if errors or text is None or steps is None or label is None or record_id is None:
         return errors, None
-    meta = scalar_meta(row, {cfg.problem_key, STEPS_KEY, cfg.answer_key, cfg.id_key})
-    return errors, StepRecord(record_id, text, steps, label, meta)
+    meta = scalar_meta(row, {cfg.problem_key, STEPS_KEY, cfg.answer_key, cfg.id_key, TASK_KEY})
+    return errors, StepRecord(record_id, text, steps, label, _task(row, cfg), meta)
+
+
+def _task(row: dict[str, Any], cfg: DatasetConfig) -> str:
+    own = row.get(TASK_KEY)
+    if isinstance(own, str) and own.strip():
+        return own.strip()
+    return cfg.task or (cfg.source.hf_split if cfg.source.hf_dataset else cfg.name)
 
 
 def _steps(value: Any, errors: list[str]) -> tuple[str, ...] | None:
