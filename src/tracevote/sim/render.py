@@ -24,16 +24,26 @@ def render(req: SimRequest, trace: Trace, tokens: Tokens, seed: tuple, degrade: 
     n = len(tokens.ids)
     text = "".join(t.text[tokens.ids].tolist())
     finish = "length" if n < trace.length else "stop"
+    return _envelope(req, text, n, finish, seed, _logprobs_json(req, tokens, degrade))
+
+
+def render_text(req: SimRequest, text: str, completion_tokens: int, finish: str, seed: tuple) -> bytes:
+    """A text-only response (no logprobs asked for), in DeepSeek's layout, byte-identical across runs."""
+    return _envelope(req, text, completion_tokens, finish, seed, b'"logprobs":null,')
+
+
+def _envelope(req: SimRequest, text: str, completion_tokens: int, finish: str, seed: tuple, logprobs: bytes) -> bytes:
+    """The response around its logprobs field: id, message, finish reason, usage, fingerprint."""
     prompt_tokens = len(req.prompt.encode()) // 4 + 8
-    usage = {"prompt_tokens": prompt_tokens, "completion_tokens": n, "total_tokens": prompt_tokens + n,
-             "prompt_tokens_details": {"cached_tokens": 0}, "prompt_cache_hit_tokens": 0,
-             "prompt_cache_miss_tokens": prompt_tokens}
+    usage = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+             "total_tokens": prompt_tokens + completion_tokens, "prompt_tokens_details": {"cached_tokens": 0},
+             "prompt_cache_hit_tokens": 0, "prompt_cache_miss_tokens": prompt_tokens}
     head = (b'{"id":"chatcmpl-sim-' + digest(*seed, req.model).hex().encode() + b'","object":"chat.completion",'
             b'"created":' + str(CREATED).encode() + b',"model":' + orjson.dumps(req.model)
             + b',"choices":[{"index":0,"message":{"role":"assistant","content":' + orjson.dumps(text) + b"},")
     tail = (b'"finish_reason":"' + finish.encode() + b'"}],"usage":' + orjson.dumps(usage)
             + b',"system_fingerprint":"' + f"{FINGERPRINT_PREFIX}-s{seed[0]}".encode() + b'"}')
-    return head + _logprobs_json(req, tokens, degrade) + tail
+    return head + logprobs + tail
 
 
 def _logprobs_json(req: SimRequest, tokens: Tokens, degrade: Degrade) -> bytes:
@@ -65,16 +75,3 @@ def _items_json(tokens: Tokens, k: int) -> bytes:
     parts[-1, -1] = parts[-1, -1][:-1]  # no comma after the last item
     return b"".join(parts.ravel().tolist())
 
-
-def render_text(req: SimRequest, text: str, completion_tokens: int, finish: str, seed: tuple) -> bytes:
-    """A text-only response (no logprobs asked for), in DeepSeek's layout, byte-identical across runs."""
-    prompt_tokens = len(req.prompt.encode()) // 4 + 8
-    usage = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-             "total_tokens": prompt_tokens + completion_tokens, "prompt_tokens_details": {"cached_tokens": 0},
-             "prompt_cache_hit_tokens": 0, "prompt_cache_miss_tokens": prompt_tokens}
-    return orjson.dumps({
-        "id": "chatcmpl-sim-" + digest(*seed, req.model).hex(), "object": "chat.completion", "created": CREATED,
-        "model": req.model,
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "logprobs": None,
-                     "finish_reason": finish}],
-        "usage": usage, "system_fingerprint": f"{FINGERPRINT_PREFIX}-s{seed[0]}"})
