@@ -220,25 +220,32 @@ class DebateConversation:
         self.debate = debate
 
     def next_call(self, replies: Sequence[CallRecord]) -> Call | None:
-        steps = self.debate.steps()
-        try:
-            call = next(steps)
-            for reply in replies:
-                call = steps.send(reply)
-        except StopIteration:
-            return None
-        return call
+        given = iter(replies)
+        reached, _ = advance(self.debate, lambda call: next(given, None))
+        return reached if isinstance(reached, Call) else None
+
+
+def advance(debate: Debate, reply_for: Callable[[Call], CallRecord | None]) -> tuple[Call | Transcript, int]:
+    """Run the debate from its start, answering each call with `reply_for(call)`, until a call gets None
+    (returned: that call) or the debate ends (returned: its transcript); and how many replies were given."""
+    steps = debate.steps()
+    given = 0
+    try:
+        call = next(steps)
+        while (reply := reply_for(call)) is not None:
+            call = steps.send(reply)
+            given += 1
+    except StopIteration as done:
+        return done.value, given
+    return call, given
 
 
 def replay(debate: Debate, load: Callable[[Call], CallRecord]) -> Transcript:
     """The whole debate from stored replies; `load` raises DataError for a call that is not stored."""
-    steps = debate.steps()
     try:
-        call = next(steps)
-        while True:
-            call = steps.send(load(call))
-    except StopIteration as done:
-        return done.value
+        transcript, _ = advance(debate, load)
     except DataError as exc:
         raise DataError(f"the debate of {debate.problem.id} is incomplete ({exc}); run build_debate, which "
                         f"requests only the missing calls") from None
+    assert isinstance(transcript, Transcript)  # `load` answers every call or raises
+    return transcript
