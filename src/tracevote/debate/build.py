@@ -18,7 +18,7 @@ from tracevote.core.config import DebateConfig, DecodingConfig, Params, PricingC
 from tracevote.core.errors import DataError
 from tracevote.core.fileio import read_json_record, write_json
 from tracevote.datasets.problems import Problem
-from tracevote.debate.protocol import Debate, DebateConversation, Transcript, replay
+from tracevote.debate.protocol import Debate, DebateConversation, Transcript, advance, replay
 from tracevote.sampling.budget import BYTES_PER_PROMPT_TOKEN, CostEstimate, estimate
 from tracevote.sampling.client import ChatClient
 from tracevote.sampling.replies import paid_reply
@@ -72,38 +72,32 @@ class DebatePlan:
 
 def plan_debates(ledger: CallLedger, debates: list[Debate], pricing: PricingConfig, *,
                  simulated_as: str | None = None) -> DebatePlan:
-    unfinished, stored, sizes = [], 0, []
-    for debate in debates:
-        made, finished = progress(ledger, debate)
-        stored += made
-        if not finished:
-            unfinished.append(debate)
-            sizes += longest_path_prompt_bytes(debate, pricing.expected_output_fraction)[made:]
-    cfg = debates[0].cfg if debates else None
-    max_tokens = cfg.max_tokens if cfg is not None else 1
-    return DebatePlan(unfinished, stored, estimate(sizes, max_tokens, pricing, simulated_as=simulated_as))
+    made = {debate.problem.id: progress(ledger, debate) for debate in debates}
+    unfinished = [debate for debate in debates if not made[debate.problem.id][1]]
+    stored = sum(calls for calls, _ in made.values())
+    return DebatePlan(unfinished, stored, remaining_cost([(d, made[d.problem.id][0]) for d in unfinished], pricing,
+                                                         simulated_as=simulated_as))
 
 
 def worst_case_cost(debates: list[Debate], pricing: PricingConfig, *, simulated_as: str | None = None) -> CostEstimate:
     """What the debates cost if none reaches consensus: every call of every debate, none stored yet."""
-    sizes = [size for debate in debates for size in longest_path_prompt_bytes(debate, pricing.expected_output_fraction)]
-    max_tokens = debates[0].cfg.max_tokens if debates else 1
+    return remaining_cost([(debate, 0) for debate in debates], pricing, simulated_as=simulated_as)
+
+
+def remaining_cost(progressed: list[tuple[Debate, int]], pricing: PricingConfig, *,
+                   simulated_as: str | None = None) -> CostEstimate:
+    """The estimate for every call each debate may still make after its first `made` calls (an upper bound)."""
+    sizes = [size for debate, made in progressed
+             for size in longest_path_prompt_bytes(debate, pricing.expected_output_fraction)[made:]]
+    max_tokens = progressed[0][0].cfg.max_tokens if progressed else 1
     return estimate(sizes, max_tokens, pricing, simulated_as=simulated_as)
 
 
 def progress(ledger: CallLedger, debate: Debate) -> tuple[int, bool]:
     """How many of the debate's calls are stored (in order), and whether the debate is finished."""
-    steps = debate.steps()
-    stored_keys = ledger.records(debate.problem.id)
-    made = 0
-    try:
-        call = next(steps)
-        while call.key in stored_keys:
-            call = steps.send(ledger.load(call))
-            made += 1
-    except StopIteration:
-        return made, True
-    return made, False
+    stored = ledger.records(debate.problem.id)
+    reached, made = advance(debate, lambda call: ledger.load(call) if call.key in stored else None)
+    return made, isinstance(reached, Transcript)
 
 
 def longest_path_prompt_bytes(debate: Debate, output_fraction: float) -> list[int]:
