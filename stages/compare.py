@@ -5,12 +5,10 @@ import argparse
 from pathlib import Path
 
 import orjson
-import pandas as pd
 
 from tracevote.core.config import load_params
 from tracevote.core.entry import stage_main
 from tracevote.core.fileio import write_json, write_text
-from tracevote.deepconf.results import AggregateResult
 from tracevote.report import compare
 
 
@@ -27,21 +25,15 @@ def main() -> None:
     shared = [name for name in params.deepconf.datasets if name in params.debate.datasets]
     debate = orjson.loads(args.debate_results.read_bytes())
     simulated = bool(debate["simulated"])
-    note = ""
+    shown = shared or sorted({p["dataset"] for p in debate["problems"]})
+    curve, note = None, ""
     if shared:
-        parts = []
-        for name in shared:
-            stored = orjson.loads((args.aggregate / f"{name}.json").read_bytes())
-            simulated |= bool(stored["simulated"])
-            scores = pd.read_parquet(args.scores / f"{name}.parquet", columns=["problem_id", "n_tokens"])
-            parts.append((AggregateResult.from_json(stored["result"]), scores))
-        curve = compare.voting_curve(parts)
-        point = compare.debate_point([p for p in debate["problems"] if p["dataset"] in shared])
+        curve, voting_simulated = compare.load_voting(args.aggregate, args.scores, shared)
+        simulated |= voting_simulated
     else:
-        curve, datasets = None, sorted({p["dataset"] for p in debate["problems"]})
         note = (f"No dataset is in both deepconf.datasets {list(params.deepconf.datasets)} and debate.datasets "
-                f"{list(params.debate.datasets)}: the debate is shown alone, on {', '.join(datasets)}.")
-        point = compare.debate_point(debate["problems"])
+                f"{list(params.debate.datasets)}: the debate is shown alone, on {', '.join(shown)}.")
+    point = compare.debate_point([p for p in debate["problems"] if p["dataset"] in shown])
     rows = compare.comparison_rows(curve, point, params.report.k, params.debate.agents)
     table = compare.render_markdown(rows, shared, point.problems, simulated=simulated, note=note)
     print(table)
@@ -50,7 +42,7 @@ def main() -> None:
     curve_csv = compare.curve_table(curve).to_csv(index=False, float_format="%.4f") if curve else "k\n"
     write_text(args.plots / "accuracy_vs_tokens.csv", curve_csv)
     compare.plot_accuracy_vs_tokens(curve, point, args.plots / "accuracy_vs_tokens.png", simulated=simulated,
-                                    datasets=shared or sorted({p["dataset"] for p in debate["problems"]}))
+                                    datasets=shown)
     print(f"compare: {args.out}/compare.md, compare.json; {args.plots}/accuracy_vs_tokens.png, .csv")
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import orjson
 import pandas as pd
 from matplotlib.figure import Figure
 
@@ -45,6 +46,17 @@ class DebatePoint:
     completion_tokens: float  # per problem
     calls: float  # per problem
     problems: int
+
+
+def load_voting(aggregate_dir: Path, scores_dir: Path, datasets: Sequence[str]) -> tuple[VotingCurve, bool]:
+    """The pooled curve of `datasets` from their aggregate JSON and score tables, and whether any was simulated."""
+    parts, simulated = [], False
+    for name in datasets:
+        stored = orjson.loads((aggregate_dir / f"{name}.json").read_bytes())
+        simulated |= bool(stored["simulated"])
+        scores = pd.read_parquet(scores_dir / f"{name}.parquet", columns=["problem_id", "n_tokens"])
+        parts.append((AggregateResult.from_json(stored["result"]), scores))
+    return voting_curve(parts), simulated
 
 
 def voting_curve(parts: Sequence[tuple[AggregateResult, pd.DataFrame]]) -> VotingCurve:
