@@ -10,7 +10,8 @@ ast.literal_eval, which evaluates literals only.
 
 The record made: steps = the sections' contents in order, without their "sectionN:" prefixes (the numbers
 must run 1, 2, 3, ...); label = the smallest error section number - 1, or -1 when the list is empty (a
-label that does not index a step is an error); task = task_l1; the source's other scalar fields go to meta.
+label that does not index a step is an error); task = task_l1; the source's other scalar fields go to meta,
+but for `long_cot` and `sections`, which repeat the steps.
 """
 
 from __future__ import annotations
