@@ -22,6 +22,7 @@ from tests.sim_servers import kill_at_random_moments, kill_once_stored, watched_
 from tracevote.cli.demo import BUILTIN_PROBLEMS, deep_merge, write_params
 from tracevote.core.config import SimConfig
 from tracevote.datasets.fetch import read_local_rows
+from tracevote.sampling.runner import calls_at_risk
 from tracevote.sim.faults import parse_faults
 from tracevote.sim.model import SimModel
 from tracevote.sim.server import running_server
@@ -154,7 +155,7 @@ def test_kill_at_random_moments_resumes_exactly_and_ends_as_an_uninterrupted_bui
 
         partial_rounds = kill_at_random_moments(slow, run_until, lambda: stored_keys(root),
                                                 lambda: requests_by_key(slow.base_url), total=total,
-                                                in_flight=CONCURRENCY, seed=11)
+                                                in_flight=calls_at_risk(CONCURRENCY), seed=11)
         before, requests_before = stored_keys(root), requests_by_key(slow.base_url)
         build(root)
         assert not set(requests_by_key(slow.base_url) - requests_before) & before, "a stored call was requested"

@@ -22,6 +22,7 @@ from tracevote.core.config import SimConfig, load_params
 from tracevote.core.fileio import write_jsonl
 from tracevote.datasets.fetch import read_local_rows
 from tracevote.datasets.problems import load_problems, normalize_rows
+from tracevote.sampling.runner import calls_at_risk
 from tracevote.sim.faults import parse_faults
 from tracevote.sim.model import SimModel
 from tracevote.sim.server import ServerOptions, SimServer, start_server, stop_server
@@ -102,7 +103,7 @@ def test_kill_9_at_random_moments_then_resume(tmp_path: Path, slow_server: Watch
 
     partial_rounds = kill_at_random_moments(slow_server, run_until, lambda: stored(workdir),
                                             lambda: sample_requests(slow_server), total=N_PROBLEMS * N_POOL,
-                                            in_flight=2 * CONCURRENCY, seed=11)
+                                            in_flight=calls_at_risk(CONCURRENCY), seed=11)
     requests_before, before = sample_requests(slow_server), stored(workdir)
     final = run_build(workdir)
     assert final.returncode == 0, final.stderr

@@ -21,7 +21,7 @@ from tracevote.core.config import SimConfig
 from tracevote.core.errors import DataError
 from tracevote.core.retry import TransientError
 from tracevote.sampling.replies import paid_reply
-from tracevote.sampling.runner import run_calls
+from tracevote.sampling.runner import calls_at_risk, run_calls
 from tracevote.sim.faults import parse_faults
 from tracevote.sim.model import SimModel
 from tracevote.sim.server import SimServer, running_server
@@ -125,7 +125,7 @@ def test_kill_9_at_random_moments_mid_conversation_then_resume(tmp_path: Path) -
 
         partial_rounds = kill_at_random_moments(slow, run_until, lambda: stored_keys(ledger),
                                                 lambda: requests_by_key(slow), total=total,
-                                                in_flight=2 * concurrency, seed=5)
+                                                in_flight=calls_at_risk(concurrency), seed=5)
         before, requests_before = stored_keys(ledger), requests_by_key(slow)
         final = subprocess.run(chain_command(ledger, slow.base_url, chains), cwd=REPO_ROOT, env=project_env(),
                                capture_output=True, text=True, timeout=600)

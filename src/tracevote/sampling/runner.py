@@ -7,7 +7,8 @@ instead of requested, the conversation's state is rebuilt from them, and only it
 onwards is paid for.
 
 Worker threads make the requests; only the calling thread writes, one whole frame per call, so a kill at
-any moment loses at most the calls in flight. A conversation has at most one call in flight.
+any moment loses at most the calls in flight: submitted and not yet written, at most `calls_at_risk(concurrency)`.
+A conversation has at most one call in flight.
 """
 
 from __future__ import annotations
@@ -56,6 +57,14 @@ class Paid(Generic[R]):
 
 
 CallFn = Callable[[Call], Paid[R]]
+
+# Calls queued per worker, so a worker starts its next request while the calling thread writes the last reply.
+_QUEUED_PER_WORKER = 2
+
+
+def calls_at_risk(concurrency: int) -> int:
+    """The most calls a kill -9 can lose: each submitted call, sent or answered, is unwritten until stored."""
+    return _QUEUED_PER_WORKER * concurrency
 
 
 @dataclass
@@ -120,7 +129,7 @@ def run_calls(store: CallStore[R], conversations: Iterable[Conversation[R]], cal
 
         try:
             while True:
-                _start_conversations(2 * concurrency, in_flight, waiting, advance)
+                _start_conversations(calls_at_risk(concurrency), in_flight, waiting, advance)
                 if not in_flight:
                     break
                 done, _ = cf.wait(in_flight, return_when=cf.FIRST_COMPLETED)
