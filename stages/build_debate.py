@@ -21,7 +21,7 @@ from tracevote.store.calls import CallLedger, CallRecord
 def main() -> None:
     args = read_paid_stage_args("build_debate", __doc__ or "", folder="debates",
                                 folder_help="this dataset's debates folder")
-    params, problems, stage = args.params, args.problems, args.stage
+    params, problems, stage = args.params, args.records, args.stage
     existed = (build.ledger_root(args.folder, params) / CallLedger.META).is_file()
     if not existed:
         # before anything is written, so the `dvc pull` it recommends finds a clean checkout

@@ -21,7 +21,7 @@ from tracevote.store.pool import Pool, Setting, find_pool, write_manifest
 def main() -> None:
     args = read_paid_stage_args("build_pool", __doc__ or "", folder="pools",
                                 folder_help="this dataset's pools folder")
-    params, problems = args.params, args.problems
+    params, problems = args.params, args.records
     setting = Setting.from_params(params)
     ids = [p.id for p in problems]
     existing = find_pool(args.folder, setting)

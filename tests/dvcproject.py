@@ -12,7 +12,14 @@ from typing import Any
 import yaml
 
 from tests.conftest import FIXTURE_PARAMS, REPO_ROOT
-from tracevote.cli.demo import copy_pipeline, deep_merge, local_dataset, write_params
+from tracevote.cli.demo import (
+    BUILTIN_STEPS,
+    copy_pipeline,
+    deep_merge,
+    local_dataset,
+    local_steps_dataset,
+    write_params,
+)
 
 BIN_DIR = Path(sys.executable).parent
 
@@ -51,9 +58,12 @@ def make_project(root: Path, params: dict[str, Any] | None = None) -> Path:
 
 
 def one_dataset(name: str, path: Path | str, **fields: Any) -> dict[str, Any]:
-    """Params overrides for a project of one local dataset `name`, which DeepConf and debate run on."""
-    return {"datasets": {name: {**local_dataset(Path(path)), **fields}}, "deepconf": {"datasets": [name]},
-            "debate": {"datasets": [name], "contest_halves": []}}
+    """Params overrides for a project of one local dataset `name`, which DeepConf and debate run on, and the
+    hand-written step-labelled demo file (`<name>_steps`), which the critique runs on."""
+    steps = f"{name}_steps"
+    return {"datasets": {name: {**local_dataset(Path(path)), **fields}, steps: local_steps_dataset(BUILTIN_STEPS)},
+            "deepconf": {"datasets": [name]}, "debate": {"datasets": [name], "contest_halves": []},
+            "critique": {"datasets": [steps]}}
 
 
 def update_params(root: Path, overrides: dict[str, Any]) -> None:

@@ -16,7 +16,10 @@ import yaml
 
 from tracevote.core.errors import DataError
 
-BUILTIN_PROBLEMS = Path(__file__).parents[1] / "datasets" / "data" / "demo_problems.jsonl"
+BUILTIN_DATA = Path(__file__).parents[1] / "datasets" / "data"
+BUILTIN_PROBLEMS = BUILTIN_DATA / "demo_problems.jsonl"
+BUILTIN_STEPS = BUILTIN_DATA / "demo_steps.jsonl"  # ProcessBench's layout, hand-written
+BUILTIN_DELTABENCH = BUILTIN_DATA / "demo_deltabench.csv"  # DeltaBench's CSV layout, hand-written
 PIPELINE_FILES = ("dvc.yaml", ".dvcignore")
 DEMO_POOL = 64
 
@@ -31,9 +34,10 @@ def demo_overrides(problems: Path, *, problem_key: str) -> dict[str, Any]:
     ks = [1, 2, 4, 8, 16, 32, DEMO_POOL]
     name = demo_name(problems)
     return {
-        "datasets": {name: local_dataset(problems, problem_key=problem_key)},
+        "datasets": {name: local_dataset(problems, problem_key=problem_key), **demo_step_datasets()},
         "deepconf": {"datasets": [name]},
         "debate": {"datasets": [name], "contest_halves": []},
+        "critique": {"datasets": list(demo_step_datasets())},
         "model": {"backend": "sim", "name": "tracevote-sim", "needs_key": False, "extra_body": {},
                   "sim": {"mean_tokens": 1200}},
         "pool": {"n_pool": DEMO_POOL},
@@ -49,6 +53,18 @@ def local_dataset(path: Path, *, problem_key: str = "problem", answer_format: st
                        "api_url": "https://datasets-server.huggingface.co", "path": str(path.resolve())},
             "kind": "problems", "problem_key": problem_key, "answer_key": "answer", "id_key": None,
             "answer_format": answer_format}
+
+
+def local_steps_dataset(path: Path, *, steps_format: str = "processbench") -> dict[str, Any]:
+    """A `datasets:` entry reading step-labelled solutions from a local file."""
+    return {**local_dataset(path), "kind": "steps", "steps_format": steps_format, "answer_key": "label",
+            "id_key": "id", "answer_format": "integer"}
+
+
+def demo_step_datasets() -> dict[str, dict[str, Any]]:
+    """The critique's demo datasets: a ProcessBench-style file and a DeltaBench-style CSV, both hand-written."""
+    return {"demo_steps": local_steps_dataset(BUILTIN_STEPS),
+            "demo_deltabench": local_steps_dataset(BUILTIN_DELTABENCH, steps_format="deltabench")}
 
 
 def guess_problem_key(problems: Path) -> str:

@@ -108,14 +108,40 @@ class DebateConfig:
 
 
 @dataclass(frozen=True)
+class CritiqueConfig:
+    """ProcessBench-style first-error identification (tracevote.critique): on which step datasets, and how
+    many critiques are sampled per solution to vote over."""
+
+    datasets: tuple[str, ...]
+    n_votes: int  # critiques per solution; raising it tops the ledger up
+    temperature: float
+    max_tokens: int
+    template: str | None  # a critique template file with {problem} and {tagged_response}; null: ProcessBench's
+    concurrency: int
+    max_cost_usd: float
+
+    def validate(self, where: str) -> None:
+        require(len(self.datasets) > 0, where, "datasets", list(self.datasets), "a non-empty list of dataset names")
+        require(len(set(self.datasets)) == len(self.datasets), where, "datasets", list(self.datasets),
+                "without repeats")
+        require(self.n_votes >= 1, where, "n_votes", self.n_votes, ">= 1")
+        require(0.0 <= self.temperature <= 2.0, where, "temperature", self.temperature, "in [0, 2]")
+        require(self.max_tokens >= 1, where, "max_tokens", self.max_tokens, ">= 1")
+        require(1 <= self.concurrency <= 256, where, "concurrency", self.concurrency, "1-256")
+        require(self.max_cost_usd >= 0, where, "max_cost_usd", self.max_cost_usd, ">= 0")
+
+
+@dataclass(frozen=True)
 class SimConfig:
     seed: int
     signal: float
     accuracy: float
     mean_tokens: int
+    critique_noise: float = 0.3  # 0: critiques find the first error as often as the step count allows; 1: ~never
 
     def validate(self, where: str) -> None:
         require(0.0 <= self.accuracy <= 1.0, where, "accuracy", self.accuracy, "a fraction in [0, 1]")
+        require(0.0 <= self.critique_noise <= 1.0, where, "critique_noise", self.critique_noise, "in [0, 1]")
         require(self.signal >= 0.0, where, "signal", self.signal, ">= 0")
         require(self.mean_tokens >= 8, where, "mean_tokens", self.mean_tokens, ">= 8")
 
@@ -259,6 +285,7 @@ class Params:
     datasets: dict[str, DatasetConfig]
     deepconf: DeepConfConfig
     debate: DebateConfig
+    critique: CritiqueConfig
     model: ModelConfig
     prompt: PromptConfig
     decoding: DecodingConfig
@@ -283,6 +310,10 @@ class Params:
                 require(dataset.kind == "problems" and dataset.answer_format in INTEGER_FORMATS, method,
                         "datasets", name, f"a dataset of problems with integer answers ({why}; "
                         f"{name} is kind {dataset.kind}, answer_format {dataset.answer_format})")
+        for name in self.critique.datasets:
+            kind = self.dataset(name).kind
+            require(kind == "steps", "critique", "datasets", name,
+                    f"a dataset of kind steps (solutions with a labelled first error; {name} is kind {kind})")
         too_large = [k for k in self.eval.k if k > self.pool.n_pool]
         require(not too_large, "eval", "k", too_large, f"at most pool.n_pool ({self.pool.n_pool})")
         require(self.report.k in self.eval.k, "report", "k", self.report.k,

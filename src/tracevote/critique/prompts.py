@@ -5,10 +5,14 @@ e802463). As the original does, the template is read and stripped, the steps are
 "<paragraph_i>\\n{step}\\n</paragraph_i>\\n\\n" (indexed from 0) and the tagged text is stripped, and the
 template is filled with str.format: so its "\\boxed{{}}" reads "\\boxed{}". Only the template is parsed
 for braces, never the problem or the steps. The prompt is one user message, with no system prompt.
+
+`critique.template` may hold another template's text (stripped and filled the same way); null is the file.
 """
 
 from __future__ import annotations
 
+import hashlib
+import re
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -19,16 +23,35 @@ BUILTIN_TEMPLATE = Path(__file__).with_name("critique_template.txt")
 FIELDS = ("problem", "tagged_response")
 
 
+_TAGGED_STEP = re.compile(r"<paragraph_(\d+)>\n(.*?)\n</paragraph_\1>", re.DOTALL)
+
+
 def load_template(path: Path | None = None) -> str:
     """The template as the original uses it (stripped); a user's template must hold both fields."""
     source = path or BUILTIN_TEMPLATE
     try:
-        template = source.read_text(encoding="utf-8").strip()
+        template = source.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"{source}: cannot read the critique template ({exc})") from exc
+    return checked_template(template, str(source))
+
+
+def critique_template(text: str | None) -> str:
+    """`critique.template`'s text, or ProcessBench's own template when it is null."""
+    return load_template() if text is None else checked_template(text, "critique.template")
+
+
+def checked_template(text: str, where: str) -> str:
+    """The stripped template, once it holds both fields and fills without a brace error."""
+    template = text.strip()
     missing = [name for name in FIELDS if "{" + name + "}" not in template]
     if missing:
-        raise ConfigError(f"{source}: the critique template lacks {{{missing[0]}}}")
+        raise ConfigError(f"{where}: the critique template lacks {{{missing[0]}}}")
+    try:
+        template.format(problem="", tagged_response="")
+    except (IndexError, KeyError, ValueError) as exc:
+        raise ConfigError(f"{where}: the critique template does not fill with str.format ({exc!r}); write a "
+                          f"literal brace as {{{{ or }}}}") from exc
     return template
 
 
@@ -39,3 +62,13 @@ def tagged_response(steps: Sequence[str]) -> str:
 
 def critique_messages(template: str, problem: str, steps: Sequence[str]) -> list[dict[str, str]]:
     return [{"role": "user", "content": template.format(problem=problem, tagged_response=tagged_response(steps))}]
+
+
+def steps_in_prompt(prompt: str) -> list[str]:
+    """The steps a critique prompt shows, read back from their tags (what the simulated model reads)."""
+    return [step for _, step in _TAGGED_STEP.findall(prompt)]
+
+
+def steps_digest(steps: Sequence[str]) -> str:
+    """Names a solution by its steps: the simulated model looks its first error up by this."""
+    return hashlib.sha256("\x00".join(steps).encode()).hexdigest()

@@ -9,9 +9,13 @@ has one, else the dataset's `task` param, else the hub split it came from, else 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+import orjson
+
 from tracevote.core.config import DatasetConfig
+from tracevote.core.errors import DataError
 from tracevote.datasets.problems import check_rows, problem_text, row_id, scalar_meta
 
 STEPS_KEY = "steps"
@@ -76,3 +80,23 @@ def _label(value: Any, key: str, steps: tuple[str, ...] | None, errors: list[str
         return None
     return value
 
+
+
+def load_step_records(path: str | Path) -> list[StepRecord]:
+    """Read a normalized step-labelled file (the normalize stage's output for a dataset of kind steps)."""
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(f"{path}: step-labelled file not found (run `dvc repro normalize`)")
+    records = []
+    for number, line in enumerate(path.read_bytes().splitlines(), start=1):
+        try:
+            raw = orjson.loads(line)
+            record = StepRecord(raw["id"], raw["problem"], tuple(raw["steps"]), raw["label"], raw["task"],
+                                raw.get("meta", {}))
+        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+            raise DataError(f"{path}: line {number}: not a normalized step record ({exc!r})") from exc
+        if not isinstance(record.label, int) or not -1 <= record.label < len(record.steps):
+            raise DataError(f"{path}: line {number}: label {record.label!r} does not index its "
+                            f"{len(record.steps)} steps (or -1)")
+        records.append(record)
+    return records

@@ -55,14 +55,14 @@ def retry_report(client: ChatClient) -> str:
 
 @contextlib.contextmanager
 def open_client(model: ModelConfig, decoding: DecodingConfig, problems: list[Problem], api_key: str | None, *,
-                pool: PoolConfig, concurrency: int,
+                pool: PoolConfig, concurrency: int, first_errors: Mapping[str, int] | None = None,
                 on_retry: Callable[[RetryNotice], None] | None = None) -> Iterator[ChatClient]:
     """A ChatClient for `model` with `decoding`, timeouts and retries from `pool`; for the simulator, a
-    loopback server (knowing `problems`' answers) runs while the block does. `on_retry` hears of every
-    retried failure (the entry point shows it)."""
+    loopback server (knowing `problems`' answers and the solutions' `first_errors`, see SimModel) runs while
+    the block does. `on_retry` hears of every retried failure (the entry point shows it)."""
     with contextlib.ExitStack() as stack:
         if model.backend == "sim":
-            sim = SimModel(model.sim, answers={p.problem: p.answer for p in problems})
+            sim = SimModel(model.sim, answers={p.problem: p.answer for p in problems}, first_errors=first_errors)
             base_url = stack.enter_context(running_server(sim))
             model = _pointed_at(model, base_url)
         client = ChatClient(model, decoding, api_key=api_key, timeout_s=pool.request_timeout_s,

@@ -7,14 +7,14 @@ Each sample is a one-call conversation, stored the moment it arrives. Samples ar
 from __future__ import annotations
 
 import collections
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from tracevote.core.config import PricingConfig
 from tracevote.datasets.problems import Problem
 from tracevote.sampling.budget import CostEstimate, estimate, usd
 from tracevote.sampling.prompts import SOLVE
-from tracevote.sampling.runner import Paid, RunSummary, run_calls
+from tracevote.sampling.runner import OneCall, Paid, RunSummary, run_calls
 from tracevote.store import codec
 from tracevote.store.calls import Call
 from tracevote.store.pool import Pool, Setting
@@ -32,16 +32,6 @@ class BuildPlan:
     @property
     def n_requests(self) -> int:
         return sum(len(ids) for ids in self.missing.values())
-
-
-@dataclass(frozen=True)
-class OneSample:
-    """A trace is a one-call conversation."""
-
-    call: Call
-
-    def next_call(self, replies: Sequence[Sample]) -> Call | None:
-        return None if replies else self.call
 
 
 def plan_build(pool: Pool, problems: list[Problem], setting: Setting, n_pool: int,
@@ -68,7 +58,7 @@ def run_build(pool: Pool, problems: list[Problem], plan: BuildPlan, sample_fn: S
     """Request every missing sample with `concurrency` workers; stop at once on a non-retryable error."""
     setting = Setting(**pool.meta["setting"])
     messages = {p.id: setting.messages(p) for p in problems}
-    conversations = (OneSample(Call(pid, sid, SOLVE, messages[pid])) for pid, sid in sample_order(plan.missing))
+    conversations = (OneCall(Call(pid, sid, SOLVE, messages[pid])) for pid, sid in sample_order(plan.missing))
 
     def paid_sample(call: Call) -> Paid[Sample]:
         sample, raw = sample_fn(call.messages, call.item_id, int(call.key))

@@ -5,9 +5,11 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
+from typing import Generic, TypeVar
 
 from tqdm import tqdm
 
@@ -15,23 +17,24 @@ from tracevote.core.config import Params, load_params
 from tracevote.core.dvcstate import already_built
 from tracevote.core.errors import TracevoteError
 from tracevote.core.retry import CauseCounter, RetryNotice
-from tracevote.datasets.problems import Problem, load_problems
+from tracevote.datasets.problems import load_problems
 from tracevote.sampling.budget import spent_text
 from tracevote.sampling.runner import Paid, RunSummary
 
 REBUILD_ENV = "TRACEVOTE_REBUILD"
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
-class PaidStageArgs:
-    """What every paid stage is run with: the params, one dataset and its problems, where its ledgers go
-    and its manifest."""
+class PaidStageArgs(Generic[T]):
+    """What every paid stage is run with: the params, one dataset and its records (problems, or solutions
+    to critique), where its ledgers go and its manifest."""
 
     stage: str  # as DVC names it: build_pool@aime_2025
     params_path: Path
     params: Params
     dataset: str
-    problems: list[Problem]
+    records: list[T]
     folder: Path
     manifest: Path
 
@@ -41,18 +44,20 @@ class PaidStageArgs:
                                 rebuild=os.environ.get(REBUILD_ENV) == "1")
 
 
-def read_paid_stage_args(group: str, description: str, *, folder: str, folder_help: str) -> PaidStageArgs:
-    """Parse `--params --dataset --problems --<folder> --manifest`; the dataset must be one params.yaml names."""
+def read_paid_stage_args(group: str, description: str, *, folder: str, folder_help: str, records: str = "problems",
+                         load: Callable[[str], list[T]] = load_problems) -> PaidStageArgs[T]:
+    """Parse `--params --dataset --<records> --<folder> --manifest`; the dataset must be one params.yaml names,
+    and `load` reads its normalized file."""
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--params", default="params.yaml", type=Path)
     parser.add_argument("--dataset", required=True, help="a key of datasets: in the params file")
-    parser.add_argument("--problems", required=True)
+    parser.add_argument(f"--{records}", required=True, dest="records", help="the dataset's normalized file")
     parser.add_argument(f"--{folder}", required=True, type=Path, help=folder_help, dest="folder")
     parser.add_argument("--manifest", required=True, type=Path)
     args = parser.parse_args()
     params = load_params(args.params)
     params.dataset(args.dataset)
-    return PaidStageArgs(f"{group}@{args.dataset}", args.params, params, args.dataset, load_problems(args.problems),
+    return PaidStageArgs(f"{group}@{args.dataset}", args.params, params, args.dataset, load(args.records),
                          args.folder, args.manifest)
 
 

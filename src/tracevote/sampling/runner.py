@@ -37,6 +37,16 @@ class Conversation(Protocol[R]):
         ...
 
 
+@dataclass(frozen=True)
+class OneCall:
+    """A conversation of one call: a sampled trace, a critique."""
+
+    call: Call
+
+    def next_call(self, replies: Sequence[object]) -> Call | None:
+        return None if replies else self.call
+
+
 class CallStore(Protocol[R_co]):
     """Where replies go and come back from: a trace Pool or a CallLedger."""
 

@@ -24,7 +24,7 @@ from tracevote.answers.extract import extract_answer
 from tracevote.debate.prompts import ANSWER, RANK, REVISE
 from tracevote.debate.protocol import most_common
 from tracevote.sim.kinds import register_kind
-from tracevote.sim.render import Degrade, render_text
+from tracevote.sim.render import Degrade, filler, render_text
 from tracevote.sim.request import SimRequest
 from tracevote.sim.tokens import seeded_rng
 
@@ -33,8 +33,6 @@ if TYPE_CHECKING:
 
 _SOLUTIONS = re.compile(r"(?:One agent's solution|Agent solution \d+): ```(.*?)```", re.DOTALL)
 _RATE_ASKED = "[[1, 5, 2, ...]]"
-_WORDS = np.array([" the", " so", " we", " have", " let", " x", " and", " is", " of", " =", " then", " sum",
-                   " each", " case", " gives", " +", " side", " area", " mod", " root"])
 P_MAJORITY, P_RIGHT = 0.5, 0.2
 P_SPOT_RIGHT, P_UNPARSABLE, P_SAME_TWICE = 0.5, 0.1, 1 / 30
 P_SHORT_RATINGS = 0.1
@@ -73,7 +71,7 @@ def _rank(req: SimRequest, key: str | None, model: SimModel, *, degrade: Degrade
     else:
         first, second = _picks(shown, model.gold_answer(problem), rng, same_twice=draw < P_UNPARSABLE + P_SAME_TWICE)
         verdict = f"\n\nThe best two solutions are [{first + 1}, {second + 1}]"
-    text = "Comparing the solutions step by step." + _filler(length, rng) + verdict
+    text = "Comparing the solutions step by step." + filler(length, rng) + verdict
     return render_text(req, text, length, "stop", (model.cfg.seed, problem, key))
 
 
@@ -100,16 +98,12 @@ def _reply(req: SimRequest, model: SimModel, seed_parts: tuple, answer: int | No
     rng = seeded_rng(model.cfg.seed, *seed_parts, "words")
     seed = (model.cfg.seed, *seed_parts)
     if length > req.max_tokens:  # cut before the box, as a real reply running out of tokens is
-        return render_text(req, "Let me work through this." + _filler(req.max_tokens, rng), req.max_tokens,
+        return render_text(req, "Let me work through this." + filler(req.max_tokens, rng), req.max_tokens,
                            "length", seed)
     ending = (f"\n\nTherefore, the answer is \\boxed{{{answer}}}." if answer is not None
               else "\n\nI am not sure of the final value.")
-    return render_text(req, "Let me work through this." + _filler(length, rng) + suffix + ending, length,
+    return render_text(req, "Let me work through this." + filler(length, rng) + suffix + ending, length,
                        "stop", seed)
-
-
-def _filler(n_words: int, rng: np.random.Generator) -> str:
-    return "".join(_WORDS[rng.integers(0, len(_WORDS), size=n_words)].tolist())
 
 
 def _most_common(answers: list[int | None]) -> int | None:

@@ -71,10 +71,14 @@ class SimModel:
     """`complete(request, sample_key)` answers a chat-completions request the way DeepSeek does.
 
     `answers` maps problem text to gold answer; a prompt matches the problem it starts with.
+    `first_errors` maps a solution's steps digest (tracevote.critique.prompts.steps_digest) to its first
+    wrong step, for critique calls.
     """
 
-    def __init__(self, cfg: SimConfig, answers: Mapping[str, int] | None = None) -> None:
+    def __init__(self, cfg: SimConfig, answers: Mapping[str, int] | None = None,
+                 first_errors: Mapping[str, int] | None = None) -> None:
         self.cfg = cfg
+        self._first_errors = dict(first_errors or {})
         self._answers = {problem.strip(): int(answer) for problem, answer in (answers or {}).items()}
         # sorted, so the draws do not depend on the order of `answers`
         self._gold_pool = np.sort(np.fromiter(self._answers.values(), dtype=np.int64, count=len(self._answers)))
@@ -111,6 +115,10 @@ class SimModel:
         prompt's leading problem part."""
         held = [problem for problem in self._answers if problem in prompt]
         return max(held, key=len) if held else problem_of(prompt)
+
+    def first_error(self, solution_digest: str) -> int | None:
+        """The known first wrong step of a solution (-1: none), or None for a solution not known."""
+        return self._first_errors.get(solution_digest)
 
     def gold_answer(self, prompt: str) -> int:
         """The answer the sim counts as right for a prompt (or for a bare problem text)."""
@@ -182,4 +190,5 @@ def _draw_trace(problem: _Problem, cfg: SimConfig, rng: np.random.Generator) -> 
     return Trace(answer, correct, length, z)
 
 
+from tracevote.sim import critique as _critique  # noqa: E402, F401  (registers the critique kind of call)
 from tracevote.sim import debate as _debate  # noqa: E402, F401  (registers the debate's kinds of call)

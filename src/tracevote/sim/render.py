@@ -27,6 +27,15 @@ def render(req: SimRequest, trace: Trace, tokens: Tokens, seed: tuple, degrade: 
     return _envelope(req, text, n, finish, seed, _logprobs_json(req, tokens, degrade))
 
 
+_WORDS = np.array([" the", " so", " we", " have", " let", " x", " and", " is", " of", " =", " then", " sum",
+                   " each", " case", " gives", " +", " side", " area", " mod", " root"])
+
+
+def filler(n_words: int, rng: np.random.Generator) -> str:
+    """Filler words without digits (so a reply's only number is the one it boxes), one per token."""
+    return "".join(_WORDS[rng.integers(0, len(_WORDS), size=n_words)].tolist())
+
+
 def render_text(req: SimRequest, text: str, completion_tokens: int, finish: str, seed: tuple) -> bytes:
     """A text-only response (no logprobs asked for), in DeepSeek's layout, byte-identical across runs."""
     return _envelope(req, text, completion_tokens, finish, seed, b'"logprobs":null,')

@@ -1,0 +1,138 @@
+"""The critique report: the scores per dataset and task as a table, and one figure: error accuracy, correct
+accuracy and F1 per dataset and task beside where the vote put the first error against where it was."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+
+from tracevote.core.errors import DataError
+from tracevote.core.fileio import write_text
+from tracevote.critique.results import BY_TASK_COLUMNS
+from tracevote.report.plots import save_png, titled
+from tracevote.report.tables import SIMULATED_BANNER
+
+POSITION_CAP = 10  # first-error steps from this one on share the last row and column of the heat map
+_BARS = (("error_acc", "error accuracy", "tab:red"), ("correct_acc", "correct accuracy", "tab:green"),
+         ("f1", "F1", "tab:blue"))
+
+
+def write_by_task_csv(path: Path, rows: Sequence[dict[str, Any]]) -> None:
+    write_text(path, pd.DataFrame(list(rows), columns=list(BY_TASK_COLUMNS)).to_csv(index=False, float_format="%.4f"))
+
+
+def read_by_task_csv(path: Path) -> list[dict[str, Any]]:
+    try:
+        table = pd.read_csv(path, keep_default_na=False, na_values=[""], dtype={"task": str, "dataset": str})
+    except (OSError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
+        raise DataError(f"{path}: cannot read the critique scores by task ({exc})") from exc
+    missing = [column for column in BY_TASK_COLUMNS if column not in table.columns]
+    if missing:
+        raise DataError(f"{path}: column {missing[0]!r} is missing (run score_critiques)")
+    table = table.astype(object).where(table.notna(), None)
+    return table.to_dict(orient="records")
+
+
+def subset_label(row: dict[str, Any]) -> str:
+    """"processbench_gsm8k", or "deltabench/math" for a dataset holding several tasks."""
+    return row["dataset"] if row["task"] == row["dataset"] else f"{row['dataset']}/{row['task']}"
+
+
+def render_markdown(rows: Sequence[dict[str, Any]], metrics: dict[str, Any], *, simulated: bool) -> str:
+    lines = [f"**{SIMULATED_BANNER}**", ""] if simulated else []
+    lines += [f"First-error identification (ProcessBench's prompt and scores), {metrics['solutions']} solutions, "
+              f"majority vote over each solution's critiques. Percentages; an empty subset is shown as -.", "",
+              "| dataset | task | with error | without | error acc | correct acc | F1 | unanimous | unparsable |",
+              "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+    lines += [f"| {r['dataset']} | {r['task']} | {r['n_error']} | {r['n_correct']} | {_percent(r['error_acc'])} | "
+              f"{_percent(r['correct_acc'])} | {_percent(r['f1'])} | {_percent(r['unanimous_share'])} | "
+              f"{_percent(r['unparsable_share'])} |" for r in rows]
+    lines += [f"| **all** | | {metrics['n_error']} | {metrics['n_correct']} | {_percent(metrics['error_acc'])} | "
+              f"{_percent(metrics['correct_acc'])} | {_percent(metrics['f1'])} | "
+              f"{_percent(metrics['unanimous_share'])} | {_percent(metrics['unparsable_share'])} |", ""]
+    lines.append(f"Mean F1 over datasets: {_percent(metrics['f1_mean'])}. {metrics['calls']} critiques, "
+                 f"{metrics['completion_tokens_per_call']} completion tokens each on average, "
+                 f"{metrics['truncated']} cut off at max_tokens.")
+    return "\n".join(lines) + "\n"
+
+
+def _percent(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:.1f}"
+
+
+def f1_table(rows: Sequence[dict[str, Any]]) -> pd.DataFrame:
+    """For `dvc plots`: subset, error_acc, correct_acc, f1 (percentages; an empty subset is blank)."""
+    return pd.DataFrame({"subset": [subset_label(r) for r in rows],
+                         **{key: [None if r[key] is None else 100 * r[key] for r in rows] for key, _, _ in _BARS}})
+
+
+def position_cap(labels: Sequence[int], predictions: Sequence[int | None]) -> int:
+    """The last step the heat map shows on its own: the largest seen, at most POSITION_CAP."""
+    seen = [index for index in (*labels, *predictions) if index is not None]
+    return min(POSITION_CAP, max(seen, default=0))
+
+
+def position_matrix(labels: Sequence[int], predictions: Sequence[int | None], cap: int) -> np.ndarray:
+    """Counts: rows the true first error (none, 0, 1, ..., cap, where cap holds every step from it on),
+    columns the prediction (the same, then "no vote")."""
+    size = cap + 2
+    counts = np.zeros((size, size + 1), dtype=np.int64)
+    rows = np.array([_position(label, cap) for label in labels], dtype=np.int64)
+    columns = np.array([size if p is None else _position(p, cap) for p in predictions], dtype=np.int64)
+    np.add.at(counts, (rows, columns), 1)
+    return counts
+
+
+def _position(index: int, cap: int) -> int:
+    return 0 if index == -1 else min(index, cap) + 1
+
+
+def plot_critique(rows: Sequence[dict[str, Any]], labels: Sequence[int], predictions: Sequence[int | None],
+                  path: Path, *, simulated: bool) -> None:
+    figure = Figure(figsize=(12.5, max(4.2, 0.45 * len(rows) + 2.2)), layout="constrained")
+    bars_axis, heat_axis = figure.subplots(1, 2, width_ratios=(1, 1.15))
+    _draw_bars(bars_axis, rows)
+    cap = position_cap(labels, predictions)
+    _draw_positions(figure, heat_axis, position_matrix(labels, predictions, cap), cap)
+    figure.suptitle(titled("Step-level critique: first-error identification", simulated))
+    save_png(figure, path)
+
+
+def _draw_bars(axis: Any, rows: Sequence[dict[str, Any]]) -> None:
+    names = [f"{subset_label(r)} ({r['n_error']}+{r['n_correct']})" for r in rows]
+    positions = np.arange(len(rows))
+    height = 0.8 / len(_BARS)
+    for offset, (key, label, colour) in enumerate(_BARS):
+        values = [0.0 if r[key] is None else 100 * r[key] for r in rows]  # labelled "-", not 0.0
+        bars = axis.barh(positions + (offset - 1) * height, values, height=height, color=colour, label=label)
+        axis.bar_label(bars, labels=[_percent(r[key]) for r in rows], fontsize=7, padding=2)
+    axis.set_yticks(positions, names, fontsize=8)
+    axis.invert_yaxis()
+    axis.set_xlim(0, 112)
+    axis.set_xticks(range(0, 101, 20))
+    axis.set_xlabel("% (-: the subset has no solution of that kind, or F1 lacks one of its accuracies)")
+    axis.set_title("scores per dataset/task (with error + without)", fontsize=10)
+    axis.grid(axis="x", alpha=0.3)
+    axis.legend(fontsize=8, loc="lower right")
+
+
+def _draw_positions(figure: Figure, axis: Any, counts: np.ndarray, cap: int) -> None:
+    totals = counts.sum(axis=1, keepdims=True)
+    shares = np.divide(counts, totals, out=np.zeros(counts.shape, dtype=float), where=totals > 0)
+    image = axis.imshow(shares, cmap="Blues", vmin=0, vmax=1, aspect="auto")
+    for row, column in zip(*np.nonzero(counts), strict=True):
+        axis.text(column, row, str(counts[row, column]), ha="center", va="center", fontsize=7,
+                  color="white" if shares[row, column] > 0.6 else "black")
+    steps = [str(i) for i in range(cap)] + [f"{cap}+" if cap == POSITION_CAP else str(cap)]
+    axis.set_yticks(range(counts.shape[0]), [f"none (n={totals[0, 0]})"] +
+                    [f"{s} (n={n})" for s, n in zip(steps, totals[1:, 0], strict=True)], fontsize=8)
+    axis.set_xticks(range(counts.shape[1]), ["none", *steps, "no vote"], fontsize=8, rotation=45)
+    axis.set_ylabel("true first wrong step")
+    axis.set_xlabel("predicted first wrong step (majority vote)")
+    axis.set_title("where the vote put the first error (colour: share of the row; text: count)", fontsize=10)
+    figure.colorbar(image, ax=axis, shrink=0.8)

@@ -1,0 +1,71 @@
+"""Stage build_critiques: sample the critiques a step-labelled dataset lacks (ProcessBench's prompt, critique.n_votes
+per solution), on DeepSeek, an OpenAI-compatible server or the simulator.
+
+Every critique is stored the moment it arrives; a rerun requests only the missing ones; a finished dataset needs
+no key and sends nothing.
+"""
+
+import os
+from pathlib import Path
+
+from tracevote.core.entry import stage_main
+from tracevote.core.errors import TracevoteError
+from tracevote.critique import build
+from tracevote.critique.prompts import steps_digest
+from tracevote.datasets.steps import load_step_records
+from tracevote.sampling import backend
+from tracevote.sampling.budget import check_budget, simulated_as
+from tracevote.sampling.paid import CallProgress, RetryLines, read_paid_stage_args
+from tracevote.sampling.runner import Paid, RunSummary
+from tracevote.store.calls import CallLedger, CallRecord
+
+
+def main() -> None:
+    args = read_paid_stage_args("build_critiques", __doc__ or "", folder="critiques",
+                                folder_help="this dataset's critiques folder", records="steps", load=load_step_records)
+    params, records, stage, cfg = args.params, args.records, args.stage, args.params.critique
+    existed = (build.ledger_root(args.folder, params) / CallLedger.META).is_file()
+    if not existed:
+        # before anything is written, so the `dvc pull` it recommends finds a clean checkout
+        args.refuse_if_already_built()
+    ledger = build.open_ledger(args.folder, params, records)
+    calls = build.critique_calls(records, cfg)
+    plan = build.plan_critiques(ledger, calls, params.pool.pricing, cfg.max_tokens,
+                                simulated_as=simulated_as(params.model))
+    if not plan.missing:
+        build.write_manifest(args.manifest, ledger, args.dataset, records, cfg.n_votes)
+        print(f"build_critiques: {ledger.root} holds all {len(calls)} critiques; no request sent")
+        return
+    if existed:
+        args.refuse_if_already_built()
+
+    print(f"build_critiques: {len(plan.missing)} of {len(calls)} critiques missing in {ledger.root}; "
+          f"estimate {plan.cost.render()}")
+    api_key = backend.api_key_for(params.model, os.environ, Path(".env"), missing=len(plan.missing),
+                                  what="critiques", stage=stage)
+    check_budget(plan.cost, cfg.max_cost_usd, cap="critique.max_cost_usd",
+                 levers="critique.max_tokens, critique.n_votes or critique.datasets")
+    retries = RetryLines()
+    first_errors = {steps_digest(record.steps): record.label for record in records}
+    with backend.open_client(params.model, build.critique_decoding(cfg), [], api_key, pool=params.pool,
+                             concurrency=cfg.concurrency, first_errors=first_errors, on_retry=retries.show) as client:
+        retries.quiet = True  # from here the progress bar counts retries
+        with CallProgress(len(plan.missing), desc=stage, unit="critique", retries=client.retries) as bar:
+            def on_stored(paid: Paid[CallRecord], summary: RunSummary) -> None:
+                if client.served_by_simulator and not ledger.simulated:
+                    ledger.mark_simulated()
+                bar.on_stored(paid, summary)
+
+            summary = build.run_critiques(ledger, plan.missing, client, params.pool.pricing,
+                                          concurrency=cfg.concurrency, simulated_as=simulated_as(params.model),
+                                          on_stored=on_stored)
+        print(backend.retry_report(client))
+    manifest = build.write_manifest(args.manifest, ledger, args.dataset, records, cfg.n_votes)
+    print(summary.render())
+    if manifest.finished < len(records):
+        raise TracevoteError(f"{len(records) - manifest.finished} solutions lack critiques after retries ran out "
+                             f"(causes above). Run the stage again: it requests only the missing ones.")
+
+
+if __name__ == "__main__":
+    stage_main(main)

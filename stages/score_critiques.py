@@ -1,0 +1,52 @@
+"""Stage score_critiques: vote over each solution's critiques of critique.datasets, from their ledgers (offline),
+into metrics/critique.json (flat, for `dvc metrics diff`), metrics/critique_results.jsonl (per solution) and
+metrics/critique_by_task.csv."""
+
+import argparse
+from dataclasses import asdict
+from pathlib import Path
+
+from tracevote.core.config import load_params
+from tracevote.core.entry import stage_main
+from tracevote.core.errors import DataError
+from tracevote.core.fileio import write_json, write_jsonl
+from tracevote.critique import build
+from tracevote.critique.results import CritiqueResult, by_task_rows, critique_metrics, dataset_results
+from tracevote.report.critique import write_by_task_csv
+from tracevote.report.tables import SIMULATED_BANNER
+from tracevote.store.ledger import fingerprint_of
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--params", default="params.yaml", type=Path)
+    parser.add_argument("--critiques", default="critiques", type=Path, help="folder of <dataset>.json manifests")
+    parser.add_argument("--metrics", required=True, type=Path)
+    parser.add_argument("--details", required=True, type=Path, help="per-solution JSON lines")
+    parser.add_argument("--by-task", required=True, type=Path, help="CSV of the scores per dataset and task")
+    args = parser.parse_args()
+    params = load_params(args.params)
+    n_votes = params.critique.n_votes
+    fingerprint = fingerprint_of(build.critique_setting(params))
+    results: list[CritiqueResult] = []
+    simulated = False
+    for dataset in params.critique.datasets:
+        manifest_path = args.critiques / f"{dataset}.json"
+        manifest, ledger = build.load_ledger(manifest_path)
+        if manifest.fingerprint != fingerprint or manifest.n_votes < n_votes:
+            raise DataError(f"{manifest_path}: its ledger was built under another critique setting than "
+                            f"params.yaml's (or with fewer than {n_votes} votes); run build_critiques@{dataset} "
+                            f"(`dvc repro`)")
+        simulated |= manifest.simulated
+        results += dataset_results(dataset, manifest.item_list(), ledger, n_votes)
+    metrics = critique_metrics(results, simulated=simulated)
+    rows = by_task_rows(results)
+    write_jsonl(args.details, [{"simulated": simulated, **asdict(result)} for result in results])
+    write_by_task_csv(args.by_task, rows)
+    write_json(args.metrics, metrics)
+    banner = f"*** {SIMULATED_BANNER} ***\n" if simulated else ""
+    print(banner + "\n".join(f"{key}: {value}" for key, value in metrics.items()))
+
+
+if __name__ == "__main__":
+    stage_main(main)
