@@ -94,7 +94,9 @@ def build_workspace(folder: Path, size: Scale) -> Workspace:
     """Params, problems file, pool and manifest, laid out as the DVC pipeline lays them out."""
     params_data = yaml.safe_load(FIXTURE_PARAMS.read_text())
     params_data["datasets"] = {"bench": {**params_data["datasets"]["aime_2025"], "source": {
-        **params_data["datasets"]["aime_2025"]["source"], "hf_dataset": None, "path": "data/raw/bench.jsonl"}}}
+        **params_data["datasets"]["aime_2025"]["source"], "hf_dataset": None, "path": "data/raw/bench.jsonl"}},
+        "processbench_gsm8k": params_data["datasets"]["processbench_gsm8k"]}  # the critique's, never read here
+    params_data["critique"]["datasets"] = ["processbench_gsm8k"]
     params_data["deepconf"]["datasets"] = ["bench"]
     params_data["debate"].update(datasets=["bench"], contest_halves=[])
     params_data["model"]["backend"] = "sim"

@@ -11,8 +11,13 @@ from tracevote.core.entry import stage_main
 from tracevote.core.errors import DataError
 from tracevote.core.fileio import write_json, write_jsonl
 from tracevote.critique import build
-from tracevote.critique.results import CritiqueResult, by_task_rows, critique_metrics, dataset_results
-from tracevote.report.critique import write_by_task_csv
+from tracevote.critique.results import (
+    CritiqueResult,
+    by_task_rows,
+    critique_metrics,
+    dataset_results,
+    write_by_task_csv,
+)
 from tracevote.report.tables import SIMULATED_BANNER
 from tracevote.store.ledger import fingerprint_of
 

@@ -45,10 +45,12 @@ class WatchedServer(SimServer):
 
 
 @contextlib.contextmanager
-def watched_server(sim: SimConfig, answers: dict[str, int] | None = None) -> Iterator[WatchedServer]:
+def watched_server(sim: SimConfig, answers: dict[str, int] | None = None,
+                   first_errors: dict[str, int] | None = None) -> Iterator[WatchedServer]:
     """Every response takes 0.1 s, so a run lasts long enough for kills to land in its middle. `answers` are
-    the known problems' gold answers (problem text -> answer), as a build's own simulator knows them."""
-    server = WatchedServer(("127.0.0.1", 0), SimModel(sim, answers),
+    the known problems' gold answers (problem text -> answer) and `first_errors` the known solutions' labels,
+    as a build's own simulator knows them."""
+    server = WatchedServer(("127.0.0.1", 0), SimModel(sim, answers, first_errors),
                            parse_faults("slow=1.0,slow_s=0.1,max_per_sample=1000000"), ServerOptions())
     threading.Thread(target=server.serve_forever, args=(0.05,), name="watched-sim-server", daemon=True).start()
     try:

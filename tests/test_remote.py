@@ -82,8 +82,9 @@ def test_fresh_clone_regenerates_metrics_from_pulled_pools(tmp_path: Path, kind:
         clone = tmp_path / "clone"
         run(tmp_path, "git", "clone", "-q", str(origin), str(clone))
         pulled = dvc(clone, "repro", "--pull", env=project_env(S3_ENV))  # what `make repro` runs
-        assert ran_stages(pulled.stdout) == set() and "Running stage 'build_debate@" not in pulled.stdout
-        assert any((clone / "pools" / "toy").rglob("*.tvf")) and any((clone / "debates" / "toy").rglob("*.tvf"))
+        assert ran_stages(pulled.stdout) == set()
+        for paid in ("pools/toy", "debates/toy", "critiques/toy_steps"):
+            assert any((clone / paid).rglob("*.tvf")), f"{paid} was not pulled"
         debate_metrics = (origin / "metrics" / "debate.json").read_text()
         (clone / "metrics" / "debate.json").unlink()
         rescored = dvc(clone, "repro", "--force", "score_debate", env=project_env(S3_ENV))  # from pulled ledgers
@@ -93,7 +94,7 @@ def test_fresh_clone_regenerates_metrics_from_pulled_pools(tmp_path: Path, kind:
         for stale in (SUMMARY, "metrics/deepconf/toy/results.json"):
             (clone / stale).unlink()
         rerun = dvc(clone, "repro", "--force", "--downstream", "score")  # recompute everything after the pool
-        assert ran_stages(rerun.stdout) == {"score", "aggregate", "report"}
+        assert ran_stages(rerun.stdout) == {"score", "aggregate", "report", "compare"}
         assert json.loads((clone / SUMMARY).read_text()) == expected
         assert expected["simulated"] is True
 
@@ -108,7 +109,8 @@ def test_fresh_clone_without_pull_refuses_to_pay_again(tmp_path: Path) -> None:
         assert "dvc pull" in result.stderr + result.stdout
         assert not (clone / "pools" / "toy").exists(), "the refusal left a pool folder behind"
         assert not (clone / "debates" / "toy").exists(), "the refusal left a debate folder behind"
+        assert not (clone / "critiques" / "toy_steps").exists(), "the refusal left a critique folder behind"
 
         pulled = dvc(clone, "repro", "--pull")  # what the message recommends (`make repro`)
-        assert "build_pool" not in ran_stages(pulled.stdout) and "Running stage 'build_debate@" not in pulled.stdout
+        assert not {"build_pool", "build_debate", "build_critiques"} & ran_stages(pulled.stdout)
         assert (clone / SUMMARY).read_text() == (origin / SUMMARY).read_text()

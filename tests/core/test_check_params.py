@@ -22,8 +22,8 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     [
         ({"pool": {"concurency": 4}}, "pool.concurency: unknown key (known: allow_uninformative_logprobs, "
                                       "concurrency, keep_raw,"),
-        ({"evall": {"k": [1]}}, "evall: unknown key (known: answers, confidence, datasets, debate, decoding, "
-                                "deepconf,"),
+        ({"evall": {"k": [1]}}, "evall: unknown key (known: answers, confidence, critique, datasets, "
+                                "debate, decoding, deepconf,"),
         ({"decoding": {"temperature": "hot"}}, "decoding.temperature: expected a number, got 'hot'"),
     ],
 )

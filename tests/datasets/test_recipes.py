@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import FIXTURE_PARAMS
+from tracevote.cli.demo import BUILTIN_DELTABENCH
 from tracevote.core.config import DatasetConfig, load_params
 from tracevote.datasets.fetch import read_local_rows
 from tracevote.datasets.normalize import normalize_dataset
@@ -51,8 +52,19 @@ def test_each_recipe_normalizes_its_real_file(shared_data: Path, name: str, file
     assert len({record.id for record in records}) == rows
 
 
+def test_the_deltabench_recipe_converts_the_hub_csv_layout() -> None:
+    """No real DeltaBench file is shared; the demo's hand-written CSV is laid out as the hub's Deltabench_v1.csv."""
+    records = normalize_dataset(read_local_rows(BUILTIN_DELTABENCH),
+                                recipe_on("deltabench", BUILTIN_DELTABENCH), str(BUILTIN_DELTABENCH))
+    assert all(isinstance(record, StepRecord) for record in records)
+    assert [(r.id, r.label, r.task) for r in records][:3] == [("demo-delta-0", -1, "math"), ("demo-delta-1", 3, "math"),
+                                                             ("demo-delta-2", 1, "code")]
+    assert records[1].steps[0] == "There are 5! = 120 arrangements in total."
+    assert set(records[0].meta) == {"task_l2", "final_correct"}
+
+
 def test_every_recipe_is_tested_and_fetches_from_the_hub() -> None:
-    assert {case[0] for case in CASES} == set(RECIPES)
+    assert {case[0] for case in CASES} | {"deltabench"} == set(RECIPES)
     assert all(recipe.source.hf_dataset and recipe.source.path is None for recipe in RECIPES.values())
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from tests.dvcproject import dvc, make_project
 from tests.test_pipeline import small_sim_params
-from tracevote.report import compare, plots
+from tracevote.report import compare, critique, plots
 from tracevote.report.compare import DebatePoint, VotingCurve
 
 MEASURES = ("avg", "bottom10", "lowest", "tail")
@@ -20,7 +20,7 @@ METHODS = ("pass1", "cons", *(f"{m}{top}" for m in MEASURES for top in ("", "_to
 KS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
 INTENDED_PLOTS = {"accuracy_vs_k_avg", "accuracy_vs_k_bottom10", "accuracy_vs_k_lowest", "accuracy_vs_k_tail",
                   "plots/deepconf/toy/accuracy_vs_k.png", "plots/deepconf/toy/confidence.png",
-                  "plots/compare/accuracy_vs_tokens.png"}
+                  "plots/compare/accuracy_vs_tokens.png", "critique_f1_by_task", "plots/critique/critique.png"}
 
 
 def synthetic_voting() -> VotingCurve:
@@ -85,6 +85,12 @@ def test_dvc_plots_show_lists_exactly_the_intended_plots(tmp_path: Path) -> None
     compare.plot_accuracy_vs_tokens(synthetic_voting(), DebatePoint(0.6, 9000.0, 6.0, 12),
                                     project / "plots" / "compare" / "accuracy_vs_tokens.png", simulated=True,
                                     datasets=["toy"])
+    rows = [{"dataset": "toy_steps", "task": "toy_steps", "n_error": 2, "n_correct": 1, "error_acc": 0.5,
+             "correct_acc": 1.0, "f1": 2 / 3, "unanimous_share": 0.0, "unparsable_share": 0.0}]
+    (project / "plots" / "critique").mkdir(parents=True)
+    critique.f1_table(rows).to_csv(project / "plots" / "critique" / "f1_by_task.csv", index=False)
+    critique.plot_critique(rows, [-1, 0, 2], [-1, 1, 2], project / "plots" / "critique" / "critique.png",
+                           simulated=True)
     shown = json.loads(dvc(project, "plots", "show", "--json").stdout)
     assert not shown.get("errors")
     assert set(shown["data"]) == INTENDED_PLOTS

@@ -8,11 +8,15 @@ subsets, when each subset is a dataset). Cost: calls, tokens and dollars, priced
 
 from __future__ import annotations
 
+import csv
+import io
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
+from tracevote.core.fileio import write_text
 from tracevote.critique.build import CritiqueItem
 from tracevote.critique.metrics import Scored, Scores, by_task, scores
 from tracevote.critique.votes import boxed_content, majority, parse_vote
@@ -75,6 +79,16 @@ def by_task_rows(results: Sequence[CritiqueResult]) -> list[dict[str, Any]]:
         rows += [{"dataset": dataset, "task": task, **asdict(task_scores)}
                  for task, task_scores in by_task(scored).items()]
     return rows
+
+
+def write_by_task_csv(path: Path, rows: Sequence[dict[str, Any]]) -> None:
+    """The rows as CSV, shares to 4 decimals, a null share as an empty cell."""
+    text = io.StringIO()
+    writer = csv.DictWriter(text, fieldnames=BY_TASK_COLUMNS, extrasaction="ignore", lineterminator="\n")
+    writer.writeheader()
+    writer.writerows({key: f"{value:.4f}" if isinstance(value, float) else value for key, value in row.items()}
+                     for row in rows)
+    write_text(path, text.getvalue())
 
 
 def critique_metrics(results: Sequence[CritiqueResult], *, simulated: bool) -> dict[str, Any]:

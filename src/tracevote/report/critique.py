@@ -12,7 +12,6 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from tracevote.core.errors import DataError
-from tracevote.core.fileio import write_text
 from tracevote.critique.results import BY_TASK_COLUMNS
 from tracevote.report.plots import save_png, titled
 from tracevote.report.tables import SIMULATED_BANNER
@@ -20,10 +19,6 @@ from tracevote.report.tables import SIMULATED_BANNER
 POSITION_CAP = 10  # first-error steps from this one on share the last row and column of the heat map
 _BARS = (("error_acc", "error accuracy", "tab:red"), ("correct_acc", "correct accuracy", "tab:green"),
          ("f1", "F1", "tab:blue"))
-
-
-def write_by_task_csv(path: Path, rows: Sequence[dict[str, Any]]) -> None:
-    write_text(path, pd.DataFrame(list(rows), columns=list(BY_TASK_COLUMNS)).to_csv(index=False, float_format="%.4f"))
 
 
 def read_by_task_csv(path: Path) -> list[dict[str, Any]]:

@@ -1,0 +1,231 @@
+"""build_critiques, score_critiques and report_critiques as processes, over real HTTP to the loopback simulated
+server: the real ProcessBench gsm8k file end to end, reruns and raised n_votes pay only for what is new, kill -9
+at random moments loses at most the calls in flight and ends where an uninterrupted build ends, the cost cap
+refuses before any request, and scoring refuses what was not built."""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import json
+import subprocess
+import sys
+import urllib.request
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.conftest import FIXTURE_PARAMS, REPO_ROOT, SHARED_DIR
+from tests.dvcproject import project_env
+from tests.sim_servers import kill_at_random_moments, kill_once_stored, watched_server
+from tracevote.cli.demo import BUILTIN_STEPS, deep_merge, local_steps_dataset, write_params
+from tracevote.core.config import SimConfig
+from tracevote.critique.prompts import steps_digest
+from tracevote.datasets.steps import load_step_records
+from tracevote.sampling.runner import calls_at_risk
+from tracevote.sim.faults import parse_faults
+from tracevote.sim.model import SimModel
+from tracevote.sim.server import running_server
+from tracevote.store.calls import CallLedger
+
+pytestmark = pytest.mark.slow
+
+SIM = SimConfig(seed=0, signal=1.0, accuracy=0.45, mean_tokens=120, critique_noise=0.3)
+CONCURRENCY = 4
+N_VOTES = 3
+
+
+def project(root: Path, base_url: str, dataset: dict[str, Any], raw: Path, **critique: Any) -> Path:
+    """A folder with params.yaml (an OpenAI-compatible endpoint at `base_url`) and one normalized step dataset,
+    `steps`, made by the normalize stage from `raw`."""
+    params = deep_merge(yaml.safe_load(FIXTURE_PARAMS.read_text()), {
+        "model": {"backend": "openai", "base_url": base_url, "name": "tracevote-sim", "needs_key": False,
+                  "extra_body": {}},
+        "critique": {"datasets": ["steps"], "n_votes": N_VOTES, "concurrency": CONCURRENCY, "max_tokens": 2000,
+                     **critique}})
+    params["datasets"] = {**params["datasets"], "steps": dataset}
+    root.mkdir(parents=True)
+    write_params(root / "params.yaml", params)
+    stage(root, "normalize.py", "--dataset", "steps", "--raw", str(raw), "--out", "data/steps.jsonl")
+    return root
+
+
+def toy_project(root: Path, base_url: str, **critique: Any) -> Path:
+    return project(root, base_url, local_steps_dataset(BUILTIN_STEPS), BUILTIN_STEPS, **critique)
+
+
+def stage(root: Path, script: str, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+    result = subprocess.run([sys.executable, str(REPO_ROOT / "stages" / script), *args], cwd=root,
+                            env=project_env(), capture_output=True, text=True, timeout=900)
+    if check:
+        assert result.returncode == 0, result.stdout + result.stderr
+    return result
+
+
+def build_command() -> list[str]:
+    return [sys.executable, str(REPO_ROOT / "stages" / "build_critiques.py"), "--dataset", "steps",
+            "--steps", "data/steps.jsonl", "--critiques", "critiques/steps", "--manifest", "critiques/steps.json"]
+
+
+def build(root: Path, check: bool = True) -> subprocess.CompletedProcess:
+    return stage(root, "build_critiques.py", *build_command()[2:], check=check)
+
+
+def score(root: Path, check: bool = True) -> subprocess.CompletedProcess:
+    return stage(root, "score_critiques.py", "--critiques", "critiques", "--metrics", "metrics/critique.json",
+                 "--details", "metrics/critique_results.jsonl", "--by-task", "metrics/critique_by_task.csv",
+                 check=check)
+
+
+def metrics_of(root: Path) -> dict[str, Any]:
+    score(root)
+    return json.loads((root / "metrics" / "critique.json").read_text())
+
+
+def ledger_of(root: Path) -> CallLedger | None:
+    folders = list((root / "critiques" / "steps").glob("*/ledger.json"))
+    return CallLedger(folders[0].parent) if folders else None
+
+
+def stored_keys(root: Path) -> set[str]:
+    ledger = ledger_of(root)
+    if ledger is None:
+        return set()
+    return {f"{item}/{key}" for item in ledger.item_ids() for key in ledger.stored_keys(item)}
+
+
+def final_state(root: Path) -> dict[str, dict]:
+    ledger = ledger_of(root)
+    assert ledger is not None
+    return {item: {key: dataclasses.replace(r, latency_s=0.0) for key, r in ledger.records(item).items()}
+            for item in ledger.item_ids()}
+
+
+def requests_by_key(base_url: str) -> Counter[str]:
+    with urllib.request.urlopen(f"{base_url}/_stats", timeout=60) as response:
+        return Counter(json.loads(response.read())["by_sample"])
+
+
+def labels_of(path: Path) -> dict[str, int]:
+    """What the build's own simulator would know: each solution's first wrong step, by its steps' digest."""
+    rows = json.loads(path.read_text()) if path.suffix == ".json" else [json.loads(line) for line in
+                                                                       path.read_text().splitlines()]
+    return {steps_digest(row["steps"]): row["label"] for row in rows}
+
+
+@pytest.fixture(scope="module")
+def processbench(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The real ProcessBench gsm8k file through normalize and the whole branch, on the simulated server."""
+    raw = SHARED_DIR / "data" / "processbench_gsm8k.json"
+    if not raw.is_file():
+        pytest.skip(f"{raw} is absent (CI places ../shared beside the clone)")
+    recipe = yaml.safe_load(FIXTURE_PARAMS.read_text())["datasets"]["processbench_gsm8k"]
+    root = tmp_path_factory.mktemp("critique") / "processbench"
+    with running_server(SimModel(SIM, first_errors=labels_of(raw)), parse_faults("")) as base_url:
+        project(root, base_url, recipe, raw, concurrency=16)
+        first = build(root)
+        assert "1200 of 1200 critiques missing" in first.stdout
+        assert set(requests_by_key(base_url).values()) == {1}, "a critique was requested twice"
+        again = build(root)
+        assert "no request sent" in again.stdout
+        assert set(requests_by_key(base_url).values()) == {1}, "the rerun requested again"
+    score(root)
+    stage(root, "report_critiques.py", "--metrics", "metrics/critique.json", "--details",
+          "metrics/critique_results.jsonl", "--by-task", "metrics/critique_by_task.csv", "--table",
+          "metrics/critique.md", "--plots", "plots/critique")
+    return root
+
+
+def test_the_real_processbench_file_is_scored_the_processbench_way(processbench: Path) -> None:
+    metrics = json.loads((processbench / "metrics" / "critique.json").read_text())
+    assert metrics["simulated"] is True and metrics["solutions"] == 400
+    assert (metrics["n_error"], metrics["n_correct"]) == (207, 193)  # ProcessBench's gsm8k subset
+    assert metrics["calls"] == 400 * N_VOTES
+    lines = (processbench / "metrics" / "critique_results.jsonl").read_text().splitlines()
+    results = [json.loads(line) for line in lines]
+    records = {r.id: r for r in load_step_records(processbench / "data" / "steps.jsonl")}
+    for result in results:
+        assert result["label"] == records[result["id"]].label and result["task"] == "gsm8k"
+        assert len(result["votes"]) == N_VOTES and result["match"] == (result["prediction"] == result["label"])
+    errors = [r for r in results if r["label"] != -1]
+    error_acc = sum(r["match"] for r in errors) / len(errors)
+    correct_acc = sum(r["match"] for r in results if r["label"] == -1) / (len(results) - len(errors))
+    assert metrics["error_acc"] == round(error_acc, 4) and metrics["correct_acc"] == round(correct_acc, 4)
+    assert metrics["f1"] == round(2 * error_acc * correct_acc / (error_acc + correct_acc), 4)
+    # the simulated critic names the first error far more often than a uniform guess over -1..n-1 would
+    assert 0.3 < error_acc < 0.95 and 0.3 < correct_acc < 0.95
+    assert 0 < metrics["unanimous_share"] < 1 and 0 < metrics["unparsable_share"] < 0.2
+
+
+def test_the_report_has_the_table_by_task_and_a_plot(processbench: Path) -> None:
+    with open(processbench / "metrics" / "critique_by_task.csv", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    assert [(r["dataset"], r["task"], r["n_error"], r["n_correct"]) for r in rows] == [("steps", "gsm8k", "207", "193")]
+    table = (processbench / "metrics" / "critique.md").read_text()
+    assert table.startswith("**SIMULATED MODEL") and "| steps | gsm8k | 207 | 193 |" in table
+    assert (processbench / "plots" / "critique" / "critique.png").read_bytes().startswith(b"\x89PNG")
+    f1_rows = (processbench / "plots" / "critique" / "f1_by_task.csv").read_text().splitlines()
+    assert f1_rows[0] == "subset,error_acc,correct_acc,f1" and f1_rows[1].startswith("steps/gsm8k,")
+
+
+def test_raising_n_votes_requests_only_the_new_votes(tmp_path: Path) -> None:
+    with running_server(SimModel(SIM, first_errors=labels_of(BUILTIN_STEPS)), parse_faults("")) as base_url:
+        root = toy_project(tmp_path / "votes", base_url)
+        build(root)
+        first = metrics_of(root)
+        params = yaml.safe_load((root / "params.yaml").read_text())
+        params["critique"]["n_votes"] = N_VOTES + 2
+        write_params(root / "params.yaml", params)
+        refused = score(root, check=False)
+        assert refused.returncode != 0 and "build_critiques@steps" in refused.stderr
+        build(root)
+        keys = {key.rsplit("/", 1)[1] for key, count in requests_by_key(base_url).items() if count == 1}
+        assert keys == {str(vote) for vote in range(N_VOTES + 2)}
+        assert set(requests_by_key(base_url).values()) == {1}
+    assert metrics_of(root)["calls"] == 12 * (N_VOTES + 2) and first["calls"] == 12 * N_VOTES
+
+
+def test_kill_at_random_moments_resumes_exactly_and_ends_as_an_uninterrupted_build(tmp_path: Path) -> None:
+    labels = labels_of(BUILTIN_STEPS)
+    with running_server(SimModel(SIM, first_errors=labels), parse_faults("")) as base_url:
+        uninterrupted = toy_project(tmp_path / "uninterrupted", base_url, n_votes=8)
+        build(uninterrupted)
+    total = len(stored_keys(uninterrupted))
+    assert total == 12 * 8
+    with watched_server(SIM, first_errors=labels) as slow:
+        root = toy_project(tmp_path / "killed", slow.base_url, n_votes=8)
+
+        def run_until(target: int, round_number: int) -> None:
+            kill_once_stored(build_command(), root, lambda: len(stored_keys(root)), target,
+                             tmp_path / f"build-{round_number}.log")
+
+        partial_rounds = kill_at_random_moments(slow, run_until, lambda: stored_keys(root),
+                                                lambda: requests_by_key(slow.base_url), total=total,
+                                                in_flight=calls_at_risk(CONCURRENCY), seed=7)
+        before, requests_before = stored_keys(root), requests_by_key(slow.base_url)
+        build(root)
+        assert not set(requests_by_key(slow.base_url) - requests_before) & before, "a stored critique was requested"
+    assert partial_rounds >= 1, "no kill landed in the middle of a build; the test proved nothing"
+    assert final_state(root) == final_state(uninterrupted)
+    assert metrics_of(root) == metrics_of(uninterrupted)
+
+
+def test_the_cost_cap_refuses_before_any_request(tmp_path: Path) -> None:
+    with running_server(SimModel(SIM), parse_faults("")) as base_url:
+        root = toy_project(tmp_path / "capped", base_url, max_cost_usd=0.0001)
+        refused = build(root, check=False)
+        assert requests_by_key(base_url) == Counter()
+    assert refused.returncode != 0 and "critique.max_cost_usd" in refused.stderr
+
+
+def test_an_unfinished_build_refuses_to_score_and_writes_nothing(tmp_path: Path) -> None:
+    with watched_server(SIM) as slow:  # 36 critiques at 0.1 s each, 4 at a time: the kill lands mid-build
+        root = toy_project(tmp_path / "partial", slow.base_url)
+        kill_once_stored(build_command(), root, lambda: len(stored_keys(root)), 1, tmp_path / "build.log")
+    assert len(stored_keys(root)) < 12 * N_VOTES
+    failed = score(root, check=False)
+    assert failed.returncode != 0 and "critiques/steps.json" in failed.stderr and "make repro" in failed.stderr
+    assert not (root / "metrics" / "critique.json").exists()

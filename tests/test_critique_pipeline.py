@@ -1,0 +1,93 @@
+"""The critique branch through `dvc repro` in a real DVC project on the loopback simulated server: its outputs,
+what a critique param change re-runs, a rebuild with the server stopped (no call, same metrics), and the
+fresh-clone guard."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.critique.test_build import labels_of, requests_by_key
+from tests.dvcproject import dvc, make_project, run, update_params
+from tests.test_pipeline import changed_stages, small_sim_params
+from tracevote.cli.demo import BUILTIN_STEPS
+from tracevote.core.config import SimConfig
+from tracevote.sim.faults import parse_faults
+from tracevote.sim.model import SimModel
+from tracevote.sim.server import running_server
+
+pytestmark = pytest.mark.slow
+
+CRITIQUE_BRANCH = {"build_critiques", "score_critiques", "report_critiques"}
+BUILD = "build_critiques@toy_steps"
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, dict, dict]]:
+    """A project whose critique branch was built against a sim server, stopped once the build is done; its
+    first metrics and the server's request counts by call key."""
+    sim = SimModel(SimConfig(0, 1.0, 0.45, 150), first_errors=labels_of(BUILTIN_STEPS))
+    with running_server(sim, parse_faults("")) as base_url:
+        project = make_project(tmp_path_factory.mktemp("critique") / "project",
+                               small_sim_params(backend="openai", base_url=base_url))
+        result = dvc(project, "repro", "report_critiques")
+        requests = requests_by_key(base_url)
+    for stage in (BUILD, "score_critiques", "report_critiques"):
+        assert f"Running stage '{stage}'" in result.stdout, stage
+    assert "Running stage 'build_pool@" not in result.stdout
+    run(project, "git", "add", "-A")
+    run(project, "git", "commit", "-qm", "first run")
+    yield project, json.loads((project / "metrics" / "critique.json").read_text()), requests
+
+
+def test_the_branch_writes_flat_metrics_results_by_task_table_and_plot(built: tuple[Path, dict, dict]) -> None:
+    project, metrics, requests = built
+    assert metrics["simulated"] is True and metrics["solutions"] == 12 and metrics["calls"] == 12 * 8
+    assert all(value is None or isinstance(value, int | float | bool) for value in metrics.values())
+    assert len(requests) == 12 * 8 and set(requests.values()) == {1}, "a critique was requested twice"
+    lines = (project / "metrics" / "critique_results.jsonl").read_text().splitlines()
+    assert len(lines) == 12 and all(json.loads(line)["simulated"] is True for line in lines)
+    assert (project / "metrics" / "critique_by_task.csv").read_text().startswith(
+        "dataset,task,n_error,n_correct,error_acc,correct_acc,f1,unanimous_share,unparsable_share\n")
+    assert "SIMULATED" in (project / "metrics" / "critique.md").read_text()
+    assert (project / "plots" / "critique" / "critique.png").stat().st_size > 10_000
+    assert "metrics/critique.json" in dvc(project, "metrics", "show", "--json").stdout
+
+
+def test_a_critique_param_change_flags_only_the_critique_branch(built: tuple[Path, dict, dict]) -> None:
+    project = built[0]
+    original = (project / "params.yaml").read_text()
+    unbuilt = changed_stages(project)  # only the critique branch was built
+    assert not unbuilt & CRITIQUE_BRANCH
+    try:
+        for change in ({"critique": {"temperature": 0.5}}, {"critique": {"n_votes": 4}},
+                       {"critique": {"template": "{problem}\n{tagged_response}\nBox the index."}}):
+            update_params(project, change)
+            changed = changed_stages(project) - unbuilt
+            assert "build_critiques" in changed and changed <= CRITIQUE_BRANCH, change
+            (project / "params.yaml").write_text(original)
+    finally:
+        (project / "params.yaml").write_text(original)
+
+
+def test_a_rebuild_with_the_server_stopped_sends_nothing_and_scores_the_same(
+        built: tuple[Path, dict, dict]) -> None:
+    project, metrics, _ = built
+    result = dvc(project, "repro", "-f", BUILD, "score_critiques")
+    assert "no request sent" in result.stdout
+    assert json.loads((project / "metrics" / "critique.json").read_text()) == metrics
+
+
+def test_a_fresh_clone_refuses_to_pay_for_critiques_dvc_lock_records(built: tuple[Path, dict, dict]) -> None:
+    project = built[0]
+    shutil.rmtree(project / "critiques" / "toy_steps")
+    refused = dvc(project, "repro", BUILD, check=False)
+    assert refused.returncode != 0
+    assert "dvc pull" in refused.stderr + refused.stdout and BUILD in refused.stderr + refused.stdout
+    folder = project / "critiques" / "toy_steps"
+    assert not folder.exists() or not any(folder.iterdir()), "the refusal left critiques behind"
+    dvc(project, "checkout", "critiques/toy_steps")  # the local cache still has it: back to the committed state
