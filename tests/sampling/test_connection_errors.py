@@ -18,8 +18,11 @@ import yaml
 
 from tests.conftest import FIXTURE_PARAMS, REPO_ROOT
 from tests.dvcproject import one_dataset, project_env
-from tracevote.cli.demo import deep_merge
-from tracevote.core.config import SimConfig
+from tracevote.cli.demo import BUILTIN_STEPS, deep_merge
+from tracevote.core.config import SimConfig, load_params
+from tracevote.core.fileio import write_jsonl
+from tracevote.datasets.fetch import read_local_rows
+from tracevote.datasets.normalize import normalize_dataset
 from tracevote.sim.faults import FaultPlan
 from tracevote.sim.model import SimModel
 from tracevote.sim.server import ServerOptions, start_server, stop_server
@@ -142,6 +145,14 @@ def test_estimate_on_the_simulator_prices_it_as_the_named_model(tmp_path: Path) 
     assert len(priced) == 2
     debate = [line for line in result.stdout.splitlines() if "if no debate reaches consensus" in line]
     assert "up to 11 calls per problem" in result.stdout and len(debate) == 1 and debate[0].strip().startswith("toy")
-    for line in priced + debate:
+    assert "toy_steps: data/toy_steps.jsonl is not there yet (dvc repro normalize@toy_steps)" in result.stdout
+    records = normalize_dataset(read_local_rows(BUILTIN_STEPS), load_params(tmp_path / "params.yaml").dataset(
+        "toy_steps"), str(BUILTIN_STEPS))
+    write_jsonl(tmp_path / "data" / "toy_steps.jsonl", [record.to_record() for record in records])
+    again = tracevote(tmp_path, "estimate")
+    critique = [line for line in again.stdout.splitlines() if line.strip().startswith("toy_steps, 12 solutions:")]
+    assert "critique: 8 critiques per solution, max_tokens 8192" in again.stdout and len(critique) == 1
+    assert "96 requests" in critique[0]
+    for line in priced + debate + critique:
         assert "cost if this were deepseek-v4-flash at list prices" in line
         assert "(SIMULATED: nothing will be spent)" in line

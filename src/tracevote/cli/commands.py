@@ -208,6 +208,7 @@ def cmd_estimate(args: argparse.Namespace) -> int:
         over = "  (over the cap)" if cost.usd > params.pool.max_cost_usd else ""
         print(f"  n_pool {n_pool:>5}: {cost.render()}{over}{marker}")
     _estimate_debates(params)
+    _estimate_critiques(params)
     return 0
 
 
@@ -229,6 +230,26 @@ def _estimate_debates(params: Params) -> None:
                                simulated_as=budget.simulated_as(params.model))
         over = "  (over the cap)" if cost.usd > cfg.max_cost_usd else ""
         print(f"  {name}, if no debate reaches consensus: {cost.render()}{over}")
+
+
+def _estimate_critiques(params: Params) -> None:
+    """Every critique of each dataset of critique.datasets whose normalized solutions are on disk."""
+    from tracevote.critique.build import critiques_cost
+    from tracevote.datasets.steps import load_step_records
+    from tracevote.sampling import budget
+
+    cfg = params.critique
+    print(f"critique: {cfg.n_votes} critiques per solution, max_tokens {cfg.max_tokens}; "
+          f"critique.max_cost_usd is ${cfg.max_cost_usd:.2f}")
+    for name in cfg.datasets:
+        path = Path("data") / f"{name}.jsonl"
+        if not path.is_file():
+            print(f"  {name}: {path} is not there yet (dvc repro normalize@{name})")
+            continue
+        records = load_step_records(path)
+        cost = critiques_cost(records, cfg, params.pool.pricing, simulated_as=budget.simulated_as(params.model))
+        over = "  (over the cap)" if cost.usd > cfg.max_cost_usd else ""
+        print(f"  {name}, {len(records)} solutions: {cost.render()}{over}")
 
 
 def cmd_report(args: argparse.Namespace) -> int:
