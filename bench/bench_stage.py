@@ -36,7 +36,7 @@ import yaml
 from bench import official_offline
 from bench.bench_aggregate import synthetic_scores
 from tracevote.core.config import MEASURES, load_params
-from tracevote.core.fileio import write_parquet
+from tracevote.core.parquet import write_parquet
 from tracevote.datasets.problems import load_problems
 from tracevote.store import codec
 from tracevote.store.pool import Pool, Setting, write_manifest

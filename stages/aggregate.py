@@ -9,7 +9,8 @@ import pandas as pd
 
 from tracevote.core.config import load_params
 from tracevote.core.entry import stage_main
-from tracevote.core.fileio import read_parquet_metadata, write_json
+from tracevote.core.fileio import write_json
+from tracevote.core.parquet import read_parquet_metadata
 from tracevote.deepconf.evaluate import aggregate
 
 

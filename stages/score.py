@@ -11,7 +11,7 @@ from pathlib import Path
 
 from tracevote.core.config import load_params
 from tracevote.core.entry import stage_main
-from tracevote.core.fileio import write_parquet
+from tracevote.core.parquet import write_parquet
 from tracevote.datasets.problems import load_problems
 from tracevote.deepconf.score import score_pool
 from tracevote.store.pool import Pool, read_manifest

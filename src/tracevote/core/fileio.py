@@ -10,9 +10,6 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import orjson
-import pandas as pd
-import pyarrow as pa
-import pyarrow.parquet as pq
 
 from tracevote.core.errors import DataError
 
@@ -73,37 +70,6 @@ def write_jsonl(target: str | Path, records: Iterable[object]) -> None:
     with atomic_path(target) as tmp, open(tmp, "wb") as out:
         for record in records:
             out.write(orjson.dumps(record) + b"\n")
-
-
-def write_parquet(target: str | Path, frames: Iterable[pd.DataFrame], metadata: dict[str, str]) -> int:
-    """Stream data frames into one Parquet file (a row group each); returns the row count.
-
-    `metadata` lands in the file's schema metadata, e.g. {"simulated": "true"}.
-    """
-    rows = 0
-    with atomic_path(target) as tmp:
-        writer: pq.ParquetWriter | None = None
-        try:
-            for frame in frames:
-                table = pa.Table.from_pandas(frame, preserve_index=False)
-                if writer is None:
-                    schema = table.schema.with_metadata({**(table.schema.metadata or {}), **_encode(metadata)})
-                    writer = pq.ParquetWriter(tmp, schema, compression="zstd")
-                writer.write_table(table.cast(writer.schema))
-                rows += len(frame)
-        finally:
-            if writer is not None:
-                writer.close()
-    return rows
-
-
-def read_parquet_metadata(path: str | Path) -> dict[str, str]:
-    raw = pq.read_schema(path).metadata or {}
-    return {k.decode(): v.decode() for k, v in raw.items() if not k.startswith(b"pandas")}
-
-
-def _encode(metadata: dict[str, str]) -> dict[bytes, bytes]:
-    return {k.encode(): v.encode() for k, v in metadata.items()}
 
 
 RecordT = TypeVar("RecordT")
