@@ -15,9 +15,9 @@ from tracevote.critique.prompts import steps_digest
 from tracevote.datasets.steps import load_step_records
 from tracevote.sampling import backend
 from tracevote.sampling.budget import check_budget, simulated_as
-from tracevote.sampling.paid import CallProgress, RetryLines, read_paid_stage_args
-from tracevote.sampling.runner import Paid, RunSummary
-from tracevote.store.calls import CallLedger, CallRecord
+from tracevote.sampling.paid import read_paid_stage_args, run_ledger_calls
+from tracevote.sampling.runner import OneCall
+from tracevote.store.calls import CallLedger
 
 
 def main() -> None:
@@ -45,21 +45,10 @@ def main() -> None:
                                   what="critiques", stage=stage)
     check_budget(plan.cost, cfg.max_cost_usd, cap="critique.max_cost_usd",
                  levers="critique.max_tokens, critique.n_votes or critique.datasets")
-    retries = RetryLines()
-    first_errors = {steps_digest(record.steps): record.label for record in records}
-    with backend.open_client(params.model, build.critique_decoding(cfg), [], api_key, pool=params.pool,
-                             concurrency=cfg.concurrency, first_errors=first_errors, on_retry=retries.show) as client:
-        retries.quiet = True  # from here the progress bar counts retries
-        with CallProgress(len(plan.missing), desc=stage, unit="critique", retries=client.retries) as bar:
-            def on_stored(paid: Paid[CallRecord], summary: RunSummary) -> None:
-                if client.served_by_simulator and not ledger.simulated:
-                    ledger.mark_simulated()
-                bar.on_stored(paid, summary)
-
-            summary = build.run_critiques(ledger, plan.missing, client, params.pool.pricing,
-                                          concurrency=cfg.concurrency, simulated_as=simulated_as(params.model),
-                                          on_stored=on_stored)
-        print(backend.retry_report(client))
+    summary = run_ledger_calls(ledger, [OneCall(call) for call in plan.missing], params=params, stage=stage,
+                               decoding=build.critique_decoding(cfg), api_key=api_key, concurrency=cfg.concurrency,
+                               total=len(plan.missing), unit="critique",
+                               first_errors={steps_digest(record.steps): record.label for record in records})
     manifest = build.write_manifest(args.manifest, ledger, args.dataset, records, cfg.n_votes)
     print(summary.render())
     if manifest.finished < len(records):

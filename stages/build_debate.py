@@ -11,11 +11,11 @@ from pathlib import Path
 from tracevote.core.entry import stage_main
 from tracevote.core.errors import TracevoteError
 from tracevote.debate import build
+from tracevote.debate.protocol import DebateConversation
 from tracevote.sampling import backend
 from tracevote.sampling.budget import check_budget, simulated_as
-from tracevote.sampling.paid import CallProgress, RetryLines, read_paid_stage_args
-from tracevote.sampling.runner import Paid, RunSummary
-from tracevote.store.calls import CallLedger, CallRecord
+from tracevote.sampling.paid import read_paid_stage_args, run_ledger_calls
+from tracevote.store.calls import CallLedger
 
 
 def main() -> None:
@@ -42,20 +42,10 @@ def main() -> None:
                                   what="debates", stage=stage)
     check_budget(plan.cost, params.debate.max_cost_usd, cap="debate.max_cost_usd",
                  levers="debate.max_tokens, debate.agents or debate.datasets")
-    retries = RetryLines()
-    with backend.open_client(params.model, build.debate_decoding(params.debate), problems, api_key,
-                             pool=params.pool, concurrency=params.debate.concurrency, on_retry=retries.show) as client:
-        retries.quiet = True  # from here the progress bar counts retries
-        with CallProgress(plan.cost.requests, desc=stage, unit="call", retries=client.retries) as bar:
-            def on_stored(paid: Paid[CallRecord], summary: RunSummary) -> None:
-                if client.served_by_simulator and not ledger.simulated:
-                    ledger.mark_simulated()
-                bar.on_stored(paid, summary)
-
-            summary = build.run_debates(ledger, plan.unfinished, client, params.pool.pricing,
-                                        concurrency=params.debate.concurrency,
-                                        simulated_as=simulated_as(params.model), on_stored=on_stored)
-        print(backend.retry_report(client))
+    summary = run_ledger_calls(ledger, [DebateConversation(debate) for debate in plan.unfinished], params=params,
+                               stage=stage, decoding=build.debate_decoding(params.debate), api_key=api_key,
+                               concurrency=params.debate.concurrency, total=plan.cost.requests, unit="call",
+                               problems=problems)
     manifest = build.write_manifest(args.manifest, ledger, args.dataset, debates)
     print(summary.render())
     if manifest.finished < len(debates):

@@ -40,6 +40,15 @@ def run(cwd: Path, *args: str, env: dict[str, str] | None = None, check: bool = 
     return result
 
 
+def run_stage(root: Path, script: str, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+    """stages/<script> run as DVC runs it, in `root`; fails the test on a non-zero exit unless `check` is off."""
+    result = subprocess.run([sys.executable, str(REPO_ROOT / "stages" / script), *args], cwd=root,
+                            env=project_env(), capture_output=True, text=True, timeout=900)
+    if check:
+        assert result.returncode == 0, result.stdout + result.stderr
+    return result
+
+
 def dvc(cwd: Path, *args: str, **kwargs: Any) -> subprocess.CompletedProcess:
     return run(cwd, str(BIN_DIR / "dvc"), *args, **kwargs)
 

@@ -4,6 +4,8 @@ request the killed process sent has been counted, then check what was stored aga
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import json
 import random
 import signal
 import socket
@@ -23,6 +25,7 @@ from tracevote.core.config import SimConfig
 from tracevote.sim.faults import parse_faults
 from tracevote.sim.model import SimModel
 from tracevote.sim.server import ServerOptions, SimServer, stop_server
+from tracevote.store.calls import CallLedger
 
 
 class WatchedServer(SimServer):
@@ -105,3 +108,38 @@ def kill_at_random_moments(server: WatchedServer, run_until: Callable[[int, int]
         assert len(new_requests - after) <= in_flight, "more than the requests in flight were lost"
         partial_rounds += len(after) < total
     return partial_rounds
+
+
+def requests_by_key(server: str | SimServer) -> Counter[str]:
+    """Requests the server has counted, by call key ("toy-01/c0/solve")."""
+    base_url = server.base_url if isinstance(server, SimServer) else server
+    with urllib.request.urlopen(f"{base_url}/_stats", timeout=60) as response:
+        return Counter(json.loads(response.read())["by_sample"])
+
+
+def ledger_in(folder: Path) -> CallLedger | None:
+    """The one ledger a paid stage made under a dataset's folder (debates/toy, critiques/steps), if any."""
+    found = list(folder.glob("*/ledger.json"))
+    return CallLedger(found[0].parent) if found else None
+
+
+def stored_keys(root: Path) -> set[str]:
+    """"<item>/<key>" of every call stored in the ledger at `root` (none before it exists)."""
+    if not (root / CallLedger.META).is_file():
+        return set()
+    ledger = CallLedger(root)
+    return {f"{p.stem}/{key}" for p in (root / "calls").glob("*.tvf") for key in ledger.stored_keys(p.stem)}
+
+
+def stored_under(folder: Path) -> set[str]:
+    """stored_keys of the ledger under a dataset's folder, once a build has made it."""
+    ledger = ledger_in(folder)
+    return stored_keys(ledger.root) if ledger is not None else set()
+
+
+def final_state(root: Path) -> dict[str, dict]:
+    """Every stored record of the ledger at `root` but its latency, by item and key."""
+    ledger = CallLedger(root)
+    items = sorted(p.stem for p in (root / "calls").glob("*.tvf"))
+    return {item: {key: dataclasses.replace(record, latency_s=0.0) for key, record in ledger.records(item).items()}
+            for item in items}

@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.critique.test_build import labels_of, requests_by_key
+from tests.critique.test_build import labels_of
 from tests.dvcproject import dvc, make_project, run, update_params
+from tests.sim_servers import requests_by_key
 from tests.test_pipeline import changed_stages, small_sim_params
 from tracevote.cli.demo import BUILTIN_STEPS
 from tracevote.core.config import SimConfig

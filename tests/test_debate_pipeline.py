@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.debate.test_build import requests_by_key, sim_answers
+from tests.debate.test_build import sim_answers
 from tests.dvcproject import dvc, make_project, run, update_params
+from tests.sim_servers import requests_by_key
 from tests.test_pipeline import changed_stages, small_sim_params
 from tracevote.core.config import SimConfig
 from tracevote.sim.faults import parse_faults

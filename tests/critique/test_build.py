@@ -6,11 +6,9 @@ refuses before any request, and scoring refuses what was not built."""
 from __future__ import annotations
 
 import csv
-import dataclasses
 import json
 import subprocess
 import sys
-import urllib.request
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -19,8 +17,16 @@ import pytest
 import yaml
 
 from tests.conftest import FIXTURE_PARAMS, REPO_ROOT, SHARED_DIR
-from tests.dvcproject import project_env
-from tests.sim_servers import kill_at_random_moments, kill_once_stored, watched_server
+from tests.dvcproject import run_stage
+from tests.sim_servers import (
+    final_state,
+    kill_at_random_moments,
+    kill_once_stored,
+    ledger_in,
+    requests_by_key,
+    stored_under,
+    watched_server,
+)
 from tracevote.cli.demo import BUILTIN_STEPS, deep_merge, local_steps_dataset, write_params
 from tracevote.core.config import SimConfig
 from tracevote.critique.prompts import steps_digest
@@ -29,12 +35,12 @@ from tracevote.sampling.runner import calls_at_risk
 from tracevote.sim.faults import parse_faults
 from tracevote.sim.model import SimModel
 from tracevote.sim.server import running_server
-from tracevote.store.calls import CallLedger
 
 pytestmark = pytest.mark.slow
 
 SIM = SimConfig(seed=0, signal=1.0, accuracy=0.45, mean_tokens=120, critique_noise=0.3)
 CONCURRENCY = 4
+LEDGERS = Path("critiques/steps")  # the dataset's ledgers folder, in a project
 N_VOTES = 3
 
 
@@ -49,20 +55,12 @@ def project(root: Path, base_url: str, dataset: dict[str, Any], raw: Path, **cri
     params["datasets"] = {**params["datasets"], "steps": dataset}
     root.mkdir(parents=True)
     write_params(root / "params.yaml", params)
-    stage(root, "normalize.py", "--dataset", "steps", "--raw", str(raw), "--out", "data/steps.jsonl")
+    run_stage(root, "normalize.py", "--dataset", "steps", "--raw", str(raw), "--out", "data/steps.jsonl")
     return root
 
 
 def toy_project(root: Path, base_url: str, **critique: Any) -> Path:
     return project(root, base_url, local_steps_dataset(BUILTIN_STEPS), BUILTIN_STEPS, **critique)
-
-
-def stage(root: Path, script: str, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-    result = subprocess.run([sys.executable, str(REPO_ROOT / "stages" / script), *args], cwd=root,
-                            env=project_env(), capture_output=True, text=True, timeout=900)
-    if check:
-        assert result.returncode == 0, result.stdout + result.stderr
-    return result
 
 
 def build_command() -> list[str]:
@@ -71,11 +69,11 @@ def build_command() -> list[str]:
 
 
 def build(root: Path, check: bool = True) -> subprocess.CompletedProcess:
-    return stage(root, "build_critiques.py", *build_command()[2:], check=check)
+    return run_stage(root, "build_critiques.py", *build_command()[2:], check=check)
 
 
 def score(root: Path, check: bool = True) -> subprocess.CompletedProcess:
-    return stage(root, "score_critiques.py", "--critiques", "critiques", "--metrics", "metrics/critique.json",
+    return run_stage(root, "score_critiques.py", "--critiques", "critiques", "--metrics", "metrics/critique.json",
                  "--details", "metrics/critique_results.jsonl", "--by-task", "metrics/critique_by_task.csv",
                  check=check)
 
@@ -83,30 +81,6 @@ def score(root: Path, check: bool = True) -> subprocess.CompletedProcess:
 def metrics_of(root: Path) -> dict[str, Any]:
     score(root)
     return json.loads((root / "metrics" / "critique.json").read_text())
-
-
-def ledger_of(root: Path) -> CallLedger | None:
-    folders = list((root / "critiques" / "steps").glob("*/ledger.json"))
-    return CallLedger(folders[0].parent) if folders else None
-
-
-def stored_keys(root: Path) -> set[str]:
-    ledger = ledger_of(root)
-    if ledger is None:
-        return set()
-    return {f"{item}/{key}" for item in ledger.item_ids() for key in ledger.stored_keys(item)}
-
-
-def final_state(root: Path) -> dict[str, dict]:
-    ledger = ledger_of(root)
-    assert ledger is not None
-    return {item: {key: dataclasses.replace(r, latency_s=0.0) for key, r in ledger.records(item).items()}
-            for item in ledger.item_ids()}
-
-
-def requests_by_key(base_url: str) -> Counter[str]:
-    with urllib.request.urlopen(f"{base_url}/_stats", timeout=60) as response:
-        return Counter(json.loads(response.read())["by_sample"])
 
 
 def labels_of(path: Path) -> dict[str, int]:
@@ -133,7 +107,7 @@ def processbench(tmp_path_factory: pytest.TempPathFactory) -> Path:
         assert "no request sent" in again.stdout
         assert set(requests_by_key(base_url).values()) == {1}, "the rerun requested again"
     score(root)
-    stage(root, "report_critiques.py", "--metrics", "metrics/critique.json", "--details",
+    run_stage(root, "report_critiques.py", "--metrics", "metrics/critique.json", "--details",
           "metrics/critique_results.jsonl", "--by-task", "metrics/critique_by_task.csv", "--table",
           "metrics/critique.md", "--plots", "plots/critique")
     return root
@@ -193,23 +167,23 @@ def test_kill_at_random_moments_resumes_exactly_and_ends_as_an_uninterrupted_bui
     with running_server(SimModel(SIM, first_errors=labels), parse_faults("")) as base_url:
         uninterrupted = toy_project(tmp_path / "uninterrupted", base_url, n_votes=8)
         build(uninterrupted)
-    total = len(stored_keys(uninterrupted))
+    total = len(stored_under(uninterrupted / LEDGERS))
     assert total == 12 * 8
     with watched_server(SIM, first_errors=labels) as slow:
         root = toy_project(tmp_path / "killed", slow.base_url, n_votes=8)
 
         def run_until(target: int, round_number: int) -> None:
-            kill_once_stored(build_command(), root, lambda: len(stored_keys(root)), target,
+            kill_once_stored(build_command(), root, lambda: len(stored_under(root / LEDGERS)), target,
                              tmp_path / f"build-{round_number}.log")
 
-        partial_rounds = kill_at_random_moments(slow, run_until, lambda: stored_keys(root),
-                                                lambda: requests_by_key(slow.base_url), total=total,
+        partial_rounds = kill_at_random_moments(slow, run_until, lambda: stored_under(root / LEDGERS),
+                                                lambda: requests_by_key(slow), total=total,
                                                 in_flight=calls_at_risk(CONCURRENCY), seed=7)
-        before, requests_before = stored_keys(root), requests_by_key(slow.base_url)
+        before, requests_before = stored_under(root / LEDGERS), requests_by_key(slow)
         build(root)
-        assert not set(requests_by_key(slow.base_url) - requests_before) & before, "a stored critique was requested"
+        assert not set(requests_by_key(slow) - requests_before) & before, "a stored critique was requested"
     assert partial_rounds >= 1, "no kill landed in the middle of a build; the test proved nothing"
-    assert final_state(root) == final_state(uninterrupted)
+    assert final_state(ledger_root(root)) == final_state(ledger_root(uninterrupted))
     assert metrics_of(root) == metrics_of(uninterrupted)
 
 
@@ -224,8 +198,14 @@ def test_the_cost_cap_refuses_before_any_request(tmp_path: Path) -> None:
 def test_an_unfinished_build_refuses_to_score_and_writes_nothing(tmp_path: Path) -> None:
     with watched_server(SIM) as slow:  # 36 critiques at 0.1 s each, 4 at a time: the kill lands mid-build
         root = toy_project(tmp_path / "partial", slow.base_url)
-        kill_once_stored(build_command(), root, lambda: len(stored_keys(root)), 1, tmp_path / "build.log")
-    assert len(stored_keys(root)) < 12 * N_VOTES
+        kill_once_stored(build_command(), root, lambda: len(stored_under(root / LEDGERS)), 1, tmp_path / "build.log")
+    assert len(stored_under(root / LEDGERS)) < 12 * N_VOTES
     failed = score(root, check=False)
     assert failed.returncode != 0 and "critiques/steps.json" in failed.stderr and "make repro" in failed.stderr
     assert not (root / "metrics" / "critique.json").exists()
+
+
+def ledger_root(root: Path) -> Path:
+    ledger = ledger_in(root / LEDGERS)
+    assert ledger is not None, f"no ledger under {root}"
+    return ledger.root

@@ -4,11 +4,9 @@ build ends, and the scores come from the ledger alone."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import subprocess
 import sys
-import urllib.request
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -17,8 +15,16 @@ import pytest
 import yaml
 
 from tests.conftest import FIXTURE_PARAMS, REPO_ROOT
-from tests.dvcproject import one_dataset, project_env
-from tests.sim_servers import kill_at_random_moments, kill_once_stored, watched_server
+from tests.dvcproject import one_dataset, run_stage
+from tests.sim_servers import (
+    final_state,
+    kill_at_random_moments,
+    kill_once_stored,
+    ledger_in,
+    requests_by_key,
+    stored_under,
+    watched_server,
+)
 from tracevote.cli.demo import BUILTIN_PROBLEMS, deep_merge, write_params
 from tracevote.core.config import SimConfig
 from tracevote.datasets.fetch import read_local_rows
@@ -26,12 +32,12 @@ from tracevote.sampling.runner import calls_at_risk
 from tracevote.sim.faults import parse_faults
 from tracevote.sim.model import SimModel
 from tracevote.sim.server import running_server
-from tracevote.store.calls import CallLedger
 
 pytestmark = pytest.mark.slow
 
 SIM = SimConfig(seed=0, signal=1.0, accuracy=0.45, mean_tokens=120)
 CONCURRENCY = 4
+LEDGERS = Path("debates/toy")  # the dataset's ledgers folder, in a project
 
 
 def project(root: Path, base_url: str, **debate: Any) -> Path:
@@ -45,16 +51,8 @@ def project(root: Path, base_url: str, **debate: Any) -> Path:
     params["datasets"] = overrides["datasets"]
     root.mkdir(parents=True)
     write_params(root / "params.yaml", params)
-    stage(root, "normalize.py", "--dataset", "toy", "--raw", str(BUILTIN_PROBLEMS), "--out", "data/toy.jsonl")
+    run_stage(root, "normalize.py", "--dataset", "toy", "--raw", str(BUILTIN_PROBLEMS), "--out", "data/toy.jsonl")
     return root
-
-
-def stage(root: Path, script: str, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-    result = subprocess.run([sys.executable, str(REPO_ROOT / "stages" / script), *args], cwd=root,
-                            env=project_env(), capture_output=True, text=True, timeout=600)
-    if check:
-        assert result.returncode == 0, result.stdout + result.stderr
-    return result
 
 
 def build_command() -> list[str]:
@@ -63,37 +61,13 @@ def build_command() -> list[str]:
 
 
 def build(root: Path, check: bool = True) -> subprocess.CompletedProcess:
-    return stage(root, "build_debate.py", *build_command()[2:], check=check)
+    return run_stage(root, "build_debate.py", *build_command()[2:], check=check)
 
 
 def score(root: Path) -> dict[str, Any]:
-    stage(root, "score_debate.py", "--debates", "debates", "--metrics", "metrics/debate.json",
+    run_stage(root, "score_debate.py", "--debates", "debates", "--metrics", "metrics/debate.json",
           "--details", "metrics/debate_results.json")
     return json.loads((root / "metrics" / "debate.json").read_text())
-
-
-def ledger_of(root: Path) -> CallLedger | None:
-    folders = list((root / "debates" / "toy").glob("*/ledger.json"))
-    return CallLedger(folders[0].parent) if folders else None
-
-
-def stored_keys(root: Path) -> set[str]:
-    ledger = ledger_of(root)
-    if ledger is None:
-        return set()
-    return {f"{item}/{key}" for item in ledger.item_ids() for key in ledger.stored_keys(item)}
-
-
-def final_state(root: Path) -> dict[str, dict]:
-    ledger = ledger_of(root)
-    assert ledger is not None
-    return {item: {key: dataclasses.replace(r, latency_s=0.0) for key, r in ledger.records(item).items()}
-            for item in ledger.item_ids()}
-
-
-def requests_by_key(base_url: str) -> Counter[str]:
-    with urllib.request.urlopen(f"{base_url}/_stats", timeout=60) as response:
-        return Counter(json.loads(response.read())["by_sample"])
 
 
 def sim_answers() -> dict[str, int]:
@@ -125,7 +99,7 @@ def test_a_built_debate_scores_offline_with_every_metric(uninterrupted: Path) ->
     assert shares == pytest.approx(1.0) and metrics["consensus_rate"] < 1.0, "no debate reached round 2"
     details = json.loads((uninterrupted / "metrics" / "debate_results.json").read_text())
     calls = sum(p["calls"] for p in details["problems"])
-    assert calls == len(stored_keys(uninterrupted)), "every stored call belongs to a debate's path"
+    assert calls == len(stored_under(uninterrupted / LEDGERS)), "every stored call belongs to a debate's path"
     for problem in details["problems"]:
         assert problem["correct"] == (problem["final_answer"] == problem["gold"])
         assert len(problem["answers"]["round0"]) >= 3
@@ -134,10 +108,10 @@ def test_a_built_debate_scores_offline_with_every_metric(uninterrupted: Path) ->
 def test_a_ledger_missing_calls_refuses_to_score(uninterrupted: Path, tmp_path: Path) -> None:
     with running_server(SimModel(SIM, sim_answers()), parse_faults("")) as base_url:
         root = project(tmp_path / "partial", base_url)
-        kill_once_stored(build_command(), root, lambda: len(stored_keys(root)), 5, tmp_path / "build.log")
+        kill_once_stored(build_command(), root, lambda: len(stored_under(root / LEDGERS)), 5, tmp_path / "build.log")
     manifest = root / "debates" / "toy.json"
     manifest.write_text((uninterrupted / "debates" / "toy.json").read_text())  # a manifest claiming all is done
-    failed = stage(root, "score_debate.py", "--debates", "debates", "--metrics", "m.json", "--details", "d.json",
+    failed = run_stage(root, "score_debate.py", "--debates", "debates", "--metrics", "m.json", "--details", "d.json",
                    check=False)
     assert failed.returncode != 0 and "incomplete" in failed.stderr and "run build_debate" in failed.stderr
     assert not (root / "m.json").exists()
@@ -145,22 +119,22 @@ def test_a_ledger_missing_calls_refuses_to_score(uninterrupted: Path, tmp_path: 
 
 def test_kill_at_random_moments_resumes_exactly_and_ends_as_an_uninterrupted_build(
         uninterrupted: Path, tmp_path: Path) -> None:
-    total = len(stored_keys(uninterrupted))
+    total = len(stored_under(uninterrupted / LEDGERS))
     with watched_server(SIM, sim_answers()) as slow:
         root = project(tmp_path / "killed", slow.base_url)
 
         def run_until(target: int, round_number: int) -> None:
-            kill_once_stored(build_command(), root, lambda: len(stored_keys(root)), target,
+            kill_once_stored(build_command(), root, lambda: len(stored_under(root / LEDGERS)), target,
                              tmp_path / f"build-{round_number}.log")
 
-        partial_rounds = kill_at_random_moments(slow, run_until, lambda: stored_keys(root),
-                                                lambda: requests_by_key(slow.base_url), total=total,
+        partial_rounds = kill_at_random_moments(slow, run_until, lambda: stored_under(root / LEDGERS),
+                                                lambda: requests_by_key(slow), total=total,
                                                 in_flight=calls_at_risk(CONCURRENCY), seed=11)
-        before, requests_before = stored_keys(root), requests_by_key(slow.base_url)
+        before, requests_before = stored_under(root / LEDGERS), requests_by_key(slow)
         build(root)
-        assert not set(requests_by_key(slow.base_url) - requests_before) & before, "a stored call was requested"
+        assert not set(requests_by_key(slow) - requests_before) & before, "a stored call was requested"
     assert partial_rounds >= 1, "no kill landed in the middle of a build; the test proved nothing"
-    assert final_state(root) == final_state(uninterrupted)
+    assert final_state(ledger_root(root)) == final_state(ledger_root(uninterrupted))
     assert score(root) == score(uninterrupted)
 
 
@@ -170,3 +144,9 @@ def test_the_cost_cap_refuses_before_any_request(tmp_path: Path) -> None:
         refused = build(root, check=False)
         assert requests_by_key(base_url) == Counter()
     assert refused.returncode != 0 and "debate.max_cost_usd" in refused.stderr
+
+
+def ledger_root(root: Path) -> Path:
+    ledger = ledger_in(root / LEDGERS)
+    assert ledger is not None, f"no ledger under {root}"
+    return ledger.root

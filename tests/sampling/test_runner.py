@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 import subprocess
 import sys
-import urllib.request
-from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,7 +13,14 @@ import pytest
 from tests.conftest import REPO_ROOT
 from tests.dvcproject import project_env
 from tests.sampling import toy_chain
-from tests.sim_servers import kill_at_random_moments, kill_once_stored, watched_server
+from tests.sim_servers import (
+    final_state,
+    kill_at_random_moments,
+    kill_once_stored,
+    requests_by_key,
+    stored_keys,
+    watched_server,
+)
 from tracevote.core.config import SimConfig
 from tracevote.core.errors import DataError
 from tracevote.core.retry import TransientError
@@ -24,7 +28,7 @@ from tracevote.sampling.replies import paid_reply
 from tracevote.sampling.runner import calls_at_risk, run_calls
 from tracevote.sim.faults import parse_faults
 from tracevote.sim.model import SimModel
-from tracevote.sim.server import SimServer, running_server
+from tracevote.sim.server import running_server
 from tracevote.store.calls import Call, CallLedger
 
 SIM = SimConfig(seed=0, signal=1.0, accuracy=0.45, mean_tokens=80)
@@ -36,21 +40,6 @@ CALLS = 2 * CHAINS * toy_chain.N_PROBLEMS
 def server() -> Iterator[str]:
     with running_server(SimModel(SIM), parse_faults("")) as base_url:
         yield base_url
-
-
-def requests_by_key(server: str | SimServer) -> Counter[str]:
-    """Requests the server has counted, by call key ("toy-01/c0/solve")."""
-    base_url = server.base_url if isinstance(server, SimServer) else server
-    with urllib.request.urlopen(f"{base_url}/_stats", timeout=60) as response:
-        return Counter(json.loads(response.read())["by_sample"])
-
-
-def final_state(root: Path) -> dict[str, dict]:
-    """Every stored record but its latency, by item and key."""
-    ledger = CallLedger(root)
-    items = sorted(p.stem for p in (root / "calls").glob("*.tvf"))
-    return {item: {key: dataclasses.replace(record, latency_s=0.0) for key, record in ledger.records(item).items()}
-            for item in items}
 
 
 def test_a_rerun_replays_everything_and_sends_nothing(tmp_path: Path, server: str) -> None:
@@ -104,13 +93,6 @@ def test_two_conversations_asking_for_one_call_is_an_error(tmp_path: Path, serve
 def chain_command(ledger: Path, base_url: str, chains: int) -> list[str]:
     return [sys.executable, "-m", "tests.sampling.toy_chain", "--ledger", str(ledger), "--base-url", base_url,
             "--chains", str(chains)]
-
-
-def stored_keys(ledger: Path) -> set[str]:
-    if not (ledger / "ledger.json").is_file():
-        return set()
-    opened = CallLedger(ledger)
-    return {f"{p.stem}/{key}" for p in (ledger / "calls").glob("*.tvf") for key in opened.stored_keys(p.stem)}
 
 
 @pytest.mark.slow

@@ -10,10 +10,13 @@ import argparse
 import os
 import subprocess
 import sys
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from tracevote.core.errors import ConfigError, DataError
+
+T = TypeVar("T")
 
 if TYPE_CHECKING:
     from tracevote.core.config import Params
@@ -222,12 +225,8 @@ def _estimate_debates(params: Params) -> None:
     cfg = params.debate
     print(f"debate: {cfg.agents} agents, up to {2 * cfg.agents + 3} calls per problem, max_tokens {cfg.max_tokens}; "
           f"debate.max_cost_usd is ${cfg.max_cost_usd:.2f}")
-    for name in cfg.datasets:
-        path = Path("data") / f"{name}.jsonl"
-        if not path.is_file():
-            print(f"  {name}: {path} is not there yet (dvc repro normalize@{name})")
-            continue
-        cost = worst_case_cost(debates_for(load_problems(path), params), params.pool.pricing,
+    for name, problems in _normalized(cfg.datasets, load_problems):
+        cost = worst_case_cost(debates_for(problems, params), params.pool.pricing,
                                simulated_as=budget.simulated_as(params.model))
         over = "  (over the cap)" if cost.usd > cfg.max_cost_usd else ""
         print(f"  {name}, if no debate reaches consensus: {cost.render()}{over}")
@@ -242,15 +241,20 @@ def _estimate_critiques(params: Params) -> None:
     cfg = params.critique
     print(f"critique: {cfg.n_votes} critiques per solution, max_tokens {cfg.max_tokens}; "
           f"critique.max_cost_usd is ${cfg.max_cost_usd:.2f}")
-    for name in cfg.datasets:
+    for name, records in _normalized(cfg.datasets, load_step_records):
+        cost = critiques_cost(records, cfg, params.pool.pricing, simulated_as=budget.simulated_as(params.model))
+        over = "  (over the cap)" if cost.usd > cfg.max_cost_usd else ""
+        print(f"  {name}, {len(records)} solutions: {cost.render()}{over}")
+
+
+def _normalized(names: Iterable[str], load: Callable[[Path], list[T]]) -> Iterator[tuple[str, list[T]]]:
+    """Each dataset's normalized records read by `load`; one not normalized yet is named, with the command."""
+    for name in names:
         path = Path("data") / f"{name}.jsonl"
         if not path.is_file():
             print(f"  {name}: {path} is not there yet (dvc repro normalize@{name})")
             continue
-        records = load_step_records(path)
-        cost = critiques_cost(records, cfg, params.pool.pricing, simulated_as=budget.simulated_as(params.model))
-        over = "  (over the cap)" if cost.usd > cfg.max_cost_usd else ""
-        print(f"  {name}, {len(records)} solutions: {cost.render()}{over}")
+        yield name, load(path)
 
 
 def cmd_report(args: argparse.Namespace) -> int:

@@ -64,14 +64,18 @@ class DatasetConfig:
                               f"(it names files and DVC stages)")
 
 
+def require_dataset_names(where: str, datasets: tuple[str, ...]) -> None:
+    """A method's `datasets`: a non-empty list without repeats (that each is a known dataset, Params checks)."""
+    require(len(datasets) > 0, where, "datasets", list(datasets), "a non-empty list of dataset names")
+    require(len(set(datasets)) == len(datasets), where, "datasets", list(datasets), "without repeats")
+
+
 @dataclass(frozen=True)
 class DeepConfConfig:
     datasets: tuple[str, ...]  # the datasets DeepConf runs on: each gets its own pool, scores and report
 
     def validate(self, where: str) -> None:
-        require(len(self.datasets) > 0, where, "datasets", list(self.datasets), "a non-empty list of dataset names")
-        require(len(set(self.datasets)) == len(self.datasets), where, "datasets", list(self.datasets),
-                "without repeats")
+        require_dataset_names(where, self.datasets)
 
 
 @dataclass(frozen=True)
@@ -92,9 +96,7 @@ class DebateConfig:
     max_cost_usd: float
 
     def validate(self, where: str) -> None:
-        require(len(self.datasets) > 0, where, "datasets", list(self.datasets), "a non-empty list of dataset names")
-        require(len(set(self.datasets)) == len(self.datasets), where, "datasets", list(self.datasets),
-                "without repeats")
+        require_dataset_names(where, self.datasets)
         # the judge names solutions by one digit, as DyLAN's [1,2] pattern does
         require(3 <= self.agents <= 9, where, "agents", self.agents, "3-9 (the judge picks 2 of them)")
         require(1 <= self.rounds <= 3, where, "rounds", self.rounds, "1, 2 or 3")
@@ -121,9 +123,7 @@ class CritiqueConfig:
     max_cost_usd: float
 
     def validate(self, where: str) -> None:
-        require(len(self.datasets) > 0, where, "datasets", list(self.datasets), "a non-empty list of dataset names")
-        require(len(set(self.datasets)) == len(self.datasets), where, "datasets", list(self.datasets),
-                "without repeats")
+        require_dataset_names(where, self.datasets)
         require(self.n_votes >= 1, where, "n_votes", self.n_votes, ">= 1")
         require(0.0 <= self.temperature <= 2.0, where, "temperature", self.temperature, "in [0, 2]")
         require(self.max_tokens >= 1, where, "max_tokens", self.max_tokens, ">= 1")

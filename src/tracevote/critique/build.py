@@ -9,7 +9,6 @@ is everything that shapes a request but n_votes: the model, the template's text,
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -20,10 +19,7 @@ from tracevote.core.fileio import read_json_record, write_json
 from tracevote.critique.prompts import CRITIQUE, critique_messages, critique_template
 from tracevote.datasets.steps import StepRecord
 from tracevote.sampling.budget import CostEstimate, estimate
-from tracevote.sampling.client import ChatClient
-from tracevote.sampling.replies import paid_reply
-from tracevote.sampling.runner import OneCall, Paid, RunSummary, run_calls
-from tracevote.store.calls import Call, CallLedger, CallRecord
+from tracevote.store.calls import Call, CallLedger
 from tracevote.store.framing import Key
 from tracevote.store.ledger import fingerprint_of, folder_name
 
@@ -94,14 +90,6 @@ def critiques_cost(records: list[StepRecord], cfg: CritiqueConfig, pricing: Pric
     """What every critique of `records` costs, none stored yet (the estimate command's figure)."""
     sizes = [len(call.messages[0]["content"].encode()) for call in critique_calls(records, cfg)]
     return estimate(sizes, cfg.max_tokens, pricing, simulated_as=simulated_as)
-
-
-def run_critiques(ledger: CallLedger, calls: list[Call], client: ChatClient, pricing: PricingConfig, *,
-                  concurrency: int, simulated_as: str | None = None,
-                  on_stored: Callable[[Paid[CallRecord], RunSummary], None] | None = None) -> RunSummary:
-    summary = RunSummary(simulated_as=simulated_as, unit="critiques")
-    return run_calls(ledger, [OneCall(call) for call in calls], lambda call: paid_reply(client, call, pricing),
-                     concurrency=concurrency, summary=summary, on_stored=on_stored)
 
 
 @dataclass(frozen=True)

@@ -49,6 +49,7 @@ class _Record(Protocol):
 
 
 RecordT = TypeVar("RecordT", bound=_Record)
+LoadedT = TypeVar("LoadedT")
 RowCheck = Callable[[dict[str, Any], int, DatasetConfig], tuple[list[str], RecordT | None]]
 
 
@@ -138,18 +139,29 @@ def scalar_meta(row: dict[str, Any], used: set[str | None]) -> dict[str, Any]:
 
 def load_problems(path: str | Path) -> list[Problem]:
     """Read a normalized problems file (the normalize stage's output)."""
+    return read_normalized(path, _problem_record, file="problems file", record="problem")
+
+
+def _problem_record(record: dict[str, Any]) -> Problem:
+    return Problem(record["id"], record["problem"], _stored_answer(record["answer"]), record.get("meta", {}))
+
+
+def read_normalized(path: str | Path, parse: Callable[[dict[str, Any]], LoadedT], *, file: str,
+                    record: str) -> list[LoadedT]:
+    """Every line of a normalized file through `parse`; errors name the file and line. `parse` raises KeyError,
+    TypeError or ValueError for a malformed record, and DataError with its own message."""
     path = Path(path)
     if not path.is_file():
-        raise DataError(f"{path}: problems file not found (run `dvc repro normalize`)")
-    problems = []
+        raise DataError(f"{path}: {file} not found (run `dvc repro normalize`)")
+    records = []
     for number, line in enumerate(path.read_bytes().splitlines(), start=1):
         try:
-            record = orjson.loads(line)
-            problems.append(Problem(record["id"], record["problem"], _stored_answer(record["answer"]),
-                                    record.get("meta", {})))
+            records.append(parse(orjson.loads(line)))
+        except DataError as exc:
+            raise DataError(f"{path}: line {number}: {exc}") from exc
         except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
-            raise DataError(f"{path}: line {number}: not a normalized problem record ({exc!r})") from exc
-    return problems
+            raise DataError(f"{path}: line {number}: not a normalized {record} record ({exc!r})") from exc
+    return records
 
 
 def _stored_answer(value: Any) -> int | str:

@@ -12,11 +12,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from tracevote.core.config import DatasetConfig
 from tracevote.core.errors import DataError
-from tracevote.datasets.problems import check_rows, problem_text, row_id, scalar_meta
+from tracevote.datasets.problems import check_rows, problem_text, read_normalized, row_id, scalar_meta
 
 STEPS_KEY = "steps"
 TASK_KEY = "task"
@@ -84,19 +82,11 @@ def _label(value: Any, key: str, steps: tuple[str, ...] | None, errors: list[str
 
 def load_step_records(path: str | Path) -> list[StepRecord]:
     """Read a normalized step-labelled file (the normalize stage's output for a dataset of kind steps)."""
-    path = Path(path)
-    if not path.is_file():
-        raise DataError(f"{path}: step-labelled file not found (run `dvc repro normalize`)")
-    records = []
-    for number, line in enumerate(path.read_bytes().splitlines(), start=1):
-        try:
-            raw = orjson.loads(line)
-            record = StepRecord(raw["id"], raw["problem"], tuple(raw["steps"]), raw["label"], raw["task"],
-                                raw.get("meta", {}))
-        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
-            raise DataError(f"{path}: line {number}: not a normalized step record ({exc!r})") from exc
-        if not isinstance(record.label, int) or not -1 <= record.label < len(record.steps):
-            raise DataError(f"{path}: line {number}: label {record.label!r} does not index its "
-                            f"{len(record.steps)} steps (or -1)")
-        records.append(record)
-    return records
+    return read_normalized(path, _step_record, file="step-labelled file", record="step")
+
+
+def _step_record(raw: dict[str, Any]) -> StepRecord:
+    record = StepRecord(raw["id"], raw["problem"], tuple(raw["steps"]), raw["label"], raw["task"], raw.get("meta", {}))
+    if not isinstance(record.label, int) or not -1 <= record.label < len(record.steps):
+        raise DataError(f"label {record.label!r} does not index its {len(record.steps)} steps (or -1)")
+    return record

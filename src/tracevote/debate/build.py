@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -18,12 +17,9 @@ from tracevote.core.config import DebateConfig, DecodingConfig, Params, PricingC
 from tracevote.core.errors import DataError
 from tracevote.core.fileio import read_json_record, write_json
 from tracevote.datasets.problems import Problem
-from tracevote.debate.protocol import Debate, DebateConversation, Transcript, advance, replay
+from tracevote.debate.protocol import Debate, Transcript, advance, replay
 from tracevote.sampling.budget import BYTES_PER_PROMPT_TOKEN, CostEstimate, estimate
-from tracevote.sampling.client import ChatClient
-from tracevote.sampling.replies import paid_reply
-from tracevote.sampling.runner import Paid, RunSummary, run_calls
-from tracevote.store.calls import CallLedger, CallRecord
+from tracevote.store.calls import CallLedger
 from tracevote.store.ledger import fingerprint_of, folder_name
 
 METHOD = "dylan-debate"
@@ -112,15 +108,6 @@ def longest_path_prompt_bytes(debate: Debate, output_fraction: float) -> list[in
     if cfg.rounds >= 3:
         sizes += [question + cfg.agents * solution] + [question + 2 * solution] * 2
     return sizes
-
-
-def run_debates(ledger: CallLedger, debates: list[Debate], client: ChatClient, pricing: PricingConfig, *,
-                concurrency: int, simulated_as: str | None = None,
-                on_stored: Callable[[Paid[CallRecord], RunSummary], None] | None = None) -> RunSummary:
-    """Run every debate to its end, `concurrency` debates at a time, each making one call at a time."""
-    summary = RunSummary(simulated_as=simulated_as, unit="calls")
-    return run_calls(ledger, [DebateConversation(d) for d in debates], lambda call: paid_reply(client, call, pricing),
-                     concurrency=concurrency, summary=summary, on_stored=on_stored)
 
 
 def transcripts(ledger: CallLedger, debates: list[Debate]) -> list[Transcript]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -13,13 +13,16 @@ from typing import Generic, TypeVar
 
 from tqdm import tqdm
 
-from tracevote.core.config import Params, load_params
+from tracevote.core.config import DecodingConfig, Params, load_params
 from tracevote.core.dvcstate import already_built
 from tracevote.core.errors import TracevoteError
 from tracevote.core.retry import CauseCounter, RetryNotice
-from tracevote.datasets.problems import load_problems
-from tracevote.sampling.budget import spent_text
-from tracevote.sampling.runner import Paid, RunSummary
+from tracevote.datasets.problems import Problem, load_problems
+from tracevote.sampling import backend
+from tracevote.sampling.budget import simulated_as, spent_text
+from tracevote.sampling.replies import paid_reply
+from tracevote.sampling.runner import Conversation, Paid, RunSummary, run_calls
+from tracevote.store.calls import CallLedger, CallRecord
 
 REBUILD_ENV = "TRACEVOTE_REBUILD"
 T = TypeVar("T")
@@ -105,3 +108,27 @@ class CallProgress:
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
                  trace: TracebackType | None) -> None:
         self._bar.close()
+
+
+def run_ledger_calls(ledger: CallLedger, conversations: Iterable[Conversation[CallRecord]], *, params: Params,
+                     stage: str, decoding: DecodingConfig, api_key: str | None, concurrency: int, total: int,
+                     unit: str, problems: list[Problem] | None = None,
+                     first_errors: Mapping[str, int] | None = None) -> RunSummary:
+    """Run text-only conversations into `ledger` on params.model with `decoding`: retry lines until the progress
+    bar (at most `total` calls of `unit`) takes over, the retries by cause at the end, and the ledger marked
+    simulated once the simulator answers. `problems` and `first_errors` are what the simulator knows."""
+    retries = RetryLines()
+    with backend.open_client(params.model, decoding, problems or [], api_key, pool=params.pool,
+                             concurrency=concurrency, first_errors=first_errors, on_retry=retries.show) as client:
+        retries.quiet = True  # from here the progress bar counts retries
+        with CallProgress(total, desc=stage, unit=unit, retries=client.retries) as bar:
+            def on_stored(paid: Paid[CallRecord], summary: RunSummary) -> None:
+                if client.served_by_simulator and not ledger.simulated:
+                    ledger.mark_simulated()
+                bar.on_stored(paid, summary)
+
+            summary = RunSummary(simulated_as=simulated_as(params.model), unit=f"{unit}s")
+            run_calls(ledger, conversations, lambda call: paid_reply(client, call, params.pool.pricing),
+                      concurrency=concurrency, summary=summary, on_stored=on_stored)
+        print(backend.retry_report(client))
+    return summary
