@@ -15,7 +15,7 @@ from tracevote.core.config import AnswerFormat, IntegerFormat
 
 AIME_RANGE = range(0, 1000)
 
-_GSM8K_MARK = "####"
+GSM8K_MARK = "####"
 _INTEGER = re.compile(r"\s*([+-]?\d{1,3}(?:,\d{3})+|[+-]?\d+)\s*")
 
 
@@ -67,8 +67,8 @@ def gold_integer(value: Any, answer_format: IntegerFormat) -> tuple[int | None, 
 
 
 def _after_mark(value: Any) -> Any:
-    if isinstance(value, str) and _GSM8K_MARK in value:
-        return value.rsplit(_GSM8K_MARK, 1)[1]
+    if isinstance(value, str) and GSM8K_MARK in value:
+        return value.rsplit(GSM8K_MARK, 1)[1]
     return value
 
 

@@ -27,7 +27,10 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 FallbackReason = Literal["timeout", "worker crashed", "unparsable gold", "unparsable answer", "comparison error"]
-VerdictMethod = Literal["math_verify", "string"]
+VerdictMethod = Literal["math_verify", "string", "unjudged"]
+# answers: our own reading of extracted answers (each wrapped in $...$, an unparsable side falls back to a
+# normalised string comparison). grading: the grading toolkit's scorer, exactly (see `grading_outcome`).
+JudgeRule = Literal["answers", "grading"]
 StartMethod = Literal["spawn", "forkserver"]
 # What a worker returns for one comparison: Math-Verify's answer, or None and why it could not give one.
 Outcome = tuple[bool | None, FallbackReason | None]
@@ -121,9 +124,25 @@ def _verify_pair(gold: str, answer: str) -> Outcome:
         return None, "comparison error"
 
 
-def _verify_chunk(pairs: Sequence[tuple[str, str]]) -> list[Outcome]:
+def grading_outcome(gold: str, answer: str) -> Outcome:
+    """The grading scorer's verdict: ``verify(parse(gold), parse(answer))`` with Math-Verify's default extraction
+    and ``raise_on_error`` off, as a plain call in a main thread does, but with its signal timeouts off (the
+    parent's wall clock limits it instead). Math-Verify then catches its own errors (an unparsable side gives
+    []: not equal); only an exception that still escapes makes the pair fall back to strings."""
+    from math_verify import parse, verify
+
+    try:
+        gold_parsed = parse(gold, parsing_timeout=None)
+        answer_parsed = parse(answer, parsing_timeout=None)
+        return bool(verify(gold_parsed, answer_parsed, timeout_seconds=None)), None
+    except Exception:
+        return None, "comparison error"
+
+
+def _verify_chunk(pairs: Sequence[tuple[str, str]], rule: JudgeRule = "answers") -> list[Outcome]:
     """The outcomes of a chunk of (gold, answer) pairs: one round trip to a worker for all of them."""
-    return [_verify_pair(gold, answer) for gold, answer in pairs]
+    compare = grading_outcome if rule == "grading" else _verify_pair
+    return [compare(gold, answer) for gold, answer in pairs]
 
 
 def _init_worker(barrier: Any) -> None:
@@ -135,6 +154,8 @@ def _init_worker(barrier: Any) -> None:
     # The "timeout is disabled" warning is expected here: the parent enforces the limit.
     logging.getLogger("math_verify").setLevel(logging.ERROR)
     _verify_pair("\\frac{1}{2}", "0.5")
+    grading_outcome("\\frac{1}{2}", "0.5")
+    grading_outcome("\\frac{1}{2}", "0.5")
 
 
 def _worker_ready(timeout_s: float) -> None:
@@ -152,6 +173,8 @@ class MathJudge:
     to a worker in one round trip and gets the same limit; a chunk that overruns is killed and its pairs
     are retried one by one with the full limit, so only a comparison that overruns on its own falls back
     to `string_verdict` under "timeout". The counts of fallbacks by reason are in `fallbacks`.
+    `rule` "grading" compares as the grading toolkit's scorer does instead (`grading_outcome`,
+    `grading_fallback`): there an overrun comparison is wrong, not compared as strings.
 
     >>> with MathJudge(max_workers=1, timeout_s=5.0) as judge:  # doctest: +SKIP
     ...     judge.compare_many([("\\\\frac{1}{2}", "0.5"), ("5", "x=5"), ("7", "8")])
@@ -168,6 +191,7 @@ class MathJudge:
         chunk_size: int = 16,
         start_method: StartMethod = "spawn",
         startup_timeout_s: float = 300.0,
+        rule: JudgeRule = "answers",
     ) -> None:
         if max_workers < 1 or chunk_size < 1 or timeout_s <= 0 or startup_timeout_s <= 0:
             raise ValueError("max_workers and chunk_size must be >= 1, and the timeouts > 0")
@@ -175,6 +199,7 @@ class MathJudge:
         self.timeout_s = timeout_s
         self.chunk_size = chunk_size
         self.startup_timeout_s = startup_timeout_s
+        self.rule = rule
         self._context = multiprocessing.get_context(start_method)
         self._lock = threading.Lock()
         self._pool: ProcessPoolExecutor | None = None
@@ -223,7 +248,7 @@ class MathJudge:
             if self._closed:
                 raise RuntimeError("this MathJudge is closed")
             outcomes = self._outcomes(pairs)
-            verdicts = [_verdict(pair, outcome) for pair, outcome in zip(pairs, outcomes, strict=True)]
+            verdicts = [_verdict(pair, outcome, self.rule) for pair, outcome in zip(pairs, outcomes, strict=True)]
             self._fallbacks.update(verdict.reason for verdict in verdicts if verdict.reason is not None)
         return verdicts
 
@@ -257,7 +282,7 @@ class MathJudge:
         Any failure kills the pool's workers; the next wave starts a new pool.
         """
         pool = self._ready_pool()
-        futures = {pool.submit(_verify_chunk, [pairs[i] for i in chunk]): chunk for chunk in wave}
+        futures = {pool.submit(_verify_chunk, [pairs[i] for i in chunk], self.rule): chunk for chunk in wave}
         done, not_done = wait(futures, timeout=self.timeout_s)
         retry: list[int] = []
         for future in not_done:
@@ -323,12 +348,29 @@ class MathJudge:
             process.join(timeout=10)
 
 
-def _verdict(pair: tuple[str, str], outcome: Outcome) -> MathVerdict:
-    """Math-Verify's verdict, or the string fallback when the outcome says why there is none."""
+def _verdict(pair: tuple[str, str], outcome: Outcome, rule: JudgeRule) -> MathVerdict:
+    """Math-Verify's verdict, or the rule's fallback when the outcome says why there is none."""
     equal, reason = outcome
-    if equal is None or reason is not None:
-        return string_verdict(pair[0], pair[1], reason or "comparison error")
-    return MathVerdict(equal=equal, method="math_verify")
+    if equal is not None and reason is None:
+        return MathVerdict(equal=equal, method="math_verify")
+    reason = reason or "comparison error"
+    if rule == "grading":
+        return grading_fallback(pair[0], pair[1], reason)
+    return string_verdict(pair[0], pair[1], reason)
+
+
+def grading_fallback(gold: str, answer: str, reason: FallbackReason) -> MathVerdict:
+    """The grading scorer's fallback: a comparison that overran its limit or crashed its worker is wrong
+    (method "unjudged"); one where Math-Verify raised compares the stripped, lower-cased strings.
+
+    >>> grading_fallback(" Yes", "yes ", "comparison error")
+    MathVerdict(equal=True, method='string', reason='comparison error')
+    >>> grading_fallback("7", "7", "timeout")
+    MathVerdict(equal=False, method='unjudged', reason='timeout')
+    """
+    if reason in ("timeout", "worker crashed"):
+        return MathVerdict(equal=False, method="unjudged", reason=reason)
+    return MathVerdict(equal=gold.strip().lower() == answer.strip().lower(), method="string", reason=reason)
 
 
 def _shown(value: Any) -> str:

@@ -46,6 +46,12 @@ def cmd_critique_convert(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_grade(args: argparse.Namespace) -> int:
+    from tracevote.cli.grade import run_grade
+
+    return run_grade(args)
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from tracevote.cli import demo
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable
+from pathlib import Path
 
 from tracevote import __version__
 from tracevote.cli import commands
@@ -15,6 +16,11 @@ DESCRIPTION = ("tracevote: majority and DeepConf voting measured over tracked tr
                "`make repro`) runs the pipeline; these commands check, price, inspect and report around it.")
 PARAMS_HELP = "the params file to read (default: %(default)s)"
 PROBLEMS_HELP = "normalized problems, one JSON object a line (default: data/<dataset>.jsonl)"
+GRADING_FORMATS = ("gsm8k", "math500", "aime", "amc23")  # tracevote.grading.gold.GRADING_FORMATS (not imported: slow)
+GRADE_DESCRIPTION = ("Grade a predictions file as the grading scorer did: Math-Verify accuracy (gold first), the "
+                     "reasoning's average word count and, with --enable-critic, the LLM critic (settings from the "
+                     "params file's grading.critic; replies kept on a ledger, never paid twice).")
+DEFAULT_CRITIC_DIR = "grading/critic/cli"
 
 
 def package_version() -> str:
@@ -112,6 +118,29 @@ def add_other_commands(subparsers: argparse._SubParsersAction[argparse.ArgumentP
     convert.set_defaults(handler=commands.cmd_critique_convert)
 
 
+def add_grade_command(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    grade = subparsers.add_parser("grade", help="grade a predictions file: Math-Verify accuracy, word count, critic",
+                                  description=GRADE_DESCRIPTION)
+    grade.add_argument("--dataset", required=True, choices=GRADING_FORMATS, help="the gold's format")
+    grade.add_argument("--pred-path", required=True, type=Path, help='JSON lines {"id", "thinking", "content"}')
+    grade.add_argument("--gold", type=Path, help="a gold file in the dataset's format (default: the project's "
+                                                 "data/<dataset>.jsonl, aime: data/aime_2024.jsonl)")
+    grade.add_argument("--id-key", help="the gold field the predictions' ids match (default: id, else unique_id, "
+                                        "else <dataset>_test_<row index from 0>)")
+    grade.add_argument("--problem-key", help="the gold's problem field (default: the format's)")
+    grade.add_argument("--answer-key", help="the gold's answer field (default: answer)")
+    grade.add_argument("--solution-key", help="the gold's reference solution field (default: the format's)")
+    grade.add_argument("--enable-critic", action="store_true", help="score the reasoning with the LLM critic")
+    grade.add_argument("--critic-max-samples", type=int, metavar="N",
+                       help="items the critic scores (default: grading.critic.max_samples)")
+    grade.add_argument("--critic-dir", type=Path, default=Path(DEFAULT_CRITIC_DIR),
+                       help="where the critic's replies are kept (default: %(default)s)")
+    grade.add_argument("--params", default="params.yaml", help="grading.* and the critic's model (default: "
+                                                               "%(default)s)")
+    grade.add_argument("--json", action="store_true", help="print one JSON object instead of the lines")
+    grade.set_defaults(handler=commands.cmd_grade)
+
+
 def add_sim_server(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     sim = subparsers.add_parser("sim-server", help="serve the simulated model with DeepSeek's wire format")
     sim.add_argument("--params", default="params.yaml", help="model.sim is read from here (default: %(default)s)")
@@ -134,6 +163,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_pool_commands(subparsers)
     add_sim_server(subparsers)
     add_other_commands(subparsers)
+    add_grade_command(subparsers)
     return parser
 
 

@@ -281,11 +281,80 @@ class ReportConfig:
 
 
 @dataclass(frozen=True)
+class GradingRunConfig:
+    """One entry of `grading.runs:`, named by its key: predictions graded against a project dataset."""
+
+    name: str
+    dataset: str  # a dataset of kind problems: its normalized file data/<dataset>.jsonl is the gold
+    predictions: str  # a predictions file (.jsonl, tracked by DVC) or a pool manifest (pools/<dataset>.json)
+    id_key: str | None = None  # gold field the ids match; null: id, else unique_id, else <dataset>_test_<row>
+
+    def validate(self, where: str) -> None:
+        require(bool(DATASET_NAME.match(self.name)), where, "name", self.name,
+                "letters, digits, '_', '.', '-' (it names files, DVC stages and metrics)")
+        require(self.predictions.endswith((".jsonl", ".json")), where, "predictions", self.predictions,
+                "a .jsonl predictions file or a .json pool manifest")
+
+
+@dataclass(frozen=True)
+class CriticEndpointConfig:
+    """The critic's own endpoint, when it is not `model:`'s (any OpenAI-compatible server)."""
+
+    base_url: str
+    name: str
+    extra_body: dict[str, Any]
+    api_key_env: str
+    needs_key: bool
+
+    def validate(self, where: str) -> None:
+        require(bool(self.name), where, "name", self.name, "a model name")
+        require(self.base_url.startswith(("http://", "https://")), where, "base_url", self.base_url,
+                "an http(s) URL")
+
+
+@dataclass(frozen=True)
+class CriticConfig:
+    """The grading critic: an LLM scores a prediction's reasoning against the reference solution, 1-5."""
+
+    enabled: bool
+    max_samples: int  # the first gold items with a reference solution and a prediction
+    model: CriticEndpointConfig | None  # null: model: (and with model.backend sim, the simulator answers)
+    temperature: float
+    max_tokens: int
+    concurrency: int
+    max_cost_usd: float  # per run
+    pricing: PricingConfig | None  # null: pool.pricing (DeepSeek's list prices)
+
+    def validate(self, where: str) -> None:
+        require(self.max_samples >= 1, where, "max_samples", self.max_samples, ">= 1")
+        require(0.0 <= self.temperature <= 2.0, where, "temperature", self.temperature, "in [0, 2]")
+        require(self.max_tokens >= 1, where, "max_tokens", self.max_tokens, ">= 1")
+        require(1 <= self.concurrency <= 256, where, "concurrency", self.concurrency, "1-256")
+        require(self.max_cost_usd >= 0, where, "max_cost_usd", self.max_cost_usd, ">= 0")
+
+
+@dataclass(frozen=True)
+class GradingConfig:
+    """Grading prediction files (and pools): Math-Verify accuracy, word counts and the critic."""
+
+    runs: dict[str, GradingRunConfig]
+    verify_timeout_s: float  # wall clock per Math-Verify comparison; one that overruns is wrong
+    workers: int  # Math-Verify worker processes
+    critic: CriticConfig
+
+    def validate(self, where: str) -> None:
+        require(len(self.runs) > 0, where, "runs", self.runs, "at least one run")
+        require(self.verify_timeout_s > 0, where, "verify_timeout_s", self.verify_timeout_s, "> 0")
+        require(1 <= self.workers <= 64, where, "workers", self.workers, "1-64")
+
+
+@dataclass(frozen=True)
 class Params:
     datasets: dict[str, DatasetConfig]
     deepconf: DeepConfConfig
     debate: DebateConfig
     critique: CritiqueConfig
+    grading: GradingConfig
     model: ModelConfig
     prompt: PromptConfig
     decoding: DecodingConfig
@@ -314,6 +383,10 @@ class Params:
             kind = self.dataset(name).kind
             require(kind == "steps", "critique", "datasets", name,
                     f"a dataset of kind steps (solutions with a labelled first error; {name} is kind {kind})")
+        for run in self.grading.runs.values():
+            kind = self.dataset(run.dataset).kind
+            require(kind == "problems", f"grading.runs.{run.name}", "dataset", run.dataset,
+                    f"a dataset of kind problems (its normalized file is the gold; {run.dataset} is kind {kind})")
         too_large = [k for k in self.eval.k if k > self.pool.n_pool]
         require(not too_large, "eval", "k", too_large, f"at most pool.n_pool ({self.pool.n_pool})")
         require(self.report.k in self.eval.k, "report", "k", self.report.k,

@@ -1,7 +1,8 @@
 """Problems: the normalize stage's checks, and reading the normalized file back.
 
 Every problem is `{"id", "problem", "answer", "meta"}`; `meta` keeps the row's other scalar fields
-(year, contest, level, subject, ...). `answer` is an integer (answer formats aime and integer) or
+(year, contest, level, subject, ...), and for a GSM8K-style answer ("... #### 18") the worked solution
+before the mark as `solution`. `answer` is an integer (answer formats aime and integer) or
 LaTeX text (math).
 """
 
@@ -15,7 +16,7 @@ from typing import Any, Protocol, TypeVar
 
 import orjson
 
-from tracevote.answers.formats import gold_answer
+from tracevote.answers.formats import GSM8K_MARK, gold_answer
 from tracevote.core.config import DatasetConfig
 from tracevote.core.errors import DataError
 
@@ -88,7 +89,17 @@ def _normalize_row(row: dict[str, Any], number: int, cfg: DatasetConfig) -> tupl
     problem_id = row_id(row, number, cfg, errors)
     if errors or text is None or answer is None or problem_id is None:
         return errors, None
-    return errors, Problem(problem_id, text, answer, scalar_meta(row, {cfg.problem_key, cfg.answer_key, cfg.id_key}))
+    meta = scalar_meta(row, {cfg.problem_key, cfg.answer_key, cfg.id_key})
+    return errors, Problem(problem_id, text, answer, {**worked_solution(row.get(cfg.answer_key)), **meta})
+
+
+def worked_solution(answer_field: Any) -> dict[str, str]:
+    """{"solution": the text before the last ####} for a GSM8K-style answer field, else {} (the grading
+    critic's reference solution; a row's own `solution` field wins over it)."""
+    if not isinstance(answer_field, str) or GSM8K_MARK not in answer_field:
+        return {}
+    worked = answer_field.rsplit(GSM8K_MARK, 1)[0].strip()
+    return {"solution": worked} if worked else {}
 
 
 def problem_text(row: dict[str, Any], key: str, errors: list[str]) -> str | None:

@@ -56,13 +56,16 @@ def retry_report(client: ChatClient) -> str:
 @contextlib.contextmanager
 def open_client(model: ModelConfig, decoding: DecodingConfig, problems: list[Problem], api_key: str | None, *,
                 pool: PoolConfig, concurrency: int, first_errors: Mapping[str, int] | None = None,
+                reached: Mapping[str, bool] | None = None,
                 on_retry: Callable[[RetryNotice], None] | None = None) -> Iterator[ChatClient]:
     """A ChatClient for `model` with `decoding`, timeouts and retries from `pool`; for the simulator, a
-    loopback server (knowing `problems`' answers and the solutions' `first_errors`, see SimModel) runs while
+    loopback server (knowing `problems`' answers, the solutions' `first_errors` and whether reasonings
+    `reached` their gold, see SimModel) runs while
     the block does. `on_retry` hears of every retried failure (the entry point shows it)."""
     with contextlib.ExitStack() as stack:
         if model.backend == "sim":
-            sim = SimModel(model.sim, answers={p.problem: p.answer for p in problems}, first_errors=first_errors)
+            sim = SimModel(model.sim, answers={p.problem: p.answer for p in problems}, first_errors=first_errors,
+                           reached=reached)
             base_url = stack.enter_context(running_server(sim))
             model = _pointed_at(model, base_url)
         client = ChatClient(model, decoding, api_key=api_key, timeout_s=pool.request_timeout_s,

@@ -113,13 +113,15 @@ class CallProgress:
 def run_ledger_calls(ledger: CallLedger, conversations: Iterable[Conversation[CallRecord]], *, params: Params,
                      stage: str, decoding: DecodingConfig, api_key: str | None, concurrency: int, total: int,
                      unit: str, problems: list[Problem] | None = None,
-                     first_errors: Mapping[str, int] | None = None) -> RunSummary:
+                     first_errors: Mapping[str, int] | None = None,
+                     reached: Mapping[str, bool] | None = None) -> RunSummary:
     """Run text-only conversations into `ledger` on params.model with `decoding`: retry lines until the progress
     bar (at most `total` calls of `unit`) takes over, the retries by cause at the end, and the ledger marked
-    simulated once the simulator answers. `problems` and `first_errors` are what the simulator knows."""
+    simulated once the simulator answers. `problems`, `first_errors` and `reached` are what the simulator knows."""
     retries = RetryLines()
     with backend.open_client(params.model, decoding, problems or [], api_key, pool=params.pool,
-                             concurrency=concurrency, first_errors=first_errors, on_retry=retries.show) as client:
+                             concurrency=concurrency, first_errors=first_errors, reached=reached,
+                             on_retry=retries.show) as client:
         retries.quiet = True  # from here the progress bar counts retries
         with CallProgress(total, desc=stage, unit=unit, retries=client.retries) as bar:
             def on_stored(paid: Paid[CallRecord], summary: RunSummary) -> None:

@@ -72,13 +72,15 @@ class SimModel:
 
     `answers` maps problem text to gold answer; a prompt matches the problem it starts with.
     `first_errors` maps a solution's steps digest (tracevote.critique.prompts.steps_digest) to its first
-    wrong step, for critique calls.
+    wrong step, for critique calls. `reached` maps a reasoning's digest (tracevote.grading.critic.reasoning_digest)
+    to whether it reached its gold answer, for grading critic calls.
     """
 
     def __init__(self, cfg: SimConfig, answers: Mapping[str, int] | None = None,
-                 first_errors: Mapping[str, int] | None = None) -> None:
+                 first_errors: Mapping[str, int] | None = None, reached: Mapping[str, bool] | None = None) -> None:
         self.cfg = cfg
         self._first_errors = dict(first_errors or {})
+        self._reached = dict(reached or {})
         self._answers = {problem.strip(): int(answer) for problem, answer in (answers or {}).items()}
         # sorted, so the draws do not depend on the order of `answers`
         self._gold_pool = np.sort(np.fromiter(self._answers.values(), dtype=np.int64, count=len(self._answers)))
@@ -119,6 +121,10 @@ class SimModel:
     def first_error(self, solution_digest: str) -> int | None:
         """The known first wrong step of a solution (-1: none), or None for a solution not known."""
         return self._first_errors.get(solution_digest)
+
+    def reached_gold(self, reasoning_digest: str) -> bool | None:
+        """Whether a known reasoning reached its gold answer, or None for a reasoning not known."""
+        return self._reached.get(reasoning_digest)
 
     def gold_answer(self, prompt: str) -> int:
         """The answer the sim counts as right for a prompt (or for a bare problem text)."""
@@ -190,5 +196,6 @@ def _draw_trace(problem: _Problem, cfg: SimConfig, rng: np.random.Generator) -> 
     return Trace(answer, correct, length, z)
 
 
+from tracevote.sim import critic as _critic  # noqa: E402, F401  (registers the grading critic kind of call)
 from tracevote.sim import critique as _critique  # noqa: E402, F401  (registers the critique kind of call)
 from tracevote.sim import debate as _debate  # noqa: E402, F401  (registers the debate's kinds of call)

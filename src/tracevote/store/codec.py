@@ -168,6 +168,35 @@ def score_fields(payload: bytes | memoryview) -> ScoreFields:
     return ScoreFields(header["sample_id"], header["finish_reason"], candidates, arrays["token_confidence"])
 
 
+@dataclass(frozen=True)
+class TextFields:
+    """What grading reads of one sample: its text and what decides its answer."""
+
+    sample_id: int
+    text: str
+    finish_reason: str
+    candidates: AnswerCandidates
+
+
+def text_fields(payload: bytes | memoryview) -> TextFields:
+    """The text, finish reason and answer candidates, decompressing only the text block (format 2)."""
+    view = memoryview(payload)
+    if _is_format_1(view):
+        decoded = _decode_format_1(view)
+        text = decoded.text()
+        return TextFields(decoded.header["sample_id"], text, decoded.header["finish_reason"], answer_candidates(text))
+    header, offset = _header(view)
+    arrays: dict[str, np.ndarray] = {}
+    for entry in header["blocks"]:
+        if entry[0] == "text":
+            arrays.update(_block_arrays(view, offset, entry))
+        offset += entry[1]
+    text = Decoded(header, arrays).text()
+    stored = header["extract_version"] == EXTRACT_VERSION
+    candidates = AnswerCandidates.from_json(header["candidates"]) if stored else answer_candidates(text)
+    return TextFields(header["sample_id"], text, header["finish_reason"], candidates)
+
+
 def to_sample(decoded: Decoded) -> Sample:
     """The full record back, tokens and all (for export; scoring reads `score_fields`)."""
     header, blobs = decoded.header, decoded.blobs

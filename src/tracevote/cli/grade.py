@@ -1,0 +1,74 @@
+"""`python -m tracevote grade`: grade one predictions file against a dataset's gold, as the grading scorer did.
+
+Without --gold the gold is the project's normalized file of the dataset (aime is aime_2024, as in the original
+scorer). The critic (--enable-critic) reads its settings from the params file's grading.critic, calls the model
+on the ledger under --critic-dir (durable, resumable, never paid twice) and shows its progress on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import sys
+from pathlib import Path
+
+import orjson
+
+from tracevote.core.config import GradingRunConfig, Params, load_params
+from tracevote.grading.accuracy import pair_by_id
+from tracevote.grading.build import build_critic
+from tracevote.grading.critic import CriticScores, critic_items, open_ledger, read_scores
+from tracevote.grading.gold import GoldItem, format_keys, gold_from_normalized, read_gold_file
+from tracevote.grading.predictions import of_dataset, read_predictions
+from tracevote.grading.runs import RunInputs, grade_inputs, run_record
+from tracevote.report.grading import json_summary, render_run
+
+PROJECT_DATASET = {"gsm8k": "gsm8k", "math500": "math500", "aime": "aime_2024", "amc23": "amc23"}
+
+
+def run_grade(args: argparse.Namespace) -> int:
+    params = _params(args)
+    gold = _gold(args)
+    predictions = of_dataset(read_predictions(args.pred_path), [args.dataset], str(args.pred_path))
+    inputs = RunInputs(gold, predictions, "predictions file", False)
+    grades = grade_inputs(inputs, params.grading)
+    critic, critic_simulated = _critic(args, params, inputs) if args.enable_critic else (None, False)
+    run = GradingRunConfig(name="cli", dataset=args.dataset, predictions=str(args.pred_path), id_key=args.id_key)
+    record = run_record(run, inputs, grades, critic, critic_simulated)
+    if args.json:
+        print(orjson.dumps(json_summary(record)).decode())
+    else:
+        print(render_run(record, critic_enabled=args.enable_critic))
+    return 0
+
+
+def _params(args: argparse.Namespace) -> Params:
+    params = load_params(args.params)
+    critic = params.grading.critic
+    if args.enable_critic:
+        critic = dataclasses.replace(critic, enabled=True, max_samples=args.critic_max_samples or critic.max_samples)
+        critic.validate("--critic-max-samples")
+    return dataclasses.replace(params, grading=dataclasses.replace(params.grading, critic=critic))
+
+
+def _gold(args: argparse.Namespace) -> list[GoldItem]:
+    if args.gold is None:
+        path = Path("data") / f"{PROJECT_DATASET[args.dataset]}.jsonl"
+        return gold_from_normalized(path, prefix=args.dataset, id_key=args.id_key)
+    keys = format_keys(args.dataset, problem=args.problem_key, answer=args.answer_key,
+                       reference=args.solution_key, id_key=args.id_key)
+    return read_gold_file(args.gold, keys, prefix=args.dataset)
+
+
+def _critic(args: argparse.Namespace, params: Params, inputs: RunInputs) -> tuple[CriticScores, bool]:
+    pairing = pair_by_id(inputs.gold, inputs.predictions)
+    args.critic_dir.mkdir(parents=True, exist_ok=True)
+    # with --json, stdout holds the one JSON object: the critic's own lines go to stderr
+    with contextlib.redirect_stdout(sys.stderr) if args.json else contextlib.nullcontext():
+        build_critic(params, "cli", pairing, args.critic_dir, stage="grade --enable-critic")
+    ledger = open_ledger(args.critic_dir, params)
+    scores = read_scores(ledger, critic_items(pairing, params.grading.critic.max_samples), str(args.critic_dir))
+    return scores, ledger.simulated
+
+

@@ -1,0 +1,98 @@
+"""Running the grading critic on the ledger: what is missing, the guard, the key, the budget, the calls, and
+the manifest the grade stage reads. Used by the build_grading_critic stage and by `python -m tracevote grade`."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+from tracevote.core.config import Params
+from tracevote.core.errors import DataError, TracevoteError
+from tracevote.grading.accuracy import Pairing
+from tracevote.grading.critic import (
+    CriticScores,
+    calls_cost,
+    critic_decoding,
+    critic_items,
+    critic_model,
+    critic_params,
+    critic_setting,
+    ledger_root,
+    missing_calls,
+    open_ledger,
+    read_scores,
+    reasoning_digest,
+)
+from tracevote.grading.runs import MANIFEST, CriticManifest, reached_gold, read_critic_manifest, write_critic_manifest
+from tracevote.sampling import backend
+from tracevote.sampling.budget import check_budget
+from tracevote.sampling.paid import run_ledger_calls
+from tracevote.sampling.runner import OneCall
+from tracevote.store.calls import CallLedger
+from tracevote.store.ledger import fingerprint_of
+
+
+def build_critic(params: Params, run: str, pairing: Pairing, critic_dir: Path, *, stage: str,
+                 refuse_if_already_built: Callable[[], None] = lambda: None) -> CriticManifest:
+    """Ask the critic about every item `grading.critic` selects that the ledger lacks, then write the manifest.
+    `refuse_if_already_built` is the stage's fresh-clone guard, run before anything would be paid."""
+    cfg = params.grading.critic
+    if not cfg.enabled:
+        manifest = CriticManifest(run, False, None, None, 0, 0, False, cfg.max_samples)
+        write_critic_manifest(critic_dir, manifest)
+        print(f"{stage}: the critic is disabled (grading.critic.enabled: false); no request sent")
+        return manifest
+    items = critic_items(pairing, cfg.max_samples)
+    existed = (ledger_root(critic_dir, params) / CallLedger.META).is_file()
+    if not existed:
+        refuse_if_already_built()  # before anything is written, so the `dvc pull` it recommends finds a clean folder
+    ledger = open_ledger(critic_dir, params)
+    missing = missing_calls(ledger, items)
+    if not missing:
+        print(f"{stage}: {ledger.root} holds all {len(items)} critic replies; no request sent")
+        return _write_manifest(critic_dir, run, ledger, len(items), len(items), cfg.max_samples)
+    if existed:
+        refuse_if_already_built()
+    cost = calls_cost(missing, params)
+    print(f"{stage}: {len(missing)} of {len(items)} critic replies missing in {ledger.root}; estimate {cost.render()}")
+    api_key = backend.api_key_for(critic_model(params), os.environ, Path(".env"), missing=len(missing),
+                                  what="critic calls", stage=stage)
+    check_budget(cost, cfg.max_cost_usd, cap="grading.critic.max_cost_usd",
+                 levers="grading.critic.max_samples or grading.critic.max_tokens")
+    reached = {reasoning_digest(text): ok for text, ok in reached_gold(pairing).items()}
+    summary = run_ledger_calls(ledger, [OneCall(call) for call in missing], params=critic_params(params),
+                               stage=stage, decoding=critic_decoding(params), api_key=api_key,
+                               concurrency=cfg.concurrency, total=len(missing), unit="critic call", reached=reached)
+    print(summary.render())
+    stored = len(items) - len(missing_calls(CallLedger(ledger.root), items))
+    manifest = _write_manifest(critic_dir, run, ledger, len(items), stored, cfg.max_samples)
+    if stored < len(items):
+        raise TracevoteError(f"{len(items) - stored} critic replies are missing after retries ran out (causes "
+                             f"above). Run again: it requests only the missing ones.")
+    return manifest
+
+
+def _write_manifest(critic_dir: Path, run: str, ledger: CallLedger, items: int, finished: int,
+                    max_samples: int) -> CriticManifest:
+    ledger = CallLedger(ledger.root)  # read afresh: the simulator may have marked it since it was opened
+    manifest = CriticManifest(run, True, str(ledger.root.relative_to(critic_dir)), ledger.fingerprint, items,
+                              finished, ledger.simulated, max_samples)
+    write_critic_manifest(critic_dir, manifest)
+    return manifest
+
+
+def stored_critic_scores(params: Params, pairing: Pairing, critic_dir: Path) -> tuple[CriticScores | None, bool]:
+    """The critic's scores of this run as build_grading_critic stored them, and whether the critic was simulated;
+    (None, False) when the critic is disabled. A manifest of another setting is an error naming what to run."""
+    cfg = params.grading.critic
+    manifest = read_critic_manifest(critic_dir)
+    if not cfg.enabled:
+        return None, False
+    fingerprint = fingerprint_of(critic_setting(params))
+    if not manifest.enabled or manifest.fingerprint != fingerprint or manifest.max_samples != cfg.max_samples:
+        raise DataError(f"{critic_dir / MANIFEST}: the critic ran under another grading.critic setting than "
+                        f"params.yaml's (or not at all); run build_grading_critic (`dvc repro`)")
+    ledger = CallLedger(critic_dir / str(manifest.ledger))
+    items = critic_items(pairing, cfg.max_samples)
+    return read_scores(ledger, items, str(critic_dir / MANIFEST)), manifest.simulated

@@ -1,0 +1,258 @@
+"""The grading critic: an LLM reads the problem, the reference solution and a prediction's reasoning and scores
+the reasoning from 1 to 5, as JSON ``{"score": x}``.
+
+- Items: the first `max_samples` gold items, in gold order, that have a reference solution and a prediction
+  (a pool's: its lowest-numbered trace).
+- Reply: the last JSON object in the text with a numeric `score` (a number, or text that reads as one),
+  clamped to [1, 5]; a reply without one is unparsable: counted, and left out of the mean.
+- Calls are paid calls on a CallLedger (durable, resumable, never paid twice): one ledger per critic setting
+  (endpoint, model, prompt, temperature, max_tokens), one item per prompt, named by the prompt's digest, so a
+  prediction graded twice (two runs, or the CLI after the stage) is asked about once.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import math
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from tracevote.core.config import DecodingConfig, ModelConfig, Params, PricingConfig
+from tracevote.core.errors import DataError
+from tracevote.grading.accuracy import Pairing
+from tracevote.grading.gold import GoldItem
+from tracevote.grading.predictions import Prediction
+from tracevote.sampling.budget import CostEstimate, estimate, simulated_as
+from tracevote.store.calls import Call, CallLedger, decode
+from tracevote.store.ledger import fingerprint_of, folder_name
+
+CRITIC = "critic"  # the kind of call, for the simulated model
+METHOD = "grading-critic"
+SCORE_RANGE = (1.0, 5.0)
+PROMPT_VERSION = 1  # bump with any change to CRITIC_TEMPLATE's wording (it is hashed into the setting anyway)
+CRITIC_TEMPLATE = """You are grading the reasoning a model wrote while solving a math problem.
+
+<problem>
+{problem}
+</problem>
+
+<reference_solution>
+{reference}
+</reference_solution>
+
+<model_reasoning>
+{reasoning}
+</model_reasoning>
+
+Score the model's reasoning from 1 to 5 against the reference solution:
+5 = excellent reasoning, well aligned with the reference solution;
+3 = partially correct reasoning with some issues;
+1 = mostly incorrect or incoherent reasoning.
+Use 2 and 4 for reasoning in between. Reply with a JSON object only, such as {{"score": 4}}."""
+_REASONING = re.compile(r"<model_reasoning>\n(.*)\n</model_reasoning>", re.DOTALL)
+
+
+@dataclass(frozen=True)
+class CriticItem:
+    """One critic call: which gold item, the prompt, and the prompt's digest that names it in the ledger."""
+
+    gold_id: str
+    item_id: str
+    messages: list[dict[str, str]]
+    reasoning: str
+
+
+def critic_messages(problem: str, reference: str, reasoning: str) -> list[dict[str, str]]:
+    """One user message; the reasoning is the prediction's `thinking`, whole."""
+    content = CRITIC_TEMPLATE.format(problem=problem.strip(), reference=reference.strip(),
+                                     reasoning=reasoning.strip())
+    return [{"role": "user", "content": content}]
+
+
+def reasoning_in_prompt(prompt: str) -> str | None:
+    """The reasoning a critic prompt shows (what the simulated model reads back)."""
+    match = _REASONING.search(prompt)
+    return match.group(1) if match else None
+
+
+def critic_items(pairing: Pairing, max_samples: int) -> list[CriticItem]:
+    """The first `max_samples` gold items with a reference solution and a prediction, in gold order."""
+    first: dict[str, tuple[GoldItem, Prediction]] = {}
+    for item, prediction in pairing.pairs:
+        if item.reference is not None and item.id not in first:
+            first[item.id] = (item, prediction)
+    chosen = list(first.values())[:max_samples]
+    return [_critic_item(item, prediction) for item, prediction in chosen]
+
+
+def _critic_item(item: GoldItem, prediction: Prediction) -> CriticItem:
+    assert item.reference is not None
+    messages = critic_messages(item.problem, item.reference, prediction.thinking)
+    digest = hashlib.sha256(orjson.dumps(messages)).hexdigest()[:32]
+    return CriticItem(item.id, f"critic-{digest}", messages, prediction.thinking)
+
+
+def critic_model(params: Params) -> ModelConfig:
+    """The model the critic calls: `model:`, or `grading.critic.model`'s endpoint with `model:`'s backend."""
+    endpoint = params.grading.critic.model
+    if endpoint is None:
+        return params.model
+    return dataclasses.replace(params.model, base_url=endpoint.base_url, name=endpoint.name,
+                               extra_body=endpoint.extra_body, api_key_env=endpoint.api_key_env,
+                               needs_key=endpoint.needs_key)
+
+
+def critic_pricing(params: Params) -> PricingConfig:
+    return params.grading.critic.pricing or params.pool.pricing
+
+
+def critic_decoding(params: Params) -> DecodingConfig:
+    cfg = params.grading.critic
+    return DecodingConfig(temperature=cfg.temperature, top_p=None, max_tokens=cfg.max_tokens, top_logprobs=0)
+
+
+def critic_setting(params: Params) -> dict[str, Any]:
+    """Everything that decides a critic request but the prompt itself: its hash names the ledger."""
+    model, cfg = critic_model(params), params.grading.critic
+    return {"method": METHOD, "prompt_version": PROMPT_VERSION, "template": CRITIC_TEMPLATE,
+            "backend": model.backend, "base_url": model.base_url if model.backend != "sim" else None,
+            "model": model.name, "extra_body": model.extra_body,
+            "sim": asdict(model.sim) if model.backend == "sim" else None,
+            "temperature": cfg.temperature, "max_tokens": cfg.max_tokens}
+
+
+def critic_params(params: Params) -> Params:
+    """`params` with the critic's model and prices in place of the pool's, for the shared paid-call runner."""
+    return dataclasses.replace(params, model=critic_model(params),
+                               pool=dataclasses.replace(params.pool, pricing=critic_pricing(params)))
+
+
+def ledger_root(critic_dir: Path, params: Params) -> Path:
+    model = critic_model(params)
+    return critic_dir / folder_name(model.name, fingerprint_of(critic_setting(params)),
+                                    simulated=model.backend == "sim")
+
+
+def open_ledger(critic_dir: Path, params: Params) -> CallLedger:
+    """The critic ledger of this setting under `critic_dir` (created when absent)."""
+    return CallLedger.open_at(ledger_root(critic_dir, params), critic_setting(params),
+                              simulated=critic_model(params).backend == "sim")
+
+
+def reasoning_digest(reasoning: str) -> str:
+    """Names a reasoning as a critic prompt shows it (stripped): the simulated critic looks it up by this."""
+    return hashlib.sha256(reasoning.strip().encode()).hexdigest()
+
+
+def critic_calls(items: Sequence[CriticItem]) -> list[Call]:
+    return [Call(item.item_id, 0, CRITIC, item.messages) for item in items]
+
+
+def missing_calls(ledger: CallLedger, items: Sequence[CriticItem]) -> list[Call]:
+    unstored = ledger.missing({item.item_id: [0] for item in items})
+    return [call for call in critic_calls(items) if call.item_id in unstored]
+
+
+def calls_cost(calls: Sequence[Call], params: Params) -> CostEstimate:
+    sizes = [len(call.messages[0]["content"].encode()) for call in calls]
+    return estimate(sizes, params.grading.critic.max_tokens, critic_pricing(params),
+                    simulated_as=simulated_as(critic_model(params)))
+
+
+def parse_score(text: str) -> float | None:
+    """The last JSON object in `text` with a numeric "score", clamped to [1, 5]; None when there is none.
+
+    >>> parse_score('Good work. {"score": 4}'), parse_score('{"score": 9}'), parse_score('{"score": "2.5"}')
+    (4.0, 5.0, 2.5)
+    >>> parse_score("I would give it a 4.") is None
+    True
+    """
+    for value in _json_objects_from_end(text):
+        score = _numeric(value.get("score"))
+        if score is not None:
+            return min(max(score, SCORE_RANGE[0]), SCORE_RANGE[1])
+    return None
+
+
+def _json_objects_from_end(text: str) -> Iterator[dict[str, Any]]:
+    """Each JSON object in `text`, the last first (an object starts at a '{' and ends at its matching '}')."""
+    for start in reversed([m.start() for m in re.finditer(r"\{", text)]):
+        end = _closing_brace(text, start)
+        if end is None:
+            continue
+        try:
+            value = orjson.loads(text[start:end + 1])
+        except orjson.JSONDecodeError:
+            continue
+        if isinstance(value, dict):
+            yield value
+
+
+def _closing_brace(text: str, start: int) -> int | None:
+    """The index of the '}' closing the '{' at `start`, skipping braces inside JSON strings."""
+    depth, in_string, escaped = 0, False, False
+    for index in range(start, len(text)):
+        char = text[index]
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char == "{":
+            depth += 1
+        elif char == "}":
+            depth -= 1
+            if depth == 0:
+                return index
+    return None
+
+
+def _numeric(value: Any) -> float | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, str):
+        try:
+            value = float(value.strip())
+        except ValueError:
+            return None
+    if isinstance(value, int | float) and math.isfinite(value):
+        return float(value)
+    return None
+
+
+@dataclass(frozen=True)
+class CriticScores:
+    """The critic's mean over the items it scored, and each item's score (None: unparsable)."""
+
+    mean: float | None
+    scored: int
+    unparsable: int
+    scores: dict[str, float | None]  # gold id -> score
+    usd: float
+
+
+def read_scores(ledger: CallLedger, items: Sequence[CriticItem], origin: str) -> CriticScores:
+    """The stored replies' scores; an item without a stored reply is an error naming what to run."""
+    scores: dict[str, float | None] = {}
+    spent = 0.0
+    for item in items:
+        payloads = [payload for key, payload in ledger.iter_payloads(item.item_id) if key == 0]
+        if not payloads:
+            raise DataError(f"{origin}: the critic's reply for gold item {item.gold_id!r} is not in {ledger.root}; "
+                            f"run the critic first (`dvc repro` runs build_grading_critic)")
+        record = decode(payloads[0])
+        scores[item.gold_id] = parse_score(record.text)
+        spent += record.usd
+    parsed = [score for score in scores.values() if score is not None]
+    return CriticScores(mean=sum(parsed) / len(parsed) if parsed else None, scored=len(parsed),
+                        unparsable=len(scores) - len(parsed), scores=scores, usd=spent)

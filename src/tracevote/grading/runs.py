@@ -1,0 +1,145 @@
+"""A grading run: its gold, its predictions (a file, or a pool's traces), and its grades with the critic's.
+
+A pool as predictions: every trace of the pool (up to its manifest's n_pool) is one prediction of its problem,
+with the trace's text as `thinking` and ``#### <answer>`` as `content`, the answer being the one the score stage
+gives it under `answers:` (a trace with no answer has empty content, so it is wrong).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from tracevote.answers.extract import resolve_answer
+from tracevote.answers.mathverify import MathJudge, normalize_answer_text
+from tracevote.core.config import AnswersConfig, GradingConfig, GradingRunConfig
+from tracevote.core.errors import DataError
+from tracevote.core.fileio import read_json_record, write_json, write_jsonl
+from tracevote.grading.accuracy import Grades, Pairing, final_answer, grade, pair_by_id
+from tracevote.grading.critic import CriticScores
+from tracevote.grading.gold import GoldItem, gold_from_normalized
+from tracevote.grading.predictions import Prediction, of_dataset, read_predictions
+from tracevote.store import codec
+from tracevote.store.pool import Pool
+from tracevote.store.pool import read_manifest as read_pool_manifest
+
+
+@dataclass(frozen=True)
+class RunInputs:
+    gold: list[GoldItem]
+    predictions: list[Prediction]
+    source: str  # "predictions file" or "pool"
+    simulated: bool  # the predictions are a simulated pool's
+
+
+def run_inputs(run: GradingRunConfig, gold_path: Path, answers: AnswersConfig) -> RunInputs:
+    """The gold of `run.dataset` (its normalized file) and the run's predictions."""
+    gold = gold_from_normalized(gold_path, prefix=run.dataset, id_key=run.id_key)
+    path = Path(run.predictions)
+    if path.suffix == ".json":
+        predictions, simulated = pool_predictions(path, answers)
+        return RunInputs(gold, predictions, "pool", simulated)
+    return RunInputs(gold, of_dataset(read_predictions(path), [run.dataset], str(path)), "predictions file", False)
+
+
+def pool_predictions(manifest_path: Path, answers: AnswersConfig) -> tuple[list[Prediction], bool]:
+    """Every trace of the pool a manifest names as a prediction of its problem, and whether it is simulated."""
+    manifest = read_pool_manifest(manifest_path)
+    pool = Pool(manifest.pool_root(manifest_path))
+    predictions = []
+    for problem_id in pool.problem_ids():
+        for key, payload in pool.iter_payloads(problem_id):
+            if int(key) >= manifest.n_pool:
+                continue
+            fields = codec.text_fields(payload)
+            answer, _ = resolve_answer(fields.candidates, fields.finish_reason, answers)
+            content = "" if answer is None else f"#### {answer}"
+            predictions.append(Prediction(problem_id, None, fields.text, content, fields.sample_id))
+    if not predictions:
+        raise DataError(f"{manifest_path}: the pool {pool.root} holds no traces; run build_pool first")
+    return predictions, manifest.simulated
+
+
+def open_judge(cfg: GradingConfig) -> MathJudge:
+    return MathJudge(max_workers=cfg.workers, timeout_s=cfg.verify_timeout_s, rule="grading")
+
+
+def grade_inputs(inputs: RunInputs, cfg: GradingConfig) -> Grades:
+    with open_judge(cfg) as judge:
+        return grade(inputs.gold, inputs.predictions, judge)
+
+
+def reached_gold(pairing: Pairing) -> dict[str, bool]:
+    """For the simulated critic only: whether each reasoning's final answer reads as its gold (no Math-Verify:
+    a normalised string comparison is enough to make the simulated scores track correctness)."""
+    return {prediction.thinking: normalize_answer_text(final_answer(prediction.content)).lower()
+            == normalize_answer_text(item.answer).lower() for item, prediction in pairing.pairs}
+
+
+def pairing_of(inputs: RunInputs) -> Pairing:
+    return pair_by_id(inputs.gold, inputs.predictions)
+
+
+# ---- the critic's manifest: what build_grading_critic leaves for the grade stage ----
+
+@dataclass(frozen=True)
+class CriticManifest:
+    """grading/critic/<run>/manifest.json: whether the critic ran, which ledger holds its replies, how many."""
+
+    run: str
+    enabled: bool
+    ledger: str | None  # relative to the manifest's folder
+    fingerprint: str | None
+    items: int
+    finished: int
+    simulated: bool
+    max_samples: int
+
+
+MANIFEST = "manifest.json"
+
+
+def write_critic_manifest(critic_dir: Path, manifest: CriticManifest) -> None:
+    write_json(critic_dir / MANIFEST, asdict(manifest))
+
+
+def read_critic_manifest(critic_dir: Path) -> CriticManifest:
+    return read_json_record(critic_dir / MANIFEST, CriticManifest, what="critic manifest",
+                            missing="run build_grading_critic (`dvc repro` does), or `dvc pull` it")
+
+
+# ---- the grade stage's outputs ----
+
+def run_record(run: GradingRunConfig, inputs: RunInputs, grades: Grades, critic: CriticScores | None,
+               critic_simulated: bool) -> dict[str, Any]:
+    """grading/runs/<run>.json: the run, where its predictions came from, its grades and the critic's."""
+    return {
+        "run": run.name, "dataset": run.dataset, "predictions_path": run.predictions, "source": inputs.source,
+        "simulated": inputs.simulated or (critic is not None and critic_simulated),
+        **grades.summary(),
+        "critic_score": None if critic is None else critic.mean,
+        "critic_scored": 0 if critic is None else critic.scored,
+        "critic_unparsable": 0 if critic is None else critic.unparsable,
+        "critic_usd": 0.0 if critic is None else critic.usd,
+    }
+
+
+def write_run(out: Path, details: Path, record: dict[str, Any], grades: Grades,
+              critic: CriticScores | None) -> None:
+    """The run's record, and one line per graded prediction (with its critic score, if it has one)."""
+    scores = {} if critic is None else critic.scores
+    seen: set[str] = set()
+    lines = []
+    for graded in grades.graded:
+        first = graded.id not in seen
+        seen.add(graded.id)
+        lines.append({**asdict(graded), "critic_score": scores.get(graded.id) if first else None})
+    write_jsonl(details, lines)
+    write_json(out, record)
+
+
+def run_config(params_runs: dict[str, GradingRunConfig], name: str) -> GradingRunConfig:
+    if name not in params_runs:
+        raise DataError(f"grading.runs: no run {name!r} (there are: {', '.join(params_runs) or 'none'})")
+    return params_runs[name]

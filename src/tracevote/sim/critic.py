@@ -1,0 +1,56 @@
+"""The simulated model's answer to a grading critic call (tracevote.grading.critic), deterministic.
+
+It reads the reasoning back from the prompt and looks up whether it reached its gold answer by its digest (the
+build passes that; an unknown reasoning reached it half the time, drawn from its digest). Then:
+- a reasoning that reached the gold scores 4 or 5 (5 two times in three), else 1, 2 or 3 (1 and 2 likelier);
+- 8% of replies are unparsable (a score in words, or no JSON), and 5% of the rest give a score out of range
+  (0 or 6, which the parser clamps), so every branch of the parser is exercised.
+Replies are a few filler words, then the JSON object.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from tracevote.grading.critic import CRITIC, reasoning_digest, reasoning_in_prompt
+from tracevote.sim.kinds import register_kind
+from tracevote.sim.render import Degrade, filler, render_text
+from tracevote.sim.request import SimRequest
+from tracevote.sim.tokens import seeded_rng
+
+if TYPE_CHECKING:
+    from tracevote.sim.model import SimModel
+
+P_UNPARSABLE = 0.08
+P_OUT_OF_RANGE = 0.05
+_REACHED_SCORES, _REACHED_WEIGHTS = (4, 5), (1 / 3, 2 / 3)
+_MISSED_SCORES, _MISSED_WEIGHTS = (1, 2, 3), (0.4, 0.35, 0.25)
+
+
+def _critic(req: SimRequest, key: str | None, model: SimModel, *, degrade: Degrade) -> bytes:
+    reasoning = reasoning_in_prompt(req.prompt) or ""
+    digest = reasoning_digest(reasoning)
+    reached = model.reached_gold(digest)
+    if reached is None:
+        reached = bool(seeded_rng(model.cfg.seed, digest, "reached").random() < 0.5)
+    rng = seeded_rng(model.cfg.seed, digest, key, "critic")
+    words = int(rng.integers(8, 40))
+    text = "I compared the reasoning with the reference." + filler(words, rng) + "\n" + _verdict(rng, reached)
+    return render_text(req, text, min(words + 12, req.max_tokens), "stop", (model.cfg.seed, digest, key))
+
+
+def _verdict(rng: np.random.Generator, reached: bool) -> str:
+    draw = rng.random()
+    if draw < P_UNPARSABLE / 2:
+        return "I would score it a four out of five."
+    if draw < P_UNPARSABLE:
+        return '{"verdict": "good"}'
+    if draw < P_UNPARSABLE + P_OUT_OF_RANGE:
+        return '{"score": 6}' if reached else '{"score": 0}'
+    scores, weights = (_REACHED_SCORES, _REACHED_WEIGHTS) if reached else (_MISSED_SCORES, _MISSED_WEIGHTS)
+    return f'{{"score": {int(rng.choice(scores, p=weights))}}}'
+
+
+register_kind(CRITIC, _critic)

@@ -1,0 +1,37 @@
+"""Stage build_grading_critic: ask the grading critic (grading.critic) about a run's predictions, when it is
+enabled: the first grading.critic.max_samples gold items with a reference solution and a prediction.
+
+Every reply is stored the moment it arrives; a rerun requests only the missing ones; a finished run needs no key
+and sends nothing. Disabled, it sends nothing and records that in the manifest the grade stage reads.
+"""
+
+import argparse
+import os
+from pathlib import Path
+
+from tracevote.core.config import load_params
+from tracevote.core.entry import stage_main
+from tracevote.grading.build import build_critic
+from tracevote.grading.runs import pairing_of, run_config, run_inputs
+from tracevote.sampling.paid import REBUILD_ENV, refuse_if_already_built
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--params", default="params.yaml", type=Path)
+    parser.add_argument("--run", required=True, help="a key of grading.runs")
+    parser.add_argument("--gold", required=True, type=Path, help="the run's dataset, normalized")
+    parser.add_argument("--critic", required=True, type=Path, help="the run's critic folder (ledger and manifest)")
+    args = parser.parse_args()
+    params = load_params(args.params)
+    run = run_config(params.grading.runs, args.run)
+    stage = f"build_grading_critic@{run.name}"
+    inputs = run_inputs(run, args.gold, params.answers)
+    args.critic.mkdir(parents=True, exist_ok=True)
+    build_critic(params, run.name, pairing_of(inputs), args.critic, stage=stage,
+                 refuse_if_already_built=lambda: refuse_if_already_built(
+                     Path("dvc.lock"), args.params, stage=stage, rebuild=os.environ.get(REBUILD_ENV) == "1"))
+
+
+if __name__ == "__main__":
+    stage_main(main)
