@@ -99,6 +99,7 @@ def build_workspace(folder: Path, size: Scale) -> Workspace:
     params_data["critique"]["datasets"] = ["processbench_gsm8k"]
     params_data["deepconf"]["datasets"] = ["bench"]
     params_data["debate"].update(datasets=["bench"], contest_halves=[])
+    params_data["grading"]["runs"] = {"pool_bench": {"dataset": "bench", "predictions": "pools/bench.json"}}
     params_data["model"]["backend"] = "sim"
     params_data["confidence"].update(group_size=size.window, tail_tokens=size.window)
     params_data["eval"]["repeat"] = 64 if size is SCALES["full"] else 4

@@ -23,7 +23,7 @@ CASES: list[tuple[str, str, dict[str, Any], int, Any, set[str]]] = [
     ("aime_2025", "aime_2025.jsonl", {"problem_key": "question"}, 30, 70, set()),
     ("aime_2024", "aime_2024_with_solutions.jsonl", {}, 30, 204, {"id", "solution", "url"}),
     ("aime_2024", "aime_2024.jsonl", {"problem_key": "question"}, 30, 204, set()),
-    ("gsm8k", "gsm8k_test.jsonl", {}, 1319, 18, set()),
+    ("gsm8k", "gsm8k_test.jsonl", {}, 1319, 18, {"solution"}),  # the worked solution before ####
     ("math500", "math500_test.jsonl", {}, 500, "\\left( 3, \\frac{\\pi}{2} \\right)",
      {"solution", "subject", "level", "unique_id"}),
     ("amc23", "amc23_test.jsonl", {}, 40, 27, {"id", "problem", "url"}),

@@ -18,7 +18,7 @@ import yaml
 
 from tests.conftest import FIXTURE_PARAMS, REPO_ROOT
 from tests.dvcproject import one_dataset, project_env
-from tracevote.cli.demo import BUILTIN_STEPS, deep_merge
+from tracevote.cli.demo import BUILTIN_STEPS, with_overrides
 from tracevote.core.config import SimConfig, load_params
 from tracevote.core.fileio import write_jsonl
 from tracevote.datasets.fetch import read_local_rows
@@ -44,8 +44,7 @@ def workdir(root: Path, **model: Any) -> Path:
     """params.yaml (the tests' fixture with `model` changed) and data/toy.jsonl in `root`."""
     params = yaml.safe_load(FIXTURE_PARAMS.read_text(encoding="utf-8"))
     params["model"].update({"needs_key": False, "extra_body": {}, **model})
-    params = deep_merge(params, one_dataset("toy", root / "data" / "toy.jsonl"))
-    params["datasets"] = one_dataset("toy", root / "data" / "toy.jsonl")["datasets"]
+    params = with_overrides(params, one_dataset("toy", root / "data" / "toy.jsonl"))
     params["decoding"].update({"max_tokens": 64, "top_logprobs": 5})
     params["pool"].update({"n_pool": 2, "concurrency": 2})
     params["eval"]["k"] = [1, 2]

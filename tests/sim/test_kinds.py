@@ -16,6 +16,7 @@ from tracevote.core.errors import FatalAPIError
 from tracevote.core.retry import Backoff
 from tracevote.critique.prompts import CRITIQUE
 from tracevote.debate.prompts import ANSWER, RANK, REVISE
+from tracevote.grading.critic import CRITIC
 from tracevote.sampling.client import KIND_HEADER, SAMPLE_HEADER, ChatClient
 from tracevote.sampling.prompts import Prompt, build_messages, solve_prompt
 from tracevote.sim.kinds import KNOWN_KINDS, SOLVE, UnknownKindError, register_kind, unregister_kind
@@ -27,7 +28,7 @@ from tracevote.sim.server import SimServer, start_server, stop_server
 CFG = SimConfig(seed=0, signal=1.0, accuracy=0.45, mean_tokens=120)
 ANSWERS = {"Find x.": 42, "Find the number of primes below 30.": 10}
 TEMPLATE = "{problem}\n\nPlease reason step by step, and put your final answer within \\boxed{{}}."
-BUILT_IN = {SOLVE, ANSWER, REVISE, RANK, CRITIQUE}  # solve, the debate's and the critique's (registered at import)
+BUILT_IN = {SOLVE, ANSWER, REVISE, RANK, CRITIQUE, CRITIC}  # solve, the debate, critique and grading critic kinds
 
 
 def request(problem: str = "Find the number of primes below 30.", system: str | None = None,
@@ -119,7 +120,7 @@ def test_an_unknown_kind_is_refused_at_once_naming_it_and_the_known_kinds() -> N
     error = bare.json()["error"]
     assert set(error) == {"message", "type", "param", "code"} and error["type"] == "invalid_request_error"
     assert "'debate-revise'" in error["message"]
-    assert "knows: critique, debate_answer, debate_rank, debate_revise, solve" in error["message"]
+    assert "knows: critic, critique, debate_answer, debate_rank, debate_revise, solve" in error["message"]
     assert caught.value.status == 400 and "'debate-revise'" in str(caught.value)
     assert seen["requests"] == 2 and seen["outcomes"] == {"400": 2}  # not retried
     assert seen["by_kind"] == {"debate-revise": 2}

@@ -85,18 +85,26 @@ def prepare(repo: Path, scratch: Path, problems: Path) -> None:
 
 def copy_pipeline(repo: Path, dest: Path, params_source: Path, overrides: dict[str, Any]) -> None:
     """dvc.yaml, the stage scripts and the library sources they depend on, and `params_source` with overrides
-    as dest/params.yaml (the demo starts from the user's params.yaml, the tests from their own fixture).
-    A `datasets` map in the overrides replaces the whole map: the copy fetches only the datasets it names."""
+    as dest/params.yaml (the demo starts from the user's params.yaml, the tests from their own fixture)."""
     dest.mkdir(parents=True, exist_ok=True)
     for name in PIPELINE_FILES:
         shutil.copy(repo / name, dest / name)
     shutil.copytree(repo / "stages", dest / "stages", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copytree(repo / "src", dest / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
     params = yaml.safe_load(params_source.read_text(encoding="utf-8"))
+    write_params(dest / "params.yaml", with_overrides(params, overrides))
+
+
+def with_overrides(params: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
+    """`params` deep-merged with `overrides`, except that a `datasets` or `grading.runs` map in the overrides
+    replaces the whole map (a copy fetches and grades only what it names)."""
     merged = deep_merge(params, overrides)
     if "datasets" in overrides:
         merged["datasets"] = overrides["datasets"]
-    write_params(dest / "params.yaml", merged)
+    runs = overrides.get("grading", {}).get("runs")
+    if runs is not None:
+        merged["grading"] = {**merged["grading"], "runs": runs}
+    return merged
 
 
 def write_params(path: Path, params: dict[str, Any]) -> None:
