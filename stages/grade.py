@@ -9,7 +9,7 @@ from tracevote.core.config import load_params
 from tracevote.core.entry import stage_main
 from tracevote.grading.build import stored_critic_scores
 from tracevote.grading.runs import grade_inputs, pairing_of, run_config, run_inputs, run_record, write_run
-from tracevote.report.grading import render_run
+from tracevote.grading.summary import render_run
 
 
 def main() -> None:

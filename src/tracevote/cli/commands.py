@@ -72,7 +72,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
           f"plots: {plots}/accuracy_vs_k.png, {plots}/confidence.png. Debate: {scratch}/metrics/debate.json; "
           f"voting beside debate: {scratch}/metrics/compare/compare.md, "
           f"{scratch}/plots/compare/accuracy_vs_tokens.png. Critique: {scratch}/metrics/critique.md, "
-          f"{scratch}/plots/critique/critique.png")
+          f"{scratch}/plots/critique/critique.png. Grading: {scratch}/metrics/grading.md, "
+          f"{scratch}/plots/grading/word_counts.png")
     return 0
 
 

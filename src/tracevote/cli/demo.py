@@ -20,6 +20,9 @@ BUILTIN_DATA = Path(__file__).parents[1] / "datasets" / "data"
 BUILTIN_PROBLEMS = BUILTIN_DATA / "demo_problems.jsonl"
 BUILTIN_STEPS = BUILTIN_DATA / "demo_steps.jsonl"  # ProcessBench's layout, hand-written
 BUILTIN_DELTABENCH = BUILTIN_DATA / "demo_deltabench.csv"  # DeltaBench's CSV layout, hand-written
+BUILTIN_GSM8K = BUILTIN_DATA / "demo_gsm8k.jsonl"  # GSM8K's layout (worked solution, #### N), hand-written
+BUILTIN_PREDICTIONS = BUILTIN_DATA / "demo_predictions.jsonl"  # hand-written predictions for it, to grade
+DEMO_PREDICTIONS = Path("predictions") / "demo_gsm8k.jsonl"  # where the scratch project keeps them
 PIPELINE_FILES = ("dvc.yaml", ".dvcignore")
 DEMO_POOL = 64
 
@@ -34,10 +37,12 @@ def demo_overrides(problems: Path, *, problem_key: str) -> dict[str, Any]:
     ks = [1, 2, 4, 8, 16, 32, DEMO_POOL]
     name = demo_name(problems)
     return {
-        "datasets": {name: local_dataset(problems, problem_key=problem_key), **demo_step_datasets()},
+        "datasets": {name: local_dataset(problems, problem_key=problem_key), **demo_step_datasets(),
+                     "demo_gsm8k": local_dataset(BUILTIN_GSM8K, problem_key="question", answer_format="integer")},
         "deepconf": {"datasets": [name]},
         "debate": {"datasets": [name], "contest_halves": []},
         "critique": {"datasets": list(demo_step_datasets())},
+        "grading": {"runs": demo_grading_runs(name), "critic": {"enabled": True}},
         "model": {"backend": "sim", "name": "tracevote-sim", "needs_key": False, "extra_body": {},
                   "sim": {"mean_tokens": 1200}},
         "pool": {"n_pool": DEMO_POOL},
@@ -67,6 +72,12 @@ def demo_step_datasets() -> dict[str, dict[str, Any]]:
             "demo_deltabench": local_steps_dataset(BUILTIN_DELTABENCH, steps_format="deltabench")}
 
 
+def demo_grading_runs(pool_dataset: str) -> dict[str, dict[str, Any]]:
+    """Grade the demo pool (every simulated trace a prediction) and the hand-written predictions file."""
+    return {f"pool_{pool_dataset}": {"dataset": pool_dataset, "predictions": f"pools/{pool_dataset}.json"},
+            "demo_handwritten": {"dataset": "demo_gsm8k", "predictions": str(DEMO_PREDICTIONS)}}
+
+
 def guess_problem_key(problems: Path) -> str:
     """"problem", or "question" for files that use it (the shared AIME files do)."""
     if not problems.is_file():
@@ -81,6 +92,8 @@ def prepare(repo: Path, scratch: Path, problems: Path) -> None:
         shutil.rmtree(scratch)
     copy_pipeline(repo, scratch, repo / "params.yaml",
                   demo_overrides(problems, problem_key=guess_problem_key(problems)))
+    (scratch / DEMO_PREDICTIONS).parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy(BUILTIN_PREDICTIONS, scratch / DEMO_PREDICTIONS)
 
 
 def copy_pipeline(repo: Path, dest: Path, params_source: Path, overrides: dict[str, Any]) -> None:

@@ -22,7 +22,7 @@ from tracevote.grading.critic import CriticScores, critic_items, open_ledger, re
 from tracevote.grading.gold import GoldItem, format_keys, gold_from_normalized, read_gold_file
 from tracevote.grading.predictions import of_dataset, read_predictions
 from tracevote.grading.runs import RunInputs, grade_inputs, run_record
-from tracevote.report.grading import json_summary, render_run
+from tracevote.grading.summary import json_summary, render_run
 
 PROJECT_DATASET = {"gsm8k": "gsm8k", "math500": "math500", "aime": "aime_2024", "amc23": "amc23"}
 

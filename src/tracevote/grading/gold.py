@@ -23,7 +23,6 @@ from typing import Any, Literal
 
 from tracevote.answers.formats import GSM8K_MARK
 from tracevote.core.errors import DataError
-from tracevote.datasets.fetch import read_local_rows
 from tracevote.datasets.problems import Problem, load_problems
 
 GradingFormat = Literal["gsm8k", "math500", "aime", "amc23"]
@@ -71,18 +70,25 @@ def format_keys(grading_format: GradingFormat, *, problem: str | None = None, an
 
 def read_gold_file(path: Path, keys: GoldKeys, *, prefix: str) -> list[GoldItem]:
     """The gold items of a .jsonl/.json/.parquet/.csv file; errors name the file and row."""
+    from tracevote.datasets.fetch import read_local_rows  # pyarrow and requests: only for a gold file
+
     return gold_items(read_local_rows(path), keys, prefix=prefix, origin=str(path))
 
 
-def gold_from_normalized(path: Path, *, prefix: str, id_key: str | None = None) -> list[GoldItem]:
-    """The gold items of a project dataset's normalized file (the normalize stage's output)."""
+PROJECT_ID = "\x00project id"  # an id key no row has: the normalized record's own id (a pool's problem ids)
+
+
+def gold_from_normalized(path: Path, *, prefix: str, id_key: str | None = None,
+                         project_ids: bool = False) -> list[GoldItem]:
+    """The gold items of a project dataset's normalized file (the normalize stage's output); `project_ids`:
+    named by the normalized records' own ids, as the dataset's pool names its problems."""
     problems = load_problems(path)
-    return gold_items([_row_of(problem) for problem in problems], replace(NORMALIZED_KEYS, id=id_key),
-                      prefix=prefix, origin=str(path))
+    keys = replace(NORMALIZED_KEYS, id=PROJECT_ID if project_ids else id_key)
+    return gold_items([_row_of(problem) for problem in problems], keys, prefix=prefix, origin=str(path))
 
 
 def _row_of(problem: Problem) -> dict[str, Any]:
-    return {**problem.meta, "problem": problem.problem, "answer": problem.answer}
+    return {**problem.meta, "problem": problem.problem, "answer": problem.answer, PROJECT_ID: problem.id}
 
 
 def gold_items(rows: Sequence[dict[str, Any]], keys: GoldKeys, *, prefix: str, origin: str) -> list[GoldItem]:

@@ -34,12 +34,14 @@ class RunInputs:
 
 
 def run_inputs(run: GradingRunConfig, gold_path: Path, answers: AnswersConfig) -> RunInputs:
-    """The gold of `run.dataset` (its normalized file) and the run's predictions."""
-    gold = gold_from_normalized(gold_path, prefix=run.dataset, id_key=run.id_key)
+    """The gold of `run.dataset` (its normalized file) and the run's predictions (a pool's name their problems by
+    the normalized ids, whatever `run.id_key` says)."""
     path = Path(run.predictions)
     if path.suffix == ".json":
         predictions, simulated = pool_predictions(path, answers)
+        gold = gold_from_normalized(gold_path, prefix=run.dataset, project_ids=True)
         return RunInputs(gold, predictions, "pool", simulated)
+    gold = gold_from_normalized(gold_path, prefix=run.dataset, id_key=run.id_key)
     return RunInputs(gold, of_dataset(read_predictions(path), [run.dataset], str(path)), "predictions file", False)
 
 

@@ -1,6 +1,5 @@
-"""The grading report: one run's lines as the grading scorer prints them, the flat metrics of every run, the
-table users keep (dataset x metric rows, one column per run), and the word counts of correct and incorrect
-predictions per run."""
+"""The grading report: the flat metrics of every run, the table users keep (dataset x metric rows, one column
+per run), and the word counts of correct and incorrect predictions per run."""
 
 from __future__ import annotations
 
@@ -23,47 +22,6 @@ METRICS = (("accuracy", "accuracy", "accuracy"), ("avg_word_count", "avg_word_co
            ("critic", "critic_score", "LLM critic (1-5)"),
            ("avg_word_count_correct", "avg_word_count_correct", "words, correct predictions"),
            ("avg_word_count_incorrect", "avg_word_count_incorrect", "words, incorrect predictions"))
-JSON_KEYS = ("accuracy", "correct", "total", "missing", "string_fallbacks", "unjudged", "avg_word_count",
-             "avg_word_count_correct", "avg_word_count_incorrect", "predictions", "unmatched",
-             "critic_score", "critic_scored", "critic_unparsable", "simulated")
-
-
-def render_run(record: dict[str, Any], *, critic_enabled: bool | None = None) -> str:
-    """The scorer's three lines (``Accuracy: 0.7324 (967/1319)``, ``Average word count: 205.37``,
-    ``LLM critic: 4.18 (50 scored)`` or ``LLM critic disabled.``), then notes on what needs a look."""
-    enabled = record["critic_scored"] + record["critic_unparsable"] > 0 if critic_enabled is None else critic_enabled
-    lines = [f"*** {SIMULATED_BANNER} ***"] if record.get("simulated") else []
-    lines += [f"Accuracy: {record['accuracy']:.4f} ({record['correct']}/{record['total']})",
-              f"Average word count: {record['avg_word_count']:.2f}"]
-    if not enabled:
-        lines.append("LLM critic disabled.")
-    elif record["critic_score"] is None:
-        lines.append(f"LLM critic: none scored ({record['critic_unparsable']} unparsable)")
-    else:
-        unparsable = f", {record['critic_unparsable']} unparsable" if record["critic_unparsable"] else ""
-        lines.append(f"LLM critic: {record['critic_score']:.2f} ({record['critic_scored']} scored{unparsable})")
-    return "\n".join(lines + _notes(record))
-
-
-def _notes(record: dict[str, Any]) -> list[str]:
-    notes = []
-    if record["missing"]:
-        notes.append(f"note: {record['missing']} gold items have no prediction (counted wrong)")
-    if record["unmatched"]:
-        notes.append(f"note: {record['unmatched']} predictions have an id no gold item has (first: "
-                     f"{record['first_unmatched']!r}); check the id convention (--id-key)")
-    if record["string_fallbacks"]:
-        notes.append(f"note: Math-Verify raised on {record['string_fallbacks']} comparisons, compared as strings")
-    if record["unjudged"]:
-        notes.append(f"note: {record['unjudged']} comparisons overran the time limit (counted wrong)")
-    return notes
-
-
-def json_summary(record: dict[str, Any]) -> dict[str, Any]:
-    """`grade --json`'s object: the scorer's fields first, then what else the run measured."""
-    return {key: record[key] for key in JSON_KEYS}
-
-
 def grading_metrics(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """Flat metrics for `dvc metrics diff`: ``<run>.<dataset>.accuracy`` and the rest of METRICS."""
     metrics: dict[str, Any] = {"simulated": any(record["simulated"] for record in records)}
@@ -120,25 +78,35 @@ def write_table_csv(path: Path, records: Sequence[dict[str, Any]]) -> None:
 
 
 def plot_word_counts(records: Sequence[dict[str, Any]], path: Path) -> None:
-    """Per run: the average word count of all, correct and incorrect predictions, bars labelled."""
+    """One panel per run, each on its own scale (a pool's traces run to thousands of words, a distilled model's
+    answers to a few hundred): the average word count of all, correct and incorrect predictions, labelled."""
     if not records:
         raise DataError("no grading runs to plot")
     simulated = any(record["simulated"] for record in records)
-    figure = Figure(figsize=(max(6.0, 1.9 * len(records) + 2), 4.5))
-    axis = figure.subplots()
-    bars = (("avg_word_count", "all", "tab:gray"), ("avg_word_count_correct", "correct", "tab:green"),
-            ("avg_word_count_incorrect", "incorrect", "tab:red"))
-    positions = np.arange(len(records))
-    width = 0.26
-    for offset, (field, label, colour) in enumerate(bars):
-        values = [record[field] for record in records]
-        heights = [0.0 if value is None else value for value in values]
-        drawn = axis.bar(positions + (offset - 1) * width, heights, width, label=label, color=colour)
-        axis.bar_label(drawn, labels=["-" if value is None else f"{value:.0f}" for value in values], fontsize=8)
-    axis.set_xticks(positions, [f"{r['run']}\n{r['dataset']}\nacc {100 * r['accuracy']:.1f}%" for r in records],
-                    fontsize=8)
-    axis.set_ylabel("average words of reasoning")
-    axis.legend(fontsize=8)
-    axis.set_title(titled("Reasoning length: correct vs incorrect predictions", simulated), fontsize=10)
+    columns = min(len(records), 4)
+    rows = -(-len(records) // columns)
+    figure = Figure(figsize=(3.2 * columns + 0.6, 3.4 * rows + 0.6))
+    axes = np.atleast_1d(figure.subplots(rows, columns, squeeze=False)).ravel()
+    for axis, record in zip(axes, records, strict=False):
+        _word_count_panel(axis, record)
+    for axis in axes[len(records):]:
+        axis.set_visible(False)
+    axes[0].set_ylabel("average words of reasoning")
+    figure.suptitle(titled("Reasoning length of correct and incorrect predictions", simulated), fontsize=11)
     figure.tight_layout()
     save_png(figure, path)
+
+
+_WORD_BARS = (("avg_word_count", "all", "tab:gray"), ("avg_word_count_correct", "correct", "tab:green"),
+              ("avg_word_count_incorrect", "incorrect", "tab:red"))
+
+
+def _word_count_panel(axis: Any, record: dict[str, Any]) -> None:
+    values = [record[field] for field, _, _ in _WORD_BARS]
+    drawn = axis.bar([label for _, label, _ in _WORD_BARS], [0.0 if v is None else v for v in values],
+                     color=[colour for _, _, colour in _WORD_BARS])
+    axis.bar_label(drawn, labels=["none" if v is None else f"{v:.0f}" for v in values], fontsize=8)
+    axis.margins(y=0.15)
+    axis.set_title(f"{record['run']} ({record['dataset']})\naccuracy {100 * record['accuracy']:.1f}%, "
+                   f"{record['correct']}/{record['total']}", fontsize=9)
+    axis.tick_params(labelsize=8)
