@@ -166,7 +166,8 @@ def calls_cost(calls: Sequence[Call], params: Params) -> CostEstimate:
 
 
 def parse_score(text: str) -> float | None:
-    """The last JSON object in `text` with a numeric "score", clamped to [1, 5]; None when there is none.
+    """The last JSON object in `text` with a numeric "score" (the one ending last; of nested ones, the outermost),
+    clamped to [1, 5]; None when there is none.
 
     >>> parse_score('Good work. {"score": 4}'), parse_score('{"score": 9}'), parse_score('{"score": "2.5"}')
     (4.0, 5.0, 2.5)
@@ -181,11 +182,10 @@ def parse_score(text: str) -> float | None:
 
 
 def _json_objects_from_end(text: str) -> Iterator[dict[str, Any]]:
-    """Each JSON object in `text`, the last first (an object starts at a '{' and ends at its matching '}')."""
-    for start in reversed([m.start() for m in re.finditer(r"\{", text)]):
-        end = _closing_brace(text, start)
-        if end is None:
-            continue
+    """Each JSON object in `text`, the one ending last first (an enclosing object before those inside it)."""
+    spans = [(start, end) for start in (m.start() for m in re.finditer(r"\{", text))
+             if (end := _closing_brace(text, start)) is not None]
+    for start, end in sorted(spans, key=lambda span: (-span[1], span[0])):
         try:
             value = orjson.loads(text[start:end + 1])
         except orjson.JSONDecodeError:

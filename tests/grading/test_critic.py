@@ -1,0 +1,190 @@
+"""The grading critic: reply parsing and clamping, which items it scores, the simulated critic, and its paid
+calls on the ledger (kill -9 and resume, the cost cap, never asking twice) through the build_grading_critic
+stage against the loopback simulated server."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.conftest import FIXTURE_PARAMS, REPO_ROOT
+from tests.dvcproject import run_stage
+from tests.sim_servers import (
+    final_state,
+    kill_at_random_moments,
+    kill_once_stored,
+    ledger_in,
+    requests_by_key,
+    stored_under,
+    watched_server,
+)
+from tracevote.cli.demo import deep_merge, local_dataset, write_params
+from tracevote.core.config import SimConfig, load_params
+from tracevote.grading.accuracy import pair_by_id
+from tracevote.grading.critic import CRITIC, critic_decoding, critic_items, parse_score, reasoning_digest
+from tracevote.grading.gold import GoldItem
+from tracevote.grading.predictions import Prediction
+from tracevote.sampling.backend import open_client
+from tracevote.sampling.runner import calls_at_risk
+from tracevote.sim.faults import parse_faults
+from tracevote.sim.model import SimModel
+from tracevote.sim.server import running_server
+
+SIM = SimConfig(seed=0, signal=1.0, accuracy=0.45, mean_tokens=120)
+CONCURRENCY = 4
+N_PROBLEMS = 40
+CRITIC_DIR = Path("grading/critic/toy_run")
+
+
+@pytest.mark.parametrize(("reply", "score"), [
+    ('{"score": 4}', 4.0),
+    ('Reasoning is fine.\n```json\n{"score": 5}\n```', 5.0),
+    ('{"score": 2} on reflection {"score": 3}', 3.0),  # the last object with a score
+    ('{"score": 3} and then {"note": "no score here"}', 3.0),
+    ('{"score": 3.5}', 3.5),
+    ('{"score": "4"}', 4.0),
+    ('{"score": 9}', 5.0),  # clamped
+    ('{"score": 0}', 1.0),
+    ('{"score": -2.5}', 1.0),
+    ('{"details": {"score": 2}, "score": 4}', 4.0),  # the outer object's
+    ('{"note": "a } brace in text", "score": 2}', 2.0),
+    ('I would give it a 4.', None),
+    ('{"score": "high"}', None),
+    ('{"score": true}', None),
+    ('{"score": null}', None),
+    ('{"score": 4', None),
+    ('', None),
+])
+def test_parse_score(reply: str, score: float | None) -> None:
+    assert parse_score(reply) == score
+
+
+def test_critic_items_are_the_first_with_a_reference_and_a_prediction_in_gold_order() -> None:
+    gold = [GoldItem(f"q{i}", f"problem {i}", str(i), None if i == 1 else f"solution {i}") for i in range(6)]
+    predictions = [Prediction(f"q{i}", None, f"thinking {i}", "", i) for i in (5, 4, 1, 0)]  # q2, q3 missing
+    items = critic_items(pair_by_id(gold, predictions), max_samples=2)
+    assert [item.gold_id for item in items] == ["q0", "q4"]
+    prompt = items[0].messages[0]["content"]
+    assert "problem 0" in prompt and "solution 0" in prompt and "thinking 0" in prompt
+    assert len({item.item_id for item in critic_items(pair_by_id(gold, predictions), 10)}) == 3
+
+
+def test_the_simulated_critic_tracks_whether_the_reasoning_reached_the_gold() -> None:
+    gold = [GoldItem(f"q{i}", f"problem {i}", str(i), f"solution {i}") for i in range(80)]
+    predictions = [Prediction(f"q{i}", None, f"reasoning number {i}", "", i) for i in range(80)]
+    items = critic_items(pair_by_id(gold, predictions), 80)
+    reached = {reasoning_digest(f"reasoning number {i}"): i % 2 == 0 for i in range(80)}
+    params = load_params(FIXTURE_PARAMS)
+    model = dataclasses.replace(params.model, backend="sim", sim=SIM)
+    with open_client(model, critic_decoding(params), [], None, pool=params.pool, concurrency=4,
+                     reached=reached) as client:
+        replies = [client.reply(item.messages, call_key=f"{item.item_id}/0", kind=CRITIC)[0] for item in items]
+    scores = [parse_score(reply.text) for reply in replies]
+    reached_scores = [s for i, s in enumerate(scores) if i % 2 == 0 and s is not None]
+    missed_scores = [s for i, s in enumerate(scores) if i % 2 == 1 and s is not None]
+    assert min(reached_scores) >= 4 and max(missed_scores) <= 3  # out-of-range replies clamp to 5 and 1
+    assert 0 < scores.count(None) < 20  # some unparsable, not most
+
+
+# ---- the paid stage ----
+
+def toy_project(root: Path, base_url: str, **critic: Any) -> Path:
+    """A folder with params.yaml (the critic at `base_url`), a GSM8K-layout dataset `toy` normalized by the
+    normalize stage, and a predictions file for it (every third prediction wrong)."""
+    root.mkdir(parents=True)
+    raw = root / "toy_raw.jsonl"
+    raw.write_text("".join(json.dumps({"question": f"What is {i} + 7?", "answer": f"{i} + 7 = {i + 7}\n#### {i + 7}"})
+                           + "\n" for i in range(N_PROBLEMS)))
+    (root / "predictions").mkdir()
+    (root / "predictions" / "toy.jsonl").write_text("".join(json.dumps(
+        {"id": f"toy_test_{i}", "thinking": f"Adding 7 to {i} gives {i + 7 + (i % 3 == 0)}.",
+         "content": f"#### {i + 7 + (i % 3 == 0)}"}) + "\n" for i in range(N_PROBLEMS)))
+    params = deep_merge(yaml.safe_load(FIXTURE_PARAMS.read_text()), {
+        "model": {"backend": "openai", "base_url": base_url, "name": "tracevote-sim", "needs_key": False,
+                  "extra_body": {}},
+        "grading": {"critic": {"enabled": True, "max_samples": N_PROBLEMS, "concurrency": CONCURRENCY, **critic}}})
+    params["datasets"]["toy"] = local_dataset(raw, problem_key="question", answer_format="integer")
+    params["grading"]["runs"] = {"toy_run": {"dataset": "toy", "predictions": "predictions/toy.jsonl"}}
+    write_params(root / "params.yaml", params)
+    run_stage(root, "normalize.py", "--dataset", "toy", "--raw", str(raw), "--out", "data/toy.jsonl")
+    return root
+
+
+def build_command() -> list[str]:
+    return [sys.executable, str(REPO_ROOT / "stages" / "build_grading_critic.py"), "--run", "toy_run",
+            "--gold", "data/toy.jsonl", "--critic", str(CRITIC_DIR)]
+
+
+def build(root: Path, check: bool = True):
+    return run_stage(root, "build_grading_critic.py", *build_command()[2:], check=check)
+
+
+def grade(root: Path) -> dict[str, Any]:
+    run_stage(root, "grade.py", "--run", "toy_run", "--gold", "data/toy.jsonl", "--critic", str(CRITIC_DIR),
+              "--out", "grading/runs/toy_run.json", "--details", "grading/runs/toy_run.jsonl")
+    return json.loads((root / "grading" / "runs" / "toy_run.json").read_text())
+
+
+def test_the_critic_runs_once_and_the_grade_stage_reads_its_scores(tmp_path: Path) -> None:
+    with running_server(SimModel(SIM), parse_faults("")) as base_url:
+        root = toy_project(tmp_path / "toy", base_url)
+        first = build(root)
+        assert f"{N_PROBLEMS} of {N_PROBLEMS} critic replies missing" in first.stdout
+        again = build(root)
+        assert "no request sent" in again.stdout
+        assert set(requests_by_key(base_url).values()) == {1}, "a critic call was requested twice"
+    record = grade(root)
+    assert (record["correct"], record["total"]) == (N_PROBLEMS - 14, N_PROBLEMS)  # i % 3 == 0 for 14 of 0..39
+    assert record["critic_scored"] + record["critic_unparsable"] == N_PROBLEMS
+    assert 1.0 <= record["critic_score"] <= 5.0
+    assert record["simulated"] is True  # the sim server says so in its responses, and the ledger records it
+
+
+def test_kill_at_random_moments_resumes_exactly(tmp_path: Path) -> None:
+    with running_server(SimModel(SIM), parse_faults("")) as base_url:
+        uninterrupted = toy_project(tmp_path / "uninterrupted", base_url)
+        build(uninterrupted)
+    total = len(stored_under(uninterrupted / CRITIC_DIR))
+    assert total == N_PROBLEMS
+    with watched_server(SIM) as slow:
+        root = toy_project(tmp_path / "killed", slow.base_url)
+
+        def run_until(target: int, round_number: int) -> None:
+            kill_once_stored(build_command(), root, lambda: len(stored_under(root / CRITIC_DIR)), target,
+                             tmp_path / f"build-{round_number}.log")
+
+        partial_rounds = kill_at_random_moments(slow, run_until, lambda: stored_under(root / CRITIC_DIR),
+                                                lambda: requests_by_key(slow), total=total,
+                                                in_flight=calls_at_risk(CONCURRENCY), seed=3)
+        before, requests_before = stored_under(root / CRITIC_DIR), requests_by_key(slow)
+        build(root)
+        assert not set(requests_by_key(slow) - requests_before) & before, "a stored critic reply was requested"
+    assert partial_rounds >= 1, "no kill landed in the middle of a build; the test proved nothing"
+    killed_ledger, whole_ledger = ledger_in(root / CRITIC_DIR), ledger_in(uninterrupted / CRITIC_DIR)
+    assert killed_ledger is not None and whole_ledger is not None
+    assert final_state(killed_ledger.root) == final_state(whole_ledger.root)
+    assert grade(root) == grade(uninterrupted)
+
+
+def test_the_cost_cap_refuses_before_any_request(tmp_path: Path) -> None:
+    with running_server(SimModel(SIM), parse_faults("")) as base_url:
+        root = toy_project(tmp_path / "capped", base_url, max_cost_usd=0.000001)
+        refused = build(root, check=False)
+        assert requests_by_key(base_url) == Counter()
+    assert refused.returncode == 2 and "grading.critic.max_cost_usd" in refused.stderr
+
+
+def test_a_disabled_critic_sends_nothing_and_grades_without_it(tmp_path: Path) -> None:
+    with running_server(SimModel(SIM), parse_faults("")) as base_url:
+        root = toy_project(tmp_path / "off", base_url, enabled=False)
+        assert "the critic is disabled" in build(root).stdout
+        assert requests_by_key(base_url) == Counter()
+    record = grade(root)
+    assert (record["critic_score"], record["critic_scored"]) == (None, 0)
