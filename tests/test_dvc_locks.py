@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import subprocess
 import sys
@@ -103,3 +104,19 @@ def test_already_built_compares_locked_params_with_current(tmp_path: Path) -> No
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
     assert not already_built(tmp_path / "dvc.lock", "build_pool", tmp_path / "params.yaml")
     assert not already_built(tmp_path / "missing.lock", "build_pool", tmp_path / "params.yaml")
+
+
+def test_already_built_needs_the_same_content_of_each_file_dependency(tmp_path: Path) -> None:
+    params = {"grading": {"critic": {"enabled": True}}}
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+    predictions = tmp_path / "predictions.jsonl"
+    predictions.write_text('{"id": "a"}\n')
+    lock = {"schema": "2.0", "stages": {"build_grading_critic@r": {"cmd": "python x.py", "deps": [
+        {"path": "predictions.jsonl", "hash": "md5", "md5": hashlib.md5(predictions.read_bytes()).hexdigest()},
+        {"path": "pools/toy", "hash": "md5", "md5": "0123456789abcdef0123456789abcdef.dir"},  # a folder: not compared
+        {"path": "absent.jsonl", "hash": "md5", "md5": "0" * 32}],  # not on disk (a fresh clone): not compared
+        "params": {"params.yaml": {"grading.critic": params["grading"]["critic"]}}}}}
+    (tmp_path / "dvc.lock").write_text(yaml.safe_dump(lock))
+    assert already_built(tmp_path / "dvc.lock", "build_grading_critic@r", tmp_path / "params.yaml")
+    predictions.write_text('{"id": "b"}\n')
+    assert not already_built(tmp_path / "dvc.lock", "build_grading_critic@r", tmp_path / "params.yaml")

@@ -86,7 +86,7 @@ def test_threads_give_the_main_thread_verdicts(judge):
 def test_a_pathological_answer_is_wrong_and_counted_not_a_hang():
     golds = [GoldItem("a", "p", "1", None), GoldItem("b", "p", "7", None)]
     predictions = [Prediction("a", None, "", f"#### {POWER_TOWER}", 1), Prediction("b", None, "", "#### 7", 2)]
-    with MathJudge(max_workers=1, timeout_s=5.0, chunk_size=4, rule="grading") as judge:
+    with MathJudge(max_workers=1, timeout_s=5.0, chunk_size=1, rule="grading") as judge:
         grades = grade(golds, predictions, judge)
     assert (grades.correct, grades.total, grades.unjudged, grades.string_fallbacks) == (1, 2, 1, 0)
     assert [g.method for g in grades.graded] == ["unjudged", "math_verify"]

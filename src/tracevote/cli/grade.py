@@ -32,8 +32,10 @@ def run_grade(args: argparse.Namespace) -> int:
     gold = _gold(args)
     predictions = of_dataset(read_predictions(args.pred_path), [args.dataset], str(args.pred_path))
     inputs = RunInputs(gold, predictions, "predictions file", False)
-    grades = grade_inputs(inputs, params.grading)
-    critic, critic_simulated = _critic(args, params, inputs) if args.enable_critic else (None, False)
+    grades = grade_inputs(inputs, None if params is None else params.grading)
+    critic, critic_simulated = (None, False)
+    if params is not None and args.enable_critic:
+        critic, critic_simulated = _critic(args, params, inputs)
     run = GradingRunConfig(name="cli", dataset=args.dataset, predictions=str(args.pred_path), id_key=args.id_key)
     record = run_record(run, inputs, grades, critic, critic_simulated)
     if args.json:
@@ -43,7 +45,11 @@ def run_grade(args: argparse.Namespace) -> int:
     return 0
 
 
-def _params(args: argparse.Namespace) -> Params:
+def _params(args: argparse.Namespace) -> Params | None:
+    """The params file's settings; without one (grading a file outside a project) the defaults, unless the
+    critic needs its model."""
+    if not Path(args.params).is_file() and not args.enable_critic:
+        return None
     params = load_params(args.params)
     critic = params.grading.critic
     if args.enable_critic:

@@ -2,12 +2,13 @@
 
 In a fresh clone the pool is not on disk, DVC sees build_pool's output missing, and `dvc repro`
 runs the paid stage again. When dvc.lock records a successful build_pool with exactly the params in
-force now, the samples exist somewhere (a remote, a teammate's cache): the stage refuses to
-request them and says to pull instead.
+force now (and the same content of the files it depends on), the samples exist somewhere (a remote, a
+teammate's cache): the stage refuses to request them and says to pull instead.
 """
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 from typing import Any
 
@@ -33,9 +34,23 @@ def dotted(params: dict[str, Any], key: str) -> Any:
 
 
 def already_built(lock_path: Path, stage: str, params_path: Path) -> bool:
-    """True when dvc.lock's last run of `stage` used the same values as params.yaml has now."""
+    """True when dvc.lock's last run of `stage` used the same values as params.yaml has now, and the same
+    content of each file it depends on (a changed predictions file is new work, not a pool to pull)."""
     recorded = locked_params(lock_path, stage)
     if recorded is None:
         return False
     current = yaml.safe_load(params_path.read_text(encoding="utf-8")) or {}
-    return all(dotted(current, key) == value for key, value in recorded.items())
+    same_params = all(dotted(current, key) == value for key, value in recorded.items())
+    return same_params and not changed_file_deps(lock_path, stage)
+
+
+def changed_file_deps(lock_path: Path, stage: str) -> list[str]:
+    """The file dependencies of `stage` on disk whose md5 differs from dvc.lock's (folders are not compared)."""
+    lock = yaml.safe_load(lock_path.read_text(encoding="utf-8")) or {}
+    changed = []
+    for dep in lock.get("stages", {}).get(stage, {}).get("deps", []) or []:
+        recorded, path = dep.get("md5"), lock_path.parent / str(dep.get("path"))
+        comparable = isinstance(recorded, str) and not recorded.endswith(".dir") and path.is_file()
+        if comparable and hashlib.md5(path.read_bytes()).hexdigest() != recorded:
+            changed.append(str(dep["path"]))
+    return changed

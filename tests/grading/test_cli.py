@@ -1,0 +1,90 @@
+"""`python -m tracevote grade` on small files: the scorer's lines, --json, the project's normalized gold, the
+critic on the simulated model (asked once), and bad input (exit 2, one message naming the file and line)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+from tests.conftest import FIXTURE_PARAMS
+from tests.dvcproject import project_env, run_stage
+from tracevote.cli.demo import BUILTIN_GSM8K, BUILTIN_PREDICTIONS, local_dataset, write_params
+
+JSON_KEYS = {"accuracy", "correct", "total", "missing", "string_fallbacks", "avg_word_count", "critic_score",
+             "critic_scored", "critic_unparsable"}
+
+
+def grade(cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "tracevote", "grade", *args], cwd=cwd, env=project_env(),
+                          capture_output=True, text=True, timeout=900)
+
+
+def predictions_for_gsm8k(tmp_path: Path) -> Path:
+    """The demo predictions under GSM8K's own ids (gsm8k_test_<row>), shuffled: pairing is by id."""
+    lines = BUILTIN_PREDICTIONS.read_text().splitlines()
+    path = tmp_path / "preds.jsonl"
+    path.write_text("\n".join(line.replace("demo_gsm8k_test_", "gsm8k_test_") for line in reversed(lines)) + "\n")
+    return path
+
+
+def sim_project(tmp_path: Path) -> Path:
+    """params.yaml on the simulated model, and the demo GSM8K-layout file normalized as data/gsm8k.jsonl."""
+    params = yaml.safe_load(FIXTURE_PARAMS.read_text())
+    params["model"].update(backend="sim", name="tracevote-sim", needs_key=False, extra_body={})
+    params["datasets"]["gsm8k"] = local_dataset(BUILTIN_GSM8K, problem_key="question", answer_format="integer")
+    write_params(tmp_path / "params.yaml", params)
+    run_stage(tmp_path, "normalize.py", "--dataset", "gsm8k", "--raw", str(BUILTIN_GSM8K), "--out", "data/gsm8k.jsonl")
+    return tmp_path
+
+
+def test_plain_output_is_the_scorers_three_lines(tmp_path: Path) -> None:
+    result = grade(sim_project(tmp_path), "--dataset", "gsm8k", "--pred-path", str(predictions_for_gsm8k(tmp_path)),
+                   "--gold", str(BUILTIN_GSM8K))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[:3] == ["Accuracy: 0.5000 (4/8)", "Average word count: 21.57",
+                                              "LLM critic disabled."]
+    assert "note: 1 gold items have no prediction (counted wrong)" in result.stdout
+
+
+def test_json_output_and_the_projects_normalized_gold_agree_with_the_gold_file(tmp_path: Path) -> None:
+    project = sim_project(tmp_path)
+    predictions = str(predictions_for_gsm8k(tmp_path))
+    from_file = grade(project, "--dataset", "gsm8k", "--pred-path", predictions, "--gold", str(BUILTIN_GSM8K), "--json")
+    from_project = grade(project, "--dataset", "gsm8k", "--pred-path", predictions, "--json")
+    assert from_file.returncode == 0 and from_project.returncode == 0, from_file.stderr + from_project.stderr
+    summary = json.loads(from_file.stdout)
+    assert set(summary) >= JSON_KEYS and summary == json.loads(from_project.stdout)
+    assert (summary["correct"], summary["total"], summary["missing"], summary["critic_score"]) == (4, 8, 1, None)
+
+
+def test_the_critic_on_the_simulated_model_is_asked_once(tmp_path: Path) -> None:
+    project = sim_project(tmp_path)
+    args = ("--dataset", "gsm8k", "--pred-path", str(predictions_for_gsm8k(tmp_path)), "--enable-critic",
+            "--critic-max-samples", "5", "--json")
+    first = grade(project, *args)
+    assert first.returncode == 0, first.stderr
+    summary = json.loads(first.stdout)  # the critic's progress went to stderr: stdout is one JSON object
+    assert summary["critic_scored"] + summary["critic_unparsable"] == 5 and summary["simulated"] is True
+    assert "5 of 5 critic replies missing" in first.stderr
+    again = grade(project, *args)
+    assert "no request sent" in again.stderr and json.loads(again.stdout) == summary
+
+
+def test_a_bad_predictions_line_is_one_error_naming_file_and_line(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"id": "gsm8k_test_0", "content": "#### 38"}\n["not", "an", "object"]\n')
+    result = grade(sim_project(tmp_path), "--dataset", "gsm8k", "--pred-path", str(bad), "--gold", str(BUILTIN_GSM8K))
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.startswith(f"error: {bad}: 1 bad line(s), nothing graded")
+    assert "line 2: expected an object, got list" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_without_the_projects_gold_the_error_says_how_to_get_it(tmp_path: Path) -> None:
+    write_params(tmp_path / "params.yaml", yaml.safe_load(FIXTURE_PARAMS.read_text()))
+    result = grade(tmp_path, "--dataset", "aime", "--pred-path", str(predictions_for_gsm8k(tmp_path)))
+    assert result.returncode == 2
+    assert "data/aime_2024.jsonl: problems file not found (run `dvc repro normalize`)" in result.stderr
