@@ -15,9 +15,9 @@ from tests.conftest import FIXTURE_PARAMS, REPO_ROOT
 from tracevote.cli.demo import (
     BUILTIN_STEPS,
     copy_pipeline,
+    deep_merge,
     local_dataset,
     local_steps_dataset,
-    with_overrides,
     write_params,
 )
 
@@ -67,18 +67,18 @@ def make_project(root: Path, params: dict[str, Any] | None = None) -> Path:
 
 
 def one_dataset(name: str, path: Path | str, **fields: Any) -> dict[str, Any]:
-    """Params overrides for a project of one local dataset `name`, which DeepConf and debate run on and whose
-    pool is graded (grading run pool_<name>), and the hand-written step-labelled demo file (`<name>_steps`),
-    which the critique runs on."""
+    """Params overrides for a project of one local dataset `name`, which DeepConf and debate run on, and the
+    hand-written step-labelled demo file (`<name>_steps`), which the critique runs on; grading grades the pool
+    (run pool_<name>) with one Math-Verify worker, which is enough for it and starts in half the CPU."""
     steps = f"{name}_steps"
     return {"datasets": {name: {**local_dataset(Path(path)), **fields}, steps: local_steps_dataset(BUILTIN_STEPS)},
             "deepconf": {"datasets": [name]}, "debate": {"datasets": [name], "contest_halves": []},
             "critique": {"datasets": [steps]},
             "grading": {"runs": {f"pool_{name}": {"dataset": name, "predictions": f"pools/{name}.json",
-                                                  "id_key": None}}}}
+                                                  "id_key": None}}, "workers": 1}}
 
 
 def update_params(root: Path, overrides: dict[str, Any]) -> None:
     """Merge `overrides` into the project's params.yaml."""
     params = yaml.safe_load((root / "params.yaml").read_text())
-    write_params(root / "params.yaml", with_overrides(params, overrides))
+    write_params(root / "params.yaml", deep_merge(params, overrides))

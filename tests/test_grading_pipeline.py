@@ -25,8 +25,8 @@ GRADING_BRANCH = {"build_grading_critic", "grade", "report_grading"}
 def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
     params = small_sim_params()
     params["datasets"]["demo_gsm8k"] = local_dataset(BUILTIN_GSM8K, problem_key="question", answer_format="integer")
-    params["grading"] = {"runs": {**params["grading"]["runs"], RUN: {"dataset": "demo_gsm8k",
-                                                                     "predictions": str(PREDICTIONS)}},
+    params["grading"] = {"runs": {"pool_toy": {"dataset": "toy", "predictions": "pools/toy.json"},
+                                  RUN: {"dataset": "demo_gsm8k", "predictions": str(PREDICTIONS)}},
                          "critic": {"enabled": True}}
     project = make_project(tmp_path_factory.mktemp("grading") / "project", params)
     (project / "predictions").mkdir()

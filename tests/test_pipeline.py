@@ -71,8 +71,8 @@ def test_outputs_say_simulated(built: Path) -> None:
 @pytest.mark.parametrize(
     ("change", "flagged"),
     [({"prompt": {"system": "Be brief."}}, {"build_pool"}),
-     # the debate and the critique share the model
-     ({"model": {"sim": {"signal": 2.0}}}, {"build_pool", "build_debate", "build_critiques"}),
+     # the debate, the critique and the grading critic (grading.critic.model null) share the model
+     ({"model": {"sim": {"signal": 2.0}}}, {"build_pool", "build_debate", "build_critiques", "build_grading_critic"}),
      ({"decoding": {"max_tokens": 300}}, {"build_pool"})],
 )
 def test_model_prompt_and_decoding_changes_flag_build_pool(built: Path, change: dict, flagged: set[str]) -> None:
@@ -107,6 +107,7 @@ def test_adding_a_dataset_runs_only_its_fetch_and_normalize(built: Path, shared_
             (built / leftover).unlink(missing_ok=True)
 
 
+GRADING = ("build_grading_critic", "grade", "report_grading")
 STEPS = [
     # (params change, stages `dvc repro` must run)
     # compare reads the voting results beside the debate's: it follows every change to them
@@ -114,8 +115,11 @@ STEPS = [
     ({"eval": {"repeat": 4}}, {"aggregate", "report", "compare"}),
     ({"report": {"k": 8}}, {"report", "compare"}),
     ({"pool": {"concurrency": 2, "max_cost_usd": 1.0, "request_timeout_s": 30}}, set()),
-    ({"pool": {"n_pool": 20}}, {"build_pool", "score", "aggregate", "report", "compare"}),
-    ({"decoding": {"temperature": 0.7}}, {"build_pool", "score", "aggregate", "report", "compare"}),
+    # the pool is also graded (grading run pool_toy): its manifest changes, so its grading stages follow
+    ({"pool": {"n_pool": 20}}, {"build_pool", "score", "aggregate", "report", "compare", *GRADING}),
+    # a new pool, whose traces the simulator draws as before: the same grades, so report_grading stands
+    ({"decoding": {"temperature": 0.7}}, {"build_pool", "score", "aggregate", "report", "compare", *GRADING[:2]}),
+    ({"grading": {"verify_timeout_s": 20.0}}, {"grade"}),
     ({"critique": {"concurrency": 2, "max_cost_usd": 1.0}}, set()),
     ({"critique": {"n_votes": 3}}, {"build_critiques", "score_critiques", "report_critiques"}),
     # a new ledger; the simulator answers every temperature above 0 alike, so the scores and the report stand

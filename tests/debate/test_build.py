@@ -25,7 +25,7 @@ from tests.sim_servers import (
     stored_under,
     watched_server,
 )
-from tracevote.cli.demo import BUILTIN_PROBLEMS, deep_merge, write_params
+from tracevote.cli.demo import BUILTIN_PROBLEMS, deep_merge, with_overrides, write_params
 from tracevote.core.config import SimConfig
 from tracevote.datasets.fetch import read_local_rows
 from tracevote.sampling.runner import calls_at_risk
@@ -47,8 +47,7 @@ def project(root: Path, base_url: str, **debate: Any) -> Path:
         "model": {"backend": "openai", "base_url": base_url, "name": "tracevote-sim", "needs_key": False,
                   "extra_body": {}},
         "debate": {"concurrency": CONCURRENCY, "max_tokens": 400, **debate}})
-    params = deep_merge(params, overrides)
-    params["datasets"] = overrides["datasets"]
+    params = with_overrides(params, overrides)
     root.mkdir(parents=True)
     write_params(root / "params.yaml", params)
     run_stage(root, "normalize.py", "--dataset", "toy", "--raw", str(BUILTIN_PROBLEMS), "--out", "data/toy.jsonl")

@@ -12,7 +12,7 @@ import pytest
 
 from tests.dvcproject import dvc, make_project
 from tests.test_pipeline import small_sim_params
-from tracevote.report import compare, critique, plots
+from tracevote.report import compare, critique, grading, plots
 from tracevote.report.compare import DebatePoint, VotingCurve
 
 MEASURES = ("avg", "bottom10", "lowest", "tail")
@@ -20,7 +20,12 @@ METHODS = ("pass1", "cons", *(f"{m}{top}" for m in MEASURES for top in ("", "_to
 KS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
 INTENDED_PLOTS = {"accuracy_vs_k_avg", "accuracy_vs_k_bottom10", "accuracy_vs_k_lowest", "accuracy_vs_k_tail",
                   "plots/deepconf/toy/accuracy_vs_k.png", "plots/deepconf/toy/confidence.png",
-                  "plots/compare/accuracy_vs_tokens.png", "critique_f1_by_task", "plots/critique/critique.png"}
+                  "plots/compare/accuracy_vs_tokens.png", "critique_f1_by_task", "plots/critique/critique.png",
+                  "plots/grading/word_counts.png"}
+
+
+GRADED_RUN = {"run": "toy_run", "dataset": "toy", "accuracy": 0.5, "correct": 4, "total": 8, "simulated": True,
+              "avg_word_count": 120.0, "avg_word_count_correct": 100.0, "avg_word_count_incorrect": None}
 
 
 def synthetic_voting() -> VotingCurve:
@@ -91,6 +96,7 @@ def test_dvc_plots_show_lists_exactly_the_intended_plots(tmp_path: Path) -> None
     critique.f1_table(rows).to_csv(project / "plots" / "critique" / "f1_by_task.csv", index=False)
     critique.plot_critique(rows, [-1, 0, 2], [-1, 1, 2], project / "plots" / "critique" / "critique.png",
                            simulated=True)
+    grading.plot_word_counts([GRADED_RUN], project / "plots" / "grading" / "word_counts.png")
     shown = json.loads(dvc(project, "plots", "show", "--json").stdout)
     assert not shown.get("errors")
     assert set(shown["data"]) == INTENDED_PLOTS

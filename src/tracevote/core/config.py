@@ -343,6 +343,7 @@ class GradingConfig:
     critic: CriticConfig
 
     def validate(self, where: str) -> None:
+        # report_grading depends on the grade stages' folder, which only a run creates
         require(len(self.runs) > 0, where, "runs", self.runs, "at least one run")
         require(self.verify_timeout_s > 0, where, "verify_timeout_s", self.verify_timeout_s, "> 0")
         require(1 <= self.workers <= 64, where, "workers", self.workers, "1-64")
