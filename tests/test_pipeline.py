@@ -119,7 +119,6 @@ STEPS = [
     ({"pool": {"n_pool": 20}}, {"build_pool", "score", "aggregate", "report", "compare", *GRADING}),
     # a new pool, whose traces the simulator draws as before: the same grades, so report_grading stands
     ({"decoding": {"temperature": 0.7}}, {"build_pool", "score", "aggregate", "report", "compare", *GRADING[:2]}),
-    ({"grading": {"verify_timeout_s": 20.0}}, {"grade"}),
     ({"critique": {"concurrency": 2, "max_cost_usd": 1.0}}, set()),
     ({"critique": {"n_votes": 3}}, {"build_critiques", "score_critiques", "report_critiques"}),
     # a new ledger; the simulator answers every temperature above 0 alike, so the scores and the report stand

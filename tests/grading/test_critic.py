@@ -179,12 +179,3 @@ def test_the_cost_cap_refuses_before_any_request(tmp_path: Path) -> None:
         refused = build(root, check=False)
         assert requests_by_key(base_url) == Counter()
     assert refused.returncode == 2 and "grading.critic.max_cost_usd" in refused.stderr
-
-
-def test_a_disabled_critic_sends_nothing_and_grades_without_it(tmp_path: Path) -> None:
-    with running_server(SimModel(SIM), parse_faults("")) as base_url:
-        root = toy_project(tmp_path / "off", base_url, enabled=False)
-        assert "the critic is disabled" in build(root).stdout
-        assert requests_by_key(base_url) == Counter()
-    record = grade(root)
-    assert (record["critic_score"], record["critic_scored"]) == (None, 0)
