@@ -155,12 +155,8 @@ def score_fields(payload: bytes | memoryview) -> ScoreFields:
         return ScoreFields(decoded.header["sample_id"], decoded.header["finish_reason"],
                            answer_candidates(decoded.text()), confidence)
     header, offset = _header(view)
-    arrays: dict[str, np.ndarray] = {}
-    for entry in header["blocks"]:
-        wanted = entry[0] == CONFIDENCE or (entry[0] == "text" and header["extract_version"] != EXTRACT_VERSION)
-        if wanted:
-            arrays.update(_block_arrays(view, offset, entry))
-        offset += entry[1]
+    stale = header["extract_version"] != EXTRACT_VERSION
+    arrays = _blocks_named(view, header, offset, {CONFIDENCE, "text"} if stale else {CONFIDENCE})
     if "text" in arrays:
         candidates = answer_candidates(Decoded(header, arrays).text())
     else:
@@ -186,15 +182,20 @@ def text_fields(payload: bytes | memoryview) -> TextFields:
         text = decoded.text()
         return TextFields(decoded.header["sample_id"], text, decoded.header["finish_reason"], answer_candidates(text))
     header, offset = _header(view)
-    arrays: dict[str, np.ndarray] = {}
-    for entry in header["blocks"]:
-        if entry[0] == "text":
-            arrays.update(_block_arrays(view, offset, entry))
-        offset += entry[1]
-    text = Decoded(header, arrays).text()
+    text = Decoded(header, _blocks_named(view, header, offset, {"text"})).text()
     stored = header["extract_version"] == EXTRACT_VERSION
     candidates = AnswerCandidates.from_json(header["candidates"]) if stored else answer_candidates(text)
     return TextFields(header["sample_id"], text, header["finish_reason"], candidates)
+
+
+def _blocks_named(view: memoryview, header: dict[str, Any], offset: int, names: set[str]) -> dict[str, np.ndarray]:
+    """The arrays of the format 2 blocks called `names`, decompressing no other block."""
+    arrays: dict[str, np.ndarray] = {}
+    for entry in header["blocks"]:
+        if entry[0] in names:
+            arrays.update(_block_arrays(view, offset, entry))
+        offset += entry[1]
+    return arrays
 
 
 def to_sample(decoded: Decoded) -> Sample:
