@@ -157,9 +157,13 @@ class ModelConfig:
     sim: SimConfig
 
     def validate(self, where: str) -> None:
-        require(bool(self.name), where, "name", self.name, "a model name")
-        require(self.base_url.startswith(("http://", "https://")), where, "base_url", self.base_url,
-                "an http(s) URL")
+        require_endpoint(where, self.name, self.base_url)
+
+
+def require_endpoint(where: str, name: str, base_url: str) -> None:
+    """A model name and an http(s) base URL (`model:` and the grading critic's own endpoint)."""
+    require(bool(name), where, "name", name, "a model name")
+    require(base_url.startswith(("http://", "https://")), where, "base_url", base_url, "an http(s) URL")
 
 
 @dataclass(frozen=True)
@@ -307,9 +311,7 @@ class CriticEndpointConfig:
     needs_key: bool
 
     def validate(self, where: str) -> None:
-        require(bool(self.name), where, "name", self.name, "a model name")
-        require(self.base_url.startswith(("http://", "https://")), where, "base_url", self.base_url,
-                "an http(s) URL")
+        require_endpoint(where, self.name, self.base_url)
 
 
 @dataclass(frozen=True)

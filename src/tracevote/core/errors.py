@@ -5,6 +5,12 @@ class TracevoteError(Exception):
     """Base for every error whose message alone tells the user what went wrong and where."""
 
 
+def listed(problems: list[str], limit: int = 20) -> str:
+    """Problems one per indented line, the first `limit` of them and how many more."""
+    more = f"\n  ... and {len(problems) - limit} more" if len(problems) > limit else ""
+    return "\n  ".join(problems[:limit]) + more
+
+
 class ConfigError(TracevoteError):
     """params.yaml (or a flag) holds a value the tool cannot use."""
 

@@ -103,15 +103,16 @@ class Grades:
 def grade(gold: Sequence[GoldItem], predictions: Sequence[Prediction], judge: Judge) -> Grades:
     """Grade `predictions` against `gold` (see the module docstring for every rule)."""
     pairing = pair_by_id(gold, predictions)
+    words = [word_count(prediction.thinking) for prediction in predictions]
+    words_of = {id(prediction): count for prediction, count in zip(predictions, words, strict=True)}
     answers = [final_answer(prediction.content) for _, prediction in pairing.pairs]
     verdicts = _judged(judge, [(item.answer, answer) for (item, _), answer in zip(pairing.pairs, answers,
                                                                                    strict=True)])
     graded = [GradedPrediction(item.id, prediction.line, item.answer, answer, verdict.equal, verdict.method,
-                               word_count(prediction.thinking))
+                               words_of[id(prediction)])
               for (item, prediction), answer, verdict in zip(pairing.pairs, answers, verdicts, strict=True)]
     correct = sum(g.correct for g in graded)
     total = len(graded) + len(pairing.missing)
-    words = [word_count(prediction.thinking) for prediction in predictions]
     return Grades(
         accuracy=correct / total if total else 0.0, correct=correct, total=total, missing=len(pairing.missing),
         string_fallbacks=sum(g.method == "string" for g in graded),

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from tracevote.answers.formats import GSM8K_MARK
-from tracevote.core.errors import DataError
+from tracevote.core.errors import DataError, listed
 from tracevote.datasets.problems import Problem, load_problems
 
 GradingFormat = Literal["gsm8k", "math500", "aime", "amc23"]
@@ -110,8 +110,7 @@ def gold_items(rows: Sequence[dict[str, Any]], keys: GoldKeys, *, prefix: str, o
     if not rows:
         errors.append("no rows")
     if errors:
-        shown = "\n  ".join(errors[:20]) + (f"\n  ... and {len(errors) - 20} more" if len(errors) > 20 else "")
-        raise DataError(f"{origin}: {len(errors)} problem(s) in the gold file:\n  {shown}")
+        raise DataError(f"{origin}: {len(errors)} problem(s) in the gold file:\n  {listed(errors)}")
     return items
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tracevote.core.errors import DataError
+from tracevote.core.errors import DataError, listed
 from tracevote.core.fileio import parse_json_object
 
 
@@ -46,8 +46,7 @@ def read_predictions(path: Path) -> list[Prediction]:
         first_line[prediction.id] = number
         predictions.append(prediction)
     if errors:
-        shown = "\n  ".join(errors[:20]) + (f"\n  ... and {len(errors) - 20} more" if len(errors) > 20 else "")
-        raise DataError(f"{path}: {len(errors)} bad line(s), nothing graded:\n  {shown}")
+        raise DataError(f"{path}: {len(errors)} bad line(s), nothing graded:\n  {listed(errors)}")
     return predictions
 
 
