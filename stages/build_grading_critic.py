@@ -11,7 +11,7 @@ from pathlib import Path
 
 from tracevote.core.config import load_params
 from tracevote.core.entry import stage_main
-from tracevote.grading.build import build_critic
+from tracevote.grading.build import build_critic, record_disabled_critic
 from tracevote.grading.runs import pairing_of, run_config, run_inputs
 from tracevote.sampling.paid import REBUILD_ENV, refuse_if_already_built
 
@@ -26,8 +26,11 @@ def main() -> None:
     params = load_params(args.params)
     run = run_config(params.grading.runs, args.run)
     stage = f"build_grading_critic@{run.name}"
-    inputs = run_inputs(run, args.gold, params.answers)
     args.critic.mkdir(parents=True, exist_ok=True)
+    if not params.grading.critic.enabled:  # before the predictions are read: a pool's text is large
+        record_disabled_critic(params, run.name, args.critic, stage=stage)
+        return
+    inputs = run_inputs(run, args.gold, params.answers)
     build_critic(params, run.name, pairing_of(inputs), args.critic, stage=stage,
                  refuse_if_already_built=lambda: refuse_if_already_built(
                      Path("dvc.lock"), args.params, stage=stage, rebuild=os.environ.get(REBUILD_ENV) == "1"))

@@ -17,8 +17,8 @@ import orjson
 
 from tracevote.core.config import GradingRunConfig, Params, load_params
 from tracevote.grading.accuracy import pair_by_id
-from tracevote.grading.build import build_critic
-from tracevote.grading.critic import CriticScores, critic_items, open_ledger, read_scores
+from tracevote.grading.build import build_critic, stored_critic_scores
+from tracevote.grading.critic import CriticScores
 from tracevote.grading.gold import GoldItem, format_keys, gold_from_normalized, read_gold_file
 from tracevote.grading.predictions import of_dataset, read_predictions
 from tracevote.grading.runs import RunInputs, grade_inputs, run_record
@@ -67,14 +67,10 @@ def _gold(args: argparse.Namespace) -> list[GoldItem]:
     return read_gold_file(args.gold, keys, prefix=args.dataset)
 
 
-def _critic(args: argparse.Namespace, params: Params, inputs: RunInputs) -> tuple[CriticScores, bool]:
+def _critic(args: argparse.Namespace, params: Params, inputs: RunInputs) -> tuple[CriticScores | None, bool]:
     pairing = pair_by_id(inputs.gold, inputs.predictions)
     args.critic_dir.mkdir(parents=True, exist_ok=True)
     # with --json, stdout holds the one JSON object: the critic's own lines go to stderr
     with contextlib.redirect_stdout(sys.stderr) if args.json else contextlib.nullcontext():
         build_critic(params, "cli", pairing, args.critic_dir, stage="grade --enable-critic")
-    ledger = open_ledger(args.critic_dir, params)
-    scores = read_scores(ledger, critic_items(pairing, params.grading.critic.max_samples), str(args.critic_dir))
-    return scores, ledger.simulated
-
-
+    return stored_critic_scores(params, pairing, args.critic_dir)

@@ -33,16 +33,19 @@ from tracevote.store.calls import CallLedger
 from tracevote.store.ledger import fingerprint_of
 
 
+def record_disabled_critic(params: Params, run: str, critic_dir: Path, *, stage: str) -> CriticManifest:
+    """The manifest of a run whose critic is off (grading.critic.enabled: false): nothing is read or sent."""
+    manifest = CriticManifest(run, False, None, None, 0, 0, False, params.grading.critic.max_samples)
+    write_critic_manifest(critic_dir, manifest)
+    print(f"{stage}: the critic is disabled (grading.critic.enabled: false); no request sent")
+    return manifest
+
+
 def build_critic(params: Params, run: str, pairing: Pairing, critic_dir: Path, *, stage: str,
                  refuse_if_already_built: Callable[[], None] = lambda: None) -> CriticManifest:
     """Ask the critic about every item `grading.critic` selects that the ledger lacks, then write the manifest.
     `refuse_if_already_built` is the stage's fresh-clone guard, run before anything would be paid."""
     cfg = params.grading.critic
-    if not cfg.enabled:
-        manifest = CriticManifest(run, False, None, None, 0, 0, False, cfg.max_samples)
-        write_critic_manifest(critic_dir, manifest)
-        print(f"{stage}: the critic is disabled (grading.critic.enabled: false); no request sent")
-        return manifest
     items = critic_items(pairing, cfg.max_samples)
     existed = (ledger_root(critic_dir, params) / CallLedger.META).is_file()
     if not existed:
