@@ -22,6 +22,7 @@ import pytest
 from tests.conftest import EVENT_TIMEOUT_S, wait_for
 from tests.dvcproject import project_env
 from tracevote.core.config import SimConfig
+from tracevote.sampling.runner import calls_at_risk
 from tracevote.sim.faults import parse_faults
 from tracevote.sim.model import SimModel
 from tracevote.sim.server import ServerOptions, SimServer, stop_server
@@ -108,6 +109,23 @@ def kill_at_random_moments(server: WatchedServer, run_until: Callable[[int, int]
         assert len(new_requests - after) <= in_flight, "more than the requests in flight were lost"
         partial_rounds += len(after) < total
     return partial_rounds
+
+
+def kill_and_resume(server: WatchedServer, command: list[str], root: Path, folder: Path, *, total: int,
+                    concurrency: int, seed: int, logs: Path, finish: Callable[[], object]) -> None:
+    """A paid stage's `command`, storing under root/folder, killed at random moments (kill_at_random_moments),
+    then run to the end by `finish`: it asks for nothing stored before, and at least one kill landed mid-build."""
+    def run_until(target: int, round_number: int) -> None:
+        kill_once_stored(command, root, lambda: len(stored_under(root / folder)), target,
+                         logs / f"build-{round_number}.log")
+
+    partial_rounds = kill_at_random_moments(server, run_until, lambda: stored_under(root / folder),
+                                            lambda: requests_by_key(server), total=total,
+                                            in_flight=calls_at_risk(concurrency), seed=seed)
+    before, requests_before = stored_under(root / folder), requests_by_key(server)
+    finish()
+    assert not set(requests_by_key(server) - requests_before) & before, "a stored call was requested again"
+    assert partial_rounds >= 1, "no kill landed in the middle of a build; the test proved nothing"
 
 
 def requests_by_key(server: str | SimServer) -> Counter[str]:

@@ -18,8 +18,7 @@ from tests.conftest import FIXTURE_PARAMS, REPO_ROOT
 from tests.dvcproject import run_stage
 from tests.sim_servers import (
     final_state,
-    kill_at_random_moments,
-    kill_once_stored,
+    kill_and_resume,
     ledger_in,
     requests_by_key,
     stored_under,
@@ -32,7 +31,6 @@ from tracevote.grading.critic import CRITIC, critic_decoding, critic_items, pars
 from tracevote.grading.gold import GoldItem
 from tracevote.grading.predictions import Prediction
 from tracevote.sampling.backend import open_client
-from tracevote.sampling.runner import calls_at_risk
 from tracevote.sim.faults import parse_faults
 from tracevote.sim.model import SimModel
 from tracevote.sim.server import running_server
@@ -155,18 +153,8 @@ def test_kill_at_random_moments_resumes_exactly(tmp_path: Path) -> None:
     assert total == N_PROBLEMS
     with watched_server(SIM) as slow:
         root = toy_project(tmp_path / "killed", slow.base_url)
-
-        def run_until(target: int, round_number: int) -> None:
-            kill_once_stored(build_command(), root, lambda: len(stored_under(root / CRITIC_DIR)), target,
-                             tmp_path / f"build-{round_number}.log")
-
-        partial_rounds = kill_at_random_moments(slow, run_until, lambda: stored_under(root / CRITIC_DIR),
-                                                lambda: requests_by_key(slow), total=total,
-                                                in_flight=calls_at_risk(CONCURRENCY), seed=3)
-        before, requests_before = stored_under(root / CRITIC_DIR), requests_by_key(slow)
-        build(root)
-        assert not set(requests_by_key(slow) - requests_before) & before, "a stored critic reply was requested"
-    assert partial_rounds >= 1, "no kill landed in the middle of a build; the test proved nothing"
+        kill_and_resume(slow, build_command(), root, CRITIC_DIR, total=total, concurrency=CONCURRENCY, seed=3,
+                        logs=tmp_path, finish=lambda: build(root))
     killed_ledger, whole_ledger = ledger_in(root / CRITIC_DIR), ledger_in(uninterrupted / CRITIC_DIR)
     assert killed_ledger is not None and whole_ledger is not None
     assert final_state(killed_ledger.root) == final_state(whole_ledger.root)
