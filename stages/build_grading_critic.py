@@ -12,7 +12,7 @@ from pathlib import Path
 from tracevote.core.config import load_params
 from tracevote.core.entry import stage_main
 from tracevote.grading.build import build_critic, record_disabled_critic
-from tracevote.grading.runs import pairing_of, run_config, run_inputs
+from tracevote.grading.runs import run_config, run_inputs
 from tracevote.sampling.paid import REBUILD_ENV, refuse_if_already_built
 
 
@@ -31,7 +31,7 @@ def main() -> None:
         record_disabled_critic(params, run.name, args.critic, stage=stage)
         return
     inputs = run_inputs(run, args.gold, params.answers)
-    build_critic(params, run.name, pairing_of(inputs), args.critic, stage=stage,
+    build_critic(params, run.name, inputs.pairing(), args.critic, stage=stage,
                  refuse_if_already_built=lambda: refuse_if_already_built(
                      Path("dvc.lock"), args.params, stage=stage, rebuild=os.environ.get(REBUILD_ENV) == "1"))
 

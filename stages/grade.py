@@ -8,7 +8,7 @@ from pathlib import Path
 from tracevote.core.config import load_params
 from tracevote.core.entry import stage_main
 from tracevote.grading.build import stored_critic_scores
-from tracevote.grading.runs import grade_inputs, pairing_of, run_config, run_inputs, run_record, write_run
+from tracevote.grading.runs import grade_inputs, run_config, run_inputs, run_record, write_run
 from tracevote.grading.summary import render_run
 
 
@@ -24,7 +24,7 @@ def main() -> None:
     params = load_params(args.params)
     run = run_config(params.grading.runs, args.run)
     inputs = run_inputs(run, args.gold, params.answers)
-    critic, critic_simulated = stored_critic_scores(params, pairing_of(inputs), args.critic)
+    critic, critic_simulated = stored_critic_scores(params, inputs.pairing(), args.critic)
     grades = grade_inputs(inputs, params.grading)
     record = run_record(run, inputs, grades, critic, critic_simulated)
     write_run(args.out, args.details, record, grades, critic)

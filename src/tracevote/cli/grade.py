@@ -16,7 +16,6 @@ from pathlib import Path
 import orjson
 
 from tracevote.core.config import GradingRunConfig, Params, load_params
-from tracevote.grading.accuracy import pair_by_id
 from tracevote.grading.build import build_critic, stored_critic_scores
 from tracevote.grading.critic import CriticScores
 from tracevote.grading.gold import GoldItem, format_keys, gold_from_normalized, read_gold_file
@@ -68,7 +67,7 @@ def _gold(args: argparse.Namespace) -> list[GoldItem]:
 
 
 def _critic(args: argparse.Namespace, params: Params, inputs: RunInputs) -> tuple[CriticScores | None, bool]:
-    pairing = pair_by_id(inputs.gold, inputs.predictions)
+    pairing = inputs.pairing()
     args.critic_dir.mkdir(parents=True, exist_ok=True)
     # with --json, stdout holds the one JSON object: the critic's own lines go to stderr
     with contextlib.redirect_stdout(sys.stderr) if args.json else contextlib.nullcontext():

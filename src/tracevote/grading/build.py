@@ -7,9 +7,10 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
+from tracevote.answers.mathverify import normalize_answer_text
 from tracevote.core.config import Params
 from tracevote.core.errors import DataError, TracevoteError
-from tracevote.grading.accuracy import Pairing
+from tracevote.grading.accuracy import Pairing, final_answer
 from tracevote.grading.critic import (
     CriticScores,
     calls_cost,
@@ -24,7 +25,7 @@ from tracevote.grading.critic import (
     read_scores,
     reasoning_digest,
 )
-from tracevote.grading.runs import MANIFEST, CriticManifest, reached_gold, read_critic_manifest, write_critic_manifest
+from tracevote.grading.runs import MANIFEST, CriticManifest, read_critic_manifest, write_critic_manifest
 from tracevote.sampling import backend
 from tracevote.sampling.budget import check_budget
 from tracevote.sampling.paid import run_ledger_calls
@@ -63,7 +64,7 @@ def build_critic(params: Params, run: str, pairing: Pairing, critic_dir: Path, *
                                   what="critic calls", stage=stage)
     check_budget(cost, cfg.max_cost_usd, cap="grading.critic.max_cost_usd",
                  levers="grading.critic.max_samples or grading.critic.max_tokens")
-    reached = {reasoning_digest(text): ok for text, ok in reached_gold(pairing).items()}
+    reached = reached_gold(pairing) if critic_model(params).backend == "sim" else None
     summary = run_ledger_calls(ledger, [OneCall(call) for call in missing], params=critic_params(params),
                                stage=stage, decoding=critic_decoding(params), api_key=api_key,
                                concurrency=cfg.concurrency, total=len(missing), unit="critic call", reached=reached)
@@ -74,6 +75,13 @@ def build_critic(params: Params, run: str, pairing: Pairing, critic_dir: Path, *
         raise TracevoteError(f"{len(items) - stored} critic replies are missing after retries ran out (causes "
                              f"above). Run again: it requests only the missing ones.")
     return manifest
+
+
+def reached_gold(pairing: Pairing) -> dict[str, bool]:
+    """For the simulated critic only, by reasoning digest: whether the prediction's final answer reads as its gold
+    (a normalised string comparison, no Math-Verify: enough to make the simulated scores track correctness)."""
+    return {reasoning_digest(prediction.thinking): normalize_answer_text(final_answer(prediction.content)).lower()
+            == normalize_answer_text(item.answer).lower() for item, prediction in pairing.pairs}
 
 
 def _write_manifest(critic_dir: Path, run: str, ledger: CallLedger, items: int, finished: int,

@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import Any
 
 from tracevote.answers.extract import resolve_answer
-from tracevote.answers.mathverify import MathJudge, normalize_answer_text
+from tracevote.answers.mathverify import MathJudge
 from tracevote.core.config import AnswersConfig, GradingConfig, GradingRunConfig
 from tracevote.core.errors import DataError
 from tracevote.core.fileio import read_json_record, write_json, write_jsonl
-from tracevote.grading.accuracy import Grades, Pairing, final_answer, grade, pair_by_id
+from tracevote.grading.accuracy import Grades, Pairing, grade, pair_by_id
 from tracevote.grading.critic import CriticScores
 from tracevote.grading.gold import GoldItem, gold_from_normalized
 from tracevote.grading.predictions import Prediction, of_dataset, read_predictions
@@ -31,6 +31,9 @@ class RunInputs:
     predictions: list[Prediction]
     source: str  # "predictions file" or "pool"
     simulated: bool  # the predictions are a simulated pool's
+
+    def pairing(self) -> Pairing:
+        return pair_by_id(self.gold, self.predictions)
 
 
 def run_inputs(run: GradingRunConfig, gold_path: Path, answers: AnswersConfig) -> RunInputs:
@@ -71,17 +74,6 @@ def grade_inputs(inputs: RunInputs, cfg: GradingConfig | None) -> Grades:
     timeout_s, workers = (DEFAULT_TIMEOUT_S, DEFAULT_WORKERS) if cfg is None else (cfg.verify_timeout_s, cfg.workers)
     with MathJudge(max_workers=workers, timeout_s=timeout_s, rule="grading") as judge:
         return grade(inputs.gold, inputs.predictions, judge)
-
-
-def reached_gold(pairing: Pairing) -> dict[str, bool]:
-    """For the simulated critic only: whether each reasoning's final answer reads as its gold (no Math-Verify:
-    a normalised string comparison is enough to make the simulated scores track correctness)."""
-    return {prediction.thinking: normalize_answer_text(final_answer(prediction.content)).lower()
-            == normalize_answer_text(item.answer).lower() for item, prediction in pairing.pairs}
-
-
-def pairing_of(inputs: RunInputs) -> Pairing:
-    return pair_by_id(inputs.gold, inputs.predictions)
 
 
 # ---- the critic's manifest: what build_grading_critic leaves for the grade stage ----
