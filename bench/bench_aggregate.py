@@ -3,7 +3,9 @@
 The score table is SYNTHETIC (no model): per problem a gold answer, a per-problem accuracy drawn
 from Beta(2, 2), wrong answers spread over a few distractors, 3% invalid samples, measures that are
 higher for correct samples (plus noise), and 0.5% valid samples without a confidence (NaN).
-The grid is params.yaml's: every K in 1, 2, 4, ..., 512, 64 repeats, etas 0.1 and 0.9, four measures.
+The grid is params.yaml's: every K in 1, 2, 4, ..., 512, 64 repeats, etas 0.1 and 0.9, four measures,
+1000 bootstrap resamples, and online DeepConf (low and high, warmup 16) replayed from a synthetic stop
+table: every trace of at least a window (2048 tokens) has 5-60 record lows falling to its `lowest`.
 """
 
 from __future__ import annotations
@@ -16,11 +18,13 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from tracevote.core.config import MEASURES, EvalConfig
+from tracevote.core.config import MEASURES, EvalConfig, OnlineConfig
 from tracevote.deepconf.evaluate import aggregate
-from tracevote.deepconf.score import SCORE_COLUMNS
+from tracevote.deepconf.score import SCORE_COLUMNS, STOP_COLUMNS
 
 GOAL_SECONDS = 10.0
+GROUP_SIZE = 2048
+ONLINE = OnlineConfig(warmup=16, percentiles={"low": 90, "high": 10}, consensus=None)
 
 
 @dataclass(frozen=True)
@@ -58,6 +62,24 @@ def _problem_rows(problem_id: str, n: int, rng: np.random.Generator) -> pd.DataF
     return frame[list(SCORE_COLUMNS)]
 
 
+def synthetic_stops(scores: pd.DataFrame, seed: int = 0) -> pd.DataFrame:
+    """A stop table (STOP_COLUMNS) for `scores`: every trace with a full window falls to its `lowest` over
+    5-60 record lows, one per window from its first (spent 2048, 2049, ...)."""
+    rng = np.random.default_rng(seed)
+    lowest = scores["lowest"].to_numpy(dtype=np.float64)
+    n_tokens = scores["n_tokens"].to_numpy(dtype=np.int64)
+    eligible = np.flatnonzero((n_tokens >= GROUP_SIZE) & np.isfinite(lowest))
+    counts = np.minimum(rng.integers(5, 61, len(eligible)), n_tokens[eligible] - GROUP_SIZE + 1)
+    trace = np.repeat(eligible, counts)
+    starts = np.cumsum(counts) - counts
+    index = np.arange(len(trace)) - np.repeat(starts, counts)  # record number within its trace
+    remaining = np.repeat(counts, counts) - 1 - index  # records still to come; 0 for the lowest
+    return pd.DataFrame({"problem_id": scores["problem_id"].to_numpy()[trace],
+                         "sample_id": scores["sample_id"].to_numpy()[trace],
+                         "spent": GROUP_SIZE + index, "value": lowest[trace] + 0.02 * remaining},
+                        columns=list(STOP_COLUMNS))
+
+
 def _zipf(n: int) -> np.ndarray:
     weights = 1.0 / np.arange(1, n + 1)
     return weights / weights.sum()
@@ -65,28 +87,35 @@ def _zipf(n: int) -> np.ndarray:
 
 def grid(repeat: int, max_k: int) -> EvalConfig:
     ks = tuple(2**i for i in range(max_k.bit_length()) if 2**i <= max_k)
-    return EvalConfig(k=ks, repeat=repeat, seed=0, etas=(0.1, 0.9))
+    return EvalConfig(k=ks, repeat=repeat, seed=0, etas=(0.1, 0.9), bootstrap=1000)
 
 
 def run(scale: str = "full") -> list[dict]:
     """Measured rows: name, value, unit, and ratio / note where relevant."""
     size = SCALES[scale]
     scores = synthetic_scores(size.problems, size.samples)
+    stops = synthetic_stops(scores)
     cfg = grid(size.repeat, size.samples)
     rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     start = time.perf_counter()
-    result = aggregate(scores, cfg)
+    result = aggregate(scores, cfg, online=ONLINE, stops=stops)
     seconds = time.perf_counter() - start
     rss_delta = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss_before
-    tracemalloc.start()
+    start = time.perf_counter()
     aggregate(scores, cfg)
+    offline_seconds = time.perf_counter() - start
+    tracemalloc.start()
+    aggregate(scores, cfg, online=ONLINE, stops=stops)
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     grid_note = (f"synthetic {size.problems} x {size.samples}, K {cfg.k[0]}..{cfg.k[-1]}, {cfg.repeat} repeats, "
-                 f"{len(result.methods)} methods")
+                 f"{len(result.methods)} methods + {len(result.online_methods)} online, {cfg.bootstrap} resamples")
     return [
         {"name": "aggregate: wall time", "value": seconds, "unit": "s", "ratio": seconds / GOAL_SECONDS,
          "note": f"{grid_note}; ratio is to the {GOAL_SECONDS:.0f} s goal"},
+        {"name": "aggregate without online replay: wall time", "value": offline_seconds, "unit": "s",
+         "ratio": seconds / offline_seconds,
+         "note": f"ratio: with online replay ({len(stops)} stop records) / without"},
         {"name": "aggregate: peak traced memory", "value": peak / 2**20, "unit": "MiB",
          "note": "tracemalloc, second run"},
         {"name": "aggregate: max RSS growth", "value": rss_delta / 1024, "unit": "MiB",

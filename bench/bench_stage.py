@@ -34,7 +34,7 @@ import pandas as pd
 import yaml
 
 from bench import official_offline
-from bench.bench_aggregate import synthetic_scores
+from bench.bench_aggregate import synthetic_scores, synthetic_stops
 from tracevote.core.config import MEASURES, load_params
 from tracevote.core.parquet import write_parquet
 from tracevote.datasets.problems import load_problems
@@ -149,7 +149,8 @@ def time_score_stage(workspace: Workspace, n_pool: int) -> tuple[float, Path]:
     """Wall seconds of the score stage over the first n_pool samples, and its score table."""
     set_n_pool(workspace, n_pool)
     out = workspace.folder / "data" / "scores" / f"bench-{n_pool}.parquet"
-    args = ("--problems", str(workspace.problems), "--manifest", str(workspace.manifest), "--out", str(out))
+    args = ("--problems", str(workspace.problems), "--manifest", str(workspace.manifest), "--out", str(out),
+            "--stops", str(out.with_suffix(".stops.parquet")))
     return run_stage(workspace, "score.py", *args), out
 
 
@@ -198,13 +199,15 @@ def time_aggregate_and_report(workspace: Workspace, problems: int, samples: int)
     folder = workspace.folder / f"later-{samples}"
     table = folder / "scores.parquet"
     write_parquet(table, [scores], {"simulated": "true", "pool": "synthetic"})
+    stops = folder / "stops.parquet"
+    write_parquet(stops, [synthetic_stops(scores)], {"simulated": "true", "pool": "synthetic"})
     problems_file = folder / "problems.jsonl"
     problems_file.write_bytes(b"".join(orjson.dumps({"id": i, "problem": "p", "answer": 0}) + b"\n"
                                        for i in scores["problem_id"].unique()))
     params = grid_params(workspace.params, samples, folder / "params.yaml")
     aggregate_json = folder / "aggregate.json"
-    seconds = run_stage(workspace, "aggregate.py", "--scores", str(table), "--out", str(aggregate_json),
-                        params=params)
+    seconds = run_stage(workspace, "aggregate.py", "--scores", str(table), "--stops", str(stops),
+                        "--out", str(aggregate_json), params=params)
     return seconds + run_stage(workspace, "report.py", "--aggregate", str(aggregate_json), "--scores", str(table),
                                "--problems", str(problems_file), "--metrics", str(folder / "metrics"),
                                "--plots", str(folder / "plots"), "--runs", str(folder / "runs"), params=params)

@@ -1,6 +1,7 @@
-"""Stage aggregate: the score table -> accuracy of every method at every K, over seeded repeats.
+"""Stage aggregate: the score table -> accuracy of every method at every K, over seeded repeats, with
+bootstrap intervals and paired comparisons against Cons@K; online DeepConf replayed from the stop table.
 
-Reads only the score table, never the pool.
+Reads only the score and stop tables, never the pool.
 """
 
 import argparse
@@ -18,14 +19,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--params", default="params.yaml")
     parser.add_argument("--scores", required=True)
+    parser.add_argument("--stops", required=True, help="the score stage's stop table")
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
-    eval_cfg = load_params(args.params).eval
+    params = load_params(args.params)
     metadata = read_parquet_metadata(args.scores)
-    result = aggregate(pd.read_parquet(args.scores), eval_cfg)
+    result = aggregate(pd.read_parquet(args.scores), params.eval, online=params.online,
+                       stops=pd.read_parquet(args.stops))
     simulated = metadata.get("simulated") == "true"
-    write_json(args.out, {"simulated": simulated, "pool": metadata.get("pool"), "result": result.to_json()})
-    print(f"aggregate: {len(result.methods)} methods x {len(result.k)} K x {result.repeat} repeats -> {args.out}"
+    write_json(args.out, {"simulated": simulated, "pool": metadata.get("pool"),
+                          "group_size": metadata.get("group_size"), "result": result.to_json()})
+    print(f"aggregate: {len(result.methods)} methods x {len(result.k)} K x {result.repeat} repeats, "
+          f"{len(result.online_methods)} online methods, {result.bootstrap} bootstrap resamples -> {args.out}"
           + (" (SIMULATED model)" if simulated else ""))
 
 

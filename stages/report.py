@@ -40,15 +40,21 @@ def main() -> None:
     write_json(args.metrics / "results.json", results)
     write_text(args.metrics / "report.txt", text + "\n")
     write_text(args.metrics / "results.csv", tables.table_csv(table))
-    write_text(args.metrics / "results.md", tables.table_markdown(table, k, result.tie_break))
+    write_text(args.metrics / "results.md", tables.table_markdown(table, k, result.tie_break, result.ci_level))
+    online = tables.online_rows(result)
+    write_text(args.metrics / "online.csv", tables.table_csv(online, tables.ONLINE_COLUMNS))
+    write_text(args.metrics / "online.md", tables.online_markdown(online, result, simulated=simulated)
+               if online else "No online DeepConf result: every eval.k is below online.warmup.\n")
     write_text(args.plots / "accuracy_vs_k.csv", curve.to_csv(index=False, float_format="%.6f"))
-    plots.plot_accuracy(curve, result.methods, args.plots / "accuracy_vs_k.png", simulated=simulated)
+    plots.plot_accuracy(curve, result.methods, args.plots / "accuracy_vs_k.png", simulated=simulated,
+                        online_methods=result.online_methods, ci_level=result.ci_level if result.bootstrap else None)
     plots.plot_confidence(pd.read_parquet(args.scores), result.measures, args.plots / "confidence.png",
                            simulated=simulated)
     snapshot = args.runs / datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     write_json(snapshot / "summary.json", summary)
     write_json(snapshot / "results.json", results)
-    print(f"\nreport: {args.metrics}/summary.json, results.json, results.csv, results.md, report.txt; "
+    print(f"\nreport: {args.metrics}/summary.json, results.json, results.csv, results.md, online.md, online.csv, "
+          "report.txt; "
           f"{args.plots}/accuracy_vs_k.csv, "
           f"{args.plots}/accuracy_vs_k.png, {args.plots}/confidence.png; snapshot {snapshot}")
 

@@ -1,4 +1,5 @@
-"""Stage score: the pool -> one row per sample (answer, correctness, validity, the four confidences).
+"""Stage score: the pool -> one row per sample (answer, correctness, validity, the four confidences), and
+the stop table: where each sample would stop under online DeepConf, for any threshold.
 
 Streams the pool one problem at a time, so peak memory does not grow with the number of problems.
 Problems are scored in TRACEVOTE_WORKERS processes (default 2); TRACEVOTE_WORKERS=1 runs sequentially
@@ -7,7 +8,10 @@ Problems are scored in TRACEVOTE_WORKERS processes (default 2); TRACEVOTE_WORKER
 
 import argparse
 import os
+from collections.abc import Iterator
 from pathlib import Path
+
+import pandas as pd
 
 from tracevote.core.config import load_params
 from tracevote.core.entry import stage_main
@@ -23,6 +27,7 @@ def main() -> None:
     parser.add_argument("--problems", required=True)
     parser.add_argument("--manifest", required=True, type=Path)
     parser.add_argument("--out", required=True)
+    parser.add_argument("--stops", required=True, help="the stop table (Parquet)")
     args = parser.parse_args()
     params = load_params(args.params)
     manifest = read_manifest(args.manifest)
@@ -30,10 +35,21 @@ def main() -> None:
     problems = load_problems(args.problems)
     frames = score_pool(pool, [(p.id, p.answer) for p in problems], manifest.n_pool, params.confidence,
                         params.answers, workers=_workers())
-    metadata = {"simulated": str(manifest.simulated).lower(), "pool": manifest.pool}
-    rows = write_parquet(args.out, frames, metadata)
-    print(f"score: {rows} samples of {len(problems)} problems -> {args.out}"
-          + (" (SIMULATED model)" if manifest.simulated else ""))
+    metadata = {"simulated": str(manifest.simulated).lower(), "pool": manifest.pool,
+                "group_size": str(params.confidence.group_size)}
+    stops: list[pd.DataFrame] = []
+    rows = write_parquet(args.out, (scores for scores, _ in _kept(frames, stops)), metadata)
+    records = write_parquet(args.stops, stops, metadata)
+    print(f"score: {rows} samples of {len(problems)} problems -> {args.out}; {records} stop records -> "
+          f"{args.stops}" + (" (SIMULATED model)" if manifest.simulated else ""))
+
+
+def _kept(frames: Iterator[tuple[pd.DataFrame, pd.DataFrame]],
+          stops: list[pd.DataFrame]) -> Iterator[tuple[pd.DataFrame, pd.DataFrame]]:
+    """`frames`, keeping each problem's stop rows in `stops` on the way (they are small)."""
+    for scores, problem_stops in frames:
+        stops.append(problem_stops)
+        yield scores, problem_stops
 
 
 def _workers() -> int:

@@ -90,7 +90,8 @@ def test_score_pool_is_the_same_with_any_number_of_workers() -> None:
     problems = [("p3", 6), ("p1", 104), ("p2", 42)]
     sequential = list(score_pool(pool, problems, 3, CFG, ANSWERS, workers=1))
     parallel = list(score_pool(pool, problems, 3, CFG, ANSWERS, workers=2))
-    assert [frame["problem_id"].iloc[0] for frame in parallel] == ["p3", "p1", "p2"]
-    assert all(frame["sample_id"].tolist() == [0, 1, 2] for frame in parallel)
-    for a, b in zip(sequential, parallel, strict=True):
-        pd.testing.assert_frame_equal(a, b)
+    assert [scores["problem_id"].iloc[0] for scores, _ in parallel] == ["p3", "p1", "p2"]
+    assert all(scores["sample_id"].tolist() == [0, 1, 2] for scores, _ in parallel)
+    for (scores_a, stops_a), (scores_b, stops_b) in zip(sequential, parallel, strict=True):
+        pd.testing.assert_frame_equal(scores_a, scores_b)
+        pd.testing.assert_frame_equal(stops_a, stops_b)

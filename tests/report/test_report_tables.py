@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -60,11 +61,16 @@ def test_results_csv_round_trips_and_markdown_has_every_method() -> None:
     back = pd.read_csv(io.StringIO(table_csv(records)))
     assert tuple(back.columns) == TABLE_COLUMNS
     assert back["method"].tolist() == list(aggregated.methods)
-    pd.testing.assert_frame_equal(back, pd.DataFrame(records).round(6), check_exact=False, atol=1e-6)
-    markdown = table_markdown(records, 4, "first").splitlines()
+    expected = pd.DataFrame(records).fillna(np.nan).infer_objects().round(6)
+    pd.testing.assert_frame_equal(back, expected, check_exact=False, atol=1e-6)
+    assert back.loc[back["method"] == "cons", "vs_cons"].isna().all()  # no comparison with itself
+    markdown = table_markdown(records, 4, "first", 0.95).splitlines()
     assert markdown[0].startswith("Accuracy at K=4 (%), ties: the answer met first in the working set wins")
-    assert markdown[2] == "| " + " | ".join(TABLE_COLUMNS) + " |"
-    assert "| cons | Cons@4 | 50.00 | 0.00 | 75.00 | -25.00 |" in markdown
+    assert markdown[2] == ("| method | label | mean | std | 95% interval | fractional | tie_rule_pts | "
+                           "vs Cons@4 (pts) | p |")
+    cons = next(line for line in markdown if line.startswith("| cons |"))
+    low, high = (100 * records[1][side] for side in ("ci_low", "ci_high"))
+    assert cons == f"| cons | Cons@4 | 50.00 | 0.00 | [{low:.2f}, {high:.2f}] | 75.00 | -25.00 |  |  |"
     assert len(markdown) == 4 + len(aggregated.methods)
 
 

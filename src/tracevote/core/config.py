@@ -251,8 +251,12 @@ class EvalConfig:
     seed: int
     etas: tuple[float, ...]
     tie_break: TieBreak = "smallest"  # smallest answer wins; first met in the working set wins; t-way tie scores 1/t
+    bootstrap: int = 1000  # resamples for the confidence intervals and paired tests (seeded by seed)
+    ci_level: float = 0.95  # coverage of the intervals
 
     def validate(self, where: str) -> None:
+        require(self.bootstrap >= 100, where, "bootstrap", self.bootstrap, ">= 100 (fewer give coarse intervals)")
+        require(0.5 <= self.ci_level < 1, where, "ci_level", self.ci_level, "in [0.5, 1)")
         require(len(self.k) > 0 and all(k >= 1 for k in self.k), where, "k", list(self.k),
                 "a non-empty list of integers >= 1")
         require(len(set(self.k)) == len(self.k), where, "k", list(self.k), "without repeats")
@@ -274,6 +278,29 @@ def eta_percent(eta: float) -> int | None:
     whole percentage (0.125). 0.1 + 1e-12 is 10 too; EvalConfig.validate refuses both in one list."""
     percent = round(eta * 100)
     return percent if math.isclose(eta * 100, percent, abs_tol=1e-9) else None
+
+
+@dataclass(frozen=True)
+class OnlineConfig:
+    """Online DeepConf replayed on the pool (tracevote.deepconf.online)."""
+
+    warmup: int  # traces per working set that run in full and set the threshold
+    percentiles: dict[str, float]  # method name -> percentile of the warmup's lowest-group confidences
+    consensus: float | None  # stop sampling once the leading answer holds this share of the vote weight
+
+    def validate(self, where: str) -> None:
+        require(self.warmup >= 1, where, "warmup", self.warmup, ">= 1")
+        require(len(self.percentiles) > 0, where, "percentiles", self.percentiles, "at least one method")
+        for name, value in self.percentiles.items():
+            require(isinstance(name, str) and name.isidentifier(), f"{where}.percentiles", str(name), name,
+                    "a name of letters, digits and _ (it names the method online_<name>)")
+            require(isinstance(value, int | float) and not isinstance(value, bool) and 0 <= value <= 100,
+                    f"{where}.percentiles", name, value, "a percentile in [0, 100]")
+        require(self.consensus is None or 0.5 < self.consensus <= 1, where, "consensus", self.consensus,
+                "null or a share in (0.5, 1]")
+
+    def method_names(self) -> tuple[str, ...]:
+        return tuple(f"online_{name}" for name in self.percentiles)
 
 
 @dataclass(frozen=True)
@@ -365,6 +392,7 @@ class Params:
     confidence: ConfidenceConfig
     answers: AnswersConfig
     eval: EvalConfig
+    online: OnlineConfig
     report: ReportConfig
 
     def dataset(self, name: str) -> DatasetConfig:

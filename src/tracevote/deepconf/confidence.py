@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from tracevote.core.config import MEASURES, ConfidenceConfig
 from tracevote.core.errors import DataError
@@ -28,12 +30,57 @@ class TraceMeasures:
     lowest: np.ndarray
     tail: np.ndarray
     n_confident: np.ndarray  # int64 [n traces]: tokens with a confidence (the rest are skipped)
+    stops: StopProfiles
 
     def by_name(self, measure: str) -> np.ndarray:
         """The measure called `measure` (one of config.MEASURES)."""
         if measure not in MEASURES:
             raise KeyError(f"unknown confidence measure {measure!r} (known: {', '.join(MEASURES)})")
         return getattr(self, measure)
+
+
+@dataclass(frozen=True, eq=False)
+class StopProfiles:
+    """Where each trace would stop under online DeepConf, for any threshold: its record lows.
+
+    Online DeepConf stops a trace at the first token whose full window of cfg.group_size confidences
+    has a mean below the threshold s. That is the first window where the running minimum of the
+    window means drops below s, so a trace's record lows (each window mean lower than all before it,
+    in order) answer every s: the trace stops at the first record whose value is below s, having spent
+    that record's `spent` tokens (its window's last token included). A trace with fewer confident
+    tokens than a window has no full window and no records: it never stops early.
+    """
+
+    offsets: np.ndarray  # int64 [n traces + 1]: trace j owns records offsets[j]:offsets[j+1]
+    spent: np.ndarray  # int64 [records]: tokens generated up to and including the window's last token
+    value: np.ndarray  # float64 [records]: the window mean, strictly decreasing within a trace
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    def within(self, lowest: float, highest: float) -> StopProfiles:
+        """The records that can matter when every threshold s lies in [lowest, highest]: those below
+        `highest` (s never exceeds it), of which only the first below `lowest` (any s stops there or earlier).
+
+        Online DeepConf's threshold is a percentile of some traces' lowest-group confidences, so it lies
+        between the smallest and largest of them; the score stage keeps only these records.
+        """
+        trace = np.repeat(np.arange(len(self)), np.diff(self.offsets))
+        below_all = self.value < lowest
+        earlier_below = np.zeros(len(self.value), dtype=bool)
+        earlier_below[1:] = below_all[:-1] & (trace[1:] == trace[:-1])
+        keep = (self.value < highest) & ~earlier_below
+        counts = np.bincount(trace[keep], minlength=len(self))
+        return StopProfiles(offsets=np.concatenate(([0], np.cumsum(counts))).astype(np.int64),
+                            spent=self.spent[keep], value=self.value[keep])
+
+    @staticmethod
+    def concatenate(parts: list[StopProfiles]) -> StopProfiles:
+        sizes = [np.diff(part.offsets) for part in parts]
+        offsets = np.concatenate(([0], np.cumsum(np.concatenate(sizes)))) if parts else np.zeros(1, np.int64)
+        return StopProfiles(offsets=offsets.astype(np.int64),
+                            spent=np.concatenate([p.spent for p in parts]) if parts else np.zeros(0, np.int64),
+                            value=np.concatenate([p.value for p in parts]) if parts else np.zeros(0))
 
 
 def trace_measures(traces: ProblemTraces, cfg: ConfidenceConfig) -> TraceMeasures:
@@ -48,6 +95,7 @@ def trace_measures(traces: ProblemTraces, cfg: ConfidenceConfig) -> TraceMeasure
     - lowest: the lowest group.
     - tail: mean of the last cfg.tail_tokens tokens, or of all of them when fewer.
     A trace with m = 0 has NaN for all four.
+    `stops` holds each trace's StopProfiles records, from the same windows.
 
     Example, group_size 2, bottom_fraction 0.5, tail_tokens 2, C = [1, 3, 2, 6]:
     groups [2, 2.5, 4] -> avg 3, bottom10 2 (floor(1.5) = 1 group), lowest 2, tail 4.
@@ -60,22 +108,53 @@ def trace_measures(traces: ProblemTraces, cfg: ConfidenceConfig) -> TraceMeasure
     firsts = [*np.flatnonzero(np.diff(block_of_trace, prepend=-1)).tolist(), len(traces)]
     blocks = [_block_measures(confidence[offsets[a]:offsets[b]], offsets[a:b + 1] - offsets[a], cfg)
               for a, b in itertools.pairwise(firsts)] or [_block_measures(confidence, offsets, cfg)]
-    return TraceMeasures(*(np.concatenate(parts) for parts in zip(*blocks, strict=True)))
+    measures = (np.concatenate(parts) for parts in zip(*(block[:-1] for block in blocks), strict=True))
+    return TraceMeasures(*measures, stops=StopProfiles.concatenate([block[-1] for block in blocks]))
 
 
 def _block_measures(confidence: np.ndarray, offsets: np.ndarray,
-                    cfg: ConfidenceConfig) -> tuple[np.ndarray, ...]:
-    """(avg, bottom10, lowest, tail, n_confident) of consecutive traces: `trace_measures` on a block."""
+                    cfg: ConfidenceConfig) -> tuple[Any, ...]:
+    """(avg, bottom10, lowest, tail, n_confident, stops) of consecutive traces: `trace_measures` on a block."""
     kept = ~np.isnan(confidence)
+    token_offsets, kept_positions = offsets, None  # kept_positions: of the kept tokens, when some are dropped
     if not kept.all():
+        kept_positions = np.flatnonzero(kept)
         confidence = confidence[kept]
         offsets = np.concatenate(([0], np.cumsum(kept)))[offsets]
     lengths = np.diff(offsets)
     means, prefix = _centered_prefix(confidence, lengths)
     window = np.minimum(cfg.group_size, lengths)
     groups, group_offsets = _group_means(prefix, means, offsets, lengths, window)
+    stops = _record_lows(groups, group_offsets, offsets, lengths, cfg.group_size, token_offsets, kept_positions)
     return (means, _bottom_mean(groups, group_offsets, cfg.bottom_fraction), _segment_min(groups, group_offsets),
-            _tail_means(prefix, means, offsets, lengths, cfg.tail_tokens), lengths.astype(np.int64))
+            _tail_means(prefix, means, offsets, lengths, cfg.tail_tokens), lengths.astype(np.int64), stops)
+
+
+def _record_lows(groups: np.ndarray, group_offsets: np.ndarray, offsets: np.ndarray, lengths: np.ndarray,
+                 group_size: int, token_offsets: np.ndarray, kept_positions: np.ndarray | None) -> StopProfiles:
+    """The StopProfiles of a block: record lows among the full windows of each trace.
+
+    `offsets` split the kept tokens, `token_offsets` all tokens; kept_positions[i] is the position among
+    all tokens of kept token i (None when every token is kept).
+    """
+    counts = np.diff(group_offsets)
+    full = lengths >= group_size
+    trace_of_group = np.repeat(np.arange(len(counts)), counts)
+    in_full = full[trace_of_group]
+    running = pd.Series(groups).groupby(trace_of_group).cummin().to_numpy()
+    first_of_trace = np.zeros(len(groups), dtype=bool)
+    first_of_trace[group_offsets[:-1][counts > 0]] = True
+    previous = np.concatenate(([np.inf], running[:-1]))
+    record = in_full & (first_of_trace | (groups < previous))
+    chosen = np.flatnonzero(record)
+    trace = trace_of_group[chosen]
+    last_token = offsets[trace] + (chosen - group_offsets[trace]) + group_size - 1  # in the block's kept tokens
+    if kept_positions is not None:
+        last_token = kept_positions[last_token]
+    spent = last_token - token_offsets[trace] + 1
+    per_trace = np.bincount(trace, minlength=len(counts))
+    return StopProfiles(offsets=np.concatenate(([0], np.cumsum(per_trace))).astype(np.int64),
+                        spent=spent.astype(np.int64), value=groups[chosen])
 
 
 def _check_offsets(traces: ProblemTraces, n_tokens: int) -> None:

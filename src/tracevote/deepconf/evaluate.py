@@ -24,11 +24,20 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from tracevote.core.config import MEASURES, WHOLE_PERCENT, EvalConfig, TieBreak, eta_percent
+from tracevote.core.config import MEASURES, WHOLE_PERCENT, EvalConfig, OnlineConfig, TieBreak, eta_percent
 from tracevote.core.errors import ConfigError, DataError
-from tracevote.deepconf.results import AggregateResult, MethodAccuracy, ProblemResult, TieRate
+from tracevote.deepconf.online import OnlineSets, OnlineTrace, check_stop_columns, problem_stops, replay
+from tracevote.deepconf.results import (
+    AggregateResult,
+    MethodAccuracy,
+    OnlineAccuracy,
+    PairedComparison,
+    ProblemResult,
+    TieRate,
+)
 from tracevote.deepconf.sample_stats import confidence_summaries, measure_aurocs, validity_counts
 from tracevote.deepconf.score import KEY_COLUMNS
+from tracevote.deepconf.uncertainty import Interval, bootstrap_rng, intervals, paired, resample_weights
 from tracevote.deepconf.voting import majority_vote, tie_credit, top_eta, weighted_vote
 from tracevote.store.records import NO_ANSWER
 
@@ -50,6 +59,8 @@ class ProblemScores:
     correct: np.ndarray  # bool [n]
     valid: np.ndarray  # bool [n]
     confidence: np.ndarray  # float64 [measures, n]
+    n_tokens: np.ndarray  # int64 [n]
+    lowest: np.ndarray  # float64 [n]: lowest-group confidence of every sample, valid or not (online DeepConf)
 
     def __len__(self) -> int:
         return len(self.sample_ids)
@@ -143,7 +154,7 @@ def split_problems(scores: pd.DataFrame, measures: tuple[str, ...] = MEASURES) -
 
 
 def _check_columns(scores: pd.DataFrame, measures: tuple[str, ...]) -> None:
-    missing = [c for c in (*KEY_COLUMNS, *measures) if c not in scores.columns]
+    missing = [c for c in dict.fromkeys((*KEY_COLUMNS, *measures, "lowest")) if c not in scores.columns]
     if missing:
         raise DataError(f"score table: missing column(s) {', '.join(missing)} "
                         f"(has: {', '.join(map(str, scores.columns))})")
@@ -167,7 +178,9 @@ def _problem(problem_id: str, rows: pd.DataFrame, measures: tuple[str, ...]) -> 
     confidence[:, ~valid] = np.nan
     return ProblemScores(problem_id=problem_id, sample_ids=sample_ids, codes=all_codes,
                          values=values.astype(np.int64), gold_code=int(gold[0]) if len(gold) else NO_ANSWER,
-                         correct=correct, valid=valid, confidence=confidence)
+                         correct=correct, valid=valid, confidence=confidence,
+                         n_tokens=rows["n_tokens"].to_numpy(dtype=np.int64),
+                         lowest=rows["lowest"].to_numpy(dtype=np.float64))
 
 
 def _check_problem(problem_id: str, sample_ids: np.ndarray, has_answer: np.ndarray, has_tokens: np.ndarray,
@@ -192,22 +205,37 @@ def _check_correct(problem_id: str, answers: np.ndarray, valid: np.ndarray, corr
 
 # --- aggregate --------------------------------------------------------------------------------------
 
-def aggregate(scores: pd.DataFrame, cfg: EvalConfig, measures: tuple[str, ...] = MEASURES) -> AggregateResult:
-    """Accuracy (mean, std over repeats) of every method at every K in cfg.k, with Cons@K tie rates,
-    per-problem results, validity counts, confidence summaries and AUROCs. See the module docstring.
+def aggregate(scores: pd.DataFrame, cfg: EvalConfig, measures: tuple[str, ...] = MEASURES, *,
+              online: OnlineConfig | None = None, stops: pd.DataFrame | None = None) -> AggregateResult:
+    """Accuracy (mean, std over repeats, bootstrap interval) of every method at every K in cfg.k, with Cons@K
+    tie rates, paired comparisons against Cons@K, per-problem results, validity counts, confidence summaries
+    and AUROCs. See the module docstring. With `online` and the score stage's stop table `stops`, online
+    DeepConf is replayed on the same working sets (tracevote.deepconf.online).
 
     Reads only the score table (SCORE_COLUMNS of tracevote.deepconf.score); gold answers are in `correct`.
     """
     problems = split_problems(scores, measures)
     methods = method_names(measures, cfg.etas)
     _check_pool_sizes(problems, cfg.k)
+    traces = _online_traces(problems, stops) if online is not None and stops is not None else None
     accuracy: list[MethodAccuracy] = []
+    online_rows: list[OnlineAccuracy] = []
+    paired_rows: list[PairedComparison] = []
     ties: list[TieRate] = []
     per_problem: list[ProblemResult] = []
     for k in cfg.k:
-        votes = [vote_sets(p, working_sets(p.problem_id, len(p), k, cfg), cfg.etas, measures, cfg.tie_break)
-                 for p in problems]
-        accuracy.extend(_accuracy_at_k(votes, k, cfg.repeat))
+        sets = [working_sets(p.problem_id, len(p), k, cfg) for p in problems]
+        votes = [vote_sets(p, s, cfg.etas, measures, cfg.tie_break) for p, s in zip(problems, sets, strict=True)]
+        replays = ([] if traces is None or online is None or k < online.warmup
+                   else [[replay(t, s, q, online, cfg.tie_break) for t, s in zip(traces, sets, strict=True)]
+                         for q in online.percentiles.values()])
+        cube = _correct_cube(votes, replays, cfg.repeat)
+        weights = resample_weights(len(problems), cfg.bootstrap, bootstrap_rng(cfg.seed, k))
+        spread = intervals(cube, weights, cfg.ci_level)
+        accuracy.extend(_accuracy_at_k(votes, k, cfg.repeat, spread))
+        if online is not None and replays:
+            online_rows.extend(_online_at_k(online, replays, problems, sets, k, spread, len(methods), cfg.repeat))
+        paired_rows.extend(_paired_at_k(methods, online, bool(replays), cube, weights, k, cfg.ci_level))
         tied = np.stack([np.broadcast_to(v.tied, (cfg.repeat,)) for v in votes])
         ties.append(TieRate(k=k, rate=float(tied.mean())))
         per_problem.extend(_problem_results(problems, votes, k, cfg.repeat))
@@ -216,18 +244,77 @@ def aggregate(scores: pd.DataFrame, cfg: EvalConfig, measures: tuple[str, ...] =
         measures=tuple(measures),
         methods=methods, accuracy=tuple(accuracy), ties=tuple(ties), validity=validity_counts(scores, measures),
         confidence=confidence_summaries(scores, measures), auroc=measure_aurocs(scores, measures),
-        problems=tuple(per_problem))
+        problems=tuple(per_problem), bootstrap=cfg.bootstrap, ci_level=cfg.ci_level, online=tuple(online_rows),
+        online_methods=online.method_names() if traces is not None and online is not None else (),
+        online_warmup=online.warmup if traces is not None and online is not None else None,
+        online_consensus=online.consensus if traces is not None and online is not None else None,
+        paired=tuple(paired_rows))
 
 
-def _accuracy_at_k(votes: list[SetVotes], k: int, repeat: int) -> list[MethodAccuracy]:
-    """Mean and std over repeats of the accuracy over problems; a whole-pool set counts for every repeat."""
+def _online_traces(problems: list[ProblemScores], stops: pd.DataFrame) -> list[OnlineTrace]:
+    check_stop_columns(stops)
+    by_problem = dict(iter(stops.groupby("problem_id", sort=False)))
+    empty = stops.iloc[:0]
+    return [OnlineTrace(codes=p.codes, gold_code=p.gold_code, lowest=p.lowest, n_tokens=p.n_tokens,
+                        stops=problem_stops(by_problem.get(p.problem_id, empty), p.problem_id, p.sample_ids,
+                                            p.n_tokens))
+            for p in problems]
+
+
+def _correct_cube(votes: list[SetVotes], replays: list[list[OnlineSets]], repeat: int) -> np.ndarray:
+    """float64 [methods (offline, then online), problems, repeats]; a whole-pool set fills every repeat."""
+    offline = np.stack([np.broadcast_to(v.correct, (len(v.methods), repeat)) for v in votes], axis=1)
+    online = [np.stack([np.broadcast_to(r.correct, (repeat,)) for r in method]) for method in replays]
+    cube = np.concatenate([offline, np.stack(online)]) if online else offline
+    if all(v.correct.shape[1] == 1 for v in votes):  # K equals the pool: one working set per problem
+        cube = cube[:, :, :1]
+    return cube
+
+
+def _online_at_k(online: OnlineConfig, replays: list[list[OnlineSets]], problems: list[ProblemScores],
+                 sets: list[np.ndarray], k: int, spread: Interval, first_row: int,
+                 repeat: int) -> list[OnlineAccuracy]:
+    cons_tokens = np.array([p.n_tokens[s].sum(axis=1).mean() for p, s in zip(problems, sets, strict=True)])
+    rows = []
+    for i, (name, percentile) in enumerate(online.percentiles.items()):
+        method = replays[i]
+        per_repeat = np.mean([np.broadcast_to(r.correct, (repeat,)) for r in method], axis=0)
+        tokens = np.array([r.tokens.mean() for r in method])
+        row = first_row + i
+        rows.append(OnlineAccuracy(
+            method=f"online_{name}", k=k, percentile=float(percentile), mean=float(spread.mean[row]),
+            std=float(per_repeat.std()), fractional=float(np.mean([r.fractional.mean() for r in method])),
+            ci_low=float(spread.low[row]), ci_high=float(spread.high[row]), tokens=float(tokens.mean()),
+            cons_tokens=float(cons_tokens.mean()), savings=float(1 - tokens.sum() / cons_tokens.sum()),
+            generated=float(np.mean([r.generated.mean() for r in method])),
+            stopped=float(np.mean([r.stopped.mean() for r in method])),
+            answered=float(np.mean([r.answered.mean() for r in method]))))
+    return rows
+
+
+def _paired_at_k(methods: tuple[str, ...], online: OnlineConfig | None, has_online: bool, cube: np.ndarray,
+                 weights: np.ndarray, k: int, level: float) -> list[PairedComparison]:
+    """Every method but pass1 and cons against cons (row 1 of the cube)."""
+    names = [*methods, *(online.method_names() if online is not None and has_online else ())]
+    compared = [i for i, name in enumerate(names) if name not in ("pass1", "cons")]
+    result = paired(cube[compared], cube[names.index("cons")], weights, level)
+    return [PairedComparison(method=names[i], k=k, difference=float(result.difference[j]),
+                             ci_low=float(result.low[j]), ci_high=float(result.high[j]),
+                             p_value=float(result.p_value[j]))
+            for j, i in enumerate(compared)]
+
+
+def _accuracy_at_k(votes: list[SetVotes], k: int, repeat: int, spread: Interval) -> list[MethodAccuracy]:
+    """Mean and std over repeats of the accuracy over problems, and the bootstrap interval; a whole-pool set
+    counts for every repeat."""
     methods = votes[0].methods
     correct = np.stack([np.broadcast_to(v.correct, (len(methods), repeat)) for v in votes])
     fractional = np.stack([np.broadcast_to(v.fractional, (len(methods), repeat)) for v in votes])
     by_repeat = correct.mean(axis=0)  # [methods, repeats]
     fractional_mean = fractional.mean(axis=(0, 2))
     return [MethodAccuracy(method=m, k=k, mean=float(by_repeat[i].mean()), std=float(by_repeat[i].std()),
-                           fractional=float(fractional_mean[i]))
+                           fractional=float(fractional_mean[i]), ci_low=float(spread.low[i]),
+                           ci_high=float(spread.high[i]))
             for i, m in enumerate(methods)]
 
 

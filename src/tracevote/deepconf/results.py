@@ -17,11 +17,46 @@ class MethodAccuracy:
     mean: float  # over repeats of (mean correctness over problems), ties broken by eval.tie_break
     std: float  # over repeats, ddof 0
     fractional: float  # mean accuracy when a t-way tie holding the gold scores 1/t (= mean for pass1)
+    ci_low: float | None = None  # bootstrap interval of `mean` at eval.ci_level (tracevote.deepconf.uncertainty)
+    ci_high: float | None = None
 
     @property
     def tie_rule_gain(self) -> float:
         """What the tie rule adds over a uniform random tie-break (its fractional expectation)."""
         return self.mean - self.fractional
+
+
+@dataclass(frozen=True)
+class OnlineAccuracy:
+    """Online DeepConf replayed at budget K (tracevote.deepconf.online); per-problem figures are means over
+    problems and working sets."""
+
+    method: str  # online_<name> of online.percentiles
+    k: int
+    percentile: float
+    mean: float
+    std: float
+    fractional: float
+    ci_low: float
+    ci_high: float
+    tokens: float  # completion tokens spent per problem
+    cons_tokens: float  # what Cons@K spends on the same working sets (all K traces in full)
+    savings: float  # 1 - tokens / cons_tokens, totals over problems and working sets
+    generated: float  # traces started per problem (< K only with the consensus stop)
+    stopped: float  # traces stopped early per problem
+    answered: float  # share of working sets with a vote
+
+
+@dataclass(frozen=True)
+class PairedComparison:
+    """A method minus Cons@K at the same K on the same working sets (tracevote.deepconf.uncertainty)."""
+
+    method: str
+    k: int
+    difference: float  # mean accuracy difference (a fraction, not points)
+    ci_low: float
+    ci_high: float
+    p_value: float  # two-sided paired bootstrap
 
 
 @dataclass(frozen=True)
@@ -100,6 +135,13 @@ class AggregateResult:
     confidence: tuple[ConfidenceSummary, ...]
     auroc: tuple[Auroc, ...]
     problems: tuple[ProblemResult, ...]  # every (K, problem, method)
+    bootstrap: int = 0  # resamples behind ci_low/ci_high and the paired comparisons
+    ci_level: float = 0.95
+    online: tuple[OnlineAccuracy, ...] = ()  # every (K >= online.warmup, online method), K-major
+    online_methods: tuple[str, ...] = ()
+    online_warmup: int | None = None
+    online_consensus: float | None = None
+    paired: tuple[PairedComparison, ...] = ()  # every (K, method other than pass1 and cons)
 
     def tie_rate_at(self, k: int) -> float:
         for row in self.ties:
@@ -114,6 +156,13 @@ class AggregateResult:
         raise KeyError(f"no accuracy for method {method!r} at K={k} (methods: {', '.join(self.methods)}; "
                        f"K: {list(self.k)})")
 
+    def online_at(self, method: str, k: int) -> OnlineAccuracy | None:
+        """The online method at K, or None below the warmup."""
+        return next((row for row in self.online if row.method == method and row.k == k), None)
+
+    def paired_at(self, method: str, k: int) -> PairedComparison | None:
+        return next((row for row in self.paired if row.method == method and row.k == k), None)
+
     def to_json(self) -> dict[str, Any]:
         """Plain dicts, lists, str, int, float, bool and None; `from_json` reads it back."""
         return {f.name: _plain(getattr(self, f.name)) for f in fields(self)}
@@ -121,12 +170,15 @@ class AggregateResult:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> AggregateResult:
         rows = {"accuracy": MethodAccuracy, "ties": TieRate, "confidence": ConfidenceSummary,
-                "auroc": Auroc, "problems": ProblemResult}
-        values = {name: tuple(kind(**row) for row in data[name]) for name, kind in rows.items()}
+                "auroc": Auroc, "problems": ProblemResult, "online": OnlineAccuracy, "paired": PairedComparison}
+        values = {name: tuple(kind(**row) for row in data.get(name, ())) for name, kind in rows.items()}
         return cls(k=tuple(data["k"]), repeat=data["repeat"], seed=data["seed"], tie_break=data["tie_break"],
                    etas=tuple(data["etas"]),
                    measures=tuple(data["measures"]), methods=tuple(data["methods"]),
-                   validity=Validity(**data["validity"]), **values)
+                   validity=Validity(**data["validity"]), bootstrap=data.get("bootstrap", 0),
+                   ci_level=data.get("ci_level", 0.95), online_methods=tuple(data.get("online_methods", ())),
+                   online_warmup=data.get("online_warmup"), online_consensus=data.get("online_consensus"),
+                   **values)
 
 
 def _plain(value: Any) -> Any:

@@ -17,18 +17,29 @@ from tracevote.deepconf.results import AggregateResult
 BASELINE_STYLES = {"pass1": ("Pass@1", "black", ":"), "cons": ("Cons@K (majority vote)", "tab:gray", "--")}
 WEIGHTED_STYLE = ("measure@K (weighted vote, all samples)", "tab:blue", "-")
 TOP_COLOURS = ("tab:orange", "tab:green", "tab:purple", "tab:brown", "tab:pink")
+ONLINE_COLOURS = ("tab:red", "tab:cyan", "tab:olive", "navy")
+ONLINE_MEASURE = "lowest"  # online DeepConf weighs and filters by the lowest-group confidence: drawn in its panel
 
 
 def accuracy_curve(result: AggregateResult) -> pd.DataFrame:
-    """Columns k, then per method its mean accuracy and `<method>_std`, then log2_k; one row per K.
+    """Columns k, then per method its mean accuracy, `<method>_std`, `<method>_ci_low` and `<method>_ci_high`,
+    then log2_k; one row per K. Online methods come after the others, empty below their warmup.
 
     log2_k is the x axis of `dvc plots show`, whose templates have no log scale.
     """
-    table: dict[str, list[float]] = {"k": list(result.k)}
+    table: dict[str, list[float | None]] = {"k": list(result.k)}
     for method in result.methods:
         rows = [result.accuracy_at(method, k) for k in result.k]
         table[method] = [r.mean for r in rows]
         table[f"{method}_std"] = [r.std for r in rows]
+        table[f"{method}_ci_low"] = [r.ci_low for r in rows]
+        table[f"{method}_ci_high"] = [r.ci_high for r in rows]
+    for method in result.online_methods:
+        online = [result.online_at(method, k) for k in result.k]
+        table[method] = [None if r is None else r.mean for r in online]
+        table[f"{method}_std"] = [None if r is None else r.std for r in online]
+        table[f"{method}_ci_low"] = [None if r is None else r.ci_low for r in online]
+        table[f"{method}_ci_high"] = [None if r is None else r.ci_high for r in online]
     table["log2_k"] = [math.log2(k) for k in result.k]
     return pd.DataFrame(table)
 
@@ -53,15 +64,26 @@ def _top_percent(method: str) -> int:
     return int(method.rpartition("_top")[2])
 
 
-def plot_accuracy(curve: pd.DataFrame, methods: tuple[str, ...], path: Path, *, simulated: bool) -> None:
-    """One panel per confidence measure, each with Pass@1, Cons@K, measure@K and its top-η% variants."""
+def online_styles(methods: tuple[str, ...]) -> list[tuple[str, str, str, str]]:
+    """(method, legend label, colour, line style) of each online method."""
+    return [(method, f"DeepConf-{method.removeprefix('online_')} online@K (replayed)", colour, "-.")
+            for method, colour in zip(methods, ONLINE_COLOURS, strict=False)]
+
+
+def plot_accuracy(curve: pd.DataFrame, methods: tuple[str, ...], path: Path, *, simulated: bool,
+                  online_methods: tuple[str, ...] = (), ci_level: float | None = None) -> None:
+    """One panel per confidence measure, each with Pass@1, Cons@K, measure@K and its top-η% variants; the online
+    methods in the `lowest` panel. Bands are the bootstrap intervals (±1 std without them)."""
     measures = [m for m in methods if m not in BASELINE_STYLES and "_top" not in m]
     columns = 2 if len(measures) > 1 else 1
     rows = -(-len(measures) // columns)
     figure = Figure(figsize=(5.2 * columns, 3.6 * rows + 1.0), layout="constrained")
     axes = figure.subplots(rows, columns, sharex=True, sharey=True, squeeze=False).ravel()
     for axis, measure in zip(axes, measures, strict=False):
-        for method, label, colour, style in panel_methods(methods, measure):
+        lines = panel_methods(methods, measure)
+        if measure == ONLINE_MEASURE or (ONLINE_MEASURE not in measures and axis is axes[0]):
+            lines += online_styles(online_methods)
+        for method, label, colour, style in lines:
             _draw_line(axis, curve, method, label, colour, style)
         axis.set_title(f"confidence measure: {measure}", fontsize=10)
         _k_axis(axis, curve["k"].to_numpy())
@@ -70,16 +92,25 @@ def plot_accuracy(curve: pd.DataFrame, methods: tuple[str, ...], path: Path, *, 
     for axis in axes[: len(measures)]:
         axis.set_ylabel("accuracy (%)")
         axis.label_outer()  # shared axes: label only the outer edges
-    handles, labels = axes[0].get_legend_handles_labels()
-    figure.legend(handles, labels, loc="outside lower center", ncol=3, fontsize=8, frameon=False)
-    figure.suptitle(titled("Accuracy vs K (lines: mean over repeats; bands: ±1 std)", simulated))
+    legend = {}
+    for axis in axes[: len(measures)]:
+        legend.update(zip(*reversed(axis.get_legend_handles_labels()), strict=True))
+    figure.legend(list(legend.values()), list(legend), loc="outside lower center", ncol=3, fontsize=8, frameon=False)
+    bands = f"{100 * ci_level:.0f}% bootstrap intervals" if ci_level is not None else "±1 std"
+    figure.suptitle(titled(f"Accuracy vs K (lines: mean over repeats; bands: {bands})", simulated))
     save_png(figure, path)
 
 
 def _draw_line(axis: Axes, curve: pd.DataFrame, method: str, label: str, colour: str, style: str) -> None:
-    k, mean, std = curve["k"].to_numpy(), 100 * curve[method].to_numpy(), 100 * curve[f"{method}_std"].to_numpy()
+    k = curve["k"].to_numpy()
+    mean = 100 * curve[method].to_numpy(dtype=np.float64)
+    if f"{method}_ci_low" in curve and curve[f"{method}_ci_low"].notna().any():
+        low, high = (100 * curve[f"{method}_ci_{side}"].to_numpy(dtype=np.float64) for side in ("low", "high"))
+    else:
+        std = 100 * curve[f"{method}_std"].to_numpy(dtype=np.float64)
+        low, high = mean - std, mean + std
     axis.plot(k, mean, linestyle=style, color=colour, marker="o", markersize=3, linewidth=1.6, label=label)
-    axis.fill_between(k, mean - std, mean + std, color=colour, alpha=0.08, linewidth=0)
+    axis.fill_between(k, low, high, color=colour, alpha=0.08, linewidth=0)
 
 
 def _k_axis(axis: Axes, ks: np.ndarray) -> None:

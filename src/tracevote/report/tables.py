@@ -9,12 +9,15 @@ import numpy as np
 
 from tracevote.core.errors import ConfigError
 from tracevote.datasets.problems import Problem
-from tracevote.deepconf.results import AggregateResult
+from tracevote.deepconf.results import AggregateResult, PairedComparison
 
 SIMULATED_BANNER = "SIMULATED MODEL: these numbers test the pipeline, not a real LLM"
 TIE_RULES = {"smallest": "the smallest answer wins", "first": "the answer met first in the working set wins",
              "fractional": "a t-way tie holding the gold scores 1/t"}
-TABLE_COLUMNS = ("method", "label", "mean", "std", "fractional", "tie_rule_pts")
+TABLE_COLUMNS = ("method", "label", "mean", "std", "fractional", "tie_rule_pts", "ci_low", "ci_high",
+                 "vs_cons", "vs_cons_low", "vs_cons_high", "vs_cons_p")
+ONLINE_COLUMNS = ("k", "method", "label", "percentile", "mean", "std", "ci_low", "ci_high", "tokens",
+                  "cons_tokens", "savings", "generated", "stopped", "vs_cons", "vs_cons_p")
 
 
 @dataclass(frozen=True)
@@ -24,6 +27,9 @@ class Row:
     mean: float
     std: float
     fractional: float  # accuracy with ties scored 1/t (a uniform random tie-break's expectation)
+    ci_low: float | None = None  # bootstrap interval of mean
+    ci_high: float | None = None
+    vs_cons: PairedComparison | None = None  # the method minus Cons@K on the same working sets
 
     @property
     def tie_rule_pts(self) -> float:
@@ -41,6 +47,8 @@ def method_label(method: str, k: int | str) -> str:
         return "Pass@1"
     if method == "cons":
         return f"Cons@{k}"
+    if method.startswith("online_"):
+        return f"DeepConf-{method.removeprefix('online_')} online@{k}"
     measure, _, top = method.partition("_top")
     return f"{measure}+top-{top}%@{k}" if top else f"{measure}@{k}"
 
@@ -51,8 +59,23 @@ def headline_rows(result: AggregateResult, k: int) -> list[Row]:
     rows = []
     for method in result.methods:
         accuracy = result.accuracy_at(method, k)
-        rows.append(Row(method_label(method, k), method, accuracy.mean, accuracy.std, accuracy.fractional))
+        rows.append(Row(method_label(method, k), method, accuracy.mean, accuracy.std, accuracy.fractional,
+                        accuracy.ci_low, accuracy.ci_high, result.paired_at(method, k)))
     return rows
+
+
+def online_rows(result: AggregateResult) -> list[dict[str, Any]]:
+    """Every online method at every K it ran, as records with ONLINE_COLUMNS (accuracies as fractions)."""
+    records = []
+    for row in result.online:
+        versus = result.paired_at(row.method, row.k)
+        records.append({"k": row.k, "method": row.method, "label": method_label(row.method, row.k),
+                        "percentile": row.percentile, "mean": row.mean, "std": row.std, "ci_low": row.ci_low,
+                        "ci_high": row.ci_high, "tokens": row.tokens, "cons_tokens": row.cons_tokens,
+                        "savings": row.savings, "generated": row.generated, "stopped": row.stopped,
+                        "vs_cons": None if versus is None else versus.difference,
+                        "vs_cons_p": None if versus is None else versus.p_value})
+    return records
 
 
 def render(result: AggregateResult, k: int, *, simulated: bool) -> str:
@@ -60,7 +83,12 @@ def render(result: AggregateResult, k: int, *, simulated: bool) -> str:
     lines = [f"*** {SIMULATED_BANNER} ***", ""] if simulated else []
     lines.append(f"Accuracy at K={k} over {result.validity.n_problems} problems, mean ± std over "
                  f"{result.repeat} repeats; ties: {TIE_RULES[result.tie_break]} (eval.tie_break)")
+    if result.bootstrap:
+        lines.append(f"[{100 * result.ci_level:.0f}% bootstrap interval over problems and working sets, "
+                     f"{result.bootstrap} resamples]; vs Cons@{k}: paired difference in points, its interval and "
+                     "two-sided p (paired bootstrap)")
     lines += _accuracy_lines(headline_rows(result, k))
+    lines += _online_lines(result, k)
     lines += ["", *_validity_lines(result), f"Cons@{k} tie rate: {100 * result.tie_rate_at(k):.1f}% of working sets"]
     lines += ["", "Confidence (valid samples)    correct: mean [p10 p50 p90]  |  incorrect: mean [p10 p50 p90]"]
     lines += [_confidence_line(result, measure) for measure in result.measures]
@@ -76,8 +104,41 @@ def _accuracy_lines(rows: list[Row]) -> list[str]:
     lines = []
     for row in rows:
         line = f"  {row.label:<{width}}  {100 * row.mean:6.2f}% ± {100 * row.std:5.2f}"
+        if row.ci_low is not None and row.ci_high is not None:
+            line += f"  [{100 * row.ci_low:5.1f}, {100 * row.ci_high:5.1f}]"
+        if row.vs_cons is not None:
+            line += f"  vs Cons {_versus(row.vs_cons)}"
         if row.shows_tie_rule():
             line += f"   fractional {100 * row.fractional:6.2f}%, tie rule {row.tie_rule_pts:+.1f} pts"
+        lines.append(line)
+    return lines
+
+
+def _versus(paired: PairedComparison) -> str:
+    return (f"{100 * paired.difference:+5.1f} [{100 * paired.ci_low:+.1f}, {100 * paired.ci_high:+.1f}] "
+            f"p={paired.p_value:.3f}")
+
+
+def _online_lines(result: AggregateResult, k: int) -> list[str]:
+    """Online DeepConf at K beside Cons@K: accuracy, tokens per problem, savings, early stops."""
+    rows = [row for row in result.online if row.k == k]
+    if not rows:
+        if result.online_warmup is not None and k < result.online_warmup:
+            return ["", f"Online DeepConf: no result at K={k}, below online.warmup ({result.online_warmup})"]
+        return []
+    consensus = "off" if result.online_consensus is None else f"tau {result.online_consensus}"
+    cons = result.accuracy_at("cons", k)
+    lines = ["", f"Online DeepConf replayed on the pool at K={k} (warmup {result.online_warmup}, consensus stop "
+                 f"{consensus}); tokens are completion tokens per problem",
+             f"  {'Cons@' + str(k):<26} {100 * cons.mean:6.2f}%  tokens {rows[0].cons_tokens:>12,.0f}"]
+    for row in rows:
+        versus = result.paired_at(row.method, k)
+        line = (f"  {method_label(row.method, k) + f' (p{row.percentile:g})':<26} {100 * row.mean:6.2f}% ± "
+                f"{100 * row.std:5.2f}  [{100 * row.ci_low:5.1f}, {100 * row.ci_high:5.1f}]  tokens "
+                f"{row.tokens:>12,.0f} ({100 * row.savings:+.1f}% saved), {row.stopped:.1f} of "
+                f"{row.generated:.1f} traces stopped early")
+        if versus is not None:
+            line += f"  vs Cons {_versus(versus)}"
         lines.append(line)
     return lines
 
@@ -113,14 +174,34 @@ def summary_metrics(result: AggregateResult, k: int, *, simulated: bool) -> dict
     for row in headline_rows(result, k):
         summary[row.method] = round(row.mean, 6)
         summary[f"{row.method}_std"] = round(row.std, 6)
+        summary.update(_interval_metrics(row.method, row.ci_low, row.ci_high, row.vs_cons))
         if row.method != "pass1":
             summary[f"{row.method}_fractional"] = round(row.fractional, 6)
             summary[f"{row.method}_tie_rule_pts"] = round(row.tie_rule_pts, 4)
+    for online in (row for row in result.online if row.k == k):
+        summary[online.method] = round(online.mean, 6)
+        summary[f"{online.method}_std"] = round(online.std, 6)
+        summary.update(_interval_metrics(online.method, online.ci_low, online.ci_high,
+                                         result.paired_at(online.method, k)))
+        summary[f"{online.method}_tokens"] = round(online.tokens, 1)
+        summary[f"{online.method}_savings"] = round(online.savings, 6)
+        summary["cons_tokens"] = round(online.cons_tokens, 1)
     summary["cons_tie_rate"] = round(result.tie_rate_at(k), 6)
     summary.update(_validity_metrics(result))
     for a in result.auroc:
         summary[f"auroc_{a.measure}"] = None if a.per_problem_mean is None else round(a.per_problem_mean, 6)
     return summary
+
+
+def _interval_metrics(method: str, low: float | None, high: float | None,
+                      versus: PairedComparison | None) -> dict[str, Any]:
+    metrics: dict[str, Any] = {}
+    if low is not None and high is not None:
+        metrics.update({f"{method}_ci_low": round(low, 6), f"{method}_ci_high": round(high, 6)})
+    if versus is not None:
+        metrics.update({f"{method}_vs_cons": round(versus.difference, 6),
+                        f"{method}_vs_cons_p": round(versus.p_value, 6)})
+    return metrics
 
 
 def _validity_metrics(result: AggregateResult) -> dict[str, Any]:
@@ -137,30 +218,84 @@ def _validity_metrics(result: AggregateResult) -> dict[str, Any]:
 
 
 def results_table(result: AggregateResult, k: int) -> list[dict[str, Any]]:
-    """The headline table as records with TABLE_COLUMNS; accuracies as fractions, tie_rule_pts in points."""
-    return [{"method": row.method, "label": row.label, "mean": row.mean, "std": row.std,
-             "fractional": row.fractional, "tie_rule_pts": row.tie_rule_pts} for row in headline_rows(result, k)]
+    """The headline table as records with TABLE_COLUMNS; accuracies and differences as fractions, tie_rule_pts
+    in points; interval and comparison cells None where there are none (Cons@K against itself)."""
+    records = []
+    for row in headline_rows(result, k):
+        versus = row.vs_cons
+        records.append({"method": row.method, "label": row.label, "mean": row.mean, "std": row.std,
+                        "fractional": row.fractional, "tie_rule_pts": row.tie_rule_pts, "ci_low": row.ci_low,
+                        "ci_high": row.ci_high, "vs_cons": None if versus is None else versus.difference,
+                        "vs_cons_low": None if versus is None else versus.ci_low,
+                        "vs_cons_high": None if versus is None else versus.ci_high,
+                        "vs_cons_p": None if versus is None else versus.p_value})
+    return records
 
 
-def table_csv(records: list[dict[str, Any]]) -> str:
-    """CSV with a header of TABLE_COLUMNS; floats with 6 decimals."""
-    lines = [",".join(TABLE_COLUMNS)]
-    lines += [",".join(_cell(record[c], 6) for c in TABLE_COLUMNS) for record in records]
+def table_csv(records: list[dict[str, Any]], columns: tuple[str, ...] = TABLE_COLUMNS) -> str:
+    """CSV with a header of `columns`; floats with 6 decimals, None as an empty cell."""
+    lines = [",".join(columns)]
+    lines += [",".join(_cell(record[c], 6) for c in columns) for record in records]
     return "\n".join(lines) + "\n"
 
 
-def table_markdown(records: list[dict[str, Any]], k: int, tie_break: str) -> str:
-    """A Markdown table in percent, with a caption naming K and the tie rule."""
-    lines = [f"Accuracy at K={k} (%), ties: {TIE_RULES[tie_break]}; fractional scores a t-way tie 1/t.", "",
-             "| " + " | ".join(TABLE_COLUMNS) + " |", "|" + "---|" * len(TABLE_COLUMNS)]
+def table_markdown(records: list[dict[str, Any]], k: int, tie_break: str, ci_level: float) -> str:
+    """A Markdown table in percent, with a caption naming K, the tie rule and the intervals."""
+    header = ("method", "label", "mean", "std", f"{100 * ci_level:.0f}% interval", "fractional", "tie_rule_pts",
+              f"vs Cons@{k} (pts)", "p")
+    lines = [f"Accuracy at K={k} (%), ties: {TIE_RULES[tie_break]}; fractional scores a t-way tie 1/t. Intervals: "
+             "bootstrap over problems and working sets; vs Cons: paired difference [interval], paired bootstrap p.",
+             "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for record in records:
-        cells = [record["method"], record["label"], *(f"{100 * record[c]:.2f}" for c in ("mean", "std", "fractional")),
-                 f"{record['tie_rule_pts']:+.2f}"]
+        versus = "" if record["vs_cons"] is None else (f"{100 * record['vs_cons']:+.2f} "
+                                                        f"[{100 * record['vs_cons_low']:+.2f}, "
+                                                        f"{100 * record['vs_cons_high']:+.2f}]")
+        cells = [record["method"], record["label"], f"{100 * record['mean']:.2f}", f"{100 * record['std']:.2f}",
+                 _percent_interval(record["ci_low"], record["ci_high"]), f"{100 * record['fractional']:.2f}",
+                 f"{record['tie_rule_pts']:+.2f}", versus,
+                 "" if record["vs_cons_p"] is None else f"{record['vs_cons_p']:.3f}"]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 
+def online_markdown(records: list[dict[str, Any]], result: AggregateResult, *, simulated: bool) -> str:
+    """The paper's online table layout: per K, Cons@K's accuracy and tokens, then each online method's
+    accuracy, tokens and token savings (tokens summed over the dataset's problems, as the paper does)."""
+    methods = list(result.online_methods)
+    problems = result.validity.n_problems
+    header = ["K", "Cons@K acc", "Cons@K tokens"]
+    for method in methods:
+        name = method_label(method, "K")
+        header += [f"{name} acc [{100 * result.ci_level:.0f}% interval]", f"{name} tokens", f"{name} saved"]
+    consensus = "off" if result.online_consensus is None else f"tau {result.online_consensus}"
+    lines = [f"**{SIMULATED_BANNER}**", ""] if simulated else []
+    lines += [f"Online DeepConf replayed on the pool: warmup {result.online_warmup}, consensus stop {consensus}; "
+              f"accuracy (%) mean over {result.repeat} working sets per problem; tokens: completion tokens over "
+              f"all {problems} problems (mean over working sets).", "",
+              "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for k in sorted({r["k"] for r in records}):
+        at_k = {r["method"]: r for r in records if r["k"] == k}
+        cons = result.accuracy_at("cons", k)
+        cells = [str(k), f"{100 * cons.mean:.2f}", _tokens(next(iter(at_k.values()))["cons_tokens"] * problems)]
+        for method in methods:
+            row = at_k[method]
+            cells += [f"{100 * row['mean']:.2f} {_percent_interval(row['ci_low'], row['ci_high'])}",
+                      _tokens(row["tokens"] * problems), f"{100 * row['savings']:.1f}%"]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _tokens(value: float) -> str:
+    return f"{value / 1e6:.2f}M" if value >= 1e6 else f"{value:,.0f}"
+
+
+def _percent_interval(low: float | None, high: float | None) -> str:
+    return "" if low is None or high is None else f"[{100 * low:.2f}, {100 * high:.2f}]"
+
+
 def _cell(value: Any, decimals: int) -> str:
+    if value is None:
+        return ""
     return f"{value:.{decimals}f}" if isinstance(value, float) else str(value)
 
 

@@ -1,0 +1,174 @@
+"""Online DeepConf replayed on a stored pool: which traces would have stopped early, where, what that saves,
+and what the vote gives, with no model call.
+
+It follows the official `deepconf-online.py` (facebookresearch/deepconf, branch `reproduce`) on each
+working set of K traces, taken in the working set's order (tracevote.deepconf.evaluate.working_sets):
+- The first `online.warmup` traces run in full. The threshold s is np.percentile (linear) of their
+  lowest-group confidences, at the method's percentile: 90 keeps the top 10% (DeepConf-low), 10 keeps
+  90% (DeepConf-high). A warmup trace without any confidence (NaN) is left out of the percentile.
+- Every later trace stops at the first token whose window of the last confidence.group_size tokens has a
+  mean below s. It then spent the tokens up to and including that token (vLLM's logits processor forces
+  the end of the sequence there). Windows are full windows only, so a trace shorter than one window
+  never stops early. Where each trace would stop comes from the score stage's stop table.
+- A trace votes only when its lowest-group confidence is >= s (this also drops the warmup traces below
+  s, and short traces below s that ran in full) and it has an answer; votes are weighted by that
+  confidence. Ties follow eval.tie_break (`first` is the official rule: warmup traces come first).
+- Optional consensus stop (`online.consensus` = τ, the paper's adaptive sampling; the official script has
+  none): after the warmup and after each later trace, once the leading answer holds a share >= τ of the
+  vote weight so far, no further trace is generated.
+Tokens are completion tokens; Cons@K spends every token of its K traces. Unlike the official code, C_i
+and window means are not rounded to 3 decimals (as in tracevote.deepconf.confidence).
+K below the warmup has no online result.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from tracevote.core.config import OnlineConfig, TieBreak
+from tracevote.core.errors import DataError
+from tracevote.deepconf.confidence import StopProfiles
+from tracevote.deepconf.score import STOP_COLUMNS
+from tracevote.deepconf.voting import row_percentile, tie_credit, weighted_vote
+
+
+@dataclass(frozen=True, eq=False)
+class OnlineTrace:
+    """What online replay needs of one problem's samples, in the order of its ProblemScores."""
+
+    codes: np.ndarray  # int64 [n]: answer codes, NO_ANSWER (-1) for samples that cannot vote
+    gold_code: int
+    lowest: np.ndarray  # float64 [n]: lowest-group confidence, NaN when no token had one (valid or not)
+    n_tokens: np.ndarray  # int64 [n]
+    stops: StopProfiles  # records of sample i at stops.offsets[i]:stops.offsets[i+1]
+
+
+@dataclass(frozen=True, eq=False)
+class OnlineSets:
+    """One online method on S working sets of one problem."""
+
+    correct: np.ndarray  # float64 [S]: 0/1 under the tie rule (1/t for tie_break fractional)
+    fractional: np.ndarray  # float64 [S]
+    answered: np.ndarray  # float64 [S]
+    tokens: np.ndarray  # float64 [S]: completion tokens spent
+    generated: np.ndarray  # float64 [S]: traces started (K unless the consensus stop ended sampling)
+    stopped: np.ndarray  # float64 [S]: traces stopped early by the threshold
+    threshold: np.ndarray  # float64 [S]: s
+
+
+def replay(trace: OnlineTrace, sets: np.ndarray, percentile: float, cfg: OnlineConfig,
+           tie_break: TieBreak) -> OnlineSets:
+    """Online DeepConf (see the module docstring) on working sets `sets` (int [S, K], K >= cfg.warmup)."""
+    warmup = cfg.warmup
+    lowest = trace.lowest[sets]
+    threshold = row_percentile(lowest[:, :warmup], percentile)
+    spent, stopped = _spent_tokens(trace, sets, threshold)
+    stopped[:, :warmup] = False
+    spent[:, :warmup] = trace.n_tokens[sets[:, :warmup]]
+    codes = trace.codes[sets]
+    with np.errstate(invalid="ignore"):
+        votes = (codes >= 0) & (lowest >= threshold[:, None])
+    weights = np.where(votes, lowest, np.nan)
+    generated = np.ones(sets.shape, dtype=bool)
+    if cfg.consensus is not None:
+        generated = _before_consensus(codes, weights, warmup, cfg.consensus)
+        weights = np.where(generated, weights, np.nan)
+    vote = weighted_vote(codes, weights, tie_break)
+    answered = vote.prediction >= 0
+    fractional = tie_credit(vote, trace.gold_code)
+    correct = fractional if tie_break == "fractional" else (answered & (vote.prediction == trace.gold_code))
+    return OnlineSets(correct=np.asarray(correct, dtype=np.float64), fractional=fractional,
+                      answered=answered.astype(np.float64), tokens=(spent * generated).sum(axis=1).astype(np.float64),
+                      generated=generated.sum(axis=1).astype(np.float64),
+                      stopped=(stopped & generated).sum(axis=1).astype(np.float64), threshold=threshold)
+
+
+def _spent_tokens(trace: OnlineTrace, sets: np.ndarray, threshold: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Tokens each trace of each set spends under its set's threshold, and whether it stopped early.
+
+    A trace stops at its first record low below s: the number of its records >= s indexes that record.
+    Records and thresholds are ranked together so the count is an exact integer search.
+    """
+    stops = trace.stops
+    positions = sets.ravel()
+    s = np.repeat(threshold, sets.shape[1])
+    n_records = np.diff(stops.offsets)
+    record_trace = np.repeat(np.arange(len(n_records)), n_records)
+    ranks = np.unique(np.concatenate((stops.value, s[~np.isnan(s)])))
+    width = len(ranks) + 1
+    # within a trace, records are in decreasing value: keys rise with the rank of -value
+    record_keys = record_trace * width + (len(ranks) - np.searchsorted(ranks, stops.value))
+    query_rank = np.where(np.isnan(s), 0, len(ranks) - np.searchsorted(ranks, np.nan_to_num(s)))
+    at_least = np.searchsorted(record_keys, positions * width + query_rank, side="right") - stops.offsets[positions]
+    stopped = at_least < n_records[positions]
+    record = np.minimum(stops.offsets[positions] + at_least, max(len(stops.spent) - 1, 0))
+    full = trace.n_tokens[positions]
+    spent = np.where(stopped, stops.spent[record] if len(stops.spent) else full, full)
+    return spent.reshape(sets.shape), stopped.reshape(sets.shape)
+
+
+def _before_consensus(codes: np.ndarray, weights: np.ndarray, warmup: int, tau: float) -> np.ndarray:
+    """bool [S, K]: traces generated before the leading answer's share of the vote weight reached tau.
+
+    The share is checked after the warmup and after each later trace; sampling stops at the first check
+    that reaches tau (never when no weight was cast yet).
+    """
+    n_sets, k = codes.shape
+    n_answers = int(codes.max(initial=-1)) + 1
+    counted = ~np.isnan(weights) & (codes >= 0)
+    per_answer = np.zeros((n_sets, k, max(n_answers, 1)))
+    rows, columns = np.nonzero(counted)
+    per_answer[rows, columns, codes[rows, columns]] = weights[rows, columns]
+    running = per_answer.cumsum(axis=1)
+    total = running.sum(axis=2)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        share = np.where(total > 0, running.max(axis=2) / total, 0.0)
+    reached = share >= tau
+    reached[:, :warmup - 1] = False  # the first check follows the warmup
+    reached[:, -1] = True  # the budget ends sampling anyway
+    last = reached.argmax(axis=1)
+    return np.arange(k)[None, :] <= last[:, None]
+
+
+# --- the stop table, split into problems --------------------------------------------------------------
+
+def problem_stops(stops: pd.DataFrame, problem_id: str, sample_ids: np.ndarray,
+                  n_tokens: np.ndarray) -> StopProfiles:
+    """One problem's rows of the stop table as StopProfiles aligned with `sample_ids` (ascending).
+
+    `stops` holds only this problem's rows; a record must name a sample of the problem, fall within its
+    tokens, and the records of a sample must fall in value as they advance.
+    """
+    where = f"stop table, problem {problem_id}"
+    sample = stops["sample_id"].to_numpy(dtype=np.int64)
+    spent = stops["spent"].to_numpy(dtype=np.int64)
+    value = stops["value"].to_numpy(dtype=np.float64)
+    position = np.searchsorted(sample_ids, sample)
+    unknown = (position >= len(sample_ids)) | (sample_ids[position.clip(0, len(sample_ids) - 1)] != sample)
+    if unknown.any():
+        raise DataError(f"{where}: sample_id {sample[unknown][0]} is not in the score table")
+    order = np.lexsort((spent, position))
+    position, spent, value = position[order], spent[order], value[order]
+    beyond = (spent < 1) | (spent > n_tokens[position])
+    if beyond.any():
+        i = int(np.argmax(beyond))
+        raise DataError(f"{where}, sample_id {sample_ids[position[i]]}: a stop after {spent[i]} tokens, "
+                        f"but the sample has {n_tokens[position[i]]}")
+    same = position[1:] == position[:-1]
+    rising = same & ((value[1:] >= value[:-1]) | (spent[1:] == spent[:-1]))
+    if rising.any():
+        i = int(np.argmax(rising))
+        raise DataError(f"{where}, sample_id {sample_ids[position[i]]}: record lows must fall as tokens "
+                        f"advance (value {value[i]} at {spent[i]} tokens, then {value[i + 1]} at {spent[i + 1]})")
+    counts = np.bincount(position, minlength=len(sample_ids))
+    return StopProfiles(offsets=np.concatenate(([0], np.cumsum(counts))).astype(np.int64), spent=spent, value=value)
+
+
+def check_stop_columns(stops: pd.DataFrame) -> None:
+    missing = [c for c in STOP_COLUMNS if c not in stops.columns]
+    if missing:
+        raise DataError(f"stop table: missing column(s) {', '.join(missing)} "
+                        f"(has: {', '.join(map(str, stops.columns))})")
