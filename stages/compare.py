@@ -1,5 +1,6 @@
 """Stage compare: voting over a pool (Pass@1, Cons@K, DeepConf) beside debate on the datasets both ran on:
-one table (metrics/compare/) and one plot of accuracy against completion tokens per problem (plots/compare/)."""
+one table (metrics/compare/) and accuracy against completion tokens per problem: every voting method over K,
+online DeepConf over K, and the debate (plots/accuracy_vs_tokens.csv for `dvc plots`, and .png)."""
 
 import argparse
 from pathlib import Path
@@ -39,8 +40,8 @@ def main() -> None:
     print(table)
     write_text(args.out / "compare.md", table)
     write_json(args.out / "compare.json", {"simulated": simulated, "datasets": shared, "rows": rows})
-    curve_csv = compare.curve_table(curve).to_csv(index=False, float_format="%.4f") if curve else "k\n"
-    write_text(args.plots / "accuracy_vs_tokens.csv", curve_csv)
+    write_text(args.plots / "accuracy_vs_tokens.csv",
+               compare.curve_table(curve, point).to_csv(index=False, float_format="%.4f"))
     compare.plot_accuracy_vs_tokens(curve, point, args.plots / "accuracy_vs_tokens.png", simulated=simulated,
                                     datasets=shown)
     print(f"compare: {args.out}/compare.md, compare.json; {args.plots}/accuracy_vs_tokens.png, .csv")

@@ -13,15 +13,15 @@ import pytest
 from tests.dvcproject import dvc, make_project
 from tests.test_pipeline import small_sim_params
 from tracevote.report import compare, critique, grading, plots
-from tracevote.report.compare import DebatePoint, VotingCurve
+from tracevote.report.compare import DebatePoint, OnlinePoint, VotingCurve
 
 MEASURES = ("avg", "bottom10", "lowest", "tail")
 METHODS = ("pass1", "cons", *(f"{m}{top}" for m in MEASURES for top in ("", "_top10", "_top90")))
 KS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
 INTENDED_PLOTS = {"accuracy_vs_k_avg", "accuracy_vs_k_bottom10", "accuracy_vs_k_lowest", "accuracy_vs_k_tail",
                   "plots/deepconf/toy/accuracy_vs_k.png", "plots/deepconf/toy/confidence.png",
-                  "plots/compare/accuracy_vs_tokens.png", "critique_f1_by_task", "plots/critique/critique.png",
-                  "plots/grading/word_counts.png"}
+                  "accuracy_vs_tokens", "plots/accuracy_vs_tokens.png", "critique_f1_by_task",
+                  "plots/critique/critique.png", "plots/grading/word_counts.png"}
 
 
 GRADED_RUN = {"run": "toy_run", "dataset": "toy", "accuracy": 0.5, "correct": 4, "total": 8, "simulated": True,
@@ -30,7 +30,11 @@ GRADED_RUN = {"run": "toy_run", "dataset": "toy", "accuracy": 0.5, "correct": 4,
 
 def synthetic_voting() -> VotingCurve:
     curve = synthetic_curve()
-    return VotingCurve(KS, METHODS, {m: tuple(curve[m]) for m in METHODS}, tokens_per_trace=1500.0, problems=12)
+    online = {f"online_{name}": tuple(OnlinePoint(k, 0.6 + 0.02 * i + shift, 1500.0 * k * (0.4 + shift))
+                                      for i, k in enumerate(KS[4:]))
+              for name, shift in (("low", 0.05), ("high", 0.0))}
+    return VotingCurve(KS, METHODS, {m: tuple(curve[m]) for m in METHODS}, tokens_per_trace=1500.0, problems=12,
+                       online=online)
 
 
 def synthetic_curve() -> pd.DataFrame:
@@ -87,9 +91,10 @@ def test_dvc_plots_show_lists_exactly_the_intended_plots(tmp_path: Path) -> None
     plots.plot_accuracy(synthetic_curve(), METHODS, folder / "accuracy_vs_k.png", simulated=True)
     plots.plot_confidence(synthetic_scores(np.random.default_rng(0)), MEASURES, folder / "confidence.png",
                           simulated=True)
-    compare.plot_accuracy_vs_tokens(synthetic_voting(), DebatePoint(0.6, 9000.0, 6.0, 12),
-                                    project / "plots" / "compare" / "accuracy_vs_tokens.png", simulated=True,
-                                    datasets=["toy"])
+    debate = DebatePoint(0.6, 9000.0, 6.0, 12)
+    compare.plot_accuracy_vs_tokens(synthetic_voting(), debate, project / "plots" / "accuracy_vs_tokens.png",
+                                    simulated=True, datasets=["toy"])
+    compare.curve_table(synthetic_voting(), debate).to_csv(project / "plots" / "accuracy_vs_tokens.csv", index=False)
     rows = [{"dataset": "toy_steps", "task": "toy_steps", "n_error": 2, "n_correct": 1, "error_acc": 0.5,
              "correct_acc": 1.0, "f1": 2 / 3, "unanimous_share": 0.0, "unparsable_share": 0.0}]
     (project / "plots" / "critique").mkdir(parents=True)
@@ -100,6 +105,10 @@ def test_dvc_plots_show_lists_exactly_the_intended_plots(tmp_path: Path) -> None
     shown = json.loads(dvc(project, "plots", "show", "--json").stdout)
     assert not shown.get("errors")
     assert set(shown["data"]) == INTENDED_PLOTS
+    by_method = shown["data"]["accuracy_vs_tokens"][0]["content"]
+    assert by_method["encoding"]["color"]["field"] == "label" and by_method["encoding"]["x"]["scale"]["type"] == "log"
+    labels = {row["label"] for row in by_method["data"]["values"]}
+    assert {"Cons@K", "DeepConf-low online@K", "Debate (DyLAN)", "Pass@1"} <= labels
     tail = shown["data"]["accuracy_vs_k_tail"][0]["content"]
     assert tail["title"]["text"] == "tail: accuracy vs K (toy, tracevote-sim, backend sim)"
     fields = {row["field"] for row in tail["data"]["values"]}

@@ -71,7 +71,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     print(f"\ndemo: done. DeepConf: {metrics}/summary.json and {metrics}/results.json; "
           f"plots: {plots}/accuracy_vs_k.png, {plots}/confidence.png. Debate: {scratch}/metrics/debate.json; "
           f"voting beside debate: {scratch}/metrics/compare/compare.md, "
-          f"{scratch}/plots/compare/accuracy_vs_tokens.png. Critique: {scratch}/metrics/critique.md, "
+          f"{scratch}/plots/accuracy_vs_tokens.png. Critique: {scratch}/metrics/critique.md, "
           f"{scratch}/plots/critique/critique.png. Grading: {scratch}/metrics/grading.md, "
           f"{scratch}/plots/grading/word_counts.png")
     return 0

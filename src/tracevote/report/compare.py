@@ -3,14 +3,15 @@ completion tokens per problem.
 
 Voting at K costs K traces per problem: K x the mean completion tokens of a trace (the mean over problems
 of each problem's mean). DeepConf's offline filtering keeps a share of the K traces it has already
-generated, so it costs what Cons@K costs. Debate costs what its calls cost (every completion token of
-every agent and the judge). Datasets are pooled problem-weighted: accuracies weighted by problem counts.
+generated, so it costs what Cons@K costs. Online DeepConf (replayed on the pool) costs the tokens its
+traces spent before they stopped. Debate costs what its calls cost (every completion token of every
+agent and the judge). Datasets are pooled problem-weighted: accuracies and tokens weighted by problem counts.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from tracevote.deepconf.results import AggregateResult
-from tracevote.report.plots import BASELINE_STYLES, panel_methods, save_png, titled
+from tracevote.report.plots import BASELINE_STYLES, online_styles, panel_methods, save_png, titled
 from tracevote.report.tables import SIMULATED_BANNER, method_label
 
 DEBATE_STYLE = {"marker": "*", "markersize": 15, "color": "tab:red", "linestyle": "none"}
@@ -35,9 +36,17 @@ class VotingCurve:
     accuracy: dict[str, tuple[float, ...]]  # method -> accuracy at each K
     tokens_per_trace: float
     problems: int
+    online: dict[str, tuple[OnlinePoint, ...]] = field(default_factory=dict)  # online method -> its points over K
 
     def tokens_at(self, k: int) -> float:
         return k * self.tokens_per_trace
+
+
+@dataclass(frozen=True)
+class OnlinePoint:
+    k: int
+    accuracy: float
+    tokens: float  # completion tokens per problem
 
 
 @dataclass(frozen=True)
@@ -67,7 +76,21 @@ def voting_curve(parts: Sequence[tuple[AggregateResult, pd.DataFrame]]) -> Votin
                               for k in first.k)
                 for method in first.methods}
     per_problem = pd.concat([scores.groupby("problem_id")["n_tokens"].mean() for _, scores in parts])
-    return VotingCurve(first.k, first.methods, accuracy, float(per_problem.mean()), int(sizes.sum()))
+    return VotingCurve(first.k, first.methods, accuracy, float(per_problem.mean()), int(sizes.sum()),
+                       _online_points([result for result, _ in parts], sizes))
+
+
+def _online_points(results: Sequence[AggregateResult], sizes: np.ndarray) -> dict[str, tuple[OnlinePoint, ...]]:
+    """Each online method at every K that every dataset ran it at, pooled problem-weighted."""
+    points = {}
+    for method in results[0].online_methods:
+        ks = [k for k in results[0].k if all(r.online_at(method, k) is not None for r in results)]
+        rows = [[r.online_at(method, k) for r in results] for k in ks]
+        points[method] = tuple(
+            OnlinePoint(k, float(np.average([row.mean for row in at_k], weights=sizes)),
+                        float(np.average([row.tokens for row in at_k], weights=sizes)))
+            for k, at_k in zip(ks, rows, strict=True))
+    return points
 
 
 def debate_point(problems: Sequence[dict[str, Any]]) -> DebatePoint:
@@ -102,11 +125,24 @@ def _row(method: str, label: str, k: int | None, accuracy: float, tokens: float)
             "completion_tokens_per_problem": round(tokens, 1)}
 
 
-def curve_table(curve: VotingCurve) -> pd.DataFrame:
-    """Columns k, completion_tokens_per_problem, then each method's accuracy (%), one row per K."""
-    table: dict[str, Any] = {"k": list(curve.k), "completion_tokens_per_problem": [curve.tokens_at(k) for k in curve.k]}
-    table.update({method: [100 * a for a in curve.accuracy[method]] for method in curve.methods})
-    return pd.DataFrame(table)
+CURVE_COLUMNS = ("method", "label", "k", "completion_tokens_per_problem", "accuracy")
+
+
+def curve_table(curve: VotingCurve | None, point: DebatePoint) -> pd.DataFrame:
+    """One row per plotted point, columns CURVE_COLUMNS (accuracy in %): every voting method at every K
+    (Pass@1 once, at one trace), every online method at every K it ran, and the debate (no K)."""
+    rows = []
+    if curve is not None:
+        rows.append(("pass1", "Pass@1", 1, curve.tokens_at(1), curve.accuracy["pass1"][-1]))
+        rows += [(method, method_label(method, "K"), k, curve.tokens_at(k), curve.accuracy[method][i])
+                 for method in curve.methods if method != "pass1" for i, k in enumerate(curve.k)]
+        rows += [(method, method_label(method, "K"), p.k, p.tokens, p.accuracy)
+                 for method, points in curve.online.items() for p in points]
+    rows.append(("debate", "Debate (DyLAN)", None, point.completion_tokens, point.accuracy))
+    table = pd.DataFrame(rows, columns=list(CURVE_COLUMNS))
+    table["k"] = table["k"].astype("Int64")
+    table["accuracy"] = 100 * table["accuracy"]
+    return table
 
 
 def render_markdown(rows: list[dict[str, Any]], datasets: Sequence[str], problems: int, *, simulated: bool,
@@ -124,8 +160,8 @@ def render_markdown(rows: list[dict[str, Any]], datasets: Sequence[str], problem
 
 def plot_accuracy_vs_tokens(curve: VotingCurve | None, point: DebatePoint, path: Path, *, simulated: bool,
                             datasets: Sequence[str]) -> None:
-    """One panel per confidence measure: Cons@K, measure@K and its top-η% variants as curves over K, Pass@1
-    and the debate as points; x is completion tokens per problem (log scale)."""
+    """One panel per confidence measure: Cons@K, measure@K and its top-η% variants as curves over K, online
+    DeepConf as curves over K, Pass@1 and the debate as points; x is completion tokens per problem (log)."""
     methods = curve.methods if curve is not None else ()
     measures = [m for m in methods if m not in BASELINE_STYLES and "_top" not in m] or [""]
     columns = 2 if len(measures) > 1 else 1
@@ -146,7 +182,7 @@ def plot_accuracy_vs_tokens(curve: VotingCurve | None, point: DebatePoint, path:
         axis.set_visible(False)
     handles, labels = axes[0].get_legend_handles_labels()
     figure.legend(handles, labels, loc="outside lower center", ncol=3, fontsize=8, frameon=False)
-    figure.suptitle(titled(f"Accuracy vs completion tokens: voting over K traces and debate "
+    figure.suptitle(titled(f"Accuracy vs completion tokens: voting over K traces, online DeepConf and debate "
                            f"({', '.join(datasets)})", simulated))
     save_png(figure, path)
 
@@ -161,3 +197,7 @@ def _draw_voting(axis: Any, curve: VotingCurve, measure: str) -> None:
             continue
         axis.plot(tokens, values, linestyle=style, color=colour, marker="o", markersize=3, linewidth=1.4,
                   label=label)
+    for method, label, colour, style in online_styles(tuple(curve.online)):
+        points = curve.online[method]
+        axis.plot([p.tokens for p in points], [100 * p.accuracy for p in points], linestyle=style, color=colour,
+                  marker="s", markersize=3, linewidth=1.4, label=label)

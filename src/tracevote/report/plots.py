@@ -17,7 +17,7 @@ from tracevote.deepconf.results import AggregateResult
 BASELINE_STYLES = {"pass1": ("Pass@1", "black", ":"), "cons": ("Cons@K (majority vote)", "tab:gray", "--")}
 WEIGHTED_STYLE = ("measure@K (weighted vote, all samples)", "tab:blue", "-")
 TOP_COLOURS = ("tab:orange", "tab:green", "tab:purple", "tab:brown", "tab:pink")
-ONLINE_COLOURS = ("tab:red", "tab:cyan", "tab:olive", "navy")
+ONLINE_COLOURS = ("magenta", "tab:cyan", "tab:olive", "navy")  # tab:red is the debate's
 ONLINE_MEASURE = "lowest"  # online DeepConf weighs and filters by the lowest-group confidence: drawn in its panel
 
 
@@ -83,8 +83,8 @@ def plot_accuracy(curve: pd.DataFrame, methods: tuple[str, ...], path: Path, *, 
         lines = panel_methods(methods, measure)
         if measure == ONLINE_MEASURE or (ONLINE_MEASURE not in measures and axis is axes[0]):
             lines += online_styles(online_methods)
-        for method, label, colour, style in lines:
-            _draw_line(axis, curve, method, label, colour, style)
+        for position, (method, label, colour, style) in enumerate(lines):
+            _draw_line(axis, curve, method, label, colour, style, nudge=(position - (len(lines) - 1) / 2) * 0.035)
         axis.set_title(f"confidence measure: {measure}", fontsize=10)
         _k_axis(axis, curve["k"].to_numpy())
     for axis in axes[len(measures):]:
@@ -96,13 +96,16 @@ def plot_accuracy(curve: pd.DataFrame, methods: tuple[str, ...], path: Path, *, 
     for axis in axes[: len(measures)]:
         legend.update(zip(*reversed(axis.get_legend_handles_labels()), strict=True))
     figure.legend(list(legend.values()), list(legend), loc="outside lower center", ncol=3, fontsize=8, frameon=False)
-    bands = f"{100 * ci_level:.0f}% bootstrap intervals" if ci_level is not None else "±1 std"
-    figure.suptitle(titled(f"Accuracy vs K (lines: mean over repeats; bands: {bands})", simulated))
+    bars = f"{100 * ci_level:.0f}% bootstrap intervals" if ci_level is not None else "±1 std"
+    figure.suptitle(titled(f"Accuracy vs K (lines: mean over repeats; bars, and Cons@K's band: {bars})", simulated))
     save_png(figure, path)
 
 
-def _draw_line(axis: Axes, curve: pd.DataFrame, method: str, label: str, colour: str, style: str) -> None:
-    k = curve["k"].to_numpy()
+def _draw_line(axis: Axes, curve: pd.DataFrame, method: str, label: str, colour: str, style: str,
+               nudge: float = 0.0) -> None:
+    """The method's mean over K, and its interval: a band for Cons@K, the baseline, and bars for the others,
+    each method's bars nudged sideways by `nudge` (in log2 K) so that they do not hide each other."""
+    k = curve["k"].to_numpy(dtype=np.float64)
     mean = 100 * curve[method].to_numpy(dtype=np.float64)
     if f"{method}_ci_low" in curve and curve[f"{method}_ci_low"].notna().any():
         low, high = (100 * curve[f"{method}_ci_{side}"].to_numpy(dtype=np.float64) for side in ("low", "high"))
@@ -110,7 +113,11 @@ def _draw_line(axis: Axes, curve: pd.DataFrame, method: str, label: str, colour:
         std = 100 * curve[f"{method}_std"].to_numpy(dtype=np.float64)
         low, high = mean - std, mean + std
     axis.plot(k, mean, linestyle=style, color=colour, marker="o", markersize=3, linewidth=1.6, label=label)
-    axis.fill_between(k, low, high, color=colour, alpha=0.08, linewidth=0)
+    if method == "cons":
+        axis.fill_between(k, low, high, color=colour, alpha=0.12, linewidth=0)
+        return
+    axis.errorbar(k * 2**nudge, mean, yerr=[mean - low, high - mean], fmt="none", ecolor=colour, alpha=0.55,
+                  elinewidth=0.9, capsize=1.5)
 
 
 def _k_axis(axis: Axes, ks: np.ndarray) -> None:
