@@ -20,6 +20,7 @@ T = TypeVar("T")
 
 if TYPE_CHECKING:
     from tracevote.core.config import Params
+    from tracevote.datasets.problems import Problem
     from tracevote.store.pool import Pool
 
 REPORT_FILES = {"text": "report.txt", "csv": "results.csv", "md": "results.md"}
@@ -138,6 +139,8 @@ def cmd_pool_import(args: argparse.Namespace) -> int:
     params = load_params(args.params)
     problems = load_problems(args.problems or f"data/{_dataset_name(args, params)}.jsonl")
     n_pool = None if args.allow_any_sample_id else params.pool.n_pool
+    if args.format == "deepconf-pickle":
+        return _import_pickles(args, problems, n_pool)
     # validated before the pool is opened: opening a new setting's pool creates its folder
     checked = validate_file(Path(args.samples), {p.id for p in problems}, n_pool=n_pool)
     _, pool = _pool_for(args, create=True)
@@ -145,6 +148,19 @@ def cmd_pool_import(args: argparse.Namespace) -> int:
                          keep_top_logprobs=params.pool.keep_top_logprobs)
     print(f"pool import: {summary.read} samples read, {summary.stored} stored, {summary.already_stored} already "
           f"in {pool.root}" + (" (SIMULATED)" if summary.simulated else ""))
+    return 0
+
+
+def _import_pickles(args: argparse.Namespace, problems: list[Problem], n_pool: int | None) -> int:
+    from tracevote.core.config import load_params
+    from tracevote.store.deepconf_pickle import import_runs
+
+    model = None if args.pool_dir else load_params(args.params).model.name
+    pool, summary = import_runs(Path(args.samples), lambda: _pool_for(args, create=True)[1], problems,
+                                n_pool=n_pool, model=model)
+    padded = f"; {summary.padded} with fewer confidences than tokens" if summary.padded else ""
+    print(f"pool import: {summary.files} pickles, {summary.samples} traces read, {summary.stored} stored, "
+          f"{summary.already_stored} already in {pool.root} (confidence only: no logprobs or token text{padded})")
     return 0
 
 

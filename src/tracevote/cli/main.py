@@ -68,7 +68,12 @@ def add_pool_commands(subparsers: argparse._SubParsersAction[argparse.ArgumentPa
         if name != "status":
             action.add_argument("--pool-dir", help="a pool folder, instead of the setting the params file describes")
         if name == "import":
-            action.add_argument("samples", help="the JSON-lines file (format: README, Interchange format)")
+            action.add_argument("samples", help="the JSON-lines file (format: README, Interchange format), or with "
+                                "--format deepconf-pickle the folder of the official offline runs' .pkl files")
+            action.add_argument("--format", choices=("jsonl", "deepconf-pickle"), default="jsonl",
+                                help="jsonl (default), or deepconf-pickle: facebookresearch/deepconf's "
+                                     "deepconf_simple_qid<q>_rid<r>_<timestamp>.pkl, read with a restricted "
+                                     "unpickler into confidence-only samples")
             action.add_argument("--problems", help=PROBLEMS_HELP)
             action.add_argument("--allow-any-sample-id", action="store_true",
                                 help="admit sample ids outside 0..pool.n_pool-1 (refused by default)")
