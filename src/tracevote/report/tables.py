@@ -286,7 +286,7 @@ def online_markdown(records: list[dict[str, Any]], result: AggregateResult, *, s
 
 
 def _tokens(value: float) -> str:
-    return f"{value / 1e6:.2f}M" if value >= 1e6 else f"{value:,.0f}"
+    return f"{value:,.0f}"
 
 
 def _percent_interval(low: float | None, high: float | None) -> str:
