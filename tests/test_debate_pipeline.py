@@ -53,7 +53,7 @@ def test_the_branch_writes_flat_metrics_details_and_the_comparison(built: tuple[
         "round0", "round1", "ranking", "round2"}
     table = (project / "metrics" / "compare" / "compare.md").read_text()
     assert "SIMULATED" in table and "Debate (DyLAN, 4 agents" in table and "Cons@16" in table
-    assert (project / "plots" / "compare" / "accuracy_vs_tokens.png").stat().st_size > 10_000
+    assert (project / "plots" / "accuracy_vs_tokens.png").stat().st_size > 10_000
     shown = dvc(project, "metrics", "show", "--json").stdout
     assert "metrics/debate.json" in shown
 
