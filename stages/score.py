@@ -38,18 +38,18 @@ def main() -> None:
     metadata = {"simulated": str(manifest.simulated).lower(), "pool": manifest.pool,
                 "group_size": str(params.confidence.group_size)}
     stops: list[pd.DataFrame] = []
-    rows = write_parquet(args.out, (scores for scores, _ in _kept(frames, stops)), metadata)
+    rows = write_parquet(args.out, _scores_keeping_stops(frames, stops), metadata)
     records = write_parquet(args.stops, stops, metadata)
     print(f"score: {rows} samples of {len(problems)} problems -> {args.out}; {records} stop records -> "
           f"{args.stops}" + (" (SIMULATED model)" if manifest.simulated else ""))
 
 
-def _kept(frames: Iterator[tuple[pd.DataFrame, pd.DataFrame]],
-          stops: list[pd.DataFrame]) -> Iterator[tuple[pd.DataFrame, pd.DataFrame]]:
-    """`frames`, keeping each problem's stop rows in `stops` on the way (they are small)."""
+def _scores_keeping_stops(frames: Iterator[tuple[pd.DataFrame, pd.DataFrame]],
+                          stops: list[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+    """Each problem's score rows, keeping its stop rows in `stops` on the way (they are small)."""
     for scores, problem_stops in frames:
         stops.append(problem_stops)
-        yield scores, problem_stops
+        yield scores
 
 
 def _workers() -> int:

@@ -76,11 +76,11 @@ class StopProfiles:
 
     @staticmethod
     def concatenate(parts: list[StopProfiles]) -> StopProfiles:
-        sizes = [np.diff(part.offsets) for part in parts]
-        offsets = np.concatenate(([0], np.cumsum(np.concatenate(sizes)))) if parts else np.zeros(1, np.int64)
-        return StopProfiles(offsets=offsets.astype(np.int64),
-                            spent=np.concatenate([p.spent for p in parts]) if parts else np.zeros(0, np.int64),
-                            value=np.concatenate([p.value for p in parts]) if parts else np.zeros(0))
+        """The profiles of consecutive blocks of traces (at least one block) as one."""
+        counts = np.concatenate([np.diff(part.offsets) for part in parts])
+        return StopProfiles(offsets=np.concatenate(([0], np.cumsum(counts))).astype(np.int64),
+                            spent=np.concatenate([p.spent for p in parts]),
+                            value=np.concatenate([p.value for p in parts]))
 
 
 def trace_measures(traces: ProblemTraces, cfg: ConfidenceConfig) -> TraceMeasures:

@@ -217,7 +217,8 @@ def aggregate(scores: pd.DataFrame, cfg: EvalConfig, measures: tuple[str, ...] =
     problems = split_problems(scores, measures)
     methods = method_names(measures, cfg.etas)
     _check_pool_sizes(problems, cfg.k)
-    traces = _online_traces(problems, stops) if online is not None and stops is not None else None
+    replayed = online if stops is not None else None  # online DeepConf runs only with a stop table
+    traces = _online_traces(problems, stops) if replayed is not None and stops is not None else []
     accuracy: list[MethodAccuracy] = []
     online_rows: list[OnlineAccuracy] = []
     paired_rows: list[PairedComparison] = []
@@ -226,16 +227,18 @@ def aggregate(scores: pd.DataFrame, cfg: EvalConfig, measures: tuple[str, ...] =
     for k in cfg.k:
         sets = [working_sets(p.problem_id, len(p), k, cfg) for p in problems]
         votes = [vote_sets(p, s, cfg.etas, measures, cfg.tie_break) for p, s in zip(problems, sets, strict=True)]
-        replays = ([] if traces is None or online is None or k < online.warmup
-                   else [[replay(t, s, q, online, cfg.tie_break) for t, s in zip(traces, sets, strict=True)]
-                         for q in online.percentiles.values()])
+        online_now = replayed if replayed is not None and k >= replayed.warmup else None
+        replays = ([] if online_now is None
+                   else [[replay(t, s, q, online_now, cfg.tie_break) for t, s in zip(traces, sets, strict=True)]
+                         for q in online_now.percentiles.values()])
         cube = _correct_cube(votes, replays, cfg.repeat)
         weights = resample_weights(len(problems), cfg.bootstrap, bootstrap_rng(cfg.seed, k))
         spread = intervals(cube, weights, cfg.ci_level)
         accuracy.extend(_accuracy_at_k(votes, k, cfg.repeat, spread))
-        if online is not None and replays:
-            online_rows.extend(_online_at_k(online, replays, problems, sets, k, spread, len(methods), cfg.repeat))
-        paired_rows.extend(_paired_at_k(methods, online, bool(replays), cube, weights, k, cfg.ci_level))
+        if online_now is not None:
+            online_rows.extend(_online_at_k(online_now, replays, problems, sets, k, spread, len(methods), cfg.repeat))
+        names = (*methods, *(online_now.method_names() if online_now is not None else ()))
+        paired_rows.extend(_paired_at_k(names, cube, weights, k, cfg.ci_level))
         tied = np.stack([np.broadcast_to(v.tied, (cfg.repeat,)) for v in votes])
         ties.append(TieRate(k=k, rate=float(tied.mean())))
         per_problem.extend(_problem_results(problems, votes, k, cfg.repeat))
@@ -245,9 +248,9 @@ def aggregate(scores: pd.DataFrame, cfg: EvalConfig, measures: tuple[str, ...] =
         methods=methods, accuracy=tuple(accuracy), ties=tuple(ties), validity=validity_counts(scores, measures),
         confidence=confidence_summaries(scores, measures), auroc=measure_aurocs(scores, measures),
         problems=tuple(per_problem), bootstrap=cfg.bootstrap, ci_level=cfg.ci_level, online=tuple(online_rows),
-        online_methods=online.method_names() if traces is not None and online is not None else (),
-        online_warmup=online.warmup if traces is not None and online is not None else None,
-        online_consensus=online.consensus if traces is not None and online is not None else None,
+        online_methods=replayed.method_names() if replayed is not None else (),
+        online_warmup=replayed.warmup if replayed is not None else None,
+        online_consensus=replayed.consensus if replayed is not None else None,
         paired=tuple(paired_rows))
 
 
@@ -292,10 +295,9 @@ def _online_at_k(online: OnlineConfig, replays: list[list[OnlineSets]], problems
     return rows
 
 
-def _paired_at_k(methods: tuple[str, ...], online: OnlineConfig | None, has_online: bool, cube: np.ndarray,
-                 weights: np.ndarray, k: int, level: float) -> list[PairedComparison]:
-    """Every method but pass1 and cons against cons (row 1 of the cube)."""
-    names = [*methods, *(online.method_names() if online is not None and has_online else ())]
+def _paired_at_k(names: tuple[str, ...], cube: np.ndarray, weights: np.ndarray, k: int,
+                 level: float) -> list[PairedComparison]:
+    """Every method but pass1 and cons against cons; names[i] is the method of cube row i."""
     compared = [i for i, name in enumerate(names) if name not in ("pass1", "cons")]
     result = paired(cube[compared], cube[names.index("cons")], weights, level)
     return [PairedComparison(method=names[i], k=k, difference=float(result.difference[j]),

@@ -103,10 +103,9 @@ def _spent_tokens(trace: OnlineTrace, sets: np.ndarray, threshold: np.ndarray) -
     record_keys = record_trace * width + (len(ranks) - np.searchsorted(ranks, stops.value))
     query_rank = np.where(np.isnan(s), 0, len(ranks) - np.searchsorted(ranks, np.nan_to_num(s)))
     at_least = np.searchsorted(record_keys, positions * width + query_rank, side="right") - stops.offsets[positions]
-    stopped = at_least < n_records[positions]
-    record = np.minimum(stops.offsets[positions] + at_least, max(len(stops.spent) - 1, 0))
-    full = trace.n_tokens[positions]
-    spent = np.where(stopped, stops.spent[record] if len(stops.spent) else full, full)
+    stopped = (at_least < n_records[positions]) & ~np.isnan(s)  # no threshold (no warmup confidence): no stop
+    spent = trace.n_tokens[positions].copy()
+    spent[stopped] = stops.spent[stops.offsets[positions[stopped]] + at_least[stopped]]
     return spent.reshape(sets.shape), stopped.reshape(sets.shape)
 
 

@@ -68,7 +68,8 @@ def score_and_stops(traces: ProblemTraces, gold: int, cfg: ConfidenceConfig,
     }
     columns.update({name: measures.by_name(name) for name in MEASURES})
     lowest = measures.lowest[np.isfinite(measures.lowest)]
-    stops = measures.stops.within(lowest.min(), lowest.max()) if len(lowest) else measures.stops.within(0, -np.inf)
+    # a trace with records has a full window, hence a finite lowest: no finite lowest means no records
+    stops = measures.stops.within(lowest.min(), lowest.max()) if len(lowest) else measures.stops
     return pd.DataFrame(columns, columns=list(SCORE_COLUMNS)), _stop_rows(traces, stops)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -28,18 +29,12 @@ def accuracy_curve(result: AggregateResult) -> pd.DataFrame:
     log2_k is the x axis of `dvc plots show`, whose templates have no log scale.
     """
     table: dict[str, list[float | None]] = {"k": list(result.k)}
-    for method in result.methods:
-        rows = [result.accuracy_at(method, k) for k in result.k]
-        table[method] = [r.mean for r in rows]
-        table[f"{method}_std"] = [r.std for r in rows]
-        table[f"{method}_ci_low"] = [r.ci_low for r in rows]
-        table[f"{method}_ci_high"] = [r.ci_high for r in rows]
-    for method in result.online_methods:
-        online = [result.online_at(method, k) for k in result.k]
-        table[method] = [None if r is None else r.mean for r in online]
-        table[f"{method}_std"] = [None if r is None else r.std for r in online]
-        table[f"{method}_ci_low"] = [None if r is None else r.ci_low for r in online]
-        table[f"{method}_ci_high"] = [None if r is None else r.ci_high for r in online]
+    rows_by_method: list[tuple[str, list[Any]]] = [
+        *((method, [result.accuracy_at(method, k) for k in result.k]) for method in result.methods),
+        *((method, [result.online_at(method, k) for k in result.k]) for method in result.online_methods)]
+    for method, rows in rows_by_method:
+        for suffix, field in (("", "mean"), ("_std", "std"), ("_ci_low", "ci_low"), ("_ci_high", "ci_high")):
+            table[f"{method}{suffix}"] = [None if row is None else getattr(row, field) for row in rows]
     table["log2_k"] = [math.log2(k) for k in result.k]
     return pd.DataFrame(table)
 
