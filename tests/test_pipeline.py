@@ -44,8 +44,8 @@ def ran_stages(output: str) -> set[str]:
     return set(re.findall(r"Running stage '([A-Za-z_]+)[@']", output)) - {"check_params"}
 
 
-@pytest.fixture(scope="module")
-def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def built_pipeline(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A committed project in which `dvc repro` ran every stage once."""
     project = make_project(tmp_path_factory.mktemp("pipeline") / "project", small_sim_params())
     result = dvc(project, "repro")
     assert ran_stages(result.stdout) == ALL_STAGES
@@ -53,6 +53,11 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
     run(project, "git", "add", "-A")
     run(project, "git", "commit", "-qm", "first run")
     return project
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return built_pipeline(tmp_path_factory)
 
 
 def test_outputs_say_simulated(built: Path) -> None:
@@ -114,12 +119,13 @@ STEPS = [
     ({"confidence": {"group_size": 16}}, {"score", "aggregate", "report", "compare"}),
     ({"eval": {"repeat": 4}}, {"aggregate", "report", "compare"}),
     ({"report": {"k": 8}}, {"report", "compare"}),
-    ({"pool": {"concurrency": 2, "max_cost_usd": 1.0, "request_timeout_s": 30}}, set()),
+    # keys no stage declares re-run nothing (the pool's and the critique's, in one step)
+    ({"pool": {"concurrency": 2, "max_cost_usd": 1.0, "request_timeout_s": 30},
+      "critique": {"concurrency": 2, "max_cost_usd": 1.0}}, set()),
     # the pool is also graded (grading run pool_toy): its manifest changes, so its grading stages follow
     ({"pool": {"n_pool": 20}}, {"build_pool", "score", "aggregate", "report", "compare", *GRADING}),
     # a new pool, whose traces the simulator draws as before: the same grades, so report_grading stands
     ({"decoding": {"temperature": 0.7}}, {"build_pool", "score", "aggregate", "report", "compare", *GRADING[:2]}),
-    ({"critique": {"concurrency": 2, "max_cost_usd": 1.0}}, set()),
     ({"critique": {"n_votes": 3}}, {"build_critiques", "score_critiques", "report_critiques"}),
     # a new ledger; the simulator answers every temperature above 0 alike, so the scores and the report stand
     ({"critique": {"temperature": 0.5}}, {"build_critiques", "score_critiques"}),
@@ -145,15 +151,3 @@ def test_switching_back_costs_nothing(built: Path) -> None:
     update_params(built, {"pool": {"n_pool": 20}})
     result = dvc(built, "repro", "build_pool")
     assert "no request sent" in result.stdout
-
-
-def test_exp_run_with_a_confidence_setting_and_exp_show(built: Path) -> None:
-    run(built, "git", "checkout", "--", "params.yaml")
-    dvc(built, "repro")
-    run(built, "git", "add", "-A")
-    run(built, "git", "commit", "-qm", "baseline", check=False)  # nothing to commit when run alone
-    result = dvc(built, "exp", "run", "-S", "confidence.group_size=8")
-    assert ran_stages(result.stdout) == {"score", "aggregate", "report", "compare"}
-    shown = json.dumps(json.loads(dvc(built, "exp", "show", "--json").stdout))
-    assert '"group_size": 8' in shown and '"group_size": 32' in shown  # the experiment beside the baseline
-    assert '"bottom10_top10"' in shown  # with its metrics
