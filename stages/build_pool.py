@@ -62,7 +62,7 @@ def main() -> None:
 def _run_with_progress(pool: Pool, problems: list[Problem], plan: BuildPlan, sampler: backend.Sampler,
                        params: Params) -> RunSummary:
     with CallProgress(plan.n_requests, desc="build_pool", unit="sample", retries=sampler.client.retries) as bar:
-        return run_build(pool, problems, plan, sampler.sample, concurrency=params.pool.concurrency,
+        return run_build(pool, problems, plan, sampler.sample, concurrency=sampler.client.capacity,
                          pricing=params.pool.pricing, on_sample=bar.on_stored)
 
 

@@ -63,6 +63,19 @@ def watched_server(sim: SimConfig, answers: dict[str, int] | None = None,
         stop_server(server)
 
 
+@contextlib.contextmanager
+def refusing_urls(n: int = 1) -> Iterator[list[str]]:
+    """`n` distinct loopback URLs whose connections are refused: each port is bound, so nothing else can take
+    it while the block runs, and not listening."""
+    with contextlib.ExitStack() as stack:
+        urls = []
+        for _ in range(n):
+            bound = stack.enter_context(socket.socket())
+            bound.bind(("127.0.0.1", 0))
+            urls.append(f"http://127.0.0.1:{bound.getsockname()[1]}")
+        yield urls
+
+
 def wait_until_settled(server: WatchedServer) -> None:
     """Every request a killed build sent has been counted: the server has read each of its connections to the end.
 

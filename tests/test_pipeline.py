@@ -119,9 +119,10 @@ STEPS = [
     ({"confidence": {"group_size": 16}}, {"score", "aggregate", "report", "compare"}),
     ({"eval": {"repeat": 4}}, {"aggregate", "report", "compare"}),
     ({"report": {"k": 8}}, {"report", "compare"}),
-    # keys no stage declares re-run nothing (the pool's and the critique's, in one step)
+    # keys no stage declares re-run nothing (the pool's, the critique's and the servers, in one step)
     ({"pool": {"concurrency": 2, "max_cost_usd": 1.0, "request_timeout_s": 30},
-      "critique": {"concurrency": 2, "max_cost_usd": 1.0}}, set()),
+      "critique": {"concurrency": 2, "max_cost_usd": 1.0},
+      "model": {"base_url": ["http://gpu1:8000/v1", "http://gpu2:8000/v1"], "needs_key": True}}, set()),
     # the pool is also graded (grading run pool_toy): its manifest changes, so its grading stages follow
     ({"pool": {"n_pool": 20}}, {"build_pool", "score", "aggregate", "report", "compare", *GRADING}),
     # a new pool, whose traces the simulator draws as before: the same grades, so report_grading stands

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import subprocess
 import sys
 from collections import Counter
@@ -16,7 +17,13 @@ import yaml
 
 from tests.conftest import FIXTURE_PARAMS, REPO_ROOT
 from tests.dvcproject import deep_merge, one_dataset, project_env
-from tests.sim_servers import WatchedServer, kill_at_random_moments, kill_once_stored, watched_server
+from tests.sim_servers import (
+    WatchedServer,
+    kill_at_random_moments,
+    kill_once_stored,
+    refusing_urls,
+    watched_server,
+)
 from tracevote.cli.demo import BUILTIN_PROBLEMS
 from tracevote.core.config import SimConfig, load_params
 from tracevote.core.fileio import write_jsonl
@@ -33,7 +40,7 @@ N_PROBLEMS, N_POOL, CONCURRENCY = 4, 16, 4
 SIM = SimConfig(seed=0, signal=1.0, accuracy=0.45, mean_tokens=150)
 
 
-def make_workdir(root: Path, base_url: str, **overrides: Any) -> Path:
+def make_workdir(root: Path, base_url: str | list[str], **overrides: Any) -> Path:
     """params.yaml and data/toy.jsonl, as build_pool sees them inside a DVC project."""
     root.mkdir(parents=True, exist_ok=True)
     config = load_params(FIXTURE_PARAMS).dataset("aime_2025")
@@ -215,3 +222,29 @@ def test_an_imported_pool_is_complete_for_build_pool(tmp_path: Path) -> None:
         assert result.returncode == 0 and "no request sent" in result.stdout
         assert sample_requests(server) == requests_before
         assert json.loads((target / "pools" / "toy.json").read_text())["simulated"] is True
+
+
+def test_several_endpoints_share_the_build_and_failing_ones_are_set_aside(tmp_path: Path) -> None:
+    with sim_server() as first, sim_server() as second, sim_server("500=1.0,max_per_sample=1000000") as failing, \
+            refusing_urls() as (refusing,):
+        endpoints = [refusing, first.base_url, failing.base_url, second.base_url]
+        workdir = make_workdir(tmp_path / "work", endpoints)
+        result = run_build(workdir)
+        assert result.returncode == 0, result.stdout + result.stderr
+        delivered = [Counter(server.stats.snapshot()["delivered"]) for server in (first, second, failing)]
+
+    total = N_PROBLEMS * N_POOL
+    assert len(stored(workdir)) == total
+    by_sample = [Counter({k: n for k, n in d.items() if not k.startswith("probe/")}) for d in delivered]
+    assert by_sample[0] + by_sample[1] == Counter(stored(workdir))  # each sample delivered once, all stored
+    counts = [sum(d.values()) for d in by_sample]
+    assert counts[2] == 0 and min(counts[:2]) >= total // 4, f"the load was not spread: {counts}"
+    report = result.stdout[result.stdout.index("endpoints:"):]
+    for url in (endpoints[0], endpoints[2]):
+        assert re.search(rf"{re.escape(url)}: 0 served, \d+ failed .*set aside", report), report
+    for url in (endpoints[1], endpoints[3]):
+        assert re.search(rf"{re.escape(url)}: \d+ served, 0 failed\n", report + "\n"), report
+
+    single = make_workdir(tmp_path / "single", endpoints[1])
+    folders = [Setting.from_params(load_params(w / "params.yaml")).folder_name for w in (single, workdir)]
+    assert folders[0] == folders[1]  # the setting, and so the pool, does not depend on the endpoints

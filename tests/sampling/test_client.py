@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import re
-import socket
 import threading
 import traceback
 from collections.abc import Iterator
@@ -17,11 +16,12 @@ import orjson
 import pytest
 import requests
 
+from tests.sim_servers import refusing_urls
 from tracevote.core.config import DecodingConfig, ModelConfig, SimConfig
 from tracevote.core.errors import ConfigError, EndpointError, EndpointNotFoundError, FatalAPIError, ModelNotFoundError
 from tracevote.core.retry import Backoff, RetryNotice, TransientError
 from tracevote.sampling.apikey import resolve_api_key
-from tracevote.sampling.client import KIND_HEADER, SAMPLE_HEADER, ChatClient
+from tracevote.sampling.client import KIND_HEADER, SAMPLE_HEADER, UNCAPPED, ChatClient
 from tracevote.sampling.limiter import AdaptiveLimiter
 from tracevote.sim.faults import FaultPlan, parse_faults
 from tracevote.sim.model import SimModel
@@ -44,13 +44,6 @@ def sim_server(faults: str = "", **options: Any) -> Iterator[SimServer]:
         yield server
     finally:
         stop_server(server)
-
-
-def unused_port() -> int:
-    """A loopback port with nothing listening: the kernel's pick, released at once."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 @contextlib.contextmanager
@@ -86,10 +79,10 @@ def model_config(base_url: str, name: str = "deepseek-v4-flash", **changes: Any)
 
 def make_client(base_url: str, *, decoding: DecodingConfig = DECODING, api_key: str | None = None,
                 timeout_s: float = 5.0, max_retries: int = 4, **changes: Any) -> ChatClient:
-    limiter = changes.pop("limiter", None)
+    concurrency = changes.pop("concurrency", UNCAPPED)
     on_retry = changes.pop("on_retry", None)
     return ChatClient(model_config(base_url, **changes), decoding, api_key=api_key, timeout_s=timeout_s,
-                      max_retries=max_retries, limiter=limiter, backoff=FAST, on_retry=on_retry)
+                      max_retries=max_retries, concurrency=concurrency, backoff=FAST, on_retry=on_retry)
 
 
 def messages(problem: str = "Find x.") -> list[dict[str, str]]:
@@ -141,8 +134,7 @@ def test_responses_slower_than_the_timeout_are_retried() -> None:
 def test_all_faults_mixed_every_sample_arrives_and_counts_match() -> None:
     wanted = [(f"q{p}", i) for p in range(4) for i in range(12)]
     with sim_server("all=0.2,seed=7,retry_after_s=0.01,slow_s=0.01") as server:
-        limiter = AdaptiveLimiter(4)
-        client = make_client(server.base_url, limiter=limiter, max_retries=3)
+        client = make_client(server.base_url, concurrency=4, max_retries=3)
 
         def one(job: tuple[str, int]) -> Any:
             return client.sample(messages(job[0]), problem_id=job[0], sample_id=job[1], keep_top_logprobs=True)
@@ -159,7 +151,7 @@ def test_all_faults_mixed_every_sample_arrives_and_counts_match() -> None:
     assert sum(expected.values()) > 5 and client.failures.snapshot() == {}
     assert seen["requests"] == len(wanted) + sum(expected.values())
     if outcomes.get("429"):
-        assert limiter.lowest < 4
+        assert client.endpoints.endpoints[0].limiter.lowest < 4
 
 
 def test_retries_run_out_with_the_cause_of_the_last_failure() -> None:
@@ -219,8 +211,8 @@ def test_a_wrong_path_is_told_apart_from_an_unknown_model() -> None:
 
 def test_a_dead_port_gives_up_early_with_the_endpoint_and_the_cause() -> None:
     notices: list[RetryNotice] = []
-    client = make_client(f"http://127.0.0.1:{unused_port()}", max_retries=8, on_retry=notices.append)
-    with pytest.raises(EndpointError) as caught:
+    with refusing_urls() as (url,), pytest.raises(EndpointError) as caught:
+        client = make_client(url, max_retries=8, on_retry=notices.append)
         draw(client, 1)
     assert str(caught.value).startswith(f"cannot connect to {client.url}: connection refused (gave up after 3 ")
     assert [(n.attempt, n.attempts, n.error.cause) for n in notices] == [(1, 3, "connection refused"),

@@ -5,7 +5,6 @@ simulated builds whose dollar figures say nothing was spent."""
 from __future__ import annotations
 
 import contextlib
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -18,6 +17,7 @@ import yaml
 
 from tests.conftest import FIXTURE_PARAMS, REPO_ROOT
 from tests.dvcproject import one_dataset, project_env
+from tests.sim_servers import refusing_urls
 from tracevote.cli.demo import BUILTIN_STEPS, with_overrides
 from tracevote.core.config import SimConfig, load_params
 from tracevote.core.fileio import write_jsonl
@@ -31,13 +31,6 @@ HANG_GUARD_S = 120  # only reached if a command hangs; no test asserts how long 
 SIM = SimConfig(seed=0, signal=1.0, accuracy=0.45, mean_tokens=60)
 PROBLEMS = [{"id": "toy-01", "problem": "Find 17 + 25.", "answer": 42},
             {"id": "toy-02", "problem": "Find 6 x 7.", "answer": 42}]
-
-
-def unused_port() -> int:
-    """A loopback port with nothing listening: the kernel's pick, released at once."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def workdir(root: Path, **model: Any) -> Path:
@@ -87,9 +80,9 @@ def error_line(result: subprocess.CompletedProcess[str]) -> str:
 
 @pytest.mark.parametrize("command", ["probe", "build_pool"])
 def test_a_refused_endpoint_is_one_line_naming_it_and_the_cause(tmp_path: Path, command: str) -> None:
-    endpoint = f"http://127.0.0.1:{unused_port()}"
-    cwd = workdir(tmp_path, base_url=endpoint)
-    result = tracevote(cwd, "probe") if command == "probe" else build_pool(cwd)
+    with refusing_urls() as (endpoint,):
+        cwd = workdir(tmp_path, base_url=endpoint)
+        result = tracevote(cwd, "probe") if command == "probe" else build_pool(cwd)
     assert result.returncode == 2
     assert error_line(result).startswith(f"error: cannot connect to {endpoint}/chat/completions: connection "
                                          f"refused (gave up after 3 attempts). Check model.base_url")

@@ -146,10 +146,18 @@ class SimConfig:
         require(self.mean_tokens >= 8, where, "mean_tokens", self.mean_tokens, ">= 8")
 
 
+BaseUrl = str | tuple[str, ...]  # one server, or several serving the same model (vLLM replicas)
+
+
+def base_urls(base_url: BaseUrl) -> tuple[str, ...]:
+    """Every server of a `base_url` setting, as a tuple."""
+    return (base_url,) if isinstance(base_url, str) else base_url
+
+
 @dataclass(frozen=True)
 class ModelConfig:
     backend: Backend
-    base_url: str
+    base_url: BaseUrl
     name: str
     extra_body: dict[str, Any]
     api_key_env: str
@@ -160,10 +168,17 @@ class ModelConfig:
         require_endpoint(where, self.name, self.base_url)
 
 
-def require_endpoint(where: str, name: str, base_url: str) -> None:
-    """A model name and an http(s) base URL (`model:` and the grading critic's own endpoint)."""
+def require_endpoint(where: str, name: str, base_url: BaseUrl) -> None:
+    """A model name and one or more distinct http(s) base URLs (`model:` and the grading critic's own endpoint)."""
     require(bool(name), where, "name", name, "a model name")
-    require(base_url.startswith(("http://", "https://")), where, "base_url", base_url, "an http(s) URL")
+    urls = base_urls(base_url)
+    require(len(urls) > 0, where, "base_url", list(urls), "an http(s) URL or a non-empty list of them")
+    for i, url in enumerate(urls):
+        key = "base_url" if isinstance(base_url, str) else f"base_url[{i}]"
+        require(url.startswith(("http://", "https://")), where, key, url, "an http(s) URL")
+    stripped = [url.rstrip("/") for url in urls]
+    repeated = sorted({url for url in stripped if stripped.count(url) > 1})
+    require(not repeated, where, "base_url", repeated[0] if repeated else None, "listed only once")
 
 
 @dataclass(frozen=True)
@@ -329,9 +344,9 @@ class GradingRunConfig:
 
 @dataclass(frozen=True)
 class CriticEndpointConfig:
-    """The critic's own endpoint, when it is not `model:`'s (any OpenAI-compatible server)."""
+    """The critic's own endpoint, when it is not `model:`'s (any OpenAI-compatible server, or several)."""
 
-    base_url: str
+    base_url: BaseUrl
     name: str
     extra_body: dict[str, Any]
     api_key_env: str

@@ -30,7 +30,8 @@ class TransientError(Exception):
         self.cause = cause
         self.detail = detail
         self.retry_after = retry_after
-        self.unreachable = unreachable  # no connection made, and none ever was to this endpoint
+        self.unreachable = unreachable  # no connection made, and none ever was to any endpoint
+        self.where = ""  # the URL that failed, filled in by the client that knows it
 
 
 @dataclass(frozen=True)

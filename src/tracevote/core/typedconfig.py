@@ -3,9 +3,10 @@
     build(DecodingConfig, {"temperature": "hot", ...}, "decoding")
     -> ConfigError("decoding.temperature: expected a number, got 'hot'")
 
-Nested dataclasses, `X | None`, Literal, tuple[X, ...] and dict fields are read recursively (a
-`dict[str, SomeConfig]` builds each entry with its key as `name`); ints are accepted where floats are
-expected. After construction, the object's own `validate(where)` runs.
+Nested dataclasses, unions (`X | None`; `str | tuple[str, ...]`, read by the value's shape), Literal,
+tuple[X, ...] and dict fields are read recursively (a `dict[str, SomeConfig]` builds each entry with its
+key as `name`); ints are accepted where floats are expected. After construction, the object's own
+`validate(where)` runs.
 """
 
 from __future__ import annotations
@@ -51,8 +52,7 @@ def _coerce(hint: Any, value: Any, where: str) -> Any:
     if origin in (typing.Union, types.UnionType):
         if value is None and type(None) in args:
             return None
-        inner = [a for a in args if a is not type(None)]
-        return _coerce(inner[0], value, where)
+        return _coerce_union([a for a in args if a is not type(None)], value, where)
     if origin is Literal:
         if value not in args:
             raise ConfigError(f"{where}: {value!r} is not one of {', '.join(map(repr, args))}")
@@ -68,6 +68,31 @@ def _coerce(hint: Any, value: Any, where: str) -> Any:
             return {key: build(args[1], entry, _join(where, str(key)), name=key) for key, entry in value.items()}
         return value
     return _scalar(hint, value, where)
+
+
+def _coerce_union(alternatives: list[Any], value: Any, where: str) -> Any:
+    """The alternative of the value's shape (`str | tuple[str, ...]`: a list is read as the tuple)."""
+    fitting = [hint for hint in alternatives if _shape(hint) == _shape_of(value)]
+    if fitting or len(alternatives) == 1:
+        return _coerce((fitting or alternatives)[0], value, where)
+    expected = " or ".join(_SHAPE_NAMES[_shape(hint)] for hint in alternatives)
+    raise ConfigError(f"{where}: expected {expected}, got {value!r}")
+
+
+_SHAPE_NAMES = {"list": "a list", "mapping": "a mapping", "scalar": "a single value"}
+
+
+def _shape(hint: Any) -> str:
+    origin = typing.get_origin(hint)
+    if origin is tuple:
+        return "list"
+    if dataclasses.is_dataclass(hint) or origin is dict or hint is dict:
+        return "mapping"
+    return "scalar"
+
+
+def _shape_of(value: Any) -> str:
+    return "list" if isinstance(value, list) else "mapping" if isinstance(value, dict) else "scalar"
 
 
 def _scalar(hint: Any, value: Any, where: str) -> Any:

@@ -118,11 +118,11 @@ def critic_decoding(params: Params) -> DecodingConfig:
 
 
 def critic_setting(params: Params) -> dict[str, Any]:
-    """Everything that decides a critic request but the prompt itself: its hash names the ledger."""
+    """Everything that decides a critic request but the prompt itself: its hash names the ledger. Like a pool's
+    setting it leaves out the server's URL, so adding a replica (or moving one) keeps the replies paid for."""
     model, cfg = critic_model(params), params.grading.critic
     return {"method": METHOD, "prompt_version": PROMPT_VERSION, "template": CRITIC_TEMPLATE,
-            "backend": model.backend, "base_url": model.base_url if model.backend != "sim" else None,
-            "model": model.name, "extra_body": model.extra_body,
+            "backend": model.backend, "model": model.name, "extra_body": model.extra_body,
             "sim": asdict(model.sim) if model.backend == "sim" else None,
             "temperature": cfg.temperature, "max_tokens": cfg.max_tokens}
 

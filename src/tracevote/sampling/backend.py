@@ -18,7 +18,6 @@ from tracevote.core.retry import RetryNotice
 from tracevote.datasets.problems import Problem
 from tracevote.sampling.apikey import resolve_api_key
 from tracevote.sampling.client import ChatClient
-from tracevote.sampling.limiter import AdaptiveLimiter
 from tracevote.sampling.probe import ProbeReport, run_probe
 from tracevote.sim.model import SimModel
 from tracevote.sim.server import running_server
@@ -46,11 +45,14 @@ class Sampler:
 
 
 def retry_report(client: ChatClient) -> str:
-    """"retries: none", or the retried failures by cause."""
+    """"retries: none", or the retried failures by cause; then, with several endpoints, how each fared."""
     retries = client.retries.snapshot()
+    line = "retries by cause: " + ", ".join(f"{cause} {count}" for cause, count in sorted(retries.items()))
     if not retries:
-        return "retries: none"
-    return "retries by cause: " + ", ".join(f"{cause} {count}" for cause, count in sorted(retries.items()))
+        line = "retries: none"
+    if len(client.endpoints) == 1:
+        return line
+    return f"{line}\nendpoints:\n{client.endpoints.render()}"
 
 
 @contextlib.contextmanager
@@ -58,10 +60,10 @@ def open_client(model: ModelConfig, decoding: DecodingConfig, problems: list[Pro
                 pool: PoolConfig, concurrency: int, first_errors: Mapping[str, int] | None = None,
                 reached: Mapping[str, bool] | None = None,
                 on_retry: Callable[[RetryNotice], None] | None = None) -> Iterator[ChatClient]:
-    """A ChatClient for `model` with `decoding`, timeouts and retries from `pool`; for the simulator, a
-    loopback server (knowing `problems`' answers, the solutions' `first_errors` and whether reasonings
-    `reached` their gold, see SimModel) runs while
-    the block does. `on_retry` hears of every retried failure (the entry point shows it)."""
+    """A ChatClient for `model` with `decoding`, timeouts and retries from `pool`, `concurrency` requests in
+    flight per endpoint (callers size their workers by `client.capacity`); for the simulator, a loopback server
+    (knowing `problems`' answers, the solutions' `first_errors` and whether reasonings `reached` their gold,
+    see SimModel) runs while the block does. `on_retry` hears of every retried failure (the entry point shows it)."""
     with contextlib.ExitStack() as stack:
         if model.backend == "sim":
             sim = SimModel(model.sim, answers={p.problem: p.answer for p in problems}, first_errors=first_errors,
@@ -69,7 +71,7 @@ def open_client(model: ModelConfig, decoding: DecodingConfig, problems: list[Pro
             base_url = stack.enter_context(running_server(sim))
             model = _pointed_at(model, base_url)
         client = ChatClient(model, decoding, api_key=api_key, timeout_s=pool.request_timeout_s,
-                            max_retries=pool.max_retries, limiter=AdaptiveLimiter(concurrency), on_retry=on_retry)
+                            max_retries=pool.max_retries, concurrency=concurrency, on_retry=on_retry)
         stack.callback(client.close)
         yield client
 

@@ -5,8 +5,13 @@ truncated or malformed JSON, missing or all-sentinel logprobs. Not retried: 400,
 and other 4xx, which raise FatalAPIError at once with what to do: ModelNotFoundError when the server
 says it lacks model.name, EndpointNotFoundError when a 404 does not mention the model (a wrong path).
 When retries run out, the last TransientError propagates; its `cause` is the label counted in
-`retries` and `failures`. An endpoint never reached at all (refused, unresolved, TLS failure, connect
-timeout) gets only Backoff.unreachable_attempts tries, then raises EndpointError naming URL and cause.
+`retries` and `failures`. While no endpoint has ever been reached (refused, unresolved, TLS failure,
+connect timeout), a request gets only Backoff.unreachable_attempts tries (at least one per endpoint),
+then raises EndpointError naming the URLs and the cause.
+
+`model.base_url` may list several servers of the same model: each attempt goes to one of them, placed
+by tracevote.sampling.endpoints (`concurrency` requests in flight per endpoint, a retry prefers another
+endpoint, an endpoint that keeps failing is set aside for a while).
 Each retry is reported to `on_retry`, for the entry point to show. The API key is never part of a
 message, a repr or a file.
 
@@ -17,7 +22,6 @@ default, by which the simulated model knows what to answer).
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import ssl
 import threading
@@ -30,7 +34,7 @@ import orjson
 import requests
 import urllib3
 
-from tracevote.core.config import DecodingConfig, ModelConfig
+from tracevote.core.config import DecodingConfig, ModelConfig, base_urls
 from tracevote.core.errors import ConfigError, EndpointError, EndpointNotFoundError, FatalAPIError, ModelNotFoundError
 from tracevote.core.retry import (
     Backoff,
@@ -40,8 +44,8 @@ from tracevote.core.retry import (
     call_with_retries,
     parse_retry_after,
 )
+from tracevote.sampling.endpoints import Endpoint, EndpointPolicy, EndpointPool, EndpointSlot
 from tracevote.sampling.ingest import Reply, load_json, parse_completion, parse_reply
-from tracevote.sampling.limiter import AdaptiveLimiter
 from tracevote.sampling.prompts import SOLVE
 from tracevote.store.records import Sample
 
@@ -51,6 +55,7 @@ T = TypeVar("T")
 _RETRIED_STATUS = (408, 429)  # and every 5xx
 _DEFAULT_BACKOFF = Backoff()
 CONNECT_TIMEOUT_S = 10.0  # a server that takes longer to accept a connection is not there
+UNCAPPED = 256  # requests in flight per endpoint when the caller sets no cap (the most pool.concurrency allows)
 _UNREACHABLE_HINTS = {
     "connection refused": "is the server running, on that host and port?",
     "name not resolved": "is the host name spelled right, and is there a network?",
@@ -67,11 +72,12 @@ class RawCompletion:
 
 
 class ChatClient:
-    """Samples traces from `POST {model.base_url}/chat/completions` with logprobs and top-k."""
+    """Samples traces from `POST {model.base_url}/chat/completions` with logprobs and top-k; `concurrency`
+    caps the requests in flight on each endpoint (halved on a 429, see AdaptiveLimiter)."""
 
     def __init__(self, model: ModelConfig, decoding: DecodingConfig, *, api_key: str | None, timeout_s: float,
-                 max_retries: int, limiter: AdaptiveLimiter | None = None, backoff: Backoff = _DEFAULT_BACKOFF,
-                 connect_timeout_s: float = CONNECT_TIMEOUT_S,
+                 max_retries: int, concurrency: int = UNCAPPED, backoff: Backoff = _DEFAULT_BACKOFF,
+                 connect_timeout_s: float = CONNECT_TIMEOUT_S, endpoint_policy: EndpointPolicy | None = None,
                  on_retry: Callable[[RetryNotice], None] | None = None) -> None:
         _check_settings(model, decoding, api_key)
         self.model = model
@@ -80,25 +86,30 @@ class ChatClient:
         self.connect_timeout_s = min(connect_timeout_s, timeout_s)
         self.on_retry = on_retry
         self.max_retries = max_retries
-        self.limiter = limiter
-        self.backoff = backoff
+        self.endpoints = EndpointPool(base_urls(model.base_url), concurrency, endpoint_policy)
+        self.backoff = dataclasses.replace(
+            backoff, unreachable_attempts=max(backoff.unreachable_attempts, len(self.endpoints)))
         self.retries = CauseCounter()  # each retried failure, by cause
         self.failures = CauseCounter()  # each sample given up on, by the cause of its last failure
         self.served_by_simulator = False  # a text-only reply said it came from tracevote's simulated model
         self._api_key = api_key
-        self._url = model.base_url.rstrip("/") + "/chat/completions"
-        self._reached = threading.Event()  # set by the first HTTP response of any status
         self._local = threading.local()
         self._sessions: list[requests.Session] = []
         self._sessions_lock = threading.Lock()
 
     @property
     def url(self) -> str:
-        return self._url
+        """The chat completions URL, or the endpoints' URLs joined by ", "."""
+        return ", ".join(endpoint.chat_url for endpoint in self.endpoints)
+
+    @property
+    def capacity(self) -> int:
+        """The most requests in flight over all endpoints: what a caller's worker pool should hold."""
+        return self.endpoints.capacity
 
     def __repr__(self) -> str:
         key = "set" if self._api_key else "none"
-        return f"ChatClient(model={self.model.name!r}, url={self._url!r}, api_key={key})"
+        return f"ChatClient(model={self.model.name!r}, url={self.url!r}, api_key={key})"
 
     def request_body(self, messages: list[dict[str, str]], *, max_tokens: int | None = None,
                      logprobs: bool = True) -> dict[str, Any]:
@@ -124,45 +135,37 @@ class ChatClient:
                          kind: str = SOLVE) -> tuple[Sample, bytes]:
         """The sample and the raw response body it was parsed from (for pools that keep raw responses).
         `kind` is sent in the X-Tracevote-Kind header."""
-        payload = orjson.dumps(self.request_body(messages))
-        key = f"{problem_id}/{sample_id}"
-
-        def attempt() -> tuple[Sample, bytes]:
-            raw = self._post(payload, key, kind)
+        def parse(raw: RawCompletion) -> tuple[Sample, bytes]:
             sample = parse_completion(
                 raw.body, problem_id=problem_id, sample_id=sample_id, latency_s=raw.latency_s,
                 keep_top_logprobs=keep_top_logprobs, expect_top_logprobs=self.decoding.top_logprobs,
                 keep_top_tokens=keep_top_tokens)
             return sample, raw.body
 
-        return self._with_retries(attempt)
+        return self._call(orjson.dumps(self.request_body(messages)), f"{problem_id}/{sample_id}", kind, parse)
 
     def complete_raw(self, messages: list[dict[str, str]], *, sample_key: str, max_tokens: int | None = None,
                      kind: str = SOLVE, logprobs: bool = True) -> RawCompletion:
         """One response body, retried only for transport and HTTP failures and unparseable JSON. `kind` is
         sent in the X-Tracevote-Kind header; `logprobs` False asks for none (the body has "logprobs": null)."""
-        payload = orjson.dumps(self.request_body(messages, max_tokens=max_tokens, logprobs=logprobs))
-
-        def attempt() -> RawCompletion:
-            raw = self._post(payload, sample_key, kind)
+        def parse(raw: RawCompletion) -> RawCompletion:
             load_json(raw.body)
             return raw
 
-        return self._with_retries(attempt)
+        payload = orjson.dumps(self.request_body(messages, max_tokens=max_tokens, logprobs=logprobs))
+        return self._call(payload, sample_key, kind, parse)
 
     def reply(self, messages: list[dict[str, str]], *, call_key: str, kind: str,
               max_tokens: int | None = None) -> tuple[Reply, float]:
         """A text-only call (no logprobs asked for) and its latency; a response without usage or cut short by
         the server is retried like a malformed one."""
-        payload = orjson.dumps(self.request_body(messages, max_tokens=max_tokens, logprobs=False))
-
-        def attempt() -> tuple[Reply, float]:
-            raw = self._post(payload, call_key, kind)
+        def parse(raw: RawCompletion) -> tuple[Reply, float]:
             reply = parse_reply(raw.body)
             self.served_by_simulator |= reply.simulated
             return reply, raw.latency_s
 
-        return self._with_retries(attempt)
+        payload = orjson.dumps(self.request_body(messages, max_tokens=max_tokens, logprobs=False))
+        return self._call(payload, call_key, kind, parse)
 
     def __enter__(self) -> ChatClient:
         return self
@@ -177,6 +180,26 @@ class ChatClient:
                 session.close()
             self._sessions.clear()
 
+    def _call(self, payload: bytes, sample_key: str, kind: str, parse: Callable[[RawCompletion], T]) -> T:
+        """POST `payload` and parse the body, retrying transient failures, each attempt on an endpoint of its own
+        choosing (one this call has not failed on, while there is one)."""
+        failed_on: list[Endpoint] = []
+
+        def attempt() -> T:
+            with self.endpoints.slot(failed_on) as slot:
+                try:
+                    result = parse(self._post(slot, payload, sample_key, kind))
+                except TransientError as exc:
+                    exc.where = slot.endpoint.chat_url
+                    failed_on.append(slot.endpoint)
+                    if exc.cause != "HTTP 429":  # a rate limit is the limiter's to answer, not a failing server
+                        slot.failed(exc.cause)
+                    raise
+                slot.succeeded()
+                return result
+
+        return self._with_retries(attempt)
+
     def _with_retries(self, attempt: Callable[[], T]) -> T:
         max_elapsed = self.backoff.max_elapsed_s
         if max_elapsed is None:
@@ -187,44 +210,40 @@ class ChatClient:
             tries[0] += 1
             self.retries.add(notice.error.cause)
             if self.on_retry is not None:
-                self.on_retry(dataclasses.replace(notice, where=self._url))
+                self.on_retry(dataclasses.replace(notice, where=notice.error.where))
 
         try:
             return call_with_retries(attempt, attempts=self.max_retries + 1, max_elapsed_s=max_elapsed,
                                      backoff=self.backoff, on_retry=retried)
         except TransientError as exc:
             self.failures.add(exc.cause)
-            if exc.unreachable and not self._reached.is_set():
+            if exc.unreachable and not self.endpoints.reached_any():
                 raise EndpointError(self._unreachable_message(exc, tries[0])) from None
             raise
 
     def _unreachable_message(self, exc: TransientError, tries: int) -> str:
         detail = f" ({exc.detail})" if exc.cause == "TLS error" and exc.detail else ""
-        return (f"cannot connect to {self._url}: {exc.cause}{detail} (gave up after {tries} "
+        where = self.url if len(self.endpoints) == 1 else f"any of {self.url}"
+        return (f"cannot connect to {where}: {exc.cause}{detail} (gave up after {tries} "
                 f"attempt{'s' if tries > 1 else ''}). Check model.base_url in params.yaml: "
                 f"{_UNREACHABLE_HINTS.get(exc.cause, 'is the server up?')}")
 
-    def _post(self, payload: bytes, sample_key: str, kind: str) -> RawCompletion:
-        slot_context = self.limiter.slot() if self.limiter is not None else contextlib.nullcontext()
-        with slot_context as slot:
-            started = time.monotonic()
-            response = self._send(payload, sample_key, kind)
-            self._reached.set()
-            latency = time.monotonic() - started
-            if response.status_code == 429 and slot is not None:
-                slot.rate_limited()
-            body = self._check_response(response)
-            if slot is not None:
-                slot.succeeded()
-            return RawCompletion(body, latency)
+    def _post(self, slot: EndpointSlot, payload: bytes, sample_key: str, kind: str) -> RawCompletion:
+        started = time.monotonic()
+        response = self._send(slot.endpoint.chat_url, payload, sample_key, kind)
+        slot.reached()
+        latency = time.monotonic() - started
+        if response.status_code == 429:
+            slot.rate_limited()
+        return RawCompletion(self._check_response(response, slot.endpoint), latency)
 
-    def _send(self, payload: bytes, sample_key: str, kind: str) -> requests.Response:
+    def _send(self, url: str, payload: bytes, sample_key: str, kind: str) -> requests.Response:
         headers = {"Content-Type": "application/json", SAMPLE_HEADER: sample_key, KIND_HEADER: kind}
         if self._api_key:
             headers["Authorization"] = f"Bearer {self._api_key}"
         timeout = (self.connect_timeout_s, self.timeout_s)
         try:
-            return self._session().post(self._url, data=payload, headers=headers, timeout=timeout)
+            return self._session().post(url, data=payload, headers=headers, timeout=timeout)
         except requests.exceptions.ConnectTimeout as exc:
             raise self._connect_failure("connect timeout", exc) from None
         except requests.Timeout as exc:
@@ -238,9 +257,9 @@ class ChatClient:
             raise self._connect_failure(cause, exc) from None
 
     def _connect_failure(self, cause: str, exc: Exception) -> TransientError:
-        return TransientError(cause, self._redact(_innermost_reason(exc)), unreachable=not self._reached.is_set())
+        return TransientError(cause, self._redact(_innermost_reason(exc)), unreachable=not self.endpoints.reached_any())
 
-    def _check_response(self, response: requests.Response) -> bytes:
+    def _check_response(self, response: requests.Response, endpoint: Endpoint) -> bytes:
         status = response.status_code
         if status == 200:
             return _complete_body(response)
@@ -249,20 +268,20 @@ class ChatClient:
             raise TransientError(f"HTTP {status}", detail, parse_retry_after(response.headers.get("Retry-After")))
         if _error_code(response) == "model_not_found" or _says_no_such_model(detail) or (
                 status == 404 and self.model.name in detail):
-            raise ModelNotFoundError(self._model_not_found_message(status, detail), status)
+            raise ModelNotFoundError(self._model_not_found_message(endpoint.chat_url, status, detail), status)
         if status == 404:
             raise EndpointNotFoundError(
-                f"the endpoint {self._url} answered 404 ({detail}): check model.base_url, now "
-                f"{self.model.base_url!r} (OpenAI-compatible servers usually serve /v1/chat/completions, so "
+                f"the endpoint {endpoint.chat_url} answered 404 ({detail}): check model.base_url, now "
+                f"{endpoint.base_url!r} (OpenAI-compatible servers usually serve /v1/chat/completions, so "
                 f"base_url ends in /v1; DeepSeek: https://api.deepseek.com)", status)
-        raise FatalAPIError(self._fatal_message(status, detail), status)
+        raise FatalAPIError(self._fatal_message(endpoint.chat_url, status, detail), status)
 
-    def _model_not_found_message(self, status: int, detail: str) -> str:
-        return (f"{self._url}: HTTP {status}, model {self.model.name!r} not found: {detail}. Check model.name "
+    def _model_not_found_message(self, url: str, status: int, detail: str) -> str:
+        return (f"{url}: HTTP {status}, model {self.model.name!r} not found: {detail}. Check model.name "
                 f"in params.yaml (DeepSeek retired deepseek-chat in favour of deepseek-v4-flash).")
 
-    def _fatal_message(self, status: int, detail: str) -> str:
-        where = f"{self._url} (model {self.model.name!r})"
+    def _fatal_message(self, url: str, status: int, detail: str) -> str:
+        where = f"{url} (model {self.model.name!r})"
         if status == 401:
             return (f"{where}: HTTP 401, authentication failed: {detail}. Check the API key in "
                     f"${self.model.api_key_env} (environment or .env).")

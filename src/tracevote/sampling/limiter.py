@@ -22,7 +22,8 @@ class AdaptiveLimiter:
     Several 429s from requests that started under the same cap halve it once, not once each.
     """
 
-    def __init__(self, max_concurrency: int, min_concurrency: int = 1) -> None:
+    def __init__(self, max_concurrency: int, min_concurrency: int = 1,
+                 condition: threading.Condition | None = None) -> None:
         if not 1 <= min_concurrency <= max_concurrency:
             raise ConfigError(f"concurrency limits {min_concurrency}..{max_concurrency} are not 1 <= min <= max")
         self.max_concurrency = max_concurrency
@@ -32,26 +33,48 @@ class AdaptiveLimiter:
         self._generation = 0  # bumped at each cut: a 429 from an older generation is already answered
         self._successes = 0
         self.lowest = max_concurrency
-        self._cond = threading.Condition()
+        # shared by the limiters of several endpoints, so one wait hears of room on any of them
+        self._cond = condition or threading.Condition()
 
     @property
     def limit(self) -> int:
         with self._cond:
             return self._limit
 
+    @property
+    def in_flight(self) -> int:
+        with self._cond:
+            return self._in_flight
+
+    @property
+    def room(self) -> int:
+        """Requests that may start now."""
+        with self._cond:
+            return self._limit - self._in_flight
+
     @contextlib.contextmanager
-    def slot(self) -> Iterator[_Slot]:
+    def slot(self) -> Iterator[LimiterSlot]:
         """Wait for room, hold it for one request; report the outcome on the slot."""
         with self._cond:
             self._cond.wait_for(lambda: self._in_flight < self._limit)
-            self._in_flight += 1
-            generation = self._generation
+            slot = self.take()
         try:
-            yield _Slot(self, generation)
+            yield slot
         finally:
-            with self._cond:
-                self._in_flight -= 1
-                self._cond.notify_all()
+            self.release()
+
+    def take(self) -> LimiterSlot:
+        """Hold room for one request without waiting (the caller checked `room`); `release` gives it back."""
+        with self._cond:
+            if self._in_flight >= self._limit:
+                raise RuntimeError("AdaptiveLimiter.take without room")
+            self._in_flight += 1
+            return LimiterSlot(self, self._generation)
+
+    def release(self) -> None:
+        with self._cond:
+            self._in_flight -= 1
+            self._cond.notify_all()
 
     def rate_limited(self, generation: int) -> None:
         with self._cond:
@@ -71,7 +94,7 @@ class AdaptiveLimiter:
 
 
 @dataclass(frozen=True)
-class _Slot:
+class LimiterSlot:
     limiter: AdaptiveLimiter
     generation: int
 

@@ -131,6 +131,6 @@ def run_ledger_calls(ledger: CallLedger, conversations: Iterable[Conversation[Ca
 
             summary = RunSummary(simulated_as=simulated_as(params.model), unit=f"{unit}s")
             run_calls(ledger, conversations, lambda call: paid_reply(client, call, params.pool.pricing),
-                      concurrency=concurrency, summary=summary, on_stored=on_stored)
+                      concurrency=client.capacity, summary=summary, on_stored=on_stored)
         print(backend.retry_report(client))
     return summary

@@ -81,14 +81,15 @@ class ProbeReport:
 
 
 def run_probe(client: ChatClient, n_requests: int = 3) -> ProbeReport:
-    """Send `n_requests` short requests with the client's settings and judge their logprobs.
+    """Send `n_requests` short requests (at least one per endpoint) with the client's settings and judge their
+    logprobs.
 
     An unknown model is a report with model_found false; a wrong path, a refused key and an
     unreachable endpoint raise (EndpointNotFoundError, FatalAPIError, EndpointError).
     """
     messages = [{"role": "user", "content": PROBE_PROMPT}]
     docs: list[dict[str, Any]] = []
-    for i in range(n_requests):
+    for i in range(max(n_requests, len(client.endpoints))):
         try:
             raw = client.complete_raw(messages, sample_key=f"probe/{i}", max_tokens=PROBE_MAX_TOKENS)
         except ModelNotFoundError as exc:
@@ -102,7 +103,7 @@ def run_probe(client: ChatClient, n_requests: int = 3) -> ProbeReport:
 
 def _not_found(client: ChatClient, message: str) -> ProbeReport:
     return ProbeReport(
-        model=client.model.name, base_url=client.model.base_url, temperature=client.decoding.temperature,
+        model=client.model.name, base_url=_where(client), temperature=client.decoding.temperature,
         requested_k=client.decoding.top_logprobs, n_responses=0, model_found=False, logprobs_present=False,
         sentinel_fraction=math.nan, effective_k=0.0, confidence_std=math.nan, prompt_tokens=0,
         completion_tokens=0, n_without_logprobs=0, simulated=False, problems=(message,))
@@ -118,7 +119,7 @@ def _judge(client: ChatClient, docs: list[dict[str, Any]]) -> ProbeReport:
     confidence = confidence[np.isfinite(confidence)]
     usage = [doc.get("usage") or {} for doc in docs]
     report = ProbeReport(
-        model=client.model.name, base_url=client.model.base_url, temperature=client.decoding.temperature,
+        model=client.model.name, base_url=_where(client), temperature=client.decoding.temperature,
         requested_k=client.decoding.top_logprobs, n_responses=len(docs), model_found=True,
         logprobs_present=tokens > 0,
         sentinel_fraction=sentinels / entries if entries else math.nan,
@@ -186,6 +187,10 @@ def _diagnose(report: ProbeReport) -> tuple[tuple[str, ...], tuple[str, ...]]:
                         f"{report.n_responses} responses: the logprobs carry no signal; raise "
                         f"decoding.temperature or check the server's logprob settings")
     return tuple(problems), tuple(notes)
+
+
+def _where(client: ChatClient) -> str:
+    return ", ".join(endpoint.base_url for endpoint in client.endpoints)
 
 
 def _percent(fraction: float) -> str:
