@@ -90,8 +90,8 @@ def synthetic_sample(problem_id: str, sample_id: int, mean_tokens: int, rng: np.
                   answer=answer, finish_reason="stop", prompt_tokens=120, completion_tokens=n, latency_s=0.0)
 
 
-def build_workspace(folder: Path, size: Scale) -> Workspace:
-    """Params, problems file, pool and manifest, laid out as the DVC pipeline lays them out."""
+def bench_params() -> dict:
+    """The tests' fixture params with one problems dataset, `bench` (data/bench.jsonl), that every method runs on."""
     params_data = yaml.safe_load(FIXTURE_PARAMS.read_text())
     params_data["datasets"] = {"bench": {**params_data["datasets"]["aime_2025"], "source": {
         **params_data["datasets"]["aime_2025"]["source"], "hf_dataset": None, "path": "data/raw/bench.jsonl"}},
@@ -100,6 +100,12 @@ def build_workspace(folder: Path, size: Scale) -> Workspace:
     params_data["deepconf"]["datasets"] = ["bench"]
     params_data["debate"].update(datasets=["bench"], contest_halves=[])
     params_data["grading"]["runs"] = {"pool_bench": {"dataset": "bench", "predictions": "pools/bench.json"}}
+    return params_data
+
+
+def build_workspace(folder: Path, size: Scale) -> Workspace:
+    """Params, problems file, pool and manifest, laid out as the DVC pipeline lays them out."""
+    params_data = bench_params()
     params_data["model"]["backend"] = "sim"
     params_data["confidence"].update(group_size=size.window, tail_tokens=size.window)
     params_data["eval"]["repeat"] = 64 if size is SCALES["full"] else 4

@@ -16,7 +16,7 @@ import subprocess
 import sys
 import time
 
-BENCHMARKS = ("bench_ingest", "bench_pool", "bench_stage", "bench_score", "bench_aggregate")
+BENCHMARKS = ("bench_ingest", "bench_pool", "bench_stage", "bench_score", "bench_aggregate", "bench_endpoints")
 
 
 def render(row: dict) -> str:
