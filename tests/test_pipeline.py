@@ -44,7 +44,8 @@ def ran_stages(output: str) -> set[str]:
     return set(re.findall(r"Running stage '([A-Za-z_]+)[@']", output)) - {"check_params"}
 
 
-def built_pipeline(tmp_path_factory: pytest.TempPathFactory) -> Path:
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A committed project in which `dvc repro` ran every stage once."""
     project = make_project(tmp_path_factory.mktemp("pipeline") / "project", small_sim_params())
     result = dvc(project, "repro")
@@ -53,11 +54,6 @@ def built_pipeline(tmp_path_factory: pytest.TempPathFactory) -> Path:
     run(project, "git", "add", "-A")
     run(project, "git", "commit", "-qm", "first run")
     return project
-
-
-@pytest.fixture(scope="module")
-def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return built_pipeline(tmp_path_factory)
 
 
 def test_outputs_say_simulated(built: Path) -> None:
