@@ -126,7 +126,7 @@ class EndpointPool:
                    if e.set_aside_until is not None and e.set_aside_until > now]
         return min(returns, default=None)
 
-    def _succeeded(self, endpoint: Endpoint, trial: bool) -> None:
+    def record_success(self, endpoint: Endpoint, trial: bool) -> None:
         with self._cond:
             endpoint.served += 1
             endpoint.consecutive_failures = 0
@@ -135,7 +135,7 @@ class EndpointPool:
                 endpoint.set_aside_streak = 0
                 self._cond.notify_all()
 
-    def _failed(self, endpoint: Endpoint, cause: str, trial: bool) -> None:
+    def record_failure(self, endpoint: Endpoint, cause: str, trial: bool) -> None:
         with self._cond:
             endpoint.failures[cause] += 1
             endpoint.consecutive_failures += 1
@@ -155,7 +155,7 @@ class EndpointPool:
         endpoint.times_set_aside += 1
         self._cond.notify_all()  # waiters recompute when to look again
 
-    def _reached(self, endpoint: Endpoint) -> None:
+    def record_reached(self, endpoint: Endpoint) -> None:
         with self._cond:
             endpoint.reached = True
 
@@ -172,14 +172,14 @@ class EndpointSlot:
 
     def reached(self) -> None:
         """An HTTP response (of any status) came back."""
-        self.pool._reached(self.endpoint)
+        self.pool.record_reached(self.endpoint)
 
     def succeeded(self) -> None:
-        self.pool._succeeded(self.endpoint, self.trial)
+        self.pool.record_success(self.endpoint, self.trial)
         self.limiter_slot.succeeded()
 
     def rate_limited(self) -> None:
         self.limiter_slot.rate_limited()
 
     def failed(self, cause: str) -> None:
-        self.pool._failed(self.endpoint, cause, self.trial)
+        self.pool.record_failure(self.endpoint, cause, self.trial)
