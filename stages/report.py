@@ -54,9 +54,8 @@ def main() -> None:
     write_json(snapshot / "summary.json", summary)
     write_json(snapshot / "results.json", results)
     print(f"\nreport: {args.metrics}/summary.json, results.json, results.csv, results.md, online.md, online.csv, "
-          "report.txt; "
-          f"{args.plots}/accuracy_vs_k.csv, "
-          f"{args.plots}/accuracy_vs_k.png, {args.plots}/confidence.png; snapshot {snapshot}")
+          f"report.txt; {args.plots}/accuracy_vs_k.csv, {args.plots}/accuracy_vs_k.png, "
+          f"{args.plots}/confidence.png; snapshot {snapshot}")
 
 
 if __name__ == "__main__":

@@ -217,8 +217,9 @@ def aggregate(scores: pd.DataFrame, cfg: EvalConfig, measures: tuple[str, ...] =
     problems = split_problems(scores, measures)
     methods = method_names(measures, cfg.etas)
     _check_pool_sizes(problems, cfg.k)
-    replayed = online if stops is not None else None  # online DeepConf runs only with a stop table
-    traces = _online_traces(problems, stops) if replayed is not None and stops is not None else []
+    replayed, traces = None, []  # online DeepConf runs only with a stop table
+    if online is not None and stops is not None:
+        replayed, traces = online, _online_traces(problems, stops)
     accuracy: list[MethodAccuracy] = []
     online_rows: list[OnlineAccuracy] = []
     paired_rows: list[PairedComparison] = []

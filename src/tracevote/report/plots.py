@@ -13,6 +13,7 @@ from matplotlib.figure import Figure  # the object API draws to files without a 
 
 from tracevote.core.fileio import atomic_path
 from tracevote.deepconf.results import AggregateResult
+from tracevote.report.tables import method_label
 
 # One colour and style per role, the same in every panel, so a single legend serves them all.
 BASELINE_STYLES = {"pass1": ("Pass@1", "black", ":"), "cons": ("Cons@K (majority vote)", "tab:gray", "--")}
@@ -61,7 +62,7 @@ def _top_percent(method: str) -> int:
 
 def online_styles(methods: tuple[str, ...]) -> list[tuple[str, str, str, str]]:
     """(method, legend label, colour, line style) of each online method."""
-    return [(method, f"DeepConf-{method.removeprefix('online_')} online@K (replayed)", colour, "-.")
+    return [(method, f"{method_label(method, 'K')} (replayed)", colour, "-.")
             for method, colour in zip(methods, ONLINE_COLOURS, strict=False)]
 
 

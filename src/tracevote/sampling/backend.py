@@ -47,9 +47,8 @@ class Sampler:
 def retry_report(client: ChatClient) -> str:
     """"retries: none", or the retried failures by cause; then, with several endpoints, how each fared."""
     retries = client.retries.snapshot()
-    line = "retries by cause: " + ", ".join(f"{cause} {count}" for cause, count in sorted(retries.items()))
-    if not retries:
-        line = "retries: none"
+    line = ("retries by cause: " + ", ".join(f"{cause} {count}" for cause, count in sorted(retries.items()))
+            if retries else "retries: none")
     if len(client.endpoints) == 1:
         return line
     return f"{line}\nendpoints:\n{client.endpoints.render()}"
