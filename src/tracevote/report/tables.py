@@ -84,9 +84,9 @@ def render(result: AggregateResult, k: int, *, simulated: bool) -> str:
     lines.append(f"Accuracy at K={k} over {result.validity.n_problems} problems, mean ± std over "
                  f"{result.repeat} repeats; ties: {TIE_RULES[result.tie_break]} (eval.tie_break)")
     if result.bootstrap:
-        lines.append(f"[{100 * result.ci_level:.0f}% bootstrap interval over problems and working sets, "
-                     f"{result.bootstrap} resamples]; vs Cons@{k}: paired difference in points, its interval and "
-                     "two-sided p (paired bootstrap)")
+        lines.append(f"[{100 * result.ci_level:.0f}% bootstrap interval over problems (each with its mean over "
+                     f"working sets), {result.bootstrap} resamples]; vs Cons@{k}: paired difference in points, its "
+                     "interval and two-sided p (paired bootstrap)")
     lines += _accuracy_lines(headline_rows(result, k))
     lines += _online_lines(result, k)
     lines += ["", *_validity_lines(result), f"Cons@{k} tie rate: {100 * result.tie_rate_at(k):.1f}% of working sets"]
@@ -244,7 +244,8 @@ def table_markdown(records: list[dict[str, Any]], k: int, tie_break: str, ci_lev
     header = ("method", "label", "mean", "std", f"{100 * ci_level:.0f}% interval", "fractional", "tie_rule_pts",
               f"vs Cons@{k} (pts)", "p")
     lines = [f"Accuracy at K={k} (%), ties: {TIE_RULES[tie_break]}; fractional scores a t-way tie 1/t. Intervals: "
-             "bootstrap over problems and working sets; vs Cons: paired difference [interval], paired bootstrap p.",
+             "bootstrap over problems, each with its mean over working sets; vs Cons: paired difference [interval], "
+             "paired bootstrap p.",
              "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for record in records:
         versus = "" if record["vs_cons"] is None else (f"{100 * record['vs_cons']:+.2f} "
