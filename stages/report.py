@@ -40,7 +40,8 @@ def main() -> None:
     write_json(args.metrics / "results.json", results)
     write_text(args.metrics / "report.txt", text + "\n")
     write_text(args.metrics / "results.csv", tables.table_csv(table))
-    write_text(args.metrics / "results.md", tables.table_markdown(table, k, result.tie_break, result.ci_level))
+    write_text(args.metrics / "results.md", tables.table_markdown(table, k, result.tie_break, result.ci_level,
+                                                                     simulated=simulated))
     online = tables.online_rows(result)
     write_text(args.metrics / "online.csv", tables.table_csv(online, tables.ONLINE_COLUMNS))
     write_text(args.metrics / "online.md", tables.online_markdown(online, result, simulated=simulated)

@@ -11,7 +11,15 @@ import pytest
 from tracevote.core.config import MEASURES, EvalConfig
 from tracevote.deepconf.evaluate import aggregate
 from tracevote.deepconf.results import AggregateResult
-from tracevote.report.tables import TABLE_COLUMNS, render, results_table, summary_metrics, table_csv, table_markdown
+from tracevote.report.tables import (
+    SIMULATED_BANNER,
+    TABLE_COLUMNS,
+    render,
+    results_table,
+    summary_metrics,
+    table_csv,
+    table_markdown,
+)
 
 # problem p: gold 3 ties 5 (5 met first); problem q: 4 of 5 say the gold 3, one a fallback; r: truncated
 ROWS = [("p", 5, "boxed", "stop"), ("p", 3, "boxed", "stop"), ("p", 5, "boxed", "stop"), ("p", 3, "boxed", "stop"),
@@ -72,6 +80,8 @@ def test_results_csv_round_trips_and_markdown_has_every_method() -> None:
     low, high = (100 * records[1][side] for side in ("ci_low", "ci_high"))
     assert cons == f"| cons | Cons@4 | 50.00 | 0.00 | [{low:.2f}, {high:.2f}] | 75.00 | -25.00 |  |  |"
     assert len(markdown) == 4 + len(aggregated.methods)
+    simulated = table_markdown(records, 4, "first", 0.95, simulated=True).splitlines()
+    assert simulated[0] == f"**{SIMULATED_BANNER}**" and simulated[2:] == markdown
 
 
 def test_aggregate_json_round_trip_keeps_tie_rule_and_sources() -> None:

@@ -239,14 +239,17 @@ def table_csv(records: list[dict[str, Any]], columns: tuple[str, ...] = TABLE_CO
     return "\n".join(lines) + "\n"
 
 
-def table_markdown(records: list[dict[str, Any]], k: int, tie_break: str, ci_level: float) -> str:
-    """A Markdown table in percent, with a caption naming K, the tie rule and the intervals."""
+def table_markdown(records: list[dict[str, Any]], k: int, tie_break: str, ci_level: float, *,
+                   simulated: bool = False) -> str:
+    """A Markdown table in percent, with a caption naming K, the tie rule and the intervals (after the SIMULATED
+    banner for a simulated pool's)."""
     header = ("method", "label", "mean", "std", f"{100 * ci_level:.0f}% interval", "fractional", "tie_rule_pts",
               f"vs Cons@{k} (pts)", "p")
-    lines = [f"Accuracy at K={k} (%), ties: {TIE_RULES[tie_break]}; fractional scores a t-way tie 1/t. Intervals: "
-             "bootstrap over problems, each with its mean over working sets; vs Cons: paired difference [interval], "
-             "paired bootstrap p.",
-             "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines = [f"**{SIMULATED_BANNER}**", ""] if simulated else []
+    lines += [f"Accuracy at K={k} (%), ties: {TIE_RULES[tie_break]}; fractional scores a t-way tie 1/t. Intervals: "
+              "bootstrap over problems, each with its mean over working sets; vs Cons: paired difference [interval], "
+              "paired bootstrap p.",
+              "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for record in records:
         versus = "" if record["vs_cons"] is None else (f"{100 * record['vs_cons']:+.2f} "
                                                         f"[{100 * record['vs_cons_low']:+.2f}, "
