@@ -5,7 +5,8 @@ a stage, one append-only frame log per item (a problem, a debate, a solution to 
 
     <stage dir>/<name>/ledger.json        format, the setting and its fingerprint, simulated or not
     <stage dir>/<name>/items.json         item id -> sha256 of what its requests are built from
-    <stage dir>/<name>/calls/<item>.tvf   one frame per call, keyed by its call key (see framing)
+    <stage dir>/<name>/calls/<item>.tvf   one frame per call, keyed by its call key (see framing); <item> is
+                                          the item id through core.names.safe_name
 
 Trace pools are ledgers whose records are sampled traces (tracevote.store.pool, same format, older
 file names); every other stage stores CallRecords (tracevote.store.calls). The setting decides the
@@ -24,6 +25,7 @@ import orjson
 
 from tracevote.core.errors import DataError
 from tracevote.core.fileio import write_json
+from tracevote.core.names import inside
 from tracevote.store import framing
 from tracevote.store.framing import Key
 
@@ -100,7 +102,8 @@ class Ledger:
         write_json(self.root / self.META, self.meta)
 
     def log_path(self, item_id: str) -> Path:
-        return self.root / self.LOGS / f"{item_id}{LOG_SUFFIX}"
+        """The item's log: its id made a file name by the one safe-name function, checked to lie in the folder."""
+        return inside(self.root / self.LOGS, item_id, LOG_SUFFIX)
 
     def register_digests(self, digests: Mapping[str, str], *, what: str = "input") -> None:
         """Record each item's input digest (of its prompt, say); a changed one under a known id is an error."""
