@@ -41,3 +41,13 @@ class EndpointNotFoundError(FatalAPIError):
 
 class ModelNotFoundError(FatalAPIError):
     """The server is there but does not serve model.name."""
+
+
+class StorageError(TracevoteError):
+    """A write to the project's disk failed (no space left, a file size limit, a read-only folder): the
+    message names the path and the free space; the stage stops sending requests at once."""
+
+
+class DamagedLogError(DataError):
+    """A ledger log holds a bad frame before its end (not a torn tail a kill can leave): the message names
+    the file, the frame and the repair command."""
