@@ -46,8 +46,7 @@ def main() -> None:
         report = sampler.probe()
         print(report.render())
         backend.refuse_if_uninformative(report, params.pool.allow_uninformative_logprobs)
-        if report.simulated and not pool.simulated:
-            pool.mark_simulated()
+        pool.check_kind(report.simulated)  # before any sample is paid for: a pool never mixes real and simulated
         retries.quiet = True  # from here the progress bar counts retries
         summary = _run_with_progress(pool, problems, plan, sampler, params)
         print(sampler.retry_report())

@@ -338,9 +338,10 @@ def test_bad_settings_are_config_errors(decoding: DecodingConfig, changes: dict,
 
 def test_sample_with_body_returns_the_raw_response() -> None:
     with sim_server() as server:
-        sample, body = make_client(server.base_url).sample_with_body(
+        sample, raw = make_client(server.base_url).sample_with_body(
             messages(), problem_id="p", sample_id=0, keep_top_logprobs=True)
-    assert body.startswith(b'{"id":') and sample.text.encode()[:20] in body
+    assert raw.body.startswith(b'{"id":') and sample.text.encode()[:20] in raw.body
+    assert raw.simulated  # the simulated server says so in a header
 
 
 def test_resolve_api_key_prefers_the_environment_then_dotenv(tmp_path: Path) -> None:

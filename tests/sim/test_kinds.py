@@ -133,10 +133,10 @@ def test_a_registered_kind_answers_through_the_server_and_the_client(toy_kind: s
         solved = chat.complete_raw(messages, sample_key="aime/0")
         raw = chat.complete_raw(messages, sample_key="aime/0", kind=toy_kind)
         again = chat.complete_raw(messages, sample_key="aime/0", kind=toy_kind)
-        sample, body = chat.sample_with_body(messages, problem_id="aime", sample_id=0, keep_top_logprobs=True,
-                                             kind=toy_kind)
+        sample, sampled = chat.sample_with_body(messages, problem_id="aime", sample_id=0, keep_top_logprobs=True,
+                                                kind=toy_kind)
         seen = stats(server)
-    assert raw.body == again.body == body != solved.body  # told apart by the marker alone, same text
+    assert raw.body == again.body == sampled.body != solved.body  # told apart by the marker alone, same text
     assert raw.body == SimModel(CFG, ANSWERS).complete_bytes(request(), "aime/0", kind=toy_kind)
     assert sample.n_tokens > 0
     assert seen["by_kind"] == {SOLVE: 1, toy_kind: 3}

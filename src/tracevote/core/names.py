@@ -25,7 +25,7 @@ from tracevote.core.errors import DataError
 KEPT_MAX = 80
 SLUG_MAX = 40
 DIGEST_HEX = 20  # 80 bits: a collision among a project's ids is not a practical concern
-_KEPT = re.compile(r"[a-z0-9](?:[a-z0-9._-]{0,%d}[a-z0-9_-])?" % (KEPT_MAX - 2))
+_KEPT = re.compile(rf"[a-z0-9](?:[a-z0-9._-]{{0,{KEPT_MAX - 2}}}[a-z0-9_-])?")
 # Names Windows reserves whatever the extension: a clone there could not hold such a file.
 _RESERVED = re.compile(r"(con|prn|aux|nul|com\d|lpt\d)(\..*)?")
 

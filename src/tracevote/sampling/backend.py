@@ -17,11 +17,11 @@ from tracevote.core.errors import TracevoteError
 from tracevote.core.retry import RetryNotice
 from tracevote.datasets.problems import Problem
 from tracevote.sampling.apikey import resolve_api_key
+from tracevote.sampling.build import Sampled
 from tracevote.sampling.client import ChatClient
 from tracevote.sampling.probe import ProbeReport, run_probe
 from tracevote.sim.model import SimModel
 from tracevote.sim.server import running_server
-from tracevote.store.records import Sample
 
 
 @dataclass
@@ -32,10 +32,10 @@ class Sampler:
     keep_top_logprobs: bool
     keep_raw: bool
 
-    def sample(self, messages: list[dict[str, str]], problem_id: str, sample_id: int) -> tuple[Sample, bytes | None]:
-        sample, body = self.client.sample_with_body(messages, problem_id=problem_id, sample_id=sample_id,
-                                                    keep_top_logprobs=self.keep_top_logprobs)
-        return sample, body if self.keep_raw else None
+    def sample(self, messages: list[dict[str, str]], problem_id: str, sample_id: int) -> Sampled:
+        sample, raw = self.client.sample_with_body(messages, problem_id=problem_id, sample_id=sample_id,
+                                                   keep_top_logprobs=self.keep_top_logprobs)
+        return Sampled(sample, raw.body if self.keep_raw else None, raw.simulated)
 
     def probe(self) -> ProbeReport:
         return run_probe(self.client)

@@ -20,8 +20,19 @@ from tracevote.store.calls import Call
 from tracevote.store.pool import Pool, Setting
 from tracevote.store.records import Sample
 
-# (messages, problem id, sample id) -> the sample, and the raw response when the build keeps raw.
-SampleFn = Callable[[list[dict[str, str]], str, int], tuple[Sample, bytes | None]]
+
+@dataclass(frozen=True)
+class Sampled:
+    """One sampled trace as the backend returns it: the sample, the raw response when the build keeps raw,
+    and whether tracevote's simulator answered (a ledger never mixes simulated and real replies)."""
+
+    sample: Sample
+    raw: bytes | None
+    simulated: bool
+
+
+# (messages, problem id, sample id) -> the sampled trace
+SampleFn = Callable[[list[dict[str, str]], str, int], Sampled]
 
 
 @dataclass(frozen=True)
@@ -61,12 +72,14 @@ def run_build(pool: Pool, problems: list[Problem], plan: BuildPlan, sample_fn: S
     conversations = (OneCall(Call(pid, sid, SOLVE, messages[pid])) for pid, sid in sample_order(plan.missing))
 
     def paid_sample(call: Call) -> Paid[Sample]:
-        sample, raw = sample_fn(call.messages, call.item_id, int(call.key))
+        sampled = sample_fn(call.messages, call.item_id, int(call.key))
+        sample = sampled.sample
         if (sample.problem_id, sample.sample_id) != (call.item_id, call.key):
             raise RuntimeError(f"backend returned {sample.problem_id}/{sample.sample_id} for "
                                f"{call.item_id}/{call.key}")
-        return Paid(sample, codec.encode(sample, raw=raw), sample.prompt_tokens, sample.completion_tokens,
-                    usd(sample.prompt_tokens, sample.completion_tokens, pricing))
+        return Paid(sample, codec.encode(sample, raw=sampled.raw, simulated=sampled.simulated), sample.prompt_tokens,
+                    sample.completion_tokens, usd(sample.prompt_tokens, sample.completion_tokens, pricing),
+                    simulated=sampled.simulated)
 
     summary = RunSummary(simulated_as=plan.cost.simulated_as, unit="samples")
     return run_calls(pool, conversations, paid_sample, concurrency=concurrency, summary=summary,

@@ -47,6 +47,7 @@ from tracevote.core.retry import (
 from tracevote.sampling.endpoints import Endpoint, EndpointPolicy, EndpointPool, EndpointSlot
 from tracevote.sampling.ingest import Reply, load_json, parse_completion, parse_reply
 from tracevote.sampling.prompts import SOLVE
+from tracevote.sim.render import SIMULATED_HEADER
 from tracevote.store.records import Sample
 
 SAMPLE_HEADER = "X-Tracevote-Sample"
@@ -69,6 +70,7 @@ _UNREACHABLE_HINTS = {
 class RawCompletion:
     body: bytes
     latency_s: float
+    simulated: bool = False  # the server said it is tracevote's simulated model (SIMULATED_HEADER)
 
 
 class ChatClient:
@@ -91,7 +93,6 @@ class ChatClient:
             backoff, unreachable_attempts=max(backoff.unreachable_attempts, len(self.endpoints)))
         self.retries = CauseCounter()  # each retried failure, by cause
         self.failures = CauseCounter()  # each sample given up on, by the cause of its last failure
-        self.served_by_simulator = False  # a text-only reply said it came from tracevote's simulated model
         self._api_key = api_key
         self._local = threading.local()
         self._sessions: list[requests.Session] = []
@@ -132,15 +133,15 @@ class ChatClient:
 
     def sample_with_body(self, messages: list[dict[str, str]], *, problem_id: str, sample_id: int,
                          keep_top_logprobs: bool, keep_top_tokens: bool = False,
-                         kind: str = SOLVE) -> tuple[Sample, bytes]:
-        """The sample and the raw response body it was parsed from (for pools that keep raw responses).
-        `kind` is sent in the X-Tracevote-Kind header."""
-        def parse(raw: RawCompletion) -> tuple[Sample, bytes]:
+                         kind: str = SOLVE) -> tuple[Sample, RawCompletion]:
+        """The sample and the raw response it was parsed from (its body for pools that keep raw responses,
+        and whether the simulator answered). `kind` is sent in the X-Tracevote-Kind header."""
+        def parse(raw: RawCompletion) -> tuple[Sample, RawCompletion]:
             sample = parse_completion(
                 raw.body, problem_id=problem_id, sample_id=sample_id, latency_s=raw.latency_s,
                 keep_top_logprobs=keep_top_logprobs, expect_top_logprobs=self.decoding.top_logprobs,
                 keep_top_tokens=keep_top_tokens)
-            return sample, raw.body
+            return sample, raw
 
         return self._call(orjson.dumps(self.request_body(messages)), f"{problem_id}/{sample_id}", kind, parse)
 
@@ -161,7 +162,8 @@ class ChatClient:
         the server is retried like a malformed one."""
         def parse(raw: RawCompletion) -> tuple[Reply, float]:
             reply = parse_reply(raw.body)
-            self.served_by_simulator |= reply.simulated
+            if raw.simulated and not reply.simulated:
+                reply = dataclasses.replace(reply, simulated=True)
             return reply, raw.latency_s
 
         payload = orjson.dumps(self.request_body(messages, max_tokens=max_tokens, logprobs=False))
@@ -235,7 +237,8 @@ class ChatClient:
         latency = time.monotonic() - started
         if response.status_code == 429:
             slot.rate_limited()
-        return RawCompletion(self._check_response(response, slot.endpoint), latency)
+        simulated = response.headers.get(SIMULATED_HEADER) == "1"
+        return RawCompletion(self._check_response(response, slot.endpoint), latency, simulated)
 
     def _send(self, url: str, payload: bytes, sample_key: str, kind: str) -> requests.Response:
         headers = {"Content-Type": "application/json", SAMPLE_HEADER: sample_key, KIND_HEADER: kind}

@@ -117,20 +117,16 @@ def run_ledger_calls(ledger: CallLedger, conversations: Iterable[Conversation[Ca
                      reached: Mapping[str, bool] | None = None) -> RunSummary:
     """Run text-only conversations into `ledger` on params.model with `decoding`: retry lines until the progress
     bar (at most `total` calls of `unit`) takes over, the retries by cause at the end, and the ledger marked
-    simulated once the simulator answers. `problems`, `first_errors` and `reached` are what the simulator knows."""
+    simulated when the simulator answers (the runner refuses to mix its replies with real ones). `problems`,
+    `first_errors` and `reached` are what the simulator knows."""
     retries = RetryLines()
     with backend.open_client(params.model, decoding, problems or [], api_key, pool=params.pool,
                              concurrency=concurrency, first_errors=first_errors, reached=reached,
                              on_retry=retries.show) as client:
         retries.quiet = True  # from here the progress bar counts retries
         with CallProgress(total, desc=stage, unit=unit, retries=client.retries) as bar:
-            def on_stored(paid: Paid[CallRecord], summary: RunSummary) -> None:
-                if client.served_by_simulator and not ledger.simulated:
-                    ledger.mark_simulated()
-                bar.on_stored(paid, summary)
-
             summary = RunSummary(simulated_as=simulated_as(params.model), unit=f"{unit}s")
             run_calls(ledger, conversations, lambda call: paid_reply(client, call, params.pool.pricing),
-                      concurrency=client.capacity, summary=summary, on_stored=on_stored)
+                      concurrency=client.capacity, summary=summary, on_stored=bar.on_stored)
         print(backend.retry_report(client))
     return summary

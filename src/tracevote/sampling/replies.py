@@ -23,5 +23,7 @@ def paid_reply(client: ChatClient, call: Call, pricing: PricingConfig) -> Paid[C
     record = CallRecord(key=str(call.key), kind=call.kind, request_sha256=call.request_sha256, text=reply.text,
                         finish_reason=reply.finish_reason, prompt_tokens=reply.prompt_tokens,
                         cached_prompt_tokens=reply.cached_prompt_tokens,
-                        completion_tokens=reply.completion_tokens, usd=cost, latency_s=latency_s)
-    return Paid(record, calls.encode(record), reply.prompt_tokens, reply.completion_tokens, cost)
+                        completion_tokens=reply.completion_tokens, usd=cost, latency_s=latency_s,
+                        simulated=reply.simulated)
+    return Paid(record, calls.encode(record), reply.prompt_tokens, reply.completion_tokens, cost,
+                simulated=reply.simulated)

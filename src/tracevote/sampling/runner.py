@@ -54,6 +54,8 @@ class CallStore(Protocol[R_co]):
 
     def writer(self, item_id: str) -> FrameWriter: ...
 
+    def check_kind(self, simulated: bool) -> None: ...
+
 
 @dataclass(frozen=True)
 class Paid(Generic[R]):
@@ -64,6 +66,7 @@ class Paid(Generic[R]):
     prompt_tokens: int
     completion_tokens: int
     usd: float
+    simulated: bool = False  # tracevote's simulator answered (the ledger refuses a reply of the other kind)
 
 
 CallFn = Callable[[Call], Paid[R]]
@@ -148,6 +151,7 @@ def run_calls(store: CallStore[R], conversations: Iterable[Conversation[R]], cal
                     paid = _result(future, summary)
                     if paid is None:
                         continue
+                    store.check_kind(paid.simulated)
                     writers.store(thread.call, paid.payload)
                     summary.add(paid)
                     if on_stored is not None:

@@ -9,7 +9,8 @@ Two headers, which real servers ignore, mark a call: X-Tracevote-Sample names it
 response, and what faults are drawn for), and X-Tracevote-Kind its kind ("solve", or a kind a later method
 registered in kinds.py), so the model answers each kind without reading the prompt. No kind header means
 "solve" (old clients, curl); a kind nothing answers gets 400 in DeepSeek's error shape, naming the kind and
-the known kinds.
+the known kinds. Every completion carries X-Tracevote-Simulated: 1, so a client always knows a simulated
+reply from a real one (ledgers never mix them).
 
 Faults (429s, drops, truncated bodies, ...) follow a FaultPlan: see faults.py for the spec.
 `GET /_stats` returns the request counts per sample, per kind and per outcome.
@@ -32,7 +33,7 @@ import orjson
 from tracevote.sim.faults import FaultPlan
 from tracevote.sim.kinds import KNOWN_KINDS, SOLVE, UnknownKindError
 from tracevote.sim.model import SimModel
-from tracevote.sim.render import Degrade
+from tracevote.sim.render import SIMULATED_HEADER, Degrade
 from tracevote.sim.request import SimRequestError, parse_request
 
 _CHAT_PATHS = ("/chat/completions", "/v1/chat/completions")
@@ -222,6 +223,7 @@ class _Handler(BaseHTTPRequestHandler):
         sent = data[: len(data) // 2] if fault == "truncated" else data
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
+        self.send_header(SIMULATED_HEADER, "1")
         self.send_header("Content-Length", str(len(data)))  # subtle: truncated promises more than it sends
         self.end_headers()
         self.wfile.write(sent)

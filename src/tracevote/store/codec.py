@@ -73,8 +73,10 @@ class ScoreFields:
     confidence: np.ndarray  # C_i, float32 (format 2) or float64 (recomputed for format 1) [n tokens]
 
 
-def encode(sample: Sample, *, raw: bytes | None = None, keep_top_tokens: bool = False) -> bytes:
-    """A format 2 payload holding every field of `sample`, C_i always (top-k only if the sample has it)."""
+def encode(sample: Sample, *, raw: bytes | None = None, keep_top_tokens: bool = False,
+           simulated: bool = False) -> bytes:
+    """A format 2 payload holding every field of `sample`, C_i always (top-k only if the sample has it);
+    the header says `"simulated": true` when tracevote's simulator answered (real samples' bytes are unchanged)."""
     text_bytes = sample.text.encode("utf-8", errors="surrogatepass")
     blocks = {CONFIDENCE: {"token_confidence": _confidence_of(sample).astype(np.float32)},
               "text": _text_arrays(sample, text_bytes)}
@@ -103,7 +105,7 @@ def encode(sample: Sample, *, raw: bytes | None = None, keep_top_tokens: bool = 
         "answer": sample.answer, "finish_reason": sample.finish_reason, "prompt_tokens": sample.prompt_tokens,
         "completion_tokens": sample.completion_tokens, "latency_s": sample.latency_s,
         "candidates": answer_candidates(sample.text).to_json(), "extract_version": EXTRACT_VERSION,
-        "blocks": table,
+        "blocks": table, **({"simulated": True} if simulated else {}),
     })
     return b"".join([HEAD.pack(MAGIC, len(header), zlib.crc32(header)), header, *stored])
 

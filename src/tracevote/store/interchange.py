@@ -173,7 +173,7 @@ class CheckedFile:
     """What validate_file found in a file with no bad line."""
 
     samples: int
-    simulated: bool  # any sample says it came from the simulator
+    simulated: bool  # every sample says it came from the simulator (a file never mixes the two kinds)
 
 
 class _BadLines:
@@ -205,7 +205,7 @@ def validate_file(path: Path, problem_ids: set[str], *, n_pool: int | None) -> C
     """
     first_seen: dict[tuple[str, int], int] = {}
     bad = _BadLines()
-    simulated = False
+    kinds: dict[bool, int] = {}  # simulated or not -> the first line of that kind
     count = 0
     for number, line in numbered_lines(path):
         where = f"line {number}"
@@ -218,9 +218,12 @@ def validate_file(path: Path, problem_ids: set[str], *, n_pool: int | None) -> C
             bad.add(str(exc))
             continue
         count += 1
-        simulated |= is_sim
+        first_of_kind = kinds.setdefault(is_sim, number)
+        if len(kinds) > 1 and first_of_kind == number:
+            bad.add(f"{where}: field 'simulated': {is_sim!r}, but line {kinds[not is_sim]} says {not is_sim!r}; "
+                    f"real and simulated samples never share a pool")
     bad.raise_if_any(path)
-    return CheckedFile(samples=count, simulated=simulated)
+    return CheckedFile(samples=count, simulated=kinds.get(True) is not None)
 
 
 def _check_belongs(sample: Sample, where: str, problem_ids: set[str], n_pool: int | None) -> None:
@@ -253,19 +256,18 @@ def store_file(path: Path, checked: CheckedFile, pool: Pool, problems: list[Prob
     """Append every sample of a file validate_file passed (`checked` is what it returned) that the pool lacks."""
     read, simulated = checked.samples, checked.simulated
     pool.register(problems)
-    if simulated and not pool.simulated:
-        pool.mark_simulated()
+    pool.check_kind(simulated)
     stored = skipped = 0
     with ExitStack() as stack:
         writers: dict[str, FrameWriter] = {}
-        for sample, _ in read_lines(path):
+        for sample, is_sim in read_lines(path):
             if sample.problem_id not in writers:
                 writers[sample.problem_id] = stack.enter_context(pool.writer(sample.problem_id))
             writer = writers[sample.problem_id]
             if sample.sample_id in writer.keys:
                 skipped += 1
                 continue
-            writer.append(sample.sample_id, codec.encode(for_storage(sample, keep_top_logprobs)))
+            writer.append(sample.sample_id, codec.encode(for_storage(sample, keep_top_logprobs), simulated=is_sim))
             stored += 1
     return ImportSummary(read=read, stored=stored, already_stored=skipped, simulated=simulated or pool.simulated)
 

@@ -86,7 +86,7 @@ class Ledger:
             raise DataError(f"{root}/{cls.META}: fingerprint {ledger.meta['fingerprint']} does not match "
                             f"the setting's {fingerprint}")
         if simulated and not ledger.simulated:
-            ledger.mark_simulated()
+            ledger.check_kind(simulated=True)
         return ledger
 
     @property
@@ -97,9 +97,23 @@ class Ledger:
     def simulated(self) -> bool:
         return bool(self.meta.get("simulated"))
 
-    def mark_simulated(self) -> None:
-        self.meta = {**self.meta, "simulated": True}
+    def check_kind(self, simulated: bool) -> None:
+        """Real and simulated replies never share a ledger: the first stored call fixes its kind, and a reply
+        of the other kind is refused (DataError) before anything of it is stored."""
+        if simulated == self.simulated:
+            return
+        if self.holds_calls():
+            held, got = ("simulated", "a real model") if self.simulated else ("real", "tracevote's simulator")
+            raise DataError(
+                f"{self.root}: this ledger holds {held} replies, but {got} answered; real and simulated calls "
+                f"never share a ledger. Point the endpoint back at the server that built it, or move the folder "
+                f"away to start a new ledger (nothing of this reply was stored)")
+        self.meta = {**self.meta, "simulated": simulated}
         write_json(self.root / self.META, self.meta)
+
+    def holds_calls(self) -> bool:
+        logs = self.root / self.LOGS
+        return logs.is_dir() and any(log.stat().st_size > 0 for log in logs.glob(f"*{LOG_SUFFIX}"))
 
     def log_path(self, item_id: str) -> Path:
         """The item's log: its id made a file name by the one safe-name function, checked to lie in the folder."""
