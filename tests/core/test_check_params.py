@@ -25,6 +25,13 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
         ({"evall": {"k": [1]}}, "evall: unknown key (known: answers, confidence, critique, datasets, "
                                 "debate, decoding, deepconf,"),
         ({"decoding": {"temperature": "hot"}}, "decoding.temperature: expected a number, got 'hot'"),
+        # issue 22 item 10: refused by check_params, not later by the client or the critique stage
+        ({"decoding": {"max_tokens": 10**12}},
+         "decoding.max_tokens: 1000000000000 must be an integer in 1..1,000,000"),
+        ({"model": {"extra_body": {"temperature": 0.1}}}, "model.extra_body: 'temperature' is set by the client"),
+        ({"model": {"api_key_env": ""}}, "model.api_key_env: '' must be an environment variable name"),
+        ({"critique": {"template": "{problem} {tagged_response} {solution}"}},
+         "critique.template: unknown placeholder {solution}"),
     ],
 )
 def test_a_bad_key_fails_with_the_known_keys(project: Path, change: dict, message: str) -> None:

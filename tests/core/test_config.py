@@ -94,7 +94,41 @@ REFUSED = [
     ("eval.speed", 3, "eval.speed: unknown key"),
     ("eval.seed", DELETE, "eval.seed: missing"),
     ("report.k", 3, "report.k: 3 must be one of eval.k [1, 2, 4, 8, 16, 32, 64, 128, 256, 512]"),
-    ("confidence.group_size", 0, "confidence.group_size: 0 must be >= 1"),
+    ("confidence.group_size", 0, "confidence.group_size: 0 must be an integer in 1..1,000,000"),
+    # sizes are bounded, so an extra three zeros is refused here, not by an allocation or the server (issue 22)
+    ("decoding.max_tokens", 10**12, "decoding.max_tokens: 1000000000000 must be an integer in 1..1,000,000"),
+    ("decoding.max_tokens", "1e12", "decoding.max_tokens: expected an integer, got '1e12'"),  # YAML 1.1: text
+    ("decoding.max_tokens", 1.0e12, "decoding.max_tokens: expected an integer, got 1000000000000.0"),
+    ("debate.max_tokens", 2_000_000, "debate.max_tokens: 2000000 must be an integer in 1..1,000,000"),
+    ("critique.max_tokens", 0, "critique.max_tokens: 0 must be an integer in 1..1,000,000"),
+    ("grading.critic.max_tokens", 10**9, "grading.critic.max_tokens: 1000000000 must be an integer in 1..1,000,000"),
+    ("confidence.tail_tokens", 10**7, "confidence.tail_tokens: 10000000 must be an integer in 1..1,000,000"),
+    ("model.sim.mean_tokens", 10**8, "model.sim.mean_tokens: 100000000 must be an integer in 8..1,000,000"),
+    ("pool.n_pool", 10**10, "pool.n_pool: 10000000000 must be an integer in 1..1,000,000"),
+    ("critique.n_votes", 10**9, "critique.n_votes: 1000000000 must be an integer in 1..1,000,000"),
+    ("eval.bootstrap", 10**9, "eval.bootstrap: 1000000000 must be in 100..1,000,000"),
+    # a field the client sets itself may not be overridden by extra_body
+    *[("model.extra_body", {field: 1}, f"model.extra_body: {field!r} is set by the client")
+      for field in ("temperature", "max_tokens", "model", "messages", "logprobs", "top_logprobs", "top_p", "stream",
+                    "n")],
+    ("grading.critic.model", {"base_url": "http://127.0.0.1:9/v1", "name": "judge", "extra_body": {"stream": True},
+                              "api_key_env": "JUDGE_KEY", "needs_key": False},
+     "grading.critic.model.extra_body: 'stream' is set by the client"),
+    # the key's variable must be nameable: `export =...` helps nobody
+    ("model.api_key_env", "", "model.api_key_env: '' must be an environment variable name"),
+    ("model.api_key_env", "MY KEY", "model.api_key_env: 'MY KEY' must be an environment variable name"),
+    ("model.api_key_env", "1KEY", "model.api_key_env: '1KEY' must be an environment variable name"),
+    ("grading.critic.model", {"base_url": "http://127.0.0.1:9/v1", "name": "judge", "extra_body": {},
+                              "api_key_env": "", "needs_key": False},
+     "grading.critic.model.api_key_env: '' must be an environment variable name"),
+    # a critique template fills exactly {problem} and {tagged_response}
+    ("critique.template", "Check {tagged_response}.", "critique.template: lacks the placeholder {problem}"),
+    ("critique.template", "Solve {problem}.", "critique.template: lacks the placeholder {tagged_response}"),
+    ("critique.template", "{problem} {tagged_response} {solution}",
+     "critique.template: unknown placeholder {solution}"),
+    ("critique.template", "{problem} {tagged_response} {}", "critique.template: unknown placeholder {}"),
+    ("critique.template", "{problem} {tagged_response} \\boxed{}", "critique.template: unknown placeholder {}"),
+    ("critique.template", "{problem} {tagged_response} {", "critique.template: does not fill with str.format"),
     ("decoding.temperature", "hot", "decoding.temperature: expected a number, got 'hot'"),
     ("model.backend", "vllm", "model.backend: 'vllm' is not one of 'openai', 'sim'"),
     ("pool.keep_raw", "no", "pool.keep_raw: expected true or false, got 'no'"),
@@ -134,6 +168,16 @@ def test_eta_percent(eta: float, percent: int | None) -> None:
     assert eta_percent(eta) == percent
 
 
+@pytest.mark.parametrize(("key", "value"), [
+    ("critique.template", "{problem}\n\n{tagged_response}\n\nPut the index in \\boxed{{}}."),
+    ("model.api_key_env", "_KEY_2"),
+    ("model.extra_body", {"thinking": {"type": "disabled"}, "seed": 1}),
+    ("decoding.max_tokens", 1_000_000),
+])
+def test_load_params_accepts_values_at_the_bounds(tmp_path: Path, key: str, value: Any) -> None:
+    load_params(params_with(tmp_path, key, value))
+
+
 def test_eval_config_validate_names_the_section() -> None:
     with pytest.raises(ConfigError, match=re.escape("eval.etas: 0.125 must be a whole percentage")):
         EvalConfig(k=(1,), repeat=1, seed=0, etas=(0.125,)).validate("eval")
@@ -143,3 +187,12 @@ def test_missing_file(tmp_path: Path) -> None:
     path = tmp_path / "nowhere.yaml"
     with pytest.raises(ConfigError, match=re.escape(f"{path}: not found")):
         load_params(path)
+
+
+def test_processbench_template_passes_the_config_rule() -> None:
+    # the rule check_params applies to critique.template agrees with the template the critique uses by default
+    from tracevote.core.limits import CRITIQUE_FIELDS, require_critique_template
+    from tracevote.critique.prompts import BUILTIN_TEMPLATE, FIELDS
+
+    assert CRITIQUE_FIELDS == FIELDS
+    require_critique_template("critique", BUILTIN_TEMPLATE.read_text(encoding="utf-8"))

@@ -15,6 +15,15 @@ from typing import Any, Literal
 import yaml
 
 from tracevote.core.errors import ConfigError
+from tracevote.core.limits import (
+    MAX_COUNT_BOUND,
+    MAX_TOKENS_BOUND,
+    check_extra_body,
+    require_count,
+    require_critique_template,
+    require_env_name,
+    require_tokens,
+)
 from tracevote.core.typedconfig import build, require
 
 Backend = Literal["openai", "sim"]
@@ -101,7 +110,7 @@ class DebateConfig:
         require(3 <= self.agents <= 9, where, "agents", self.agents, "3-9 (the judge picks 2 of them)")
         require(1 <= self.rounds <= 3, where, "rounds", self.rounds, "1, 2 or 3")
         require(0.0 <= self.temperature <= 2.0, where, "temperature", self.temperature, "in [0, 2]")
-        require(self.max_tokens >= 1, where, "max_tokens", self.max_tokens, ">= 1")
+        require_tokens(where, "max_tokens", self.max_tokens)
         require("{problem}" in self.question, where, "question", self.question, "text containing {problem}")
         require(1 <= self.concurrency <= 256, where, "concurrency", self.concurrency, "1-256")
         require(self.max_cost_usd >= 0, where, "max_cost_usd", self.max_cost_usd, ">= 0")
@@ -124,9 +133,11 @@ class CritiqueConfig:
 
     def validate(self, where: str) -> None:
         require_dataset_names(where, self.datasets)
-        require(self.n_votes >= 1, where, "n_votes", self.n_votes, ">= 1")
+        require_count(where, "n_votes", self.n_votes)
         require(0.0 <= self.temperature <= 2.0, where, "temperature", self.temperature, "in [0, 2]")
-        require(self.max_tokens >= 1, where, "max_tokens", self.max_tokens, ">= 1")
+        require_tokens(where, "max_tokens", self.max_tokens)
+        if self.template is not None:
+            require_critique_template(where, self.template)
         require(1 <= self.concurrency <= 256, where, "concurrency", self.concurrency, "1-256")
         require(self.max_cost_usd >= 0, where, "max_cost_usd", self.max_cost_usd, ">= 0")
 
@@ -143,7 +154,8 @@ class SimConfig:
         require(0.0 <= self.accuracy <= 1.0, where, "accuracy", self.accuracy, "a fraction in [0, 1]")
         require(0.0 <= self.critique_noise <= 1.0, where, "critique_noise", self.critique_noise, "in [0, 1]")
         require(self.signal >= 0.0, where, "signal", self.signal, ">= 0")
-        require(self.mean_tokens >= 8, where, "mean_tokens", self.mean_tokens, ">= 8")
+        require(8 <= self.mean_tokens <= MAX_TOKENS_BOUND, where, "mean_tokens", self.mean_tokens,
+                f"an integer in 8..{MAX_TOKENS_BOUND:,}")
 
 
 BaseUrl = str | tuple[str, ...]  # one server, or several serving the same model (vLLM replicas)
@@ -166,6 +178,8 @@ class ModelConfig:
 
     def validate(self, where: str) -> None:
         require_endpoint(where, self.name, self.base_url)
+        check_extra_body(where, self.extra_body)
+        require_env_name(where, self.api_key_env)
 
 
 def require_endpoint(where: str, name: str, base_url: BaseUrl) -> None:
@@ -200,7 +214,7 @@ class DecodingConfig:
     def validate(self, where: str) -> None:
         require(0.0 <= self.temperature <= 2.0, where, "temperature", self.temperature, "in [0, 2]")
         require(self.top_p is None or 0.0 < self.top_p <= 1.0, where, "top_p", self.top_p, "in (0, 1]")
-        require(self.max_tokens >= 1, where, "max_tokens", self.max_tokens, ">= 1")
+        require_tokens(where, "max_tokens", self.max_tokens)
         require(0 <= self.top_logprobs <= 20, where, "top_logprobs", self.top_logprobs, "0-20")
 
 
@@ -232,7 +246,7 @@ class PoolConfig:
     pricing: PricingConfig
 
     def validate(self, where: str) -> None:
-        require(self.n_pool >= 1, where, "n_pool", self.n_pool, ">= 1")
+        require_count(where, "n_pool", self.n_pool)
         require(1 <= self.concurrency <= 256, where, "concurrency", self.concurrency, "1-256")
         require(self.request_timeout_s > 0, where, "request_timeout_s", self.request_timeout_s, "> 0")
         require(self.max_retries >= 0, where, "max_retries", self.max_retries, ">= 0")
@@ -246,9 +260,9 @@ class ConfidenceConfig:
     tail_tokens: int
 
     def validate(self, where: str) -> None:
-        require(self.group_size >= 1, where, "group_size", self.group_size, ">= 1")
+        require_tokens(where, "group_size", self.group_size)
         require(0 < self.bottom_fraction <= 1, where, "bottom_fraction", self.bottom_fraction, "in (0, 1]")
-        require(self.tail_tokens >= 1, where, "tail_tokens", self.tail_tokens, ">= 1")
+        require_tokens(where, "tail_tokens", self.tail_tokens)
 
 
 @dataclass(frozen=True)
@@ -270,12 +284,13 @@ class EvalConfig:
     ci_level: float = 0.95  # coverage of the intervals
 
     def validate(self, where: str) -> None:
-        require(self.bootstrap >= 100, where, "bootstrap", self.bootstrap, ">= 100 (fewer give coarse intervals)")
+        require(100 <= self.bootstrap <= MAX_COUNT_BOUND, where, "bootstrap", self.bootstrap,
+                f"in 100..{MAX_COUNT_BOUND:,} (fewer give coarse intervals)")
         require(0.5 <= self.ci_level < 1, where, "ci_level", self.ci_level, "in [0.5, 1)")
         require(len(self.k) > 0 and all(k >= 1 for k in self.k), where, "k", list(self.k),
                 "a non-empty list of integers >= 1")
         require(len(set(self.k)) == len(self.k), where, "k", list(self.k), "without repeats")
-        require(self.repeat >= 1, where, "repeat", self.repeat, ">= 1")
+        require_count(where, "repeat", self.repeat)
         require(all(0 < eta <= 1 for eta in self.etas), where, "etas", list(self.etas), "fractions in (0, 1]")
         for eta in self.etas:
             require(eta_percent(eta) is not None, where, "etas", eta, WHOLE_PERCENT)
@@ -304,7 +319,7 @@ class OnlineConfig:
     consensus: float | None  # stop sampling once the leading answer holds this share of the vote weight
 
     def validate(self, where: str) -> None:
-        require(self.warmup >= 1, where, "warmup", self.warmup, ">= 1")
+        require_count(where, "warmup", self.warmup)
         require(len(self.percentiles) > 0, where, "percentiles", self.percentiles, "at least one method")
         for name, value in self.percentiles.items():
             require(isinstance(name, str) and name.isidentifier(), f"{where}.percentiles", str(name), name,
@@ -354,6 +369,8 @@ class CriticEndpointConfig:
 
     def validate(self, where: str) -> None:
         require_endpoint(where, self.name, self.base_url)
+        check_extra_body(where, self.extra_body)
+        require_env_name(where, self.api_key_env)
 
 
 @dataclass(frozen=True)
@@ -370,9 +387,9 @@ class CriticConfig:
     pricing: PricingConfig | None  # null: pool.pricing (DeepSeek's list prices)
 
     def validate(self, where: str) -> None:
-        require(self.max_samples >= 1, where, "max_samples", self.max_samples, ">= 1")
+        require_count(where, "max_samples", self.max_samples)
         require(0.0 <= self.temperature <= 2.0, where, "temperature", self.temperature, "in [0, 2]")
-        require(self.max_tokens >= 1, where, "max_tokens", self.max_tokens, ">= 1")
+        require_tokens(where, "max_tokens", self.max_tokens)
         require(1 <= self.concurrency <= 256, where, "concurrency", self.concurrency, "1-256")
         require(self.max_cost_usd >= 0, where, "max_cost_usd", self.max_cost_usd, ">= 0")
 

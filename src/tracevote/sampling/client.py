@@ -36,6 +36,7 @@ import urllib3
 
 from tracevote.core.config import DecodingConfig, ModelConfig, base_urls
 from tracevote.core.errors import ConfigError, EndpointError, EndpointNotFoundError, FatalAPIError, ModelNotFoundError
+from tracevote.core.limits import check_extra_body
 from tracevote.core.retry import (
     Backoff,
     CauseCounter,
@@ -315,10 +316,7 @@ def _check_settings(model: ModelConfig, decoding: DecodingConfig, api_key: str |
                           f"(DeepSeek's and OpenAI's limit)")
     if decoding.max_tokens < 1:
         raise ConfigError(f"decoding.max_tokens: {decoding.max_tokens!r} must be >= 1")
-    clashes = sorted({"model", "messages", "temperature", "max_tokens", "logprobs", "top_logprobs", "top_p"}
-                     & set(model.extra_body))
-    if clashes:
-        raise ConfigError(f"model.extra_body: {clashes[0]!r} is set by the client; set it under decoding instead")
+    check_extra_body("model", model.extra_body)  # check_params applies the same rule
     if model.needs_key and not api_key:
         raise ConfigError(f"model.needs_key is true but ${model.api_key_env} is not set (environment or .env); "
                           f"set it, or set model.needs_key false for a local server")
