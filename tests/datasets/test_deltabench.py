@@ -94,3 +94,76 @@ def test_the_cli_converts_a_hub_style_csv_to_json_lines(tmp_path: Path) -> None:
                              str(bad)], capture_output=True, text=True, env=project_env(), timeout=120)
     assert failed.returncode != 0 and failed.stdout == ""
     assert "row 1: field 'reason_error_section_numbers': section 9 does not exist" in failed.stderr
+
+
+# issue 22 item 4: a malformed error list is a DataError naming the row and field, never a traceback
+MALFORMED_ERROR_LISTS = [
+    ("{[1]}", "not a Python list literal: '{[1]}'"),  # a set of a list: TypeError inside literal_eval
+    ("{[1]: 2}", "not a Python list literal: '{[1]: 2}'"),  # a dict keyed by a list: TypeError too
+    ("[1, [2]]", "expected section numbers, got [1, [2]]"),
+    ("[[1]]", "expected section numbers, got [[1]]"),
+    ("{1: 2}", "expected a list, got {1: 2}"),
+    ("{1, 2}", "expected a list, got {1, 2}"),
+    ("'1'", "expected a list, got '1'"),
+    ("[1.5]", "expected section numbers, got [1.5]"),
+    ("[True]", "expected section numbers, got [True]"),
+    ("[" * 200_000, "not a Python list literal"),  # nesting beyond the parser's limit
+    ("f(1)", "not a Python list literal: 'f(1)'"),
+    ({"a": 1}, "expected a list, got {'a': 1}"),  # a JSON object, not text
+    (7, "expected a list, got 7"),
+]
+
+
+@pytest.mark.parametrize(("errors", "says"), MALFORMED_ERROR_LISTS)
+def test_a_malformed_error_list_is_a_data_error_naming_row_and_field(errors: object, says: str) -> None:
+    with pytest.raises(DataError) as caught:
+        convert_rows([record(), record(reason_error_section_numbers=errors)], "deltabench.csv")
+    lines = str(caught.value).splitlines()
+    assert lines[0] == "deltabench.csv: 1 DeltaBench rows cannot be converted:"
+    assert lines[1].startswith(f"  row 2: field 'reason_error_section_numbers': {says}")
+
+
+def test_a_parquet_list_column_reads_as_a_list() -> None:
+    import numpy as np
+
+    assert convert_row(record(reason_error_section_numbers=np.array([3, 2])), 1)["label"] == 1
+
+
+def convert_cli(path: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "tracevote", "critique", "convert", "--from", "deltabench",
+                           str(path)], capture_output=True, text=True, env=project_env(), timeout=120)
+
+
+HEADER = "id,question,sections_content,reason_error_section_numbers,task_l1\n"
+
+
+@pytest.mark.parametrize(("name", "content", "says"), [
+    ("empty.csv", "", "no DeltaBench rows"),
+    ("blank.csv", "\n\n", "no DeltaBench rows"),
+    ("header_only.csv", HEADER, "no DeltaBench rows (expected records with question, sections_content"),
+    ("empty.jsonl", "", "no DeltaBench rows"),
+    ("empty_list.json", "[]", "no DeltaBench rows"),
+    ("set_of_list.csv", HEADER + 'q1,How many?,section1: a,"{[1]}",math\n',
+     "row 1: field 'reason_error_section_numbers': not a Python list literal: '{[1]}'"),
+    ("dict_of_list.csv", HEADER + 'q1,How many?,section1: a,"{[1]: 2}",math\n',
+     "row 1: field 'reason_error_section_numbers': not a Python list literal: '{[1]: 2}'"),
+])
+def test_the_cli_refuses_empty_and_malformed_files_in_one_line(tmp_path: Path, name: str, content: str,
+                                                               says: str) -> None:
+    path = tmp_path / name
+    path.write_text(content, encoding="utf-8")
+    failed = convert_cli(path)
+    assert failed.returncode != 0 and failed.stdout == ""
+    assert says in failed.stderr and "Traceback" not in failed.stderr
+
+
+def test_the_normalize_stage_refuses_a_malformed_error_list(tmp_path: Path) -> None:
+    from tracevote.cli.demo import local_steps_dataset
+    from tracevote.core.config import DatasetConfig
+    from tracevote.core.typedconfig import build
+    from tracevote.datasets.normalize import normalize_dataset
+
+    cfg = build(DatasetConfig, local_steps_dataset(tmp_path / "d.csv", steps_format="deltabench"), "datasets.d",
+                name="d")
+    with pytest.raises(DataError, match=r"row 1: field 'reason_error_section_numbers': not a Python list literal"):
+        normalize_dataset([record(reason_error_section_numbers="{[1]: 2}")], cfg, "d.csv")

@@ -29,7 +29,11 @@ _USED = {"question", *SECTIONS_KEYS, ERRORS_KEY, "task_l1", "id", "sections", "l
 
 
 def convert_rows(rows: list[dict[str, Any]], origin: str) -> list[dict[str, Any]]:
-    """Every row converted, or one DataError naming each bad row (numbered from 1), field and value."""
+    """Every row converted, or one DataError naming each bad row (numbered from 1), field and value; no row at
+    all is an error too (an empty file, or a CSV with only its header, cannot be what was meant)."""
+    if not rows:
+        raise DataError(f"{origin}: no DeltaBench rows (expected records with question, sections_content and "
+                        f"{ERRORS_KEY}; a CSV needs a header row and at least one record)")
     records, problems = [], []
     for number, row in enumerate(rows, start=1):
         try:
@@ -103,13 +107,20 @@ def _text(row: dict[str, Any], key: str) -> str:
 
 
 def _literal_list(row: dict[str, Any], key: str) -> list[Any]:
-    """A list field, as a list or as the text of a Python literal (the hub's CSV)."""
+    """A list field, as a list, an array (Parquet's list columns) or the text of a Python literal (the hub's CSV).
+
+    >>> _literal_list({"e": "[3, 5]"}, "e"), _literal_list({"e": ""}, "e")
+    ([3, 5], [])
+    """
     value = row.get(key)
     if isinstance(value, str):
         try:
             value = ast.literal_eval(value.strip() or "[]")
-        except (ValueError, SyntaxError, MemoryError, RecursionError):
+        # subtle: "{[1]}" and "{[1]: 2}" parse, then building the set or dict raises TypeError (unhashable list)
+        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
             raise ValueError(f"field {key!r}: not a Python list literal: {value!r:.80}") from None
+    elif hasattr(value, "tolist") and callable(value.tolist):
+        value = value.tolist()
     if not isinstance(value, list | tuple):
         raise ValueError(f"field {key!r}: expected a list, got {value!r:.80}")
     return list(value)

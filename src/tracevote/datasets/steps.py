@@ -59,6 +59,8 @@ def _task(row: dict[str, Any], cfg: DatasetConfig) -> str:
 
 
 def _steps(value: Any, errors: list[str]) -> tuple[str, ...] | None:
+    if hasattr(value, "tolist") and callable(value.tolist):  # a Parquet list column arrives as an array
+        value = value.tolist()
     if not isinstance(value, list) or not value:
         errors.append(f"field 'steps': expected a non-empty list of text, got {value!r:.80}")
         return None
@@ -79,14 +81,21 @@ def _label(value: Any, key: str, steps: tuple[str, ...] | None, errors: list[str
     return value
 
 
-
 def load_step_records(path: str | Path) -> list[StepRecord]:
     """Read a normalized step-labelled file (the normalize stage's output for a dataset of kind steps)."""
     return read_normalized(path, _step_record, file="step-labelled file", record="step")
 
 
 def _step_record(raw: dict[str, Any]) -> StepRecord:
-    record = StepRecord(raw["id"], raw["problem"], tuple(raw["steps"]), raw["label"], raw["task"], raw.get("meta", {}))
-    if not isinstance(record.label, int) or not -1 <= record.label < len(record.steps):
-        raise DataError(f"label {record.label!r} does not index its {len(record.steps)} steps (or -1)")
+    for key in ("id", "problem", "task"):
+        if not isinstance(raw[key], str):
+            raise DataError(f"field {key!r}: expected text, got {raw[key]!r:.80}")
+    steps, meta = raw["steps"], raw.get("meta", {})
+    if not isinstance(steps, list) or not steps or not all(isinstance(step, str) for step in steps):
+        raise DataError(f"field 'steps': expected a non-empty list of text, got {steps!r:.80}")
+    if not isinstance(meta, dict):
+        raise DataError(f"field 'meta': expected an object, got {meta!r:.80}")
+    record = StepRecord(raw["id"], raw["problem"], tuple(steps), raw["label"], raw["task"], meta)
+    if isinstance(record.label, bool) or not isinstance(record.label, int) or not -1 <= record.label < len(steps):
+        raise DataError(f"field 'label': {record.label!r} does not index its {len(steps)} steps (or -1)")
     return record
