@@ -26,9 +26,16 @@ PROBLEMS = [Problem("p-1", "What is 3+4?", 7), Problem("p-2", "What is 2+2?", 4)
 def trace(answer: int, confs: list[float], num_tokens: int | None = None) -> dict[str, Any]:
     """One entry of `all_traces`, as deepconf-offline.py's process_output_offline builds it."""
     text = f"... so the answer is \\boxed{{{answer}}}"
-    return {"stop_reason": "stop", "text": text, "token_ids": np.arange(len(confs), dtype=np.int64),
-            "num_tokens": len(confs) if num_tokens is None else num_tokens, "confs": confs,
+    n_tokens = len(confs) if num_tokens is None else num_tokens
+    return {"stop_reason": "stop", "text": text, "token_ids": np.arange(n_tokens, dtype=np.int64),
+            "num_tokens": n_tokens, "confs": confs,
             "extracted_answer": str(answer), "is_correct": np.bool_(answer == 7)}
+
+
+def trace_with(**changes: Any) -> dict[str, Any]:
+    """A good two-confidence trace with `changes` applied (None removes a field)."""
+    fields = {**trace(7, [1.0, 2.0]), **changes}
+    return {key: value for key, value in fields.items() if value is not None}
 
 
 def write_run(folder: Path, qid: int, rid: int, traces: list[dict[str, Any]], gold: str) -> Path:
@@ -36,7 +43,7 @@ def write_run(folder: Path, qid: int, rid: int, traces: list[dict[str, Any]], go
     folder.mkdir(parents=True, exist_ok=True)
     result = {"question_id": qid, "run_id": str(rid), "question": "q", "ground_truth": gold, "all_traces": traces,
               "voted_answer": traces[0]["extracted_answer"], "is_voted_correct": True, "accuracy": 0.5,
-              "token_stats": {"total_tokens": sum(t["num_tokens"] for t in traces)},
+              "token_stats": {"total_tokens": sum(t["num_tokens"] for t in traces if type(t.get("num_tokens")) is int)},
               "config": {"model_path": MODEL, "window_size": 2048},
               "timestamp": "2025-08-20T10:00:00"}
     path = folder / f"deepconf_simple_qid{qid}_rid{rid}_20250820_10000{rid}.pkl"
@@ -140,6 +147,29 @@ def test_the_restricted_unpickler_admits_numpy_and_containers(tmp_path: Path) ->
      "all_traces[0]: field 'confs': expected a flat list of finite numbers"),
     (lambda out: (out.mkdir(), (out / "deepconf_qid0_rid0_20250820_100000.pkl").write_bytes(b"x")),
      "1 are online runs, whose traces keep no per-token confidences"),
+    # issue 22 item 3: a count is bounded by the data the pickle carries, before anything is allocated for it
+    (lambda out: write_run(out, 0, 0, [trace_with(num_tokens=10**11)], gold="7"),
+     "all_traces[0]: field 'num_tokens': 100000000000 must be an integer in 2..2 (len(confs) 2, len(token_ids) 2)"),
+    (lambda out: write_run(out, 0, 0, [trace_with(num_tokens=np.int64(10**11), token_ids=None)], gold="7"),
+     "field 'num_tokens': 100000000000 must be an integer in 2..2 (len(confs) 2, no token_ids)"),
+    (lambda out: write_run(out, 0, 0, [trace_with(num_tokens=3)], gold="7"),
+     "field 'num_tokens': 3 must be an integer in 2..2"),
+    (lambda out: write_run(out, 0, 0, [trace_with(num_tokens=1)], gold="7"),
+     "field 'num_tokens': 1 must be an integer in 2..2"),
+    (lambda out: write_run(out, 0, 0, [trace_with(num_tokens="2")], gold="7"),
+     "field 'num_tokens': '2' must be an integer in 2..2"),
+    (lambda out: write_run(out, 0, 0, [trace_with(num_tokens=True)], gold="7"), "field 'num_tokens': True must be"),
+    (lambda out: write_run(out, 0, 0, [trace_with(token_ids=10**11)], gold="7"),
+     "all_traces[0]: field 'token_ids': expected a flat list of token ids, got int"),
+    (lambda out: write_run(out, 0, 0, [trace_with(token_ids=np.zeros((2, 2)))], gold="7"),
+     "field 'token_ids': expected a flat list of token ids, got ndarray"),
+    (lambda out: write_run(out, 0, 0, [trace_with(confs=[[1.0], [2.0]])], gold="7"),
+     "all_traces[0]: field 'confs': expected a flat list of finite numbers"),
+    (lambda out: write_run(out, 0, 0, [trace_with(confs={"a": 1})], gold="7"), "field 'confs': expected a"),
+    (lambda out: write_run(out, 0, 0, [trace_with(text=None)], gold="7"),
+     "all_traces[0]: field 'text': expected a string, got NoneType"),
+    (lambda out: write_run(out, 0, 0, [trace(7, [1.0])], gold="7").write_bytes(pickle.dumps(
+        {"question_id": 0, "ground_truth": "7", "all_traces": []})), "field 'all_traces' is empty"),
 ])
 def test_bad_pickles_are_refused_by_name(project: Path, capsys: pytest.CaptureFixture[str], setup: Any,
                                          message: str) -> None:

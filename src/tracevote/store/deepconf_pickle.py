@@ -14,6 +14,9 @@ Mapping (documented in the README, "Importing the official DeepConf pickles"):
 - A sample keeps the text, finish reason and C_i. The answer is re-extracted from the text by our
   rules, not taken from `extracted_answer`. It has no token strings and no logprobs: its tokens are
   `num_tokens` empty strings, and any token beyond len(confs) has no confidence (NaN).
+- `num_tokens` is trusted only as far as the pickle carries data for it: it must lie in
+  len(confs)..len(token_ids) (len(confs) when the trace has no `token_ids`), so a corrupt count such as
+  10**11 is an error before anything is allocated for it.
 
 Unpickling runs code named in the file. `SafeUnpickler` admits only plain containers, numbers,
 strings and numpy arrays, and refuses any other global with a DataError naming the file.
@@ -134,9 +137,11 @@ def read_run(run: RunFile, problems: list[Problem], first_sample_id: int, model:
         raise DataError(f"{where}: expected a dict with a list 'all_traces' (an offline run's result)")
     config = data.get("config") if isinstance(data.get("config"), dict) else {}
     if model is not None and config.get("model_path", model) != model:
-        raise DataError(f"{where}: config.model_path is {config['model_path']!r}, but the pool is for {model!r} "
+        raise DataError(f"{where}: config.model_path is {config['model_path']!r:.100}, but the pool is for {model!r} "
                         "(set model.name to the run's model, or name a pool with --pool-dir)")
     problem = _problem_of(run, data, problems)
+    if not data["all_traces"]:
+        raise DataError(f"{where}: field 'all_traces' is empty (expected the run's traces)")
     return [_sample(trace, f"{where}: all_traces[{i}]", problem.id, first_sample_id + i)
             for i, trace in enumerate(data["all_traces"])]
 
@@ -169,9 +174,7 @@ def _sample(trace: Any, where: str, problem_id: str, sample_id: int) -> Sample:
     if not isinstance(text, str):
         raise DataError(f"{where}: field 'text': expected a string, got {type(text).__name__}")
     confs = _confidences(trace.get("confs"), where)
-    n_tokens = trace.get("num_tokens", len(confs))
-    if isinstance(n_tokens, bool) or not isinstance(n_tokens, int | np.integer) or n_tokens < len(confs):
-        raise DataError(f"{where}: field 'num_tokens': {n_tokens!r} must be an integer >= len(confs) ({len(confs)})")
+    n_tokens = _token_count(trace, len(confs), where)
     confidence = np.full(int(n_tokens), np.nan, dtype=np.float32)
     confidence[:len(confs)] = confs
     finish = trace.get("stop_reason")
@@ -180,6 +183,23 @@ def _sample(trace: Any, where: str, problem_id: str, sample_id: int) -> Sample:
                   top_tokens=None, token_confidence=confidence, answer=extract_answer(text),
                   finish_reason=str(finish) if finish else "unknown", prompt_tokens=0,
                   completion_tokens=int(n_tokens), latency_s=0.0)
+
+
+def _token_count(trace: dict[str, Any], n_confs: int, where: str) -> int:
+    """`num_tokens`, bounded by the data the trace carries (checked before anything is allocated for it):
+    at least one token per confidence, at most one per token id (or per confidence, without token ids)."""
+    token_ids = trace.get("token_ids")
+    if token_ids is not None and (not isinstance(token_ids, list | tuple | np.ndarray) or np.ndim(token_ids) != 1):
+        raise DataError(f"{where}: field 'token_ids': expected a flat list of token ids, got "
+                        f"{type(token_ids).__name__}")
+    most = n_confs if token_ids is None else max(len(token_ids), n_confs)
+    n_tokens = trace.get("num_tokens", n_confs)
+    if isinstance(n_tokens, bool) or not isinstance(n_tokens, int | np.integer) or not n_confs <= n_tokens <= most:
+        carried = f"len(token_ids) {len(token_ids)}" if token_ids is not None else "no token_ids"
+        shown = int(n_tokens) if isinstance(n_tokens, np.integer) else n_tokens
+        raise DataError(f"{where}: field 'num_tokens': {shown!r:.40} must be an integer in {n_confs}..{most} "
+                        f"(len(confs) {n_confs}, {carried}): the pickle carries no data for more tokens")
+    return int(n_tokens)
 
 
 def _confidences(confs: Any, where: str) -> np.ndarray:
