@@ -115,3 +115,83 @@ def test_cli_admits_any_id_with_the_flag(project: Path, capsys: pytest.CaptureFi
     argv = ["pool", "import", "samples.jsonl", "--problems", "problems.jsonl", "--allow-any-sample-id"]
     assert main(argv) == 0
     assert "pool import: 2 samples read, 2 stored, 0 already in pools/aime_2025/" in capsys.readouterr().out
+
+
+# issue 22 items 3 and 5: every count and length in a line is checked against the data the line carries, and every
+# malformed structure is a bad line naming its field and value (the good line has 3 tokens and 2 top entries each)
+BAD_FIELDS = [
+    ({"token_logprobs": [-0.1, -0.2]}, "field 'token_logprobs': 2 values for 3 tokens"),
+    ({"token_logprobs": [[-0.1], [-0.2], [-0.3]]}, "field 'token_logprobs': expected numbers or null, got [-0.1]"),
+    ({"token_logprobs": [-0.1, "-0.2", -0.3]}, "field 'token_logprobs': expected numbers or null, got '-0.2'"),
+    ({"token_logprobs": [-0.1, True, -0.3]}, "field 'token_logprobs': expected numbers or null, got True"),
+    ({"token_logprobs": None}, "field 'token_logprobs': expected list, got None"),
+    ({"top_logprobs": [[-0.1]] * 4}, "field 'top_logprobs': expected 3 lists (one per token)"),
+    ({"top_logprobs": [[-0.1], [-0.2], 5]}, "field 'top_logprobs': expected 3 lists (one per token)"),
+    ({"top_logprobs": [[-0.1], [-0.2], [None] * 10_000]},
+     "field 'top_logprobs': token 2 has 10000 entries, more than 100"),
+    ({"top_logprobs": [[-0.1], [-0.2], [{"x": 1}]]}, "field 'top_logprobs': expected numbers or null, got {'x': 1}"),
+    ({"token_confidence": [1.0]}, "field 'token_confidence': 1 values for 3 tokens"),
+    ({"top_tokens": [["a"], ["b"]]}, "field 'top_tokens': expected 3 lists of strings (one per token)"),
+    ({"top_tokens": [["a"], ["b"], [7]]}, "field 'top_tokens': expected 3 lists of strings (one per token)"),
+    ({"tokens": "abc"}, "field 'tokens': expected list, got 'abc'"),
+    ({"tokens": ["a", 1, "c"]}, "field 'tokens': every token must be a string"),
+    ({"usage": {"completion_tokens": 10**11}},
+     "field 'usage.completion_tokens': expected an integer in 0..2**32-1, got 100000000000"),
+    ({"usage": {"prompt_tokens": -1}}, "field 'usage.prompt_tokens': expected an integer in 0..2**32-1, got -1"),
+    ({"usage": [1]}, "field 'usage': expected an object, got [1]"),
+    ({"sample_id": 2**40}, "field 'sample_id': 1099511627776 is not in 0..2**32-1"),
+    ({"sample_id": 1e23}, "field 'sample_id': expected int, got 1e+23"),
+    ({"latency_s": -1.5}, "field 'latency_s': expected a finite number >= 0, got -1.5"),
+    ({"finish_reason": {"a": 1}}, "field 'finish_reason': expected text or null, got {'a': 1}"),
+    ({"simulated": "false"}, "field 'simulated': expected true or false, got 'false'"),
+    ({"problem_id": "x" * 10_000}, "field 'problem_id': '" + "x" * 79 + " is not in the dataset (2 problems)"),
+    ({"problem_id": 7}, "field 'problem_id': expected str, got 7"),
+]
+
+
+@pytest.mark.parametrize(("changes", "says"), BAD_FIELDS)
+def test_a_malformed_or_oversized_field_is_a_bad_line(tmp_path: Path, changes: dict, says: str) -> None:
+    path = tmp_path / "samples.jsonl"
+    record = json.loads(good_line(1))
+    record.update(changes)
+    path.write_bytes(good_line(0) + json.dumps(record).encode() + b"\n")
+    with pytest.raises(DataError) as error:
+        validate_file(path, PROBLEM_IDS, n_pool=None)
+    lines = str(error.value).splitlines()
+    assert lines == [f"{path}: 1 bad line, nothing imported:", f"  line 2: {says}"]
+
+
+def test_a_line_longer_than_the_bound_is_refused_before_it_is_read_whole(tmp_path: Path) -> None:
+    from tracevote.store.interchange import numbered_lines
+
+    path = tmp_path / "samples.jsonl"
+    path.write_bytes(good_line(0) + b"[" + b" " * 5000 + b"]\n")
+    with pytest.raises(DataError, match=re.escape(f"{path}: line 2: longer than 4,096 bytes, the most one sample's "
+                                                  "line may hold")):
+        list(numbered_lines(path, max_line_bytes=4096))
+    assert [number for number, _ in numbered_lines(path, max_line_bytes=8192)] == [1, 2]
+
+
+@pytest.mark.parametrize("content", [b"", b"\n", b"  \n\n\t\n"], ids=["empty", "newline", "blank"])
+def test_an_empty_file_is_refused_and_nothing_is_created(project: Path, capsys: pytest.CaptureFixture[str],
+                                                          content: bytes) -> None:
+    (project / "samples.jsonl").write_bytes(content)
+    with pytest.raises(SystemExit) as exit_:
+        main(["pool", "import", "samples.jsonl", "--problems", "problems.jsonl"])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert err == ("error: samples.jsonl: no samples, nothing imported (expected one JSON object per line: "
+                   '{"problem_id", "sample_id", "text", "tokens", "token_logprobs", "top_logprobs" or '
+                   '"token_confidence", ...})\n')
+    assert not (project / "pools").exists()
+
+
+def test_an_empty_file_leaves_an_existing_pool_unchanged(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (project / "samples.jsonl").write_bytes(good_line(0) + good_line(1))
+    assert main(["pool", "import", "samples.jsonl", "--problems", "problems.jsonl"]) == 0
+    before = {path: path.read_bytes() for path in (project / "pools").rglob("*") if path.is_file()}
+    (project / "empty.jsonl").write_bytes(b"")
+    with pytest.raises(SystemExit):
+        main(["pool", "import", "empty.jsonl", "--problems", "problems.jsonl"])
+    after = {path: path.read_bytes() for path in (project / "pools").rglob("*") if path.is_file()}
+    assert after == before and len(before) >= 2

@@ -10,6 +10,10 @@ One object per sample:
 
 Logprobs may be null, non-finite or <= -9999 (a sentinel): all mean "absent". Export writes absent
 values as null.
+
+Sizes are bounded before anything is allocated for them: a line holds at most MAX_LINE_BYTES, a token's
+top_logprobs row at most MAX_TOP_LOGPROBS entries (ragged rows are padded to the widest), and every
+per-token array has exactly one entry per token. An empty file is an error: it cannot be what was meant.
 """
 
 from __future__ import annotations
@@ -35,6 +39,13 @@ from tracevote.store.pool import Pool
 from tracevote.store.records import Sample
 
 MAX_LISTED_BAD_LINES = 50  # a file of bad lines is usually one systematic mistake; the first 50 show it
+# A 1M-token trace (decoding.max_tokens' bound) with top-20 logprobs and tokens writes ~400 bytes per token.
+MAX_LINE_BYTES = 512 * 2**20
+MAX_TOP_LOGPROBS = 100  # entries per token: no API sends more (OpenAI and DeepSeek 20, vLLM's default 20)
+MAX_COUNT = 2**32 - 1  # sample ids and usage counts
+EXPECTED_LINE = ('one JSON object per line: {"problem_id", "sample_id", "text", "tokens", "token_logprobs", '
+                 '"top_logprobs" or "token_confidence", ...}')
+_NUMBER_TYPES = frozenset({int, float, type(None)})
 ANY_SAMPLE_ID_FLAG = "--allow-any-sample-id"  # named in the out-of-range message so the user sees the way out
 
 
@@ -61,11 +72,15 @@ def _nullable(values: np.ndarray) -> Any:
     return as_objects.tolist()
 
 
-def numbered_lines(path: Path) -> Iterator[tuple[int, bytes]]:
-    """(line number from 1, line) for every non-blank line; an unreadable file is a DataError."""
+def numbered_lines(path: Path, max_line_bytes: int = MAX_LINE_BYTES) -> Iterator[tuple[int, bytes]]:
+    """(line number from 1, line) for every non-blank line; an unreadable file, or a line longer than
+    max_line_bytes (read no further than that), is a DataError."""
     try:
         with open(path, "rb") as handle:
-            for number, line in enumerate(handle, start=1):
+            for number, line in enumerate(iter(lambda: handle.readline(max_line_bytes + 1), b""), start=1):
+                if len(line) > max_line_bytes:
+                    raise DataError(f"{path}: line {number}: longer than {max_line_bytes:,} bytes, the most one "
+                                    f"sample's line may hold (is this a JSON-lines file?)")
                 if line.strip():
                     yield number, line
     except OSError as exc:
@@ -89,13 +104,27 @@ def parse_line(line: bytes, where: str) -> tuple[Sample, bool]:
     sample = Sample(
         problem_id=_field(record, "problem_id", str, where), sample_id=_sample_id(record, where), text=text,
         tokens=tokens, token_logprobs=_per_token(record, "token_logprobs", where, n),
-        top_logprobs=_top_logprobs(record, where, n), top_tokens=record.get("top_tokens"),
+        top_logprobs=_top_logprobs(record, where, n), top_tokens=_top_tokens(record, where, n),
         token_confidence=_per_token(record, "token_confidence", where, n) if "token_confidence" in record else None,
-        answer=extract_answer(text), finish_reason=str(record.get("finish_reason") or "unknown"),
+        answer=extract_answer(text), finish_reason=_finish_reason(record, where),
         prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
         latency_s=_latency(record, where),
     )
-    return sample, bool(record.get("simulated", False))
+    return sample, _simulated(record, where)
+
+
+def _finish_reason(record: dict[str, Any], where: str) -> str:
+    value = record.get("finish_reason")
+    if value is not None and not isinstance(value, str):
+        raise DataError(f"{where}: field 'finish_reason': expected text or null, got {value!r:.60}")
+    return value or "unknown"
+
+
+def _simulated(record: dict[str, Any], where: str) -> bool:
+    value = record.get("simulated", False)
+    if not isinstance(value, bool):
+        raise DataError(f"{where}: field 'simulated': expected true or false, got {value!r:.60}")
+    return value
 
 
 def _field(record: dict[str, Any], name: str, kind: type, where: str) -> Any:
@@ -107,7 +136,7 @@ def _field(record: dict[str, Any], name: str, kind: type, where: str) -> Any:
 
 def _sample_id(record: dict[str, Any], where: str) -> int:
     value = _field(record, "sample_id", int, where)
-    if not 0 <= value < 2**32:
+    if not 0 <= value <= MAX_COUNT:
         raise DataError(f"{where}: field 'sample_id': {value} is not in 0..2**32-1")
     return value
 
@@ -120,16 +149,16 @@ def _usage(record: dict[str, Any], where: str, n: int) -> tuple[int, int]:
     counts = []
     for name, default in (("prompt_tokens", 0), ("completion_tokens", n)):
         value = usage.get(name, default)
-        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-            raise DataError(f"{where}: field 'usage.{name}': expected an integer >= 0, got {value!r:.60}")
+        if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= MAX_COUNT:
+            raise DataError(f"{where}: field 'usage.{name}': expected an integer in 0..2**32-1, got {value!r:.60}")
         counts.append(value)
     return counts[0], counts[1]
 
 
 def _latency(record: dict[str, Any], where: str) -> float:
     value = record.get("latency_s") or 0.0
-    if not isinstance(value, (int, float)) or isinstance(value, bool) or not value >= 0:
-        raise DataError(f"{where}: field 'latency_s': expected a number >= 0, got {value!r:.60}")
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 <= value < float("inf"):
+        raise DataError(f"{where}: field 'latency_s': expected a finite number >= 0, got {value!r:.60}")
     return float(value)
 
 
@@ -149,15 +178,30 @@ def _top_logprobs(record: dict[str, Any], where: str, n: int) -> np.ndarray | No
     if not isinstance(rows, list) or len(rows) != n or not all(isinstance(row, list) for row in rows):
         raise DataError(f"{where}: field 'top_logprobs': expected {n} lists (one per token)")
     width = max((len(row) for row in rows), default=0)
+    if width > MAX_TOP_LOGPROBS:  # checked before padding every row to the widest
+        widest = next(i for i, row in enumerate(rows) if len(row) == width)
+        raise DataError(f"{where}: field 'top_logprobs': token {widest} has {width} entries, more than "
+                        f"{MAX_TOP_LOGPROBS}")
     padded = [value for row in rows for value in [*row, *([None] * (width - len(row)))]]
     return clean_logprobs(_numbers(padded, "top_logprobs", where).reshape(n, width))
 
 
+def _top_tokens(record: dict[str, Any], where: str, n: int) -> list[list[str]] | None:
+    rows = record.get("top_tokens")
+    if rows is None:
+        return None
+    if (not isinstance(rows, list) or len(rows) != n
+            or not all(isinstance(row, list) and all(isinstance(t, str) for t in row) for row in rows)):
+        raise DataError(f"{where}: field 'top_tokens': expected {n} lists of strings (one per token)")
+    return rows
+
+
 def _numbers(values: list[Any], name: str, where: str) -> np.ndarray:
-    try:
-        return np.array([np.nan if v is None else v for v in values], dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise DataError(f"{where}: field {name!r}: expected numbers or null ({exc})") from exc
+    """Numbers and nulls (NaN); anything else, a string "1.5", true or a nested list included, is an error."""
+    if not {type(v) for v in values} <= _NUMBER_TYPES:
+        bad = next(v for v in values if type(v) not in _NUMBER_TYPES)
+        raise DataError(f"{where}: field {name!r}: expected numbers or null, got {bad!r:.60}")
+    return np.array([np.nan if v is None else v for v in values], dtype=np.float64)
 
 
 @dataclass(frozen=True)
@@ -223,12 +267,14 @@ def validate_file(path: Path, problem_ids: set[str], *, n_pool: int | None) -> C
             bad.add(f"{where}: field 'simulated': {is_sim!r}, but line {kinds[not is_sim]} says {not is_sim!r}; "
                     f"real and simulated samples never share a pool")
     bad.raise_if_any(path)
+    if not count:
+        raise DataError(f"{path}: no samples, nothing imported (expected {EXPECTED_LINE})")
     return CheckedFile(samples=count, simulated=kinds.get(True) is not None)
 
 
 def _check_belongs(sample: Sample, where: str, problem_ids: set[str], n_pool: int | None) -> None:
     if sample.problem_id not in problem_ids:
-        raise DataError(f"{where}: field 'problem_id': {sample.problem_id!r} is not in the dataset "
+        raise DataError(f"{where}: field 'problem_id': {sample.problem_id!r:.80} is not in the dataset "
                         f"({len(problem_ids)} problems)")
     if n_pool is not None and sample.sample_id >= n_pool:
         raise DataError(f"{where}: field 'sample_id': {sample.sample_id} is outside 0..{n_pool - 1} "
@@ -237,7 +283,7 @@ def _check_belongs(sample: Sample, where: str, problem_ids: set[str], n_pool: in
 
 def _check_unique(sample: Sample, where: str, line: int, first_line: int) -> None:
     if line != first_line:
-        raise DataError(f"{where}: duplicate sample {sample.problem_id}/{sample.sample_id} "
+        raise DataError(f"{where}: duplicate sample {sample.problem_id:.80}/{sample.sample_id} "
                         f"(first on line {first_line})")
 
 
