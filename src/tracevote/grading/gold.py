@@ -108,7 +108,7 @@ def gold_items(rows: Sequence[dict[str, Any]], keys: GoldKeys, *, prefix: str, o
         first_row[item.id] = index
         items.append(item)
     if not rows:
-        errors.append("no rows")
+        errors.append("no rows (expected one gold item per row: a problem and its answer)")
     if errors:
         raise DataError(f"{origin}: {len(errors)} problem(s) in the gold file:\n  {listed(errors)}")
     return items
@@ -122,7 +122,10 @@ def gold_item(row: dict[str, Any], index: int, keys: GoldKeys, prefix: str) -> G
     answer_field = row.get(keys.answer)
     answer = answer_text(answer_field, keys.answer)
     reference = _reference(row, keys)
-    if keys.split_mark and isinstance(answer_field, str) and GSM8K_MARK in answer_field:
+    if keys.split_mark:
+        if not isinstance(answer_field, str) or GSM8K_MARK not in answer_field:
+            raise DataError(f"field {keys.answer!r}: expected a worked solution ending '{GSM8K_MARK} N' (GSM8K's "
+                            f"layout), got {_shown(answer_field)}")
         worked, answer = answer_field.rsplit(GSM8K_MARK, 1)
         answer, reference = answer.strip(), worked.strip() or None
         if not answer:

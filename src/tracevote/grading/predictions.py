@@ -47,6 +47,9 @@ def read_predictions(path: Path) -> list[Prediction]:
         predictions.append(prediction)
     if errors:
         raise DataError(f"{path}: {len(errors)} bad line(s), nothing graded:\n  {listed(errors)}")
+    if not predictions:
+        raise DataError(f"{path}: no predictions, nothing graded (expected one JSON object per line: "
+                        f'{{"id", "dataset", "thinking", "content"}})')
     return predictions
 
 
