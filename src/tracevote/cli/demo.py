@@ -23,7 +23,7 @@ BUILTIN_DELTABENCH = BUILTIN_DATA / "demo_deltabench.csv"  # DeltaBench's CSV la
 BUILTIN_GSM8K = BUILTIN_DATA / "demo_gsm8k.jsonl"  # GSM8K's layout (worked solution, #### N), hand-written
 BUILTIN_PREDICTIONS = BUILTIN_DATA / "demo_predictions.jsonl"  # hand-written predictions for it, to grade
 DEMO_PREDICTIONS = Path("predictions") / "demo_gsm8k.jsonl"  # where the scratch project keeps them
-PIPELINE_FILES = ("dvc.yaml", ".dvcignore")
+PIPELINE_FILES = ("dvc.yaml", ".dvcignore", ".gitignore")  # .gitignore: ledger folders are never committed
 DEMO_POOL = 64
 
 
