@@ -168,6 +168,9 @@ def test_the_restricted_unpickler_admits_numpy_and_containers(tmp_path: Path) ->
     (lambda out: write_run(out, 0, 0, [trace_with(confs={"a": 1})], gold="7"), "field 'confs': expected a"),
     (lambda out: write_run(out, 0, 0, [trace_with(text=None)], gold="7"),
      "all_traces[0]: field 'text': expected a string, got NoneType"),
+    # one trace repeated by reference: a ~0.3 MB file naming 10**8 tokens
+    (lambda out: write_run(out, 0, 0, [trace(7, [1.0] * 1000)] * 100_000, gold="7"),
+     "the traces so far claim more tokens and text than the file's bytes can hold (one trace repeated by reference?)"),
     (lambda out: write_run(out, 0, 0, [trace(7, [1.0])], gold="7").write_bytes(pickle.dumps(
         {"question_id": 0, "ground_truth": "7", "all_traces": []})), "field 'all_traces' is empty"),
 ])

@@ -16,7 +16,9 @@ Mapping (documented in the README, "Importing the official DeepConf pickles"):
   `num_tokens` empty strings, and any token beyond len(confs) has no confidence (NaN).
 - `num_tokens` is trusted only as far as the pickle carries data for it: it must lie in
   len(confs)..len(token_ids) (len(confs) when the trace has no `token_ids`), so a corrupt count such as
-  10**11 is an error before anything is allocated for it.
+  10**11 is an error before anything is allocated for it. And a file's traces together may claim no more
+  tokens and text characters than the file has bytes: pickle can repeat one object by reference, so a
+  small file could otherwise name the same long trace a million times.
 
 Unpickling runs code named in the file. `SafeUnpickler` admits only plain containers, numbers,
 strings and numpy arrays, and refuses any other global with a DataError naming the file.
@@ -142,8 +144,12 @@ def read_run(run: RunFile, problems: list[Problem], first_sample_id: int, model:
     problem = _problem_of(run, data, problems)
     if not data["all_traces"]:
         raise DataError(f"{where}: field 'all_traces' is empty (expected the run's traces)")
-    return [_sample(trace, f"{where}: all_traces[{i}]", problem.id, first_sample_id + i)
-            for i, trace in enumerate(data["all_traces"])]
+    room = run.path.stat().st_size  # every token and text character takes at least one byte of the file
+    samples = []
+    for i, trace in enumerate(data["all_traces"]):
+        samples.append(_sample(trace, f"{where}: all_traces[{i}]", problem.id, first_sample_id + i, room))
+        room -= samples[-1].completion_tokens + len(samples[-1].text)
+    return samples
 
 
 def _problem_of(run: RunFile, data: dict[str, Any], problems: list[Problem]) -> Problem:
@@ -167,7 +173,8 @@ def _as_int(text: str) -> int | None:
         return None
 
 
-def _sample(trace: Any, where: str, problem_id: str, sample_id: int) -> Sample:
+def _sample(trace: Any, where: str, problem_id: str, sample_id: int, room: int) -> Sample:
+    """The trace as a sample, if its tokens and text fit in the `room` bytes of the file not yet claimed."""
     if not isinstance(trace, dict):
         raise DataError(f"{where}: expected a dict, got {type(trace).__name__}")
     text = trace.get("text")
@@ -175,6 +182,9 @@ def _sample(trace: Any, where: str, problem_id: str, sample_id: int) -> Sample:
         raise DataError(f"{where}: field 'text': expected a string, got {type(text).__name__}")
     confs = _confidences(trace.get("confs"), where)
     n_tokens = _token_count(trace, len(confs), where)
+    if n_tokens + len(text) > room:
+        raise DataError(f"{where}: the traces so far claim more tokens and text than the file's bytes can hold "
+                        f"(one trace repeated by reference?)")
     confidence = np.full(int(n_tokens), np.nan, dtype=np.float32)
     confidence[:len(confs)] = confs
     finish = trace.get("stop_reason")
