@@ -129,6 +129,8 @@ REFUSED = [
     ("critique.template", "{problem} {tagged_response} {}", "critique.template: unknown placeholder {}"),
     ("critique.template", "{problem} {tagged_response} \\boxed{}", "critique.template: unknown placeholder {}"),
     ("critique.template", "{problem} {tagged_response} {", "critique.template: does not fill with str.format"),
+    ("critique.template", "{problem.x} {tagged_response}", "critique.template: unknown placeholder {problem.x}"),
+    ("critique.template", "{problem} {tagged_response:d}", "critique.template: does not fill with str.format"),
     ("decoding.temperature", "hot", "decoding.temperature: expected a number, got 'hot'"),
     ("model.backend", "vllm", "model.backend: 'vllm' is not one of 'openai', 'sim'"),
     ("pool.keep_raw", "no", "pool.keep_raw: expected true or false, got 'no'"),

@@ -45,7 +45,7 @@ def require_env_name(where: str, name: str) -> None:
             "an environment variable name (letters, digits and _, not starting with a digit)")
 
 
-def template_fields(template: str) -> list[str | None]:
+def template_fields(template: str) -> list[str]:
     """The placeholders str.format would fill, in order ("" for a positional {}); a brace error raises ValueError.
 
     >>> template_fields("{problem} and {tagged_response}, {{literal}}")
@@ -61,7 +61,7 @@ def require_critique_template(where: str, template: str) -> None:
     except ValueError as exc:
         raise ConfigError(f"{where}.template: does not fill with str.format ({exc}); write a literal brace as "
                           f"{{{{ or }}}}") from None
-    unknown = [name for name in fields if name.split(".")[0].split("[")[0] not in CRITIQUE_FIELDS]
+    unknown = [name for name in fields if name not in CRITIQUE_FIELDS]  # {problem.x} and {problem[0]} too
     if unknown:
         raise ConfigError(f"{where}.template: unknown placeholder {{{unknown[0]}}} (known: "
                           f"{', '.join('{' + name + '}' for name in CRITIQUE_FIELDS)}; write a literal brace as "
@@ -70,3 +70,7 @@ def require_critique_template(where: str, template: str) -> None:
     if missing:
         raise ConfigError(f"{where}.template: lacks the placeholder {{{missing[0]}}} (a critique template holds "
                           f"{' and '.join('{' + name + '}' for name in CRITIQUE_FIELDS)})")
+    try:  # a format spec that text cannot take, {problem:d}
+        template.format(**dict.fromkeys(CRITIQUE_FIELDS, ""))
+    except ValueError as exc:
+        raise ConfigError(f"{where}.template: does not fill with str.format ({exc})") from None
