@@ -14,7 +14,7 @@ from tracevote.critique import build
 from tracevote.critique.prompts import steps_digest
 from tracevote.datasets.steps import load_step_records
 from tracevote.sampling import backend
-from tracevote.sampling.budget import check_budget, simulated_as
+from tracevote.sampling.budget import SpendCap, check_budget, simulated_as
 from tracevote.sampling.paid import read_paid_stage_args, run_ledger_calls
 from tracevote.sampling.runner import OneCall
 from tracevote.store.calls import CallLedger
@@ -48,7 +48,8 @@ def main() -> None:
     summary = run_ledger_calls(ledger, [OneCall(call) for call in plan.missing], params=params, stage=stage,
                                decoding=build.critique_decoding(cfg), api_key=api_key, concurrency=cfg.concurrency,
                                total=len(plan.missing), unit="critique",
-                               first_errors={steps_digest(record.steps): record.label for record in records})
+                               first_errors={steps_digest(record.steps): record.label for record in records},
+                               cap=SpendCap(cfg.max_cost_usd, "critique.max_cost_usd"))
     manifest = build.write_manifest(args.manifest, ledger, args.dataset, records, cfg.n_votes)
     print(summary.render())
     if manifest.finished < len(records):

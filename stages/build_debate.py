@@ -13,7 +13,7 @@ from tracevote.core.errors import TracevoteError
 from tracevote.debate import build
 from tracevote.debate.protocol import DebateConversation
 from tracevote.sampling import backend
-from tracevote.sampling.budget import check_budget, simulated_as
+from tracevote.sampling.budget import SpendCap, check_budget, simulated_as
 from tracevote.sampling.paid import read_paid_stage_args, run_ledger_calls
 from tracevote.store.calls import CallLedger
 
@@ -45,7 +45,7 @@ def main() -> None:
     summary = run_ledger_calls(ledger, [DebateConversation(debate) for debate in plan.unfinished], params=params,
                                stage=stage, decoding=build.debate_decoding(params.debate), api_key=api_key,
                                concurrency=params.debate.concurrency, total=plan.cost.requests, unit="call",
-                               problems=problems)
+                               problems=problems, cap=SpendCap(params.debate.max_cost_usd, "debate.max_cost_usd"))
     manifest = build.write_manifest(args.manifest, ledger, args.dataset, debates)
     print(summary.render())
     if manifest.finished < len(debates):

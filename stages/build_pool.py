@@ -6,14 +6,14 @@ Requests only missing samples; stores each one as it arrives; a complete pool ne
 import os
 from pathlib import Path
 
-from tracevote.core.config import Params
+from tracevote.core.config import Params, base_urls
 from tracevote.core.entry import stage_main
 from tracevote.core.errors import TracevoteError
 from tracevote.datasets.problems import Problem
 from tracevote.sampling import backend
-from tracevote.sampling.budget import check_budget, simulated_as
+from tracevote.sampling.budget import SpendCap, check_budget, simulated_as
 from tracevote.sampling.build import BuildPlan, plan_build, run_build
-from tracevote.sampling.paid import CallProgress, RetryLines, read_paid_stage_args
+from tracevote.sampling.paid import CallProgress, RetryLines, check_free_space, needed_free_bytes, read_paid_stage_args
 from tracevote.sampling.runner import RunSummary
 from tracevote.store.pool import Pool, Setting, find_pool, write_manifest
 
@@ -41,14 +41,22 @@ def main() -> None:
     print(f"build_pool: {plan.n_requests} samples missing in {pool.root}; estimate: {plan.cost.render()}")
     api_key = backend.api_key_for(params.model, os.environ, Path(".env"), missing=plan.n_requests)
     check_budget(plan.cost, params.pool.max_cost_usd)
+    check_free_space(pool.root, needed_free_bytes(params.pool.concurrency * len(base_urls(params.model.base_url)),
+                                                  params.decoding.max_tokens, params.decoding.top_logprobs))
     retries = RetryLines()
     with backend.open_sampler(params, problems, api_key, on_retry=retries.show) as sampler:
-        report = sampler.probe()
-        print(report.render())
-        backend.refuse_if_uninformative(report, params.pool.allow_uninformative_logprobs)
-        pool.check_kind(report.simulated)  # before any sample is paid for: a pool never mixes real and simulated
+        if plan.n_requests < params.pool.n_pool * len(problems):
+            # this pool holds samples, so it passed the probe when they were built; the first sample goes alone
+            # instead, and the pool judges the server's kind from it before another is paid for
+            print(f"build_pool: {pool.root} already holds samples; the probe it passed is not sent again")
+        else:
+            report = sampler.probe()
+            print(report.render())
+            backend.refuse_if_uninformative(report, params.pool.allow_uninformative_logprobs)
+            pool.check_kind(report.simulated)  # before any sample is paid for: a pool never mixes real and simulated
         retries.quiet = True  # from here the progress bar counts retries
-        summary = _run_with_progress(pool, problems, plan, sampler, params)
+        summary = _run_with_progress(pool, problems, plan, sampler, params,
+                                     first_alone=plan.n_requests < params.pool.n_pool * len(problems))
         print(sampler.retry_report())
     manifest = write_manifest(args.manifest, pool, args.dataset, params.pool.n_pool, ids)
     print(summary.render())
@@ -59,10 +67,12 @@ def main() -> None:
 
 
 def _run_with_progress(pool: Pool, problems: list[Problem], plan: BuildPlan, sampler: backend.Sampler,
-                       params: Params) -> RunSummary:
+                       params: Params, *, first_alone: bool) -> RunSummary:
     with CallProgress(plan.n_requests, desc="build_pool", unit="sample", retries=sampler.client.retries) as bar:
         return run_build(pool, problems, plan, sampler.sample, concurrency=sampler.client.capacity,
-                         pricing=params.pool.pricing, on_sample=bar.on_stored)
+                         pricing=params.pool.pricing, max_tokens=params.decoding.max_tokens,
+                         cap=SpendCap(params.pool.max_cost_usd, "pool.max_cost_usd"), first_alone=first_alone,
+                         on_sample=bar.on_stored)
 
 
 if __name__ == "__main__":

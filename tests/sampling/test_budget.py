@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from tracevote.core.config import PricingConfig
-from tracevote.sampling.budget import BudgetError, check_budget, estimate, spent_text
+from tracevote.sampling.budget import BudgetError, check_budget, estimate, money, spent_text
 
 PRICES = PricingConfig(checked="2026-07", input_cache_miss=0.14, input_cache_hit=0.0028, output=0.28,
                        expected_output_fraction=1.0)
@@ -46,6 +46,6 @@ def test_a_simulated_estimate_reads_as_what_a_real_run_would_cost() -> None:
     real = estimate([400] * 100, 1000, PRICES)
     simulated = estimate([400] * 100, 1000, PRICES, simulated_as="deepseek-v4-flash")
     assert simulated.usd == real.usd
-    assert "SIMULATED" not in real.render() and real.render().endswith(f"~${real.usd:.2f} (prices checked 2026-07)")
+    assert "SIMULATED" not in real.render() and real.render().endswith(f"~{money(real.usd)} (prices checked 2026-07)")
     assert simulated.render().endswith(f"cost if this were deepseek-v4-flash at list prices (checked 2026-07): "
-                                       f"~${real.usd:.2f} (SIMULATED: nothing will be spent)")
+                                       f"~{money(real.usd)} (SIMULATED: nothing will be spent)")

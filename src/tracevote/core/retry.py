@@ -132,11 +132,13 @@ def call_with_retries(
     max_elapsed_s: float,
     backoff: Backoff | None = None,
     on_retry: Callable[[RetryNotice], None] | None = None,
+    sleep: Callable[[float], None] = time.sleep,
 ) -> T:
     """Run `call`, retrying TransientError; re-raise the last one once attempts or time run out.
 
     Waits follow `backoff` (its max_elapsed_s is the caller's to turn into `max_elapsed_s`); a failure
-    marked `unreachable` gets only `backoff.unreachable_attempts` tries.
+    marked `unreachable` gets only `backoff.unreachable_attempts` tries. `sleep` waits between attempts (a
+    caller's may end early, e.g. when a circuit breaker trips).
     """
 
     backoff = backoff or Backoff()
@@ -156,6 +158,7 @@ def call_with_retries(
         stop=tenacity.stop_after_delay(max_elapsed_s) | (lambda state: state.attempt_number >= allowed(state)),
         wait=_WaitRetryAfterOrBackoff(backoff.initial_s, backoff.max_s, backoff.unreachable_max_s),
         before_sleep=before_sleep,
+        sleep=sleep,
         reraise=True,
     )
     return retrying(call)

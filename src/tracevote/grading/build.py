@@ -27,7 +27,7 @@ from tracevote.grading.critic import (
 )
 from tracevote.grading.runs import MANIFEST, CriticManifest, read_critic_manifest, write_critic_manifest
 from tracevote.sampling import backend
-from tracevote.sampling.budget import check_budget
+from tracevote.sampling.budget import SpendCap, check_budget
 from tracevote.sampling.paid import run_ledger_calls
 from tracevote.sampling.runner import OneCall
 from tracevote.store.calls import CallLedger
@@ -67,7 +67,8 @@ def build_critic(params: Params, run: str, pairing: Pairing, critic_dir: Path, *
     reached = reached_gold(pairing) if critic_model(params).backend == "sim" else None
     summary = run_ledger_calls(ledger, [OneCall(call) for call in missing], params=critic_params(params),
                                stage=stage, decoding=critic_decoding(params), api_key=api_key,
-                               concurrency=cfg.concurrency, total=len(missing), unit="critic call", reached=reached)
+                               concurrency=cfg.concurrency, total=len(missing), unit="critic call", reached=reached,
+                               cap=SpendCap(cfg.max_cost_usd, "grading.critic.max_cost_usd"))
     print(summary.render())
     stored = len(items) - len(missing_calls(CallLedger(ledger.root), items))
     manifest = _write_manifest(critic_dir, run, ledger, len(items), stored, cfg.max_samples)

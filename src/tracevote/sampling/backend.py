@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tracevote.core.config import DecodingConfig, ModelConfig, Params, PoolConfig
-from tracevote.core.errors import TracevoteError
+from tracevote.core.errors import ModelNotFoundError, TracevoteError
 from tracevote.core.retry import RetryNotice
 from tracevote.datasets.problems import Problem
 from tracevote.sampling.apikey import resolve_api_key
@@ -105,6 +105,10 @@ def api_key_for(model: ModelConfig, environ: Mapping[str, str], dotenv: Path, *,
 
 
 def refuse_if_uninformative(report: ProbeReport, allow: bool) -> None:
+    """ModelNotFoundError when the server lacks the model (DeepSeek: HTTP 400 "Model Not Exist"), whatever `allow`
+    says; otherwise an error when the logprobs carry no signal, unless `allow`."""
+    if not report.model_found:
+        raise ModelNotFoundError(report.problems[0], 0)
     if report.informative or allow:
         return
     reasons = "\n  ".join(report.problems)

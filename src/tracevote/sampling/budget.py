@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from tracevote.core.config import ModelConfig, PricingConfig
@@ -15,6 +16,53 @@ CHAT_TEMPLATE_TOKENS = 16
 
 class BudgetError(TracevoteError):
     """The estimated cost is over pool.max_cost_usd."""
+
+
+class SpendCapError(TracevoteError):
+    """A call's worst case would take the run over its cap: the run stopped sending."""
+
+
+def money(usd: float) -> str:
+    """Dollars at a precision that never hides a small amount: "$12.35", "$1.00", "$0.0075", "$0.00012", "$0"."""
+    if usd >= 1:
+        return f"${usd:,.2f}"
+    if usd <= 0:
+        return "$0"
+    decimals = max(4, 1 - math.floor(math.log10(usd)))  # 2 significant digits, at least 4 decimals
+    return f"${usd:.{decimals}f}"
+
+
+class SpendCap:
+    """The run-time guard behind a max_cost_usd: a call starts only when what was spent, plus the worst case of
+    every call in flight, plus its own worst case stays within the cap. Used from the runner's one thread."""
+
+    def __init__(self, cap_usd: float, key: str) -> None:
+        self.cap_usd = cap_usd
+        self.key = key
+        self.spent_usd = 0.0
+        self.reserved_usd = 0.0
+
+    def reserve(self, worst_usd: float, not_sent: Callable[[], int]) -> None:
+        """Hold `worst_usd` for a call about to start, or raise SpendCapError (`not_sent` counts what is left)."""
+        if self.spent_usd + self.reserved_usd + worst_usd > self.cap_usd:
+            raise SpendCapError(
+                f"stopped at {self.key}: spent {money(self.spent_usd)} of {money(self.cap_usd)}, and the next "
+                f"call could cost up to {money(worst_usd)} with {money(self.reserved_usd)} in flight; "
+                f"{not_sent()} calls not sent (replies received are stored). Raise {self.key} in params.yaml and "
+                f"run the stage again: it requests only what is missing")
+        self.reserved_usd += worst_usd
+
+    def settle(self, worst_usd: float, paid_usd: float) -> None:
+        """A call held at `worst_usd` came back (paid_usd spent) or failed (0)."""
+        self.reserved_usd = max(0.0, self.reserved_usd - worst_usd)
+        self.spent_usd += paid_usd
+
+
+def worst_case_usd(messages: list[dict[str, str]], max_tokens: int, pricing: PricingConfig) -> float:
+    """A call's most possible cost: its prompt at the cache-miss price (tokens counted pessimistically, see
+    prompt_tokens), every one of max_tokens at the output price."""
+    prompt_bytes = sum(len(message["content"].encode()) for message in messages)
+    return usd(prompt_tokens(prompt_bytes), max_tokens, pricing)
 
 
 @dataclass(frozen=True)
@@ -30,15 +78,15 @@ class CostEstimate:
         tokens = (f"{self.requests} requests, ~{self.input_tokens / 1e6:.2f}M input and up to "
                   f"{self.output_tokens / 1e6:.2f}M output tokens")
         if self.simulated_as is None:
-            return f"{tokens}: ~${self.usd:.2f} (prices checked {self.prices_checked})"
+            return f"{tokens}: ~{money(self.usd)} (prices checked {self.prices_checked})"
         return (f"{tokens}; cost if this were {self.simulated_as} at list prices (checked "
-                f"{self.prices_checked}): ~${self.usd:.2f} (SIMULATED: nothing will be spent)")
+                f"{self.prices_checked}): ~{money(self.usd)} (SIMULATED: nothing will be spent)")
 
 
-def spent_text(usd: float, simulated_as: str | None, digits: int = 4) -> str:
-    """What a build has cost so far: "~$0.4200", or for a simulated build
-    "cost if this were deepseek-v4-flash at list prices: ~$0.4200 (SIMULATED: nothing was spent)"."""
-    amount = f"~${usd:.{digits}f}"
+def spent_text(usd: float, simulated_as: str | None) -> str:
+    """What a build has cost so far: "~$0.0042", or for a simulated build
+    "cost if this were deepseek-v4-flash at list prices: ~$0.0042 (SIMULATED: nothing was spent)"."""
+    amount = f"~{money(usd)}"
     if simulated_as is None:
         return amount
     return f"cost if this were {simulated_as} at list prices: {amount} (SIMULATED: nothing was spent)"
@@ -83,6 +131,6 @@ def check_budget(cost: CostEstimate, max_cost_usd: float, *, cap: str = "pool.ma
     """BudgetError when the estimate exceeds `max_cost_usd`, naming the `cap` key and what lowers the cost."""
     if cost.usd > max_cost_usd:
         raise BudgetError(
-            f"refusing to build: the estimate is over {cap} (${max_cost_usd:.2f}): {cost.render()}. "
+            f"refusing to build: the estimate is over {cap} ({money(max_cost_usd)}): {cost.render()}. "
             f"Raise {cap} in params.yaml (it is not a pipeline param, so changing it re-runs "
             f"nothing), or lower {levers}.")

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from tracevote.core.config import PricingConfig
 from tracevote.datasets.problems import Problem
-from tracevote.sampling.budget import CostEstimate, estimate, usd
+from tracevote.sampling.budget import CostEstimate, SpendCap, estimate, usd, worst_case_usd
 from tracevote.sampling.prompts import SOLVE
 from tracevote.sampling.runner import OneCall, Paid, RunSummary, run_calls
 from tracevote.store import codec
@@ -64,9 +64,11 @@ def sample_order(missing: dict[str, list[int]]) -> Iterator[tuple[str, int]]:
 
 
 def run_build(pool: Pool, problems: list[Problem], plan: BuildPlan, sample_fn: SampleFn, *,
-              concurrency: int, pricing: PricingConfig,
+              concurrency: int, pricing: PricingConfig, max_tokens: int, cap: SpendCap | None = None,
+              first_alone: bool = False,
               on_sample: Callable[[Paid[Sample], RunSummary], None] | None = None) -> RunSummary:
-    """Request every missing sample with `concurrency` workers; stop at once on a non-retryable error."""
+    """Request every missing sample with `concurrency` workers; stop at once on a non-retryable error, and
+    softly (in-flight samples stored) on an outage, a failed write or `cap` (each sample at most `max_tokens`)."""
     setting = Setting(**pool.meta["setting"])
     messages = {p.id: setting.messages(p) for p in problems}
     conversations = (OneCall(Call(pid, sid, SOLVE, messages[pid])) for pid, sid in sample_order(plan.missing))
@@ -83,4 +85,5 @@ def run_build(pool: Pool, problems: list[Problem], plan: BuildPlan, sample_fn: S
 
     summary = RunSummary(simulated_as=plan.cost.simulated_as, unit="samples")
     return run_calls(pool, conversations, paid_sample, concurrency=concurrency, summary=summary,
-                     on_stored=on_sample)
+                     on_stored=on_sample, cap=cap, first_alone=first_alone,
+                     worst_usd=lambda call: worst_case_usd(call.messages, call.max_tokens or max_tokens, pricing))

@@ -217,7 +217,7 @@ class ChatClient:
 
         try:
             return call_with_retries(attempt, attempts=self.max_retries + 1, max_elapsed_s=max_elapsed,
-                                     backoff=self.backoff, on_retry=retried)
+                                     backoff=self.backoff, on_retry=retried, sleep=self.endpoints.breaker.sleep)
         except TransientError as exc:
             self.failures.add(exc.cause)
             if exc.unreachable and not self.endpoints.reached_any():

@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
 
+from tracevote.sampling.breaker import Breaker
 from tracevote.sampling.limiter import AdaptiveLimiter, LimiterSlot
 
 
@@ -77,6 +78,7 @@ class EndpointPool:
         self.policy = policy or EndpointPolicy()
         self._clock = clock
         self._choices = 0
+        self.breaker = Breaker(len(self.endpoints), clock)  # shared by every request: a sustained outage ends the run
 
     def __len__(self) -> int:
         return len(self.endpoints)
@@ -96,8 +98,10 @@ class EndpointPool:
     def slot(self, tried: Collection[Endpoint] = ()) -> Iterator[EndpointSlot]:
         """Room for one request on the best endpoint, preferring those not in `tried`; waits while none has room."""
         with self._cond:
+            self.breaker.check()
             while (choice := self._choose(tried)) is None:
                 self._cond.wait(self._until_next_return())
+                self.breaker.check()
             choice.sent += 1
             choice.last_chosen = self._choices
             self._choices += 1
@@ -130,6 +134,7 @@ class EndpointPool:
         with self._cond:
             endpoint.served += 1
             endpoint.consecutive_failures = 0
+            self.breaker.succeeded()
             if trial:
                 endpoint.set_aside_until = None
                 endpoint.set_aside_streak = 0
@@ -139,6 +144,9 @@ class EndpointPool:
         with self._cond:
             endpoint.failures[cause] += 1
             endpoint.consecutive_failures += 1
+            self.breaker.failed(cause)
+            if self.breaker.tripped:
+                self._cond.notify_all()  # requests waiting for room give up
             in_rotation = endpoint.set_aside_until is None
             too_many = endpoint.consecutive_failures >= self.policy.set_aside_after
             if trial or (in_rotation and too_many and self._others_in_rotation(endpoint)):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -13,16 +14,16 @@ from typing import Generic, TypeVar
 
 from tqdm import tqdm
 
-from tracevote.core.config import DecodingConfig, Params, load_params
+from tracevote.core.config import DecodingConfig, Params, base_urls, load_params
 from tracevote.core.dvcstate import already_built
-from tracevote.core.errors import TracevoteError
+from tracevote.core.errors import StorageError, TracevoteError
 from tracevote.core.retry import CauseCounter, RetryNotice
 from tracevote.datasets.problems import Problem, load_problems
 from tracevote.sampling import backend
-from tracevote.sampling.budget import simulated_as, spent_text
+from tracevote.sampling.budget import SpendCap, simulated_as, spent_text, worst_case_usd
 from tracevote.sampling.replies import paid_reply
-from tracevote.sampling.runner import Conversation, Paid, RunSummary, run_calls
-from tracevote.store.calls import CallLedger, CallRecord
+from tracevote.sampling.runner import Conversation, Paid, RunSummary, calls_at_risk, run_calls
+from tracevote.store.calls import Call, CallLedger, CallRecord
 
 REBUILD_ENV = "TRACEVOTE_REBUILD"
 T = TypeVar("T")
@@ -76,6 +77,30 @@ def refuse_if_already_built(lock_path: Path, params_path: Path, *, stage: str, r
         f"with {REBUILD_ENV}=1.")
 
 
+MIN_FREE_BYTES = 16 * 2**20  # the floor of check_free_space: the ledger's own small files and a margin
+STORED_BYTES_PER_TOKEN = 8  # a token's stored text and logprob, and 8 more bytes per top-k entry kept
+
+
+def needed_free_bytes(concurrency: int, max_tokens: int, top_logprobs: int = 0) -> int:
+    """The free space a paid stage needs before it sends anything: the worst-case size of every call it can hold
+    unstored (calls_at_risk), with a floor of MIN_FREE_BYTES."""
+    per_call = max_tokens * STORED_BYTES_PER_TOKEN * (2 + top_logprobs)
+    return max(MIN_FREE_BYTES, calls_at_risk(concurrency) * per_call)
+
+
+def check_free_space(folder: Path, needed: int) -> None:
+    """StorageError, before any request is paid for, when `folder`'s disk has less than `needed` bytes free:
+    a rerun on a still-full disk pays for nothing."""
+    existing = folder
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    free = shutil.disk_usage(existing).free
+    if free < needed:
+        raise StorageError(f"{folder}: only {free / 2**20:.1f} MiB free, and this stage needs {needed / 2**20:.1f} "
+                           f"MiB before it sends anything (the calls it may hold in flight); nothing was sent. "
+                           f"Free some space and run it again")
+
+
 class RetryLines:
     """Prints each retry on stderr ("connecting to http://…: attempt 2/3 failed (connection refused),
     retrying in 1.3 s") until `quiet`; retries come from worker threads, hence one print per line."""
@@ -100,7 +125,7 @@ class CallProgress:
         self._bar.update(1)
         tokens = summary.prompt_tokens + summary.completion_tokens
         self._bar.set_postfix_str(f"tokens={tokens}, retries={self._retries.total}, "
-                                  f"{spent_text(summary.usd, summary.simulated_as, digits=2)}", refresh=False)
+                                  f"{spent_text(summary.usd, summary.simulated_as)}", refresh=False)
 
     def __enter__(self) -> CallProgress:
         return self
@@ -114,11 +139,13 @@ def run_ledger_calls(ledger: CallLedger, conversations: Iterable[Conversation[Ca
                      stage: str, decoding: DecodingConfig, api_key: str | None, concurrency: int, total: int,
                      unit: str, problems: list[Problem] | None = None,
                      first_errors: Mapping[str, int] | None = None,
-                     reached: Mapping[str, bool] | None = None) -> RunSummary:
+                     reached: Mapping[str, bool] | None = None, cap: SpendCap | None = None) -> RunSummary:
     """Run text-only conversations into `ledger` on params.model with `decoding`: retry lines until the progress
     bar (at most `total` calls of `unit`) takes over, the retries by cause at the end, and the ledger marked
     simulated when the simulator answers (the runner refuses to mix its replies with real ones). `problems`,
-    `first_errors` and `reached` are what the simulator knows."""
+    `first_errors` and `reached` are what the simulator knows. `cap` is checked before each call (see SpendCap)."""
+    check_free_space(ledger.root, needed_free_bytes(concurrency * len(base_urls(params.model.base_url)),
+                                                    decoding.max_tokens))
     retries = RetryLines()
     with backend.open_client(params.model, decoding, problems or [], api_key, pool=params.pool,
                              concurrency=concurrency, first_errors=first_errors, reached=reached,
@@ -126,7 +153,10 @@ def run_ledger_calls(ledger: CallLedger, conversations: Iterable[Conversation[Ca
         retries.quiet = True  # from here the progress bar counts retries
         with CallProgress(total, desc=stage, unit=unit, retries=client.retries) as bar:
             summary = RunSummary(simulated_as=simulated_as(params.model), unit=f"{unit}s")
+            def worst(call: Call) -> float:
+                return worst_case_usd(call.messages, call.max_tokens or decoding.max_tokens, params.pool.pricing)
+
             run_calls(ledger, conversations, lambda call: paid_reply(client, call, params.pool.pricing),
-                      concurrency=client.capacity, summary=summary, on_stored=bar.on_stored)
+                      concurrency=client.capacity, summary=summary, on_stored=bar.on_stored, cap=cap, worst_usd=worst)
         print(backend.retry_report(client))
     return summary

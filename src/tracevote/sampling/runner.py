@@ -21,9 +21,10 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Generic, Protocol, TypeVar
 
-from tracevote.core.errors import DataError, TracevoteError
+from tracevote.core.errors import DataError, StorageError, TracevoteError
 from tracevote.core.retry import TransientError
-from tracevote.sampling.budget import spent_text
+from tracevote.sampling.breaker import OutageError
+from tracevote.sampling.budget import SpendCap, SpendCapError, spent_text
 from tracevote.store.calls import Call
 from tracevote.store.framing import FrameWriter, Key
 
@@ -119,8 +120,16 @@ class _Thread(Generic[R]):
 
 def run_calls(store: CallStore[R], conversations: Iterable[Conversation[R]], call_fn: CallFn[R], *,
               concurrency: int, summary: RunSummary | None = None,
-              on_stored: Callable[[Paid[R], RunSummary], None] | None = None) -> RunSummary:
+              on_stored: Callable[[Paid[R], RunSummary], None] | None = None,
+              cap: SpendCap | None = None, worst_usd: Callable[[Call], float] | None = None,
+              first_alone: bool = False) -> RunSummary:
     """Run every conversation to its end, `concurrency` calls at a time; stop at once on a non-retryable error.
+
+    With a `cap`, a call starts only while the cap holds its `worst_usd` on top of what was spent and what is in
+    flight. An outage (OutageError), a failed write (StorageError) or the cap (SpendCapError) stop the run
+    softly: nothing more is sent, the calls in flight land and are stored, then the error is raised.
+    `first_alone` sends one call at a time until a reply arrives, so `store.check_kind` judges the server's kind
+    (simulated or real) before more than one call is paid for.
 
     A call whose retries ran out is counted in `failures` and ends its conversation for this run (the
     rerun resumes it). Conversations start in the order given, each as a slot frees up.
@@ -133,8 +142,16 @@ def run_calls(store: CallStore[R], conversations: Iterable[Conversation[R]], cal
         writers = _Writers(store, stack)
         in_flight: dict[cf.Future[Paid[R]], _Thread[R]] = {}
 
+        stop = _Stop()
+
         def advance(thread: _Thread[R]) -> None:
-            call = _next_missing_call(thread, store, writers, summary)
+            call = None if stop.error else _next_missing_call(thread, store, writers, summary)
+            if call is not None and cap is not None and worst_usd is not None:
+                try:
+                    cap.reserve(worst_usd(call), lambda: 1 + sum(1 for _ in waiting))
+                except SpendCapError as exc:
+                    stop.halt(exc, in_flight)
+                    return
             if call is not None:
                 writers.claim(call)
                 thread.call = call
@@ -142,17 +159,22 @@ def run_calls(store: CallStore[R], conversations: Iterable[Conversation[R]], cal
 
         try:
             while True:
-                _start_conversations(calls_at_risk(concurrency), in_flight, waiting, advance)
+                if not stop.error:
+                    alone = first_alone and not summary.stored
+                    _start_conversations(1 if alone else calls_at_risk(concurrency), in_flight, waiting, advance)
                 if not in_flight:
                     break
                 done, _ = cf.wait(in_flight, return_when=cf.FIRST_COMPLETED)
                 for future in done:
                     thread = in_flight.pop(future)
-                    paid = _result(future, summary)
+                    paid = stop.result(future, summary, in_flight)
+                    if cap is not None and worst_usd is not None and thread.call is not None:
+                        cap.settle(worst_usd(thread.call), paid.usd if paid is not None else 0.0)
                     if paid is None:
                         continue
                     store.check_kind(paid.simulated)
-                    writers.store(thread.call, paid.payload)
+                    if not stop.store(writers, thread.call, paid.payload, in_flight):
+                        continue
                     summary.add(paid)
                     if on_stored is not None:
                         on_stored(paid, summary)
@@ -162,7 +184,47 @@ def run_calls(store: CallStore[R], conversations: Iterable[Conversation[R]], cal
             # On a fatal error or ^C, drop what has not started; calls in flight finish on their own.
             executor.shutdown(wait=False, cancel_futures=True)
     summary.elapsed_s = time.monotonic() - started
+    if stop.error is not None:
+        raise stop.error
     return summary
+
+
+STOPPING_ERRORS = (OutageError, StorageError, SpendCapError)
+
+
+class _Stop:
+    """The first error that ends a run but lets the calls in flight land (an outage, a failed write, a spend cap):
+    queued calls are cancelled and none is started; replies already paid for are stored until a write fails."""
+
+    def __init__(self) -> None:
+        self.error: TracevoteError | None = None
+        self._writes_failed = False
+
+    def result(self, future: cf.Future, summary: RunSummary, in_flight: dict) -> Paid | None:
+        if future.cancelled():
+            return None
+        try:
+            return _result(future, summary)
+        except STOPPING_ERRORS as exc:
+            self.halt(exc, in_flight)
+            return None
+
+    def store(self, writers: _Writers, call: Call | None, payload: bytes, in_flight: dict) -> bool:
+        if self._writes_failed or call is None:
+            return False
+        try:
+            writers.store(call, payload)
+        except StorageError as exc:
+            self._writes_failed = True
+            self.halt(exc, in_flight)
+            return False
+        return True
+
+    def halt(self, error: TracevoteError, in_flight: dict) -> None:
+        if self.error is None:
+            self.error = error
+        for future in in_flight:
+            future.cancel()  # only those not started: a request already sent is paid for and lands
 
 
 def _start_conversations(limit: int, in_flight: dict, waiting: Iterator, advance: Callable) -> None:

@@ -1,0 +1,170 @@
+"""Run control in the paid stages, through build_pool run as a subprocess against a real loopback sim server whose
+request counts are read server-side: the outage breaker, the spend cap at run time, the free-space check, the
+probe's "model does not exist" and a resumed build that sends no probe."""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+import yaml
+
+from tests.conftest import FIXTURE_PARAMS, REPO_ROOT
+from tests.dvcproject import one_dataset, project_env
+from tests.sim_servers import requests_by_key
+from tracevote.cli.demo import with_overrides
+from tracevote.core.config import SimConfig
+from tracevote.core.errors import StorageError
+from tracevote.sampling.breaker import OUTAGE_ATTEMPTS
+from tracevote.sampling.budget import money
+from tracevote.sampling.paid import check_free_space
+from tracevote.sim.faults import FaultPlan, parse_faults
+from tracevote.sim.model import SimModel
+from tracevote.sim.server import ServerOptions, SimServer, start_server, stop_server
+
+HANG_GUARD_S = 180  # only reached if a command hangs; no test asserts how long anything takes
+N_PROBLEMS = 12
+CONCURRENCY = 16
+PROBE_REQUESTS = 3  # run_probe's n_requests on one endpoint
+
+
+@contextlib.contextmanager
+def sim_server(mean_tokens: int = 60, **options: Any) -> Iterator[SimServer]:
+    sim = SimConfig(seed=0, signal=1.0, accuracy=0.45, mean_tokens=mean_tokens)
+    server = start_server(SimModel(sim), FaultPlan(), ServerOptions(**options))
+    try:
+        yield server
+    finally:
+        stop_server(server)
+
+
+def project(root: Path, base_url: str, *, n_pool: int, max_tokens: int = 64, max_cost_usd: float = 10.0,
+            output_fraction: float = 1.0, name: str = "deepseek-v4-flash") -> Path:
+    """params.yaml pointing at `base_url` and data/toy.jsonl with N_PROBLEMS problems."""
+    params = yaml.safe_load(FIXTURE_PARAMS.read_text(encoding="utf-8"))
+    params["model"].update({"needs_key": False, "extra_body": {}, "backend": "openai", "base_url": base_url,
+                            "name": name})
+    params = with_overrides(params, one_dataset("toy", root / "data" / "toy.jsonl"))
+    params["decoding"].update({"max_tokens": max_tokens, "top_logprobs": 5})
+    params["pool"].update({"n_pool": n_pool, "concurrency": CONCURRENCY, "max_retries": 8,
+                           "max_cost_usd": max_cost_usd})
+    params["pool"]["pricing"]["expected_output_fraction"] = output_fraction
+    params["eval"]["k"] = [1]
+    params["report"]["k"] = 1
+    (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False), encoding="utf-8")
+    (root / "data").mkdir(exist_ok=True)
+    problems = [{"id": f"toy-{i:02d}", "problem": f"Find {i} + 25.", "answer": i + 25} for i in range(N_PROBLEMS)]
+    (root / "data" / "toy.jsonl").write_bytes(b"".join(orjson.dumps(p) + b"\n" for p in problems))
+    return root
+
+
+def build_pool(cwd: Path) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, str(REPO_ROOT / "stages" / "build_pool.py"), "--params", "params.yaml",
+               "--dataset", "toy", "--problems", "data/toy.jsonl", "--pools", "pools/toy",
+               "--manifest", "pools/toy.json"]
+    return subprocess.run(command, cwd=cwd, env=project_env(), capture_output=True, text=True,
+                          timeout=HANG_GUARD_S)
+
+
+def error_line(result: subprocess.CompletedProcess[str]) -> str:
+    assert result.returncode != 0, result.stdout
+    assert "Traceback" not in result.stdout + result.stderr
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1, result.stderr
+    return errors[0]
+
+
+def requests_sent(server: SimServer) -> int:
+    return sum(requests_by_key(server).values())
+
+
+def probe_requests(server: SimServer) -> int:
+    return sum(count for key, count in requests_by_key(server).items() if key.startswith("probe/"))
+
+
+def started_pool(tmp_path: Path, server: SimServer) -> Path:
+    """A pool holding one sample per problem (so it has passed the probe), then asked for 8 per problem."""
+    root = project(tmp_path, server.base_url, n_pool=1)
+    first = build_pool(root)
+    assert first.returncode == 0, first.stderr
+    return project(tmp_path, server.base_url, n_pool=8)
+
+
+@pytest.mark.parametrize(("usd", "expected"), [
+    (0.0075, "$0.0075"), (0.0155, "$0.0155"), (0.00012345, "$0.00012"), (0.5, "$0.5000"), (0.99999, "$1.0000"),
+    (1.0, "$1.00"), (12.345, "$12.35"), (1234.5, "$1,234.50"), (0.0, "$0")])
+def test_money_keeps_the_precision_a_small_amount_needs(usd: float, expected: str) -> None:
+    assert money(usd) == expected
+
+
+def test_a_full_outage_trips_the_breaker_after_a_bounded_number_of_requests(tmp_path: Path) -> None:
+    with sim_server() as server:
+        root = started_pool(tmp_path, server)
+        before = requests_sent(server)
+        server.faults = parse_faults("503=1.0,max_per_sample=1000000")
+        result = build_pool(root)
+        sent = requests_sent(server) - before
+        probes = probe_requests(server)
+    line = error_line(result)
+    assert f"HTTP 503 x{OUTAGE_ATTEMPTS} on {OUTAGE_ATTEMPTS} consecutive attempts over 1 endpoint" in line
+    assert "stopped sending" in line and "Run the stage again" in line
+    # every attempt after the trip is refused before it is sent; those already on the wire may land
+    assert OUTAGE_ATTEMPTS <= sent <= OUTAGE_ATTEMPTS + CONCURRENCY, sent
+    assert probes == PROBE_REQUESTS  # the resumed build did not probe again
+
+
+def test_bursts_shorter_than_the_breaker_do_not_trip_it(tmp_path: Path) -> None:
+    with sim_server() as server:
+        root = started_pool(tmp_path, server)
+        server.faults = parse_faults("503=0.5,max_per_sample=3")
+        result = build_pool(root)
+    assert result.returncode == 0, result.stderr
+    assert "retries by cause: HTTP 503" in result.stdout
+
+
+def test_the_spend_cap_holds_at_run_time_though_the_estimate_was_under_it(tmp_path: Path) -> None:
+    # outputs near max_tokens, estimated at 1% of it: the estimate passes a cap the run would overshoot
+    cap = 0.0023  # about 4 worst-case calls of 2000 output tokens at $0.28/M
+    with sim_server(mean_tokens=1500) as server:
+        root = project(tmp_path, server.base_url, n_pool=2, max_tokens=2000, max_cost_usd=cap,
+                       output_fraction=0.01)
+        result = build_pool(root)
+        samples = requests_sent(server) - probe_requests(server)
+    line = error_line(result)
+    match = re.search(r"spent \$([0-9.]+) of \$0\.0023\b.* (\d+) calls not sent", line)
+    assert match is not None, line
+    assert float(match.group(1)) <= cap
+    assert samples + int(match.group(2)) == 2 * N_PROBLEMS
+    assert "Raise pool.max_cost_usd in params.yaml" in line
+
+
+def test_a_model_the_server_lacks_is_reported_as_such_not_as_an_uninformative_probe(tmp_path: Path) -> None:
+    with sim_server(models=("deepseek-v4-flash",)) as server:
+        result = build_pool(project(tmp_path, server.base_url, n_pool=1, name="deepseek-chat"))
+    line = error_line(result)
+    assert "model 'deepseek-chat' not found: Model Not Exist. Check model.name" in line
+    assert "confidence signal" not in line
+
+
+def test_a_resumed_build_sends_no_probe(tmp_path: Path) -> None:
+    with sim_server() as server:
+        root = started_pool(tmp_path, server)
+        result = build_pool(root)
+        probes = probe_requests(server)
+    assert result.returncode == 0, result.stderr
+    assert probes == PROBE_REQUESTS  # the first build's probe only
+
+
+def test_too_little_free_space_is_refused_before_anything_is_sent(tmp_path: Path) -> None:
+    folder = tmp_path / "pools" / "toy"  # not created yet: its nearest existing parent's disk is measured
+    with pytest.raises(StorageError, match=r"pools/toy: only [0-9.]+ MiB free.*nothing was sent"):
+        check_free_space(folder, 2**62)
+    check_free_space(folder, 1)
+    assert not folder.exists()
