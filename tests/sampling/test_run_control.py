@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import contextlib
 import re
+import resource
+import shutil
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -25,9 +28,12 @@ from tracevote.core.errors import StorageError
 from tracevote.sampling.breaker import OUTAGE_ATTEMPTS
 from tracevote.sampling.budget import money
 from tracevote.sampling.paid import check_free_space
+from tracevote.sampling.runner import calls_at_risk
 from tracevote.sim.faults import FaultPlan, parse_faults
 from tracevote.sim.model import SimModel
 from tracevote.sim.server import ServerOptions, SimServer, start_server, stop_server
+from tracevote.store.pool import Pool
+from tracevote.store.records import Sample
 
 HANG_GUARD_S = 180  # only reached if a command hangs; no test asserts how long anything takes
 N_PROBLEMS = 12
@@ -168,3 +174,81 @@ def test_too_little_free_space_is_refused_before_anything_is_sent(tmp_path: Path
         check_free_space(folder, 2**62)
     check_free_space(folder, 1)
     assert not folder.exists()
+
+
+def build_pool_under_size_limit(cwd: Path, max_file_bytes: int) -> subprocess.CompletedProcess[str]:
+    """build_pool with every file it writes limited to `max_file_bytes` (RLIMIT_FSIZE, SIGXFSZ ignored so the
+    write fails with EFBIG instead of killing the process): a full disk any user can make."""
+    def limited() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (max_file_bytes, max_file_bytes))
+
+    command = [sys.executable, str(REPO_ROOT / "stages" / "build_pool.py"), "--params", "params.yaml",
+               "--dataset", "toy", "--problems", "data/toy.jsonl", "--pools", "pools/toy",
+               "--manifest", "pools/toy.json"]
+    return subprocess.run(command, cwd=cwd, env=project_env(), capture_output=True, text=True,
+                          timeout=HANG_GUARD_S, preexec_fn=limited)
+
+
+def the_pool(root: Path) -> Pool:
+    return Pool(next((root / "pools" / "toy").rglob(Pool.META)).parent)
+
+
+def pool_samples(root: Path) -> dict[str, list[tuple]]:
+    """Every stored sample by problem, in sample order, as what a model decides (arrival order and latency vary)."""
+    pool = the_pool(root)
+
+    def decided(sample: Sample) -> tuple:
+        return (sample.sample_id, sample.text, sample.tokens, sample.token_logprobs.tobytes(), sample.answer,
+                sample.finish_reason, sample.prompt_tokens, sample.completion_tokens)
+
+    return {pid: sorted(map(decided, pool.iter_samples(pid))) for pid in pool.problem_ids()}
+
+
+def test_a_write_refused_partway_stops_the_run_and_a_rerun_completes_identically(tmp_path: Path) -> None:
+    (tmp_path / "clean").mkdir()
+    (tmp_path / "full").mkdir()
+    with sim_server() as server:
+        clean = project(tmp_path / "clean", server.base_url, n_pool=8)
+        assert build_pool(clean).returncode == 0
+        limit = max(path.stat().st_size for path in the_pool(clean).root.rglob("*.tvf")) // 2
+        root = started_pool(tmp_path / "full", server)
+        before = requests_sent(server)
+        full = build_pool_under_size_limit(root, limit)
+        sent = requests_sent(server) - before
+        stored = sum(len(the_pool(root).stored_ids(pid)) for pid in the_pool(root).problem_ids()) - N_PROBLEMS
+        rerun = build_pool(root)
+    line = error_line(full)
+    assert "pools/toy/" in line and "MiB free" in line, line
+    assert stored < 7 * N_PROBLEMS  # the limit struck partway
+    assert sent <= stored + calls_at_risk(CONCURRENCY), (sent, stored)  # no reply it could not store was paid for
+    assert rerun.returncode == 0, rerun.stderr
+    assert pool_samples(root) == pool_samples(clean)
+
+
+@contextlib.contextmanager
+def small_disk(where: Path, size_mib: int) -> Iterator[Path]:
+    """A tmpfs of `size_mib` mounted at `where` for the block; skips where mounting is not permitted (not root,
+    no CAP_SYS_ADMIN, or no tmpfs)."""
+    where.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size_mib}m", "tmpfs", str(where)],
+                             capture_output=True, text=True, check=False)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here ({mounted.stderr.strip() or 'mount failed'}): needs root")
+    try:
+        yield where
+    finally:
+        subprocess.run(["umount", str(where)], check=True)
+
+
+def test_a_rerun_on_a_still_full_disk_sends_nothing(tmp_path: Path) -> None:
+    with sim_server() as server, small_disk(tmp_path / "disk", 20) as disk:
+        root = started_pool(disk, server)  # the first build fitted; now the disk fills up
+        free = shutil.disk_usage(disk).free
+        (disk / "filler").write_bytes(b"\0" * (free - 2**20))  # 1 MiB left: under MIN_FREE_BYTES
+        before = requests_sent(server)
+        result = build_pool(root)
+        sent = requests_sent(server) - before
+    line = error_line(result)
+    assert "pools/toy/" in line and "only 1.0 MiB free" in line and "nothing was sent" in line, line
+    assert sent == 0

@@ -15,10 +15,13 @@ from __future__ import annotations
 
 import collections
 import concurrent.futures as cf
+import errno
+import shutil
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Generic, Protocol, TypeVar
 
 from tracevote.core.errors import DataError, StorageError, TracevoteError
@@ -214,6 +217,12 @@ class _Stop:
             return False
         try:
             writers.store(call, payload)
+        except OSError as exc:
+            if exc.errno not in _DISK_ERRNOS:
+                raise
+            self._writes_failed = True
+            self.halt(_storage_error(exc, writers.path(call)), in_flight)
+            return False
         except StorageError as exc:
             self._writes_failed = True
             self.halt(exc, in_flight)
@@ -225,6 +234,17 @@ class _Stop:
             self.error = error
         for future in in_flight:
             future.cancel()  # only those not started: a request already sent is paid for and lands
+
+
+# a write the disk refused: full, over a size limit or quota, read-only, failing
+_DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EFBIG, errno.EDQUOT, errno.EROFS, errno.EIO})
+
+
+def _storage_error(exc: OSError, path: Path) -> StorageError:
+    """One line for a refused write the store did not already phrase: the path, the cause, the free space."""
+    free = shutil.disk_usage(path.parent).free
+    return StorageError(f"{path}: {exc.strerror} while storing a reply ({free / 2**20:.1f} MiB free); the run stopped "
+                        f"sending requests. Free some space and run the stage again: it requests only what is missing")
 
 
 def _start_conversations(limit: int, in_flight: dict, waiting: Iterator, advance: Callable) -> None:
@@ -277,6 +297,9 @@ class _Writers:
 
     def store(self, call: Call, payload: bytes) -> None:
         self._writer(call.item_id).append(call.key, payload)
+
+    def path(self, call: Call) -> Path:
+        return self._writer(call.item_id).path
 
     def _writer(self, item_id: str) -> FrameWriter:
         if item_id not in self._writers:
