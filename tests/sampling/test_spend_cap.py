@@ -1,0 +1,36 @@
+"""The run-time spend cap: a call starts only while spent + in flight (at worst case) + its worst case fit."""
+
+from __future__ import annotations
+
+import pytest
+
+from tracevote.sampling.budget import SpendCap, SpendCapError
+
+
+@pytest.mark.parametrize(("spent", "in_flight", "next_worst", "starts"), [
+    (0.0, [], 0.0075, True),  # exactly the cap
+    (0.0, [], 0.0076, False),
+    (0.004, [0.003], 0.0005, True),
+    (0.004, [0.003], 0.0006, False),  # the in-flight worst cases count, not what they will cost
+])
+def test_a_call_starts_only_if_its_worst_case_fits(spent: float, in_flight: list[float], next_worst: float,
+                                                   starts: bool) -> None:
+    cap = SpendCap(0.0075, "pool.max_cost_usd")
+    cap.reserve(0.0, lambda: 0)
+    cap.settle(0.0, spent)
+    for worst in in_flight:
+        cap.reserve(worst, lambda: 0)
+    if starts:
+        cap.reserve(next_worst, lambda: 0)
+    else:
+        with pytest.raises(SpendCapError, match=r"spent \$[0-9.]+ of \$0\.0075.* 7 calls not sent.*Raise "
+                                                r"pool\.max_cost_usd in params\.yaml"):
+            cap.reserve(next_worst, lambda: 7)
+
+
+def test_a_landed_call_frees_its_worst_case_and_adds_what_it_cost() -> None:
+    cap = SpendCap(0.01, "debate.max_cost_usd")
+    cap.reserve(0.006, lambda: 0)
+    cap.settle(0.006, 0.001)
+    assert (cap.spent_usd, cap.reserved_usd) == (0.001, 0.0)
+    cap.reserve(0.009, lambda: 0)  # 0.001 + 0.009 fits again
