@@ -41,16 +41,24 @@ class SpendCap:
         self.key = key
         self.spent_usd = 0.0
         self.reserved_usd = 0.0
+        self._refused = (0.0, 0)  # the worst case of the call refused, and how many calls were not sent
 
     def reserve(self, worst_usd: float, not_sent: Callable[[], int]) -> None:
         """Hold `worst_usd` for a call about to start, or raise SpendCapError (`not_sent` counts what is left)."""
         if self.spent_usd + self.reserved_usd + worst_usd > self.cap_usd:
-            raise SpendCapError(
-                f"stopped at {self.key}: spent {money(self.spent_usd)} of {money(self.cap_usd)}, and the next "
-                f"call could cost up to {money(worst_usd)} with {money(self.reserved_usd)} in flight; "
-                f"{not_sent()} calls not sent (replies received are stored). Raise {self.key} in params.yaml and "
-                f"run the stage again: it requests only what is missing")
+            self._refused = (worst_usd, not_sent())
+            raise self.stopped()
         self.reserved_usd += worst_usd
+
+    def stopped(self) -> SpendCapError:
+        """The error for a run the cap stopped, with what was spent so far (call it again once the calls in
+        flight have landed, for the final figure)."""
+        worst_usd, not_sent = self._refused
+        in_flight = f" with {money(self.reserved_usd)} in flight" if self.reserved_usd else ""
+        return SpendCapError(
+            f"stopped at {self.key}: spent {money(self.spent_usd)} of {money(self.cap_usd)}{in_flight}, and the "
+            f"next call could cost up to {money(worst_usd)}; {not_sent} calls not sent (replies received are "
+            f"stored). Raise {self.key} in params.yaml and run the stage again: it requests only what is missing")
 
     def settle(self, worst_usd: float, paid_usd: float) -> None:
         """A call held at `worst_usd` came back (paid_usd spent) or failed (0)."""

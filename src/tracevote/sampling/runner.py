@@ -187,6 +187,8 @@ def run_calls(store: CallStore[R], conversations: Iterable[Conversation[R]], cal
             # On a fatal error or ^C, drop what has not started; calls in flight finish on their own.
             executor.shutdown(wait=False, cancel_futures=True)
     summary.elapsed_s = time.monotonic() - started
+    if isinstance(stop.error, SpendCapError) and cap is not None:
+        raise cap.stopped()  # now that the calls in flight have landed: the final spend
     if stop.error is not None:
         raise stop.error
     return summary
