@@ -23,6 +23,7 @@ def main() -> None:
     parser.add_argument("--plots", required=True, type=Path)
     args = parser.parse_args()
     params = load_params(args.params)
+    # run names are checked names (core.config.DATASET_NAME)
     records = [_read_run(args.runs / f"{name}.json") for name in params.grading.runs]
     table = render_table(records)
     write_table_csv(args.table.with_suffix(".csv"), records)

@@ -36,7 +36,7 @@ def main() -> None:
     results: list[CritiqueResult] = []
     simulated = False
     for dataset in params.critique.datasets:
-        manifest_path = args.critiques / f"{dataset}.json"
+        manifest_path = args.critiques / f"{dataset}.json"  # a checked name: core.config.DATASET_NAME
         manifest, ledger = build.load_ledger(manifest_path)
         if manifest.fingerprint != fingerprint or manifest.n_votes < n_votes:
             raise DataError(f"{manifest_path}: its ledger was built under another critique setting than "

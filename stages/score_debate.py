@@ -26,7 +26,7 @@ def main() -> None:
     results: list[DebateResult] = []
     simulated = False
     for dataset in params.debate.datasets:
-        manifest_path = args.debates / f"{dataset}.json"
+        manifest_path = args.debates / f"{dataset}.json"  # a checked name: core.config.DATASET_NAME
         manifest, ledger = build.load_ledger(manifest_path)
         if manifest.fingerprint != fingerprint_of(build.debate_setting(params)):
             raise DataError(f"{manifest_path}: its ledger was built under another debate setting than params.yaml's; "

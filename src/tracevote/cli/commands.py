@@ -100,8 +100,12 @@ def _metrics_dir(args: argparse.Namespace) -> Path:
 
 
 def _dataset_name(args: argparse.Namespace, params: Params) -> str:
-    """--dataset, else the first of deepconf.datasets (the one whose pool a DeepConf command means)."""
-    return args.dataset or params.deepconf.datasets[0]
+    """--dataset, else the first of deepconf.datasets (the one whose pool a DeepConf command means). It names the
+    pools/<dataset> folder, so it must be a dataset of the params file (whose names DATASET_NAME checks): a
+    ConfigError otherwise, never a path."""
+    name = args.dataset or params.deepconf.datasets[0]
+    params.dataset(name)
+    return name
 
 
 def _pool_for(args: argparse.Namespace, *, create: bool) -> tuple[Params, Pool]:
@@ -273,7 +277,7 @@ def _estimate_critiques(params: Params) -> None:
 def _normalized(names: Iterable[str], load: Callable[[Path], list[T]]) -> Iterator[tuple[str, list[T]]]:
     """Each dataset's normalized records read by `load`; one not normalized yet is named, with the command."""
     for name in names:
-        path = Path("data") / f"{name}.jsonl"
+        path = Path("data") / f"{name}.jsonl"  # a checked name: core.config.DATASET_NAME
         if not path.is_file():
             print(f"  {name}: {path} is not there yet (dvc repro normalize@{name})")
             continue

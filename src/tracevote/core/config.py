@@ -32,7 +32,9 @@ AnswerFormat = Literal["aime", "integer", "math"]
 DatasetKind = Literal["problems", "steps"]
 StepsFormat = Literal["processbench", "deltabench"]
 INTEGER_FORMATS: tuple[IntegerFormat, ...] = ("aime", "integer")
-DATASET_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+# Dataset and run names name files (data/<name>.jsonl, pools/<name>/) and DVC stages: `.match` needs the whole
+# name to fit (\Z, not $, which would let a trailing newline through), and 64 characters keep every path short.
+DATASET_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\Z")
 Fallback = Literal["last_integer", "none"]
 TieBreak = Literal["smallest", "first", "fractional"]
 MEASURES: tuple[str, ...] = ("avg", "bottom10", "lowest", "tail")
@@ -69,7 +71,7 @@ class DatasetConfig:
 
     def validate(self, where: str) -> None:
         if not DATASET_NAME.match(self.name):
-            raise ConfigError(f"{where}: the dataset name {self.name!r} must be letters, digits, '_', '.', '-' "
+            raise ConfigError(f"{where}: the dataset name {self.name!r} must be 1-64 letters, digits, '_', '.', '-' "
                               f"(it names files and DVC stages)")
 
 
@@ -352,7 +354,7 @@ class GradingRunConfig:
 
     def validate(self, where: str) -> None:
         require(bool(DATASET_NAME.match(self.name)), where, "name", self.name,
-                "letters, digits, '_', '.', '-' (it names files, DVC stages and metrics)")
+                "1-64 letters, digits, '_', '.', '-' (it names files, DVC stages and metrics)")
         require(self.predictions.endswith((".jsonl", ".json")), where, "predictions", self.predictions,
                 "a .jsonl predictions file or a .json pool manifest")
 

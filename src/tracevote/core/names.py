@@ -17,6 +17,7 @@ clone on one, would merge) are always distinct ids mapped to distinct lowercase 
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 from pathlib import Path
 
@@ -25,6 +26,7 @@ from tracevote.core.errors import DataError
 KEPT_MAX = 80
 SLUG_MAX = 40
 DIGEST_HEX = 20  # 80 bits: a collision among a project's ids is not a practical concern
+NAME_MAX = max(KEPT_MAX, SLUG_MAX + 1 + DIGEST_HEX)  # bytes: far below the 255 of common file systems
 _KEPT = re.compile(rf"[a-z0-9](?:[a-z0-9._-]{{0,{KEPT_MAX - 2}}}[a-z0-9_-])?")
 # Names Windows reserves whatever the extension: a clone there could not hold such a file.
 _RESERVED = re.compile(r"(con|prn|aux|nul|com\d|lpt\d)(\..*)?")
@@ -50,7 +52,20 @@ def inside(folder: Path, name: str, suffix: str = "") -> Path:
 
 
 def check_inside(folder: Path, path: Path) -> None:
-    """DataError unless `path`, resolved, lies inside `folder`, resolved."""
-    root = folder.resolve()
+    """DataError unless `path`, resolved, lies inside `folder`. The folder's parents may be symlinks (a project
+    under a symlinked home), but not the folder itself nor anything below it: a symlinked `calls/` or log
+    pointing elsewhere is refused, as is a folder that is a symlink to outside."""
+    absolute = Path(os.path.abspath(folder))
+    root = absolute.parent.resolve() / absolute.name
     if not path.resolve().is_relative_to(root):
         raise DataError(f"{path}: resolves outside {folder}; refusing to read or write it")
+
+
+def recorded_path(folder: Path, relative: str, *, source: Path) -> Path:
+    """`folder / relative` for a path `source` (a manifest) records relative to `folder`; a hand-edited one that is
+    absolute or climbs out with '..' is a DataError. (Symlinks there are the user's own layout, e.g. `pools/` on
+    another disk, so only the recorded text is checked.)"""
+    parts = Path(relative).parts
+    if not parts or Path(relative).is_absolute() or ".." in parts or "\0" in relative:
+        raise DataError(f"{source}: the recorded path {relative!r} is not a folder inside {folder}")
+    return folder / relative

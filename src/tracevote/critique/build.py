@@ -16,6 +16,7 @@ from typing import Any
 from tracevote.core.config import CritiqueConfig, DecodingConfig, Params, PricingConfig
 from tracevote.core.errors import DataError
 from tracevote.core.fileio import read_json_record, write_json
+from tracevote.core.names import recorded_path
 from tracevote.critique.prompts import CRITIQUE, critique_messages, critique_template
 from tracevote.datasets.steps import StepRecord
 from tracevote.sampling.budget import CostEstimate, estimate
@@ -144,4 +145,4 @@ def load_ledger(manifest_path: Path) -> tuple[CritiqueManifest, CallLedger]:
     if manifest.finished < len(manifest.items):
         raise DataError(f"{manifest_path}: only {manifest.finished} of {len(manifest.items)} solutions have all "
                         f"{manifest.n_votes} critiques; run build_critiques (it requests only the missing ones)")
-    return manifest, CallLedger(manifest_path.parent / manifest.ledger)
+    return manifest, CallLedger(recorded_path(manifest_path.parent, manifest.ledger, source=manifest_path))

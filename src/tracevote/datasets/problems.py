@@ -20,7 +20,10 @@ from tracevote.answers.formats import GSM8K_MARK, gold_answer
 from tracevote.core.config import DatasetConfig
 from tracevote.core.errors import DataError
 
-ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+# An id is data: it names a record, never a file (core.names maps it to one). These bounds keep it printable
+# and short, so a hand-edited or generated file cannot smuggle in a path, a NUL or 10 KB of text.
+ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # whole id (fullmatch)
+MAX_ID_CHARS = 128  # characters, and UTF-8 bytes
 # Control characters that public AIME copies carry where a LaTeX backslash escape was eaten.
 CONTROL_HINTS = {"\f": "\\frac?", "\t": "\\triangle, \\theta or \\text?", "\b": "\\binom or \\beta?",
                  "\r": "\\right?", "\v": "\\vec?", "\a": "\\alpha?"}
@@ -129,14 +132,36 @@ def _answer(row: dict[str, Any], cfg: DatasetConfig, errors: list[str]) -> int |
 
 
 def row_id(row: dict[str, Any], number: int, cfg: DatasetConfig, errors: list[str]) -> str | None:
-    if cfg.id_key is None:
-        return f"{cfg.name}-{number:02d}"
-    value = row.get(cfg.id_key)
-    problem_id = str(value) if isinstance(value, str | int) and not isinstance(value, bool) else ""
-    if not ID_PATTERN.match(problem_id):
-        errors.append(f"field {cfg.id_key!r}: id {value!r} is empty or not of letters, digits, '.', '_', '-'")
+    value = f"{cfg.name}-{number:02d}" if cfg.id_key is None else row.get(cfg.id_key)
+    problem_id = str(value) if isinstance(value, str | int) and not isinstance(value, bool) else None
+    reason = id_problem(problem_id if problem_id is not None else value)
+    if reason is not None:
+        errors.append(f"field {_id_field(cfg)!r}: {reason}")
         return None
     return problem_id
+
+
+def id_problem(value: Any) -> str | None:
+    """Why `value` is not an id (None when it is one): text of 1-MAX_ID_CHARS letters, digits, '.', '_', '-',
+    starting with a letter or digit.
+
+    >>> id_problem("aime-2025-I.3"), id_problem("../../escaped")
+    (None, "id '../../escaped' is not of letters, digits, '.', '_', '-' (starting with a letter or digit)")
+    """
+    if value is None:
+        return "missing (expected a text or integer id)"
+    if not isinstance(value, str):
+        return f"expected a text or integer id, got {value!r:.80}"
+    if not value:
+        return "id '' is empty"
+    if len(value) > MAX_ID_CHARS:
+        return f"id of {len(value)} characters is longer than {MAX_ID_CHARS}: {value[:40]!r}..."
+    size = len(value.encode("utf-8", "surrogatepass"))
+    if size > MAX_ID_CHARS:
+        return f"id of {size} UTF-8 bytes is longer than {MAX_ID_CHARS}: {value[:40]!r}..."
+    if not ID_PATTERN.fullmatch(value):
+        return f"id {value!r} is not of letters, digits, '.', '_', '-' (starting with a letter or digit)"
+    return None
 
 
 def _id_field(cfg: DatasetConfig) -> str:
@@ -160,19 +185,35 @@ def _problem_record(record: dict[str, Any]) -> Problem:
 def read_normalized(path: str | Path, parse: Callable[[dict[str, Any]], LoadedT], *, file: str,
                     record: str) -> list[LoadedT]:
     """Every line of a normalized file through `parse`; errors name the file and line. `parse` raises KeyError,
-    TypeError or ValueError for a malformed record, and DataError with its own message."""
+    TypeError or ValueError for a malformed record, and DataError with its own message. The file may have been
+    edited by hand since normalize wrote it, so every id is checked again by normalize's rule (id_problem)."""
     path = Path(path)
     if not path.is_file():
         raise DataError(f"{path}: {file} not found (run `dvc repro normalize`)")
     records = []
+    first_line: dict[str, int] = {}
     for number, line in enumerate(path.read_bytes().splitlines(), start=1):
         try:
-            records.append(parse(orjson.loads(line)))
+            raw = orjson.loads(line)
+            record_id = _checked_id(raw, first_line)
+            records.append(parse(raw))
         except DataError as exc:
             raise DataError(f"{path}: line {number}: {exc}") from exc
         except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
             raise DataError(f"{path}: line {number}: not a normalized {record} record ({exc!r})") from exc
+        first_line[record_id] = number
     return records
+
+
+def _checked_id(raw: Any, first_line: dict[str, int]) -> str:
+    if not isinstance(raw, dict):
+        raise TypeError(f"expected a JSON object, got {type(raw).__name__}")
+    reason = id_problem(raw.get("id"))
+    if reason is not None:
+        raise DataError(f"field 'id': {reason}")
+    if raw["id"] in first_line:
+        raise DataError(f"field 'id': duplicate id {raw['id']!r} (first at line {first_line[raw['id']]})")
+    return str(raw["id"])
 
 
 def _stored_answer(value: Any) -> int | str:

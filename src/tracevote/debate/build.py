@@ -16,6 +16,7 @@ from typing import Any
 from tracevote.core.config import DebateConfig, DecodingConfig, Params, PricingConfig
 from tracevote.core.errors import DataError
 from tracevote.core.fileio import read_json_record, write_json
+from tracevote.core.names import recorded_path
 from tracevote.datasets.problems import Problem
 from tracevote.debate.protocol import Debate, Transcript, advance, replay
 from tracevote.sampling.budget import BYTES_PER_PROMPT_TOKEN, CostEstimate, estimate
@@ -153,4 +154,4 @@ def load_ledger(manifest_path: Path) -> tuple[DebateManifest, CallLedger]:
     if manifest.finished < len(manifest.problems):
         raise DataError(f"{manifest_path}: only {manifest.finished} of {len(manifest.problems)} debates are finished; "
                         f"run build_debate (it requests only the missing calls)")
-    return manifest, CallLedger(manifest_path.parent / manifest.ledger)
+    return manifest, CallLedger(recorded_path(manifest_path.parent, manifest.ledger, source=manifest_path))

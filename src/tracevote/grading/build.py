@@ -10,6 +10,7 @@ from pathlib import Path
 from tracevote.answers.mathverify import normalize_answer_text
 from tracevote.core.config import Params
 from tracevote.core.errors import DataError, TracevoteError
+from tracevote.core.names import recorded_path
 from tracevote.grading.accuracy import Pairing, final_answer
 from tracevote.grading.critic import (
     CriticScores,
@@ -105,6 +106,6 @@ def stored_critic_scores(params: Params, pairing: Pairing, critic_dir: Path) -> 
     if not manifest.enabled or manifest.fingerprint != fingerprint or manifest.max_samples != cfg.max_samples:
         raise DataError(f"{critic_dir / MANIFEST}: the critic ran under another grading.critic setting than "
                         f"params.yaml's (or not at all); run build_grading_critic (`dvc repro`)")
-    ledger = CallLedger(critic_dir / str(manifest.ledger))
+    ledger = CallLedger(recorded_path(critic_dir, str(manifest.ledger), source=critic_dir / MANIFEST))
     items = critic_items(pairing, cfg.max_samples)
     return read_scores(ledger, items, str(critic_dir / MANIFEST)), manifest.simulated

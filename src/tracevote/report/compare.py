@@ -61,7 +61,7 @@ def load_voting(aggregate_dir: Path, scores_dir: Path, datasets: Sequence[str]) 
     """The pooled curve of `datasets` from their aggregate JSON and score tables, and whether any was simulated."""
     parts, simulated = [], False
     for name in datasets:
-        stored = orjson.loads((aggregate_dir / f"{name}.json").read_bytes())
+        stored = orjson.loads((aggregate_dir / f"{name}.json").read_bytes())  # a checked name: core.config.DATASET_NAME
         simulated |= bool(stored["simulated"])
         scores = pd.read_parquet(scores_dir / f"{name}.parquet", columns=["problem_id", "n_tokens"])
         parts.append((AggregateResult.from_json(stored["result"]), scores))

@@ -32,6 +32,7 @@ from tracevote.store.framing import Key
 LEDGER_FORMAT = 1
 L = TypeVar("L", bound="Ledger")
 LOG_SUFFIX = ".tvf"
+MODEL_SLUG_MAX = 80
 
 
 def canonical_json(obj: Any) -> str:
@@ -45,10 +46,12 @@ def fingerprint_of(setting: Mapping[str, Any]) -> str:
 
 def folder_name(model: str, fingerprint: str, *, simulated: bool) -> str:
     """"deepseek-v4-flash-0123456789ab"; a simulated ledger is named for what made it, never for the
-    real model it stands in for: "simulated-0123456789ab"."""
+    real model it stands in for: "simulated-0123456789ab". The model name is input: only its first
+    MODEL_SLUG_MAX safe characters name the folder (the fingerprint, which covers the whole name, tells
+    models apart), so it is never a separator, never "." or "..", and never too long to be a file name."""
     if simulated:
         return f"simulated-{fingerprint[:12]}"
-    slug = re.sub(r"[^A-Za-z0-9._-]+", "-", model).strip("-") or "model"
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "-", model)[:MODEL_SLUG_MAX].strip("-") or "model"
     return f"{slug}-{fingerprint[:12]}"
 
 

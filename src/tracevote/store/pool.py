@@ -24,6 +24,7 @@ import orjson
 from tracevote.core.config import Params
 from tracevote.core.errors import DataError
 from tracevote.core.fileio import read_json_record, write_json
+from tracevote.core.names import recorded_path
 from tracevote.datasets.problems import Problem
 from tracevote.sampling.prompts import build_messages
 from tracevote.store import codec, framing
@@ -164,7 +165,7 @@ class Manifest:
     setting: dict[str, Any]
 
     def pool_root(self, manifest_path: Path) -> Path:
-        return manifest_path.parent / self.pool
+        return recorded_path(manifest_path.parent, self.pool, source=manifest_path)
 
 
 def write_manifest(path: Path, pool: Pool, dataset: str, n_pool: int, problem_ids: list[str]) -> Manifest:
