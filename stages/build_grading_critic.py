@@ -26,7 +26,6 @@ def main() -> None:
     params = load_params(args.params)
     run = run_config(params.grading.runs, args.run)
     stage = f"build_grading_critic@{run.name}"
-    args.critic.mkdir(parents=True, exist_ok=True)
     if not params.grading.critic.enabled:  # before the predictions are read: a pool's text is large
         record_disabled_critic(params, run.name, args.critic, stage=stage)
         return
