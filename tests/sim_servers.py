@@ -1,5 +1,7 @@
 """kill -9 tests against a sim server that counts the connections it holds: after a kill, wait until every
-request the killed process sent has been counted, then check what was stored against what was requested."""
+request the killed process sent has been counted, then check what was stored against what was requested.
+The server can also hold every request after the first few until the test lets them go, so a kill lands
+mid-build however slow the machine is."""
 
 from __future__ import annotations
 
@@ -25,15 +27,46 @@ from tracevote.core.config import SimConfig
 from tracevote.sampling.runner import calls_at_risk
 from tracevote.sim.faults import parse_faults
 from tracevote.sim.model import SimModel
-from tracevote.sim.server import ServerOptions, SimServer, stop_server
+from tracevote.sim.server import ServerOptions, SimServer, _Handler, stop_server
 from tracevote.store.calls import CallLedger
 
 
-class WatchedServer(SimServer):
-    """The sim server, also counting the connections it holds: accepted and not yet shut down."""
+class Gate:
+    """Lets the first `admit` requests through (all when None) and holds the rest until `release()`."""
 
-    def __init__(self, *args: Any) -> None:
+    def __init__(self, admit: int | None) -> None:
+        self.admit = admit
+        self.released = threading.Event()
+        self._lock = threading.Lock()
+        self.passed = 0
+
+    def pass_through(self) -> None:
+        with self._lock:
+            self.passed += 1
+            held = self.admit is not None and self.passed > self.admit
+        if held:
+            self.released.wait(EVENT_TIMEOUT_S)
+
+    def release(self) -> None:
+        self.released.set()
+
+
+class _GatedHandler(_Handler):
+    server: WatchedServer
+
+    def do_POST(self) -> None:
+        self.server.gate.pass_through()
+        super().do_POST()
+
+
+class WatchedServer(SimServer):
+    """The sim server, also counting the connections it holds: accepted and not yet shut down; its requests
+    pass through `gate`."""
+
+    def __init__(self, *args: Any, admit: int | None = None) -> None:
         super().__init__(*args)
+        self.RequestHandlerClass = _GatedHandler
+        self.gate = Gate(admit)
         self.open_connections = 0
         self._open_lock = threading.Lock()
 
@@ -50,16 +83,18 @@ class WatchedServer(SimServer):
 
 @contextlib.contextmanager
 def watched_server(sim: SimConfig, answers: dict[str, int] | None = None,
-                   first_errors: dict[str, int] | None = None) -> Iterator[WatchedServer]:
-    """Every response takes 0.1 s, so a run lasts long enough for kills to land in its middle. `answers` are
-    the known problems' gold answers (problem text -> answer) and `first_errors` the known solutions' labels,
-    as a build's own simulator knows them."""
+                   first_errors: dict[str, int] | None = None, admit: int | None = None) -> Iterator[WatchedServer]:
+    """Every response takes 0.1 s, so a run lasts long enough for kills to land in its middle; with `admit`,
+    the requests after the first `admit` wait until `server.gate.release()` (or the block ends), so a build
+    cannot finish before the test kills it. `answers` are the known problems' gold answers (problem text ->
+    answer) and `first_errors` the known solutions' labels, as a build's own simulator knows them."""
     server = WatchedServer(("127.0.0.1", 0), SimModel(sim, answers, first_errors),
-                           parse_faults("slow=1.0,slow_s=0.1,max_per_sample=1000000"), ServerOptions())
+                           parse_faults("slow=1.0,slow_s=0.1,max_per_sample=1000000"), ServerOptions(), admit=admit)
     threading.Thread(target=server.serve_forever, args=(0.05,), name="watched-sim-server", daemon=True).start()
     try:
         yield server
     finally:
+        server.gate.release()
         stop_server(server)
 
 

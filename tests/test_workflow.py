@@ -13,12 +13,11 @@ import pytest
 
 from tests.conftest import REPO_ROOT, wait_for
 from tests.dvcproject import dvc, make_project, project_env, run
+from tests.sim_servers import watched_server
 from tests.test_dvc_locks import sleeper
 from tests.test_pipeline import small_sim_params
 from tracevote.core.config import SimConfig
-from tracevote.sim.faults import FaultPlan, parse_faults
-from tracevote.sim.model import SimModel
-from tracevote.sim.server import start_server, stop_server
+from tracevote.sim.faults import FaultPlan
 
 pytestmark = pytest.mark.slow
 VENV = Path(sys.executable).parent.parent
@@ -57,9 +56,8 @@ def first_sample_stored(pool_dir: Path, repro: subprocess.Popen) -> bool:
 
 
 def test_make_repro_clears_a_dead_runs_lock_and_resumes(tmp_path: Path, venv_stamp: None) -> None:
-    server = start_server(SimModel(SimConfig(seed=0, signal=1.0, accuracy=0.45, mean_tokens=150)),
-                          parse_faults("slow=1.0,slow_s=0.1,max_per_sample=1000000"))
-    try:
+    # admits the probe's 3 requests and one sample; the rest wait until the kill has landed
+    with watched_server(SimConfig(seed=0, signal=1.0, accuracy=0.45, mean_tokens=150), admit=4) as server:
         params = small_sim_params(backend="openai", base_url=server.base_url, needs_key=False)
         project = make_project(tmp_path / "project", params)
         shutil.copy(REPO_ROOT / "Makefile", project / "Makefile")
@@ -71,7 +69,8 @@ def test_make_repro_clears_a_dead_runs_lock_and_resumes(tmp_path: Path, venv_sta
         finally:
             os.killpg(repro.pid, signal.SIGKILL)  # dvc and the stage it runs, mid-build
             repro.wait()
-        server.faults = FaultPlan()  # the kill has landed: the resumed run need not be slow
+        server.faults = FaultPlan()  # the kill has landed: the resumed run need not wait or be slow
+        server.gate.release()
 
         rwlock = project / ".dvc" / "tmp" / "rwlock"
         assert str(repro.pid) in rwlock.read_text()
@@ -86,9 +85,8 @@ def test_make_repro_clears_a_dead_runs_lock_and_resumes(tmp_path: Path, venv_sta
         finally:
             reused.kill()
             reused.wait()
-        assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
-        assert f"left by process {reused.pid}, which is no longer running DVC" in resumed.stdout
-        assert "Running stage 'report@toy'" in resumed.stdout
-        assert '"samples": 192' in (project / "pools" / "toy.json").read_text()
-    finally:
-        stop_server(server)
+    assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
+    assert f"left by process {reused.pid}, which is no longer running DVC" in resumed.stdout
+    assert "Running stage 'report@toy'" in resumed.stdout
+    assert "already holds samples; the probe it passed is not sent again" in resumed.stdout  # a partial pool
+    assert '"samples": 192' in (project / "pools" / "toy.json").read_text()

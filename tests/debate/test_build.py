@@ -104,9 +104,10 @@ def test_a_built_debate_scores_offline_with_every_metric(uninterrupted: Path) ->
 
 
 def test_a_ledger_missing_calls_refuses_to_score(uninterrupted: Path, tmp_path: Path) -> None:
-    with running_server(SimModel(SIM, sim_answers()), parse_faults("")) as base_url:
-        root = project(tmp_path / "partial", base_url)
+    with watched_server(SIM, sim_answers(), admit=5) as gated:  # the rest wait: the kill lands mid-build
+        root = project(tmp_path / "partial", gated.base_url)
         kill_once_stored(build_command(), root, lambda: len(stored_under(root / LEDGERS)), 5, tmp_path / "build.log")
+    assert len(stored_under(root / LEDGERS)) == 5
     manifest = root / "debates" / "toy.json"
     manifest.write_text((uninterrupted / "debates" / "toy.json").read_text())  # a manifest claiming all is done
     failed = run_stage(root, "score_debate.py", "--debates", "debates", "--metrics", "m.json", "--details", "d.json",

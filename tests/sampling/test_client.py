@@ -16,6 +16,7 @@ import orjson
 import pytest
 import requests
 
+from tests.conftest import EVENT_TIMEOUT_S, wait_for
 from tests.sim_servers import refusing_urls
 from tracevote.core.config import DecodingConfig, ModelConfig, SimConfig
 from tracevote.core.errors import ConfigError, EndpointError, EndpointNotFoundError, FatalAPIError, ModelNotFoundError
@@ -25,7 +26,7 @@ from tracevote.sampling.client import KIND_HEADER, SAMPLE_HEADER, UNCAPPED, Chat
 from tracevote.sampling.limiter import AdaptiveLimiter
 from tracevote.sim.faults import FaultPlan, parse_faults
 from tracevote.sim.model import SimModel
-from tracevote.sim.server import ServerOptions, SimServer, start_server, stop_server
+from tracevote.sim.server import ServerOptions, SimServer, _Handler, start_server, stop_server
 
 SIM = SimConfig(seed=0, signal=1.0, accuracy=0.45, mean_tokens=60)
 DECODING = DecodingConfig(temperature=0.6, top_p=None, max_tokens=128, top_logprobs=20)
@@ -43,6 +44,36 @@ def sim_server(faults: str = "", **options: Any) -> Iterator[SimServer]:
     try:
         yield server
     finally:
+        stop_server(server)
+
+
+class HoldingServer(SimServer):
+    """The sim server, but its "slow" responses wait until `released` is set: each one certainly times out."""
+
+    def __init__(self, faults: str) -> None:
+        super().__init__(("127.0.0.1", 0), SimModel(SIM), parse_faults(faults), ServerOptions())
+        self.RequestHandlerClass = _HoldSlowHandler
+        self.released = threading.Event()
+
+
+class _HoldSlowHandler(_Handler):
+    server: HoldingServer
+
+    def _send_completion(self, request: dict[str, Any], sample_key: str | None, kind: str,
+                         fault: str | None) -> None:
+        if fault == "slow":
+            self.server.released.wait(EVENT_TIMEOUT_S)
+        super()._send_completion(request, sample_key, kind, fault)
+
+
+@contextlib.contextmanager
+def holding_server(faults: str) -> Iterator[HoldingServer]:
+    server = HoldingServer(faults)
+    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
+    try:
+        yield server
+    finally:
+        server.released.set()
         stop_server(server)
 
 
@@ -123,12 +154,17 @@ def test_slow_responses_within_the_timeout_are_just_slow() -> None:
 
 
 def test_responses_slower_than_the_timeout_are_retried() -> None:
-    with sim_server("slow=0.5,slow_s=1.0,seed=3") as server:
-        client = make_client(server.base_url, timeout_s=0.4)
+    with holding_server("slow=0.5,slow_s=0,seed=3") as server:
+        client = make_client(server.base_url, timeout_s=0.4, max_retries=10)
         samples = draw(client, 6)
+        timeouts = client.retries.snapshot().get("timeout", 0)
+        # every attempt the client gave up on reaches the server's count, perhaps after the client moved on
+        wait_for(lambda: stats(server)["requests"] == 6 + timeouts, "the server to count every attempt")
         seen = stats(server)
-    assert len(samples) == 6
-    assert client.retries.snapshot() == {"timeout": seen["outcomes"]["slow"]}
+    assert [s.sample_id for s in samples] == list(range(6))
+    assert set(client.retries.snapshot()) == {"timeout"}
+    # each held response timed out; on a loaded machine a plain one may also outlast 0.4 s, so this is a bound
+    assert 0 < seen["outcomes"]["slow"] <= timeouts
 
 
 def test_all_faults_mixed_every_sample_arrives_and_counts_match() -> None:
