@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -39,7 +40,12 @@ def request(problem: str = "Find the number of primes below 30.", system: str | 
             "logprobs": True, "top_logprobs": 20, **overrides}
 
 
-# sha256 of the bodies the solve path wrote before kinds existed: a refactor must not change a byte
+# sha256 of the bodies the solve path wrote before kinds existed: a refactor must not change a byte. Made by
+# running SimModel(CFG, ANSWERS).complete_bytes(body, key, degrade=...) at commit 520954e, the last before kinds
+# (ece0c5e added the pins; re-run there for this note, same digests). A changed digest means the simulator draws
+# other bytes for the same request: simulated pools and ledgers built before no longer match ones built now
+# (stored calls are never redrawn), so change a pin only with a deliberate change to the simulator.
+# test_pinned_bodies_hold_what_their_requests_ask checks the same bodies' content without the digests.
 PINNED = [
     (request(), "aime/0", "none", "366503a38e4907d13f8bd5f78f784db9d4c3a3411a8082e69626f65dcf79b977"),
     (request("Find x.", temperature=0.0), "aime/1", "none",
@@ -57,6 +63,38 @@ PINNED = [
 def test_solve_responses_are_pinned_byte_for_byte(body: dict[str, Any], key: str, degrade: Any,
                                                   sha256: str) -> None:
     assert hashlib.sha256(SimModel(CFG, ANSWERS).complete_bytes(body, key, degrade=degrade)).hexdigest() == sha256
+
+
+def check_logprobs(entries: list[dict[str, Any]], body: dict[str, Any], degrade: str) -> None:
+    """Each entry's token, bytes and top-k as the request asked: k alternatives, all -9999 when degraded to the
+    sentinel, the chosen token first when greedy."""
+    for entry in entries:
+        assert entry["bytes"] == list(entry["token"].encode("utf-8"))
+        assert len(entry["top_logprobs"]) == body["top_logprobs"]
+        if degrade == "sentinel":
+            assert {entry["logprob"], *(top["logprob"] for top in entry["top_logprobs"])} == {-9999.0}
+        elif body["temperature"] == 0.0:
+            assert entry["top_logprobs"][0]["token"] == entry["token"]
+
+
+@pytest.mark.parametrize(("body", "key", "degrade", "sha256"), PINNED,
+                         ids=["top20-t0.6", "greedy", "system-top5-cut", "no-logprobs", "sentinel"])
+def test_pinned_bodies_hold_what_their_requests_ask(body: dict[str, Any], key: str, degrade: Any,
+                                                   sha256: str) -> None:
+    document = orjson.loads(SimModel(CFG, ANSWERS).complete_bytes(body, key, degrade=degrade))
+    choice, usage = document["choices"][0], document["usage"]
+    assert document["model"] == body["model"] and choice["message"]["role"] == "assistant"
+    assert usage["total_tokens"] == usage["prompt_tokens"] + usage["completion_tokens"]
+    cut = usage["completion_tokens"] == body["max_tokens"]
+    assert choice["finish_reason"] == ("length" if cut else "stop")
+    assert cut or re.search(r"\\boxed\{\d+\}$", choice["message"]["content"])  # a finished trace answers
+    if not body["logprobs"]:
+        assert choice["logprobs"] is None
+        return
+    entries = choice["logprobs"]["content"]
+    assert len(entries) == usage["completion_tokens"]
+    assert "".join(entry["token"] for entry in entries) == choice["message"]["content"]
+    check_logprobs(entries, body, degrade)
 
 
 def toy(req: SimRequest, key: str | None, model: SimModel, *, degrade: Degrade) -> bytes:

@@ -1,6 +1,7 @@
 """Pools written by format 1 (confidence recomputed from float16 top-k) still read as they did."""
 
 import dataclasses
+import math
 import shutil
 from pathlib import Path
 
@@ -16,8 +17,10 @@ from tracevote.store.pool import Pool
 POOL_V1 = FIXTURES / "pool_v1"
 CFG = ConfidenceConfig(group_size=16, bottom_fraction=0.1, tail_tokens=32)
 
-# Read with the format-1 code when the fixture was written: even sample ids keep top-5, odd ones
-# C_i only; every trace stopped. (problem, sample, candidates, n_tokens, avg, bottom10, lowest, tail)
+# Printed by the format-1 code when it wrote the fixture (both came in with format 2, commit 9cb5ad4): even
+# sample ids keep top-5, odd ones C_i only; every trace stopped. The test after the next works each number out
+# again from the stored arrays and README's definitions, with none of the scoring code.
+# (problem, sample, candidates, n_tokens, avg, bottom10, lowest, tail)
 EXPECTED = [
     ("p1", 0, [True, 104, None], 72, 7.1993735295202965, 6.05442698314786, 5.88981152921915, 7.636544432118535),
     ("p1", 1, [True, 104, None], 42, 8.672097206115723, 7.607630491256714, 7.475819796323776, 8.955935001373291),
@@ -45,6 +48,36 @@ def test_format_1_pool_reads_as_before(problem_id: str) -> None:
     assert np.diff(traces.offsets).tolist() == [row[3] for row in rows]
     for column, name in enumerate(("avg", "bottom10", "lowest", "tail"), start=4):
         np.testing.assert_allclose(measures.by_name(name), [row[column] for row in rows], rtol=1e-12)
+
+
+def reference_confidence(top: np.ndarray | None, stored: np.ndarray | None) -> np.ndarray:
+    """C_i by README's definition: -mean of the top-k (float16 in format 1, none absent here), else as stored."""
+    if top is not None:
+        assert np.isfinite(top).all() and (top > -9999).all()
+        return -top.astype(np.float64).mean(axis=1)
+    assert stored is not None
+    return stored.astype(np.float64)
+
+
+def reference_measures(c: np.ndarray, cfg: ConfidenceConfig) -> tuple[float, float, float, float]:
+    """avg, bottom10, lowest and tail of one trace's C_i, window by window in plain float64."""
+    window = cfg.group_size
+    starts = range(len(c) - window + 1) if len(c) >= window else [0]  # shorter than the window: one group
+    groups = sorted(float(c[i: i + window].mean()) for i in starts)
+    n_bottom = max(1, math.floor(cfg.bottom_fraction * len(groups)))
+    return float(c.mean()), float(np.mean(groups[:n_bottom])), groups[0], float(c[-cfg.tail_tokens:].mean())
+
+
+def test_the_expected_measures_follow_from_the_fixtures_own_arrays() -> None:
+    pool = Pool(POOL_V1)
+    for problem_id in ("p1", "p2", "p3"):
+        for sample in sorted(pool.iter_samples(problem_id), key=lambda s: s.sample_id):
+            row = next(r for r in EXPECTED if r[:2] == (problem_id, sample.sample_id))
+            assert (sample.top_logprobs is not None) == (sample.sample_id % 2 == 0)
+            assert len(sample.tokens) == row[3] and sample.finish_reason == "stop"
+            assert sample.text.endswith(f"\\boxed{{{row[2][1]}}}")
+            confidence = reference_confidence(sample.top_logprobs, sample.token_confidence)
+            np.testing.assert_allclose(reference_measures(confidence, CFG), row[4:], rtol=1e-9)
 
 
 def test_format_1_pool_reads_only_the_samples_asked_for() -> None:
