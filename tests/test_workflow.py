@@ -13,6 +13,7 @@ import pytest
 
 from tests.conftest import REPO_ROOT, wait_for
 from tests.dvcproject import dvc, make_project, project_env, run
+from tests.images import assert_not_blank
 from tests.sim_servers import watched_server
 from tests.test_dvc_locks import sleeper
 from tests.test_pipeline import small_sim_params
@@ -42,7 +43,7 @@ def test_make_demo_in_a_fresh_clone_leaves_git_status_clean(tmp_path: Path, venv
     result = make(clone, "demo")
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "SIMULATED" in result.stdout
-    assert (clone / "demo" / "plots" / "deepconf" / "demo" / "accuracy_vs_k.png").is_file()
+    assert_not_blank(clone / "demo" / "plots" / "deepconf" / "demo" / "accuracy_vs_k.png")
     assert run(clone, "git", "status", "--porcelain").stdout == ""
 
 

@@ -18,6 +18,7 @@ import yaml
 
 from tests.conftest import FIXTURE_PARAMS, REPO_ROOT, SHARED_DIR
 from tests.dvcproject import run_stage
+from tests.images import assert_not_blank
 from tests.sim_servers import (
     final_state,
     kill_and_resume,
@@ -139,7 +140,7 @@ def test_the_report_has_the_table_by_task_and_a_plot(processbench: Path) -> None
     assert [(r["dataset"], r["task"], r["n_error"], r["n_correct"]) for r in rows] == [("steps", "gsm8k", "207", "193")]
     table = (processbench / "metrics" / "critique.md").read_text()
     assert table.startswith("**SIMULATED MODEL") and "| steps | gsm8k | 207 | 193 |" in table
-    assert (processbench / "plots" / "critique" / "critique.png").read_bytes().startswith(b"\x89PNG")
+    assert_not_blank(processbench / "plots" / "critique" / "critique.png")
     f1_rows = (processbench / "plots" / "critique" / "f1_by_task.csv").read_text().splitlines()
     assert f1_rows[0] == "subset,error_acc,correct_acc,f1" and f1_rows[1].startswith("steps/gsm8k,")
 
