@@ -37,7 +37,7 @@ def main() -> None:
         print(f"build_critiques: {ledger.root} holds all {len(calls)} critiques; no request sent")
         return
     if existed:
-        args.refuse_if_already_built()
+        args.refuse_if_already_built(partial=True)
 
     print(f"build_critiques: {len(plan.missing)} of {len(calls)} critiques missing in {ledger.root}; "
           f"estimate {plan.cost.render()}")

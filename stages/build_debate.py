@@ -34,7 +34,7 @@ def main() -> None:
         print(f"build_debate: {ledger.root} holds all {len(debates)} debates; no request sent")
         return
     if existed:
-        args.refuse_if_already_built()
+        args.refuse_if_already_built(partial=True)
 
     print(f"build_debate: {len(plan.unfinished)} of {len(debates)} debates unfinished in {ledger.root} "
           f"({plan.stored_calls} calls stored); estimate for at most {plan.cost.render()}")

@@ -31,8 +31,9 @@ def main() -> None:
         return
     inputs = run_inputs(run, args.gold, params.answers)
     build_critic(params, run.name, inputs.pairing(), args.critic, stage=stage,
-                 refuse_if_already_built=lambda: refuse_if_already_built(
-                     Path("dvc.lock"), args.params, stage=stage, rebuild=os.environ.get(REBUILD_ENV) == "1"))
+                 refuse_if_already_built=lambda partial: refuse_if_already_built(
+                     Path("dvc.lock"), args.params, stage=stage, rebuild=os.environ.get(REBUILD_ENV) == "1",
+                     partial=partial))
 
 
 if __name__ == "__main__":

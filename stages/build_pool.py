@@ -27,7 +27,7 @@ def main() -> None:
     existing = find_pool(args.folder, setting)
     if existing is None or existing.missing_samples(ids, params.pool.n_pool):
         # before anything is written, so the `dvc pull` it recommends finds a clean checkout
-        args.refuse_if_already_built()
+        args.refuse_if_already_built(partial=existing is not None)
     pool = Pool.open_or_create(args.folder, setting, simulated=params.model.backend == "sim")
     pool.register(problems)
     plan = plan_build(pool, problems, setting, params.pool.n_pool, params.pool.pricing,

@@ -102,5 +102,5 @@ def test_the_heat_map_counts_true_against_predicted_steps_with_a_capped_last_ste
 def test_a_step_file_with_a_label_outside_its_steps_is_refused_naming_the_line(tmp_path: Path) -> None:
     good = {"id": "a", "problem": "p", "steps": ["s0", "s1"], "label": 1, "task": "t"}
     (tmp_path / "steps.jsonl").write_text(json.dumps(good) + "\n" + json.dumps({**good, "id": "b", "label": 2}) + "\n")
-    with pytest.raises(DataError, match=r"steps\.jsonl: line 2: label 2 does not index its 2 steps"):
+    with pytest.raises(DataError, match=r"steps\.jsonl: line 2: field 'label': 2 does not index its 2 steps"):
         load_step_records(tmp_path / "steps.jsonl")

@@ -60,7 +60,7 @@ def test_text_and_integer_keys_share_a_log_and_survive_a_torn_tail(tmp_path: Pat
         handle.truncate(os.path.getsize(log) - 3)
     assert [(key, bytes(p)) for key, p in framing.iter_payloads(log)] == [(0, b"sample zero"),
                                                                          ("r0/agent1", b"a debate turn")]
-    frames, _ = framing.scan(log, with_payload=False)
+    frames = framing.scan(log)
     assert [f.key for f in frames] == [0, "r0/agent1"]
     with framing.FrameWriter(log) as writer:
         assert writer.torn_bytes > 0 and writer.keys == {0, "r0/agent1"}

@@ -21,6 +21,9 @@ GRADE_DESCRIPTION = ("Grade a predictions file as the grading scorer did: Math-V
                      "reasoning's average word count and, with --enable-critic, the LLM critic (settings from the "
                      "params file's grading.critic; replies kept on a ledger, never paid twice).")
 DEFAULT_CRITIC_DIR = "grading/critic/cli"
+LEDGER_DESCRIPTION = ("Check or repair the ledgers of paid calls. verify reads every frame (checksum, key, payload, "
+                      "simulated or real) and each ledger's setting and items; repair keeps a damaged log's good "
+                      "frames, so the next run requests only the calls it dropped.")
 
 
 def package_version() -> str:
@@ -123,6 +126,21 @@ def add_other_commands(subparsers: argparse._SubParsersAction[argparse.ArgumentP
     convert.set_defaults(handler=commands.cmd_critique_convert)
 
 
+def add_ledger_commands(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    ledger = subparsers.add_parser("ledger", help="check every stored paid call; repair a damaged log",
+                                   description=LEDGER_DESCRIPTION)
+    actions = ledger.add_subparsers(dest="ledger_command", required=True, metavar="ACTION")
+    for name, handler, text in (
+        ("verify", commands.cmd_ledger_verify, "check every frame of every ledger under PATH; exit 1 if any is bad"),
+        ("repair", commands.cmd_ledger_repair, "rewrite each damaged log with only its good frames"),
+    ):
+        action = actions.add_parser(name, help=text, description=text[0].upper() + text[1:] + ".")
+        action.add_argument("paths", nargs="*", type=Path, metavar="PATH",
+                            help="a ledger folder, one of its .tvf logs, or a folder holding ledgers (default: "
+                                 "whichever of pools/, debates/, critiques/ and grading/critic/ exist)")
+        action.set_defaults(handler=handler)
+
+
 def add_grade_command(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     grade = subparsers.add_parser("grade", help="grade a predictions file: Math-Verify accuracy, word count, critic",
                                   description=GRADE_DESCRIPTION)
@@ -169,6 +187,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_sim_server(subparsers)
     add_other_commands(subparsers)
     add_grade_command(subparsers)
+    add_ledger_commands(subparsers)
     return parser
 
 

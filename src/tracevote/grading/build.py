@@ -44,21 +44,22 @@ def record_disabled_critic(params: Params, run: str, critic_dir: Path, *, stage:
 
 
 def build_critic(params: Params, run: str, pairing: Pairing, critic_dir: Path, *, stage: str,
-                 refuse_if_already_built: Callable[[], None] = lambda: None) -> CriticManifest:
+                 refuse_if_already_built: Callable[[bool], None] = lambda partial: None) -> CriticManifest:
     """Ask the critic about every item `grading.critic` selects that the ledger lacks, then write the manifest.
-    `refuse_if_already_built` is the stage's fresh-clone guard, run before anything would be paid."""
+    `refuse_if_already_built(partial)` is the stage's fresh-clone guard, run before anything would be paid;
+    `partial` says the ledger is on disk but lacks calls."""
     cfg = params.grading.critic
     items = critic_items(pairing, cfg.max_samples)
     existed = (ledger_root(critic_dir, params) / CallLedger.META).is_file()
     if not existed:
-        refuse_if_already_built()  # before anything is written, so the `dvc pull` it recommends finds a clean folder
+        refuse_if_already_built(False)  # before anything is written: the `dvc pull` it recommends finds a clean folder
     ledger = open_ledger(critic_dir, params)
     missing = missing_calls(ledger, items)
     if not missing:
         print(f"{stage}: {ledger.root} holds all {len(items)} critic replies; no request sent")
         return _write_manifest(critic_dir, run, ledger, len(items), len(items), cfg.max_samples)
     if existed:
-        refuse_if_already_built()
+        refuse_if_already_built(True)
     cost = calls_cost(missing, params)
     print(f"{stage}: {len(missing)} of {len(items)} critic replies missing in {ledger.root}; estimate {cost.render()}")
     api_key = backend.api_key_for(critic_model(params), os.environ, Path(".env"), missing=len(missing),

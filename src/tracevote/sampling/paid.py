@@ -42,10 +42,10 @@ class PaidStageArgs(Generic[T]):
     folder: Path
     manifest: Path
 
-    def refuse_if_already_built(self) -> None:
+    def refuse_if_already_built(self, *, partial: bool = False) -> None:
         """The fresh-clone guard for this stage (see refuse_if_already_built); TRACEVOTE_REBUILD=1 lifts it."""
         refuse_if_already_built(Path("dvc.lock"), self.params_path, stage=self.stage,
-                                rebuild=os.environ.get(REBUILD_ENV) == "1")
+                                rebuild=os.environ.get(REBUILD_ENV) == "1", partial=partial)
 
 
 def read_paid_stage_args(group: str, description: str, *, folder: str, folder_help: str, records: str = "problems",
@@ -65,11 +65,19 @@ def read_paid_stage_args(group: str, description: str, *, folder: str, folder_he
                          args.folder, args.manifest)
 
 
-def refuse_if_already_built(lock_path: Path, params_path: Path, *, stage: str, rebuild: bool) -> None:
+def refuse_if_already_built(lock_path: Path, params_path: Path, *, stage: str, rebuild: bool,
+                            partial: bool = False) -> None:
     """Stop before paying when dvc.lock records `stage` finished with these params: its outputs exist in a
-    remote or a teammate's cache, and `dvc pull` fetches them for nothing."""
+    remote or a teammate's cache, and `dvc pull` fetches them for nothing. `partial`: its ledger is on disk
+    but lacks calls (cut back by `ledger repair`, or edited by hand), so the message says that instead."""
     if rebuild or not already_built(lock_path, stage, params_path):
         return
+    if partial:
+        raise TracevoteError(
+            f"{lock_path} records a finished {stage} with exactly these params, but the ledger on disk lacks some "
+            f"of its calls (cut back by `python -m tracevote ledger repair`, or edited): `dvc checkout` restores the "
+            f"recorded copy from DVC's cache, or `dvc pull` from the remote, for nothing. To keep what is on disk "
+            f"and pay only for the missing calls, re-run with {REBUILD_ENV}=1.")
     raise TracevoteError(
         f"{lock_path} records a finished {stage} with exactly these params, but its outputs are not on "
         f"disk: they live in a DVC remote or a teammate's cache. Fetch them with `dvc pull` (or "

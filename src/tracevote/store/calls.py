@@ -18,7 +18,8 @@ import orjson
 import pyarrow as pa
 
 from tracevote.core.errors import DataError
-from tracevote.store.framing import Key
+from tracevote.store import framing
+from tracevote.store.framing import Frame, Key
 from tracevote.store.ledger import Ledger
 
 MAGIC = b"TVR1"
@@ -85,6 +86,14 @@ def _record(document: Any) -> CallRecord:
     return CallRecord(**document)
 
 
+def _checked(path: Path, frame: Frame) -> CallRecord:
+    """The frame's record; one naming another key than its frame is damage (a key length the crc missed)."""
+    record = decode(frame.payload)  # type: ignore[arg-type]
+    if record.key != str(frame.key):  # records keep their key as text; critiques key frames by vote number
+        raise framing.damaged(path, frame.offset, f"the frame's key says {frame.key!r}, its record {record.key!r}")
+    return record
+
+
 class CallLedger(Ledger):
     """A ledger of CallRecords. Replaying a stored call checks it answered the request built now."""
 
@@ -95,7 +104,8 @@ class CallLedger(Ledger):
     def records(self, item_id: str) -> dict[Key, CallRecord]:
         """Every stored record of one item by call key, read once per ledger object."""
         if item_id not in self._read:
-            self._read[item_id] = {key: decode(payload) for key, payload in self.iter_payloads(item_id)}
+            self._read[item_id] = {frame.key: _checked(self.log_path(item_id), frame)
+                                   for frame in framing.iter_frames(self.log_path(item_id))}
         return self._read[item_id]
 
     def load(self, call: Call) -> CallRecord:

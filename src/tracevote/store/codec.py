@@ -166,6 +166,13 @@ def score_fields(payload: bytes | memoryview) -> ScoreFields:
     return ScoreFields(header["sample_id"], header["finish_reason"], candidates, arrays["token_confidence"])
 
 
+def sample_id_of(payload: bytes | memoryview) -> int | None:
+    """The sample id a payload's header holds, reading nothing else (None for format 1, which keeps it
+    inside its compressed body)."""
+    view = memoryview(payload)
+    return None if _is_format_1(view) else int(_header(view)[0]["sample_id"])
+
+
 @dataclass(frozen=True)
 class TextFields:
     """What grading reads of one sample: its text and what decides its answer."""

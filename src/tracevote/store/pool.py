@@ -112,14 +112,16 @@ class Pool(Ledger):
 
     def load(self, call: Call) -> Sample:
         """A stored sample, for a replay (problems.json already holds the digest of its prompt)."""
-        for sample_id, payload in self.iter_payloads(call.item_id):
-            if sample_id == call.key:
-                return codec.to_sample(codec.decode(payload))
-        raise DataError(f"{self.log_path(call.item_id)}: sample {call.key} is not stored")
+        path = self.log_path(call.item_id)
+        for frame in framing.iter_frames(path):
+            if frame.key == call.key:
+                return _sample(path, frame)
+        raise DataError(f"{path}: sample {call.key} is not stored")
 
     def iter_samples(self, problem_id: str) -> Iterator[Sample]:
-        for _, payload in self.iter_payloads(problem_id):
-            yield codec.to_sample(codec.decode(payload))
+        path = self.log_path(problem_id)
+        for frame in framing.iter_frames(path):
+            yield _sample(path, frame)
 
     def read_problem(self, problem_id: str, n_pool: int) -> ProblemTraces:
         """Samples 0..n_pool-1 of one problem in columnar form, sorted by sample id.
@@ -128,8 +130,8 @@ class Pool(Ledger):
         frame crc of every sample but the last is skipped, the blocks read carry their own.
         """
         path = self.log_path(problem_id)
-        fields = [codec.score_fields(payload)
-                  for sample_id, payload in framing.iter_payloads(path, check_every_crc=False) if sample_id < n_pool]
+        fields = [_score_fields(path, frame) for frame in framing.iter_frames(path, check_every_crc=False)
+                  if _within(path, frame, n_pool)]
         fields.sort(key=lambda f: f.sample_id)
         offsets = np.zeros(len(fields) + 1, dtype=np.int64)
         np.cumsum([len(f.confidence) for f in fields], out=offsets[1:])
@@ -144,6 +146,43 @@ class Pool(Ledger):
             offsets=offsets,
             token_confidence=confidence,
         )
+
+
+def _score_fields(path: Path, frame: framing.Frame) -> codec.ScoreFields:
+    """The frame's score fields; a block failing its own checksum is damage (the frame crc was not read)."""
+    try:
+        fields = codec.score_fields(frame.payload)  # type: ignore[arg-type]
+    except ValueError as exc:
+        raise framing.damaged(path, frame.offset, f"sample {frame.key}: {exc}") from None
+    _check_key(path, frame, fields.sample_id)
+    return fields
+
+
+def _within(path: Path, frame: framing.Frame, n_pool: int) -> bool:
+    """Whether a frame is one of samples 0..n_pool-1; a frame left out is still checked to hold the sample its key
+    names (only the payload's header is read), so a flipped key never hides a sample."""
+    if int(frame.key) < n_pool:
+        return True
+    try:
+        sample_id = codec.sample_id_of(frame.payload)  # type: ignore[arg-type]
+    except ValueError as exc:
+        raise framing.damaged(path, frame.offset, f"sample {frame.key}: {exc}") from None
+    if sample_id is not None:
+        _check_key(path, frame, sample_id)
+    return False
+
+
+def _sample(path: Path, frame: framing.Frame) -> Sample:
+    sample = codec.to_sample(codec.decode(frame.payload))  # type: ignore[arg-type]
+    _check_key(path, frame, sample.sample_id)
+    return sample
+
+
+def _check_key(path: Path, frame: framing.Frame, sample_id: int) -> None:
+    """A sample frame's key lies outside its crc (in the header): the payload's own sample id must agree."""
+    if sample_id != frame.key:
+        raise framing.damaged(path, frame.offset, f"the frame's key says sample {frame.key}, its payload "
+                                                  f"sample {sample_id}")
 
 
 def find_pool(dataset_dir: Path, setting: Setting) -> Pool | None:
