@@ -1,5 +1,6 @@
 """`python -m tracevote grade` refuses input that cannot be what the user meant (issue 22 item 5): a GSM8K gold
-answer without its `#### N`, an empty gold file, an empty predictions file. One line per problem, exit 2,
+answer without its `#### N`, an empty gold file, an empty predictions file, predictions none of whose ids is a gold
+id. One line per problem, exit 2,
 nothing graded."""
 
 from __future__ import annotations
@@ -34,8 +35,11 @@ def grade(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
     (GSM8K_GOLD, "", 'preds.jsonl: no predictions, nothing graded (expected one JSON object per line: '
                      '{"id", "dataset", "thinking", "content"})'),
     (GSM8K_GOLD, "\n  \n", "preds.jsonl: no predictions, nothing graded"),
+    (GSM8K_GOLD, '{"id": "math500_test_0", "content": "#### 4"}\n',
+     "preds.jsonl: none of its 1 prediction ids (first 'math500_test_0') is the id of a gold item (first "
+     "'gsm8k_test_0'): is it another dataset's file"),
 ], ids=["no-mark", "integer-answer", "single-hash", "empty-gold", "blank-gold", "empty-predictions",
-        "blank-predictions"])
+        "blank-predictions", "no-id-matches"])
 def test_grade_refuses_empty_or_unmarked_input(tmp_path: Path, gold: str, predictions: str, says: str) -> None:
     (tmp_path / "gold.jsonl").write_text(gold, encoding="utf-8")
     (tmp_path / "preds.jsonl").write_text(predictions, encoding="utf-8")

@@ -191,3 +191,15 @@ def test_a_run_of_another_model_is_refused(project: Path, capsys: pytest.Capture
     with pytest.raises(SystemExit):
         main(import_argv())
     assert f"config.model_path is 'Qwen/QwQ-32B', but the pool is for '{MODEL}'" in capsys.readouterr().err
+
+
+def test_pickles_are_refused_by_a_simulated_setting_and_nothing_is_created(project: Path,
+                                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    write_run(project / "outputs", 0, 0, [trace(7, [1.0])], gold="7")
+    params = yaml.safe_load((project / "params.yaml").read_text())
+    params["model"]["backend"] = "sim"
+    (project / "params.yaml").write_text(yaml.safe_dump(params))
+    with pytest.raises(SystemExit):
+        main(import_argv())
+    assert "model.backend is sim, but the official runs' pickles hold a real model's traces" in capsys.readouterr().err
+    assert not (project / "pools").exists()

@@ -214,7 +214,11 @@ def _import_pickles(args: argparse.Namespace, problems: list[Problem], n_pool: i
     from tracevote.core.config import load_params
     from tracevote.store.deepconf_pickle import import_runs
 
-    model = None if args.pool_dir else load_params(args.params).model.name
+    params = load_params(args.params)
+    if not args.pool_dir and params.model.backend == "sim":  # checked before the pool's folder is created
+        raise DataError(f"{args.params}: model.backend is sim, but the official runs' pickles hold a real model's "
+                        f"traces; import them with params naming that model on a real backend (or --pool-dir)")
+    model = None if args.pool_dir else params.model.name
     pool, summary = import_runs(Path(args.samples), lambda: _pool_for(args, create=True)[1], problems,
                                 n_pool=n_pool, model=model)
     padded = f"; {summary.padded} with fewer confidences than tokens" if summary.padded else ""

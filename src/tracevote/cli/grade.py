@@ -16,6 +16,7 @@ from pathlib import Path
 import orjson
 
 from tracevote.core.config import GradingRunConfig, Params, load_params
+from tracevote.grading.accuracy import check_some_match
 from tracevote.grading.build import build_critic, stored_critic_scores
 from tracevote.grading.critic import CriticScores
 from tracevote.grading.gold import GoldItem, format_keys, gold_from_normalized, read_gold_file
@@ -30,6 +31,7 @@ def run_grade(args: argparse.Namespace) -> int:
     params = _params(args)
     gold = _gold(args)
     predictions = of_dataset(read_predictions(args.pred_path), [args.dataset], str(args.pred_path))
+    check_some_match(gold, predictions, source=str(args.pred_path))
     inputs = RunInputs(gold, predictions, "predictions file", False)
     grades = grade_inputs(inputs, None if params is None else params.grading)
     critic, critic_simulated = (None, False)

@@ -20,6 +20,7 @@ from typing import Protocol
 
 from tracevote.answers.formats import GSM8K_MARK
 from tracevote.answers.mathverify import MathVerdict
+from tracevote.core.errors import DataError
 from tracevote.grading.gold import GoldItem
 from tracevote.grading.predictions import Prediction
 
@@ -64,6 +65,17 @@ class Pairing:
     pairs: list[tuple[GoldItem, Prediction]]
     missing: list[str]  # gold ids without a prediction
     unmatched: list[str]  # prediction ids no gold item has
+
+
+def check_some_match(gold: Sequence[GoldItem], predictions: Sequence[Prediction], *, source: str) -> None:
+    """DataError when there are predictions but none has a gold item's id: grading them would report 0% for a
+    file of another dataset, or ids taken from another gold field, rather than say so."""
+    gold_ids = {item.id for item in gold}
+    if predictions and gold and not any(prediction.id in gold_ids for prediction in predictions):
+        raise DataError(
+            f"{source}: none of its {len(predictions)} prediction ids (first {predictions[0].id!r}) is the id of a "
+            f"gold item (first {gold[0].id!r}): is it another dataset's file, or do its ids come from another gold "
+            f"field (--id-key, grading.runs.<run>.id_key)?")
 
 
 def pair_by_id(gold: Sequence[GoldItem], predictions: Sequence[Prediction]) -> Pairing:

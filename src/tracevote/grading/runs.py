@@ -16,7 +16,7 @@ from tracevote.answers.mathverify import MathJudge
 from tracevote.core.config import AnswersConfig, GradingConfig, GradingRunConfig
 from tracevote.core.errors import DataError
 from tracevote.core.fileio import read_json_record, write_json, write_jsonl
-from tracevote.grading.accuracy import Grades, Pairing, grade, pair_by_id
+from tracevote.grading.accuracy import Grades, Pairing, check_some_match, grade, pair_by_id
 from tracevote.grading.critic import CriticScores
 from tracevote.grading.gold import GoldItem, gold_from_normalized
 from tracevote.grading.predictions import Prediction, of_dataset, read_predictions
@@ -45,7 +45,9 @@ def run_inputs(run: GradingRunConfig, gold_path: Path, answers: AnswersConfig) -
         gold = gold_from_normalized(gold_path, prefix=run.dataset, project_ids=True)
         return RunInputs(gold, predictions, "pool", simulated)
     gold = gold_from_normalized(gold_path, prefix=run.dataset, id_key=run.id_key)
-    return RunInputs(gold, of_dataset(read_predictions(path), [run.dataset], str(path)), "predictions file", False)
+    predictions = of_dataset(read_predictions(path), [run.dataset], str(path))
+    check_some_match(gold, predictions, source=str(path))
+    return RunInputs(gold, predictions, "predictions file", False)
 
 
 def pool_predictions(manifest_path: Path, answers: AnswersConfig) -> tuple[list[Prediction], bool]:
@@ -54,10 +56,9 @@ def pool_predictions(manifest_path: Path, answers: AnswersConfig) -> tuple[list[
     pool = Pool(manifest.pool_root(manifest_path))
     predictions = []
     for problem_id in pool.problem_ids():
-        for key, payload in pool.iter_payloads(problem_id):
-            if int(key) >= manifest.n_pool:
-                continue
-            fields = codec.text_fields(payload)
+        for frame in pool.frames_within(problem_id, manifest.n_pool):
+            fields = codec.text_fields(frame.payload)  # type: ignore[arg-type]
+            pool.check_sample_key(problem_id, frame, fields.sample_id)
             answer, _ = resolve_answer(fields.candidates, fields.finish_reason, answers)
             content = "" if answer is None else f"#### {answer}"
             predictions.append(Prediction(problem_id, None, fields.text, content, fields.sample_id))

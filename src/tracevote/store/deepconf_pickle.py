@@ -231,6 +231,10 @@ def import_runs(folder: Path, open_pool: Callable[[], Pool], problems: list[Prob
     runs = run_files(folder)
     counts = _check_all(runs, problems, n_pool, model)
     pool = open_pool()
+    if pool.simulated:
+        raise DataError(f"{pool.root}: a simulated pool (the params select model.backend: sim), but the official "
+                        f"runs' pickles hold a real model's traces; import them with params naming that model "
+                        f"(model.name: {model or 'its config.model_path'}) on a real backend")
     pool.register(problems)
     stored = already = padded = 0
     with ExitStack() as stack:

@@ -123,6 +123,16 @@ class Pool(Ledger):
         for frame in framing.iter_frames(path):
             yield _sample(path, frame)
 
+    def frames_within(self, problem_id: str, n_pool: int, *, check_every_crc: bool = True) -> Iterator[framing.Frame]:
+        """The frames of samples 0..n_pool-1; each frame left out is checked to hold the sample its key names."""
+        path = self.log_path(problem_id)
+        for frame in framing.iter_frames(path, check_every_crc=check_every_crc):
+            if _within(path, frame, n_pool):
+                yield frame
+
+    def check_sample_key(self, problem_id: str, frame: framing.Frame, sample_id: int) -> None:
+        _check_key(self.log_path(problem_id), frame, sample_id)
+
     def read_problem(self, problem_id: str, n_pool: int) -> ProblemTraces:
         """Samples 0..n_pool-1 of one problem in columnar form, sorted by sample id.
 
@@ -130,8 +140,7 @@ class Pool(Ledger):
         frame crc of every sample but the last is skipped, the blocks read carry their own.
         """
         path = self.log_path(problem_id)
-        fields = [_score_fields(path, frame) for frame in framing.iter_frames(path, check_every_crc=False)
-                  if _within(path, frame, n_pool)]
+        fields = [_score_fields(path, frame) for frame in self.frames_within(problem_id, n_pool, check_every_crc=False)]
         fields.sort(key=lambda f: f.sample_id)
         offsets = np.zeros(len(fields) + 1, dtype=np.int64)
         np.cumsum([len(f.confidence) for f in fields], out=offsets[1:])
