@@ -81,7 +81,7 @@ def damaged(path: Path, offset: int, reason: str) -> DamagedLogError:
     """The one message for a damaged log, wherever it is met: file, byte, cause and the repair command."""
     return DamagedLogError(
         f"{path}: damaged at byte {offset:,} ({reason}); the log goes on past it, so this is not the torn "
-        f"tail a kill leaves. Nothing was sent. `python -m tracevote ledger repair {path}` keeps every "
+        f"tail a kill leaves. `python -m tracevote ledger repair {path}` keeps every "
         f"intact frame and drops the damaged one, so the next run requests only the calls it held (or restore "
         f"the file from DVC's cache with `dvc checkout`)")
 
