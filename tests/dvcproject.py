@@ -4,6 +4,7 @@ own params (tests/fixtures/params.yaml), so a user's edits to params.yaml never 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -64,6 +65,12 @@ def make_project(root: Path, params: dict[str, Any] | None = None) -> Path:
     run(root, "git", "add", "-A")
     run(root, "git", "commit", "-qm", "pipeline")
     return root
+
+
+def copy_project(project: Path, destination: Path) -> Path:
+    """A copy of a built project (git, DVC cache, ledgers and all) for a test that changes or deletes parts of
+    it, so the tests sharing the original see it as built whatever order they run in."""
+    return Path(shutil.copytree(project, destination, symlinks=True))
 
 
 def one_dataset(name: str, path: Path | str, **fields: Any) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.critique.test_build import labels_of
-from tests.dvcproject import dvc, make_project, run, update_params
+from tests.dvcproject import copy_project, dvc, make_project, run, update_params
 from tests.images import assert_not_blank
 from tests.sim_servers import requests_by_key
 from tests.test_pipeline import changed_stages, small_sim_params
@@ -84,8 +84,9 @@ def test_a_rebuild_with_the_server_stopped_sends_nothing_and_scores_the_same(
     assert json.loads((project / "metrics" / "critique.json").read_text()) == metrics
 
 
-def test_a_fresh_clone_refuses_to_pay_for_critiques_dvc_lock_records(built: tuple[Path, dict, dict]) -> None:
-    project = built[0]
+def test_a_fresh_clone_refuses_to_pay_for_critiques_dvc_lock_records(built: tuple[Path, dict, dict],
+                                                                     tmp_path: Path) -> None:
+    project = copy_project(built[0], tmp_path / "project")  # the others need the critiques this deletes
     shutil.rmtree(project / "critiques" / "toy_steps")
     refused = dvc(project, "repro", BUILD, check=False)
     assert refused.returncode != 0

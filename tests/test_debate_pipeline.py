@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.debate.test_build import sim_answers
-from tests.dvcproject import dvc, make_project, run, update_params
+from tests.dvcproject import copy_project, dvc, make_project, run, update_params
 from tests.images import assert_not_blank
 from tests.sim_servers import requests_by_key
 from tests.test_pipeline import changed_stages, small_sim_params
@@ -79,8 +79,9 @@ def test_a_rebuild_with_the_server_stopped_sends_nothing_and_scores_the_same(
     assert dvc(project, "metrics", "diff", "--json").stdout.strip() in ("", "{}")
 
 
-def test_a_fresh_clone_refuses_to_pay_for_debates_dvc_lock_records(built: tuple[Path, dict, dict]) -> None:
-    project = built[0]
+def test_a_fresh_clone_refuses_to_pay_for_debates_dvc_lock_records(built: tuple[Path, dict, dict],
+                                                                   tmp_path: Path) -> None:
+    project = copy_project(built[0], tmp_path / "project")  # the others need the debates this deletes
     shutil.rmtree(project / "debates" / "toy")
     refused = dvc(project, "repro", "build_debate@toy", check=False)
     assert refused.returncode != 0

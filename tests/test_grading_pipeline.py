@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.dvcproject import dvc, make_project, run
+from tests.dvcproject import copy_project, dvc, make_project, run
 from tests.images import assert_not_blank
 from tests.test_pipeline import changed_stages, small_sim_params
 from tracevote.cli.demo import BUILTIN_GSM8K, BUILTIN_PREDICTIONS, local_dataset
@@ -50,7 +50,7 @@ def test_runs_side_by_side_in_flat_metrics_a_table_and_a_plot(built: Path) -> No
     assert values["simulated"] is True
     assert values[f"{RUN}.demo_gsm8k.accuracy"] == 0.5  # 4 of the 8 hand-written predictions are right
     words = [len(json.loads(line)["thinking"].split()) for line in BUILTIN_PREDICTIONS.read_text().splitlines()]
-    assert values[f"{RUN}.demo_gsm8k.avg_word_count"] == pytest.approx(sum(words) / len(words))  # 151 / 7
+    assert values[f"{RUN}.demo_gsm8k.avg_word_count"] == round(sum(words) / len(words), 4)  # 151 / 7, as rounded
     assert 1.0 <= values[f"{RUN}.demo_gsm8k.critic"] <= 5.0
     assert 0.0 < values["pool_toy.toy.accuracy"] < 1.0 and values["pool_toy.toy.critic"] is None  # no solutions
     table = (built / "metrics" / "grading.md").read_text()
@@ -62,33 +62,39 @@ def test_runs_side_by_side_in_flat_metrics_a_table_and_a_plot(built: Path) -> No
     assert len(details) == 7 and sum(d["correct"] for d in details) == 4
 
 
+@pytest.fixture
+def own_copy(built: Path, tmp_path: Path) -> Path:
+    """`built` copied, for a test that changes or deletes part of it."""
+    return copy_project(built, tmp_path / "project")
+
+
 def test_a_changed_predictions_file_regrades_only_its_run_and_asks_the_critic_only_about_what_changed(
-        built: Path) -> None:
-    unbuilt = changed_stages(built)  # only what the grading branch needs was built
+        own_copy: Path) -> None:
+    unbuilt = changed_stages(own_copy)  # only what the grading branch needs was built
     assert not unbuilt & GRADING_BRANCH
-    lines = (built / PREDICTIONS).read_text().splitlines()
+    lines = (own_copy / PREDICTIONS).read_text().splitlines()
     fixed = json.loads(lines[2])
     fixed.update(thinking="Five boxes of 24 is 120 crayons; she gives away 45 and keeps 75.", content="#### 75")
-    (built / PREDICTIONS).write_text("\n".join([*lines[:2], json.dumps(fixed), *lines[3:]]) + "\n")
-    dvc(built, "add", str(PREDICTIONS))
-    assert changed_stages(built) - unbuilt == {"build_grading_critic", "grade"}  # report_grading follows them
-    result = dvc(built, "repro", "report_grading")
+    (own_copy / PREDICTIONS).write_text("\n".join([*lines[:2], json.dumps(fixed), *lines[3:]]) + "\n")
+    dvc(own_copy, "add", str(PREDICTIONS))
+    assert changed_stages(own_copy) - unbuilt == {"build_grading_critic", "grade"}  # report_grading follows them
+    result = dvc(own_copy, "repro", "report_grading")
     assert "1 of 7 critic replies missing" in result.stdout
     assert "Running stage 'grade@pool_toy'" not in result.stdout
-    assert metrics(built)[f"{RUN}.demo_gsm8k.accuracy"] == 0.625
-    run(built, "git", "add", "-A")
-    run(built, "git", "commit", "-qm", "fixed one prediction")
-    diff = json.loads(dvc(built, "metrics", "diff", "HEAD~1", "--json").stdout)
+    assert metrics(own_copy)[f"{RUN}.demo_gsm8k.accuracy"] == 0.625
+    run(own_copy, "git", "add", "-A")
+    run(own_copy, "git", "commit", "-qm", "fixed one prediction")
+    diff = json.loads(dvc(own_copy, "metrics", "diff", "HEAD~1", "--json").stdout)
     change = diff["metrics/grading.json"][f"{RUN}.demo_gsm8k.accuracy"]
     assert (change["old"], change["new"]) == (0.5, 0.625)
 
 
-def test_a_fresh_clone_refuses_to_pay_for_critic_replies_dvc_lock_records(built: Path) -> None:
+def test_a_fresh_clone_refuses_to_pay_for_critic_replies_dvc_lock_records(own_copy: Path) -> None:
     stage = f"build_grading_critic@{RUN}"
-    folder = built / "grading" / "critic" / RUN
+    folder = own_copy / "grading" / "critic" / RUN
     shutil.rmtree(folder)
-    refused = dvc(built, "repro", stage, check=False)
+    refused = dvc(own_copy, "repro", stage, check=False)
     output = refused.stdout + refused.stderr
     assert refused.returncode != 0 and "dvc pull" in output and stage in output
     assert not folder.exists() or not any(folder.rglob("*.tvf")), "the refusal left critic replies behind"
-    dvc(built, "checkout", f"grading/critic/{RUN}")
+    dvc(own_copy, "checkout", f"grading/critic/{RUN}")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +11,7 @@ import pytest
 import yaml
 
 from tests.conftest import REPO_ROOT
-from tests.dvcproject import dvc, make_project, one_dataset, run, update_params
+from tests.dvcproject import copy_project, dvc, make_project, one_dataset, run, update_params
 from tests.images import assert_not_blank
 from tracevote.cli.demo import BUILTIN_PROBLEMS, local_dataset
 
@@ -60,9 +59,8 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture
 def own_copy(built: Path, tmp_path: Path) -> Path:
-    """A copy of `built` (git, DVC cache, pools and all) for a test that leaves the project changed, so the
-    tests that read `built` see the first run whatever order the tests run in."""
-    return Path(shutil.copytree(built, tmp_path / "project", symlinks=True))
+    """`built` copied, for a test that leaves the project changed."""
+    return copy_project(built, tmp_path / "project")
 
 
 def test_outputs_say_simulated(built: Path) -> None:
