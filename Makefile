@@ -8,7 +8,7 @@ export PATH := $(abspath $(BIN)):$(PATH)
 RUNTIME_STAMP := $(VENV)/.runtime-installed
 DEV_STAMP := $(VENV)/.dev-installed
 
-.PHONY: setup dev demo repro test bench lint clean-venv
+.PHONY: setup dev demo repro test test-random bench lint clean-venv
 
 # uv resolves this dependency set in seconds where plain pip takes minutes; pip is the fallback
 # whenever uv is missing or fails (an unusual proxy or certificate setup, say). Both write the packages'
@@ -53,6 +53,13 @@ test: dev
 	$(BIN)/ruff check .
 	$(compile_own)
 	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
+
+# The suite in random order (pytest-random-order: the files shuffled, and the tests inside each), to show no
+# test leans on another having run. The header names the seed; replay a failure with
+# `make test-random PYTEST_ARGS=--random-order-seed=N`. Not -q, which would hide the header.
+test-random: dev
+	$(compile_own)
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile -p random_order --random-order $(PYTEST_ARGS)
 
 bench: setup
 	$(BIN)/python -m bench.run $(ARGS)
