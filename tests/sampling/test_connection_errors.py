@@ -15,8 +15,9 @@ import orjson
 import pytest
 import yaml
 
-from tests.conftest import FIXTURE_PARAMS, REPO_ROOT
+from tests.conftest import FIXTURE_PARAMS
 from tests.dvcproject import one_dataset, project_env
+from tests.sampling.test_run_control import build_pool
 from tests.sim_servers import refusing_urls
 from tracevote.cli.demo import BUILTIN_STEPS, with_overrides
 from tracevote.core.config import SimConfig, load_params
@@ -52,13 +53,6 @@ def tracevote(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "tracevote", *args, "--params", "params.yaml"], cwd=cwd,
                           env=project_env(), capture_output=True, text=True, timeout=HANG_GUARD_S)
 
-
-def build_pool(cwd: Path) -> subprocess.CompletedProcess[str]:
-    command = [sys.executable, str(REPO_ROOT / "stages" / "build_pool.py"), "--params", "params.yaml",
-               "--dataset", "toy", "--problems", "data/toy.jsonl", "--pools", "pools/toy",
-               "--manifest", "pools/toy.json"]
-    return subprocess.run(command, cwd=cwd, env=project_env(), capture_output=True, text=True,
-                          timeout=HANG_GUARD_S)
 
 
 @contextlib.contextmanager

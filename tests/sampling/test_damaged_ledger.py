@@ -11,7 +11,6 @@ from pathlib import Path
 
 import yaml
 
-from tests.conftest import REPO_ROOT
 from tests.dvcproject import project_env
 from tests.sampling.test_run_control import (
     HANG_GUARD_S,
@@ -67,11 +66,7 @@ def test_a_damaged_pool_is_named_verified_repaired_and_topped_up_by_one_request(
         verified_after = tracevote(root, "ledger", "verify", "pools/toy")
         guarded = build_pool(root)
         sent_before_rebuild = requests_sent(server) - before
-        rebuilt = subprocess.run([sys.executable, str(REPO_ROOT / "stages" / "build_pool.py"), "--params",
-                                  "params.yaml", "--dataset", "toy", "--problems", "data/toy.jsonl", "--pools",
-                                  "pools/toy", "--manifest", "pools/toy.json"], cwd=root,
-                                 env={**project_env(), REBUILD_ENV: "1"}, capture_output=True, text=True,
-                                 timeout=HANG_GUARD_S)
+        rebuilt = build_pool(root, **{REBUILD_ENV: "1"})
         sent_by_rebuild = requests_sent(server) - before - sent_before_rebuild
 
     line = error_line(refused)

@@ -8,15 +8,15 @@ answer: the client then has no way to tell, and the ledger must treat its replie
 from __future__ import annotations
 
 import contextlib
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
 import requests
 
 from tests.conftest import FIXTURE_PARAMS
+from tests.rows_server import serving
 from tests.sampling.test_build import make_workdir, run_build, the_pool
 from tests.sampling.test_client import make_client
 from tests.sim_servers import watched_server
@@ -61,14 +61,8 @@ class _Unmarking(BaseHTTPRequestHandler):
 def real_looking(upstream: str) -> Iterator[str]:
     """A loopback URL that answers as `upstream` (a simulator's base URL) does, unmarked."""
     handler = type("Handler", (_Unmarking,), {"upstream": upstream.rstrip("/").removesuffix("/v1")})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving(handler) as url:
+        yield f"{url}/v1"
 
 
 def questions(keys: range) -> list[OneCall]:

@@ -71,11 +71,12 @@ def project(root: Path, base_url: str, *, n_pool: int, max_tokens: int = 64, max
     return root
 
 
-def build_pool(cwd: Path) -> subprocess.CompletedProcess[str]:
+def build_pool(cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    """stages/build_pool.py on the toy dataset, in `cwd`, with `env` added to the project's environment."""
     command = [sys.executable, str(REPO_ROOT / "stages" / "build_pool.py"), "--params", "params.yaml",
                "--dataset", "toy", "--problems", "data/toy.jsonl", "--pools", "pools/toy",
                "--manifest", "pools/toy.json"]
-    return subprocess.run(command, cwd=cwd, env=project_env(), capture_output=True, text=True,
+    return subprocess.run(command, cwd=cwd, env={**project_env(), **env}, capture_output=True, text=True,
                           timeout=HANG_GUARD_S)
 
 
