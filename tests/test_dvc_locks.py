@@ -39,14 +39,17 @@ def started(command: list[str], argv0: bytes = b"") -> subprocess.Popen:
     return process
 
 
+# The processes below live until the test kills them: a fixed lifetime would end mid-test on a slow machine.
+
+
 def fake_dvc() -> subprocess.Popen:
-    """A live process whose command line is `/opt/venv/bin/dvc 30`, as a running DVC's names dvc."""
-    return started(["bash", "-c", 'exec -a "$0" sleep 30', "/opt/venv/bin/dvc"], b"/opt/venv/bin/dvc\0")
+    """A live process whose command line is `/opt/venv/bin/dvc infinity`, as a running DVC's names dvc."""
+    return started(["bash", "-c", 'exec -a "$0" sleep infinity', "/opt/venv/bin/dvc"], b"/opt/venv/bin/dvc\0")
 
 
 def sleeper() -> subprocess.Popen:
     """A live process that is not DVC, such as one that reused a killed DVC's PID."""
-    return started([sys.executable, "-c", "import time; time.sleep(60)"])
+    return started([sys.executable, "-c", "import threading; threading.Event().wait()"])
 
 
 def test_clears_dead_entries_and_keeps_live_dvc_ones(tmp_path: Path) -> None:
