@@ -11,7 +11,7 @@ from tracevote.core.entry import stage_main
 from tracevote.core.errors import TracevoteError
 from tracevote.datasets.problems import Problem
 from tracevote.sampling import backend
-from tracevote.sampling.budget import SpendCap, check_budget, simulated_as
+from tracevote.sampling.budget import SpendCap, check_budget, simulated_as, usd
 from tracevote.sampling.build import BuildPlan, plan_build, run_build
 from tracevote.sampling.paid import CallProgress, RetryLines, check_free_space, needed_free_bytes, read_paid_stage_args
 from tracevote.sampling.runner import RunSummary
@@ -44,6 +44,7 @@ def main() -> None:
     check_free_space(pool.root, needed_free_bytes(params.pool.concurrency * len(base_urls(params.model.base_url)),
                                                   params.decoding.max_tokens, params.decoding.top_logprobs))
     retries = RetryLines()
+    probe_usd = 0.0
     with backend.open_sampler(params, problems, api_key, on_retry=retries.show) as sampler:
         if plan.n_requests < params.pool.n_pool * len(problems):
             # this pool holds samples, so it passed the probe when they were built; the first sample goes alone
@@ -54,8 +55,10 @@ def main() -> None:
             print(report.render())
             backend.refuse_if_uninformative(report, params.pool.allow_uninformative_logprobs)
             pool.check_kind(report.simulated)  # before any sample is paid for: a pool never mixes real and simulated
+            probe_usd = usd(report.prompt_tokens, report.completion_tokens, params.pool.pricing)
         retries.quiet = True  # from here the progress bar counts retries
-        summary = _run_with_progress(pool, problems, plan, sampler, params,
+        cap = SpendCap(params.pool.max_cost_usd, "pool.max_cost_usd", spent_usd=probe_usd)  # the probe counts too
+        summary = _run_with_progress(pool, problems, plan, sampler, params, cap,
                                      first_alone=plan.n_requests < params.pool.n_pool * len(problems))
         print(sampler.retry_report())
     manifest = write_manifest(args.manifest, pool, args.dataset, params.pool.n_pool, ids)
@@ -67,11 +70,11 @@ def main() -> None:
 
 
 def _run_with_progress(pool: Pool, problems: list[Problem], plan: BuildPlan, sampler: backend.Sampler,
-                       params: Params, *, first_alone: bool) -> RunSummary:
+                       params: Params, cap: SpendCap, *, first_alone: bool) -> RunSummary:
     with CallProgress(plan.n_requests, desc="build_pool", unit="sample", retries=sampler.client.retries) as bar:
         return run_build(pool, problems, plan, sampler.sample, concurrency=sampler.client.capacity,
                          pricing=params.pool.pricing, max_tokens=params.decoding.max_tokens,
-                         cap=SpendCap(params.pool.max_cost_usd, "pool.max_cost_usd"), first_alone=first_alone,
+                         cap=cap, first_alone=first_alone,
                          on_sample=bar.on_stored)
 
 

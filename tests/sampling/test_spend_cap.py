@@ -34,3 +34,10 @@ def test_a_landed_call_frees_its_worst_case_and_adds_what_it_cost() -> None:
     cap.settle(0.006, 0.001)
     assert (cap.spent_usd, cap.reserved_usd) == (0.001, 0.0)
     cap.reserve(0.009, lambda: 0)  # 0.001 + 0.009 fits again
+
+
+def test_what_was_paid_before_the_calls_counts_against_the_cap() -> None:
+    """build_pool's probe is paid before its samples: a call that fits the cap alone is refused beside it."""
+    SpendCap(0.0075, "pool.max_cost_usd").reserve(0.0075, lambda: 0)
+    with pytest.raises(SpendCapError, match=r"spent \$0\.0010 of \$0\.0075"):
+        SpendCap(0.0075, "pool.max_cost_usd", spent_usd=0.001).reserve(0.0075, lambda: 1)

@@ -36,10 +36,10 @@ class SpendCap:
     """The run-time guard behind a max_cost_usd: a call starts only when what was spent, plus the worst case of
     every call in flight, plus its own worst case stays within the cap. Used from the runner's one thread."""
 
-    def __init__(self, cap_usd: float, key: str) -> None:
+    def __init__(self, cap_usd: float, key: str, *, spent_usd: float = 0.0) -> None:
         self.cap_usd = cap_usd
         self.key = key
-        self.spent_usd = 0.0
+        self.spent_usd = spent_usd  # what the run paid before its calls (build_pool's probe)
         self.reserved_usd = 0.0
         self._refused = (0.0, 0)  # the worst case of the call refused, and how many calls were not sent
 
