@@ -143,6 +143,17 @@ def test_report_without_params_asks_whose(tmp_path: Path, capsys: pytest.Capture
         capsys.readouterr().err)
 
 
+@pytest.mark.parametrize("name", ["../../outside", "/etc", "a/b", ""])
+def test_report_takes_a_dataset_name_never_a_path(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                  monkeypatch: pytest.MonkeyPatch, name: str) -> None:
+    a_report(tmp_path, "report\n")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exit_:
+        main(["report", "--dataset", name])
+    assert exit_.value.code != 0
+    assert f"--dataset {name!r}: not a dataset name" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("fmt", ["text", "csv", "md"])
 def test_report_before_any_run_says_how_to_make_one(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                     fmt: str) -> None:

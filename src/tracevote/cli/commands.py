@@ -140,7 +140,12 @@ def _metrics_dir(args: argparse.Namespace) -> Path:
     when params.yaml has since been edited into something check_params would refuse."""
     if args.metrics:
         return Path(args.metrics)
-    if args.dataset:
+    if args.dataset is not None:
+        from tracevote.core.config import DATASET_NAME
+
+        if not DATASET_NAME.match(args.dataset):  # a name, never a path
+            raise ConfigError(f"--dataset {args.dataset!r}: not a dataset name (letters, digits, '_', '.', '-', "
+                              f"at most 64, starting with a letter or digit)")
         return Path("metrics") / "deepconf" / args.dataset
     import yaml
 
