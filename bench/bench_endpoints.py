@@ -61,7 +61,8 @@ def workdir(folder: Path, urls: list[str], size: Scale) -> Path:
     """params.yaml (the servers at `urls`) and data/bench.jsonl, as build_pool sees them in a DVC project."""
     folder.mkdir(parents=True)
     params = bench_params()
-    params["model"].update(backend="openai", base_url=urls, name="tracevote-sim", needs_key=False, extra_body={})
+    params["model"]["backend"] = "openai"
+    params["endpoints"]["deepseek"].update(base_url=urls, name="tracevote-sim", needs_key=False, extra_body={})
     params["decoding"].update(max_tokens=4 * SIM.mean_tokens, top_logprobs=20)
     params["pool"].update(n_pool=size.samples, concurrency=CONCURRENCY, max_cost_usd=1000.0)
     params["eval"]["k"] = [1, size.samples]

@@ -30,8 +30,8 @@ def main() -> None:
         args.refuse_if_already_built()
     ledger = build.open_ledger(args.folder, params, records)
     calls = build.critique_calls(records, cfg)
-    plan = build.plan_critiques(ledger, calls, params.pool.pricing, cfg.max_tokens,
-                                simulated_as=simulated_as(params.model))
+    model = params.critique_model
+    plan = build.plan_critiques(ledger, calls, model.priced(), cfg.max_tokens, simulated_as=simulated_as(model))
     if not plan.missing:
         build.write_manifest(args.manifest, ledger, args.dataset, records, cfg.n_votes)
         print(f"build_critiques: {ledger.root} holds all {len(calls)} critiques; no request sent")
@@ -41,12 +41,14 @@ def main() -> None:
 
     print(f"build_critiques: {len(plan.missing)} of {len(calls)} critiques missing in {ledger.root}; "
           f"estimate {plan.cost.render()}")
-    api_key = backend.api_key_for(params.model, os.environ, Path(".env"), missing=len(plan.missing),
+    print(f"build_critiques: model {model.describe()}")
+    api_key = backend.api_key_for(model, os.environ, Path(".env"), missing=len(plan.missing),
                                   what="critiques", stage=stage)
     check_budget(plan.cost, cfg.max_cost_usd, cap="critique.max_cost_usd",
                  levers="critique.max_tokens, critique.n_votes or critique.datasets")
-    summary = run_ledger_calls(ledger, [OneCall(call) for call in plan.missing], params=params, stage=stage,
-                               decoding=build.critique_decoding(cfg), api_key=api_key, concurrency=cfg.concurrency,
+    summary = run_ledger_calls(ledger, [OneCall(call) for call in plan.missing], model=model, pool=params.pool,
+                               stage=stage, decoding=build.critique_decoding(cfg), api_keys={model.endpoint: api_key},
+                               concurrency=cfg.concurrency,
                                total=len(plan.missing), unit="critique",
                                first_errors={steps_digest(record.steps): record.label for record in records},
                                cap=SpendCap(cfg.max_cost_usd, "critique.max_cost_usd"))

@@ -28,7 +28,9 @@ def main() -> None:
         args.refuse_if_already_built()
     ledger = build.open_ledger(args.folder, params, problems)
     debates = build.debates_for(problems, params)
-    plan = build.plan_debates(ledger, debates, params.pool.pricing, simulated_as=simulated_as(params.model))
+    model, judge = params.debate_model, params.judge_model
+    plan = build.plan_debates(ledger, debates, model.priced(), judge_pricing=judge.priced(),
+                              simulated_as=simulated_as(model))
     if not plan.unfinished:
         build.write_manifest(args.manifest, ledger, args.dataset, debates)
         print(f"build_debate: {ledger.root} holds all {len(debates)} debates; no request sent")
@@ -38,12 +40,14 @@ def main() -> None:
 
     print(f"build_debate: {len(plan.unfinished)} of {len(debates)} debates unfinished in {ledger.root} "
           f"({plan.stored_calls} calls stored); estimate for at most {plan.cost.render()}")
-    api_key = backend.api_key_for(params.model, os.environ, Path(".env"), missing=len(plan.unfinished),
-                                  what="debates", stage=stage)
+    print(f"build_debate: agents on {model.describe()}; judge on {judge.describe()}")
+    api_keys = {each.endpoint: backend.api_key_for(each, os.environ, Path(".env"), missing=len(plan.unfinished),
+                                                   what="debates", stage=stage) for each in (model, judge)}
     check_budget(plan.cost, params.debate.max_cost_usd, cap="debate.max_cost_usd",
                  levers="debate.max_tokens, debate.agents or debate.datasets")
-    summary = run_ledger_calls(ledger, [DebateConversation(debate) for debate in plan.unfinished], params=params,
-                               stage=stage, decoding=build.debate_decoding(params.debate), api_key=api_key,
+    summary = run_ledger_calls(ledger, [DebateConversation(debate) for debate in plan.unfinished], model=model,
+                               routes=build.judge_routes(params), pool=params.pool, stage=stage,
+                               decoding=build.debate_decoding(params.debate), api_keys=api_keys,
                                concurrency=params.debate.concurrency, total=plan.cost.requests, unit="call",
                                problems=problems, cap=SpendCap(params.debate.max_cost_usd, "debate.max_cost_usd"))
     manifest = build.write_manifest(args.manifest, ledger, args.dataset, debates)

@@ -22,16 +22,16 @@ def main() -> None:
     args = read_paid_stage_args("build_pool", __doc__ or "", folder="pools",
                                 folder_help="this dataset's pools folder")
     params, problems = args.params, args.records
+    model = params.deepconf_model
     setting = Setting.from_params(params)
     ids = [p.id for p in problems]
     existing = find_pool(args.folder, setting)
     if existing is None or existing.missing_samples(ids, params.pool.n_pool):
         # before anything is written, so the `dvc pull` it recommends finds a clean checkout
         args.refuse_if_already_built(partial=existing is not None)
-    pool = Pool.open_or_create(args.folder, setting, simulated=params.model.backend == "sim")
+    pool = Pool.open_or_create(args.folder, setting, simulated=model.backend == "sim")
     pool.register(problems)
-    plan = plan_build(pool, problems, setting, params.pool.n_pool, params.pool.pricing,
-                      simulated_as=simulated_as(params.model))
+    plan = plan_build(pool, problems, setting, params.pool.n_pool, model.priced(), simulated_as=simulated_as(model))
     if plan.n_requests == 0:
         write_manifest(args.manifest, pool, args.dataset, params.pool.n_pool, ids)
         print(f"build_pool: {pool.root} already holds {params.pool.n_pool} samples for each of "
@@ -39,9 +39,10 @@ def main() -> None:
         return
 
     print(f"build_pool: {plan.n_requests} samples missing in {pool.root}; estimate: {plan.cost.render()}")
-    api_key = backend.api_key_for(params.model, os.environ, Path(".env"), missing=plan.n_requests)
+    print(f"build_pool: model {model.describe()}")
+    api_key = backend.api_key_for(model, os.environ, Path(".env"), missing=plan.n_requests)
     check_budget(plan.cost, params.pool.max_cost_usd)
-    check_free_space(pool.root, needed_free_bytes(params.pool.concurrency * len(base_urls(params.model.base_url)),
+    check_free_space(pool.root, needed_free_bytes(params.pool.concurrency * len(base_urls(model.base_url)),
                                                   params.decoding.max_tokens, params.decoding.top_logprobs))
     retries = RetryLines()
     probe_usd = 0.0
@@ -55,7 +56,7 @@ def main() -> None:
             print(report.render())
             backend.refuse_if_uninformative(report, params.pool.allow_uninformative_logprobs)
             pool.check_kind(report.simulated)  # before any sample is paid for: a pool never mixes real and simulated
-            probe_usd = usd(report.prompt_tokens, report.completion_tokens, params.pool.pricing)
+            probe_usd = usd(report.prompt_tokens, report.completion_tokens, model.priced())
         retries.quiet = True  # from here the progress bar counts retries
         cap = SpendCap(params.pool.max_cost_usd, "pool.max_cost_usd", spent_usd=probe_usd)  # the probe counts too
         summary = _run_with_progress(pool, problems, plan, sampler, params, cap,
@@ -71,9 +72,9 @@ def main() -> None:
 
 def _run_with_progress(pool: Pool, problems: list[Problem], plan: BuildPlan, sampler: backend.Sampler,
                        params: Params, cap: SpendCap, *, first_alone: bool) -> RunSummary:
-    with CallProgress(plan.n_requests, desc="build_pool", unit="sample", retries=sampler.client.retries) as bar:
+    with CallProgress(plan.n_requests, desc="build_pool", unit="sample", retries=[sampler.client.retries]) as bar:
         return run_build(pool, problems, plan, sampler.sample, concurrency=sampler.client.capacity,
-                         pricing=params.pool.pricing, max_tokens=params.decoding.max_tokens,
+                         pricing=params.deepconf_model.priced(), max_tokens=params.decoding.max_tokens,
                          cap=cap, first_alone=first_alone,
                          on_sample=bar.on_stored)
 

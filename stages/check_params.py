@@ -17,7 +17,11 @@ def main() -> None:
     args = parser.parse_args()
     params = load_params(args.params)
     print(f"check_params: {args.params} is valid ({len(params.datasets)} datasets; DeepConf on "
-          f"{', '.join(params.deepconf.datasets)}; model {params.model.name}, backend {params.model.backend})")
+          f"{', '.join(params.deepconf.datasets)}; backend {params.model.backend})")
+    for method, model in (("DeepConf pool", params.deepconf_model), ("debate agents", params.debate_model),
+                          ("debate judge", params.judge_model), ("critique", params.critique_model),
+                          ("grading critic", params.critic_model)):
+        print(f"  {method}: {model.describe()}")
 
 
 if __name__ == "__main__":

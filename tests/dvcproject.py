@@ -89,3 +89,22 @@ def update_params(root: Path, overrides: dict[str, Any]) -> None:
     """Merge `overrides` into the project's params.yaml."""
     params = yaml.safe_load((root / "params.yaml").read_text())
     write_params(root / "params.yaml", deep_merge(params, overrides))
+
+
+MODEL_KEYS = frozenset({"backend", "sim"})  # the rest of what tests once set under model: is the endpoint's
+
+
+def model_overrides(endpoint: str = "deepseek", **fields: Any) -> dict[str, Any]:
+    """Params overrides for who answers and the endpoint every method uses by default: `backend` and `sim` go to
+    `model:`, the rest (base_url, name, needs_key, extra_body, profile, ...) to `endpoints.<endpoint>`."""
+    model = {key: value for key, value in fields.items() if key in MODEL_KEYS}
+    served = {key: value for key, value in fields.items() if key not in MODEL_KEYS}
+    return {**({"model": model} if model else {}), **({"endpoints": {endpoint: served}} if served else {})}
+
+
+def update_endpoint(params: dict[str, Any], endpoint: str = "deepseek", **fields: Any) -> dict[str, Any]:
+    """`params` (a loaded params.yaml) changed in place as model_overrides says, and returned."""
+    for key, value in fields.items():
+        target = params["model"] if key in MODEL_KEYS else params["endpoints"][endpoint]
+        target[key] = value
+    return params

@@ -224,7 +224,7 @@ def test_pool_import_stores_legal_ids_inside_and_refuses_the_rest(ids: list[str]
         project = outside.project
         ids = list(dict.fromkeys(outside.real(item_id) for item_id in ids))
         params = yaml.safe_load(FIXTURE_PARAMS.read_text())
-        params["model"]["name"] = PICKLE_MODEL
+        params["endpoints"]["deepseek"]["name"] = PICKLE_MODEL
         write_params(project / "params.yaml", params)
         (project / "problems.jsonl").write_text("".join(json.dumps({**row, "answer": int(row["answer"]), "meta": {}})
                                                         + "\n" for row in problem_rows(ids)))

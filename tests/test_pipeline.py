@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from tests.conftest import REPO_ROOT
-from tests.dvcproject import copy_project, dvc, make_project, one_dataset, run, update_params
+from tests.dvcproject import copy_project, dvc, make_project, model_overrides, one_dataset, run, update_params
 from tests.images import assert_not_blank
 from tracevote.cli.demo import BUILTIN_PROBLEMS, local_dataset
 
@@ -24,8 +24,8 @@ def small_sim_params(problems: Path = BUILTIN_PROBLEMS, **model: Any) -> dict[st
     """A fast simulated experiment: 12 problems x 16 samples of ~150 tokens."""
     return {
         **one_dataset("toy", problems),
-        "model": {"backend": "sim", "name": "tracevote-sim", "needs_key": False, "extra_body": {},
-                  "sim": {"mean_tokens": 150}, **model},
+        **model_overrides(**{"backend": "sim", "name": "tracevote-sim", "needs_key": False, "extra_body": {},
+                             "sim": {"mean_tokens": 150}, **model}),
         "decoding": {"max_tokens": 400, "top_logprobs": 5},
         "pool": {"n_pool": 16, "concurrency": 4},
         "confidence": {"group_size": 32, "tail_tokens": 32},
@@ -126,7 +126,7 @@ STEPS = [
     # keys no stage declares re-run nothing (the pool's, the critique's and the servers, in one step)
     ({"pool": {"concurrency": 2, "max_cost_usd": 1.0, "request_timeout_s": 30},
       "critique": {"concurrency": 2, "max_cost_usd": 1.0},
-      "model": {"base_url": ["http://gpu1:8000/v1", "http://gpu2:8000/v1"], "needs_key": True}}, set()),
+      **model_overrides(base_url=["http://gpu1:8000/v1", "http://gpu2:8000/v1"], needs_key=True)}, set()),
     # the pool is also graded (grading run pool_toy): its manifest changes, so its grading stages follow
     ({"pool": {"n_pool": 20}}, {"build_pool", "score", "aggregate", "report", "compare", *GRADING}),
     # a new pool, whose traces the simulator draws as before: the same grades, so report_grading stands

@@ -28,8 +28,14 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
         # issue 22 item 10: refused by check_params, not later by the client or the critique stage
         ({"decoding": {"max_tokens": 10**12}},
          "decoding.max_tokens: 1000000000000 must be an integer in 1..1,000,000"),
-        ({"model": {"extra_body": {"temperature": 0.1}}}, "model.extra_body: 'temperature' is set by the client"),
-        ({"model": {"api_key_env": ""}}, "model.api_key_env: '' must be an environment variable name"),
+        ({"endpoints": {"deepseek": {"extra_body": {"temperature": 0.1}}}},
+         "endpoints.deepseek.extra_body: 'temperature' is set by the client"),
+        ({"endpoints": {"deepseek": {"api_key_env": ""}}},
+         "endpoints.deepseek.api_key_env: '' must be an environment variable name"),
+        # issue 23: what a method needs of its endpoint's provider, before any request
+        ({"critique": {"endpoint": "gpt-5-nano"}},
+         "critique.temperature: 0.7 must be 1: endpoint gpt-5-nano (gpt-5-nano, profile openai-reasoning) accepts "
+         "only the default temperature; set critique.temperature: 1"),
         ({"critique": {"template": "{problem} {tagged_response} {solution}"}},
          "critique.template: unknown placeholder {solution}"),
     ],

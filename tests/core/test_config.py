@@ -17,8 +17,9 @@ from tracevote.core.config import EvalConfig, eta_percent, load_params
 from tracevote.core.errors import ConfigError
 
 # Sections whose keys are the user's, sent as they are: their content is a value, not part of the schema.
-FREE_FORM = {("model", "extra_body")}
+FREE_FORM = "extra_body"  # an endpoint's free-form request fields
 DELETE = object()  # as a change's value: remove the key
+POOL_ENDPOINT = "endpoints.deepseek"  # the endpoint every method names by default
 
 
 def params_with(tmp_path: Path, key: str, value: Any) -> Path:
@@ -45,7 +46,7 @@ def test_fixture_params_load() -> None:
 
 def key_tree(section: object, path: tuple[str, ...] = ()) -> object:
     """{"a": {"b": 1}, "c": [2]} -> {"a": {"b": None}, "c": None}: the keys, with every value left out."""
-    if not isinstance(section, dict) or path in FREE_FORM:
+    if not isinstance(section, dict) or path[-1:] == (FREE_FORM,):
         return None
     return {key: key_tree(value, (*path, key)) for key, value in section.items()}
 
@@ -70,8 +71,9 @@ def test_fixture_params_have_the_repository_keys() -> None:
 
 @pytest.mark.parametrize(("params", "tree"), [
     ({"a": {"b": 1, "c": [2, 3]}, "d": None}, {"a": {"b": None, "c": None}, "d": None}),
-    ({"model": {"extra_body": {"thinking": {"type": "disabled"}}}}, {"model": {"extra_body": None}}),
-    ({"model": {"extra_body": {}}}, {"model": {"extra_body": None}}),
+    ({"endpoints": {"x": {"extra_body": {"thinking": {"type": "disabled"}}}}},
+     {"endpoints": {"x": {"extra_body": None}}}),
+    ({"endpoints": {"x": {"extra_body": {}}}}, {"endpoints": {"x": {"extra_body": None}}}),
 ])
 def test_key_tree(params: dict, tree: dict) -> None:
     assert key_tree(params) == tree
@@ -108,19 +110,19 @@ REFUSED = [
     ("critique.n_votes", 10**9, "critique.n_votes: 1000000000 must be an integer in 1..1,000,000"),
     ("eval.bootstrap", 10**9, "eval.bootstrap: 1000000000 must be in 100..1,000,000"),
     # a field the client sets itself may not be overridden by extra_body
-    *[("model.extra_body", {field: 1}, f"model.extra_body: {field!r} is set by the client")
+    *[(f"{POOL_ENDPOINT}.extra_body", {field: 1}, f"{POOL_ENDPOINT}.extra_body: {field!r} is set by the client")
       for field in ("temperature", "max_tokens", "model", "messages", "logprobs", "top_logprobs", "top_p", "stream",
                     "n")],
-    ("grading.critic.model", {"base_url": "http://127.0.0.1:9/v1", "name": "judge", "extra_body": {"stream": True},
-                              "api_key_env": "JUDGE_KEY", "needs_key": False},
-     "grading.critic.model.extra_body: 'stream' is set by the client"),
+    ("endpoints.gpt-4o-mini.extra_body", {"stream": True},
+     "endpoints.gpt-4o-mini.extra_body: 'stream' is set by the client"),
     # the key's variable must be nameable: `export =...` helps nobody
-    ("model.api_key_env", "", "model.api_key_env: '' must be an environment variable name"),
-    ("model.api_key_env", "MY KEY", "model.api_key_env: 'MY KEY' must be an environment variable name"),
-    ("model.api_key_env", "1KEY", "model.api_key_env: '1KEY' must be an environment variable name"),
-    ("grading.critic.model", {"base_url": "http://127.0.0.1:9/v1", "name": "judge", "extra_body": {},
-                              "api_key_env": "", "needs_key": False},
-     "grading.critic.model.api_key_env: '' must be an environment variable name"),
+    (f"{POOL_ENDPOINT}.api_key_env", "", f"{POOL_ENDPOINT}.api_key_env: '' must be an environment variable name"),
+    (f"{POOL_ENDPOINT}.api_key_env", "MY KEY",
+     f"{POOL_ENDPOINT}.api_key_env: 'MY KEY' must be an environment variable name"),
+    (f"{POOL_ENDPOINT}.api_key_env", "1KEY",
+     f"{POOL_ENDPOINT}.api_key_env: '1KEY' must be an environment variable name"),
+    ("endpoints.gpt-5-nano.api_key_env", "",
+     "endpoints.gpt-5-nano.api_key_env: '' must be an environment variable name"),
     # a critique template fills exactly {problem} and {tagged_response}
     ("critique.template", "Check {tagged_response}.", "critique.template: lacks the placeholder {problem}"),
     ("critique.template", "Solve {problem}.", "critique.template: lacks the placeholder {tagged_response}"),
@@ -134,7 +136,23 @@ REFUSED = [
     ("decoding.temperature", "hot", "decoding.temperature: expected a number, got 'hot'"),
     ("model.backend", "vllm", "model.backend: 'vllm' is not one of 'openai', 'sim'"),
     ("pool.keep_raw", "no", "pool.keep_raw: expected true or false, got 'no'"),
-    ("pool.pricing", DELETE, "pool.pricing: missing"),
+    ("endpoints.deepseek.pricing", DELETE, "endpoints.deepseek.pricing: missing"),
+    # issue 23: endpoints named by methods, and what each method needs of its endpoint's provider profile
+    ("debate.judge_endpoint", "gpt-5", "debate.judge_endpoint: 'gpt-5' must be a key of endpoints: (deepseek, "
+                                       "gpt-4.1, gpt-4o-mini, gpt-5-nano)"),
+    ("deepconf.endpoint", "gpt-5-nano", "deepconf.endpoint: 'gpt-5-nano' must be an endpoint that returns logprobs: "
+                                        "DeepConf's confidence is made of them, and gpt-5-nano (profile "
+                                        "openai-reasoning) returns none"),
+    ("endpoints.deepseek.profile", "openai-reasoning", "endpoints.deepseek.extra_body: 'thinking' must be a field "
+                                                       "openai-reasoning accepts"),
+    ("endpoints.deepseek.profile", "anthropic", "endpoints.deepseek.profile: 'anthropic' is not one of 'deepseek', "
+                                                "'openai-chat', 'openai-reasoning', 'local'"),
+    ("endpoints.gpt-4o-mini.extra_body", {"thinking": {"type": "disabled"}},
+     "endpoints.gpt-4o-mini.extra_body: 'thinking' must be a field openai-chat accepts (openai-chat answers an "
+     "unknown request field with HTTP 400; 'thinking' is DeepSeek's own)"),
+    ("debate.endpoint", "gpt-5-nano", "debate.temperature: 0.3 must be 1: endpoint gpt-5-nano (gpt-5-nano, profile "
+                                      "openai-reasoning) accepts only the default temperature; set "
+                                      "debate.temperature: 1"),
 ]
 
 
@@ -172,8 +190,8 @@ def test_eta_percent(eta: float, percent: int | None) -> None:
 
 @pytest.mark.parametrize(("key", "value"), [
     ("critique.template", "{problem}\n\n{tagged_response}\n\nPut the index in \\boxed{{}}."),
-    ("model.api_key_env", "_KEY_2"),
-    ("model.extra_body", {"thinking": {"type": "disabled"}, "seed": 1}),
+    ("endpoints.deepseek.api_key_env", "_KEY_2"),
+    ("endpoints.deepseek.extra_body", {"thinking": {"type": "disabled"}, "seed": 1}),
     ("decoding.max_tokens", 1_000_000),
 ])
 def test_load_params_accepts_values_at_the_bounds(tmp_path: Path, key: str, value: Any) -> None:

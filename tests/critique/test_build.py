@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from tests.conftest import FIXTURE_PARAMS, REPO_ROOT, SHARED_DIR
-from tests.dvcproject import run_stage
+from tests.dvcproject import model_overrides, run_stage
 from tests.images import assert_not_blank
 from tests.sim_servers import (
     final_state,
@@ -48,8 +48,7 @@ def project(root: Path, base_url: str, dataset: dict[str, Any], raw: Path, **cri
     """A folder with params.yaml (an OpenAI-compatible endpoint at `base_url`) and one normalized step dataset,
     `steps`, made by the normalize stage from `raw`."""
     params = deep_merge(yaml.safe_load(FIXTURE_PARAMS.read_text()), {
-        "model": {"backend": "openai", "base_url": base_url, "name": "tracevote-sim", "needs_key": False,
-                  "extra_body": {}},
+        **model_overrides(backend="openai", base_url=base_url, name="tracevote-sim", needs_key=False, extra_body={}),
         "critique": {"datasets": ["steps"], "n_votes": N_VOTES, "concurrency": CONCURRENCY, "max_tokens": 2000,
                      **critique}})
     params["datasets"] = {**params["datasets"], "steps": dataset}

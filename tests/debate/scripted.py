@@ -13,7 +13,8 @@ from tracevote.store.calls import Call, CallRecord
 ANSWERS = AnswersConfig(fallback="last_integer", truncated_fallback=False)
 CFG = DebateConfig(datasets=("toy",), agents=4, rounds=3, temperature=0.3, max_tokens=3072, system="Be exact.",
                    examples=None, question="Problem: {problem}\nBox the answer.", importance=False,
-                   contest_halves=(), concurrency=2, max_cost_usd=1.0)
+                   contest_halves=(), concurrency=2, max_cost_usd=1.0, endpoint="deepseek",
+                   judge_endpoint="deepseek")
 PROBLEM = Problem("toy-01", "What is 6 x 7?", 42)
 
 

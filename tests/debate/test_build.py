@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from tests.conftest import FIXTURE_PARAMS, REPO_ROOT
-from tests.dvcproject import one_dataset, run_stage
+from tests.dvcproject import model_overrides, one_dataset, run_stage
 from tests.sim_servers import (
     final_state,
     kill_and_resume,
@@ -43,8 +43,7 @@ def project(root: Path, base_url: str, **debate: Any) -> Path:
     """A folder with params.yaml (an OpenAI-compatible endpoint at `base_url`) and the normalized demo problems."""
     params = yaml.safe_load(FIXTURE_PARAMS.read_text())
     overrides = deep_merge(one_dataset("toy", BUILTIN_PROBLEMS), {
-        "model": {"backend": "openai", "base_url": base_url, "name": "tracevote-sim", "needs_key": False,
-                  "extra_body": {}},
+        **model_overrides(backend="openai", base_url=base_url, name="tracevote-sim", needs_key=False, extra_body={}),
         "debate": {"concurrency": CONCURRENCY, "max_tokens": 400, **debate}})
     params = with_overrides(params, overrides)
     root.mkdir(parents=True)

@@ -12,7 +12,7 @@ from pathlib import Path
 import yaml
 
 from tests.conftest import FIXTURE_PARAMS
-from tests.dvcproject import project_env, run_stage
+from tests.dvcproject import project_env, run_stage, update_endpoint
 from tracevote.cli.demo import BUILTIN_GSM8K, BUILTIN_PREDICTIONS, local_dataset, write_params
 
 JSON_KEYS = {"accuracy", "correct", "total", "missing", "string_fallbacks", "avg_word_count", "critic_score",
@@ -35,7 +35,7 @@ def predictions_for_gsm8k(tmp_path: Path) -> Path:
 def sim_project(tmp_path: Path) -> Path:
     """params.yaml on the simulated model, and the demo GSM8K-layout file normalized as data/gsm8k.jsonl."""
     params = yaml.safe_load(FIXTURE_PARAMS.read_text())
-    params["model"].update(backend="sim", name="tracevote-sim", needs_key=False, extra_body={})
+    update_endpoint(params, backend="sim", name="tracevote-sim", needs_key=False, extra_body={})
     params["datasets"]["gsm8k"] = local_dataset(BUILTIN_GSM8K, problem_key="question", answer_format="integer")
     write_params(tmp_path / "params.yaml", params)
     run_stage(tmp_path, "normalize.py", "--dataset", "gsm8k", "--raw", str(BUILTIN_GSM8K), "--out", "data/gsm8k.jsonl")

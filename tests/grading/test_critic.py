@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from tests.conftest import FIXTURE_PARAMS, REPO_ROOT
-from tests.dvcproject import run_stage
+from tests.dvcproject import model_overrides, run_stage
 from tests.sim_servers import (
     final_state,
     kill_and_resume,
@@ -80,7 +80,7 @@ def test_the_simulated_critic_tracks_whether_the_reasoning_reached_the_gold() ->
     items = critic_items(pair_by_id(gold, predictions), 80)
     reached = {reasoning_digest(f"reasoning number {i}"): i % 2 == 0 for i in range(80)}
     params = load_params(FIXTURE_PARAMS)
-    model = dataclasses.replace(params.model, backend="sim", sim=SIM)
+    model = dataclasses.replace(params.critic_model, backend="sim", sim=SIM)
     with open_client(model, critic_decoding(params), [], None, pool=params.pool, concurrency=4,
                      reached=reached) as client:
         replies = [client.reply(item.messages, call_key=f"{item.item_id}/0", kind=CRITIC)[0] for item in items]
@@ -105,8 +105,7 @@ def toy_project(root: Path, base_url: str, **critic: Any) -> Path:
         {"id": f"toy_test_{i}", "thinking": f"Adding 7 to {i} gives {i + 7 + (i % 3 == 0)}.",
          "content": f"#### {i + 7 + (i % 3 == 0)}"}) + "\n" for i in range(N_PROBLEMS)))
     params = deep_merge(yaml.safe_load(FIXTURE_PARAMS.read_text()), {
-        "model": {"backend": "openai", "base_url": base_url, "name": "tracevote-sim", "needs_key": False,
-                  "extra_body": {}},
+        **model_overrides(backend="openai", base_url=base_url, name="tracevote-sim", needs_key=False, extra_body={}),
         "grading": {"critic": {"enabled": True, "max_samples": N_PROBLEMS, "concurrency": CONCURRENCY, **critic}}})
     params["datasets"]["toy"] = local_dataset(raw, problem_key="question", answer_format="integer")
     params["grading"]["runs"] = {"toy_run": {"dataset": "toy", "predictions": "predictions/toy.jsonl"}}

@@ -113,6 +113,6 @@ def test_dvc_plots_show_lists_exactly_the_intended_plots(tmp_path: Path) -> None
     labels = {row["label"] for row in by_method["data"]["values"]}
     assert {"Cons@K", "DeepConf-low online@K", "Debate (DyLAN)", "Pass@1"} <= labels
     tail = shown["data"]["accuracy_vs_k_tail"][0]["content"]
-    assert tail["title"]["text"] == "tail: accuracy vs K (toy, tracevote-sim, backend sim)"
+    assert tail["title"]["text"] == "tail: accuracy vs K (toy, endpoint deepseek, backend sim)"
     fields = {row["field"] for row in tail["data"]["values"]}
     assert fields == {"pass1", "cons", "tail", "tail_top10", "tail_top90"}

@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from tests.conftest import FIXTURE_PARAMS, REPO_ROOT
-from tests.dvcproject import deep_merge, one_dataset, project_env
+from tests.dvcproject import deep_merge, model_overrides, one_dataset, project_env
 from tests.sim_servers import (
     WatchedServer,
     kill_at_random_moments,
@@ -49,7 +49,7 @@ def make_workdir(root: Path, base_url: str | list[str], **overrides: Any) -> Pat
     params = yaml.safe_load(FIXTURE_PARAMS.read_text())
     params = deep_merge(params, deep_merge({
         **one_dataset("toy", root / "data" / "toy.jsonl"),
-        "model": {"base_url": base_url, "name": "tracevote-sim", "needs_key": False, "extra_body": {}},
+        **model_overrides(base_url=base_url, name="tracevote-sim", needs_key=False, extra_body={}),
         "decoding": {"max_tokens": 300, "top_logprobs": 5},
         "pool": {"n_pool": N_POOL, "concurrency": CONCURRENCY, "max_retries": 6},
         "eval": {"k": [1, N_POOL]}, "report": {"k": N_POOL},
@@ -165,7 +165,7 @@ def test_over_budget_build_is_refused_before_any_request(tmp_path: Path) -> None
 
 def test_missing_key_fails_at_once_and_complete_pool_needs_none(tmp_path: Path) -> None:
     with sim_server(api_key="sk-canary-5f0c1e") as server:
-        workdir = make_workdir(tmp_path / "work", server.base_url, model={"needs_key": True})
+        workdir = make_workdir(tmp_path / "work", server.base_url, endpoints={"deepseek": {"needs_key": True}})
         result = run_build(workdir)
         assert result.returncode == 2
         assert "DEEPSEEK_API_KEY" in result.stderr and "dvc pull" in result.stderr

@@ -214,7 +214,7 @@ FATAL = [
     ("401", {"api_key": "sk-the-right-one"}, {"api_key": CANARY}, ["$" + KEY_ENV, "authentication"]),
     ("402", {"no_balance": True}, {}, ["Top up", "Insufficient Balance"]),
     ("400", {"models": ("deepseek-v4-flash",)}, {"name": "deepseek-chat"},
-     ["'deepseek-chat' not found", "Model Not Exist", "deepseek-v4-flash", "model.name"]),
+     ["'deepseek-chat' not found", "Model Not Exist", "deepseek-v4-flash", "endpoints.deepseek.name"]),
     ("400", {"max_top_logprobs": 5}, {}, ["top_logprobs 20", "exceeds", "decoding"]),
 ]
 
@@ -241,7 +241,7 @@ def test_a_wrong_path_is_told_apart_from_an_unknown_model() -> None:
             draw(client, 1)
     message = str(caught.value)
     assert f"the endpoint {server.base_url}/v2/chat/completions answered 404" in message
-    assert "check model.base_url" in message and "/v1/chat/completions" in message
+    assert "check endpoints.deepseek.base_url" in message and "/v1/chat/completions" in message
     assert "model.name" not in message and "\n" not in message
 
 
@@ -287,7 +287,7 @@ def test_404_bodies_name_the_path_or_the_model(body: bytes, content_type: str, s
         with pytest.raises(FatalAPIError) as caught:
             draw(client, 1)
     assert type(caught.value) is error
-    hint = "check model.base_url" if error is EndpointNotFoundError else "Check model.name"
+    hint = "check endpoints.deepseek.base_url" if error is EndpointNotFoundError else "Check endpoints.deepseek.name"
     assert hint in str(caught.value)
 
 

@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from tests.conftest import FIXTURE_PARAMS
-from tests.dvcproject import one_dataset, project_env
+from tests.dvcproject import one_dataset, project_env, update_endpoint
 from tests.sampling.test_run_control import build_pool
 from tests.sim_servers import refusing_urls
 from tracevote.cli.demo import BUILTIN_STEPS, with_overrides
@@ -37,7 +37,7 @@ PROBLEMS = [{"id": "toy-01", "problem": "Find 17 + 25.", "answer": 42},
 def workdir(root: Path, **model: Any) -> Path:
     """params.yaml (the tests' fixture with `model` changed) and data/toy.jsonl in `root`."""
     params = yaml.safe_load(FIXTURE_PARAMS.read_text(encoding="utf-8"))
-    params["model"].update({"needs_key": False, "extra_body": {}, **model})
+    update_endpoint(params, **{"needs_key": False, "extra_body": {}, **model})
     params = with_overrides(params, one_dataset("toy", root / "data" / "toy.jsonl"))
     params["decoding"].update({"max_tokens": 64, "top_logprobs": 5})
     params["pool"].update({"n_pool": 2, "concurrency": 2})
@@ -79,7 +79,7 @@ def test_a_refused_endpoint_is_one_line_naming_it_and_the_cause(tmp_path: Path, 
         result = tracevote(cwd, "probe") if command == "probe" else build_pool(cwd)
     assert result.returncode == 2
     assert error_line(result).startswith(f"error: cannot connect to {endpoint}/chat/completions: connection "
-                                         f"refused (gave up after 3 attempts). Check model.base_url")
+                                         f"refused (gave up after 3 attempts). Check endpoints.deepseek.base_url")
     assert f"connecting to {endpoint}/chat/completions: attempt 1/3 failed (connection refused), " \
            f"retrying in " in result.stderr
     assert "attempt 2/3 failed (connection refused)" in result.stderr
@@ -98,7 +98,8 @@ def test_a_wrong_path_points_at_base_url(tmp_path: Path) -> None:
     assert result.returncode == 2
     line = error_line(result)
     assert line.startswith(f"error: the endpoint {base_url}/v2/chat/completions answered 404")
-    assert "check model.base_url" in line and "/v1/chat/completions" in line and "https://api.deepseek.com" in line
+    assert "check endpoints.deepseek.base_url" in line and "/v1/chat/completions" in line
+    assert "https://api.deepseek.com" in line
     assert "model.name" not in line
 
 
@@ -108,7 +109,7 @@ def test_an_unknown_model_points_at_model_name(tmp_path: Path) -> None:
     assert result.returncode == 1
     assert "Traceback" not in result.stdout + result.stderr
     assert "model found:       no" in result.stdout
-    assert "model 'deepseek-chat' not found: Model Not Exist. Check model.name" in result.stdout
+    assert "model 'deepseek-chat' not found: Model Not Exist. Check endpoints.deepseek.name" in result.stdout
     assert "model.base_url" not in result.stdout
 
 
@@ -137,7 +138,7 @@ def test_estimate_on_the_simulator_prices_it_as_the_named_model(tmp_path: Path) 
     write_jsonl(tmp_path / "data" / "toy_steps.jsonl", [record.to_record() for record in records])
     again = tracevote(tmp_path, "estimate")
     critique = [line for line in again.stdout.splitlines() if line.strip().startswith("toy_steps, 12 solutions:")]
-    assert "critique: 8 critiques per solution, max_tokens 8192" in again.stdout and len(critique) == 1
+    assert "  8 critiques per solution, max_tokens 8192" in again.stdout and len(critique) == 1
     assert "96 requests" in critique[0]
     for line in priced + debate + critique:
         assert "cost if this were deepseek-v4-flash at list prices" in line

@@ -71,7 +71,7 @@ def questions(keys: range) -> list[OneCall]:
 
 
 def run_on(base_url: str, ledger: CallLedger, keys: range) -> None:
-    pricing = load_params(FIXTURE_PARAMS).pool.pricing
+    pricing = load_params(FIXTURE_PARAMS).deepconf_model.priced()
     client: ChatClient = make_client(base_url)
     with client:
         run_calls(ledger, questions(keys), lambda call: paid_reply(client, call, pricing), concurrency=2)

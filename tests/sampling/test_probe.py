@@ -77,7 +77,8 @@ def test_an_unknown_model_is_reported_by_name() -> None:
 def test_a_wrong_path_is_an_error_about_base_url_not_the_model() -> None:
     with pytest.raises(EndpointNotFoundError) as caught, probed(path="/v2"):
         pass
-    assert "/v2/chat/completions answered 404" in str(caught.value) and "model.base_url" in str(caught.value)
+    message = str(caught.value)
+    assert "/v2/chat/completions answered 404" in message and "endpoints.deepseek.base_url" in message
 
 
 def test_a_server_failing_every_retry_is_an_endpoint_error_naming_the_cause() -> None:

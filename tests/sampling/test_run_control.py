@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from tests.conftest import FIXTURE_PARAMS, REPO_ROOT
-from tests.dvcproject import one_dataset, project_env
+from tests.dvcproject import one_dataset, project_env, update_endpoint
 from tests.sim_servers import requests_by_key
 from tracevote.cli.demo import with_overrides
 from tracevote.core.config import SimConfig
@@ -55,13 +55,12 @@ def project(root: Path, base_url: str, *, n_pool: int, max_tokens: int = 64, max
             output_fraction: float = 1.0, name: str = "deepseek-v4-flash") -> Path:
     """params.yaml pointing at `base_url` and data/toy.jsonl with N_PROBLEMS problems."""
     params = yaml.safe_load(FIXTURE_PARAMS.read_text(encoding="utf-8"))
-    params["model"].update({"needs_key": False, "extra_body": {}, "backend": "openai", "base_url": base_url,
-                            "name": name})
+    update_endpoint(params, needs_key=False, extra_body={}, backend="openai", base_url=base_url, name=name)
     params = with_overrides(params, one_dataset("toy", root / "data" / "toy.jsonl"))
     params["decoding"].update({"max_tokens": max_tokens, "top_logprobs": 5})
     params["pool"].update({"n_pool": n_pool, "concurrency": CONCURRENCY, "max_retries": 8,
                            "max_cost_usd": max_cost_usd})
-    params["pool"]["pricing"]["expected_output_fraction"] = output_fraction
+    params["endpoints"]["deepseek"]["pricing"]["expected_output_fraction"] = output_fraction
     params["eval"]["k"] = [1]
     params["report"]["k"] = 1
     (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False), encoding="utf-8")
@@ -156,7 +155,7 @@ def test_a_model_the_server_lacks_is_reported_as_such_not_as_an_uninformative_pr
     with sim_server(models=("deepseek-v4-flash",)) as server:
         result = build_pool(project(tmp_path, server.base_url, n_pool=1, name="deepseek-chat"))
     line = error_line(result)
-    assert "model 'deepseek-chat' not found: Model Not Exist. Check model.name" in line
+    assert "model 'deepseek-chat' not found: Model Not Exist. Check endpoints.deepseek.name" in line
     assert "confidence signal" not in line
 
 

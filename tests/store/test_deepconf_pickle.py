@@ -66,9 +66,10 @@ MODEL = "deepseek-ai/DeepSeek-R1-0528-Qwen3-8B"
 
 @pytest.fixture
 def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """The tests' params with model.name set to the official runs' model; the CLI runs in this folder."""
+    """The tests' params with the pool endpoint's model name set to the official runs' model; the CLI runs in
+    this folder."""
     params = yaml.safe_load(FIXTURE_PARAMS.read_text())
-    params["model"]["name"] = MODEL
+    params["endpoints"]["deepseek"]["name"] = MODEL
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
     (tmp_path / "problems.jsonl").write_text("".join(json.dumps(p.to_record()) + "\n" for p in PROBLEMS))
     monkeypatch.chdir(tmp_path)

@@ -19,7 +19,7 @@ from tracevote.core.errors import ConfigError, DataError
 T = TypeVar("T")
 
 if TYPE_CHECKING:
-    from tracevote.core.config import Params
+    from tracevote.core.config import ModelConfig, Params
     from tracevote.datasets.problems import Problem
     from tracevote.store.pool import Pool
     from tracevote.store.verify import LedgerReport
@@ -223,7 +223,7 @@ def _import_pickles(args: argparse.Namespace, problems: list[Problem], n_pool: i
     if not args.pool_dir and params.model.backend == "sim":  # checked before the pool's folder is created
         raise DataError(f"{args.params}: model.backend is sim, but the official runs' pickles hold a real model's "
                         f"traces; import them with params naming that model on a real backend (or --pool-dir)")
-    model = None if args.pool_dir else params.model.name
+    model = None if args.pool_dir else params.deepconf_model.name
     pool, summary = import_runs(Path(args.samples), lambda: _pool_for(args, create=True)[1], problems,
                                 n_pool=n_pool, model=model)
     padded = f"; {summary.padded} with fewer confidences than tokens" if summary.padded else ""
@@ -254,6 +254,7 @@ def cmd_pool_status(args: argparse.Namespace) -> int:
 
 def cmd_sim_server(args: argparse.Namespace) -> int:
     from tracevote.core.config import load_params
+    from tracevote.core.profiles import PROFILES
     from tracevote.datasets.problems import load_problems
     from tracevote.sim.faults import parse_faults
     from tracevote.sim.model import SimModel
@@ -262,8 +263,9 @@ def cmd_sim_server(args: argparse.Namespace) -> int:
     params = load_params(args.params)
     answers = {p.problem: p.answer for p in load_problems(args.problems)} if args.problems else {}
     options = ServerOptions(api_key=args.api_key, models=tuple(args.models.split(",")) if args.models else None,
-                            no_balance=args.no_balance)
+                            no_balance=args.no_balance, profile=args.profile)
     print(f"sim-server: SIMULATED model (seed {params.model.sim.seed}, signal {params.model.sim.signal}), "
+          f"enforcing profile {PROFILES[args.profile].describe()}, "
           f"faults {args.faults or 'none'}; ^C stops it", flush=True)
     serve(args.host, args.port, SimModel(params.model.sim, answers), parse_faults(args.faults or ""), options,
           on_ready=lambda url: print(f"sim-server: listening on {url}", flush=True))
@@ -275,7 +277,9 @@ def cmd_probe(args: argparse.Namespace) -> int:
     from tracevote.sampling import backend
 
     params = load_params(args.params)
-    api_key = backend.api_key_for(params.model, os.environ, Path(".env"), missing=0)
+    model = params.deepconf_model
+    print(f"probe: {model.describe()}", file=sys.stderr)
+    api_key = backend.api_key_for(model, os.environ, Path(".env"), missing=0)
     with backend.open_sampler(params, [], api_key,
                               on_retry=lambda notice: print(notice.render(), file=sys.stderr, flush=True)) as sampler:
         report = sampler.probe()
@@ -293,18 +297,29 @@ def cmd_estimate(args: argparse.Namespace) -> int:
     problems = load_problems(args.problems or f"data/{params.deepconf.datasets[0]}.jsonl")
     setting = Setting.from_params(params)
     sizes = [setting.prompt_bytes(p) for p in problems]
-    print(f"{len(problems)} problems, max_tokens {setting.max_tokens}, "
-          f"output at {params.pool.pricing.expected_output_fraction:.0%} of max_tokens; "
+    model = params.deepconf_model
+    print(f"DeepConf pool on {_priced(model)}")
+    print(f"  {len(problems)} problems, max_tokens {setting.max_tokens}, "
+          f"output at {model.priced().expected_output_fraction:.0%} of max_tokens; "
           f"pool.max_cost_usd is ${params.pool.max_cost_usd:.2f}")
     for n_pool in sorted({*args.n_pool, params.pool.n_pool}):
-        cost = budget.estimate(sizes * n_pool, setting.max_tokens, params.pool.pricing,
-                               simulated_as=budget.simulated_as(params.model))
+        cost = budget.estimate(sizes * n_pool, setting.max_tokens, model.priced(),
+                               simulated_as=budget.simulated_as(model))
         marker = "  <- params.yaml" if n_pool == params.pool.n_pool else ""
         over = "  (over the cap)" if cost.usd > params.pool.max_cost_usd else ""
         print(f"  n_pool {n_pool:>5}: {cost.render()}{over}{marker}")
     _estimate_debates(params)
     _estimate_critiques(params)
+    _estimate_critic(params)
     return 0
+
+
+def _priced(model: ModelConfig) -> str:
+    """"gpt-4o-mini (endpoint gpt-4o-mini, profile openai-chat), $0.15 / $0.075 cached / $0.60 output per 1M
+    tokens (checked 2026-03)"."""
+    prices = model.priced()
+    return (f"{model.describe()}: ${prices.input_cache_miss:g} input / ${prices.input_cache_hit:g} cached / "
+            f"${prices.output:g} output per 1M tokens (checked {prices.checked})")
 
 
 def _estimate_debates(params: Params) -> None:
@@ -313,12 +328,15 @@ def _estimate_debates(params: Params) -> None:
     from tracevote.debate.build import debates_for, worst_case_cost
     from tracevote.sampling import budget
 
-    cfg = params.debate
-    print(f"debate: {cfg.agents} agents, up to {2 * cfg.agents + 3} calls per problem, max_tokens {cfg.max_tokens}; "
+    cfg, model, judge = params.debate, params.debate_model, params.judge_model
+    print(f"debate agents on {_priced(model)}")
+    if judge.endpoint != model.endpoint:
+        print(f"debate judge on {_priced(judge)}")
+    print(f"  {cfg.agents} agents, up to {2 * cfg.agents + 3} calls per problem, max_tokens {cfg.max_tokens}; "
           f"debate.max_cost_usd is ${cfg.max_cost_usd:.2f}")
     for name, problems in _normalized(cfg.datasets, load_problems):
-        cost = worst_case_cost(debates_for(problems, params), params.pool.pricing,
-                               simulated_as=budget.simulated_as(params.model))
+        cost = worst_case_cost(debates_for(problems, params), model.priced(), judge_pricing=judge.priced(),
+                               simulated_as=budget.simulated_as(model))
         over = "  (over the cap)" if cost.usd > cfg.max_cost_usd else ""
         print(f"  {name}, if no debate reaches consensus: {cost.render()}{over}")
 
@@ -329,13 +347,37 @@ def _estimate_critiques(params: Params) -> None:
     from tracevote.datasets.steps import load_step_records
     from tracevote.sampling import budget
 
-    cfg = params.critique
-    print(f"critique: {cfg.n_votes} critiques per solution, max_tokens {cfg.max_tokens}; "
+    cfg, model = params.critique, params.critique_model
+    print(f"critique on {_priced(model)}")
+    print(f"  {cfg.n_votes} critiques per solution, max_tokens {cfg.max_tokens}; "
           f"critique.max_cost_usd is ${cfg.max_cost_usd:.2f}")
     for name, records in _normalized(cfg.datasets, load_step_records):
-        cost = critiques_cost(records, cfg, params.pool.pricing, simulated_as=budget.simulated_as(params.model))
+        cost = critiques_cost(records, cfg, model.priced(), simulated_as=budget.simulated_as(model))
         over = "  (over the cap)" if cost.usd > cfg.max_cost_usd else ""
         print(f"  {name}, {len(records)} solutions: {cost.render()}{over}")
+
+
+def _estimate_critic(params: Params) -> None:
+    """Every critic call of each grading run whose gold and predictions are on disk (its max_samples items)."""
+    from tracevote.grading.critic import calls_cost, critic_calls, critic_items
+    from tracevote.grading.runs import run_inputs
+
+    cfg = params.grading.critic
+    if not cfg.enabled:
+        print(f"grading critic: disabled (grading.critic.enabled: false); endpoint {cfg.endpoint} when enabled")
+        return
+    print(f"grading critic on {_priced(params.critic_model)}")
+    print(f"  up to {cfg.max_samples} calls per run, max_tokens {cfg.max_tokens}; "
+          f"grading.critic.max_cost_usd is ${cfg.max_cost_usd:.2f} per run")
+    for run in params.grading.runs.values():
+        gold = Path("data") / f"{run.dataset}.jsonl"  # a checked name: core.config.DATASET_NAME
+        if not gold.is_file() or not Path(run.predictions).is_file():
+            print(f"  {run.name}: {gold} or {run.predictions} is not there yet (dvc repro grade@{run.name})")
+            continue
+        items = critic_items(run_inputs(run, gold, params.answers).pairing(), cfg.max_samples)
+        cost = calls_cost(critic_calls(items), params)
+        over = "  (over the cap)" if cost.usd > cfg.max_cost_usd else ""
+        print(f"  {run.name}, {len(items)} predictions: {cost.render()}{over}")
 
 
 def _normalized(names: Iterable[str], load: Callable[[Path], list[T]]) -> Iterator[tuple[str, list[T]]]:

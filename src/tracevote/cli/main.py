@@ -10,6 +10,7 @@ from pathlib import Path
 from tracevote import __version__
 from tracevote.cli import commands
 from tracevote.core.entry import stage_main
+from tracevote.core.profiles import PROFILES
 
 Handler = Callable[[argparse.Namespace], int]
 DESCRIPTION = ("tracevote: majority and DeepConf voting measured over tracked trace pools. `dvc repro` (or "
@@ -175,6 +176,9 @@ def add_sim_server(subparsers: argparse._SubParsersAction[argparse.ArgumentParse
     sim.add_argument("--api-key", help="require this bearer key (401 otherwise)")
     sim.add_argument("--models", help="comma-separated model names to accept (400 Model Not Exist otherwise)")
     sim.add_argument("--no-balance", action="store_true", help="answer every request with 402")
+    sim.add_argument("--profile", choices=sorted(PROFILES), default="deepseek",
+                     help="whose rules to enforce: the fields, token limit, sampling parameters and logprobs that "
+                          "provider accepts (default: %(default)s)")
     sim.set_defaults(handler=commands.cmd_sim_server)
 
 

@@ -10,7 +10,7 @@ import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import yaml
 
@@ -24,6 +24,7 @@ from tracevote.core.limits import (
     require_env_name,
     require_tokens,
 )
+from tracevote.core.profiles import DEFAULT_TEMPERATURE, PROFILES, Profile, ProfileName, infer_profile
 from tracevote.core.typedconfig import build, require
 
 Backend = Literal["openai", "sim"]
@@ -84,6 +85,7 @@ def require_dataset_names(where: str, datasets: tuple[str, ...]) -> None:
 @dataclass(frozen=True)
 class DeepConfConfig:
     datasets: tuple[str, ...]  # the datasets DeepConf runs on: each gets its own pool, scores and report
+    endpoint: str  # the key in `endpoints:` that samples the pool (it must return logprobs)
 
     def validate(self, where: str) -> None:
         require_dataset_names(where, self.datasets)
@@ -105,6 +107,8 @@ class DebateConfig:
     contest_halves: tuple[str, ...]  # datasets whose problems 1-15 and 16-30 are contests I and II
     concurrency: int
     max_cost_usd: float
+    endpoint: str  # the key in `endpoints:` the agents call
+    judge_endpoint: str  # the key in `endpoints:` the judge (the ranking call) calls
 
     def validate(self, where: str) -> None:
         require_dataset_names(where, self.datasets)
@@ -132,6 +136,7 @@ class CritiqueConfig:
     template: str | None  # a critique template file with {problem} and {tagged_response}; null: ProcessBench's
     concurrency: int
     max_cost_usd: float
+    endpoint: str  # the key in `endpoints:` the critiques call
 
     def validate(self, where: str) -> None:
         require_dataset_names(where, self.datasets)
@@ -169,7 +174,48 @@ def base_urls(base_url: BaseUrl) -> tuple[str, ...]:
 
 
 @dataclass(frozen=True)
+class BackendConfig:
+    """`model:`: who answers every endpoint's calls. openai: the endpoints' own servers; sim: the built-in
+    simulated model, on a loopback server enforcing each endpoint's provider profile."""
+
+    backend: Backend
+    sim: SimConfig
+
+
+@dataclass(frozen=True)
+class EndpointConfig:
+    """One entry of `endpoints:`, named by its key: a model on one or more servers of one provider."""
+
+    KEY_FIELD: ClassVar[str] = "key"  # `name` is the model's name
+    key: str
+    profile: ProfileName | None  # null: inferred from base_url and name (tracevote.core.profiles.infer_profile)
+    base_url: BaseUrl
+    name: str  # the model name sent in every request
+    extra_body: dict[str, Any]
+    api_key_env: str
+    needs_key: bool
+    pricing: PricingConfig
+
+    def validate(self, where: str) -> None:
+        require(bool(DATASET_NAME.match(self.key)), where, "key", self.key,
+                "1-64 letters, digits, '_', '.', '-' (methods name it)")
+        require_endpoint(where, self.name, self.base_url)
+        check_extra_body(where, self.extra_body)
+        require_env_name(where, self.api_key_env)
+        profile = self.resolved_profile()
+        unknown = sorted(set(self.extra_body) - profile.known_fields) if profile.known_fields is not None else []
+        require(not unknown, where, "extra_body", unknown[0] if unknown else None,
+                f"a field {profile.name} accepts ({profile.name} answers an unknown request field with HTTP 400; "
+                f"'thinking' is DeepSeek's own)")
+
+    def resolved_profile(self) -> Profile:
+        return PROFILES[self.profile or infer_profile(base_urls(self.base_url)[0], self.name)]
+
+
+@dataclass(frozen=True)
 class ModelConfig:
+    """An endpoint as a method calls it: its servers, model, key, profile and prices, and who answers."""
+
     backend: Backend
     base_url: BaseUrl
     name: str
@@ -177,11 +223,24 @@ class ModelConfig:
     api_key_env: str
     needs_key: bool
     sim: SimConfig
+    profile: Profile = PROFILES["deepseek"]
+    pricing: PricingConfig | None = None  # None: not priced (a bare client in a test)
+    endpoint: str = "deepseek"  # its key in `endpoints:`, for messages and reports (the default endpoint's)
 
     def validate(self, where: str) -> None:
         require_endpoint(where, self.name, self.base_url)
         check_extra_body(where, self.extra_body)
         require_env_name(where, self.api_key_env)
+
+    def priced(self) -> PricingConfig:
+        if self.pricing is None:
+            raise ConfigError(f"endpoint {self.endpoint}: no pricing")
+        return self.pricing
+
+    def describe(self) -> str:
+        """"gpt-4o-mini (endpoint gpt-4o-mini, profile openai-chat, simulated)"."""
+        sim = ", simulated" if self.backend == "sim" else ""
+        return f"{self.name} (endpoint {self.endpoint}, profile {self.profile.name}{sim})"
 
 
 def require_endpoint(where: str, name: str, base_url: BaseUrl) -> None:
@@ -226,7 +285,7 @@ class PricingConfig:
     input_cache_miss: float
     input_cache_hit: float
     output: float
-    expected_output_fraction: float
+    expected_output_fraction: float = 1.0  # estimate output as this fraction of max_tokens
 
     def validate(self, where: str) -> None:
         for key in ("input_cache_miss", "input_cache_hit", "output"):
@@ -245,7 +304,6 @@ class PoolConfig:
     keep_top_logprobs: bool
     keep_raw: bool
     allow_uninformative_logprobs: bool
-    pricing: PricingConfig
 
     def validate(self, where: str) -> None:
         require_count(where, "n_pool", self.n_pool)
@@ -360,33 +418,16 @@ class GradingRunConfig:
 
 
 @dataclass(frozen=True)
-class CriticEndpointConfig:
-    """The critic's own endpoint, when it is not `model:`'s (any OpenAI-compatible server, or several)."""
-
-    base_url: BaseUrl
-    name: str
-    extra_body: dict[str, Any]
-    api_key_env: str
-    needs_key: bool
-
-    def validate(self, where: str) -> None:
-        require_endpoint(where, self.name, self.base_url)
-        check_extra_body(where, self.extra_body)
-        require_env_name(where, self.api_key_env)
-
-
-@dataclass(frozen=True)
 class CriticConfig:
     """The grading critic: an LLM scores a prediction's reasoning against the reference solution, 1-5."""
 
     enabled: bool
     max_samples: int  # the first gold items with a reference solution and a prediction
-    model: CriticEndpointConfig | None  # null: model: (and with model.backend sim, the simulator answers)
+    endpoint: str  # the key in `endpoints:` the critic calls
     temperature: float
     max_tokens: int
     concurrency: int
     max_cost_usd: float  # per run
-    pricing: PricingConfig | None  # null: pool.pricing (DeepSeek's list prices)
 
     def validate(self, where: str) -> None:
         require_count(where, "max_samples", self.max_samples)
@@ -419,7 +460,8 @@ class Params:
     debate: DebateConfig
     critique: CritiqueConfig
     grading: GradingConfig
-    model: ModelConfig
+    model: BackendConfig
+    endpoints: dict[str, EndpointConfig]
     prompt: PromptConfig
     decoding: DecodingConfig
     pool: PoolConfig
@@ -435,8 +477,38 @@ class Params:
             raise ConfigError(f"datasets: no dataset {name!r} (there are: {', '.join(self.datasets) or 'none'})")
         return self.datasets[name]
 
+    def endpoint_model(self, key: str) -> ModelConfig:
+        """Endpoint `key` of `endpoints:` as a method calls it, answered as `model.backend` says."""
+        endpoint = self.endpoints[key]
+        return ModelConfig(backend=self.model.backend, base_url=endpoint.base_url, name=endpoint.name,
+                           extra_body=endpoint.extra_body, api_key_env=endpoint.api_key_env,
+                           needs_key=endpoint.needs_key, sim=self.model.sim, profile=endpoint.resolved_profile(),
+                           pricing=endpoint.pricing, endpoint=key)
+
+    @property
+    def deepconf_model(self) -> ModelConfig:
+        return self.endpoint_model(self.deepconf.endpoint)
+
+    @property
+    def debate_model(self) -> ModelConfig:
+        return self.endpoint_model(self.debate.endpoint)
+
+    @property
+    def judge_model(self) -> ModelConfig:
+        return self.endpoint_model(self.debate.judge_endpoint)
+
+    @property
+    def critique_model(self) -> ModelConfig:
+        return self.endpoint_model(self.critique.endpoint)
+
+    @property
+    def critic_model(self) -> ModelConfig:
+        return self.endpoint_model(self.grading.critic.endpoint)
+
     def validate(self, where: str) -> None:
         require(len(self.datasets) > 0, "", "datasets", self.datasets, "at least one dataset")
+        self._check_endpoint_names()
+        self._check_profiles()
         for method, names, why in (("deepconf", self.deepconf.datasets, "DeepConf votes over integers"),
                                    ("debate", self.debate.datasets, "agents agree on integers")):
             for name in names:
@@ -456,6 +528,43 @@ class Params:
         require(not too_large, "eval", "k", too_large, f"at most pool.n_pool ({self.pool.n_pool})")
         require(self.report.k in self.eval.k, "report", "k", self.report.k,
                 f"one of eval.k {list(self.eval.k)}")
+
+
+    def _endpoint_uses(self) -> list[tuple[str, str, str]]:
+        """(section, key, endpoint) for every endpoint a method names."""
+        return [("deepconf", "endpoint", self.deepconf.endpoint), ("debate", "endpoint", self.debate.endpoint),
+                ("debate", "judge_endpoint", self.debate.judge_endpoint),
+                ("critique", "endpoint", self.critique.endpoint),
+                ("grading.critic", "endpoint", self.grading.critic.endpoint)]
+
+    def _check_endpoint_names(self) -> None:
+        for section, key, endpoint in self._endpoint_uses():
+            require(endpoint in self.endpoints, section, key, endpoint,
+                    f"a key of endpoints: ({', '.join(self.endpoints) or 'none defined'})")
+
+    def _check_profiles(self) -> None:
+        """What a method needs of its endpoint's provider, refused here, before any request."""
+        pool = self.endpoints[self.deepconf.endpoint]
+        profile = pool.resolved_profile()
+        require(profile.logprobs, "deepconf", "endpoint", self.deepconf.endpoint,
+                f"an endpoint that returns logprobs: DeepConf's confidence is made of them, and "
+                f"{pool.name} (profile {profile.name}) returns none")
+        limit = profile.max_top_logprobs or 0
+        require(self.decoding.top_logprobs <= limit, "decoding", "top_logprobs", self.decoding.top_logprobs,
+                f"at most {limit}, the most {pool.name} (profile {profile.name}) returns")
+        temperatures = [("decoding", self.decoding.temperature, self.deepconf.endpoint),
+                        ("debate", self.debate.temperature, self.debate.endpoint),
+                        ("debate", self.debate.temperature, self.debate.judge_endpoint),
+                        ("critique", self.critique.temperature, self.critique.endpoint)]
+        if self.grading.critic.enabled:
+            temperatures.append(("grading.critic", self.grading.critic.temperature, self.grading.critic.endpoint))
+        for section, temperature, key in temperatures:
+            endpoint = self.endpoints[key]
+            fixed = not endpoint.resolved_profile().sampling_parameters
+            require(not fixed or temperature == DEFAULT_TEMPERATURE, section, "temperature", temperature,
+                    f"{DEFAULT_TEMPERATURE:g}: endpoint {key} ({endpoint.name}, profile "
+                    f"{endpoint.resolved_profile().name}) accepts only the default temperature; set "
+                    f"{section}.temperature: {DEFAULT_TEMPERATURE:g}")
 
 
 def load_params(path: str | Path = "params.yaml") -> Params:

@@ -64,8 +64,10 @@ def _coerce(hint: Any, value: Any, where: str) -> Any:
     if origin is dict or hint is dict:
         if not isinstance(value, dict):
             raise ConfigError(f"{where}: expected a mapping, got {value!r}")
-        if args and dataclasses.is_dataclass(args[1]):  # a named collection: each entry learns its name
-            return {key: build(args[1], entry, _join(where, str(key)), name=key) for key, entry in value.items()}
+        if args and dataclasses.is_dataclass(args[1]):  # a named collection: each entry learns its key
+            key_field = getattr(args[1], "KEY_FIELD", "name")
+            return {key: build(args[1], entry, _join(where, str(key)), **{key_field: key})
+                    for key, entry in value.items()}
         return value
     return _scalar(hint, value, where)
 

@@ -29,7 +29,7 @@ METHOD = "processbench-critique"
 
 def critique_setting(params: Params) -> dict[str, Any]:
     """Everything that decides a critique's request but how many are sampled: its hash names the ledger."""
-    cfg, model = params.critique, params.model
+    cfg, model = params.critique, params.critique_model
     return {"method": METHOD, "backend": model.backend, "model": model.name, "extra_body": model.extra_body,
             "sim": asdict(model.sim) if model.backend == "sim" else None, "template": critique_template(cfg.template),
             "temperature": cfg.temperature, "max_tokens": cfg.max_tokens}
@@ -42,7 +42,7 @@ def critique_decoding(cfg: CritiqueConfig) -> DecodingConfig:
 
 def ledger_root(critiques_dir: Path, params: Params) -> Path:
     fingerprint = fingerprint_of(critique_setting(params))
-    return critiques_dir / folder_name(params.model.name, fingerprint, simulated=params.model.backend == "sim")
+    return critiques_dir / folder_name(params.critique_model.name, fingerprint, simulated=params.model.backend == "sim")
 
 
 def open_ledger(critiques_dir: Path, params: Params, records: list[StepRecord]) -> CallLedger:

@@ -13,11 +13,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from tracevote.core.config import DebateConfig, DecodingConfig, Params, PricingConfig
+from tracevote.core.config import DebateConfig, DecodingConfig, ModelConfig, Params, PricingConfig
 from tracevote.core.errors import DataError
 from tracevote.core.fileio import read_json_record, write_json
 from tracevote.core.names import recorded_path
 from tracevote.datasets.problems import Problem
+from tracevote.debate.prompts import RANK
 from tracevote.debate.protocol import Debate, Transcript, advance, replay
 from tracevote.sampling.budget import BYTES_PER_PROMPT_TOKEN, CostEstimate, estimate
 from tracevote.store.calls import CallLedger
@@ -28,13 +29,21 @@ METHOD = "dylan-debate"
 
 def debate_setting(params: Params) -> dict[str, Any]:
     """Everything that decides a debate's requests and their order: its hash names the ledger. The
-    `answers:` rules are in it because they decide consensus, so which calls come next."""
-    cfg, model = params.debate, params.model
+    `answers:` rules are in it because they decide consensus, so which calls come next. The judge's model is
+    in it whichever endpoint serves it, so changing either model starts a new ledger."""
+    cfg, model, judge = params.debate, params.debate_model, params.judge_model
     return {"method": METHOD, "backend": model.backend, "model": model.name, "extra_body": model.extra_body,
+            "judge_model": judge.name, "judge_extra_body": judge.extra_body,
             "sim": asdict(model.sim) if model.backend == "sim" else None, "agents": cfg.agents,
             "rounds": cfg.rounds, "temperature": cfg.temperature, "max_tokens": cfg.max_tokens,
             "system": cfg.system, "examples": cfg.examples, "question": cfg.question,
             "importance": cfg.importance, "answers": asdict(params.answers)}
+
+
+def judge_routes(params: Params) -> dict[str, ModelConfig]:
+    """The ranking call goes to the judge's endpoint when it is not the agents'."""
+    judge = params.judge_model
+    return {} if judge.endpoint == params.debate.endpoint else {RANK: judge}
 
 
 def debate_decoding(cfg: DebateConfig) -> DecodingConfig:
@@ -44,7 +53,7 @@ def debate_decoding(cfg: DebateConfig) -> DecodingConfig:
 
 def ledger_root(debates_dir: Path, params: Params) -> Path:
     fingerprint = fingerprint_of(debate_setting(params))
-    return debates_dir / folder_name(params.model.name, fingerprint, simulated=params.model.backend == "sim")
+    return debates_dir / folder_name(params.debate_model.name, fingerprint, simulated=params.model.backend == "sim")
 
 
 def open_ledger(debates_dir: Path, params: Params, problems: list[Problem]) -> CallLedger:
@@ -68,26 +77,37 @@ class DebatePlan:
 
 
 def plan_debates(ledger: CallLedger, debates: list[Debate], pricing: PricingConfig, *,
-                 simulated_as: str | None = None) -> DebatePlan:
+                 judge_pricing: PricingConfig | None = None, simulated_as: str | None = None) -> DebatePlan:
     made = {debate.problem.id: progress(ledger, debate) for debate in debates}
     unfinished = [debate for debate in debates if not made[debate.problem.id][1]]
     stored = sum(calls for calls, _ in made.values())
-    return DebatePlan(unfinished, stored, remaining_cost([(d, made[d.problem.id][0]) for d in unfinished], pricing,
-                                                         simulated_as=simulated_as))
+    cost = remaining_cost([(d, made[d.problem.id][0]) for d in unfinished], pricing, judge_pricing=judge_pricing,
+                          simulated_as=simulated_as)
+    return DebatePlan(unfinished, stored, cost)
 
 
-def worst_case_cost(debates: list[Debate], pricing: PricingConfig, *, simulated_as: str | None = None) -> CostEstimate:
+def worst_case_cost(debates: list[Debate], pricing: PricingConfig, *, judge_pricing: PricingConfig | None = None,
+                    simulated_as: str | None = None) -> CostEstimate:
     """What the debates cost if none reaches consensus: every call of every debate, none stored yet."""
-    return remaining_cost([(debate, 0) for debate in debates], pricing, simulated_as=simulated_as)
+    return remaining_cost([(debate, 0) for debate in debates], pricing, judge_pricing=judge_pricing,
+                          simulated_as=simulated_as)
 
 
 def remaining_cost(progressed: list[tuple[Debate, int]], pricing: PricingConfig, *,
-                   simulated_as: str | None = None) -> CostEstimate:
-    """The estimate for every call each debate may still make after its first `made` calls (an upper bound)."""
-    sizes = [size for debate, made in progressed
-             for size in longest_path_prompt_bytes(debate, pricing.expected_output_fraction)[made:]]
+                   judge_pricing: PricingConfig | None = None, simulated_as: str | None = None) -> CostEstimate:
+    """The estimate for every call each debate may still make after its first `made` calls (an upper bound);
+    the judge's calls at `judge_pricing` when the judge has its own endpoint."""
+    judge_pricing = judge_pricing or pricing
+    agents: list[int] = []
+    judges: list[int] = []
+    for debate, made in progressed:
+        judge_at = 2 * debate.cfg.agents if debate.cfg.rounds >= 3 else -1
+        sizes = longest_path_prompt_bytes(debate, pricing.expected_output_fraction)
+        for index in range(made, len(sizes)):
+            (judges if index == judge_at else agents).append(sizes[index])
     max_tokens = progressed[0][0].cfg.max_tokens if progressed else 1
-    return estimate(sizes, max_tokens, pricing, simulated_as=simulated_as)
+    return (estimate(agents, max_tokens, pricing, simulated_as=simulated_as)
+            .plus(estimate(judges, max_tokens, judge_pricing, simulated_as=simulated_as)))
 
 
 def progress(ledger: CallLedger, debate: Debate) -> tuple[int, bool]:

@@ -17,8 +17,6 @@ from tracevote.grading.critic import (
     calls_cost,
     critic_decoding,
     critic_items,
-    critic_model,
-    critic_params,
     critic_setting,
     ledger_root,
     missing_calls,
@@ -62,13 +60,15 @@ def build_critic(params: Params, run: str, pairing: Pairing, critic_dir: Path, *
         refuse_if_already_built(True)
     cost = calls_cost(missing, params)
     print(f"{stage}: {len(missing)} of {len(items)} critic replies missing in {ledger.root}; estimate {cost.render()}")
-    api_key = backend.api_key_for(critic_model(params), os.environ, Path(".env"), missing=len(missing),
+    model = params.critic_model
+    print(f"{stage}: model {model.describe()}")
+    api_key = backend.api_key_for(model, os.environ, Path(".env"), missing=len(missing),
                                   what="critic calls", stage=stage)
     check_budget(cost, cfg.max_cost_usd, cap="grading.critic.max_cost_usd",
                  levers="grading.critic.max_samples or grading.critic.max_tokens")
-    reached = reached_gold(pairing) if critic_model(params).backend == "sim" else None
-    summary = run_ledger_calls(ledger, [OneCall(call) for call in missing], params=critic_params(params),
-                               stage=stage, decoding=critic_decoding(params), api_key=api_key,
+    reached = reached_gold(pairing) if model.backend == "sim" else None
+    summary = run_ledger_calls(ledger, [OneCall(call) for call in missing], model=model, pool=params.pool,
+                               stage=stage, decoding=critic_decoding(params), api_keys={model.endpoint: api_key},
                                concurrency=cfg.concurrency, total=len(missing), unit="critic call", reached=reached,
                                cap=SpendCap(cfg.max_cost_usd, "grading.critic.max_cost_usd"))
     print(summary.render())

@@ -12,7 +12,6 @@ the reasoning from 1 to 5, as JSON ``{"score": x}``.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import math
 import re
@@ -23,7 +22,7 @@ from typing import Any
 
 import orjson
 
-from tracevote.core.config import DecodingConfig, ModelConfig, Params, PricingConfig
+from tracevote.core.config import DecodingConfig, Params
 from tracevote.core.errors import DataError
 from tracevote.grading.accuracy import Pairing
 from tracevote.grading.gold import GoldItem
@@ -98,20 +97,6 @@ def _critic_item(item: GoldItem, prediction: Prediction) -> CriticItem:
     return CriticItem(item.id, f"critic-{digest}", messages, prediction.thinking)
 
 
-def critic_model(params: Params) -> ModelConfig:
-    """The model the critic calls: `model:`, or `grading.critic.model`'s endpoint with `model:`'s backend."""
-    endpoint = params.grading.critic.model
-    if endpoint is None:
-        return params.model
-    return dataclasses.replace(params.model, base_url=endpoint.base_url, name=endpoint.name,
-                               extra_body=endpoint.extra_body, api_key_env=endpoint.api_key_env,
-                               needs_key=endpoint.needs_key)
-
-
-def critic_pricing(params: Params) -> PricingConfig:
-    return params.grading.critic.pricing or params.pool.pricing
-
-
 def critic_decoding(params: Params) -> DecodingConfig:
     cfg = params.grading.critic
     return DecodingConfig(temperature=cfg.temperature, top_p=None, max_tokens=cfg.max_tokens, top_logprobs=0)
@@ -120,21 +105,15 @@ def critic_decoding(params: Params) -> DecodingConfig:
 def critic_setting(params: Params) -> dict[str, Any]:
     """Everything that decides a critic request but the prompt itself: its hash names the ledger. Like a pool's
     setting it leaves out the server's URL, so adding a replica (or moving one) keeps the replies paid for."""
-    model, cfg = critic_model(params), params.grading.critic
+    model, cfg = params.critic_model, params.grading.critic
     return {"method": METHOD, "prompt_version": PROMPT_VERSION, "template": CRITIC_TEMPLATE,
             "backend": model.backend, "model": model.name, "extra_body": model.extra_body,
             "sim": asdict(model.sim) if model.backend == "sim" else None,
             "temperature": cfg.temperature, "max_tokens": cfg.max_tokens}
 
 
-def critic_params(params: Params) -> Params:
-    """`params` with the critic's model and prices in place of the pool's, for the shared paid-call runner."""
-    return dataclasses.replace(params, model=critic_model(params),
-                               pool=dataclasses.replace(params.pool, pricing=critic_pricing(params)))
-
-
 def ledger_root(critic_dir: Path, params: Params) -> Path:
-    model = critic_model(params)
+    model = params.critic_model
     return critic_dir / folder_name(model.name, fingerprint_of(critic_setting(params)),
                                     simulated=model.backend == "sim")
 
@@ -142,7 +121,7 @@ def ledger_root(critic_dir: Path, params: Params) -> Path:
 def open_ledger(critic_dir: Path, params: Params) -> CallLedger:
     """The critic ledger of this setting under `critic_dir` (created when absent)."""
     return CallLedger.open_at(ledger_root(critic_dir, params), critic_setting(params),
-                              simulated=critic_model(params).backend == "sim")
+                              simulated=params.critic_model.backend == "sim")
 
 
 def reasoning_digest(reasoning: str) -> str:
@@ -161,8 +140,8 @@ def missing_calls(ledger: CallLedger, items: Sequence[CriticItem]) -> list[Call]
 
 def calls_cost(calls: Sequence[Call], params: Params) -> CostEstimate:
     sizes = [len(call.messages[0]["content"].encode()) for call in calls]
-    return estimate(sizes, params.grading.critic.max_tokens, critic_pricing(params),
-                    simulated_as=simulated_as(critic_model(params)))
+    return estimate(sizes, params.grading.critic.max_tokens, params.critic_model.priced(),
+                    simulated_as=simulated_as(params.critic_model))
 
 
 def parse_score(text: str) -> float | None:

@@ -21,7 +21,7 @@ from tracevote.sampling.build import Sampled
 from tracevote.sampling.client import ChatClient
 from tracevote.sampling.probe import ProbeReport, run_probe
 from tracevote.sim.model import SimModel
-from tracevote.sim.server import running_server
+from tracevote.sim.server import ServerOptions, running_server
 
 
 @dataclass
@@ -67,7 +67,7 @@ def open_client(model: ModelConfig, decoding: DecodingConfig, problems: list[Pro
         if model.backend == "sim":
             sim = SimModel(model.sim, answers={p.problem: p.answer for p in problems}, first_errors=first_errors,
                            reached=reached)
-            base_url = stack.enter_context(running_server(sim))
+            base_url = stack.enter_context(running_server(sim, options=ServerOptions(profile=model.profile.name)))
             model = _pointed_at(model, base_url)
         client = ChatClient(model, decoding, api_key=api_key, timeout_s=pool.request_timeout_s,
                             max_retries=pool.max_retries, concurrency=concurrency, on_retry=on_retry)
@@ -78,8 +78,8 @@ def open_client(model: ModelConfig, decoding: DecodingConfig, problems: list[Pro
 @contextlib.contextmanager
 def open_sampler(params: Params, problems: list[Problem], api_key: str | None,
                  on_retry: Callable[[RetryNotice], None] | None = None) -> Iterator[Sampler]:
-    """A Sampler for params.model and params.decoding (see open_client)."""
-    with open_client(params.model, params.decoding, problems, api_key, pool=params.pool,
+    """A Sampler for DeepConf's endpoint and params.decoding (see open_client)."""
+    with open_client(params.deepconf_model, params.decoding, problems, api_key, pool=params.pool,
                      concurrency=params.pool.concurrency, on_retry=on_retry) as client:
         yield Sampler(client, params.pool.keep_top_logprobs, params.pool.keep_raw)
 
@@ -96,11 +96,11 @@ def api_key_for(model: ModelConfig, environ: Mapping[str, str], dotenv: Path, *,
     key = resolve_api_key(model, environ, dotenv if dotenv.is_file() else None)
     if key is None and model.needs_key:
         raise TracevoteError(
-            f"{f'{missing} {what} are missing and ' if missing else ''}no API key is set: "
-            f"export {model.api_key_env}=... "
+            f"{f'{missing} {what} are missing and ' if missing else ''}no API key is set for endpoint "
+            f"{model.endpoint} ({model.name}): export {model.api_key_env}=... "
             f"(or put it in .env). If a teammate has run {stage}, fetch its outputs instead with `dvc pull` "
             f"(or `make repro`, which pulls before it runs anything). A local server that needs no key: "
-            f"set model.needs_key: false.")
+            f"set endpoints.{model.endpoint}.needs_key: false.")
     return key
 
 

@@ -82,6 +82,18 @@ class CostEstimate:
     prices_checked: str
     simulated_as: str | None = None  # the model a simulated build stands in for; None for a real one
 
+    def plus(self, other: CostEstimate) -> CostEstimate:
+        """Both estimates together (two endpoints of one stage: the debate's agents and judge)."""
+        if not other.requests:
+            return self
+        if not self.requests:
+            return other
+        checked = self.prices_checked if other.prices_checked == self.prices_checked else \
+            f"{self.prices_checked} and {other.prices_checked}"
+        return CostEstimate(self.requests + other.requests, self.input_tokens + other.input_tokens,
+                            self.output_tokens + other.output_tokens, self.usd + other.usd, checked,
+                            self.simulated_as)
+
     def render(self) -> str:
         tokens = (f"{self.requests} requests, ~{self.input_tokens / 1e6:.2f}M input and up to "
                   f"{self.output_tokens / 1e6:.2f}M output tokens")

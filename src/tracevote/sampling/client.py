@@ -114,18 +114,24 @@ class ChatClient:
         return f"ChatClient(model={self.model.name!r}, url={self.url!r}, api_key={key})"
 
     def request_body(self, messages: list[dict[str, str]], *, max_tokens: int | None = None,
-                     logprobs: bool = True) -> dict[str, Any]:
-        """The JSON body sent: decoding settings, logprobs and top_logprobs unless `logprobs` is False
-        (then neither field is sent), top_p only when set, then model.extra_body."""
-        body: dict[str, Any] = {
-            "model": self.model.name, "messages": messages, "temperature": self.decoding.temperature,
-            "max_tokens": max_tokens or self.decoding.max_tokens}
+                     logprobs: bool = True, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The JSON body sent, shaped by the endpoint's profile: the token limit in its field, temperature and
+        top_p (when set) only where sampling parameters are accepted, logprobs and top_logprobs when `logprobs`
+        (a profile without logprobs refuses that), then `extra` (response_format) and model.extra_body."""
+        profile = self.model.profile
+        body: dict[str, Any] = {"model": self.model.name, "messages": messages}
+        if profile.sampling_parameters:
+            body["temperature"] = self.decoding.temperature
+        body[profile.token_limit_field] = max_tokens or self.decoding.max_tokens
         if logprobs:
+            if not profile.logprobs:
+                raise ConfigError(f"endpoint {self.model.endpoint} ({self.model.name}, profile {profile.name}) "
+                                  f"returns no logprobs; a call that needs them cannot be sent to it")
             body["logprobs"] = True
             body["top_logprobs"] = self.decoding.top_logprobs
-        if self.decoding.top_p is not None:
+        if profile.sampling_parameters and self.decoding.top_p is not None:
             body["top_p"] = self.decoding.top_p
-        return {**body, **self.model.extra_body}
+        return {**body, **(extra or {}), **self.model.extra_body}
 
     def sample(self, messages: list[dict[str, str]], *, problem_id: str, sample_id: int,
                keep_top_logprobs: bool, keep_top_tokens: bool = False) -> Sample:
@@ -157,17 +163,17 @@ class ChatClient:
         payload = orjson.dumps(self.request_body(messages, max_tokens=max_tokens, logprobs=logprobs))
         return self._call(payload, sample_key, kind, parse)
 
-    def reply(self, messages: list[dict[str, str]], *, call_key: str, kind: str,
-              max_tokens: int | None = None) -> tuple[Reply, float]:
+    def reply(self, messages: list[dict[str, str]], *, call_key: str, kind: str, max_tokens: int | None = None,
+              extra: dict[str, Any] | None = None) -> tuple[Reply, float]:
         """A text-only call (no logprobs asked for) and its latency; a response without usage or cut short by
-        the server is retried like a malformed one."""
+        the server is retried like a malformed one. `extra` adds request fields (a critic's response_format)."""
         def parse(raw: RawCompletion) -> tuple[Reply, float]:
             reply = parse_reply(raw.body)
             if raw.simulated and not reply.simulated:
                 reply = dataclasses.replace(reply, simulated=True)
             return reply, raw.latency_s
 
-        payload = orjson.dumps(self.request_body(messages, max_tokens=max_tokens, logprobs=False))
+        payload = orjson.dumps(self.request_body(messages, max_tokens=max_tokens, logprobs=False, extra=extra))
         return self._call(payload, call_key, kind, parse)
 
     def __enter__(self) -> ChatClient:
@@ -228,7 +234,7 @@ class ChatClient:
         detail = f" ({exc.detail})" if exc.cause == "TLS error" and exc.detail else ""
         where = self.url if len(self.endpoints) == 1 else f"any of {self.url}"
         return (f"cannot connect to {where}: {exc.cause}{detail} (gave up after {tries} "
-                f"attempt{'s' if tries > 1 else ''}). Check model.base_url in params.yaml: "
+                f"attempt{'s' if tries > 1 else ''}). Check endpoints.{self.model.endpoint}.base_url in params.yaml: "
                 f"{_UNREACHABLE_HINTS.get(exc.cause, 'is the server up?')}")
 
     def _post(self, slot: EndpointSlot, payload: bytes, sample_key: str, kind: str) -> RawCompletion:
@@ -275,14 +281,16 @@ class ChatClient:
             raise ModelNotFoundError(self._model_not_found_message(endpoint.chat_url, status, detail), status)
         if status == 404:
             raise EndpointNotFoundError(
-                f"the endpoint {endpoint.chat_url} answered 404 ({detail}): check model.base_url, now "
+                f"the endpoint {endpoint.chat_url} answered 404 ({detail}): check "
+                f"endpoints.{self.model.endpoint}.base_url, now "
                 f"{endpoint.base_url!r} (OpenAI-compatible servers usually serve /v1/chat/completions, so "
                 f"base_url ends in /v1; DeepSeek: https://api.deepseek.com)", status)
         raise FatalAPIError(self._fatal_message(endpoint.chat_url, status, detail), status)
 
     def _model_not_found_message(self, url: str, status: int, detail: str) -> str:
-        return (f"{url}: HTTP {status}, model {self.model.name!r} not found: {detail}. Check model.name "
-                f"in params.yaml (DeepSeek retired deepseek-chat in favour of deepseek-v4-flash).")
+        return (f"{url}: HTTP {status}, model {self.model.name!r} not found: {detail}. Check "
+                f"endpoints.{self.model.endpoint}.name in params.yaml "
+                f"(DeepSeek retired deepseek-chat in favour of deepseek-v4-flash).")
 
     def _fatal_message(self, url: str, status: int, detail: str) -> str:
         where = f"{url} (model {self.model.name!r})"
@@ -294,8 +302,9 @@ class ChatClient:
                     f"(https://platform.deepseek.com/top_up), then run the build again.")
         return (f"{where}: HTTP {status}, the server refused the request: {detail}. Check decoding "
                 f"(temperature {self.decoding.temperature}, top_p {self.decoding.top_p}, max_tokens "
-                f"{self.decoding.max_tokens}, top_logprobs {self.decoding.top_logprobs}) and model.extra_body "
-                f"{self.model.extra_body} in params.yaml.")
+                f"{self.decoding.max_tokens}, top_logprobs {self.decoding.top_logprobs}) and endpoints."
+                f"{self.model.endpoint} (extra_body {self.model.extra_body}, profile {self.model.profile.name}) "
+                f"in params.yaml.")
 
     def _redact(self, text: str) -> str:
         return text.replace(self._api_key, "***") if self._api_key else text
@@ -311,15 +320,16 @@ class ChatClient:
 
 
 def _check_settings(model: ModelConfig, decoding: DecodingConfig, api_key: str | None) -> None:
-    if not 0 <= decoding.top_logprobs <= 20:
-        raise ConfigError(f"decoding.top_logprobs: {decoding.top_logprobs!r} must be 0-20 "
-                          f"(DeepSeek's and OpenAI's limit)")
+    most = model.profile.max_top_logprobs or 0
+    if not 0 <= decoding.top_logprobs <= most:
+        raise ConfigError(f"decoding.top_logprobs: {decoding.top_logprobs!r} must be 0-{most} (the most "
+                          f"{model.name}, profile {model.profile.name}, returns)")
     if decoding.max_tokens < 1:
         raise ConfigError(f"decoding.max_tokens: {decoding.max_tokens!r} must be >= 1")
     check_extra_body("model", model.extra_body)  # check_params applies the same rule
     if model.needs_key and not api_key:
-        raise ConfigError(f"model.needs_key is true but ${model.api_key_env} is not set (environment or .env); "
-                          f"set it, or set model.needs_key false for a local server")
+        raise ConfigError(f"endpoints.{model.endpoint}.needs_key is true but ${model.api_key_env} is not set "
+                          f"(environment or .env); set it, or set needs_key false for a local server")
 
 
 def _complete_body(response: requests.Response) -> bytes:

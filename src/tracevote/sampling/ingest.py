@@ -35,6 +35,7 @@ class Reply:
     cached_prompt_tokens: int  # DeepSeek's prompt_cache_hit_tokens (OpenAI: prompt_tokens_details.cached_tokens)
     completion_tokens: int
     simulated: bool = False  # the server is tracevote's simulated model (its system_fingerprint says so)
+    reasoning_tokens: int = 0  # hidden reasoning, counted in completion_tokens (usage.completion_tokens_details)
 
 
 def parse_reply(body: bytes) -> Reply:
@@ -45,7 +46,15 @@ def parse_reply(body: bytes) -> Reply:
     finish_reason, usage = choice.get("finish_reason"), usage_counts(doc)
     _check_finished(finish_reason, usage)
     simulated = str(doc.get("system_fingerprint", "")).startswith(FINGERPRINT_PREFIX)
-    return Reply(message_text(choice), finish_reason, usage[0], _cached_tokens(doc, usage[0]), usage[1], simulated)
+    return Reply(message_text(choice), finish_reason, usage[0], _cached_tokens(doc, usage[0]), usage[1], simulated,
+                 _reasoning_tokens(doc, usage[1]))
+
+
+def _reasoning_tokens(doc: dict[str, Any], completion_tokens: int) -> int:
+    """OpenAI's usage.completion_tokens_details.reasoning_tokens (billed as output: completion_tokens holds them)."""
+    details = doc["usage"].get("completion_tokens_details")
+    hidden = details.get("reasoning_tokens") if isinstance(details, dict) else 0
+    return min(hidden, completion_tokens) if isinstance(hidden, int) and hidden > 0 else 0
 
 
 def _cached_tokens(doc: dict[str, Any], prompt_tokens: int) -> int:

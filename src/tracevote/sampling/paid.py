@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shutil
 import sys
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -14,7 +15,7 @@ from typing import Generic, TypeVar
 
 from tqdm import tqdm
 
-from tracevote.core.config import DecodingConfig, Params, base_urls, load_params
+from tracevote.core.config import DecodingConfig, ModelConfig, Params, PoolConfig, base_urls, load_params
 from tracevote.core.dvcstate import already_built
 from tracevote.core.errors import StorageError, TracevoteError
 from tracevote.core.retry import CauseCounter, RetryNotice
@@ -125,14 +126,14 @@ class CallProgress:
     """A progress bar of calls with tokens, dollars (or what a simulated run would cost) and retries;
     tqdm adds the rate and the time left. `total` is the most calls the run can make."""
 
-    def __init__(self, total: int, *, desc: str, unit: str, retries: CauseCounter) -> None:
-        self._retries = retries
+    def __init__(self, total: int, *, desc: str, unit: str, retries: Sequence[CauseCounter]) -> None:
+        self._retries = retries  # one counter per client
         self._bar = tqdm(total=total, unit=unit, desc=desc, dynamic_ncols=True, mininterval=1.0)
 
     def on_stored(self, paid: Paid, summary: RunSummary) -> None:
         self._bar.update(1)
         tokens = summary.prompt_tokens + summary.completion_tokens
-        self._bar.set_postfix_str(f"tokens={tokens}, retries={self._retries.total}, "
+        self._bar.set_postfix_str(f"tokens={tokens}, retries={sum(counter.total for counter in self._retries)}, "
                                   f"{spent_text(summary.usd, summary.simulated_as)}", refresh=False)
 
     def __enter__(self) -> CallProgress:
@@ -143,28 +144,42 @@ class CallProgress:
         self._bar.close()
 
 
-def run_ledger_calls(ledger: CallLedger, conversations: Iterable[Conversation[CallRecord]], *, params: Params,
-                     stage: str, decoding: DecodingConfig, api_key: str | None, concurrency: int, total: int,
-                     unit: str, problems: list[Problem] | None = None,
-                     first_errors: Mapping[str, int] | None = None,
-                     reached: Mapping[str, bool] | None = None, cap: SpendCap | None = None) -> RunSummary:
-    """Run text-only conversations into `ledger` on params.model with `decoding`: retry lines until the progress
-    bar (at most `total` calls of `unit`) takes over, the retries by cause at the end, and the ledger marked
-    simulated when the simulator answers (the runner refuses to mix its replies with real ones). `problems`,
-    `first_errors` and `reached` are what the simulator knows. `cap` is checked before each call (see SpendCap)."""
-    check_free_space(ledger.root, needed_free_bytes(concurrency * len(base_urls(params.model.base_url)),
-                                                    decoding.max_tokens))
+def run_ledger_calls(ledger: CallLedger, conversations: Iterable[Conversation[CallRecord]], *, model: ModelConfig,
+                     pool: PoolConfig, stage: str, decoding: DecodingConfig, api_keys: Mapping[str, str | None],
+                     concurrency: int, total: int, unit: str, problems: list[Problem] | None = None,
+                     first_errors: Mapping[str, int] | None = None, reached: Mapping[str, bool] | None = None,
+                     cap: SpendCap | None = None, routes: Mapping[str, ModelConfig] | None = None) -> RunSummary:
+    """Run text-only conversations into `ledger` on `model` with `decoding` (calls of a kind in `routes` go to
+    that kind's model instead: the debate's judge): retry lines until the progress bar (at most `total` calls of
+    `unit`) takes over, the retries by cause at the end, and the ledger marked simulated when the simulator
+    answers (the runner refuses to mix its replies with real ones). `api_keys` holds each endpoint's key by its
+    name; `problems`, `first_errors` and `reached` are what the simulator knows. `cap` is checked before each call
+    (see SpendCap); each call is priced at its own endpoint's prices."""
+    models = {model.endpoint: model} | {routed.endpoint: routed for routed in (routes or {}).values()}
+    servers = sum(len(base_urls(each.base_url)) for each in models.values())
+    check_free_space(ledger.root, needed_free_bytes(concurrency * servers, decoding.max_tokens))
     retries = RetryLines()
-    with backend.open_client(params.model, decoding, problems or [], api_key, pool=params.pool,
-                             concurrency=concurrency, first_errors=first_errors, reached=reached,
-                             on_retry=retries.show) as client:
-        retries.quiet = True  # from here the progress bar counts retries
-        with CallProgress(total, desc=stage, unit=unit, retries=client.retries) as bar:
-            summary = RunSummary(simulated_as=simulated_as(params.model), unit=f"{unit}s")
-            def worst(call: Call) -> float:
-                return worst_case_usd(call.messages, call.max_tokens or decoding.max_tokens, params.pool.pricing)
+    with contextlib.ExitStack() as stack:
+        clients = {key: stack.enter_context(backend.open_client(
+            each, decoding, problems or [], api_keys.get(key), pool=pool, concurrency=concurrency,
+            first_errors=first_errors, reached=reached, on_retry=retries.show)) for key, each in models.items()}
 
-            run_calls(ledger, conversations, lambda call: paid_reply(client, call, params.pool.pricing),
-                      concurrency=client.capacity, summary=summary, on_stored=bar.on_stored, cap=cap, worst_usd=worst)
-        print(backend.retry_report(client))
+        def model_for(call: Call) -> ModelConfig:
+            return (routes or {}).get(call.kind, model)
+
+        def worst(call: Call) -> float:
+            return worst_case_usd(call.messages, call.max_tokens or decoding.max_tokens, model_for(call).priced())
+
+        def pay(call: Call) -> Paid[CallRecord]:
+            chosen = model_for(call)
+            return paid_reply(clients[chosen.endpoint], call, chosen.priced())
+
+        retries.quiet = True  # from here the progress bar counts retries
+        counters = [client.retries for client in clients.values()]
+        with CallProgress(total, desc=stage, unit=unit, retries=counters) as bar:
+            summary = RunSummary(simulated_as=simulated_as(model), unit=f"{unit}s")
+            run_calls(ledger, conversations, pay, concurrency=sum(c.capacity for c in clients.values()),
+                      summary=summary, on_stored=bar.on_stored, cap=cap, worst_usd=worst)
+        for client in clients.values():
+            print(backend.retry_report(client))
     return summary

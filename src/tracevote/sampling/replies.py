@@ -24,6 +24,6 @@ def paid_reply(client: ChatClient, call: Call, pricing: PricingConfig) -> Paid[C
                         finish_reason=reply.finish_reason, prompt_tokens=reply.prompt_tokens,
                         cached_prompt_tokens=reply.cached_prompt_tokens,
                         completion_tokens=reply.completion_tokens, usd=cost, latency_s=latency_s,
-                        simulated=reply.simulated)
+                        simulated=reply.simulated, reasoning_tokens=reply.reasoning_tokens)
     return Paid(record, calls.encode(record), reply.prompt_tokens, reply.completion_tokens, cost,
                 simulated=reply.simulated)

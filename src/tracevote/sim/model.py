@@ -45,6 +45,7 @@ import numpy as np
 import orjson
 
 from tracevote.core.config import SimConfig
+from tracevote.core.profiles import PROFILES, Profile
 from tracevote.sim.kinds import SOLVE, responder_for
 from tracevote.sim.render import Degrade, render
 from tracevote.sim.request import SimRequest, parse_request, problem_of
@@ -91,11 +92,11 @@ class SimModel:
         return orjson.loads(self.complete_bytes(request, sample_key))
 
     def complete_bytes(self, request: Mapping[str, Any], sample_key: str | None = None, *,
-                       degrade: Degrade = "none", kind: str = SOLVE) -> bytes:
+                       degrade: Degrade = "none", kind: str = SOLVE, profile: Profile = PROFILES["deepseek"]) -> bytes:
         """The response body as bytes, from the responder of `kind` (sim/kinds.py). Raises SimRequestError
-        for a request DeepSeek refuses and UnknownKindError for a kind nothing answers."""
+        for a request `profile`'s provider refuses and UnknownKindError for a kind nothing answers."""
         responder = responder_for(kind)
-        return responder(parse_request(request), sample_key, self, degrade=degrade)
+        return responder(parse_request(request, profile), sample_key, self, degrade=degrade)
 
     def solve(self, req: SimRequest, sample_key: str | None, *, degrade: Degrade = "none") -> bytes:
         """A "solve" call: one reasoning trace boxing an answer, drawn as the module docstring says.

@@ -46,9 +46,15 @@ def render_text(req: SimRequest, text: str, completion_tokens: int, finish: str,
 def _envelope(req: SimRequest, text: str, completion_tokens: int, finish: str, seed: tuple, logprobs: bytes) -> bytes:
     """The response around its logprobs field: id, message, finish reason, usage, fingerprint."""
     prompt_tokens = len(req.prompt.encode()) // 4 + 8
-    usage = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-             "total_tokens": prompt_tokens + completion_tokens, "prompt_tokens_details": {"cached_tokens": 0},
-             "prompt_cache_hit_tokens": 0, "prompt_cache_miss_tokens": prompt_tokens}
+    usage: dict[str, object] = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                                "total_tokens": prompt_tokens + completion_tokens,
+                                "prompt_tokens_details": {"cached_tokens": 0},
+                                "prompt_cache_hit_tokens": 0, "prompt_cache_miss_tokens": prompt_tokens}
+    if req.reasoning:  # OpenAI's reasoning models: hidden reasoning, billed as output, within the token limit
+        hidden = min(completion_tokens, req.max_tokens - completion_tokens)
+        usage["completion_tokens"] = completion_tokens + hidden
+        usage["total_tokens"] = prompt_tokens + completion_tokens + hidden
+        usage["completion_tokens_details"] = {"reasoning_tokens": hidden}
     head = (b'{"id":"chatcmpl-sim-' + digest(*seed, req.model).hex().encode() + b'","object":"chat.completion",'
             b'"created":' + str(CREATED).encode() + b',"model":' + orjson.dumps(req.model)
             + b',"choices":[{"index":0,"message":{"role":"assistant","content":' + orjson.dumps(text) + b"},")

@@ -1,7 +1,11 @@
-"""What the simulated model accepts: a chat-completions request, checked the way DeepSeek checks it.
+"""What the simulated model accepts: a chat-completions request, checked the way the provider whose profile the
+server plays checks it (DeepSeek by default; tracevote.core.profiles).
 
     parse_request({"model": "m", "messages": [{"role": "user", "content": "P"}], "top_logprobs": 5})
     -> SimRequestError("top_logprobs requires logprobs to be true"), status 400
+    parse_request({"model": "gpt-5-nano", "messages": [...], "max_tokens": 512}, PROFILES["openai-reasoning"])
+    -> SimRequestError("Unsupported parameter: 'max_tokens' is not supported with this model. Use
+       'max_completion_tokens' instead."), status 400
 """
 
 from __future__ import annotations
@@ -9,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from tracevote.core.profiles import DEFAULT_TEMPERATURE, PROFILES, Profile
 
 MAX_TOP_LOGPROBS = 20
 PROMPT_SUFFIX = "\n\nPlease reason"
@@ -30,6 +36,8 @@ class SimRequest:
     max_tokens: int
     logprobs: bool
     top_logprobs: int
+    reasoning: bool = False  # the profile reports hidden reasoning tokens (billed as output)
+    response_format: dict[str, Any] | None = None
 
 
 def problem_of(prompt: str) -> str:
@@ -37,15 +45,17 @@ def problem_of(prompt: str) -> str:
     return prompt.split(PROMPT_SUFFIX, 1)[0].strip()
 
 
-def parse_request(request: Mapping[str, Any]) -> SimRequest:
-    """Check a chat-completions request the way DeepSeek does: 422 for wrong types, 400 for bad values."""
+def parse_request(request: Mapping[str, Any], profile: Profile = PROFILES["deepseek"]) -> SimRequest:
+    """Check a chat-completions request as `profile`'s provider does: 422 for wrong types, 400 for bad values,
+    unknown fields, and what the profile does not take."""
+    _check_profile(request, profile)
     prompt = _user_prompt(request.get("messages"))
     model = request.get("model")
     if not isinstance(model, str) or not model:
         raise SimRequestError("model: a model name is required", 400)
     temperature = _number(request, "temperature", 1.0)
     top_p = _number(request, "top_p", 1.0)  # checked, not modelled
-    max_tokens = _integer(request, "max_tokens", 4096)
+    max_tokens = _integer(request, profile.token_limit_field, 4096)
     top_logprobs = _integer(request, "top_logprobs", 0)
     logprobs = request.get("logprobs", False)
     if not isinstance(logprobs, bool):
@@ -55,12 +65,51 @@ def parse_request(request: Mapping[str, Any]) -> SimRequest:
     if not 0.0 < top_p <= 1.0:
         raise SimRequestError(f"top_p: {top_p} is out of range (0, 1]")
     if max_tokens < 1:
-        raise SimRequestError(f"max_tokens: {max_tokens} must be >= 1")
+        raise SimRequestError(f"{profile.token_limit_field}: {max_tokens} must be >= 1")
     if not 0 <= top_logprobs <= MAX_TOP_LOGPROBS:
         raise SimRequestError(f"top_logprobs: {top_logprobs} must be between 0 and {MAX_TOP_LOGPROBS}")
     if top_logprobs and not logprobs:
         raise SimRequestError("top_logprobs requires logprobs to be true")
-    return SimRequest(model, prompt, temperature, max_tokens, logprobs, top_logprobs)
+    response_format = _response_format(request, profile)
+    return SimRequest(model, prompt, temperature, max_tokens, logprobs, top_logprobs, profile.reasoning_tokens,
+                      response_format)
+
+
+def _check_profile(request: Mapping[str, Any], profile: Profile) -> None:
+    """HTTP 400 where `profile`'s provider refuses: an unknown field (OpenAI's words), and for a reasoning model
+    max_tokens, a non-default temperature or top_p, and logprobs (OpenAI's words)."""
+    if profile.known_fields is not None:
+        unknown = sorted(set(request) - profile.known_fields)
+        if unknown:
+            raise SimRequestError(f"Unrecognized request argument supplied: {unknown[0]}")
+    if profile.token_limit_field == "max_completion_tokens" and "max_tokens" in request:
+        raise SimRequestError("Unsupported parameter: 'max_tokens' is not supported with this model. "
+                              "Use 'max_completion_tokens' instead.")
+    if not profile.sampling_parameters:
+        for key in ("temperature", "top_p"):
+            if key in request and request[key] != DEFAULT_TEMPERATURE:
+                raise SimRequestError(f"Unsupported value: '{key}' does not support {request[key]!r} with this "
+                                      f"model. Only the default ({DEFAULT_TEMPERATURE:g}) value is supported.")
+    if not profile.logprobs:
+        for key in ("logprobs", "top_logprobs"):
+            if request.get(key):
+                raise SimRequestError(f"Unsupported parameter: '{key}' is not supported with this model.")
+
+
+def _response_format(request: Mapping[str, Any], profile: Profile) -> dict[str, Any] | None:
+    """The requested response_format: json_object anywhere, json_schema where the profile has it (DeepSeek
+    answers it with 400), text as none."""
+    value = request.get("response_format")
+    if value is None:
+        return None
+    kind = value.get("type") if isinstance(value, dict) else None
+    if kind not in ("text", "json_object", "json_schema"):
+        raise SimRequestError(f"response_format: unknown type {kind!r}")
+    if kind == "json_schema" and profile.structured_output != "json_schema":
+        raise SimRequestError("This response_format type is unavailable now")
+    if kind == "json_schema" and not isinstance(value.get("json_schema"), dict):
+        raise SimRequestError("response_format.json_schema: a schema object is required")
+    return None if kind == "text" else dict(value)
 
 
 def _user_prompt(messages: Any) -> str:

@@ -30,6 +30,7 @@ from typing import Any
 
 import orjson
 
+from tracevote.core.profiles import PROFILES
 from tracevote.sim.faults import FaultPlan
 from tracevote.sim.kinds import KNOWN_KINDS, SOLVE, UnknownKindError
 from tracevote.sim.model import SimModel
@@ -44,12 +45,14 @@ _NOT_FOUND_PAGE = (b"<html>\r\n<head><title>404 Not Found</title></head>\r\n"
 
 @dataclass(frozen=True)
 class ServerOptions:
-    """How strict the server is: a required key, a model allow-list, no balance, a lower top-k cap."""
+    """How strict the server is: a required key, a model allow-list, no balance, a lower top-k cap, and the
+    provider whose rules it enforces (tracevote.core.profiles: "deepseek", "openai-chat", ...)."""
 
     api_key: str | None = None
     models: tuple[str, ...] | None = None
     no_balance: bool = False
     max_top_logprobs: int = 20
+    profile: str = "deepseek"
 
 
 @dataclass
@@ -215,7 +218,8 @@ class _Handler(BaseHTTPRequestHandler):
         if fault == "slow":
             time.sleep(self.server.faults.slow_s)
         degrade: Degrade = "sentinel" if fault == "sentinel" else "nologprobs" if fault == "nologprobs" else "none"
-        data = self.server.model.complete_bytes(request, sample_key, degrade=degrade, kind=kind)
+        data = self.server.model.complete_bytes(request, sample_key, degrade=degrade, kind=kind,
+                                                 profile=PROFILES[self.server.options.profile])
         if fault == "malformed":  # what a proxy in the way sends: half a document, then its own page
             # subtle: the page starts with a line break, so even when the cut falls inside a JSON string
             # the document is invalid there, not merely cut short
@@ -264,7 +268,7 @@ def _check_request(options: ServerOptions, authorization: str | None, kind: str,
         request = orjson.loads(body)
         if not isinstance(request, dict):
             raise ValueError("not an object")
-        parsed = parse_request(request)
+        parsed = parse_request(request, PROFILES[options.profile])
     except (orjson.JSONDecodeError, ValueError) as exc:
         status = exc.status if isinstance(exc, SimRequestError) else 400
         message = str(exc) if isinstance(exc, SimRequestError) else "Invalid request body: not a JSON object"

@@ -60,6 +60,7 @@ class CallRecord:
     usd: float
     latency_s: float
     simulated: bool = False  # answered by tracevote's simulator; records stored before this field was kept lack it
+    reasoning_tokens: int = 0  # hidden reasoning (OpenAI's reasoning models), part of completion_tokens; older lack it
 
 
 def encode(record: CallRecord) -> bytes:
@@ -78,9 +79,13 @@ def decode(payload: bytes | memoryview) -> CallRecord:
     return _record(document)
 
 
+_ADDED_LATER = frozenset({"simulated", "reasoning_tokens"})  # fields records stored before them lack
+
+
 def _record(document: Any) -> CallRecord:
     names = {f.name for f in fields(CallRecord)}
-    if not isinstance(document, dict) or set(document) not in (names, names - {"simulated"}):
+    required = names - _ADDED_LATER
+    if not isinstance(document, dict) or not required <= set(document) <= names:
         got = sorted(document) if isinstance(document, dict) else type(document).__name__
         raise DataError(f"call record: fields {got} are not {sorted(names)}")
     return CallRecord(**document)

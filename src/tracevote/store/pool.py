@@ -53,7 +53,7 @@ class Setting:
 
     @classmethod
     def from_params(cls, params: Params) -> Setting:
-        model, decoding = params.model, params.decoding
+        model, decoding = params.deepconf_model, params.decoding
         sim = canonical_json(asdict(model.sim)) if model.backend == "sim" else None
         return cls(backend=model.backend, model=model.name, extra_body=canonical_json(model.extra_body), sim=sim,
                    system=params.prompt.system, template=params.prompt.template,

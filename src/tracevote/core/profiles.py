@@ -1,0 +1,85 @@
+"""Provider profiles: what each kind of server accepts, so requests are shaped for it and refused before sending.
+
+    profile_of("https://api.openai.com/v1", "gpt-5-nano")   -> PROFILES["openai-reasoning"]
+    profile_of("https://api.deepseek.com", "deepseek-v4-flash") -> PROFILES["deepseek"]
+    profile_of("http://gpu1:8000/v1", "Qwen/Qwen3-8B")      -> PROFILES["local"]
+
+A profile decides the token-limit field, which sampling parameters may be sent, whether logprobs exist (and how
+many top entries), whether hidden reasoning tokens are reported (they are billed as output: OpenAI counts them
+in completion_tokens), the structured-output form, and which request fields are known (OpenAI answers an
+unknown one, such as DeepSeek's `thinking`, with HTTP 400). The simulated server enforces the same rules
+(tracevote.sim.request), so the tests prove each method's requests for each profile.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Literal
+from urllib.parse import urlsplit
+
+ProfileName = Literal["deepseek", "openai-chat", "openai-reasoning", "local"]
+StructuredOutput = Literal["json_schema", "json_object", "none"]
+
+# The request fields OpenAI's chat completions API documents (2026); anything else is "Unrecognized request
+# argument supplied". DeepSeek adds `thinking`; vLLM, SGLang and llama.cpp accept and ignore unknown fields.
+OPENAI_FIELDS = frozenset({
+    "model", "messages", "temperature", "top_p", "n", "stream", "stream_options", "stop", "max_tokens",
+    "max_completion_tokens", "presence_penalty", "frequency_penalty", "logit_bias", "logprobs", "top_logprobs",
+    "user", "seed", "response_format", "tools", "tool_choice", "parallel_tool_calls", "reasoning_effort",
+    "service_tier", "store", "metadata", "modalities", "prediction", "audio", "verbosity",
+    "prompt_cache_key", "safety_identifier", "web_search_options"})
+DEEPSEEK_FIELDS = OPENAI_FIELDS | {"thinking"}
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: ProfileName
+    token_limit_field: Literal["max_tokens", "max_completion_tokens"]
+    sampling_parameters: bool  # False: only the default temperature (1) and no top_p are accepted
+    max_top_logprobs: int | None  # None: no logprobs at all
+    reasoning_tokens: bool  # usage reports hidden reasoning tokens, billed as output
+    structured_output: StructuredOutput
+    known_fields: frozenset[str] | None  # None: unknown fields are ignored, not refused
+
+    @property
+    def logprobs(self) -> bool:
+        return self.max_top_logprobs is not None
+
+    def describe(self) -> str:
+        """"openai-reasoning (max_completion_tokens, default temperature only, no logprobs, hidden reasoning
+        tokens billed as output, json_schema replies)"."""
+        parts = [self.token_limit_field,
+                 "any temperature and top_p" if self.sampling_parameters else "default temperature only",
+                 f"logprobs with up to {self.max_top_logprobs} top entries" if self.logprobs else "no logprobs"]
+        if self.reasoning_tokens:
+            parts.append("hidden reasoning tokens billed as output")
+        parts.append(f"{self.structured_output} replies" if self.structured_output != "none"
+                     else "no structured replies")
+        return f"{self.name} ({', '.join(parts)})"
+
+
+PROFILES: dict[str, Profile] = {
+    # DeepSeek's API: OpenAI's shape plus `thinking`; json_object replies (no json_schema); top_logprobs <= 20
+    "deepseek": Profile("deepseek", "max_tokens", True, 20, False, "json_object", DEEPSEEK_FIELDS),
+    # gpt-4o, gpt-4o-mini, gpt-4.1: max_tokens (deprecated but accepted) and top_logprobs <= 20
+    "openai-chat": Profile("openai-chat", "max_tokens", True, 20, False, "json_schema", OPENAI_FIELDS),
+    # the GPT-5 family and the o-series
+    "openai-reasoning": Profile("openai-reasoning", "max_completion_tokens", False, None, True, "json_schema",
+                                OPENAI_FIELDS),
+    # vLLM, SGLang, llama.cpp: OpenAI's shape, logprobs as configured, guided json_schema decoding
+    "local": Profile("local", "max_tokens", True, 20, False, "json_schema", None),
+}
+DEFAULT_TEMPERATURE = 1.0  # the only temperature a reasoning model accepts
+_REASONING_MODEL = re.compile(r"^(o\d|gpt-5)", re.IGNORECASE)
+
+
+def infer_profile(base_url: str, model_name: str) -> ProfileName:
+    """The profile a server's host and model name imply: api.deepseek.com -> deepseek; api.openai.com ->
+    openai-reasoning for o1/o3/o4-mini/gpt-5*, else openai-chat; any other host -> local."""
+    host = (urlsplit(base_url).hostname or "").lower()
+    if host == "api.deepseek.com" or host.endswith(".deepseek.com"):
+        return "deepseek"
+    if host == "api.openai.com" or host.endswith(".openai.com"):
+        return "openai-reasoning" if _REASONING_MODEL.match(model_name) else "openai-chat"
+    return "local"
