@@ -1,5 +1,5 @@
-"""Stage build_critiques: sample the critiques a step-labelled dataset lacks (ProcessBench's prompt, critique.n_votes
-per solution), on DeepSeek, an OpenAI-compatible server or the simulator.
+"""Stage build_critiques: sample the critiques a step-labelled dataset lacks (ProcessBench's prompt in the dataset's
+template, critique.n_votes per solution), on DeepSeek, an OpenAI-compatible server or the simulator.
 
 Every critique is stored the moment it arrives; a rerun requests only the missing ones; a finished dataset needs
 no key and sends nothing.
@@ -24,12 +24,12 @@ def main() -> None:
     args = read_paid_stage_args("build_critiques", __doc__ or "", folder="critiques",
                                 folder_help="this dataset's critiques folder", records="steps", load=load_step_records)
     params, records, stage, cfg = args.params, args.records, args.stage, args.params.critique
-    existed = (build.ledger_root(args.folder, params) / CallLedger.META).is_file()
+    existed = (build.ledger_root(args.folder, params, args.dataset) / CallLedger.META).is_file()
     if not existed:
         # before anything is written, so the `dvc pull` it recommends finds a clean checkout
         args.refuse_if_already_built()
-    ledger = build.open_ledger(args.folder, params, records)
-    calls = build.critique_calls(records, cfg)
+    ledger = build.open_ledger(args.folder, params, args.dataset, records)
+    calls = build.critique_calls(records, build.dataset_template(params, args.dataset), cfg.n_votes)
     model = params.critique_model
     plan = build.plan_critiques(ledger, calls, model.priced(), cfg.max_tokens, simulated_as=simulated_as(model))
     if not plan.missing:

@@ -32,12 +32,12 @@ def main() -> None:
     args = parser.parse_args()
     params = load_params(args.params)
     n_votes = params.critique.n_votes
-    fingerprint = fingerprint_of(build.critique_setting(params))
     results: list[CritiqueResult] = []
     simulated = False
     for dataset in params.critique.datasets:
         manifest_path = args.critiques / f"{dataset}.json"  # a checked name: core.config.DATASET_NAME
         manifest, ledger = build.load_ledger(manifest_path)
+        fingerprint = fingerprint_of(build.critique_setting(params, dataset))  # each dataset has its own template
         if manifest.fingerprint != fingerprint or manifest.n_votes < n_votes:
             raise DataError(f"{manifest_path}: its ledger was built under another critique setting than "
                             f"params.yaml's (or with fewer than {n_votes} votes); run build_critiques@{dataset} "

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import io
 import json
 import random
 import signal
@@ -95,6 +96,50 @@ def watched_server(sim: SimConfig, answers: dict[str, int] | None = None,
         yield server
     finally:
         server.gate.release()
+        stop_server(server)
+
+
+class _RecordingHandler(_Handler):
+    server: RecordingServer
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self.server.record(body)
+        # the sim's own handler reads the body again: hand it these bytes, then the connection back
+        connection, self.rfile = self.rfile, io.BytesIO(body)
+        try:
+            super().do_POST()
+        finally:
+            self.rfile = connection
+
+
+class RecordingServer(SimServer):
+    """The sim server, also keeping each request's JSON body, so a test can read what a build sent."""
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.RequestHandlerClass = _RecordingHandler
+        self.bodies: list[dict[str, Any]] = []
+        self._bodies_lock = threading.Lock()
+
+    def record(self, body: bytes) -> None:
+        with self._bodies_lock:
+            self.bodies.append(json.loads(body))
+
+    def user_messages(self) -> list[str]:
+        """The content of every request's user message, in arrival order."""
+        with self._bodies_lock:
+            return [m["content"] for body in self.bodies for m in body["messages"] if m["role"] == "user"]
+
+
+@contextlib.contextmanager
+def recording_server(sim: SimConfig, first_errors: dict[str, int] | None = None) -> Iterator[RecordingServer]:
+    server = RecordingServer(("127.0.0.1", 0), SimModel(sim, first_errors=first_errors), parse_faults(""),
+                             ServerOptions())
+    threading.Thread(target=server.serve_forever, args=(0.05,), name="recording-sim-server", daemon=True).start()
+    try:
+        yield server
+    finally:
         stop_server(server)
 
 

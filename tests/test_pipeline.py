@@ -45,6 +45,10 @@ def ran_stages(output: str) -> set[str]:
     return set(re.findall(r"Running stage '([A-Za-z_]+)[@']", output)) - {"check_params"}
 
 
+# K=16 is the whole pool of 16 samples: one working set per problem (as K=512 is with the default pool)
+NO_SPREAD_AT_16 = "warning: K=16 has one distinct working set per problem"
+
+
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A committed project in which `dvc repro` ran every stage once."""
@@ -52,6 +56,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
     result = dvc(project, "repro")
     assert ran_stages(result.stdout) == ALL_STAGES
     assert "SIMULATED" in result.stdout
+    assert NO_SPREAD_AT_16 in result.stdout  # the report stage prints its report
     run(project, "git", "add", "-A")
     run(project, "git", "commit", "-qm", "first run")
     return project
@@ -65,7 +70,11 @@ def own_copy(built: Path, tmp_path: Path) -> Path:
 
 def test_outputs_say_simulated(built: Path) -> None:
     summary = json.loads((built / "metrics" / "deepconf" / "toy" / "summary.json").read_text())
-    assert summary["simulated"] is True and summary["k"] == 16
+    assert summary["simulated"] is True and summary["k"] == 16 and summary["working_sets"] == 1
+    report = (built / "metrics" / "deepconf" / "toy" / "report.txt").read_text().splitlines()
+    assert [line for line in report if line.startswith("warning:")] == [
+        f"{NO_SPREAD_AT_16}: its std is 0, and its spread and interval reflect only the problems' resampling, "
+        "not the traces'"]
     assert {"pass1", "cons", "bottom10", "tail_top10", "cons_tie_rate", "valid_per_problem_min"} <= set(summary)
     results = json.loads((built / "metrics" / "deepconf" / "toy" / "results.json").read_text())
     assert results["simulated"] is True and len(results["problems"]) == 12

@@ -209,10 +209,11 @@ def test_missing_file(tmp_path: Path) -> None:
         load_params(path)
 
 
-def test_processbench_template_passes_the_config_rule() -> None:
-    # the rule check_params applies to critique.template agrees with the template the critique uses by default
+@pytest.mark.parametrize("steps_format", ["processbench", "deltabench"])
+def test_the_builtin_templates_pass_the_config_rule(steps_format: str) -> None:
+    # the rule check_params applies to critique.template agrees with the templates the critique uses by default
     from tracevote.core.limits import CRITIQUE_FIELDS, require_critique_template
-    from tracevote.critique.prompts import BUILTIN_TEMPLATE, FIELDS
+    from tracevote.critique.prompts import BUILTIN_TEMPLATES, FIELDS
 
     assert CRITIQUE_FIELDS == FIELDS
-    require_critique_template("critique", BUILTIN_TEMPLATE.read_text(encoding="utf-8"))
+    require_critique_template("critique", BUILTIN_TEMPLATES[steps_format].read_text(encoding="utf-8"))

@@ -24,13 +24,14 @@ from tests.sim_servers import (
     kill_and_resume,
     kill_once_stored,
     ledger_in,
+    recording_server,
     requests_by_key,
     stored_under,
     watched_server,
 )
-from tracevote.cli.demo import BUILTIN_STEPS, deep_merge, local_steps_dataset, write_params
-from tracevote.core.config import SimConfig
-from tracevote.critique.prompts import steps_digest
+from tracevote.cli.demo import BUILTIN_DELTABENCH, BUILTIN_STEPS, deep_merge, local_steps_dataset, write_params
+from tracevote.core.config import SimConfig, StepsFormat
+from tracevote.critique.prompts import BUILTIN_TEMPLATES, steps_digest, tagged_response
 from tracevote.datasets.steps import load_step_records
 from tracevote.sim.faults import parse_faults
 from tracevote.sim.model import SimModel
@@ -110,6 +111,35 @@ def processbench(tmp_path_factory: pytest.TempPathFactory) -> Path:
           "metrics/critique_results.jsonl", "--by-task", "metrics/critique_by_task.csv", "--table",
           "metrics/critique.md", "--plots", "plots/critique")
     return root
+
+
+OVERRIDE = "Critique this.\n{problem}\n{tagged_response}\nBox the index of the first wrong paragraph."
+TEMPLATES = [
+    # (rows, their steps_format, critique.template, the built-in template every request is (None: critique.template),
+    #  wording every request has, wording none has)
+    (BUILTIN_STEPS, "processbench", None, "processbench", "The following is a math problem", "[Problem]"),
+    (BUILTIN_DELTABENCH, "deltabench", None, "deltabench", "The following is a problem", "math problem"),
+    (BUILTIN_DELTABENCH, "deltabench", OVERRIDE, None, "Critique this.", "The following is"),  # for every dataset
+]
+
+
+@pytest.mark.parametrize(("raw", "steps_format", "template", "builtin", "has", "lacks"), TEMPLATES)
+def test_each_dataset_is_asked_in_its_own_template(tmp_path: Path, raw: Path, steps_format: StepsFormat,
+                                                   template: str | None, builtin: StepsFormat | None, has: str,
+                                                   lacks: str) -> None:
+    with recording_server(SIM) as server:
+        root = project(tmp_path / "p", server.base_url, local_steps_dataset(raw, steps_format=steps_format), raw,
+                       n_votes=1, template=template)
+        build(root)
+        sent = server.user_messages()
+    text = (BUILTIN_TEMPLATES[builtin].read_text(encoding="utf-8") if builtin else template or "").strip()
+    records = load_step_records(root / "data" / "steps.jsonl")
+    expected = [text.format(problem=r.problem, tagged_response=tagged_response(r.steps)) for r in records]
+    assert sorted(sent) == sorted(expected)  # one vote each: one request per solution
+    assert all(has in prompt and lacks not in prompt for prompt in sent)
+    manifest = json.loads((root / "critiques" / "steps.json").read_text())
+    assert manifest["setting"]["template"] == text  # the ledger's setting names the text its replies answer
+    assert metrics_of(root)["solutions"] == len(records)  # scoring finds the ledger this dataset's template names
 
 
 def test_the_real_processbench_file_is_scored_the_processbench_way(processbench: Path) -> None:

@@ -2,31 +2,84 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import re
 from pathlib import Path
 
 import pytest
 
+from tests.conftest import FIXTURE_PARAMS
+from tracevote.core.config import StepsFormat, load_params
 from tracevote.core.errors import ConfigError
+from tracevote.critique.build import critique_setting
 from tracevote.critique.metrics import Scored, by_task, f1_score, scores
-from tracevote.critique.prompts import BUILTIN_TEMPLATE, critique_messages, load_template, tagged_response
+from tracevote.critique.prompts import (
+    BUILTIN_TEMPLATES,
+    critique_messages,
+    critique_template,
+    load_template,
+    tagged_response,
+)
 from tracevote.critique.votes import majority, parse_vote
 
-# sha256 of QwenLM/ProcessBench code/templates/critique_template.txt at e8024636 (read with `fetch`)
-ORIGINAL_TEMPLATE_SHA256 = "0e7dba24bfaa9dea379907e11b8dc701c6cd6e74453ab2ffc9b1d63237cc4434"
+# sha256 of each built-in template file, by the steps_format whose datasets get it. A changed hash is a changed
+# prompt: the template's text is in each ledger's setting, so every critique of those datasets is paid for again.
+# Change a file only to follow its source.
+BUILTIN_SHA256 = [
+    # QwenLM/ProcessBench code/templates/critique_template.txt at e8024636, byte for byte (checked with `fetch`)
+    ("processbench", "0e7dba24bfaa9dea379907e11b8dc701c6cd6e74453ab2ffc9b1d63237cc4434"),
+    # the template the DeltaBench write-up quotes (deltabench_processbench.py's README), its \boxed{} escaped as
+    # \boxed{{}} for str.format; the next test checks the rendered text against the quote
+    ("deltabench", "3b582115cd8817cf3d508fd47678281232522b66d6f94c3f68cead284a4f038e"),
+]
+
+PROBLEM, STEPS = "Find {x}.", ["Let x = 1.", "So x = 2."]  # braces in a problem are text, never fields
+TAGGED = "<paragraph_0>\nLet x = 1.\n</paragraph_0>\n\n<paragraph_1>\nSo x = 2.\n</paragraph_1>"
+RENDERED = [
+    # (steps_format, the whole prompt for PROBLEM and STEPS)
+    ("processbench",  # as ProcessBench's run_eval.py renders its file
+     "The following is a math problem and a solution (split into paragraphs, enclosed with tags and indexed from "
+     f"0):\n\n[Math Problem]\n\n{PROBLEM}\n\n[Solution]\n\n{TAGGED}\n\nYour task is to review and critique the "
+     "solution paragraph by paragraph. Once you identify an error in a paragraph, return the index of the paragraph "
+     "where the earliest error occurs. Otherwise, return the index of -1 (which typically denotes \"not found\")."
+     "\n\nPlease put your final answer (i.e., the index) in \\boxed{}."),
+    ("deltabench",  # the write-up's quote, its {problem} and {tagged_response} filled
+     "The following is a problem and a solution (split into paragraphs, enclosed with tags and indexed from 0):"
+     f"\n\n[Problem]\n{PROBLEM}\n\n[Solution]\n{TAGGED}\n\nYour task is to review and critique the solution "
+     "paragraph by paragraph. Once you identify an error in a paragraph, return the index of the paragraph where "
+     "the earliest error occurs. Otherwise, return the index of -1.\n\nPlease put your final answer (i.e., the "
+     "index) in \\boxed{}."),
+]
 
 
-def test_the_template_is_processbenchs_file_and_renders_as_its_run_eval_does() -> None:
-    assert hashlib.sha256(BUILTIN_TEMPLATE.read_bytes()).hexdigest() == ORIGINAL_TEMPLATE_SHA256
-    [message] = critique_messages(load_template(), "Find {x}.", ["Let x = 1.", "So x = 2."])
-    assert message["role"] == "user"
-    content = message["content"]
-    assert content.startswith("The following is a math problem and a solution (split into paragraphs, enclosed "
-                              "with tags and indexed from 0):\n\n[Math Problem]\n\nFind {x}.\n\n[Solution]\n\n")
-    tagged = "<paragraph_0>\nLet x = 1.\n</paragraph_0>\n\n<paragraph_1>\nSo x = 2.\n</paragraph_1>"
-    assert f"[Solution]\n\n{tagged}\n\nYour task is to review" in content
-    assert content.endswith("Please put your final answer (i.e., the index) in \\boxed{}.")
+@pytest.mark.parametrize(("steps_format", "sha256"), BUILTIN_SHA256)
+def test_each_builtin_template_file_is_pinned(steps_format: StepsFormat, sha256: str) -> None:
+    assert hashlib.sha256(BUILTIN_TEMPLATES[steps_format].read_bytes()).hexdigest() == sha256
+
+
+@pytest.mark.parametrize(("steps_format", "prompt"), RENDERED)
+def test_each_builtin_template_renders_as_its_source_does(steps_format: StepsFormat, prompt: str) -> None:
+    assert critique_messages(critique_template(None, steps_format), PROBLEM, STEPS) == [
+        {"role": "user", "content": prompt}]
+
+
+SETTINGS = [
+    # (critique.template, dataset, the file its template is, or None for critique.template's text)
+    (None, "processbench_gsm8k", "processbench"),
+    (None, "deltabench", "deltabench"),
+    ("{problem}\n{tagged_response}\nBox the index.", "processbench_gsm8k", None),
+    ("{problem}\n{tagged_response}\nBox the index.", "deltabench", None),
+]
+
+
+@pytest.mark.parametrize(("template", "dataset", "builtin"), SETTINGS)
+def test_a_ledgers_setting_holds_the_template_text_its_dataset_gets(template: str | None, dataset: str,
+                                                                    builtin: StepsFormat | None) -> None:
+    params = load_params(FIXTURE_PARAMS)
+    params = dataclasses.replace(params, critique=dataclasses.replace(params.critique, template=template))
+    expected = load_template(BUILTIN_TEMPLATES[builtin]) if builtin else template
+    assert critique_setting(params, dataset)["template"] == expected
 
 
 def test_tagged_steps_are_indexed_from_0_and_stripped_at_the_end() -> None:

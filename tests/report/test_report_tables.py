@@ -8,12 +8,15 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from tests.deepconf.test_working_sets import pools_table
 from tracevote.core.config import MEASURES, EvalConfig
+from tracevote.datasets.problems import Problem
 from tracevote.deepconf.evaluate import aggregate
 from tracevote.deepconf.results import AggregateResult
 from tracevote.report.tables import (
     SIMULATED_BANNER,
     TABLE_COLUMNS,
+    problem_results,
     render,
     results_table,
     summary_metrics,
@@ -75,10 +78,11 @@ def test_results_csv_round_trips_and_markdown_has_every_method() -> None:
     markdown = table_markdown(records, 4, "first", 0.95).splitlines()
     assert markdown[0].startswith("Accuracy at K=4 (%), ties: the answer met first in the working set wins")
     assert markdown[2] == ("| method | label | mean | std | 95% interval | fractional | tie_rule_pts | "
-                           "vs Cons@4 (pts) | p |")
+                           "vs Cons@4 (pts) | p | working sets |")
     cons = next(line for line in markdown if line.startswith("| cons |"))
     low, high = (100 * records[1][side] for side in ("ci_low", "ci_high"))
-    assert cons == f"| cons | Cons@4 | 50.00 | 0.00 | [{low:.2f}, {high:.2f}] | 75.00 | -25.00 |  |  |"
+    # p's pool is 4 samples: one working set at K=4
+    assert cons == f"| cons | Cons@4 | 50.00 | 0.00 | [{low:.2f}, {high:.2f}] | 75.00 | -25.00 |  |  | 1 |"
     assert len(markdown) == 4 + len(aggregated.methods)
     simulated = table_markdown(records, 4, "first", 0.95, simulated=True).splitlines()
     assert simulated[0] == f"**{SIMULATED_BANNER}**" and simulated[2:] == markdown
@@ -87,3 +91,39 @@ def test_results_csv_round_trips_and_markdown_has_every_method() -> None:
 def test_aggregate_json_round_trip_keeps_tie_rule_and_sources() -> None:
     aggregated = result("fractional")
     assert AggregateResult.from_json(aggregated.to_json()) == aggregated
+
+
+NO_SPREAD = "has one distinct working set per problem: its std is 0, and its spread and interval reflect only the " \
+            "problems' resampling, not the traces'"
+SOME = "has one distinct working set for some problems: for those, its spread and interval reflect only the " \
+       "problems' resampling, not the traces'"
+WARNINGS = [
+    # (pool sizes, eval.k, eval.repeat, the warning after each K that gets one)
+    ({"p": 4, "q": 4}, (2, 4), 8, {4: NO_SPREAD}),  # K=4 is every pool: one set each (K=512 of the default pool)
+    ({"p": 4, "q": 5}, (4,), 8, {4: SOME}),  # p's pool is K, q's is not
+    ({"p": 6}, (1, 3), 1, {1: NO_SPREAD, 3: NO_SPREAD}),  # one repeat: one set at every K
+    ({"p": 8, "q": 8}, (2, 4), 8, {}),
+]
+
+
+@pytest.mark.parametrize(("pools", "ks", "repeat", "warned"), WARNINGS)
+def test_the_report_warns_of_each_k_without_spread_from_traces(pools: dict[str, int], ks: tuple[int, ...],
+                                                               repeat: int, warned: dict[int, str]) -> None:
+    result = aggregate(pools_table(pools), EvalConfig(k=ks, repeat=repeat, seed=0, etas=(0.9,)))
+    lines = render(result, ks[-1], simulated=False).splitlines()
+    assert [line for line in lines if line.startswith("warning:")] == [f"warning: K={k} {text}"
+                                                                      for k, text in warned.items()]
+
+
+def test_the_headline_k_carries_its_count_of_working_sets_into_text_summary_table_and_results() -> None:
+    # pools of 4 and 5 at K=4: p has one working set, q at most C(5, 4) = 5 of its 8 draws
+    result = aggregate(pools_table({"p": 4, "q": 5}), EvalConfig(k=(4,), repeat=8, seed=0, etas=(0.9,)))
+    sets = result.working_sets_at(4)
+    assert sets.fewest == 1 and 1 < sets.most <= 5
+    assert f"over 8 repeats (1-{sets.most} distinct working sets per problem)" in render(result, 4, simulated=False)
+    whole = aggregate(pools_table({"p": 4}), EvalConfig(k=(4,), repeat=8, seed=0, etas=(0.9,)))
+    assert "over 8 repeats (1 distinct working set per problem)" in render(whole, 4, simulated=False)
+    assert summary_metrics(result, 4, simulated=False)["working_sets"] == 1
+    assert {record["working_sets"] for record in results_table(result, 4)} == {1}
+    problems = [Problem(id=name, problem="?", answer=1) for name in ("p", "q")]
+    assert problem_results(result, 4, problems, simulated=False)["working_sets"] == 1

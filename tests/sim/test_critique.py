@@ -12,7 +12,7 @@ from tracevote.critique.votes import parse_vote
 from tracevote.sim.critique import right_chance
 from tracevote.sim.model import SimModel
 
-TEMPLATE = critique_template(None)
+TEMPLATE = critique_template(None, "processbench")
 
 
 def solutions(n_solutions: int, n_steps: int) -> list[tuple[list[str], int]]:

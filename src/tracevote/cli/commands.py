@@ -343,7 +343,7 @@ def _estimate_debates(params: Params) -> None:
 
 def _estimate_critiques(params: Params) -> None:
     """Every critique of each dataset of critique.datasets whose normalized solutions are on disk."""
-    from tracevote.critique.build import critiques_cost
+    from tracevote.critique.build import critiques_cost, dataset_template
     from tracevote.datasets.steps import load_step_records
     from tracevote.sampling import budget
 
@@ -352,7 +352,8 @@ def _estimate_critiques(params: Params) -> None:
     print(f"  {cfg.n_votes} critiques per solution, max_tokens {cfg.max_tokens}; "
           f"critique.max_cost_usd is ${cfg.max_cost_usd:.2f}")
     for name, records in _normalized(cfg.datasets, load_step_records):
-        cost = critiques_cost(records, cfg, model.priced(), simulated_as=budget.simulated_as(model))
+        cost = critiques_cost(records, dataset_template(params, name), cfg, model.priced(),
+                              simulated_as=budget.simulated_as(model))
         over = "  (over the cap)" if cost.usd > cfg.max_cost_usd else ""
         print(f"  {name}, {len(records)} solutions: {cost.render()}{over}")
 

@@ -133,7 +133,7 @@ class CritiqueConfig:
     n_votes: int  # critiques per solution; raising it tops the ledger up
     temperature: float
     max_tokens: int
-    template: str | None  # a critique template file with {problem} and {tagged_response}; null: ProcessBench's
+    template: str | None  # a template's text with {problem} and {tagged_response}; null: each dataset's built-in one
     concurrency: int
     max_cost_usd: float
     endpoint: str  # the key in `endpoints:` the critiques call

@@ -3,7 +3,9 @@ estimate, the run, and the manifest score_critiques reads.
 
 Every solution gets `critique.n_votes` one-call conversations, keyed 0, 1, ... in its ledger item: raising
 n_votes requests only the new keys, lowering it scores the first ones. The setting (which names the ledger)
-is everything that shapes a request but n_votes: the model, the template's text, temperature and max_tokens.
+is everything that shapes a request but n_votes: the model, the template's text, temperature and max_tokens. The
+template is the dataset's own (by its steps_format) unless critique.template overrides it, so each dataset's
+setting holds the text its requests were built from, and a changed template starts a new ledger.
 """
 
 from __future__ import annotations
@@ -27,12 +29,18 @@ from tracevote.store.ledger import fingerprint_of, folder_name
 METHOD = "processbench-critique"
 
 
-def critique_setting(params: Params) -> dict[str, Any]:
-    """Everything that decides a critique's request but how many are sampled: its hash names the ledger."""
+def dataset_template(params: Params, dataset: str) -> str:
+    """The template `dataset`'s critiques are built from: critique.template, else its rows' built-in one."""
+    return critique_template(params.critique.template, params.dataset(dataset).steps_format)
+
+
+def critique_setting(params: Params, dataset: str) -> dict[str, Any]:
+    """Everything that decides a critique of `dataset` but how many are sampled: its hash names the ledger."""
     cfg, model = params.critique, params.critique_model
     return {"method": METHOD, "backend": model.backend, "model": model.name, "extra_body": model.extra_body,
-            "sim": asdict(model.sim) if model.backend == "sim" else None, "template": critique_template(cfg.template),
-            "temperature": cfg.temperature, "max_tokens": cfg.max_tokens}
+            "sim": asdict(model.sim) if model.backend == "sim" else None,
+            "template": dataset_template(params, dataset), "temperature": cfg.temperature,
+            "max_tokens": cfg.max_tokens}
 
 
 def critique_decoding(cfg: CritiqueConfig) -> DecodingConfig:
@@ -40,14 +48,14 @@ def critique_decoding(cfg: CritiqueConfig) -> DecodingConfig:
     return DecodingConfig(temperature=cfg.temperature, top_p=None, max_tokens=cfg.max_tokens, top_logprobs=0)
 
 
-def ledger_root(critiques_dir: Path, params: Params) -> Path:
-    fingerprint = fingerprint_of(critique_setting(params))
+def ledger_root(critiques_dir: Path, params: Params, dataset: str) -> Path:
+    fingerprint = fingerprint_of(critique_setting(params, dataset))
     return critiques_dir / folder_name(params.critique_model.name, fingerprint, simulated=params.model.backend == "sim")
 
 
-def open_ledger(critiques_dir: Path, params: Params, records: list[StepRecord]) -> CallLedger:
+def open_ledger(critiques_dir: Path, params: Params, dataset: str, records: list[StepRecord]) -> CallLedger:
     """The dataset's critique ledger for this setting (created when absent), its solutions registered."""
-    ledger = CallLedger.open_at(ledger_root(critiques_dir, params), critique_setting(params),
+    ledger = CallLedger.open_at(ledger_root(critiques_dir, params, dataset), critique_setting(params, dataset),
                                 simulated=params.model.backend == "sim")
     ledger.register_digests({record.id: solution_digest(record) for record in records}, what="problem and steps")
     return ledger
@@ -57,13 +65,12 @@ def solution_digest(record: StepRecord) -> str:
     return hashlib.sha256("\x00".join((record.problem, *record.steps)).encode()).hexdigest()
 
 
-def critique_calls(records: list[StepRecord], cfg: CritiqueConfig) -> list[Call]:
+def critique_calls(records: list[StepRecord], template: str, n_votes: int) -> list[Call]:
     """Every critique the setting asks for, solution by solution, votes 0..n_votes-1."""
-    template = critique_template(cfg.template)
     calls = []
     for record in records:
         messages = critique_messages(template, record.problem, record.steps)
-        calls += [Call(record.id, vote, CRITIQUE, messages) for vote in range(cfg.n_votes)]
+        calls += [Call(record.id, vote, CRITIQUE, messages) for vote in range(n_votes)]
     return calls
 
 
@@ -86,10 +93,10 @@ def plan_critiques(ledger: CallLedger, calls: list[Call], pricing: PricingConfig
                                                                      simulated_as=simulated_as))
 
 
-def critiques_cost(records: list[StepRecord], cfg: CritiqueConfig, pricing: PricingConfig, *,
+def critiques_cost(records: list[StepRecord], template: str, cfg: CritiqueConfig, pricing: PricingConfig, *,
                    simulated_as: str | None = None) -> CostEstimate:
     """What every critique of `records` costs, none stored yet (the estimate command's figure)."""
-    sizes = [len(call.messages[0]["content"].encode()) for call in critique_calls(records, cfg)]
+    sizes = [len(call.messages[0]["content"].encode()) for call in critique_calls(records, template, cfg.n_votes)]
     return estimate(sizes, cfg.max_tokens, pricing, simulated_as=simulated_as)
 
 

@@ -1,12 +1,21 @@
-"""ProcessBench's critique prompt (QwenLM/ProcessBench, code/run_eval.py `prepare_input_boxed`).
+"""ProcessBench's critique prompt (QwenLM/ProcessBench, code/run_eval.py `prepare_input_boxed`), with the
+template chosen by the dataset's rows.
 
-`critique_template.txt` is the repository's `code/templates/critique_template.txt` byte for byte (commit
-e802463). As the original does, the template is read and stripped, the steps are tagged
+Two templates are built in, by `steps_format`:
+- processbench: `critique_template.txt`, the repository's `code/templates/critique_template.txt` byte for byte
+  (commit e802463), which asks about "a math problem";
+- deltabench: `deltabench_critique_template.txt`, the template the DeltaBench write-up quotes (its
+  deltabench_processbench.py README): ProcessBench's with "a problem", "[Problem]", no blank line under the
+  two headers and no "(which typically denotes ...)" aside, since DeltaBench mixes math, code, physics and
+  general reasoning. The write-up shows the prompt as sent, "\\boxed{}"; the file escapes it for str.format.
+
+As the original does, the template is read and stripped, the steps are tagged
 "<paragraph_i>\\n{step}\\n</paragraph_i>\\n\\n" (indexed from 0) and the tagged text is stripped, and the
 template is filled with str.format: so its "\\boxed{{}}" reads "\\boxed{}". Only the template is parsed
 for braces, never the problem or the steps. The prompt is one user message, with no system prompt.
 
-`critique.template` may hold another template's text (stripped and filled the same way); null is the file.
+`critique.template` may hold another template's text (stripped and filled the same way), for every dataset;
+null is the dataset's built-in file.
 """
 
 from __future__ import annotations
@@ -16,29 +25,35 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
+from tracevote.core.config import StepsFormat
 from tracevote.core.errors import ConfigError
 
 CRITIQUE = "critique"  # the kind of call, for the simulated model
-BUILTIN_TEMPLATE = Path(__file__).with_name("critique_template.txt")
+BUILTIN_TEMPLATES: dict[StepsFormat, Path] = {
+    "processbench": Path(__file__).with_name("critique_template.txt"),
+    "deltabench": Path(__file__).with_name("deltabench_critique_template.txt"),
+}
 FIELDS = ("problem", "tagged_response")
 
 
 _TAGGED_STEP = re.compile(r"<paragraph_(\d+)>\n(.*?)\n</paragraph_\1>", re.DOTALL)
 
 
-def load_template(path: Path | None = None) -> str:
+def load_template(path: Path) -> str:
     """The template as the original uses it (stripped); a user's template must hold both fields."""
-    source = path or BUILTIN_TEMPLATE
     try:
-        template = source.read_text(encoding="utf-8")
+        template = path.read_text(encoding="utf-8")
     except OSError as exc:
-        raise ConfigError(f"{source}: cannot read the critique template ({exc})") from exc
-    return checked_template(template, str(source))
+        raise ConfigError(f"{path}: cannot read the critique template ({exc})") from exc
+    return checked_template(template, str(path))
 
 
-def critique_template(text: str | None) -> str:
-    """`critique.template`'s text, or ProcessBench's own template when it is null."""
-    return load_template() if text is None else checked_template(text, "critique.template")
+def critique_template(text: str | None, steps_format: StepsFormat) -> str:
+    """`critique.template`'s text, or when it is null the built-in template of the dataset's rows:
+    (None, "deltabench") -> DeltaBench's "The following is a problem and a solution ..."."""
+    if text is not None:
+        return checked_template(text, "critique.template")
+    return load_template(BUILTIN_TEMPLATES[steps_format])
 
 
 def checked_template(text: str, where: str) -> str:

@@ -11,7 +11,9 @@ is the K samples with the smallest keys in row r of `rng.random((cfg.repeat, n))
 where rng = default_rng(SeedSequence(cfg.seed, spawn_key=(K, *p.encode("utf-8")))). Each
 (problem, K) has its own generator, so results depend neither on the order of problems or rows in
 the table nor on which other K are evaluated. K == n uses the whole pool once (deterministic: std 0
-when every problem has n samples); K > n is an error.
+when every problem has n samples); K > n is an error. Each draw is K distinct samples (no replacement
+within a set), but the repeats are drawn independently, so two repeats can hold the same set: the result
+counts the distinct sets actually drawn per problem (WorkingSets), at most min(repeat, C(n, K)).
 Accuracy of a repeat is the mean over problems; std is over repeats (ddof 0). Ties follow
 cfg.tie_break (tracevote.deepconf.voting); every method also gets its `fractional` accuracy (a t-way tie
 holding the gold scores 1/t), so the report can show what the tie rule adds.
@@ -34,6 +36,7 @@ from tracevote.deepconf.results import (
     PairedComparison,
     ProblemResult,
     TieRate,
+    WorkingSets,
 )
 from tracevote.deepconf.sample_stats import confidence_summaries, measure_aurocs, validity_counts
 from tracevote.deepconf.score import KEY_COLUMNS
@@ -143,6 +146,18 @@ def working_sets(problem_id: str, pool_size: int, k: int, cfg: EvalConfig) -> np
     return np.argsort(keys, axis=1, kind="stable")[:, :k]
 
 
+def distinct_sets(sets: np.ndarray) -> int:
+    """How many different sets of samples the rows of `sets` hold, whatever their order:
+    [[0, 2], [2, 0], [1, 2]] -> 2."""
+    return len(np.unique(np.sort(sets, axis=1), axis=0))
+
+
+def working_set_counts(sets: list[np.ndarray], k: int) -> WorkingSets:
+    """The fewest and most distinct working sets over problems at K (sets[i]: problem i's, int [S, K])."""
+    counts = [distinct_sets(s) for s in sets]
+    return WorkingSets(k=k, fewest=min(counts), most=max(counts))
+
+
 # --- the score table, split into problems -------------------------------------------------------------
 
 def split_problems(scores: pd.DataFrame, measures: tuple[str, ...] = MEASURES) -> list[ProblemScores]:
@@ -225,8 +240,10 @@ def aggregate(scores: pd.DataFrame, cfg: EvalConfig, measures: tuple[str, ...] =
     paired_rows: list[PairedComparison] = []
     ties: list[TieRate] = []
     per_problem: list[ProblemResult] = []
+    set_counts: list[WorkingSets] = []
     for k in cfg.k:
         sets = [working_sets(p.problem_id, len(p), k, cfg) for p in problems]
+        set_counts.append(working_set_counts(sets, k))
         votes = [vote_sets(p, s, cfg.etas, measures, cfg.tie_break) for p, s in zip(problems, sets, strict=True)]
         online_now = replayed if replayed is not None and k >= replayed.warmup else None
         replays = ([] if online_now is None
@@ -248,7 +265,8 @@ def aggregate(scores: pd.DataFrame, cfg: EvalConfig, measures: tuple[str, ...] =
         measures=tuple(measures),
         methods=methods, accuracy=tuple(accuracy), ties=tuple(ties), validity=validity_counts(scores, measures),
         confidence=confidence_summaries(scores, measures), auroc=measure_aurocs(scores, measures),
-        problems=tuple(per_problem), bootstrap=cfg.bootstrap, ci_level=cfg.ci_level, online=tuple(online_rows),
+        problems=tuple(per_problem), working_sets=tuple(set_counts), bootstrap=cfg.bootstrap,
+        ci_level=cfg.ci_level, online=tuple(online_rows),
         online_methods=replayed.method_names() if replayed is not None else (),
         online_warmup=replayed.warmup if replayed is not None else None,
         online_consensus=replayed.consensus if replayed is not None else None,

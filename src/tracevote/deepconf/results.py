@@ -66,6 +66,22 @@ class TieRate:
 
 
 @dataclass(frozen=True)
+class WorkingSets:
+    """How many distinct working sets stand behind the figures at K, per problem: its eval.repeat draws are
+    independent, so two can be the same set of samples; at most min(eval.repeat, C(pool, K)), and 1 when K is
+    the whole pool. Counted as drawn (tracevote.deepconf.evaluate.distinct_sets), fewest and most over problems."""
+
+    k: int
+    fewest: int
+    most: int
+
+    @property
+    def no_trace_spread(self) -> bool:
+        """Every problem was voted on one set: the std is 0 and the bootstrap interval resamples only problems."""
+        return self.most == 1
+
+
+@dataclass(frozen=True)
 class ProblemResult:
     problem_id: str
     method: str
@@ -135,6 +151,7 @@ class AggregateResult:
     confidence: tuple[ConfidenceSummary, ...]
     auroc: tuple[Auroc, ...]
     problems: tuple[ProblemResult, ...]  # every (K, problem, method)
+    working_sets: tuple[WorkingSets, ...]  # every K, in k's order
     bootstrap: int = 0  # resamples behind ci_low/ci_high and the paired comparisons
     ci_level: float = 0.95
     online: tuple[OnlineAccuracy, ...] = ()  # every (K >= online.warmup, online method), K-major
@@ -160,6 +177,12 @@ class AggregateResult:
         """The online method at K, or None below the warmup."""
         return next((row for row in self.online if row.method == method and row.k == k), None)
 
+    def working_sets_at(self, k: int) -> WorkingSets:
+        for row in self.working_sets:
+            if row.k == k:
+                return row
+        raise KeyError(f"no working-set count at K={k} (K: {list(self.k)})")
+
     def paired_at(self, method: str, k: int) -> PairedComparison | None:
         return next((row for row in self.paired if row.method == method and row.k == k), None)
 
@@ -172,6 +195,7 @@ class AggregateResult:
         rows = {"accuracy": MethodAccuracy, "ties": TieRate, "confidence": ConfidenceSummary,
                 "auroc": Auroc, "problems": ProblemResult, "online": OnlineAccuracy, "paired": PairedComparison}
         values = {name: tuple(kind(**row) for row in data.get(name, ())) for name, kind in rows.items()}
+        values["working_sets"] = tuple(WorkingSets(**row) for row in data["working_sets"])  # no default: required
         return cls(k=tuple(data["k"]), repeat=data["repeat"], seed=data["seed"], tie_break=data["tie_break"],
                    etas=tuple(data["etas"]),
                    measures=tuple(data["measures"]), methods=tuple(data["methods"]),

@@ -9,13 +9,13 @@ import numpy as np
 
 from tracevote.core.errors import ConfigError
 from tracevote.datasets.problems import Problem
-from tracevote.deepconf.results import AggregateResult, PairedComparison
+from tracevote.deepconf.results import AggregateResult, PairedComparison, WorkingSets
 
 SIMULATED_BANNER = "SIMULATED MODEL: these numbers test the pipeline, not a real LLM"
 TIE_RULES = {"smallest": "the smallest answer wins", "first": "the answer met first in the working set wins",
              "fractional": "a t-way tie holding the gold scores 1/t"}
 TABLE_COLUMNS = ("method", "label", "mean", "std", "fractional", "tie_rule_pts", "ci_low", "ci_high",
-                 "vs_cons", "vs_cons_low", "vs_cons_high", "vs_cons_p")
+                 "vs_cons", "vs_cons_low", "vs_cons_high", "vs_cons_p", "working_sets")
 ONLINE_COLUMNS = ("k", "method", "label", "percentile", "mean", "std", "ci_low", "ci_high", "tokens",
                   "cons_tokens", "savings", "generated", "stopped", "vs_cons", "vs_cons_p")
 
@@ -82,11 +82,13 @@ def render(result: AggregateResult, k: int, *, simulated: bool) -> str:
     """The printed report: accuracy table at K, validity, ties, confidence summaries and AUROC."""
     lines = [f"*** {SIMULATED_BANNER} ***", ""] if simulated else []
     lines.append(f"Accuracy at K={k} over {result.validity.n_problems} problems, mean ± std over "
-                 f"{result.repeat} repeats; ties: {TIE_RULES[result.tie_break]} (eval.tie_break)")
+                 f"{result.repeat} repeats ({set_count(result.working_sets_at(k))} per problem); ties: "
+                 f"{TIE_RULES[result.tie_break]} (eval.tie_break)")
     if result.bootstrap:
         lines.append(f"[{100 * result.ci_level:.0f}% bootstrap interval over problems (each with its mean over "
                      f"working sets), {result.bootstrap} resamples]; vs Cons@{k}: paired difference in points, its "
                      "interval and two-sided p (paired bootstrap)")
+    lines += working_set_warnings(result)
     lines += _accuracy_lines(headline_rows(result, k))
     lines += _online_lines(result, k)
     lines += ["", *_validity_lines(result), f"Cons@{k} tie rate: {100 * result.tie_rate_at(k):.1f}% of working sets"]
@@ -96,6 +98,27 @@ def render(result: AggregateResult, k: int, *, simulated: bool) -> str:
     lines += [f"  {a.measure:<10} {_num(a.per_problem_mean)} ({a.n_problems})  |  {_num(a.pooled)}"
               for a in result.auroc]
     return "\n".join(lines)
+
+
+def set_count(sets: WorkingSets) -> str:
+    """"64 distinct working sets" when every problem has as many, "1 distinct working set", or the range
+    "60-64 distinct working sets"."""
+    count = str(sets.fewest) if sets.fewest == sets.most else f"{sets.fewest}-{sets.most}"
+    return f"{count} distinct working {'set' if sets.most == 1 else 'sets'}"
+
+
+def working_set_warnings(result: AggregateResult) -> list[str]:
+    """A line for each K where some problem was voted on one working set only (with the default pool of 512,
+    K=512): there the traces add nothing to the spread."""
+    lines = []
+    for sets in result.working_sets:
+        if sets.no_trace_spread:
+            lines.append(f"warning: K={sets.k} has one distinct working set per problem: its std is 0, and its "
+                         "spread and interval reflect only the problems' resampling, not the traces'")
+        elif sets.fewest == 1:
+            lines.append(f"warning: K={sets.k} has one distinct working set for some problems: for those, its spread "
+                         "and interval reflect only the problems' resampling, not the traces'")
+    return lines
 
 
 def _accuracy_lines(rows: list[Row]) -> list[str]:
@@ -170,7 +193,7 @@ def _num(value: float | None) -> str:
 def summary_metrics(result: AggregateResult, k: int, *, simulated: bool) -> dict[str, Any]:
     """Flat and small, for `dvc metrics show/diff`: accuracies at K, tie rate, validity, AUROC."""
     summary: dict[str, Any] = {"simulated": simulated, "k": k, "repeat": result.repeat,
-                               "tie_break": result.tie_break}
+                               "working_sets": result.working_sets_at(k).fewest, "tie_break": result.tie_break}
     for row in headline_rows(result, k):
         summary[row.method] = round(row.mean, 6)
         summary[f"{row.method}_std"] = round(row.std, 6)
@@ -219,8 +242,10 @@ def _validity_metrics(result: AggregateResult) -> dict[str, Any]:
 
 def results_table(result: AggregateResult, k: int) -> list[dict[str, Any]]:
     """The headline table as records with TABLE_COLUMNS; accuracies and differences as fractions, tie_rule_pts
-    in points; interval and comparison cells None where there are none (Cons@K against itself)."""
+    in points; interval and comparison cells None where there are none (Cons@K against itself); working_sets the
+    fewest distinct working sets of a problem at K (the same on every row)."""
     records = []
+    sets = result.working_sets_at(k).fewest
     for row in headline_rows(result, k):
         versus = row.vs_cons
         records.append({"method": row.method, "label": row.label, "mean": row.mean, "std": row.std,
@@ -228,7 +253,7 @@ def results_table(result: AggregateResult, k: int) -> list[dict[str, Any]]:
                         "ci_high": row.ci_high, "vs_cons": None if versus is None else versus.difference,
                         "vs_cons_low": None if versus is None else versus.ci_low,
                         "vs_cons_high": None if versus is None else versus.ci_high,
-                        "vs_cons_p": None if versus is None else versus.p_value})
+                        "vs_cons_p": None if versus is None else versus.p_value, "working_sets": sets})
     return records
 
 
@@ -244,11 +269,11 @@ def table_markdown(records: list[dict[str, Any]], k: int, tie_break: str, ci_lev
     """A Markdown table in percent, with a caption naming K, the tie rule and the intervals (after the SIMULATED
     banner for a simulated pool's)."""
     header = ("method", "label", "mean", "std", f"{100 * ci_level:.0f}% interval", "fractional", "tie_rule_pts",
-              f"vs Cons@{k} (pts)", "p")
+              f"vs Cons@{k} (pts)", "p", "working sets")
     lines = [f"**{SIMULATED_BANNER}**", ""] if simulated else []
     lines += [f"Accuracy at K={k} (%), ties: {TIE_RULES[tie_break]}; fractional scores a t-way tie 1/t. Intervals: "
               "bootstrap over problems, each with its mean over working sets; vs Cons: paired difference [interval], "
-              "paired bootstrap p.",
+              "paired bootstrap p; working sets: the fewest distinct working sets of a problem.",
               "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for record in records:
         versus = "" if record["vs_cons"] is None else (f"{100 * record['vs_cons']:+.2f} "
@@ -257,7 +282,7 @@ def table_markdown(records: list[dict[str, Any]], k: int, tie_break: str, ci_lev
         cells = [record["method"], record["label"], f"{100 * record['mean']:.2f}", f"{100 * record['std']:.2f}",
                  _percent_interval(record["ci_low"], record["ci_high"]), f"{100 * record['fractional']:.2f}",
                  f"{record['tie_rule_pts']:+.2f}", versus,
-                 "" if record["vs_cons_p"] is None else f"{record['vs_cons_p']:.3f}"]
+                 "" if record["vs_cons_p"] is None else f"{record['vs_cons_p']:.3f}", str(record["working_sets"])]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
@@ -310,4 +335,5 @@ def problem_results(result: AggregateResult, k: int, problems: list[Problem], *,
         if row.k == k and row.problem_id in by_problem:
             by_problem[row.problem_id]["methods"][row.method] = {
                 "accuracy": row.accuracy, "prediction": row.prediction, "answered": row.answered}
-    return {"simulated": simulated, "k": k, "repeat": result.repeat, "problems": list(by_problem.values())}
+    return {"simulated": simulated, "k": k, "repeat": result.repeat,
+            "working_sets": result.working_sets_at(k).fewest, "problems": list(by_problem.values())}
