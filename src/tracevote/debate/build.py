@@ -18,6 +18,7 @@ from tracevote.core.errors import DataError
 from tracevote.core.fileio import read_json_record, write_json
 from tracevote.core.names import recorded_path
 from tracevote.datasets.problems import Problem
+from tracevote.debate.examples import examples_text
 from tracevote.debate.protocol import Debate, Transcript, advance, replay
 from tracevote.sampling.budget import BYTES_PER_PROMPT_TOKEN, CostEstimate, estimate
 from tracevote.store.calls import CallLedger
@@ -28,12 +29,13 @@ METHOD = "dylan-debate"
 
 def debate_setting(params: Params) -> dict[str, Any]:
     """Everything that decides a debate's requests and their order: its hash names the ledger. The
-    `answers:` rules are in it because they decide consensus, so which calls come next."""
+    `answers:` rules are in it because they decide consensus, so which calls come next. The examples are
+    in it as the text sent, so editing a built-in set's file makes a new setting (null and text hash as before)."""
     cfg, model = params.debate, params.model
     return {"method": METHOD, "backend": model.backend, "model": model.name, "extra_body": model.extra_body,
             "sim": asdict(model.sim) if model.backend == "sim" else None, "agents": cfg.agents,
             "rounds": cfg.rounds, "temperature": cfg.temperature, "max_tokens": cfg.max_tokens,
-            "system": cfg.system, "examples": cfg.examples, "question": cfg.question,
+            "system": cfg.system, "examples": examples_text(cfg.examples), "question": cfg.question,
             "importance": cfg.importance, "answers": asdict(params.answers)}
 
 
