@@ -31,18 +31,26 @@ def main() -> None:
         if manifest.fingerprint != fingerprint_of(build.debate_setting(params)):
             raise DataError(f"{manifest_path}: its ledger was built under another debate setting than params.yaml's; "
                             f"run build_debate@{dataset} (`dvc repro`)")
+        selection = manifest.selection()
+        if selection.span != params.debate.problems:
+            raise DataError(f"{manifest_path}: its debates are of debate.problems {_span(selection.span)}, params.yaml "
+                            f"says {_span(params.debate.problems)}; run build_debate@{dataset} (`dvc repro`)")
         simulated |= manifest.simulated
         problems = manifest.problem_list()
         debates = build.debates_for(problems, params)
-        for position, (problem, transcript) in enumerate(zip(problems, build.transcripts(ledger, debates),
-                                                             strict=True)):
-            contest = contest_of(problem, position, len(problems), dataset, params.debate)
+        for position, problem, transcript in zip(selection.positions, problems, build.transcripts(ledger, debates),
+                                                 strict=True):
+            contest = contest_of(problem, position, selection.dataset_problems, dataset, params.debate)
             results.append(problem_result(dataset, contest, problem, transcript, params.debate))
     metrics = debate_metrics(results, params.debate, simulated=simulated)
     write_json(args.details, {"simulated": simulated, "problems": [asdict(r) for r in results]})
     write_json(args.metrics, metrics)
     banner = f"*** {SIMULATED_BANNER} ***\n" if simulated else ""
     print(banner + "\n".join(f"{key}: {value}" for key, value in metrics.items()))
+
+
+def _span(span: tuple[int, int] | None) -> str:
+    return "null (every problem)" if span is None else str(list(span))
 
 
 if __name__ == "__main__":

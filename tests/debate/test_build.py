@@ -5,6 +5,7 @@ build ends, and the scores come from the ledger alone."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from collections import Counter
@@ -139,3 +140,35 @@ def ledger_root(root: Path) -> Path:
     ledger = ledger_in(root / LEDGERS)
     assert ledger is not None, f"no ledger under {root}"
     return ledger.root
+
+
+def set_problems(root: Path, span: list[int] | None) -> None:
+    params = yaml.safe_load((root / "params.yaml").read_text())
+    params["debate"]["problems"] = span
+    write_params(root / "params.yaml", params)
+
+
+def test_widening_the_problem_range_requests_only_the_new_debates(uninterrupted: Path, tmp_path: Path) -> None:
+    with running_server(SimModel(SIM, sim_answers()), parse_faults("")) as base_url:
+        root = project(tmp_path / "ranged", base_url, problems=[2, 4])
+        build(root)
+        first = requests_by_key(base_url)
+        assert {key.split("/")[0] for key in first} == {"toy-03", "toy-04", "toy-05"}, "[2, 4] is rows 3-5"
+        assert score(root)["problems"] == 3
+        set_problems(root, [0, 40])  # past the end: stops at the last problem, as the write-up's script does
+        widened = build(root)
+        again = requests_by_key(base_url)
+    assert "9 of 12 debates" in widened.stdout and set(again.values()) == {1}, "a stored debate was requested again"
+    assert {key for key in again if key.split("/")[0] in {"toy-03", "toy-04", "toy-05"}} == set(first)
+    assert len(list((root / LEDGERS).glob("*/ledger.json"))) == 1, "the range is not part of the ledger's setting"
+    assert score(root) == score(uninterrupted), "the same debates as one build over every problem"
+
+
+def test_scoring_refuses_debates_of_another_range(uninterrupted: Path, tmp_path: Path) -> None:
+    root = tmp_path / "other_range"
+    shutil.copytree(uninterrupted, root)
+    set_problems(root, [0, 3])
+    failed = run_stage(root, "score_debate.py", "--debates", "debates", "--metrics", "m.json", "--details", "d.json",
+                       check=False)
+    assert failed.returncode != 0 and "debate.problems null (every problem), params.yaml says [0, 3]" in failed.stderr
+    assert "run build_debate@toy" in failed.stderr

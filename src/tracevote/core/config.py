@@ -107,9 +107,15 @@ class DebateConfig:
     contest_halves: tuple[str, ...]  # datasets whose problems 1-15 and 16-30 are contests I and II
     concurrency: int
     max_cost_usd: float
+    # [start, end]: each dataset's problems start..end, 0-based, end included (the write-up's script takes the
+    # files start.json..end.json); None: every problem
+    problems: tuple[int, int] | None = None
 
     def validate(self, where: str) -> None:
         require_dataset_names(where, self.datasets)
+        span = None if self.problems is None else list(self.problems)
+        require(span is None or (len(span) == 2 and 0 <= span[0] <= span[1]), where, "problems", span,
+                "null or [start, end]: 0-based positions with 0 <= start <= end (end included)")
         # the judge names solutions by one digit, as DyLAN's [1,2] pattern does
         require(3 <= self.agents <= 9, where, "agents", self.agents, "3-9 (the judge picks 2 of them)")
         require(1 <= self.rounds <= 3, where, "rounds", self.rounds, "1, 2 or 3")
