@@ -65,7 +65,7 @@ def build(root: Path, check: bool = True) -> subprocess.CompletedProcess:
 
 def score(root: Path) -> dict[str, Any]:
     run_stage(root, "score_debate.py", "--debates", "debates", "--metrics", "metrics/debate.json",
-          "--details", "metrics/debate_results.json")
+          "--details", "metrics/debate_results.json", "--table", "metrics/debate.md")
     return json.loads((root / "metrics" / "debate.json").read_text())
 
 
@@ -102,6 +102,12 @@ def test_a_built_debate_scores_offline_with_every_metric(uninterrupted: Path) ->
     for problem in details["problems"]:
         assert problem["correct"] == (problem["final_answer"] == problem["gold"])
         assert len(problem["answers"]["round0"]) >= 3
+    assert details["total_calls"] == calls == metrics["total_calls"]
+    assert details["failed"] == [p["problem_id"] for p in details["problems"] if not p["correct"]]
+    assert metrics["wrong"] == len(details["failed"]) and metrics["correct"] + metrics["wrong"] == 12
+    table = (uninterrupted / "metrics" / "debate.md").read_text()
+    assert "SIMULATED" in table and table.count("\n| toy | toy-") == 12
+    assert f"Calls: {calls} in all" in table and ", ".join(details["failed"]) in table
 
 
 def test_a_ledger_missing_calls_refuses_to_score(uninterrupted: Path, tmp_path: Path) -> None:
@@ -112,7 +118,7 @@ def test_a_ledger_missing_calls_refuses_to_score(uninterrupted: Path, tmp_path: 
     manifest = root / "debates" / "toy.json"
     manifest.write_text((uninterrupted / "debates" / "toy.json").read_text())  # a manifest claiming all is done
     failed = run_stage(root, "score_debate.py", "--debates", "debates", "--metrics", "m.json", "--details", "d.json",
-                   check=False)
+                       "--table", "d.md", check=False)
     assert failed.returncode != 0 and "incomplete" in failed.stderr and "run build_debate" in failed.stderr
     assert not (root / "m.json").exists()
 
@@ -169,6 +175,6 @@ def test_scoring_refuses_debates_of_another_range(uninterrupted: Path, tmp_path:
     shutil.copytree(uninterrupted, root)
     set_problems(root, [0, 3])
     failed = run_stage(root, "score_debate.py", "--debates", "debates", "--metrics", "m.json", "--details", "d.json",
-                       check=False)
+                       "--table", "d.md", check=False)
     assert failed.returncode != 0 and "debate.problems null (every problem), params.yaml says [0, 3]" in failed.stderr
     assert "run build_debate@toy" in failed.stderr
