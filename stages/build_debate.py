@@ -21,7 +21,9 @@ from tracevote.store.calls import CallLedger
 def main() -> None:
     args = read_paid_stage_args("build_debate", __doc__ or "", folder="debates",
                                 folder_help="this dataset's debates folder")
-    params, problems, stage = args.params, args.records, args.stage
+    params, stage = args.params, args.stage
+    selection = build.select_problems(args.records, params.debate.problems, args.dataset)
+    problems = [args.records[position] for position in selection.positions]
     existed = (build.ledger_root(args.folder, params) / CallLedger.META).is_file()
     if not existed:
         # before anything is written, so the `dvc pull` it recommends finds a clean checkout
@@ -32,13 +34,14 @@ def main() -> None:
     plan = build.plan_debates(ledger, debates, model.priced(), judge_pricing=judge.priced(),
                               simulated_as=simulated_as(model))
     if not plan.unfinished:
-        build.write_manifest(args.manifest, ledger, args.dataset, debates)
-        print(f"build_debate: {ledger.root} holds all {len(debates)} debates; no request sent")
+        build.write_manifest(args.manifest, ledger, args.dataset, debates, selection)
+        print(f"build_debate: {ledger.root} holds all {len(debates)} debates{_range(selection)}; no request sent")
         return
     if existed:
         args.refuse_if_already_built(partial=True)
 
-    print(f"build_debate: {len(plan.unfinished)} of {len(debates)} debates unfinished in {ledger.root} "
+    print(f"build_debate: {len(plan.unfinished)} of {len(debates)} debates{_range(selection)} unfinished in "
+          f"{ledger.root} "
           f"({plan.stored_calls} calls stored); estimate for at most {plan.cost.render()}")
     print(f"build_debate: agents on {model.describe()}; judge on {judge.describe()}")
     api_keys = {each.endpoint: backend.api_key_for(each, os.environ, Path(".env"), missing=len(plan.unfinished),
@@ -50,11 +53,18 @@ def main() -> None:
                                decoding=build.debate_decoding(params.debate), api_keys=api_keys,
                                concurrency=params.debate.concurrency, total=plan.cost.requests, unit="call",
                                problems=problems, cap=SpendCap(params.debate.max_cost_usd, "debate.max_cost_usd"))
-    manifest = build.write_manifest(args.manifest, ledger, args.dataset, debates)
+    manifest = build.write_manifest(args.manifest, ledger, args.dataset, debates, selection)
     print(summary.render())
     if manifest.finished < len(debates):
         raise TracevoteError(f"{len(debates) - manifest.finished} debates are unfinished after retries ran "
                              f"out (causes above). Run the stage again: it requests only the missing calls.")
+
+
+def _range(selection: build.Selection) -> str:
+    if selection.span is None:
+        return ""
+    return (f" (debate.problems {list(selection.span)}: positions {selection.positions[0]}-{selection.positions[-1]} "
+            f"of {selection.dataset_problems})")
 
 
 if __name__ == "__main__":

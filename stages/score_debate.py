@@ -1,5 +1,6 @@
 """Stage score_debate: replay every debate of debate.datasets from its ledger (offline) into
-metrics/debate.json (flat, for `dvc metrics diff`) and metrics/debate_results.json (per problem)."""
+metrics/debate.json (flat, for `dvc metrics diff`), metrics/debate_results.json (per problem, the failed
+problems and the calls) and metrics/debate.md (the per-problem table)."""
 
 import argparse
 from dataclasses import asdict
@@ -8,9 +9,10 @@ from pathlib import Path
 from tracevote.core.config import load_params
 from tracevote.core.entry import stage_main
 from tracevote.core.errors import DataError
-from tracevote.core.fileio import write_json
+from tracevote.core.fileio import write_json, write_text
 from tracevote.debate import build
-from tracevote.debate.results import DebateResult, contest_of, debate_metrics, problem_result
+from tracevote.debate.results import DebateResult, contest_of, debate_metrics, debate_totals, problem_result
+from tracevote.debate.table import debate_markdown
 from tracevote.report.tables import SIMULATED_BANNER
 from tracevote.store.ledger import fingerprint_of
 
@@ -21,6 +23,7 @@ def main() -> None:
     parser.add_argument("--debates", default="debates", type=Path, help="folder of <dataset>.json manifests")
     parser.add_argument("--metrics", required=True, type=Path)
     parser.add_argument("--details", required=True, type=Path)
+    parser.add_argument("--table", required=True, type=Path, help="the per-problem Markdown table")
     args = parser.parse_args()
     params = load_params(args.params)
     results: list[DebateResult] = []
@@ -31,18 +34,30 @@ def main() -> None:
         if manifest.fingerprint != fingerprint_of(build.debate_setting(params)):
             raise DataError(f"{manifest_path}: its ledger was built under another debate setting than params.yaml's; "
                             f"run build_debate@{dataset} (`dvc repro`)")
+        selection = manifest.selection()
+        if selection.span != params.debate.problems:
+            raise DataError(f"{manifest_path}: its debates are of debate.problems {_span(selection.span)}, params.yaml "
+                            f"says {_span(params.debate.problems)}; run build_debate@{dataset} (`dvc repro`)")
         simulated |= manifest.simulated
         problems = manifest.problem_list()
         debates = build.debates_for(problems, params)
-        for position, (problem, transcript) in enumerate(zip(problems, build.transcripts(ledger, debates),
-                                                             strict=True)):
-            contest = contest_of(problem, position, len(problems), dataset, params.debate)
+        for position, problem, transcript in zip(selection.positions, problems, build.transcripts(ledger, debates),
+                                                 strict=True):
+            contest = contest_of(problem, position, selection.dataset_problems, dataset, params.debate)
             results.append(problem_result(dataset, contest, problem, transcript, params.debate))
     metrics = debate_metrics(results, params.debate, simulated=simulated)
-    write_json(args.details, {"simulated": simulated, "problems": [asdict(r) for r in results]})
+    totals = debate_totals(results)
+    write_json(args.details, {"simulated": simulated, "problems": [asdict(r) for r in results],
+                              "failed": totals.failed, "total_calls": totals.calls,
+                              "calls_per_problem": totals.calls_per_problem})
+    write_text(args.table, debate_markdown(results, metrics, totals, banner=SIMULATED_BANNER if simulated else ""))
     write_json(args.metrics, metrics)
     banner = f"*** {SIMULATED_BANNER} ***\n" if simulated else ""
     print(banner + "\n".join(f"{key}: {value}" for key, value in metrics.items()))
+
+
+def _span(span: tuple[int, int] | None) -> str:
+    return "null (every problem)" if span is None else str(list(span))
 
 
 if __name__ == "__main__":

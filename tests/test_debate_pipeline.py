@@ -52,6 +52,7 @@ def test_the_branch_writes_flat_metrics_details_and_the_comparison(built: tuple[
     details = json.loads((project / "metrics" / "debate_results.json").read_text())
     assert details["simulated"] is True and {p["stop"] for p in details["problems"]} <= {
         "round0", "round1", "ranking", "round2"}
+    assert (project / "metrics" / "debate.md").read_text().count("\n| toy | toy-") == 12
     table = (project / "metrics" / "compare" / "compare.md").read_text()
     assert "SIMULATED" in table and "Debate (DyLAN, 4 agents" in table and "Cons@16" in table
     assert_not_blank(project / "plots" / "accuracy_vs_tokens.png")

@@ -102,6 +102,13 @@ REFUSED = [
     ("decoding.max_tokens", "1e12", "decoding.max_tokens: expected an integer, got '1e12'"),  # YAML 1.1: text
     ("decoding.max_tokens", 1.0e12, "decoding.max_tokens: expected an integer, got 1000000000000.0"),
     ("debate.max_tokens", 2_000_000, "debate.max_tokens: 2000000 must be an integer in 1..1,000,000"),
+    *[("debate.problems", span, f"debate.problems: {span!r} must be null or [start, end]")
+      for span in ([3], [5, 2], [-1, 4], [0, 1, 2])],
+    ("debate.problems", "0-14", "debate.problems: expected a list, got '0-14'"),
+    ("debate.problems", [0, 1.5], "debate.problems[1]: expected an integer, got 1.5"),
+    # a misspelt built-in set would reach the model as the examples' text
+    ("debate.examples", "builtin_aim", "debate.examples: 'builtin_aim' must be one of the built-in sets builtin_aime"),
+    ("debate.examples", " ", "debate.examples: ' ' must be null, a built-in set or text"),
     ("critique.max_tokens", 0, "critique.max_tokens: 0 must be an integer in 1..1,000,000"),
     ("grading.critic.max_tokens", 10**9, "grading.critic.max_tokens: 1000000000 must be an integer in 1..1,000,000"),
     ("confidence.tail_tokens", 10**7, "confidence.tail_tokens: 10000000 must be an integer in 1..1,000,000"),
@@ -193,6 +200,11 @@ def test_eta_percent(eta: float, percent: int | None) -> None:
     ("endpoints.deepseek.api_key_env", "_KEY_2"),
     ("endpoints.deepseek.extra_body", {"thinking": {"type": "disabled"}, "seed": 1}),
     ("decoding.max_tokens", 1_000_000),
+    ("debate.examples", None),
+    ("debate.problems", [0, 14]),
+    ("debate.problems", [3, 3]),
+    ("debate.examples", "builtin_aime"),
+    ("debate.examples", "Problem: 1+1?\nAnswer: \\boxed{2}"),
 ])
 def test_load_params_accepts_values_at_the_bounds(tmp_path: Path, key: str, value: Any) -> None:
     load_params(params_with(tmp_path, key, value))

@@ -5,6 +5,7 @@ build ends, and the scores come from the ledger alone."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from collections import Counter
@@ -63,7 +64,7 @@ def build(root: Path, check: bool = True) -> subprocess.CompletedProcess:
 
 def score(root: Path) -> dict[str, Any]:
     run_stage(root, "score_debate.py", "--debates", "debates", "--metrics", "metrics/debate.json",
-          "--details", "metrics/debate_results.json")
+          "--details", "metrics/debate_results.json", "--table", "metrics/debate.md")
     return json.loads((root / "metrics" / "debate.json").read_text())
 
 
@@ -100,6 +101,12 @@ def test_a_built_debate_scores_offline_with_every_metric(uninterrupted: Path) ->
     for problem in details["problems"]:
         assert problem["correct"] == (problem["final_answer"] == problem["gold"])
         assert len(problem["answers"]["round0"]) >= 3
+    assert details["total_calls"] == calls == metrics["total_calls"]
+    assert details["failed"] == [p["problem_id"] for p in details["problems"] if not p["correct"]]
+    assert metrics["wrong"] == len(details["failed"]) and metrics["correct"] + metrics["wrong"] == 12
+    table = (uninterrupted / "metrics" / "debate.md").read_text()
+    assert "SIMULATED" in table and table.count("\n| toy | toy-") == 12
+    assert f"Calls: {calls} in all" in table and ", ".join(details["failed"]) in table
 
 
 def test_a_ledger_missing_calls_refuses_to_score(uninterrupted: Path, tmp_path: Path) -> None:
@@ -110,7 +117,7 @@ def test_a_ledger_missing_calls_refuses_to_score(uninterrupted: Path, tmp_path: 
     manifest = root / "debates" / "toy.json"
     manifest.write_text((uninterrupted / "debates" / "toy.json").read_text())  # a manifest claiming all is done
     failed = run_stage(root, "score_debate.py", "--debates", "debates", "--metrics", "m.json", "--details", "d.json",
-                   check=False)
+                       "--table", "d.md", check=False)
     assert failed.returncode != 0 and "incomplete" in failed.stderr and "run build_debate" in failed.stderr
     assert not (root / "m.json").exists()
 
@@ -138,3 +145,35 @@ def ledger_root(root: Path) -> Path:
     ledger = ledger_in(root / LEDGERS)
     assert ledger is not None, f"no ledger under {root}"
     return ledger.root
+
+
+def set_problems(root: Path, span: list[int] | None) -> None:
+    params = yaml.safe_load((root / "params.yaml").read_text())
+    params["debate"]["problems"] = span
+    write_params(root / "params.yaml", params)
+
+
+def test_widening_the_problem_range_requests_only_the_new_debates(uninterrupted: Path, tmp_path: Path) -> None:
+    with running_server(SimModel(SIM, sim_answers()), parse_faults("")) as base_url:
+        root = project(tmp_path / "ranged", base_url, problems=[2, 4])
+        build(root)
+        first = requests_by_key(base_url)
+        assert {key.split("/")[0] for key in first} == {"toy-03", "toy-04", "toy-05"}, "[2, 4] is rows 3-5"
+        assert score(root)["problems"] == 3
+        set_problems(root, [0, 40])  # past the end: stops at the last problem, as the write-up's script does
+        widened = build(root)
+        again = requests_by_key(base_url)
+    assert "9 of 12 debates" in widened.stdout and set(again.values()) == {1}, "a stored debate was requested again"
+    assert {key for key in again if key.split("/")[0] in {"toy-03", "toy-04", "toy-05"}} == set(first)
+    assert len(list((root / LEDGERS).glob("*/ledger.json"))) == 1, "the range is not part of the ledger's setting"
+    assert score(root) == score(uninterrupted), "the same debates as one build over every problem"
+
+
+def test_scoring_refuses_debates_of_another_range(uninterrupted: Path, tmp_path: Path) -> None:
+    root = tmp_path / "other_range"
+    shutil.copytree(uninterrupted, root)
+    set_problems(root, [0, 3])
+    failed = run_stage(root, "score_debate.py", "--debates", "debates", "--metrics", "m.json", "--details", "d.json",
+                       "--table", "d.md", check=False)
+    assert failed.returncode != 0 and "debate.problems null (every problem), params.yaml says [0, 3]" in failed.stderr
+    assert "run build_debate@toy" in failed.stderr

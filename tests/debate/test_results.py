@@ -8,7 +8,8 @@ import pytest
 
 from tests.debate.scripted import CFG, PROBLEM, answers_script, boxed, run_scripted, with_importance
 from tracevote.datasets.problems import Problem
-from tracevote.debate.results import contest_of, debate_metrics, problem_result
+from tracevote.debate.results import contest_of, debate_metrics, debate_totals, problem_result
+from tracevote.debate.table import debate_markdown, problem_rows
 
 
 def result(dataset: str, contest: str | None, script: dict[str, str], gold: int = 42, cfg=CFG):
@@ -46,6 +47,7 @@ def test_metrics_pool_datasets_and_contests_and_count_every_stop() -> None:
     assert metrics["api_calls_per_problem"] == (3 + 7 + 9 + 11) / 4
     assert metrics["completion_tokens_per_problem"] == 50 * (3 + 7 + 9 + 11) / 4  # 50 per scripted reply
     assert (metrics["judge_calls"], metrics["judge_fallbacks"], metrics["unanswered"]) == (2, 1, 1)
+    assert (metrics["total_calls"], metrics["correct"], metrics["wrong"]) == (30, 2, 2)
     assert metrics["simulated"] is True and "importance_agent1" not in metrics
 
 
@@ -57,3 +59,37 @@ def test_importance_means_appear_per_agent_when_enabled() -> None:
     assert [metrics[f"importance_agent{i}"] for i in range(1, 5)] == pytest.approx(
         [(1 / 3 + 1 / 3) / 2, (1 / 3 + 0) / 2, (1 / 3 + 1 / 3) / 2, (0 + 1 / 3) / 2], abs=1e-6)  # 6 decimals
     assert metrics["rating_fallbacks"] == 0 and metrics["simulated"] is False
+
+
+def four_results() -> list:
+    return [result("aime_2024", None, ROUND0_RIGHT), result("aime_2024", None, ROUND1_WRONG),
+            result("aime_2025", "aime_2025_I", RANKED), result("aime_2025", "aime_2025_II", ROUND2)]
+
+
+def test_totals_list_the_failed_problems_and_count_the_calls() -> None:
+    results = [dataclasses.replace(r, problem_id=f"p{i}") for i, r in enumerate(four_results(), start=1)]
+    totals = debate_totals(results)
+    assert (totals.problems, totals.correct, totals.failed, totals.calls, totals.calls_per_problem) == (
+        4, 2, ["p2", "p4"], 30, 7.5)
+    assert debate_totals([]).calls_per_problem == 0.0
+
+
+def test_each_problem_is_a_row_with_gold_final_answer_right_calls_and_where_it_stopped() -> None:
+    assert problem_rows(four_results()) == [
+        ("aime_2024", "toy-01", "42", "42", "yes", "3", "round 0 (consensus)"),
+        ("aime_2024", "toy-01", "42", "7", "no", "7", "round 1 (consensus)"),
+        ("aime_2025", "toy-01", "42", "42", "yes", "9", "ranking (top 2 agree)"),
+        ("aime_2025", "toy-01", "42", "—", "no", "11", "round 2"),
+    ]
+
+
+def test_the_markdown_report_holds_the_totals_the_failed_and_the_table() -> None:
+    results = four_results()
+    metrics = debate_metrics(results, CFG, simulated=True)
+    text = debate_markdown(results, metrics, debate_totals(results), banner="SIMULATED")
+    assert text.startswith("# Debate (DyLAN): per problem\n\n**SIMULATED**\n")
+    assert "Problems: 4. Right: 2 (50.0%). Calls: 30 in all, 7.50 per problem." in text
+    assert "- accuracy, aime_2025_II: 0.0%" in text and "Failed (wrong or unanswered): toy-01, toy-01." in text
+    table = [line for line in text.splitlines() if line.startswith("|")]
+    assert table[0] == "| dataset | problem | gold | final answer | right | calls | stopped after |"
+    assert len(table) == 2 + 4 and table[-1] == "| aime_2025 | toy-01 | 42 | — | no | 11 | round 2 |"

@@ -39,6 +39,8 @@ DATASET_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\Z")
 Fallback = Literal["last_integer", "none"]
 TieBreak = Literal["smallest", "first", "fractional"]
 MEASURES: tuple[str, ...] = ("avg", "bottom10", "lowest", "tail")
+# debate.examples' built-in sets (tracevote.debate.examples holds their files); any other text is used as it is
+BUILTIN_EXAMPLES: tuple[str, ...] = ("builtin_aime",)
 
 
 @dataclass(frozen=True)
@@ -101,7 +103,7 @@ class DebateConfig:
     temperature: float
     max_tokens: int
     system: str | None
-    examples: str | None  # worked examples placed before the problem; None: none
+    examples: str | None  # worked examples placed before the problem: a BUILTIN_EXAMPLES name, the text, or None
     question: str  # the problem as the agents read it; {problem} is replaced
     importance: bool  # agents also rate the previous round's solutions: per-agent importance scores
     contest_halves: tuple[str, ...]  # datasets whose problems 1-15 and 16-30 are contests I and II
@@ -109,19 +111,35 @@ class DebateConfig:
     max_cost_usd: float
     endpoint: str  # the key in `endpoints:` the agents call
     judge_endpoint: str  # the key in `endpoints:` the judge (the ranking call) calls
+    # [start, end]: each dataset's problems start..end, 0-based, end included (the write-up's script takes the
+    # files start.json..end.json); None: every problem
+    problems: tuple[int, int] | None = None
 
     def validate(self, where: str) -> None:
         require_dataset_names(where, self.datasets)
+        span = None if self.problems is None else list(self.problems)
+        require(span is None or (len(span) == 2 and 0 <= span[0] <= span[1]), where, "problems", span,
+                "null or [start, end]: 0-based positions with 0 <= start <= end (end included)")
         # the judge names solutions by one digit, as DyLAN's [1,2] pattern does
         require(3 <= self.agents <= 9, where, "agents", self.agents, "3-9 (the judge picks 2 of them)")
         require(1 <= self.rounds <= 3, where, "rounds", self.rounds, "1, 2 or 3")
         require(0.0 <= self.temperature <= 2.0, where, "temperature", self.temperature, "in [0, 2]")
         require_tokens(where, "max_tokens", self.max_tokens)
         require("{problem}" in self.question, where, "question", self.question, "text containing {problem}")
+        self._validate_examples(where)
         require(1 <= self.concurrency <= 256, where, "concurrency", self.concurrency, "1-256")
         require(self.max_cost_usd >= 0, where, "max_cost_usd", self.max_cost_usd, ">= 0")
         unknown = [name for name in self.contest_halves if name not in self.datasets]
         require(not unknown, where, "contest_halves", unknown, "names from debate.datasets")
+
+    def _validate_examples(self, where: str) -> None:
+        if self.examples is None:
+            return
+        require(bool(self.examples.strip()), where, "examples", self.examples, "null, a built-in set or text")
+        # subtle: a misspelt set name would otherwise be sent to the model as the examples' text
+        builtin = self.examples.startswith("builtin_")
+        require(not builtin or self.examples in BUILTIN_EXAMPLES, where, "examples", self.examples,
+                f"one of the built-in sets {', '.join(BUILTIN_EXAMPLES)} (or null, or the examples' text)")
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from tracevote.core.config import SourceConfig
 from tracevote.core.errors import DataError, FetchError
 from tracevote.core.fileio import parse_json_object
 from tracevote.core.retry import TransientError, call_with_retries, parse_retry_after
+from tracevote.datasets.folder import read_problem_folder
 
 PAGE_LENGTH = 100  # the rows API serves at most 100 rows a request
 Row = dict[str, Any]
@@ -91,8 +92,10 @@ def _total_rows(page: dict[str, Any], source: SourceConfig) -> int:
 
 def read_local_rows(path: str | Path) -> list[Row]:
     """Rows of a local .jsonl, .json (a list of objects), .parquet or .csv file (a header row; every value
-    is text)."""
+    is text), or of a folder in the write-up's layout (tracevote.datasets.folder: one problem per file)."""
     path = Path(path)
+    if path.is_dir():
+        return read_problem_folder(path)
     if not path.is_file():
         raise DataError(f"{path}: dataset file not found")
     suffix = path.suffix.lower()

@@ -14,10 +14,11 @@ from pathlib import Path
 from typing import Any
 
 from tracevote.core.config import DebateConfig, DecodingConfig, ModelConfig, Params, PricingConfig
-from tracevote.core.errors import DataError
+from tracevote.core.errors import ConfigError, DataError
 from tracevote.core.fileio import read_json_record, write_json
 from tracevote.core.names import recorded_path
 from tracevote.datasets.problems import Problem
+from tracevote.debate.examples import examples_text
 from tracevote.debate.prompts import RANK
 from tracevote.debate.protocol import Debate, Transcript, advance, replay
 from tracevote.sampling.budget import BYTES_PER_PROMPT_TOKEN, CostEstimate, estimate
@@ -30,13 +31,14 @@ METHOD = "dylan-debate"
 def debate_setting(params: Params) -> dict[str, Any]:
     """Everything that decides a debate's requests and their order: its hash names the ledger. The
     `answers:` rules are in it because they decide consensus, so which calls come next. The judge's model is
-    in it whichever endpoint serves it, so changing either model starts a new ledger."""
+    in it whichever endpoint serves it, so changing either model starts a new ledger. The examples are in it as
+    the text sent, so editing a built-in set's file makes a new setting (null and text hash as before)."""
     cfg, model, judge = params.debate, params.debate_model, params.judge_model
     return {"method": METHOD, "backend": model.backend, "model": model.name, "extra_body": model.extra_body,
             "judge_model": judge.name, "judge_extra_body": judge.extra_body,
             "sim": asdict(model.sim) if model.backend == "sim" else None, "agents": cfg.agents,
             "rounds": cfg.rounds, "temperature": cfg.temperature, "max_tokens": cfg.max_tokens,
-            "system": cfg.system, "examples": cfg.examples, "question": cfg.question,
+            "system": cfg.system, "examples": examples_text(cfg.examples), "question": cfg.question,
             "importance": cfg.importance, "answers": asdict(params.answers)}
 
 
@@ -63,6 +65,32 @@ def open_ledger(debates_dir: Path, params: Params, problems: list[Problem]) -> C
     ledger.register_digests({p.id: hashlib.sha256(p.problem.encode()).hexdigest() for p in problems},
                             what="problem text")
     return ledger
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Which of a dataset's problems are debated: debate.problems as built, and their places in the dataset
+    (contests by halves are counted on the whole dataset, not on the slice)."""
+
+    span: tuple[int, int] | None
+    positions: tuple[int, ...]  # 0-based, in dataset order
+    dataset_problems: int
+
+
+def select_problems(problems: list[Problem], span: tuple[int, int] | None, dataset: str) -> Selection:
+    """The problems `span` ([start, end], end included) selects; an end past the last problem stops there, as
+    the write-up's script takes only the files that exist. A start past the last problem is a ConfigError.
+
+    >>> select_problems([Problem(f"p{i}", "?", i) for i in range(5)], (3, 14), "toy").positions
+    (3, 4)
+    """
+    if span is None:
+        return Selection(None, tuple(range(len(problems))), len(problems))
+    start, end = span
+    if start >= len(problems):
+        raise ConfigError(f"debate.problems: {list(span)} starts past the last problem of {dataset}, which has "
+                          f"{len(problems)} (positions 0-{len(problems) - 1})")
+    return Selection(span, tuple(range(start, min(end, len(problems) - 1) + 1)), len(problems))
 
 
 def debates_for(problems: list[Problem], params: Params) -> list[Debate]:
@@ -148,17 +176,31 @@ class DebateManifest:
     simulated: bool
     setting: dict[str, Any]
     problems: list[dict[str, Any]]  # Problem.to_record() of each, in dataset order
+    # debate.problems when built, each problem's 0-based place in the dataset, and the dataset's size; manifests
+    # written before ranges existed lack them: every problem, in order
+    span: list[int] | None = None
+    positions: list[int] | None = None
+    dataset_problems: int | None = None
 
     def problem_list(self) -> list[Problem]:
         return [Problem(**record) for record in self.problems]
 
+    def selection(self) -> Selection:
+        span = (self.span[0], self.span[1]) if self.span is not None else None
+        positions = tuple(self.positions) if self.positions is not None else tuple(range(len(self.problems)))
+        size = self.dataset_problems if self.dataset_problems is not None else len(self.problems)
+        return Selection(span, positions, size)
 
-def write_manifest(path: Path, ledger: CallLedger, dataset: str, debates: list[Debate]) -> DebateManifest:
+
+def write_manifest(path: Path, ledger: CallLedger, dataset: str, debates: list[Debate],
+                   selection: Selection) -> DebateManifest:
     ledger = CallLedger(ledger.root)  # read afresh: a ledger object caches the records it has read
     finished = sum(progress(ledger, debate)[1] for debate in debates)
     manifest = DebateManifest(dataset=dataset, ledger=str(ledger.root.relative_to(path.parent)),
                               fingerprint=ledger.fingerprint, finished=finished, simulated=ledger.simulated,
-                              setting=ledger.meta["setting"], problems=[d.problem.to_record() for d in debates])
+                              setting=ledger.meta["setting"], problems=[d.problem.to_record() for d in debates],
+                              span=list(selection.span) if selection.span is not None else None,
+                              positions=list(selection.positions), dataset_problems=selection.dataset_problems)
     write_json(path, asdict(manifest))
     return manifest
 

@@ -7,8 +7,9 @@ Three kinds of call, each marked for the simulated model (see tracevote.sampling
 - RANK, the judge: one user message listing "Agent solution i" and asking for the best two as [i, j].
 
 AIME adaptation: the question is `debate.question` with the problem in it, after `debate.examples` when
-set. DyLAN's "Follow the given examples and answer the mathematics problem." opens the revise and rank
-messages only when there are examples to follow.
+set (a built-in set is rendered by tracevote.debate.examples). As in DyLAN, the question with its examples
+is what every later message quotes. DyLAN's "Follow the given examples and answer the mathematics problem."
+opens the revise and rank messages only when there are examples to follow.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from tracevote.core.config import DebateConfig
+from tracevote.debate.examples import examples_text
 
 ANSWER = "debate_answer"
 REVISE = "debate_revise"
@@ -39,7 +41,8 @@ def question(problem: str, cfg: DebateConfig) -> str:
     """The problem as the agents read it: the examples (if any), then `debate.question` filled in."""
     # Plain replacement, not str.format: the text is full of LaTeX braces such as \boxed{}.
     asked = cfg.question.replace("{problem}", problem)
-    return f"{cfg.examples}\n\n{asked}" if cfg.examples else asked
+    examples = examples_text(cfg.examples)
+    return f"{examples}\n\n{asked}" if examples else asked
 
 
 def answer_messages(asked: str, cfg: DebateConfig) -> list[dict[str, str]]:

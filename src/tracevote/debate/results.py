@@ -82,6 +82,8 @@ def debate_metrics(results: Sequence[DebateResult], cfg: DebateConfig, *, simula
     for name in ("calls", "prompt_tokens", "cached_prompt_tokens", "completion_tokens", "usd"):
         per_problem = "api_calls" if name == "calls" else name
         metrics[f"{per_problem}_per_problem"] = _mean(np.array([getattr(r, name) for r in results], dtype=float))
+    totals = debate_totals(results)
+    metrics["total_calls"], metrics["correct"], metrics["wrong"] = totals.calls, totals.correct, len(totals.failed)
     stops = [r.stop for r in results]
     metrics["consensus_rate"] = _share(stops, EARLY_STOPS)
     for stop in STOPS:
@@ -96,6 +98,24 @@ def debate_metrics(results: Sequence[DebateResult], cfg: DebateConfig, *, simula
             metrics[f"importance_agent{agent + 1}"] = _mean(table[:, agent])
     metrics["simulated"] = simulated
     return metrics
+
+
+@dataclass(frozen=True)
+class DebateTotals:
+    """What the write-up's evaluation reports besides accuracy: the failed problems and the calls."""
+
+    problems: int
+    correct: int
+    failed: list[str]  # problem ids whose final answer is wrong or missing, in result order
+    calls: int
+    calls_per_problem: float
+
+
+def debate_totals(results: Sequence[DebateResult]) -> DebateTotals:
+    calls = sum(r.calls for r in results)
+    return DebateTotals(problems=len(results), correct=sum(r.correct for r in results),
+                        failed=[r.problem_id for r in results if not r.correct], calls=calls,
+                        calls_per_problem=round(calls / len(results), 6) if results else 0.0)
 
 
 def _groups(results: Sequence[DebateResult]) -> list[tuple[str, list[DebateResult]]]:
