@@ -43,24 +43,24 @@ def sim_project(tmp_path: Path) -> Path:
 
 
 def lines_by_hand() -> list[str]:
-    """The scorer's first two lines worked out from the two files: a prediction is right when the last number
-    after its last '####' is the gold's (rows 0, 1, 3 "$60" and 7; row 5 gives none, row 6 has no prediction);
-    words are the thinking's whitespace-separated parts (151 in 7 predictions)."""
+    """The scorer's first three lines worked out from the two files: 8 gold rows; a prediction is right when the
+    last number after its last '####' is the gold's (rows 0, 1, 3 "$60" and 7; row 5 gives none, row 6 has no
+    prediction); words are the thinking's whitespace-separated parts (151 in 7 predictions)."""
     rows = [json.loads(line) for line in BUILTIN_GSM8K.read_text().splitlines()]
     gold = {f"demo_gsm8k_test_{row}": record["answer"].rsplit("####", 1)[1].strip() for row, record in enumerate(rows)}
     predictions = [json.loads(line) for line in BUILTIN_PREDICTIONS.read_text().splitlines()]
     right = sum(re.findall(r"\d+", p["content"].rsplit("####", 1)[1])[-1:] == [gold[p["id"]]] for p in predictions)
     words = [len(p["thinking"].split()) for p in predictions]
-    return [f"Accuracy: {right / len(gold):.4f} ({right}/{len(gold)})",
+    return [f"Loaded {len(gold)} gold samples!", f"Accuracy: {right / len(gold):.4f}  ({right}/{len(gold)})",
             f"Average word count: {sum(words) / len(words):.2f}"]
 
 
-def test_plain_output_is_the_scorers_three_lines(tmp_path: Path) -> None:
+def test_plain_output_is_the_scorers_four_lines(tmp_path: Path) -> None:
     result = grade(sim_project(tmp_path), "--dataset", "gsm8k", "--pred-path", str(predictions_for_gsm8k(tmp_path)),
                    "--gold", str(BUILTIN_GSM8K))
     assert result.returncode == 0, result.stderr
-    assert lines_by_hand() == ["Accuracy: 0.5000 (4/8)", "Average word count: 21.57"]
-    assert result.stdout.splitlines()[:3] == [*lines_by_hand(), "LLM critic disabled."]
+    assert lines_by_hand() == ["Loaded 8 gold samples!", "Accuracy: 0.5000  (4/8)", "Average word count: 21.57"]
+    assert result.stdout.splitlines()[:4] == [*lines_by_hand(), "LLM critic disabled."]
     assert "note: 1 gold items have no prediction (counted wrong)" in result.stdout
 
 

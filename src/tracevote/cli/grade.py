@@ -71,7 +71,7 @@ def _gold(args: argparse.Namespace) -> list[GoldItem]:
 def _critic(args: argparse.Namespace, params: Params, inputs: RunInputs) -> tuple[CriticScores | None, bool]:
     pairing = inputs.pairing()
     args.critic_dir.mkdir(parents=True, exist_ok=True)
-    # with --json, stdout holds the one JSON object: the critic's own lines go to stderr
-    with contextlib.redirect_stdout(sys.stderr) if args.json else contextlib.nullcontext():
+    # stdout holds only the scorer's lines (or the one JSON object): the critic's own lines go to stderr
+    with contextlib.redirect_stdout(sys.stderr):
         build_critic(params, "cli", pairing, args.critic_dir, stage="grade --enable-critic")
     return stored_critic_scores(params, pairing, args.critic_dir)
