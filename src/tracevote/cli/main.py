@@ -146,8 +146,12 @@ def add_grade_command(subparsers: argparse._SubParsersAction[argparse.ArgumentPa
                                   description=GRADE_DESCRIPTION)
     grade.add_argument("--dataset", required=True, choices=GRADING_FORMATS, help="the gold's format")
     grade.add_argument("--pred-path", required=True, type=Path, help='JSON lines {"id", "thinking", "content"}')
-    grade.add_argument("--gold", type=Path, help="a gold file in the dataset's format (default: the project's "
-                                                 "data/<dataset>.jsonl, aime: data/aime_2024.jsonl)")
+    gold = grade.add_mutually_exclusive_group()
+    gold.add_argument("--gold", type=Path, help="a gold file in the dataset's format (default: the project's "
+                                                "data/<dataset>.jsonl, aime: data/aime_2024.jsonl)")
+    gold.add_argument("--data-root", type=Path, metavar="DIR",
+                      help="the scorer's data folder: the gold is DIR/test/<dataset>_test.jsonl (gsm8k_test, "
+                           "math500_test, aime_test, amc23_test)")
     grade.add_argument("--id-key", help="the gold field the predictions' ids match (default: id, else unique_id, "
                                         "else <dataset>_test_<row index from 0>)")
     grade.add_argument("--problem-key", help="the gold's problem field (default: the format's)")
