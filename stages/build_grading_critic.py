@@ -11,7 +11,7 @@ from pathlib import Path
 
 from tracevote.core.config import load_params
 from tracevote.core.entry import stage_main
-from tracevote.grading.build import build_critic, record_disabled_critic
+from tracevote.grading.build import STRUCTURED_HELP, build_critic, record_disabled_critic
 from tracevote.grading.runs import run_config, run_inputs
 from tracevote.sampling.paid import REBUILD_ENV, refuse_if_already_built
 
@@ -22,6 +22,7 @@ def main() -> None:
     parser.add_argument("--run", required=True, help="a key of grading.runs")
     parser.add_argument("--gold", required=True, type=Path, help="the run's dataset, normalized")
     parser.add_argument("--critic", required=True, type=Path, help="the run's critic folder (ledger and manifest)")
+    parser.add_argument("--critic-structured", action="store_true", help=STRUCTURED_HELP)
     args = parser.parse_args()
     params = load_params(args.params)
     run = run_config(params.grading.runs, args.run)
@@ -33,7 +34,7 @@ def main() -> None:
     build_critic(params, run.name, inputs.pairing(), args.critic, stage=stage,
                  refuse_if_already_built=lambda partial: refuse_if_already_built(
                      Path("dvc.lock"), args.params, stage=stage, rebuild=os.environ.get(REBUILD_ENV) == "1",
-                     partial=partial))
+                     partial=partial), structured=args.critic_structured)
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from tracevote.core.config import load_params
 from tracevote.core.entry import stage_main
-from tracevote.grading.build import stored_critic_scores
+from tracevote.grading.build import STRUCTURED_HELP, stored_critic_scores
 from tracevote.grading.runs import grade_inputs, run_config, run_inputs, run_record, write_run
 from tracevote.grading.summary import render_run
 
@@ -18,13 +18,15 @@ def main() -> None:
     parser.add_argument("--run", required=True, help="a key of grading.runs")
     parser.add_argument("--gold", required=True, type=Path, help="the run's dataset, normalized")
     parser.add_argument("--critic", required=True, type=Path, help="the run's critic folder")
+    parser.add_argument("--critic-structured", action="store_true", help=STRUCTURED_HELP)
     parser.add_argument("--out", required=True, type=Path)
     parser.add_argument("--details", required=True, type=Path, help="one JSON line per graded prediction")
     args = parser.parse_args()
     params = load_params(args.params)
     run = run_config(params.grading.runs, args.run)
     inputs = run_inputs(run, args.gold, params.answers)
-    critic, critic_simulated = stored_critic_scores(params, inputs.pairing(), args.critic)
+    critic, critic_simulated = stored_critic_scores(params, inputs.pairing(), args.critic,
+                                                    structured=args.critic_structured)
     grades = grade_inputs(inputs, params.grading)
     record = run_record(run, inputs, grades, critic, critic_simulated)
     write_run(args.out, args.details, record, grades, critic)

@@ -90,5 +90,6 @@ def _critic(args: argparse.Namespace, params: Params, inputs: RunInputs) -> tupl
     args.critic_dir.mkdir(parents=True, exist_ok=True)
     # stdout holds only the scorer's lines (or the one JSON object): the critic's own lines go to stderr
     with contextlib.redirect_stdout(sys.stderr):
-        build_critic(params, "cli", pairing, args.critic_dir, stage="grade --enable-critic")
-    return stored_critic_scores(params, pairing, args.critic_dir)
+        build_critic(params, "cli", pairing, args.critic_dir, stage="grade --enable-critic",
+                     structured=args.critic_structured)
+    return stored_critic_scores(params, pairing, args.critic_dir, structured=args.critic_structured)

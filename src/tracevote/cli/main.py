@@ -160,6 +160,9 @@ def add_grade_command(subparsers: argparse._SubParsersAction[argparse.ArgumentPa
     grade.add_argument("--enable-critic", action="store_true", help="score the reasoning with the LLM critic")
     grade.add_argument("--critic-max-samples", type=int, metavar="N",
                        help="items the critic scores (default: grading.critic.max_samples)")
+    grade.add_argument("--critic-structured", action="store_true",
+                       help='ask the critic for a structured {"score": x} reply (OpenAI\'s json_schema response '
+                            "format; for endpoints that support it), read as free text when it is not")
     grade.add_argument("--critic-dir", type=Path, default=Path(DEFAULT_CRITIC_DIR),
                        help="where the critic's replies are kept (default: %(default)s)")
     grade.add_argument("--params", default="params.yaml", help="grading.* and the critic's model (default: "

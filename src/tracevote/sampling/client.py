@@ -158,16 +158,17 @@ class ChatClient:
         return self._call(payload, sample_key, kind, parse)
 
     def reply(self, messages: list[dict[str, str]], *, call_key: str, kind: str,
-              max_tokens: int | None = None) -> tuple[Reply, float]:
+              max_tokens: int | None = None, extra: dict[str, Any] | None = None) -> tuple[Reply, float]:
         """A text-only call (no logprobs asked for) and its latency; a response without usage or cut short by
-        the server is retried like a malformed one."""
+        the server is retried like a malformed one. `extra` adds fields to the body (a response_format)."""
         def parse(raw: RawCompletion) -> tuple[Reply, float]:
             reply = parse_reply(raw.body)
             if raw.simulated and not reply.simulated:
                 reply = dataclasses.replace(reply, simulated=True)
             return reply, raw.latency_s
 
-        payload = orjson.dumps(self.request_body(messages, max_tokens=max_tokens, logprobs=False))
+        body = self.request_body(messages, max_tokens=max_tokens, logprobs=False)
+        payload = orjson.dumps({**body, **(extra or {})})
         return self._call(payload, call_key, kind, parse)
 
     def __enter__(self) -> ChatClient:

@@ -10,6 +10,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from tracevote.sim.formats import FormatError, checked_response_format
+
 MAX_TOP_LOGPROBS = 20
 PROMPT_SUFFIX = "\n\nPlease reason"
 
@@ -30,6 +32,7 @@ class SimRequest:
     max_tokens: int
     logprobs: bool
     top_logprobs: int
+    response_format: dict[str, Any] | None = None  # checked as OpenAI checks it (sim/formats.py); None: free text
 
 
 def problem_of(prompt: str) -> str:
@@ -60,7 +63,11 @@ def parse_request(request: Mapping[str, Any]) -> SimRequest:
         raise SimRequestError(f"top_logprobs: {top_logprobs} must be between 0 and {MAX_TOP_LOGPROBS}")
     if top_logprobs and not logprobs:
         raise SimRequestError("top_logprobs requires logprobs to be true")
-    return SimRequest(model, prompt, temperature, max_tokens, logprobs, top_logprobs)
+    try:
+        response_format = checked_response_format(request.get("response_format"))
+    except FormatError as exc:
+        raise SimRequestError(str(exc), exc.status) from None
+    return SimRequest(model, prompt, temperature, max_tokens, logprobs, top_logprobs, response_format)
 
 
 def _user_prompt(messages: Any) -> str:
