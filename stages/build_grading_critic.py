@@ -12,6 +12,7 @@ from pathlib import Path
 from tracevote.core.config import load_params
 from tracevote.core.entry import stage_main
 from tracevote.grading.build import build_critic, record_disabled_critic
+from tracevote.grading.critic import structured_replies
 from tracevote.grading.runs import run_config, run_inputs
 from tracevote.sampling.paid import REBUILD_ENV, refuse_if_already_built
 
@@ -33,7 +34,7 @@ def main() -> None:
     build_critic(params, run.name, inputs.pairing(), args.critic, stage=stage,
                  refuse_if_already_built=lambda partial: refuse_if_already_built(
                      Path("dvc.lock"), args.params, stage=stage, rebuild=os.environ.get(REBUILD_ENV) == "1",
-                     partial=partial))
+                     partial=partial), structured=structured_replies(params))
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ from pathlib import Path
 from tracevote.core.config import load_params
 from tracevote.core.entry import stage_main
 from tracevote.grading.build import stored_critic_scores
+from tracevote.grading.critic import structured_replies
 from tracevote.grading.runs import grade_inputs, run_config, run_inputs, run_record, write_run
 from tracevote.grading.summary import render_run
 
@@ -24,7 +25,8 @@ def main() -> None:
     params = load_params(args.params)
     run = run_config(params.grading.runs, args.run)
     inputs = run_inputs(run, args.gold, params.answers)
-    critic, critic_simulated = stored_critic_scores(params, inputs.pairing(), args.critic)
+    critic, critic_simulated = stored_critic_scores(params, inputs.pairing(), args.critic,
+                                                    structured=structured_replies(params))
     grades = grade_inputs(inputs, params.grading)
     record = run_record(run, inputs, grades, critic, critic_simulated)
     write_run(args.out, args.details, record, grades, critic)

@@ -97,6 +97,8 @@ MODEL_KEYS = frozenset({"backend", "sim"})  # the rest of what tests once set un
 def model_overrides(endpoint: str = "deepseek", **fields: Any) -> dict[str, Any]:
     """Params overrides for who answers and the endpoint every method uses by default: `backend` and `sim` go to
     `model:`, the rest (base_url, name, needs_key, extra_body, profile, ...) to `endpoints.<endpoint>`."""
+    if "base_url" in fields:  # a loopback simulated server plays DeepSeek unless the test names another profile
+        fields = {"profile": "deepseek", **fields}
     model = {key: value for key, value in fields.items() if key in MODEL_KEYS}
     served = {key: value for key, value in fields.items() if key not in MODEL_KEYS}
     return {**({"model": model} if model else {}), **({"endpoints": {endpoint: served}} if served else {})}
@@ -104,6 +106,8 @@ def model_overrides(endpoint: str = "deepseek", **fields: Any) -> dict[str, Any]
 
 def update_endpoint(params: dict[str, Any], endpoint: str = "deepseek", **fields: Any) -> dict[str, Any]:
     """`params` (a loaded params.yaml) changed in place as model_overrides says, and returned."""
+    if "base_url" in fields:
+        fields = {"profile": "deepseek", **fields}
     for key, value in fields.items():
         target = params["model"] if key in MODEL_KEYS else params["endpoints"][endpoint]
         target[key] = value

@@ -52,6 +52,9 @@ def test_runs_side_by_side_in_flat_metrics_a_table_and_a_plot(built: Path) -> No
     words = [len(json.loads(line)["thinking"].split()) for line in BUILTIN_PREDICTIONS.read_text().splitlines()]
     assert values[f"{RUN}.demo_gsm8k.avg_word_count"] == round(sum(words) / len(words), 4)  # 151 / 7, as rounded
     assert 1.0 <= values[f"{RUN}.demo_gsm8k.critic"] <= 5.0
+    # the critic asked about the 7 predicted items (each has a reference); what gave no score is counted apart
+    assert values[f"{RUN}.demo_gsm8k.critic_scored"] + values[f"{RUN}.demo_gsm8k.critic_unparsable"] == 7
+    assert (values["pool_toy.toy.critic_scored"], values["pool_toy.toy.critic_unparsable"]) == (0, 0)
     assert 0.0 < values["pool_toy.toy.accuracy"] < 1.0 and values["pool_toy.toy.critic"] is None  # no solutions
     table = (built / "metrics" / "grading.md").read_text()
     assert "| dataset | metric | pool_toy | handwritten |" in table and "SIMULATED" in table

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 from tests.conftest import FIXTURE_PARAMS
@@ -43,24 +44,24 @@ def sim_project(tmp_path: Path) -> Path:
 
 
 def lines_by_hand() -> list[str]:
-    """The scorer's first two lines worked out from the two files: a prediction is right when the last number
-    after its last '####' is the gold's (rows 0, 1, 3 "$60" and 7; row 5 gives none, row 6 has no prediction);
-    words are the thinking's whitespace-separated parts (151 in 7 predictions)."""
+    """The scorer's first three lines worked out from the two files: 8 gold rows; a prediction is right when the
+    last number after its last '####' is the gold's (rows 0, 1, 3 "$60" and 7; row 5 gives none, row 6 has no
+    prediction); words are the thinking's whitespace-separated parts (151 in 7 predictions)."""
     rows = [json.loads(line) for line in BUILTIN_GSM8K.read_text().splitlines()]
     gold = {f"demo_gsm8k_test_{row}": record["answer"].rsplit("####", 1)[1].strip() for row, record in enumerate(rows)}
     predictions = [json.loads(line) for line in BUILTIN_PREDICTIONS.read_text().splitlines()]
     right = sum(re.findall(r"\d+", p["content"].rsplit("####", 1)[1])[-1:] == [gold[p["id"]]] for p in predictions)
     words = [len(p["thinking"].split()) for p in predictions]
-    return [f"Accuracy: {right / len(gold):.4f} ({right}/{len(gold)})",
+    return [f"Loaded {len(gold)} gold samples!", f"Accuracy: {right / len(gold):.4f}  ({right}/{len(gold)})",
             f"Average word count: {sum(words) / len(words):.2f}"]
 
 
-def test_plain_output_is_the_scorers_three_lines(tmp_path: Path) -> None:
+def test_plain_output_is_the_scorers_four_lines(tmp_path: Path) -> None:
     result = grade(sim_project(tmp_path), "--dataset", "gsm8k", "--pred-path", str(predictions_for_gsm8k(tmp_path)),
                    "--gold", str(BUILTIN_GSM8K))
     assert result.returncode == 0, result.stderr
-    assert lines_by_hand() == ["Accuracy: 0.5000 (4/8)", "Average word count: 21.57"]
-    assert result.stdout.splitlines()[:3] == [*lines_by_hand(), "LLM critic disabled."]
+    assert lines_by_hand() == ["Loaded 8 gold samples!", "Accuracy: 0.5000  (4/8)", "Average word count: 21.57"]
+    assert result.stdout.splitlines()[:4] == [*lines_by_hand(), "LLM critic disabled."]
     assert "note: 1 gold items have no prediction (counted wrong)" in result.stdout
 
 
@@ -102,3 +103,26 @@ def test_without_the_projects_gold_the_error_says_how_to_get_it(tmp_path: Path) 
     result = grade(tmp_path, "--dataset", "aime", "--pred-path", str(predictions_for_gsm8k(tmp_path)))
     assert result.returncode == 2
     assert "data/aime_2024.jsonl: problems file not found (run `dvc repro normalize`)" in result.stderr
+
+
+@pytest.mark.parametrize(("dataset", "stem"), [("gsm8k", "gsm8k_test"), ("math500", "math500_test"),
+                                               ("aime", "aime_test"), ("amc23", "amc23_test")])
+def test_data_root_reads_the_scorers_layout_and_names_a_missing_file(tmp_path: Path, dataset: str, stem: str) -> None:
+    root = tmp_path / "data"
+    (root / "test").mkdir(parents=True)
+    args = ("--dataset", dataset, "--pred-path", str(predictions_for_gsm8k(tmp_path)), "--data-root", str(root))
+    missing = grade(tmp_path, *args)
+    assert missing.returncode == 2 and missing.stdout == ""
+    assert missing.stderr.startswith(f"error: {root / 'test' / stem}.jsonl: gold file not found")
+    if dataset == "gsm8k":  # the same file under the scorer's name grades as --gold does
+        (root / "test" / f"{stem}.jsonl").write_text(BUILTIN_GSM8K.read_text())
+        from_root, from_gold = grade(tmp_path, *args), grade(tmp_path, *args[:4], "--gold", str(BUILTIN_GSM8K))
+        assert from_root.returncode == 0, from_root.stderr
+        assert from_root.stdout == from_gold.stdout and from_root.stdout.startswith("Loaded 8 gold samples!\n")
+
+
+def test_gold_and_data_root_together_are_an_error(tmp_path: Path) -> None:
+    result = grade(tmp_path, "--dataset", "gsm8k", "--pred-path", str(predictions_for_gsm8k(tmp_path)),
+                   "--gold", str(BUILTIN_GSM8K), "--data-root", str(tmp_path))
+    assert result.returncode == 2 and result.stdout == ""
+    assert "argument --data-root: not allowed with argument --gold" in result.stderr

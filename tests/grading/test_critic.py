@@ -11,6 +11,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 import yaml
 
@@ -26,11 +27,21 @@ from tests.sim_servers import (
 )
 from tracevote.cli.demo import deep_merge, local_dataset, write_params
 from tracevote.core.config import SimConfig, load_params
+from tracevote.core.errors import FatalAPIError
 from tracevote.grading.accuracy import pair_by_id
-from tracevote.grading.critic import CRITIC, critic_decoding, critic_items, parse_score, reasoning_digest
+from tracevote.grading.critic import (
+    CRITIC,
+    critic_calls,
+    critic_decoding,
+    critic_items,
+    parse_score,
+    reasoning_digest,
+    reply_score,
+)
 from tracevote.grading.gold import GoldItem
 from tracevote.grading.predictions import Prediction
 from tracevote.sampling.backend import open_client
+from tracevote.sampling.replies import paid_reply
 from tracevote.sim.faults import parse_faults
 from tracevote.sim.model import SimModel
 from tracevote.sim.server import running_server
@@ -62,6 +73,74 @@ CRITIC_DIR = Path("grading/critic/toy_run")
 ])
 def test_parse_score(reply: str, score: float | None) -> None:
     assert parse_score(reply) == score
+
+
+# (reply, its score read as a structured reply, read as free text): the schema's object alone is read first; any
+# other reply falls back to the free-text reading; None is "no score", never a low one
+@pytest.mark.parametrize(("reply", "structured", "free_text"), [
+    ('{"score": 4}', 4.0, 4.0),
+    ('{"score": 4.5}', 4.5, 4.5),
+    (' {"score": 2}\n', 2.0, 2.0),
+    ('{"score": 6}', 5.0, 5.0),  # the schema bounds nothing: clamped as text is
+    ('{"score": 0}', 1.0, 1.0),
+    ('Sure. {"score": 3}', 3.0, 3.0),  # an endpoint that ignored the format: read as text
+    ('{"score": "4"}', 4.0, 4.0),  # not the schema's number: the text reading takes a numeric string
+    ('{"score": 2, "why": "skips a step"}', 2.0, 2.0),
+    ('{"result": {"score": 5}}', 5.0, 5.0),  # not the schema's object: the text reading finds the inner one
+    ('{"score": null}', None, None),
+    ('{"score": true}', None, None),
+    ('I would give it a four.', None, None),
+    ('', None, None),
+])
+def test_structured_replies_parse_first_and_fall_back_to_text(reply: str, structured: float | None,
+                                                              free_text: float | None) -> None:
+    assert reply_score(reply, structured=True) == structured
+    assert reply_score(reply, structured=False) == parse_score(reply) == free_text
+
+
+def test_a_structured_critic_call_carries_the_schema_and_the_simulator_answers_with_its_object() -> None:
+    gold = [GoldItem(f"q{i}", f"problem {i}", str(i), f"solution {i}") for i in range(30)]
+    predictions = [Prediction(f"q{i}", None, f"reasoning number {i}", "", i) for i in range(30)]
+    items = critic_items(pair_by_id(gold, predictions), 30)
+    calls = critic_calls(items, structured=True)
+    assert {orjson.dumps(call.extra) for call in calls} == {orjson.dumps({"response_format": {
+        "type": "json_schema", "json_schema": {"name": "critic_score", "strict": True, "schema": {
+            "type": "object", "properties": {"score": {"type": "number"}}, "required": ["score"],
+            "additionalProperties": False}}}})}
+    assert all(call.extra is None for call in critic_calls(items))
+    assert critic_calls(items)[0].request_sha256 != calls[0].request_sha256  # a stored reply is checked against it
+    params = load_params(FIXTURE_PARAMS)
+    model = dataclasses.replace(params.endpoint_model("gpt-4o-mini"), backend="sim", sim=SIM)  # json_schema replies
+    with open_client(model, critic_decoding(params), [], None, pool=params.pool, concurrency=4) as client:
+        structured = [paid_reply(client, call, model.priced()).reply.text for call in calls]
+        free = [paid_reply(client, call, model.priced()).reply.text for call in critic_calls(items)]
+    objects = [orjson.loads(text) for text in structured]  # the whole reply is the object: no text around it
+    assert all(set(value) == {"score"} and value["score"] in range(7) for value in objects)
+    assert [reply_score(text, structured=True) for text in structured] == [
+        min(max(float(value["score"]), 1.0), 5.0) for value in objects]
+    assert not any(_is_json(text) for text in free)  # without the format: free text, as before
+    # the fallback on the free-text replies: exactly their text reading, unparsable ones included
+    assert [reply_score(text, structured=True) for text in free] == [parse_score(text) for text in free]
+    assert None in [parse_score(text) for text in free]
+
+
+def test_the_simulator_refuses_a_schema_openai_would_refuse() -> None:
+    params = load_params(FIXTURE_PARAMS)
+    model = dataclasses.replace(params.endpoint_model("gpt-4o-mini"), backend="sim", sim=SIM)
+    loose = {"type": "json_schema", "json_schema": {"name": "critic_score", "strict": True, "schema": {
+        "type": "object", "properties": {"score": {"type": "number"}}, "required": ["score"]}}}
+    with open_client(model, critic_decoding(params), [], None, pool=params.pool, concurrency=1) as client, \
+            pytest.raises(FatalAPIError, match=r"HTTP 400.*'additionalProperties' is required"):
+        client.reply([{"role": "user", "content": "Grade."}], call_key="q/0", kind=CRITIC,
+                     extra={"response_format": loose})
+
+
+def _is_json(text: str) -> bool:
+    try:
+        orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return False
+    return True
 
 
 def test_critic_items_are_the_first_with_a_reference_and_a_prediction_in_gold_order() -> None:

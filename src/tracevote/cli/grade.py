@@ -1,8 +1,9 @@
 """`python -m tracevote grade`: grade one predictions file against a dataset's gold, as the grading scorer did.
 
-Without --gold the gold is the project's normalized file of the dataset (aime is aime_2024, as in the original
-scorer). The critic (--enable-critic) reads its settings from the params file's grading.critic, calls the model
-on the ledger under --critic-dir (durable, resumable, never paid twice) and shows its progress on stderr.
+The gold: --gold FILE, or the scorer's layout under --data-root DIR (DIR/test/<dataset>_test.jsonl), else the
+project's normalized file of the dataset (aime is aime_2024, as in the original scorer). The critic
+(--enable-critic) reads its settings from the params file's grading.critic, calls the model on the ledger under
+--critic-dir (durable, resumable, never paid twice) and shows its progress on stderr.
 """
 
 from __future__ import annotations
@@ -16,15 +17,19 @@ from pathlib import Path
 import orjson
 
 from tracevote.core.config import GradingRunConfig, Params, load_params
+from tracevote.core.errors import ConfigError, DataError
 from tracevote.grading.accuracy import check_some_match
 from tracevote.grading.build import build_critic, stored_critic_scores
-from tracevote.grading.critic import CriticScores
-from tracevote.grading.gold import GoldItem, format_keys, gold_from_normalized, read_gold_file
+from tracevote.grading.critic import CriticScores, structured_replies
+from tracevote.grading.gold import GoldItem, GradingFormat, format_keys, gold_from_normalized, read_gold_file
 from tracevote.grading.predictions import of_dataset, read_predictions
 from tracevote.grading.runs import RunInputs, grade_inputs, run_record
 from tracevote.grading.summary import json_summary, render_run
 
 PROJECT_DATASET = {"gsm8k": "gsm8k", "math500": "math500", "aime": "aime_2024", "amc23": "amc23"}
+# the scorer's --data-root layout: <root>/test/<stem>.jsonl; the names are fixed (--dataset's choices)
+DATA_ROOT_STEMS: dict[GradingFormat, str] = {"gsm8k": "gsm8k_test", "math500": "math500_test", "aime": "aime_test",
+                                             "amc23": "amc23_test"}
 
 
 def run_grade(args: argparse.Namespace) -> int:
@@ -60,18 +65,42 @@ def _params(args: argparse.Namespace) -> Params | None:
 
 
 def _gold(args: argparse.Namespace) -> list[GoldItem]:
-    if args.gold is None:
+    """From --gold, from the scorer's layout under --data-root, else the project's normalized file."""
+    path = args.gold if args.data_root is None else data_root_gold(args.data_root, args.dataset)
+    if path is None:
         path = Path("data") / f"{PROJECT_DATASET[args.dataset]}.jsonl"
         return gold_from_normalized(path, prefix=args.dataset, id_key=args.id_key)
     keys = format_keys(args.dataset, problem=args.problem_key, answer=args.answer_key,
                        reference=args.solution_key, id_key=args.id_key)
-    return read_gold_file(args.gold, keys, prefix=args.dataset)
+    return read_gold_file(path, keys, prefix=args.dataset)
+
+
+def data_root_gold(data_root: Path, dataset: GradingFormat) -> Path:
+    """The scorer's gold file of `dataset` under `data_root`: data/ + aime -> data/test/aime_test.jsonl;
+    DataError naming the path when it is not there."""
+    path = data_root / "test" / f"{DATA_ROOT_STEMS[dataset]}.jsonl"
+    if not path.is_file():
+        raise DataError(f"{path}: gold file not found (--data-root {data_root} --dataset {dataset} reads "
+                        f"<data-root>/test/{DATA_ROOT_STEMS[dataset]}.jsonl; --gold FILE names any other file)")
+    return path
+
+
+def _structured(args: argparse.Namespace, params: Params) -> bool:
+    """Structured critic replies where the endpoint's profile has them; --critic-structured where it has not is
+    refused before anything is written or sent."""
+    if args.critic_structured and not structured_replies(params):
+        model = params.critic_model
+        raise ConfigError(f"--critic-structured: the critic's endpoint {model.endpoint} ({model.name}, profile "
+                          f"{model.profile.name}) has no json_schema replies; name one that has in "
+                          f"grading.critic.endpoint, or leave the flag out")
+    return structured_replies(params)
 
 
 def _critic(args: argparse.Namespace, params: Params, inputs: RunInputs) -> tuple[CriticScores | None, bool]:
+    structured = _structured(args, params)
     pairing = inputs.pairing()
     args.critic_dir.mkdir(parents=True, exist_ok=True)
-    # with --json, stdout holds the one JSON object: the critic's own lines go to stderr
-    with contextlib.redirect_stdout(sys.stderr) if args.json else contextlib.nullcontext():
-        build_critic(params, "cli", pairing, args.critic_dir, stage="grade --enable-critic")
-    return stored_critic_scores(params, pairing, args.critic_dir)
+    # stdout holds only the scorer's lines (or the one JSON object): the critic's own lines go to stderr
+    with contextlib.redirect_stdout(sys.stderr):
+        build_critic(params, "cli", pairing, args.critic_dir, stage="grade --enable-critic", structured=structured)
+    return stored_critic_scores(params, pairing, args.critic_dir, structured=structured)

@@ -147,8 +147,12 @@ def add_grade_command(subparsers: argparse._SubParsersAction[argparse.ArgumentPa
                                   description=GRADE_DESCRIPTION)
     grade.add_argument("--dataset", required=True, choices=GRADING_FORMATS, help="the gold's format")
     grade.add_argument("--pred-path", required=True, type=Path, help='JSON lines {"id", "thinking", "content"}')
-    grade.add_argument("--gold", type=Path, help="a gold file in the dataset's format (default: the project's "
-                                                 "data/<dataset>.jsonl, aime: data/aime_2024.jsonl)")
+    gold = grade.add_mutually_exclusive_group()
+    gold.add_argument("--gold", type=Path, help="a gold file in the dataset's format (default: the project's "
+                                                "data/<dataset>.jsonl, aime: data/aime_2024.jsonl)")
+    gold.add_argument("--data-root", type=Path, metavar="DIR",
+                      help="the scorer's data folder: the gold is DIR/test/<dataset>_test.jsonl (gsm8k_test, "
+                           "math500_test, aime_test, amc23_test)")
     grade.add_argument("--id-key", help="the gold field the predictions' ids match (default: id, else unique_id, "
                                         "else <dataset>_test_<row index from 0>)")
     grade.add_argument("--problem-key", help="the gold's problem field (default: the format's)")
@@ -157,6 +161,10 @@ def add_grade_command(subparsers: argparse._SubParsersAction[argparse.ArgumentPa
     grade.add_argument("--enable-critic", action="store_true", help="score the reasoning with the LLM critic")
     grade.add_argument("--critic-max-samples", type=int, metavar="N",
                        help="items the critic scores (default: grading.critic.max_samples)")
+    grade.add_argument("--critic-structured", action="store_true",
+                       help='ask the critic for a structured {"score": x} reply (a json_schema response format), '
+                            "read as free text when it is not; on by default where the critic endpoint's profile "
+                            "has json_schema replies (openai-chat, openai-reasoning, local)")
     grade.add_argument("--critic-dir", type=Path, default=Path(DEFAULT_CRITIC_DIR),
                        help="where the critic's replies are kept (default: %(default)s)")
     grade.add_argument("--params", default="params.yaml", help="grading.* and the critic's model (default: "

@@ -42,17 +42,19 @@ def record_disabled_critic(params: Params, run: str, critic_dir: Path, *, stage:
 
 
 def build_critic(params: Params, run: str, pairing: Pairing, critic_dir: Path, *, stage: str,
-                 refuse_if_already_built: Callable[[bool], None] = lambda partial: None) -> CriticManifest:
+                 refuse_if_already_built: Callable[[bool], None] = lambda partial: None,
+                 structured: bool = False) -> CriticManifest:
     """Ask the critic about every item `grading.critic` selects that the ledger lacks, then write the manifest.
     `refuse_if_already_built(partial)` is the stage's fresh-clone guard, run before anything would be paid;
-    `partial` says the ledger is on disk but lacks calls."""
+    `partial` says the ledger is on disk but lacks calls. `structured`: ask for the JSON-schema reply
+    (tracevote.grading.critic.RESPONSE_FORMAT), into a ledger of its own."""
     cfg = params.grading.critic
     items = critic_items(pairing, cfg.max_samples)
-    existed = (ledger_root(critic_dir, params) / CallLedger.META).is_file()
+    existed = (ledger_root(critic_dir, params, structured=structured) / CallLedger.META).is_file()
     if not existed:
         refuse_if_already_built(False)  # before anything is written: the `dvc pull` it recommends finds a clean folder
-    ledger = open_ledger(critic_dir, params)
-    missing = missing_calls(ledger, items)
+    ledger = open_ledger(critic_dir, params, structured=structured)
+    missing = missing_calls(ledger, items, structured=structured)
     if not missing:
         print(f"{stage}: {ledger.root} holds all {len(items)} critic replies; no request sent")
         return _write_manifest(critic_dir, run, ledger, len(items), len(items), cfg.max_samples)
@@ -72,7 +74,7 @@ def build_critic(params: Params, run: str, pairing: Pairing, critic_dir: Path, *
                                concurrency=cfg.concurrency, total=len(missing), unit="critic call", reached=reached,
                                cap=SpendCap(cfg.max_cost_usd, "grading.critic.max_cost_usd"))
     print(summary.render())
-    stored = len(items) - len(missing_calls(CallLedger(ledger.root), items))
+    stored = len(items) - len(missing_calls(CallLedger(ledger.root), items, structured=structured))
     manifest = _write_manifest(critic_dir, run, ledger, len(items), stored, cfg.max_samples)
     if stored < len(items):
         raise TracevoteError(f"{len(items) - stored} critic replies are missing after retries ran out (causes "
@@ -96,17 +98,20 @@ def _write_manifest(critic_dir: Path, run: str, ledger: CallLedger, items: int, 
     return manifest
 
 
-def stored_critic_scores(params: Params, pairing: Pairing, critic_dir: Path) -> tuple[CriticScores | None, bool]:
+def stored_critic_scores(params: Params, pairing: Pairing, critic_dir: Path, *,
+                         structured: bool = False) -> tuple[CriticScores | None, bool]:
     """The critic's scores of this run as build_grading_critic stored them, and whether the critic was simulated;
-    (None, False) when the critic is disabled. A manifest of another setting is an error naming what to run."""
+    (None, False) when the critic is disabled. A manifest of another setting is an error naming what to run.
+    `structured` must be what the build was given (it names the ledger) and reads the replies as JSON first."""
     cfg = params.grading.critic
     manifest = read_critic_manifest(critic_dir)
     if not cfg.enabled:
         return None, False
-    fingerprint = fingerprint_of(critic_setting(params))
+    fingerprint = fingerprint_of(critic_setting(params, structured=structured))
     if not manifest.enabled or manifest.fingerprint != fingerprint or manifest.max_samples != cfg.max_samples:
         raise DataError(f"{critic_dir / MANIFEST}: the critic ran under another grading.critic setting than "
-                        f"params.yaml's (or not at all); run build_grading_critic (`dvc repro`)")
+                        f"params.yaml's, or with structured replies {'off' if structured else 'on'} (or not at "
+                        f"all); run build_grading_critic (`dvc repro`)")
     ledger = CallLedger(recorded_path(critic_dir, str(manifest.ledger), source=critic_dir / MANIFEST))
     items = critic_items(pairing, cfg.max_samples)
-    return read_scores(ledger, items, str(critic_dir / MANIFEST)), manifest.simulated
+    return read_scores(ledger, items, str(critic_dir / MANIFEST), structured=structured), manifest.simulated

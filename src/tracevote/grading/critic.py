@@ -5,6 +5,10 @@ the reasoning from 1 to 5, as JSON ``{"score": x}``.
   (a pool's: its lowest-numbered trace).
 - Reply: the last JSON object in the text with a numeric `score` (a number, or text that reads as one),
   clamped to [1, 5]; a reply without one is unparsable: counted, and left out of the mean.
+- Structured replies (`structured=True`, for endpoints that honour OpenAI's json_schema response format): each
+  request carries RESPONSE_FORMAT, and a reply that is exactly ``{"score": <number>}`` is read as such first;
+  any other reply is read as free text, as above. The setting records it, so structured replies have a ledger
+  of their own.
 - Calls are paid calls on a CallLedger (durable, resumable, never paid twice): one ledger per critic setting
   (endpoint, model, prompt, temperature, max_tokens), one item per prompt, named by the prompt's digest, so a
   prediction graded twice (two runs, or the CLI after the stage) is asked about once.
@@ -54,6 +58,10 @@ Score the model's reasoning from 1 to 5 against the reference solution:
 3 = partially correct reasoning with some issues;
 1 = mostly incorrect or incoherent reasoning.
 Use 2 and 4 for reasoning in between. Reply with a JSON object only, such as {{"score": 4}}."""
+SCORE_SCHEMA: dict[str, Any] = {"type": "object", "properties": {"score": {"type": "number"}}, "required": ["score"],
+                                "additionalProperties": False}
+RESPONSE_FORMAT: dict[str, Any] = {"type": "json_schema",
+                                   "json_schema": {"name": "critic_score", "strict": True, "schema": SCORE_SCHEMA}}
 _REASONING = re.compile(r"<model_reasoning>\n(.*)\n</model_reasoning>", re.DOTALL)
 
 
@@ -97,30 +105,39 @@ def _critic_item(item: GoldItem, prediction: Prediction) -> CriticItem:
     return CriticItem(item.id, f"critic-{digest}", messages, prediction.thinking)
 
 
+def structured_replies(params: Params) -> bool:
+    """Whether the critic asks for a {"score": x} reply by JSON schema: where its endpoint's profile has them
+    (OpenAI's models, local servers' guided decoding); DeepSeek offers only json_object, so it gets today's text."""
+    return params.critic_model.profile.structured_output == "json_schema"
+
+
 def critic_decoding(params: Params) -> DecodingConfig:
     cfg = params.grading.critic
     return DecodingConfig(temperature=cfg.temperature, top_p=None, max_tokens=cfg.max_tokens, top_logprobs=0)
 
 
-def critic_setting(params: Params) -> dict[str, Any]:
+def critic_setting(params: Params, *, structured: bool = False) -> dict[str, Any]:
     """Everything that decides a critic request but the prompt itself: its hash names the ledger. Like a pool's
-    setting it leaves out the server's URL, so adding a replica (or moving one) keeps the replies paid for."""
+    setting it leaves out the server's URL, so adding a replica (or moving one) keeps the replies paid for.
+    `structured` counts only when set, so the ledgers of free-text replies keep their names."""
     model, cfg = params.critic_model, params.grading.critic
-    return {"method": METHOD, "prompt_version": PROMPT_VERSION, "template": CRITIC_TEMPLATE,
-            "backend": model.backend, "model": model.name, "extra_body": model.extra_body,
-            "sim": asdict(model.sim) if model.backend == "sim" else None,
-            "temperature": cfg.temperature, "max_tokens": cfg.max_tokens}
+    setting = {"method": METHOD, "prompt_version": PROMPT_VERSION, "template": CRITIC_TEMPLATE,
+               "backend": model.backend, "model": model.name, "extra_body": model.extra_body,
+               "sim": asdict(model.sim) if model.backend == "sim" else None,
+               "temperature": cfg.temperature, "max_tokens": cfg.max_tokens}
+    return {**setting, "response_format": RESPONSE_FORMAT} if structured else setting
 
 
-def ledger_root(critic_dir: Path, params: Params) -> Path:
+def ledger_root(critic_dir: Path, params: Params, *, structured: bool = False) -> Path:
     model = params.critic_model
-    return critic_dir / folder_name(model.name, fingerprint_of(critic_setting(params)),
+    return critic_dir / folder_name(model.name, fingerprint_of(critic_setting(params, structured=structured)),
                                     simulated=model.backend == "sim")
 
 
-def open_ledger(critic_dir: Path, params: Params) -> CallLedger:
+def open_ledger(critic_dir: Path, params: Params, *, structured: bool = False) -> CallLedger:
     """The critic ledger of this setting under `critic_dir` (created when absent)."""
-    return CallLedger.open_at(ledger_root(critic_dir, params), critic_setting(params),
+    return CallLedger.open_at(ledger_root(critic_dir, params, structured=structured),
+                              critic_setting(params, structured=structured),
                               simulated=params.critic_model.backend == "sim")
 
 
@@ -129,13 +146,15 @@ def reasoning_digest(reasoning: str) -> str:
     return hashlib.sha256(reasoning.strip().encode()).hexdigest()
 
 
-def critic_calls(items: Sequence[CriticItem]) -> list[Call]:
-    return [Call(item.item_id, 0, CRITIC, item.messages) for item in items]
+def critic_calls(items: Sequence[CriticItem], *, structured: bool = False) -> list[Call]:
+    """One call per item; `structured`: each asks for RESPONSE_FORMAT."""
+    extra = {"response_format": RESPONSE_FORMAT} if structured else None
+    return [Call(item.item_id, 0, CRITIC, item.messages, extra=extra) for item in items]
 
 
-def missing_calls(ledger: CallLedger, items: Sequence[CriticItem]) -> list[Call]:
+def missing_calls(ledger: CallLedger, items: Sequence[CriticItem], *, structured: bool = False) -> list[Call]:
     unstored = ledger.missing({item.item_id: [0] for item in items})
-    return [call for call in critic_calls(items) if call.item_id in unstored]
+    return [call for call in critic_calls(items, structured=structured) if call.item_id in unstored]
 
 
 def calls_cost(calls: Sequence[Call], params: Params) -> CostEstimate:
@@ -156,8 +175,42 @@ def parse_score(text: str) -> float | None:
     for value in _json_objects_from_end(text):
         score = _numeric(value.get("score"))
         if score is not None:
-            return min(max(score, SCORE_RANGE[0]), SCORE_RANGE[1])
+            return _clamped(score)
     return None
+
+
+def parse_structured_score(text: str) -> float | None:
+    """The score of a reply that is the schema's object and nothing else, ``{"score": <number>}``, clamped to
+    [1, 5] (the schema bounds nothing); None for any other reply.
+
+    >>> parse_structured_score('{"score": 4.5}'), parse_structured_score('{"score": "4"}')
+    (4.5, None)
+    """
+    try:
+        value = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return None
+    if not isinstance(value, dict) or set(value) != {"score"}:
+        return None
+    score = value["score"]
+    if isinstance(score, bool) or not isinstance(score, int | float) or not math.isfinite(score):
+        return None
+    return _clamped(float(score))
+
+
+def reply_score(text: str, *, structured: bool) -> float | None:
+    """A reply's score: when `structured`, the schema's object first; then (always) the free-text reading, for
+    an endpoint that ignored the response format. None: the reply gave no score (unparsable), never a 1.
+
+    >>> reply_score('Fine work. {"score": 4}', structured=True), reply_score("four", structured=True)
+    (4.0, None)
+    """
+    score = parse_structured_score(text) if structured else None
+    return parse_score(text) if score is None else score
+
+
+def _clamped(score: float) -> float:
+    return min(max(score, SCORE_RANGE[0]), SCORE_RANGE[1])
 
 
 def _json_objects_from_end(text: str) -> Iterator[dict[str, Any]]:
@@ -220,8 +273,10 @@ class CriticScores:
     usd: float
 
 
-def read_scores(ledger: CallLedger, items: Sequence[CriticItem], origin: str) -> CriticScores:
-    """The stored replies' scores; an item without a stored reply is an error naming what to run."""
+def read_scores(ledger: CallLedger, items: Sequence[CriticItem], origin: str, *,
+                structured: bool = False) -> CriticScores:
+    """The stored replies' scores (read as reply_score does); an item without a stored reply is an error naming
+    what to run."""
     scores: dict[str, float | None] = {}
     spent = 0.0
     for item in items:
@@ -230,7 +285,7 @@ def read_scores(ledger: CallLedger, items: Sequence[CriticItem], origin: str) ->
             raise DataError(f"{origin}: the critic's reply for gold item {item.gold_id!r} is not in {ledger.root}; "
                             f"run the critic first (`dvc repro` runs build_grading_critic)")
         record = decode(payloads[0])
-        scores[item.gold_id] = parse_score(record.text)
+        scores[item.gold_id] = reply_score(record.text, structured=structured)
         spent += record.usd
     parsed = [score for score in scores.values() if score is not None]
     return CriticScores(mean=sum(parsed) / len(parsed) if parsed else None, scored=len(parsed),

@@ -113,6 +113,7 @@ def run_record(run: GradingRunConfig, inputs: RunInputs, grades: Grades, critic:
     return {
         "run": run.name, "dataset": run.dataset, "predictions_path": run.predictions, "source": inputs.source,
         "simulated": inputs.simulated or (critic is not None and critic_simulated),
+        "gold_items": len(inputs.gold),
         **grades.summary(),
         "critic_score": None if critic is None else critic.mean,
         "critic_scored": 0 if critic is None else critic.scored,

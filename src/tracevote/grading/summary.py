@@ -1,5 +1,20 @@
-"""One graded run as the grading scorer printed it (``Accuracy: 0.7324 (967/1319)``, ...) and as `grade --json`
-gives it. Light on imports: the grade stage and the CLI print with it."""
+"""One graded run as the grading scorer printed it and as `grade --json` gives it. Light on imports: the grade
+stage and the CLI print with it.
+
+The scorer's lines, exactly as the write-up shows them (its wording, spacing and number formats):
+
+    Loaded 1319 gold samples!
+    Accuracy: 0.7324  (967/1319)
+    Average word count: 205.37
+    LLM critic disabled.            <- critic off; critic on instead:
+    Evaluating 1/50
+    ...
+    Evaluating 50/50
+    LLM Critic avg score: 4.18
+
+then our own lines only where there is more to say: how many critic replies gave no score, and notes on what
+needs a look (gold items without a prediction, unmatched ids, ...). A simulated run starts with a banner.
+"""
 
 from __future__ import annotations
 
@@ -10,25 +25,41 @@ from tracevote.report.tables import SIMULATED_BANNER
 JSON_KEYS = ("accuracy", "correct", "total", "missing", "string_fallbacks", "unjudged", "avg_word_count",
              "avg_word_count_correct", "avg_word_count_incorrect", "predictions", "unmatched",
              "critic_score", "critic_scored", "critic_unparsable", "simulated")
+UNPARSABLE_NOTE = "no score; left out of the average"
+NOTHING_TO_SCORE = "n/a (nothing to score: no gold item with a reference solution has a prediction)"
 
 
 def render_run(record: dict[str, Any], *, critic_enabled: bool | None = None) -> str:
-    """The scorer's three lines (``Accuracy: 0.7324 (967/1319)``, ``Average word count: 205.37``,
-    ``LLM critic: 4.18 (50 scored)`` or ``LLM critic disabled.``), then notes on what needs a look."""
-    enabled = record["critic_scored"] + record["critic_unparsable"] > 0 if critic_enabled is None else critic_enabled
+    """The scorer's lines (see the module docstring), then notes. `critic_enabled` None: the critic counts as
+    enabled when it asked about anything."""
+    asked = record["critic_scored"] + record["critic_unparsable"]
+    enabled = asked > 0 if critic_enabled is None else critic_enabled
     lines = [f"*** {SIMULATED_BANNER} ***"] if record.get("simulated") else []
-    lines += [f"Accuracy: {record['accuracy']:.4f} ({record['correct']}/{record['total']})",
+    lines += [f"Loaded {record['gold_items']} gold samples!",
+              f"Accuracy: {record['accuracy']:.4f}  ({record['correct']}/{record['total']})",
               f"Average word count: {record['avg_word_count']:.2f}"]
-    if not enabled:
-        lines.append("LLM critic disabled.")
-    elif record["critic_score"] is None and not record["critic_unparsable"]:
-        lines.append("LLM critic: nothing to score (no gold item with a reference solution has a prediction)")
-    elif record["critic_score"] is None:
-        lines.append(f"LLM critic: none scored ({record['critic_unparsable']} unparsable)")
-    else:
-        unparsable = f", {record['critic_unparsable']} unparsable" if record["critic_unparsable"] else ""
-        lines.append(f"LLM critic: {record['critic_score']:.2f} ({record['critic_scored']} scored{unparsable})")
+    lines += critic_lines(record["critic_score"], record["critic_scored"], record["critic_unparsable"]) \
+        if enabled else ["LLM critic disabled."]
     return "\n".join(lines + _notes(record))
+
+
+def critic_lines(mean: float | None, scored: int, unparsable: int) -> list[str]:
+    """The enabled critic's lines: one ``Evaluating i/n`` per item asked about, in gold order, the mean, and the
+    replies that gave no score, when there are any (left out of the mean, never counted as a low score).
+
+    >>> critic_lines(4.0, 2, 0)
+    ['Evaluating 1/2', 'Evaluating 2/2', 'LLM Critic avg score: 4.00']
+    >>> critic_lines(4.0, 1, 1)[-1]
+    'LLM Critic unparsable replies: 1/2 (no score; left out of the average)'
+    """
+    asked = scored + unparsable
+    if not asked:
+        return [f"LLM Critic avg score: {NOTHING_TO_SCORE}"]
+    lines = [f"Evaluating {index}/{asked}" for index in range(1, asked + 1)]
+    lines.append("LLM Critic avg score: n/a" if mean is None else f"LLM Critic avg score: {mean:.2f}")
+    if unparsable:
+        lines.append(f"LLM Critic unparsable replies: {unparsable}/{asked} ({UNPARSABLE_NOTE})")
+    return lines
 
 
 def _notes(record: dict[str, Any]) -> list[str]:

@@ -21,12 +21,18 @@ METRICS = (("accuracy", "accuracy", "accuracy"), ("avg_word_count", "avg_word_co
            ("critic", "critic_score", "LLM critic (1-5)"),
            ("avg_word_count_correct", "avg_word_count_correct", "words, correct predictions"),
            ("avg_word_count_incorrect", "avg_word_count_incorrect", "words, incorrect predictions"))
+# counts beside them: the critic's replies with a score and without one (left out of its mean, never a low score)
+COUNTS = ("critic_scored", "critic_unparsable")
+
+
 def grading_metrics(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """Flat metrics for `dvc metrics diff`: ``<run>.<dataset>.accuracy`` and the rest of METRICS."""
+    """Flat metrics for `dvc metrics diff`: ``<run>.<dataset>.accuracy``, the rest of METRICS, and COUNTS."""
     metrics: dict[str, Any] = {"simulated": any(record["simulated"] for record in records)}
     for record in records:
+        prefix = f"{record['run']}.{record['dataset']}"
         for key, field, _ in METRICS:
-            metrics[f"{record['run']}.{record['dataset']}.{key}"] = _rounded(record[field])
+            metrics[f"{prefix}.{key}"] = _rounded(record[field])
+        metrics.update({f"{prefix}.{key}": record[key] for key in COUNTS})
     return metrics
 
 
@@ -56,8 +62,16 @@ def render_table(records: Sequence[dict[str, Any]]) -> str:
         cells = [_cell(row["metric"], row[run]) for run in runs]
         lines.append(f"| {row['dataset']} | {row['metric']} | " + " | ".join(cells) + " |")
     lines += ["", "Each run: " + "; ".join(f"{r['run']} = {r['predictions_path']} ({r['source']}, "
-                                           f"{r['correct']}/{r['total']} correct)" for r in records) + "."]
+                                           f"{r['correct']}/{r['total']} correct{_unparsable(r)})"
+                                           for r in records) + "."]
     return "\n".join(lines) + "\n"
+
+
+def _unparsable(record: dict[str, Any]) -> str:
+    """", critic: 3 of 50 replies gave no score" when some did (the mean leaves them out)."""
+    unparsable = record["critic_unparsable"]
+    asked = record["critic_scored"] + unparsable
+    return f", critic: {unparsable} of {asked} replies gave no score" if unparsable else ""
 
 
 def _cell(metric: str, value: float | None) -> str:

@@ -18,7 +18,7 @@ def call_key_header(call: Call) -> str:
 def paid_reply(client: ChatClient, call: Call, pricing: PricingConfig) -> Paid[CallRecord]:
     """Request `call` (no logprobs), retried as every call is; the reply as the ledger stores it."""
     reply, latency_s = client.reply(call.messages, call_key=call_key_header(call), kind=call.kind,
-                                    max_tokens=call.max_tokens)
+                                    max_tokens=call.max_tokens, extra=call.extra)
     cost = usd_cached(reply.prompt_tokens, reply.cached_prompt_tokens, reply.completion_tokens, pricing)
     record = CallRecord(key=str(call.key), kind=call.kind, request_sha256=call.request_sha256, text=reply.text,
                         finish_reason=reply.finish_reason, prompt_tokens=reply.prompt_tokens,

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tracevote.core.profiles import DEFAULT_TEMPERATURE, PROFILES, Profile
+from tracevote.sim.formats import FormatError, checked_response_format
 
 MAX_TOP_LOGPROBS = 20
 PROMPT_SUFFIX = "\n\nPlease reason"
@@ -36,8 +37,8 @@ class SimRequest:
     max_tokens: int
     logprobs: bool
     top_logprobs: int
+    response_format: dict[str, Any] | None = None  # checked as OpenAI checks it (sim/formats.py); None: free text
     reasoning: bool = False  # the profile reports hidden reasoning tokens (billed as output)
-    response_format: dict[str, Any] | None = None
 
 
 def problem_of(prompt: str) -> str:
@@ -70,9 +71,8 @@ def parse_request(request: Mapping[str, Any], profile: Profile = PROFILES["deeps
         raise SimRequestError(f"top_logprobs: {top_logprobs} must be between 0 and {MAX_TOP_LOGPROBS}")
     if top_logprobs and not logprobs:
         raise SimRequestError("top_logprobs requires logprobs to be true")
-    response_format = _response_format(request, profile)
-    return SimRequest(model, prompt, temperature, max_tokens, logprobs, top_logprobs, profile.reasoning_tokens,
-                      response_format)
+    return SimRequest(model, prompt, temperature, max_tokens, logprobs, top_logprobs,
+                      response_format=_response_format(request, profile), reasoning=profile.reasoning_tokens)
 
 
 def _check_profile(request: Mapping[str, Any], profile: Profile) -> None:
@@ -96,20 +96,17 @@ def _check_profile(request: Mapping[str, Any], profile: Profile) -> None:
                 raise SimRequestError(f"Unsupported parameter: '{key}' is not supported with this model.")
 
 
+
 def _response_format(request: Mapping[str, Any], profile: Profile) -> dict[str, Any] | None:
-    """The requested response_format: json_object anywhere, json_schema where the profile has it (DeepSeek
-    answers it with 400), text as none."""
+    """The requested response_format, checked as OpenAI checks it (sim/formats.py); json_schema only where the
+    profile has it (DeepSeek answers it with 400)."""
     value = request.get("response_format")
-    if value is None:
-        return None
-    kind = value.get("type") if isinstance(value, dict) else None
-    if kind not in ("text", "json_object", "json_schema"):
-        raise SimRequestError(f"response_format: unknown type {kind!r}")
-    if kind == "json_schema" and profile.structured_output != "json_schema":
+    if isinstance(value, dict) and value.get("type") == "json_schema" and profile.structured_output != "json_schema":
         raise SimRequestError("This response_format type is unavailable now")
-    if kind == "json_schema" and not isinstance(value.get("json_schema"), dict):
-        raise SimRequestError("response_format.json_schema: a schema object is required")
-    return None if kind == "text" else dict(value)
+    try:
+        return checked_response_format(value)
+    except FormatError as exc:
+        raise SimRequestError(str(exc), exc.status) from None
 
 
 def _user_prompt(messages: Any) -> str:

@@ -37,11 +37,15 @@ class Call:
     kind: str
     messages: list[dict[str, str]]
     max_tokens: int | None = None  # None: the setting's
+    extra: dict[str, Any] | None = None  # more fields of the request body (a response_format); None: none
 
     @property
     def request_sha256(self) -> str:
-        """sha256 of what decides the request besides the setting (which names the ledger)."""
-        document = {"kind": self.kind, "messages": self.messages, "max_tokens": self.max_tokens}
+        """sha256 of what decides the request besides the setting (which names the ledger). `extra` counts only
+        when set, so the calls stored before it existed keep their digest."""
+        document: dict[str, Any] = {"kind": self.kind, "messages": self.messages, "max_tokens": self.max_tokens}
+        if self.extra is not None:
+            document["extra"] = self.extra
         return hashlib.sha256(orjson.dumps(document, option=orjson.OPT_SORT_KEYS)).hexdigest()
 
 
