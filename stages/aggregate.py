@@ -27,7 +27,7 @@ def main() -> None:
     result = aggregate(pd.read_parquet(args.scores), params.eval, online=params.online,
                        stops=pd.read_parquet(args.stops))
     simulated = metadata.get("simulated") == "true"
-    write_json(args.out, {"simulated": simulated, "pool": metadata.get("pool"),
+    write_json(args.out, {"simulated": simulated, "pool": metadata.get("pool"), "model": metadata.get("model"),
                           "group_size": metadata.get("group_size"), "result": result.to_json()})
     print(f"aggregate: {len(result.methods)} methods x {len(result.k)} K x {result.repeat} repeats, "
           f"{len(result.online_methods)} online methods, {result.bootstrap} bootstrap resamples -> {args.out}"

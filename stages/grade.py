@@ -28,7 +28,7 @@ def main() -> None:
     critic, critic_simulated = stored_critic_scores(params, inputs.pairing(), args.critic,
                                                     structured=structured_replies(params))
     grades = grade_inputs(inputs, params.grading)
-    record = run_record(run, inputs, grades, critic, critic_simulated)
+    record = run_record(run, inputs, grades, critic, critic_simulated, params.critic_model.name)
     write_run(args.out, args.details, record, grades, critic)
     print(render_run(record, critic_enabled=params.grading.critic.enabled))
 

@@ -30,11 +30,12 @@ def main() -> None:
     stored = orjson.loads(args.aggregate.read_bytes())
     result, simulated = AggregateResult.from_json(stored["result"]), bool(stored["simulated"])
 
-    text = tables.render(result, k, simulated=simulated)
+    text = tables.render(result, k, simulated=simulated, model=stored["model"])
     print(text)
     summary = tables.summary_metrics(result, k, simulated=simulated)
     table = tables.results_table(result, k)
-    results = tables.problem_results(result, k, load_problems(args.problems), simulated=simulated)
+    results = {"model": stored["model"], **tables.problem_results(result, k, load_problems(args.problems),
+                                                                  simulated=simulated)}
     curve = plots.accuracy_curve(result)
     write_json(args.metrics / "summary.json", summary)
     write_json(args.metrics / "results.json", results)

@@ -25,7 +25,8 @@ def main() -> None:
                for number, line in enumerate(args.details.read_bytes().splitlines(), start=1)]
     rows = critique.read_by_task_csv(args.by_task)
     simulated = bool(metrics["simulated"])
-    table = critique.render_markdown(rows, metrics, simulated=simulated)
+    models = sorted({str(result["model"]) for result in results if "model" in result})
+    table = critique.render_markdown(rows, metrics, simulated=simulated, models=models)
     print(table)
     write_text(args.table, table)
     write_text(args.plots / "f1_by_task.csv", critique.f1_table(rows).to_csv(index=False, float_format="%.2f"))

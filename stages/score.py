@@ -36,6 +36,7 @@ def main() -> None:
     frames = score_pool(pool, [(p.id, p.answer) for p in problems], manifest.n_pool, params.confidence,
                         params.answers, workers=_workers())
     metadata = {"simulated": str(manifest.simulated).lower(), "pool": manifest.pool,
+                "model": pool.meta["setting"]["model"],
                 "group_size": str(params.confidence.group_size)}
     stops: list[pd.DataFrame] = []
     rows = write_parquet(args.out, _scores_keeping_stops(frames, stops), metadata)

@@ -46,7 +46,8 @@ def main() -> None:
         results += dataset_results(dataset, manifest.item_list(), ledger, n_votes)
     metrics = critique_metrics(results, simulated=simulated)
     rows = by_task_rows(results)
-    write_jsonl(args.details, [{"simulated": simulated, **asdict(result)} for result in results])
+    write_jsonl(args.details, [{"simulated": simulated, "model": params.critique_model.name, **asdict(result)}
+                               for result in results])
     write_by_task_csv(args.by_task, rows)
     write_json(args.metrics, metrics)
     banner = f"*** {SIMULATED_BANNER} ***\n" if simulated else ""

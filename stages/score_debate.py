@@ -46,11 +46,13 @@ def main() -> None:
             contest = contest_of(problem, position, selection.dataset_problems, dataset, params.debate)
             results.append(problem_result(dataset, contest, problem, transcript, params.debate))
     metrics = debate_metrics(results, params.debate, simulated=simulated)
+    models = {"model": params.debate_model.name, "judge_model": params.judge_model.name}
     totals = debate_totals(results)
-    write_json(args.details, {"simulated": simulated, "problems": [asdict(r) for r in results],
+    write_json(args.details, {"simulated": simulated, **models, "problems": [asdict(r) for r in results],
                               "failed": totals.failed, "total_calls": totals.calls,
                               "calls_per_problem": totals.calls_per_problem})
-    write_text(args.table, debate_markdown(results, metrics, totals, banner=SIMULATED_BANNER if simulated else ""))
+    write_text(args.table, debate_markdown(results, metrics, totals, models=models,
+                                           banner=SIMULATED_BANNER if simulated else ""))
     write_json(args.metrics, metrics)
     banner = f"*** {SIMULATED_BANNER} ***\n" if simulated else ""
     print(banner + "\n".join(f"{key}: {value}" for key, value in metrics.items()))

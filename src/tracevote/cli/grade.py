@@ -43,7 +43,8 @@ def run_grade(args: argparse.Namespace) -> int:
     if params is not None and args.enable_critic:
         critic, critic_simulated = _critic(args, params, inputs)
     run = GradingRunConfig(name="cli", dataset=args.dataset, predictions=str(args.pred_path), id_key=args.id_key)
-    record = run_record(run, inputs, grades, critic, critic_simulated)
+    critic_model = None if params is None else params.critic_model.name
+    record = run_record(run, inputs, grades, critic, critic_simulated, critic_model)
     if args.json:
         print(orjson.dumps(json_summary(record)).decode())
     else:

@@ -22,10 +22,13 @@ def problem_rows(results: Sequence[DebateResult]) -> list[tuple[str, ...]]:
 
 
 def debate_markdown(results: Sequence[DebateResult], metrics: dict[str, Any], totals: DebateTotals, *,
-                    banner: str = "") -> str:
-    """The whole report; `banner` (the simulated model's warning) heads it when set."""
+                    models: dict[str, str] | None = None, banner: str = "") -> str:
+    """The whole report; `banner` (the simulated model's warning) heads it when set; `models` names the agents'
+    model and the judge's."""
     lines = ["# Debate (DyLAN): per problem", ""] + ([f"**{banner}**", ""] if banner else [])
     share = f"{totals.correct / totals.problems:.1%}" if totals.problems else "n/a"
+    if models is not None:
+        lines += [f"Agents: {models['model']}; judge: {models['judge_model']}.", ""]
     lines += [f"Problems: {totals.problems}. Right: {totals.correct} ({share}). Calls: {totals.calls} in all, "
               f"{totals.calls_per_problem:.2f} per problem.", ""]
     groups = [(key.removeprefix("accuracy_"), value) for key, value in metrics.items() if key.startswith("accuracy_")]

@@ -108,8 +108,9 @@ def read_critic_manifest(critic_dir: Path) -> CriticManifest:
 # ---- the grade stage's outputs ----
 
 def run_record(run: GradingRunConfig, inputs: RunInputs, grades: Grades, critic: CriticScores | None,
-               critic_simulated: bool) -> dict[str, Any]:
-    """grading/runs/<run>.json: the run, where its predictions came from, its grades and the critic's."""
+               critic_simulated: bool, critic_model: str | None = None) -> dict[str, Any]:
+    """grading/runs/<run>.json: the run, where its predictions came from, its grades and the critic's (and the
+    model behind its scores)."""
     return {
         "run": run.name, "dataset": run.dataset, "predictions_path": run.predictions, "source": inputs.source,
         "simulated": inputs.simulated or (critic is not None and critic_simulated),
@@ -119,6 +120,7 @@ def run_record(run: GradingRunConfig, inputs: RunInputs, grades: Grades, critic:
         "critic_scored": 0 if critic is None else critic.scored,
         "critic_unparsable": 0 if critic is None else critic.unparsable,
         "critic_usd": 0.0 if critic is None else critic.usd,
+        "critic_model": None if critic is None else critic_model,
     }
 
 

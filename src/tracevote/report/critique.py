@@ -38,9 +38,12 @@ def subset_label(row: dict[str, Any]) -> str:
     return row["dataset"] if row["task"] == row["dataset"] else f"{row['dataset']}/{row['task']}"
 
 
-def render_markdown(rows: Sequence[dict[str, Any]], metrics: dict[str, Any], *, simulated: bool) -> str:
+def render_markdown(rows: Sequence[dict[str, Any]], metrics: dict[str, Any], *, simulated: bool,
+                    models: Sequence[str] = ()) -> str:
+    """The critique table; `models`, the critics' models, name who wrote the critiques."""
     lines = [f"**{SIMULATED_BANNER}**", ""] if simulated else []
-    lines += [f"First-error identification (ProcessBench's prompt and scores), {metrics['solutions']} solutions, "
+    by = f" by {', '.join(models)}" if models else ""
+    lines += [f"First-error identification{by} (ProcessBench's prompt and scores), {metrics['solutions']} solutions, "
               f"majority vote over each solution's critiques. Percentages; an empty subset is shown as -.", "",
               "| dataset | task | with error | without | error acc | correct acc | F1 | unanimous | unparsable |",
               "|---|---|---:|---:|---:|---:|---:|---:|---:|"]

@@ -78,9 +78,11 @@ def online_rows(result: AggregateResult) -> list[dict[str, Any]]:
     return records
 
 
-def render(result: AggregateResult, k: int, *, simulated: bool) -> str:
-    """The printed report: accuracy table at K, validity, ties, confidence summaries and AUROC."""
+def render(result: AggregateResult, k: int, *, simulated: bool, model: str | None = None) -> str:
+    """The printed report: the pool's model, accuracy table at K, validity, ties, confidence summaries and AUROC."""
     lines = [f"*** {SIMULATED_BANNER} ***", ""] if simulated else []
+    if model is not None:
+        lines.append(f"Pool of {model}" + (" (simulated)" if simulated else ""))
     lines.append(f"Accuracy at K={k} over {result.validity.n_problems} problems, mean ± std over "
                  f"{result.repeat} repeats ({set_count(result.working_sets_at(k))} per problem); ties: "
                  f"{TIE_RULES[result.tie_break]} (eval.tie_break)")
