@@ -56,6 +56,18 @@ def parse_json_object(line: bytes, where: str) -> dict:
     return record
 
 
+def read_json_file(path: Path, expected: type, what: str) -> Any:
+    """A whole JSON file's value, which must be an `expected` (dict, list); DataError naming the file otherwise:
+    "AIME/2024/3.json: expected one JSON object (a problem), got list"."""
+    try:
+        data = orjson.loads(path.read_bytes())
+    except orjson.JSONDecodeError as exc:
+        raise DataError(f"{path}: not valid JSON: {exc}") from exc
+    if not isinstance(data, expected):
+        raise DataError(f"{path}: expected {what}, got {type(data).__name__}")
+    return data
+
+
 def write_text(target: str | Path, text: str) -> None:
     with atomic_path(target) as tmp:
         tmp.write_text(text, encoding="utf-8")

@@ -14,7 +14,7 @@ import requests
 
 from tracevote.core.config import SourceConfig
 from tracevote.core.errors import DataError, FetchError
-from tracevote.core.fileio import parse_json_object
+from tracevote.core.fileio import parse_json_object, read_json_file
 from tracevote.core.retry import TransientError, call_with_retries, parse_retry_after
 from tracevote.datasets.folder import read_problem_folder
 
@@ -140,12 +140,7 @@ def _read_jsonl(path: Path) -> list[Row]:
 
 
 def _read_json_list(path: Path) -> list[Row]:
-    try:
-        data = orjson.loads(path.read_bytes())
-    except orjson.JSONDecodeError as exc:
-        raise DataError(f"{path}: not valid JSON: {exc}") from exc
-    if not isinstance(data, list):
-        raise DataError(f"{path}: expected a JSON list of objects, got {type(data).__name__}")
+    data = read_json_file(path, list, "a JSON list of objects")
     for number, row in enumerate(data, start=1):
         if not isinstance(row, dict):
             raise DataError(f"{path}: item {number} is {type(row).__name__}, expected an object")

@@ -14,9 +14,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from tracevote.core.errors import DataError
+from tracevote.core.fileio import read_json_file
 from tracevote.datasets.problems import id_problem
 
 PROBLEM_FILE = re.compile(r"(0|[1-9][0-9]*)\.json")
@@ -52,12 +51,7 @@ def _read_year(year: Path, root: Path) -> list[Row]:
 
 
 def _row(path: Path, number: int, year: str, file: str) -> Row:
-    try:
-        data = orjson.loads(path.read_bytes())
-    except orjson.JSONDecodeError as exc:
-        raise DataError(f"{path}: not valid JSON: {exc}") from exc
-    if not isinstance(data, dict):
-        raise DataError(f"{path}: expected one JSON object (a problem), got {type(data).__name__}")
+    data = read_json_file(path, dict, "one JSON object (a problem)")
     for field, types in FIELDS.items():
         value = data.get(field)
         if isinstance(value, bool) or not isinstance(value, types) or value == "":
