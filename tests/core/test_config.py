@@ -146,7 +146,7 @@ REFUSED = [
     ("endpoints.deepseek.pricing", DELETE, "endpoints.deepseek.pricing: missing"),
     # issue 23: endpoints named by methods, and what each method needs of its endpoint's provider profile
     ("debate.judge_endpoint", "gpt-5", "debate.judge_endpoint: 'gpt-5' must be a key of endpoints: (deepseek, "
-                                       "gpt-4.1, gpt-4o-mini, gpt-5-nano)"),
+                                       "gpt-4-1, gpt-4o-mini, gpt-5-nano)"),
     ("deepconf.endpoint", "gpt-5-nano", "deepconf.endpoint: 'gpt-5-nano' must be an endpoint that returns logprobs: "
                                         "DeepConf's confidence is made of them, and gpt-5-nano (profile "
                                         "openai-reasoning) returns none"),
@@ -167,6 +167,19 @@ REFUSED = [
 def test_load_params_refuses(tmp_path: Path, key: str, value: Any, says: str) -> None:
     path = params_with(tmp_path, key, value)
     with pytest.raises(ConfigError, match=re.escape(f"{path}: {says}")):
+        load_params(path)
+
+
+@pytest.mark.parametrize("key", ["gpt-4.1", "gpt-4.", ".env"])
+def test_an_endpoint_key_with_a_dot_is_refused(tmp_path: Path, key: str) -> None:
+    """dvc.yaml declares endpoints.<key>.name: DVC would read `gpt-4.1` as endpoints -> gpt-4 -> 1, and every stage
+    of a method on it would fail with "missing from params.yaml"."""
+    params = yaml.safe_load(FIXTURE_PARAMS.read_text(encoding="utf-8"))
+    params["endpoints"][key] = params["endpoints"].pop("gpt-4-1")
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump(params, sort_keys=False), encoding="utf-8")
+    with pytest.raises(ConfigError, match=re.escape(f"{path}: endpoints.{key}.key: {key!r} must be 1-64 letters, "
+                                                    f"digits, '_', '-' (methods name it; no '.'")):
         load_params(path)
 
 

@@ -36,6 +36,9 @@ INTEGER_FORMATS: tuple[IntegerFormat, ...] = ("aime", "integer")
 # Dataset and run names name files (data/<name>.jsonl, pools/<name>/) and DVC stages: `.match` needs the whole
 # name to fit (\Z, not $, which would let a trailing newline through), and 64 characters keep every path short.
 DATASET_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\Z")
+# subtle: no '.' in an endpoint's key: dvc.yaml declares endpoints.<key>.name, and DVC reads every '.' in a params
+# path as a level, so `gpt-4.1` would make every stage of a method on it fail with "missing from params.yaml"
+ENDPOINT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}\Z")
 Fallback = Literal["last_integer", "none"]
 TieBreak = Literal["smallest", "first", "fractional"]
 MEASURES: tuple[str, ...] = ("avg", "bottom10", "lowest", "tail")
@@ -215,8 +218,8 @@ class EndpointConfig:
     pricing: PricingConfig
 
     def validate(self, where: str) -> None:
-        require(bool(DATASET_NAME.match(self.key)), where, "key", self.key,
-                "1-64 letters, digits, '_', '.', '-' (methods name it)")
+        require(bool(ENDPOINT_NAME.match(self.key)), where, "key", self.key,
+                "1-64 letters, digits, '_', '-' (methods name it; no '.', which DVC reads as a level of params.yaml)")
         require_endpoint(where, self.name, self.base_url)
         check_extra_body(where, self.extra_body)
         require_env_name(where, self.api_key_env)

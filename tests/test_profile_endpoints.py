@@ -1,0 +1,150 @@
+"""Endpoints on standalone simulated servers (model.backend openai, each endpoint's profile set explicitly), through
+`dvc repro` in a real DVC project: what a method needs of its endpoint's provider is refused before any request,
+in one line naming the setting (each server counts no request), and a debate whose agents and judge are on two
+providers sends each call to its own endpoint, shaped for that endpoint's profile."""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.debate.test_build import sim_answers
+from tests.dvcproject import copy_project, dvc, make_project, run, update_params
+from tests.test_pipeline import small_sim_params
+from tests.test_profiles_pipeline import ledger, records
+from tracevote.cli.demo import BUILTIN_GSM8K, BUILTIN_PREDICTIONS, local_dataset
+from tracevote.core.config import SimConfig
+from tracevote.debate.prompts import ANSWER, RANK, REVISE
+from tracevote.sim.model import SimModel
+from tracevote.sim.server import ServerOptions, SimServer, start_server, stop_server
+
+pytestmark = pytest.mark.slow
+
+RUN = "handwritten"
+PREDICTIONS = Path("predictions") / "demo_gsm8k.jsonl"
+THINKING = {"thinking": {"type": "disabled"}}
+# endpoint -> the profile its server plays (set explicitly: a loopback host would be inferred as local)
+PLAYED = {"deepseek": "deepseek", "gpt-4o-mini": "openai-chat", "gpt-5-nano": "openai-reasoning"}
+
+
+@contextlib.contextmanager
+def servers() -> Iterator[dict[str, SimServer]]:
+    """A simulated server per endpoint, each enforcing its endpoint's profile."""
+    started = {endpoint: start_server(SimModel(SimConfig(0, 1.0, 0.45, 150), sim_answers()),
+                                      options=ServerOptions(profile=profile)) for endpoint, profile in PLAYED.items()}
+    try:
+        yield started
+    finally:
+        for server in started.values():
+            stop_server(server)
+
+
+def pointed_at(running: dict[str, SimServer]) -> dict[str, Any]:
+    """Params overrides: every endpoint on its own server, its profile explicit, no key needed."""
+    return {"model": {"backend": "openai"}, "endpoints": {
+        endpoint: {"base_url": server.base_url, "profile": PLAYED[endpoint], "needs_key": False}
+        for endpoint, server in running.items()}}
+
+
+def requests(running: dict[str, SimServer]) -> dict[str, Counter[str]]:
+    """Each server's requests by kind of call."""
+    return {endpoint: Counter(server.stats.snapshot()["by_kind"]) for endpoint, server in running.items()}
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, dict[str, SimServer]]]:
+    """A committed project whose datasets are normalized, every endpoint on its own server."""
+    with servers() as running:
+        params = small_sim_params()
+        params["datasets"]["demo_gsm8k"] = local_dataset(BUILTIN_GSM8K, problem_key="question",
+                                                         answer_format="integer")
+        params["grading"] = {"runs": {RUN: {"dataset": "demo_gsm8k", "predictions": str(PREDICTIONS)}}, "workers": 1}
+        params["debate"] = {**params["debate"], "max_tokens": 400, "concurrency": 4}
+        root = make_project(tmp_path_factory.mktemp("endpoints") / "project", params)
+        update_params(root, pointed_at(running))
+        (root / "predictions").mkdir()
+        shutil.copy(BUILTIN_PREDICTIONS, root / PREDICTIONS)
+        dvc(root, "add", str(PREDICTIONS))
+        dvc(root, "repro", "normalize@toy", "normalize@toy_steps", "normalize@demo_gsm8k")
+        run(root, "git", "add", "-A")
+        run(root, "git", "commit", "-qm", "datasets, endpoints on their servers")
+        yield root, running
+
+
+NO_LOGPROBS = ("deepconf.endpoint: 'gpt-5-nano' must be an endpoint that returns logprobs: DeepConf's confidence is "
+               "made of them, and gpt-5-nano (profile openai-reasoning) returns none")
+
+
+def default_only(section: str, temperature: float) -> str:
+    return (f"{section}.temperature: {temperature:g} must be 1: endpoint gpt-5-nano (gpt-5-nano, profile "
+            f"openai-reasoning) accepts only the default temperature; set {section}.temperature: 1")
+
+
+def unknown_field(endpoint: str, profile: str) -> str:
+    return (f"endpoints.{endpoint}.extra_body: 'thinking' must be a field {profile} accepts ({profile} answers an "
+            f"unknown request field with HTTP 400; 'thinking' is DeepSeek's own)")
+
+
+REFUSALS = [
+    # (params change, the stage asked to run, the one line it fails with, the folder it must not have written)
+    ({"deepconf": {"endpoint": "gpt-5-nano"}}, "check_params", NO_LOGPROBS, None),
+    ({"deepconf": {"endpoint": "gpt-5-nano"}}, "build_pool@toy", NO_LOGPROBS, "pools/toy"),
+    ({"debate": {"endpoint": "gpt-5-nano"}}, "build_debate@toy", default_only("debate", 0.3), "debates/toy"),
+    ({"debate": {"judge_endpoint": "gpt-5-nano"}}, "build_debate@toy", default_only("debate", 0.3), "debates/toy"),
+    ({"critique": {"endpoint": "gpt-5-nano"}}, "build_critiques@toy_steps", default_only("critique", 0.7),
+     "critiques/toy_steps"),
+    ({"grading": {"critic": {"enabled": True, "endpoint": "gpt-5-nano", "temperature": 0.3}}},
+     f"build_grading_critic@{RUN}", default_only("grading.critic", 0.3), f"grading/critic/{RUN}"),
+    # DeepSeek's `thinking` sent to OpenAI would be answered with 400 for every call
+    ({"endpoints": {"gpt-4o-mini": {"extra_body": THINKING}}, "critique": {"endpoint": "gpt-4o-mini"}},
+     "build_critiques@toy_steps", unknown_field("gpt-4o-mini", "openai-chat"), "critiques/toy_steps"),
+    ({"endpoints": {"gpt-5-nano": {"extra_body": THINKING}}, "debate": {"endpoint": "gpt-5-nano", "temperature": 1}},
+     "build_debate@toy", unknown_field("gpt-5-nano", "openai-reasoning"), "debates/toy"),
+    # an endpoint no method names is checked too: it is one edit away from being used
+    ({"endpoints": {"gpt-4o-mini": {"extra_body": THINKING}}}, "check_params",
+     unknown_field("gpt-4o-mini", "openai-chat"), None),
+]
+
+
+@pytest.mark.parametrize(("change", "stage", "message", "folder"), REFUSALS)
+def test_a_setting_the_endpoints_provider_refuses_stops_before_any_request(
+        project: tuple[Path, dict[str, SimServer]], change: dict, stage: str, message: str, folder: str | None) -> None:
+    root, running = project
+    before = requests(running)
+    update_params(root, change)
+    try:
+        refused = dvc(root, "repro", stage, check=False)
+    finally:
+        run(root, "git", "checkout", "--", "params.yaml")
+    errors = [line for line in refused.stderr.splitlines() if line.startswith("error:")]
+    assert refused.returncode != 0 and errors == [f"error: params.yaml: {message}"], refused.stdout + refused.stderr
+    assert "Traceback" not in refused.stdout + refused.stderr
+    assert requests(running) == before and sum(sum(kinds.values()) for kinds in before.values()) == 0
+    assert folder is None or not (root / folder).exists()
+
+
+def test_the_agents_and_the_judge_each_call_their_own_endpoint_shaped_for_its_profile(
+        project: tuple[Path, dict[str, SimServer]], tmp_path: Path) -> None:
+    """Agents on gpt-4o-mini (openai-chat), the judge on gpt-5-nano (openai-reasoning: max_completion_tokens, no
+    temperature): every call answered, none refused, each server asked only for its own kinds of call."""
+    with servers() as running:
+        root = copy_project(project[0], tmp_path / "project")
+        update_params(root, {**pointed_at(running), "debate": {"endpoint": "gpt-4o-mini",
+                                                               "judge_endpoint": "gpt-5-nano", "temperature": 1}})
+        result = dvc(root, "repro", "build_debate@toy")
+        asked = requests(running)
+        outcomes = {endpoint: server.stats.snapshot()["outcomes"] for endpoint, server in running.items()}
+    assert ("build_debate: agents on gpt-4o-mini (endpoint gpt-4o-mini, profile openai-chat); judge on gpt-5-nano "
+            "(endpoint gpt-5-nano, profile openai-reasoning)") in result.stdout
+    # each call stored was asked for once, of the server its endpoint names
+    stored = Counter(record.kind for record in records(ledger(root / "debates" / "toy", judge_model="gpt-5-nano")))
+    assert asked["gpt-4o-mini"] == Counter({kind: stored[kind] for kind in (ANSWER, REVISE) if stored[kind]})
+    assert asked["gpt-5-nano"] == Counter({RANK: stored[RANK]}) and stored[RANK] > 0
+    assert stored[ANSWER] >= 12 * 3 and not asked["deepseek"]
+    assert set(outcomes["gpt-4o-mini"]) == set(outcomes["gpt-5-nano"]) == {"ok"}

@@ -1,0 +1,250 @@
+"""Every method on every provider profile it supports, through `dvc repro` in real DVC projects, the simulated
+model playing each endpoint's profile (model.backend: sim): DeepConf's pool on deepseek, openai-chat and local (a
+reasoning model has no logprobs); the debate's agents and judge, the critique and the grading critic on all four.
+Then what an endpoint change re-runs: a new judge re-runs only the debate's branch, servers and prices nothing."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.dvcproject import copy_project, dvc, make_project, run, update_params
+from tests.images import assert_not_blank
+from tests.test_pipeline import changed_stages, ran_stages, small_sim_params
+from tracevote.cli.demo import BUILTIN_GSM8K, BUILTIN_PREDICTIONS, local_dataset
+from tracevote.debate.prompts import RANK
+from tracevote.store.calls import CallLedger, CallRecord
+
+pytestmark = pytest.mark.slow
+
+RUN = "handwritten"  # hand-written predictions with reference solutions: what the critic scores
+PREDICTIONS = Path("predictions") / "demo_gsm8k.jsonl"
+THINKING = {"thinking": {"type": "disabled"}}  # DeepSeek's own field, as params.yaml sends it
+LOCAL_ENDPOINT = {  # a vLLM server: profile inferred from the host (local), a field only such servers know
+    "profile": None, "base_url": "http://gpu1:8000/v1", "name": "Qwen/Qwen3-8B",
+    "extra_body": {"chat_template_kwargs": {"enable_thinking": False}}, "api_key_env": "VLLM_API_KEY",
+    "needs_key": False,
+    "pricing": {"checked": "2026-07", "input_cache_miss": 0.0, "input_cache_hit": 0.0, "output": 0.0}}
+DEBATE_BRANCH = {"build_debate", "score_debate", "compare"}
+
+
+@dataclass(frozen=True)
+class Endpoints:
+    """Which endpoint each method calls in one project; `pool` None: DeepConf does not run there."""
+
+    pool: str | None
+    agents: str
+    judge: str
+    critique: str
+    critic: str
+
+    def params(self) -> dict[str, Any]:
+        return {"deepconf": {"endpoint": self.pool or "deepseek"},
+                "debate": {"endpoint": self.agents, "judge_endpoint": self.judge},
+                "critique": {"endpoint": self.critique}, "grading": {"critic": {"endpoint": self.critic}}}
+
+
+# (profile, the endpoints of its project, its models' names, extra params): all four methods on one profile
+PROFILE_PROJECTS = {
+    "deepseek": (Endpoints("deepseek", "deepseek", "deepseek", "deepseek", "deepseek"), {}),
+    # the judge on an endpoint of its own; gpt-4-1 (model gpt-4.1) is also the endpoint key DVC once read as
+    # endpoints -> gpt-4 -> 1, failing the stage
+    "openai-chat": (Endpoints("gpt-4o-mini", "gpt-4-1", "gpt-4o-mini", "gpt-4o-mini", "gpt-4o-mini"), {}),
+    # only the default temperature; DeepConf cannot run here (no logprobs: tests/test_profile_refusals.py)
+    "openai-reasoning": (Endpoints(None, "gpt-5-nano", "gpt-5-nano", "gpt-5-nano", "gpt-5-nano"),
+                         {"debate": {"temperature": 1}, "critique": {"temperature": 1},
+                          "grading": {"critic": {"temperature": 1}}}),
+    "local": (Endpoints("qwen-local", "qwen-local", "qwen-local", "qwen-local", "qwen-local"), {}),
+}
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A committed project whose datasets are normalized and whose grading run is the hand-written predictions
+    (tracked by `dvc add`), with every endpoint a project below uses; each profile's project is a copy of it."""
+    params = small_sim_params()
+    params["datasets"]["demo_gsm8k"] = local_dataset(BUILTIN_GSM8K, problem_key="question", answer_format="integer")
+    params["grading"] = {"runs": {RUN: {"dataset": "demo_gsm8k", "predictions": str(PREDICTIONS)}},
+                         "critic": {"enabled": True}, "workers": 1}
+    params["debate"] = {**params["debate"], "max_tokens": 400, "concurrency": 4}
+    params["endpoints"] = {**params["endpoints"], "qwen-local": LOCAL_ENDPOINT}
+    params["endpoints"]["deepseek"]["extra_body"] = THINKING
+    project = make_project(tmp_path_factory.mktemp("profiles") / "base", params)
+    (project / "predictions").mkdir()
+    shutil.copy(BUILTIN_PREDICTIONS, project / PREDICTIONS)
+    dvc(project, "add", str(PREDICTIONS))
+    dvc(project, "repro", "normalize@toy", "normalize@toy_steps", "normalize@demo_gsm8k")
+    run(project, "git", "add", "-A")
+    run(project, "git", "commit", "-qm", "datasets")
+    return project
+
+
+@dataclass(frozen=True)
+class Built:
+    project: Path
+    output: str  # what `dvc repro` printed
+
+
+@pytest.fixture(scope="module")
+def built(base: Path, tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Built]:
+    """The project of one profile, built once: every method's paid stage and what turns its replies into
+    metrics and figures, in one `dvc repro` (compare and DeepConf's stages only where DeepConf runs)."""
+    projects: dict[str, Built] = {}
+
+    def build(profile: str) -> Built:
+        if profile not in projects:
+            endpoints, extra = PROFILE_PROJECTS[profile]
+            project = copy_project(base, tmp_path_factory.mktemp(profile) / "project")
+            update_params(project, endpoints.params())
+            update_params(project, extra)
+            pool_stages = ["report@toy", "compare"] if endpoints.pool else []
+            result = dvc(project, "repro", *pool_stages, "score_debate", "report_critiques", "report_grading")
+            projects[profile] = Built(project, result.stdout)
+        return projects[profile]
+
+    return build
+
+
+def ledger(folder: Path, **setting: Any) -> CallLedger:
+    """The one ledger under `folder` whose setting holds `setting`."""
+    found = [CallLedger(meta.parent) for meta in sorted(folder.glob(f"*/{CallLedger.META}"))]
+    matching = [each for each in found if setting.items() <= each.meta["setting"].items()]
+    assert len(matching) == 1, f"{folder}: {len(matching)} ledgers match {setting}"
+    return matching[0]
+
+
+def records(of: CallLedger) -> list[CallRecord]:
+    """Every record stored, one log per item (the critic's ledger registers no items)."""
+    return [record for log in sorted((of.root / of.LOGS).glob("*.tvf")) for record in of.records(log.stem).values()]
+
+
+def described(endpoint: str, profile: str, name: str) -> str:
+    """How a stage names the model it calls (ModelConfig.describe)."""
+    return f"{name} (endpoint {endpoint}, profile {profile}, simulated)"
+
+
+def names(project: Path) -> dict[str, str]:
+    """Each endpoint's model name, by its key."""
+    endpoints = yaml.safe_load((project / "params.yaml").read_text())["endpoints"]
+    return {key: entry["name"] for key, entry in endpoints.items()}
+
+
+def check_replies(stored: list[CallRecord], reasoning: bool, least: int) -> None:
+    """At least `least` replies, each simulated; hidden reasoning tokens (inside completion_tokens) exactly on
+    a reasoning model."""
+    assert len(stored) >= least and all(record.simulated for record in stored)
+    assert all(0 <= record.reasoning_tokens <= record.completion_tokens for record in stored)
+    assert (sum(record.reasoning_tokens for record in stored) > 0) == reasoning
+
+
+@pytest.mark.parametrize("profile", list(PROFILE_PROJECTS))
+def test_every_method_runs_on_the_profile(built: Callable[[str], Built], profile: str) -> None:
+    project, output = built(profile).project, built(profile).output
+    endpoints, _ = PROFILE_PROJECTS[profile]
+    model = names(project)
+    reasoning = profile == "openai-reasoning"
+
+    def says(stage: str, endpoint: str) -> None:
+        assert f"{stage}: model {described(endpoint, profile, model[endpoint])}" in output, stage
+
+    # DeepConf: a full pool, scored, aggregated and plotted, and compared with the debate
+    if endpoints.pool:
+        says("build_pool", endpoints.pool)
+        manifest = json.loads((project / "pools" / "toy.json").read_text())
+        assert manifest["simulated"] is True and manifest["samples"] == 12 * 16
+        summary = json.loads((project / "metrics" / "deepconf" / "toy" / "summary.json").read_text())
+        assert summary["simulated"] is True and 0.0 <= summary["cons"] <= 1.0
+        assert_not_blank(project / "plots" / "deepconf" / "toy" / "accuracy_vs_k.png")
+        assert_not_blank(project / "plots" / "accuracy_vs_tokens.png")
+        assert "Debate (DyLAN, 4 agents" in (project / "metrics" / "compare" / "compare.md").read_text()
+    else:
+        assert "Running stage 'build_pool@" not in output
+
+    # the debate: the agents on theirs, the judge on its own endpoint (the ranking calls in the same ledger)
+    assert (f"build_debate: agents on {described(endpoints.agents, profile, model[endpoints.agents])}; judge on "
+            f"{described(endpoints.judge, profile, model[endpoints.judge])}") in output
+    debate = ledger(project / "debates" / "toy", model=model[endpoints.agents], judge_model=model[endpoints.judge])
+    turns = records(debate)
+    check_replies(turns, reasoning, least=12 * 3)  # round 0 may end at 3 of 4 agreeing
+    assert any(record.kind == RANK for record in turns), "no debate reached the judge"
+    metrics = json.loads((project / "metrics" / "debate.json").read_text())
+    assert metrics["simulated"] is True and metrics["problems"] == 12
+    assert (project / "metrics" / "debate.md").read_text().count("\n| toy | toy-") == 12
+
+    # the critique: 8 votes on each of the 12 solutions, scored and plotted
+    says("build_critiques", endpoints.critique)
+    check_replies(records(ledger(project / "critiques" / "toy_steps", model=model[endpoints.critique])), reasoning,
+                  least=12 * 8)
+    critique = json.loads((project / "metrics" / "critique.json").read_text())
+    assert (critique["simulated"], critique["solutions"], critique["calls"]) == (True, 12, 12 * 8)
+    assert_not_blank(project / "plots" / "critique" / "critique.png")
+
+    # the grading critic: one call per predicted item with a reference; a bare {"score": x} where the profile
+    # has json_schema replies (never unparsable), free text on DeepSeek's
+    says(f"build_grading_critic@{RUN}", endpoints.critic)
+    structured = profile != "deepseek"
+    critic = records(ledger(project / "grading" / "critic" / RUN, model=model[endpoints.critic]))
+    check_replies(critic, reasoning, least=7)
+    assert all(json.loads(record.text).keys() == {"score"} for record in critic) if structured else all(
+        record.text.startswith("I compared the reasoning") for record in critic)
+    grading = json.loads((project / "metrics" / "grading.json").read_text())
+    scored, unparsable = grading[f"{RUN}.demo_gsm8k.critic_scored"], grading[f"{RUN}.demo_gsm8k.critic_unparsable"]
+    assert scored + unparsable == 7 and (unparsable == 0 or not structured)
+    assert 1.0 <= grading[f"{RUN}.demo_gsm8k.critic"] <= 5.0
+    assert_not_blank(project / "plots" / "grading" / "word_counts.png")
+
+
+def tree(folder: Path) -> dict[str, bytes]:
+    return {str(path.relative_to(folder)): path.read_bytes() for path in sorted(folder.rglob("*")) if path.is_file()}
+
+
+def test_a_new_judge_reruns_only_the_debates_branch_and_leaves_the_pool_alone(built: Callable[[str], Built],
+                                                                              tmp_path: Path) -> None:
+    project = copy_project(built("deepseek").project, tmp_path / "project")
+    pool, manifest = tree(project / "pools"), (project / "pools" / "toy.json").read_bytes()
+    agents_model = names(project)["deepseek"]
+    update_params(project, {"debate": {"judge_endpoint": "gpt-4o-mini"}})
+    changed = changed_stages(project)  # score_debate reads all of debate:, compare waits for its new results
+    assert "build_debate" in changed and changed <= DEBATE_BRANCH, changed
+    result = dvc(project, "repro", "compare")
+    assert ran_stages(result.stdout) == DEBATE_BRANCH
+    assert ("judge on gpt-4o-mini (endpoint gpt-4o-mini, profile openai-chat, simulated)" in result.stdout)
+    assert tree(project / "pools") == pool and (project / "pools" / "toy.json").read_bytes() == manifest
+    # a new ledger under the new judge model; the agents' calls are the same in number, and so are the judge's
+    old = ledger(project / "debates" / "toy", judge_model=agents_model)
+    new = ledger(project / "debates" / "toy", judge_model="gpt-4o-mini")
+    assert old.root != new.root and new.meta["setting"]["model"] == agents_model
+
+    def by_role(of: CallLedger) -> Counter[str]:
+        return Counter("judge" if record.kind == RANK else "agents" for record in records(of))
+
+    assert by_role(new) == by_role(old) and by_role(new)["judge"] > 0
+    assert json.loads((project / "debates" / "toy.json").read_text())["ledger"].endswith(new.root.name)
+    assert changed_stages(project) == set()
+
+
+@pytest.mark.parametrize("change", [
+    # the servers, key and prices of the endpoint every method calls decide no reply: nothing re-runs
+    {"endpoints": {"deepseek": {"base_url": ["http://gpu1:8000/v1", "http://gpu2:8000/v1"],
+                                "api_key_env": "DEEPSEEK_KEY_2", "needs_key": True,
+                                "pricing": {"checked": "2027-01", "input_cache_miss": 0.5, "output": 2.0}}}},
+    # the judge's new endpoint's servers and prices, before any method names it; an endpoint no method names
+    {"endpoints": {"gpt-4o-mini": {"base_url": "http://127.0.0.1:8000/v1", "pricing": {"output": 0.9}},
+                   "gpt-4-1": {"name": "gpt-4.1-2025-04-14", "extra_body": {"seed": 7}}}},
+])
+def test_servers_keys_and_prices_rerun_nothing(built: Callable[[str], Built], change: dict[str, Any]) -> None:
+    project = built("deepseek").project
+    original = (project / "params.yaml").read_text()
+    try:
+        update_params(project, change)
+        assert changed_stages(project) == set()
+    finally:
+        (project / "params.yaml").write_text(original)
