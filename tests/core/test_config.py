@@ -170,16 +170,27 @@ def test_load_params_refuses(tmp_path: Path, key: str, value: Any, says: str) ->
         load_params(path)
 
 
-@pytest.mark.parametrize("key", ["gpt-4.1", "gpt-4.", ".env"])
-def test_an_endpoint_key_with_a_dot_is_refused(tmp_path: Path, key: str) -> None:
-    """dvc.yaml declares endpoints.<key>.name: DVC would read `gpt-4.1` as endpoints -> gpt-4 -> 1, and every stage
-    of a method on it would fail with "missing from params.yaml"."""
+RULE = "must be 1-64 letters, digits, '_', '-' (no '.', which DVC reads as a level of params.yaml)"
+
+
+@pytest.mark.parametrize(("section", "old", "key", "says"), [
+    ("endpoints", "gpt-4-1", "gpt-4.1", "endpoints.gpt-4.1.key: 'gpt-4.1' " + RULE),
+    ("endpoints", "gpt-4-1", "gpt-4.", "endpoints.gpt-4..key: 'gpt-4.' " + RULE),
+    ("endpoints", "gpt-4-1", ".env", "endpoints..env.key: '.env' " + RULE),
+    ("datasets", "amc23", "amc.23", "datasets.amc.23: the dataset name 'amc.23' " + RULE),
+    ("grading.runs", "pool_aime_2025", "pool.aime", "grading.runs.pool.aime.name: 'pool.aime' " + RULE),
+])
+def test_a_key_with_a_dot_is_refused(tmp_path: Path, section: str, old: str, key: str, says: str) -> None:
+    """dvc.yaml declares endpoints.<key>.name, datasets.${key} and grading.runs.${key}: DVC would read `gpt-4.1` as
+    endpoints -> gpt-4 -> 1, and every stage naming it would fail with "missing from params.yaml"."""
     params = yaml.safe_load(FIXTURE_PARAMS.read_text(encoding="utf-8"))
-    params["endpoints"][key] = params["endpoints"].pop("gpt-4-1")
+    entries = params
+    for name in section.split("."):
+        entries = entries[name]
+    entries[key] = entries.pop(old)
     path = tmp_path / "params.yaml"
     path.write_text(yaml.safe_dump(params, sort_keys=False), encoding="utf-8")
-    with pytest.raises(ConfigError, match=re.escape(f"{path}: endpoints.{key}.key: {key!r} must be 1-64 letters, "
-                                                    f"digits, '_', '-' (methods name it; no '.'")):
+    with pytest.raises(ConfigError, match=re.escape(f"{path}: {says}")):
         load_params(path)
 
 

@@ -144,7 +144,7 @@ def _metrics_dir(args: argparse.Namespace) -> Path:
         from tracevote.core.config import DATASET_NAME
 
         if not DATASET_NAME.match(args.dataset):  # a name, never a path
-            raise ConfigError(f"--dataset {args.dataset!r}: not a dataset name (letters, digits, '_', '.', '-', "
+            raise ConfigError(f"--dataset {args.dataset!r}: not a dataset name (letters, digits, '_', '-', "
                               f"at most 64, starting with a letter or digit)")
         return Path("metrics") / "deepconf" / args.dataset
     import yaml

@@ -7,6 +7,7 @@ params.yaml, dvc.lock, pools and metrics are never touched.
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -28,7 +29,8 @@ DEMO_POOL = 64
 
 
 def demo_name(problems: Path) -> str:
-    return "demo" if problems == BUILTIN_PROBLEMS else f"demo_{problems.stem}"
+    """"demo", or demo_<the file's stem> with anything but letters, digits, '_', '-' as '_' (a dataset's name)."""
+    return "demo" if problems == BUILTIN_PROBLEMS else "demo_" + re.sub(r"[^A-Za-z0-9_-]", "_", problems.stem)[:59]
 
 
 def demo_overrides(problems: Path, *, problem_key: str) -> dict[str, Any]:

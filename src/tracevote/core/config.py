@@ -33,12 +33,14 @@ AnswerFormat = Literal["aime", "integer", "math"]
 DatasetKind = Literal["problems", "steps"]
 StepsFormat = Literal["processbench", "deltabench"]
 INTEGER_FORMATS: tuple[IntegerFormat, ...] = ("aime", "integer")
-# Dataset and run names name files (data/<name>.jsonl, pools/<name>/) and DVC stages: `.match` needs the whole
-# name to fit (\Z, not $, which would let a trailing newline through), and 64 characters keep every path short.
-DATASET_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\Z")
-# subtle: no '.' in an endpoint's key: dvc.yaml declares endpoints.<key>.name, and DVC reads every '.' in a params
-# path as a level, so `gpt-4.1` would make every stage of a method on it fail with "missing from params.yaml"
-ENDPOINT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}\Z")
+# The keys of datasets:, grading.runs: and endpoints: name files (data/<name>.jsonl, pools/<name>/), DVC stages and
+# params paths: `.match` needs the whole name to fit (\Z, not $, which would let a trailing newline through), and
+# 64 characters keep every path short. subtle: no '.': dvc.yaml declares datasets.${key}, grading.runs.${key} and
+# endpoints.<key>.name, and DVC reads every '.' of a params path as a level, so `gpt-4.1` would make every stage
+# of a method on it fail with "missing from params.yaml"
+KEY_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}\Z")
+DATASET_NAME = ENDPOINT_NAME = KEY_NAME
+KEY_NAME_RULE = "1-64 letters, digits, '_', '-' (no '.', which DVC reads as a level of params.yaml)"
 Fallback = Literal["last_integer", "none"]
 TieBreak = Literal["smallest", "first", "fractional"]
 MEASURES: tuple[str, ...] = ("avg", "bottom10", "lowest", "tail")
@@ -77,8 +79,8 @@ class DatasetConfig:
 
     def validate(self, where: str) -> None:
         if not DATASET_NAME.match(self.name):
-            raise ConfigError(f"{where}: the dataset name {self.name!r} must be 1-64 letters, digits, '_', '.', '-' "
-                              f"(it names files and DVC stages)")
+            raise ConfigError(f"{where}: the dataset name {self.name!r} must be {KEY_NAME_RULE}; it names files "
+                              f"and DVC stages")
 
 
 def require_dataset_names(where: str, datasets: tuple[str, ...]) -> None:
@@ -219,7 +221,7 @@ class EndpointConfig:
 
     def validate(self, where: str) -> None:
         require(bool(ENDPOINT_NAME.match(self.key)), where, "key", self.key,
-                "1-64 letters, digits, '_', '-' (methods name it; no '.', which DVC reads as a level of params.yaml)")
+                f"{KEY_NAME_RULE}; methods name it")
         require_endpoint(where, self.name, self.base_url)
         check_extra_body(where, self.extra_body)
         require_env_name(where, self.api_key_env)
@@ -433,7 +435,7 @@ class GradingRunConfig:
 
     def validate(self, where: str) -> None:
         require(bool(DATASET_NAME.match(self.name)), where, "name", self.name,
-                "1-64 letters, digits, '_', '.', '-' (it names files, DVC stages and metrics)")
+                f"{KEY_NAME_RULE}; it names files, DVC stages and metrics")
         require(self.predictions.endswith((".jsonl", ".json")), where, "predictions", self.predictions,
                 "a .jsonl predictions file or a .json pool manifest")
 
