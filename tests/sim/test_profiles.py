@@ -159,3 +159,13 @@ def test_every_profile_is_played_by_the_same_model() -> None:
 ])
 def test_infer_profile(base_url: str, name: str, profile: str) -> None:
     assert infer_profile(base_url, name) == profile
+
+
+@pytest.mark.parametrize("profile", ["openai-chat", "local", "deepseek"])
+def test_max_completion_tokens_bounds_a_chat_model_too(profile: str) -> None:
+    """OpenAI's chat models honour max_completion_tokens (max_tokens is its deprecated alias): sent, it wins."""
+    model = SimModel(SIM)
+    for key in range(12):
+        body = orjson.loads(model.complete_bytes(request(max_completion_tokens=30, max_tokens=4096), f"p/{key}",
+                                                 profile=PROFILES[profile]))
+        assert body["usage"]["completion_tokens"] <= 30

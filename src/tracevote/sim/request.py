@@ -56,7 +56,9 @@ def parse_request(request: Mapping[str, Any], profile: Profile = PROFILES["deeps
         raise SimRequestError("model: a model name is required", 400)
     temperature = _number(request, "temperature", 1.0)
     top_p = _number(request, "top_p", 1.0)  # checked, not modelled
-    max_tokens = _integer(request, profile.token_limit_field, 4096)
+    # OpenAI's chat models honour max_completion_tokens too (max_tokens is its deprecated alias): it wins when sent
+    limit_field = "max_completion_tokens" if "max_completion_tokens" in request else profile.token_limit_field
+    max_tokens = _integer(request, limit_field, 4096)
     top_logprobs = _integer(request, "top_logprobs", 0)
     logprobs = request.get("logprobs", False)
     if not isinstance(logprobs, bool):
@@ -66,7 +68,7 @@ def parse_request(request: Mapping[str, Any], profile: Profile = PROFILES["deeps
     if not 0.0 < top_p <= 1.0:
         raise SimRequestError(f"top_p: {top_p} is out of range (0, 1]")
     if max_tokens < 1:
-        raise SimRequestError(f"{profile.token_limit_field}: {max_tokens} must be >= 1")
+        raise SimRequestError(f"{limit_field}: {max_tokens} must be >= 1")
     if not 0 <= top_logprobs <= MAX_TOP_LOGPROBS:
         raise SimRequestError(f"top_logprobs: {top_logprobs} must be between 0 and {MAX_TOP_LOGPROBS}")
     if top_logprobs and not logprobs:
