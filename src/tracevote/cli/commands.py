@@ -7,6 +7,7 @@ command that needs them, so `--help`, `--version` and `report` start in a fracti
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import subprocess
 import sys
@@ -255,21 +256,50 @@ def cmd_pool_status(args: argparse.Namespace) -> int:
 def cmd_sim_server(args: argparse.Namespace) -> int:
     from tracevote.core.config import load_params
     from tracevote.core.profiles import PROFILES
-    from tracevote.datasets.problems import load_problems
     from tracevote.sim.faults import parse_faults
     from tracevote.sim.model import SimModel
     from tracevote.sim.server import ServerOptions, serve
 
     params = load_params(args.params)
-    answers = {p.problem: p.answer for p in load_problems(args.problems)} if args.problems else {}
+    faults = parse_faults(args.faults or "")  # before the banner: a bad spec is the only line printed
+    answers, known = _sim_answers(args.problems, params)
     options = ServerOptions(api_key=args.api_key, models=tuple(args.models.split(",")) if args.models else None,
                             no_balance=args.no_balance, profile=args.profile)
     print(f"sim-server: SIMULATED model (seed {params.model.sim.seed}, signal {params.model.sim.signal}), "
           f"enforcing profile {PROFILES[args.profile].describe()}, "
           f"faults {args.faults or 'none'}; ^C stops it", flush=True)
-    serve(args.host, args.port, SimModel(params.model.sim, answers), parse_faults(args.faults or ""), options,
-          on_ready=lambda url: print(f"sim-server: listening on {url}", flush=True))
+    print(known, file=sys.stderr if not answers else sys.stdout, flush=True)
+    try:
+        serve(args.host, args.port, SimModel(params.model.sim, answers), faults, options,
+              on_ready=lambda url: print(f"sim-server: listening on {url}", flush=True))
+    except OSError as exc:
+        if exc.errno not in _CANNOT_BIND:
+            raise
+        raise ConfigError(f"--host {args.host} --port {args.port}: cannot listen there ({exc.strerror}); is another "
+                          f"server (an earlier sim-server?) on that port? Choose another with --port") from None
     return 0
+
+
+_CANNOT_BIND = (errno.EADDRINUSE, errno.EADDRNOTAVAIL, errno.EACCES)  # taken, not this machine's, privileged
+
+
+def _sim_answers(problems: str | None, params: Params) -> tuple[dict[str, int], str]:
+    """The gold answers the simulated model knows, and a line saying where they came from: `--problems`, else
+    every normalized problems file of the params' datasets under data/. Without any, its answers are random and
+    every accuracy measured against it is meaningless: the line says so."""
+    from tracevote.datasets.problems import load_problems
+
+    if problems:
+        paths = [Path(problems)]
+    else:
+        paths = [Path("data") / f"{name}.jsonl" for name, dataset in params.datasets.items()  # checked names
+                 if dataset.kind == "problems" and (Path("data") / f"{name}.jsonl").is_file()]
+    answers = {p.problem: p.answer for path in paths for p in load_problems(path)}
+    if not answers:
+        return answers, ("sim-server: WARNING: it knows no gold answers (no --problems, and no normalized problems "
+                         "under data/: run `dvc repro normalize@<dataset>`), so its answers are random and any "
+                         "accuracy measured against it means nothing")
+    return answers, f"sim-server: knows the gold answers of {len(answers)} problems ({', '.join(map(str, paths))})"
 
 
 def cmd_probe(args: argparse.Namespace) -> int:
