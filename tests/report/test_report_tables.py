@@ -127,3 +127,20 @@ def test_the_headline_k_carries_its_count_of_working_sets_into_text_summary_tabl
     assert {record["working_sets"] for record in results_table(result, 4)} == {1}
     problems = [Problem(id=name, problem="?", answer=1) for name in ("p", "q")]
     assert problem_results(result, 4, problems, simulated=False)["working_sets"] == 1
+
+
+@pytest.mark.parametrize(("mean", "fractional", "digits", "shown"), [
+    # (accuracy, fractional accuracy, digits, the tie rule's points as reported): never -0.0
+    (0.3, 0.1 + 0.2, 4, "+0.0000"),  # equal accuracies by two float paths: -5.6e-15 pts, -0.0 once rounded
+    (0.5, 0.5000004, 1, "+0.0"),  # -0.00004 pts rounds to -0.0 without the fix
+    (0.5, 0.500004, 4, "-0.0004"),  # a real negative at that precision is kept
+    (0.52, 0.5, 1, "+2.0"),
+    (0.5, 0.52, 1, "-2.0"),
+])
+def test_a_tie_rule_that_adds_nothing_reads_as_zero_never_minus_zero(mean: float, fractional: float, digits: int,
+                                                                     shown: str) -> None:
+    from tracevote.report.tables import Row, unsigned_zero
+
+    value = unsigned_zero(Row("Cons@K", "cons", mean, 0.0, fractional).tie_rule_pts, digits)
+    assert f"{value:+.{digits}f}" == shown
+    assert str(value) != "-0.0"

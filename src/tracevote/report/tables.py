@@ -78,6 +78,12 @@ def online_rows(result: AggregateResult) -> list[dict[str, Any]]:
     return records
 
 
+def unsigned_zero(value: float, digits: int) -> float:
+    """`value` rounded to `digits`, with -0.0 as 0.0: a difference of two equal accuracies can come out as
+    -1e-17, which would print "-0.0 pts" and make `dvc exp show --only-changed` list an unchanged column."""
+    return round(value, digits) + 0.0
+
+
 def render(result: AggregateResult, k: int, *, simulated: bool, model: str | None = None) -> str:
     """The printed report: the pool's model, accuracy table at K, validity, ties, confidence summaries and AUROC."""
     lines = [f"*** {SIMULATED_BANNER} ***", ""] if simulated else []
@@ -134,7 +140,8 @@ def _accuracy_lines(rows: list[Row]) -> list[str]:
         if row.vs_cons is not None:
             line += f"  vs Cons {_versus(row.vs_cons)}"
         if row.shows_tie_rule():
-            line += f"   fractional {100 * row.fractional:6.2f}%, tie rule {row.tie_rule_pts:+.1f} pts"
+            tie_rule = unsigned_zero(row.tie_rule_pts, 1)
+            line += f"   fractional {100 * row.fractional:6.2f}%, tie rule {tie_rule:+.1f} pts"
         lines.append(line)
     return lines
 
@@ -202,7 +209,7 @@ def summary_metrics(result: AggregateResult, k: int, *, simulated: bool) -> dict
         summary.update(_interval_metrics(row.method, row.ci_low, row.ci_high, row.vs_cons))
         if row.method != "pass1":
             summary[f"{row.method}_fractional"] = round(row.fractional, 6)
-            summary[f"{row.method}_tie_rule_pts"] = round(row.tie_rule_pts, 4)
+            summary[f"{row.method}_tie_rule_pts"] = unsigned_zero(row.tie_rule_pts, 4)
     for online in (row for row in result.online if row.k == k):
         summary[online.method] = round(online.mean, 6)
         summary[f"{online.method}_std"] = round(online.std, 6)
@@ -251,7 +258,8 @@ def results_table(result: AggregateResult, k: int) -> list[dict[str, Any]]:
     for row in headline_rows(result, k):
         versus = row.vs_cons
         records.append({"method": row.method, "label": row.label, "mean": row.mean, "std": row.std,
-                        "fractional": row.fractional, "tie_rule_pts": row.tie_rule_pts, "ci_low": row.ci_low,
+                        "fractional": row.fractional, "tie_rule_pts": unsigned_zero(row.tie_rule_pts, 12),
+                        "ci_low": row.ci_low,
                         "ci_high": row.ci_high, "vs_cons": None if versus is None else versus.difference,
                         "vs_cons_low": None if versus is None else versus.ci_low,
                         "vs_cons_high": None if versus is None else versus.ci_high,
