@@ -160,4 +160,23 @@ def test_report_before_any_run_says_how_to_make_one(tmp_path: Path, capsys: pyte
     assert main(["report", "--metrics", str(tmp_path / "metrics"), "--format", fmt]) == 1
     captured = capsys.readouterr()
     assert captured.out == ""
-    assert captured.err.startswith("no report yet: run `make repro` (or `dvc repro report`)")
+    assert captured.err.startswith("no report yet: run `dvc repro report` (or `make repro`)")
+
+
+def test_report_of_a_dataset_deepconf_does_not_run_on_names_the_ones_it_does(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    a_report(tmp_path, "report\n")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exit_:
+        main(["report", "--dataset", "gsm8k"])
+    assert exit_.value.code == 2
+    assert ("error: --dataset 'gsm8k': DeepConf runs on aime_2025 (deepconf.datasets in params.yaml), and "
+            "metrics/deepconf/ holds no report of it") in capsys.readouterr().err
+
+
+def test_report_not_made_yet_names_its_stage(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    shutil.copy(FIXTURE_PARAMS, tmp_path / "params.yaml")
+    monkeypatch.chdir(tmp_path)
+    assert main(["report"]) == 1
+    assert capsys.readouterr().err.startswith("no report yet: run `dvc repro report@aime_2025` (or `make repro`)")

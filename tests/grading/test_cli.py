@@ -102,7 +102,7 @@ def test_without_the_projects_gold_the_error_says_how_to_get_it(tmp_path: Path) 
     write_params(tmp_path / "params.yaml", yaml.safe_load(FIXTURE_PARAMS.read_text()))
     result = grade(tmp_path, "--dataset", "aime", "--pred-path", str(predictions_for_gsm8k(tmp_path)))
     assert result.returncode == 2
-    assert "data/aime_2024.jsonl: problems file not found (run `dvc repro normalize`)" in result.stderr
+    assert "data/aime_2024.jsonl: problems file not found (run `dvc repro normalize@aime_2024`)" in result.stderr
 
 
 @pytest.mark.parametrize(("dataset", "stem"), [("gsm8k", "gsm8k_test"), ("math500", "math500_test"),

@@ -141,23 +141,34 @@ def _metrics_dir(args: argparse.Namespace) -> Path:
     when params.yaml has since been edited into something check_params would refuse."""
     if args.metrics:
         return Path(args.metrics)
-    if args.dataset is not None:
-        from tracevote.core.config import DATASET_NAME
+    configured = _deepconf_datasets(Path(args.params))
+    if args.dataset is None:
+        if not configured:
+            why = "not found" if not Path(args.params).is_file() else "no deepconf.datasets in it"
+            raise ConfigError(f"{args.params}: {why}, so whose report to print is unknown; name it with --dataset "
+                              f"or --metrics")
+        return Path("metrics") / "deepconf" / configured[0]
+    from tracevote.core.config import DATASET_NAME
 
-        if not DATASET_NAME.match(args.dataset):  # a name, never a path
-            raise ConfigError(f"--dataset {args.dataset!r}: not a dataset name (letters, digits, '_', '-', "
-                              f"at most 64, starting with a letter or digit)")
-        return Path("metrics") / "deepconf" / args.dataset
+    if not DATASET_NAME.match(args.dataset):  # a name, never a path
+        raise ConfigError(f"--dataset {args.dataset!r}: not a dataset name (letters, digits, '_', '-', "
+                          f"at most 64, starting with a letter or digit)")
+    folder = Path("metrics") / "deepconf" / args.dataset
+    if configured and args.dataset not in configured and not folder.is_dir():
+        raise ConfigError(f"--dataset {args.dataset!r}: DeepConf runs on {', '.join(configured)} "
+                          f"(deepconf.datasets in {args.params}), and metrics/deepconf/ holds no report of it")
+    return folder
+
+
+def _deepconf_datasets(params: Path) -> list[str]:
+    """deepconf.datasets as the file says, or [] when it cannot be read (see _metrics_dir)."""
     import yaml
 
-    params = Path(args.params)
     try:
-        return Path("metrics") / "deepconf" / str(yaml.safe_load(params.read_text(encoding="utf-8"))
-                                                  ["deepconf"]["datasets"][0])
-    except (OSError, yaml.YAMLError, KeyError, IndexError, TypeError):
-        why = "not found" if not params.is_file() else "no deepconf.datasets in it"
-        raise ConfigError(f"{params}: {why}, so whose report to print is unknown; name it with --dataset or "
-                          f"--metrics") from None
+        names = yaml.safe_load(params.read_text(encoding="utf-8"))["deepconf"]["datasets"]
+    except (OSError, yaml.YAMLError, KeyError, TypeError):
+        return []
+    return [str(name) for name in names] if isinstance(names, list) else []
 
 
 def _dataset_name(args: argparse.Namespace, params: Params) -> str:
@@ -427,7 +438,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        print(f"no report yet: run `make repro` (or `dvc repro report`); {path} does not exist", file=sys.stderr)
+        stage = f"report@{path.parent.name}" if path.parent.parent == Path("metrics") / "deepconf" else "report"
+        print(f"no report yet: run `dvc repro {stage}` (or `make repro`); {path} does not exist", file=sys.stderr)
         return 1
     except (OSError, UnicodeDecodeError) as exc:
         raise DataError(f"{path}: cannot read the report ({exc})") from exc

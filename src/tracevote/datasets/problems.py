@@ -189,7 +189,8 @@ def read_normalized(path: str | Path, parse: Callable[[dict[str, Any]], LoadedT]
     edited by hand since normalize wrote it, so every id is checked again by normalize's rule (id_problem)."""
     path = Path(path)
     if not path.is_file():
-        raise DataError(f"{path}: {file} not found (run `dvc repro normalize`)")
+        stage = f"normalize@{path.stem}" if path.parent.name == "data" else "normalize"  # data/<dataset>.jsonl
+        raise DataError(f"{path}: {file} not found (run `dvc repro {stage}`)")
     records = []
     first_line: dict[str, int] = {}
     for number, line in enumerate(path.read_bytes().splitlines(), start=1):
