@@ -4,6 +4,7 @@ Requests only missing samples; stores each one as it arrives; a complete pool ne
 """
 
 import os
+import shutil
 from pathlib import Path
 
 from tracevote.core.config import Params, base_urls
@@ -13,7 +14,14 @@ from tracevote.datasets.problems import Problem
 from tracevote.sampling import backend
 from tracevote.sampling.budget import SpendCap, check_budget, simulated_as, usd
 from tracevote.sampling.build import BuildPlan, plan_build, run_build
-from tracevote.sampling.paid import CallProgress, RetryLines, check_free_space, needed_free_bytes, read_paid_stage_args
+from tracevote.sampling.paid import (
+    CallProgress,
+    PaidStageArgs,
+    RetryLines,
+    check_free_space,
+    needed_free_bytes,
+    read_paid_stage_args,
+)
 from tracevote.sampling.runner import RunSummary
 from tracevote.store.pool import Pool, Setting, find_pool, write_manifest
 
@@ -29,7 +37,32 @@ def main() -> None:
     if existing is None or existing.missing_samples(ids, params.pool.n_pool):
         # before anything is written, so the `dvc pull` it recommends finds a clean checkout
         args.refuse_if_already_built(partial=existing is not None)
+    new_folders = _missing_folders(pool_root := args.folder / setting.folder_name)
     pool = Pool.open_or_create(args.folder, setting, simulated=model.backend == "sim")
+    try:
+        _build(args, pool, setting)
+    except BaseException:
+        if existing is None and not pool.holds_calls():  # a first build that stored nothing leaves no empty pool
+            shutil.rmtree(pool_root, ignore_errors=True)
+            for folder in new_folders[1:]:  # then the folders made for it, innermost first, where left empty
+                if folder.is_dir() and not any(folder.iterdir()):
+                    folder.rmdir()
+        raise
+
+
+def _missing_folders(path: Path) -> list[Path]:
+    """`path` and those of its parents that do not exist yet, innermost first: what creating it would make."""
+    missing = []
+    while not path.exists() and path != path.parent:
+        missing.append(path)
+        path = path.parent
+    return missing
+
+
+def _build(args: PaidStageArgs[Problem], pool: Pool, setting: Setting) -> None:
+    """Everything after the pool is open: the plan, the key, the budget, the probe, the run, the manifest."""
+    params, problems = args.params, args.records
+    model, ids = params.deepconf_model, [p.id for p in problems]
     pool.register(problems)
     plan = plan_build(pool, problems, setting, params.pool.n_pool, model.priced(), simulated_as=simulated_as(model))
     if plan.n_requests == 0:

@@ -83,6 +83,8 @@ def test_a_refused_endpoint_is_one_line_naming_it_and_the_cause(tmp_path: Path, 
     assert f"connecting to {endpoint}/chat/completions: attempt 1/3 failed (connection refused), " \
            f"retrying in " in result.stderr
     assert "attempt 2/3 failed (connection refused)" in result.stderr
+    # a first build that stored nothing leaves no empty pool in the DVC-tracked pools/ (nor pools/ itself)
+    assert not (cwd / "pools").exists(), sorted(str(p.relative_to(cwd)) for p in (cwd / "pools").rglob("*"))
 
 
 def test_an_unresolvable_host_says_so(tmp_path: Path) -> None:
