@@ -144,7 +144,11 @@ def test_raising_n_pool_tops_up_without_rebuilding(tmp_path: Path) -> None:
     with sim_server() as server:
         workdir = make_workdir(tmp_path / "work", server.base_url, pool={"n_pool": 4}, eval={"k": [1, 4]},
                                report={"k": 4})
-        assert run_build(workdir).returncode == 0
+        built = run_build(workdir)
+        assert built.returncode == 0
+        # backend openai, but the simulator answered: the dollars say what they are
+        summary = [line for line in built.stdout.splitlines() if line.startswith("stored ")]
+        assert summary and summary[-1].endswith("(SIMULATED: nothing was spent)"), built.stdout
         first = sample_requests(server)
         params = yaml.safe_load((workdir / "params.yaml").read_text())
         params["pool"]["n_pool"] = 6

@@ -83,7 +83,7 @@ def run_build(pool: Pool, problems: list[Problem], plan: BuildPlan, sample_fn: S
                     sample.completion_tokens, usd(sample.prompt_tokens, sample.completion_tokens, pricing),
                     simulated=sampled.simulated)
 
-    summary = RunSummary(simulated_as=plan.cost.simulated_as, unit="samples")
+    summary = RunSummary(simulated_as=plan.cost.simulated_as, unit="samples", priced_as=setting.model)
     return run_calls(pool, conversations, paid_sample, concurrency=concurrency, summary=summary,
                      on_stored=on_sample, cap=cap, first_alone=first_alone,
                      worst_usd=lambda call: worst_case_usd(call.messages, call.max_tokens or max_tokens, pricing))

@@ -177,7 +177,7 @@ def run_ledger_calls(ledger: CallLedger, conversations: Iterable[Conversation[Ca
         retries.quiet = True  # from here the progress bar counts retries
         counters = [client.retries for client in clients.values()]
         with CallProgress(total, desc=stage, unit=unit, retries=counters) as bar:
-            summary = RunSummary(simulated_as=simulated_as(model), unit=f"{unit}s")
+            summary = RunSummary(simulated_as=simulated_as(model), unit=f"{unit}s", priced_as=model.name)
             run_calls(ledger, conversations, pay, concurrency=sum(c.capacity for c in clients.values()),
                       summary=summary, on_stored=bar.on_stored, cap=cap, worst_usd=worst)
         for client in clients.values():

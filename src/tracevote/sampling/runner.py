@@ -96,8 +96,11 @@ class RunSummary:
     failures: collections.Counter[str] = field(default_factory=collections.Counter)
     simulated_as: str | None = None  # the model a simulated run's cost is priced as
     unit: str = "calls"
+    priced_as: str | None = None  # the model whose prices apply: a run the simulator answers reads as simulated_as it
 
     def add(self, paid: Paid) -> None:
+        if paid.simulated and self.simulated_as is None:  # a sim-server behind backend openai: say so from now on
+            self.simulated_as = self.priced_as or "the priced model"
         self.stored += 1
         self.prompt_tokens += paid.prompt_tokens
         self.completion_tokens += paid.completion_tokens
