@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -17,7 +18,7 @@ from tests.images import assert_not_blank
 from tests.sim_servers import watched_server
 from tests.test_dvc_locks import sleeper
 from tests.test_pipeline import small_sim_params
-from tracevote.core.config import SimConfig
+from tracevote.core.config import SimConfig, load_params
 from tracevote.sim.faults import FaultPlan
 
 pytestmark = pytest.mark.slow
@@ -43,6 +44,9 @@ def test_make_demo_in_a_fresh_clone_leaves_git_status_clean(tmp_path: Path, venv
     result = make(clone, "demo")
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "SIMULATED" in result.stdout
+    # the dollars name the model whose list prices they use (the pool's endpoint), never the simulator's name
+    priced = set(re.findall(r"cost if this were (\S+) at list prices", result.stdout))
+    assert priced == {load_params(clone / "demo" / "params.yaml").deepconf_model.name}, priced
     assert_not_blank(clone / "demo" / "plots" / "deepconf" / "demo" / "accuracy_vs_k.png")
     assert run(clone, "git", "status", "--porcelain").stdout == ""
 
