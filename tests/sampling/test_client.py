@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import threading
 import traceback
@@ -388,6 +389,21 @@ def test_resolve_api_key_prefers_the_environment_then_dotenv(tmp_path: Path) -> 
     assert resolve_api_key(model, {KEY_ENV: " "}, dotenv) == "sk-from-file"
     assert resolve_api_key(model, {}, tmp_path / "missing.env") is None
     assert resolve_api_key(model, {}, None) is None
+    assert KEY_ENV not in os.environ  # read, never exported
+
+
+@pytest.mark.parametrize(("line", "key"), [
+    # (a .env line, the key read from it): the forms people write, as python-dotenv reads them
+    ("{name}=sk-plain", "sk-plain"),
+    ("{name} = 'sk-quoted'  # a comment", "sk-quoted"),
+    ("export {name}=\"sk-exported\"", "sk-exported"),
+    ("{name}=", None),
+    ("# {name}=sk-commented-out", None),
+])
+def test_a_dotenv_line_gives_the_key_people_expect(tmp_path: Path, line: str, key: str | None) -> None:
+    dotenv = tmp_path / ".env"
+    dotenv.write_text(line.format(name=KEY_ENV) + "\n", encoding="utf-8")
+    assert resolve_api_key(model_config("http://127.0.0.1:9"), {}, dotenv) == key
 
 
 def test_limiter_halves_once_per_burst_and_creeps_back() -> None:
