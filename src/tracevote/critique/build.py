@@ -16,13 +16,11 @@ from pathlib import Path
 from typing import Any
 
 from tracevote.core.config import CritiqueConfig, DecodingConfig, Params, PricingConfig
-from tracevote.core.errors import DataError
 from tracevote.core.fileio import read_json_record, write_json
-from tracevote.core.names import recorded_path
 from tracevote.critique.prompts import CRITIQUE, critique_messages, critique_template
 from tracevote.datasets.steps import StepRecord
 from tracevote.sampling.budget import CostEstimate, estimate
-from tracevote.store.calls import Call, CallLedger
+from tracevote.store.calls import Call, CallLedger, finished_ledger, ledger_fields
 from tracevote.store.framing import Key
 from tracevote.store.ledger import fingerprint_of, folder_name
 
@@ -130,13 +128,12 @@ class CritiqueManifest:
 
 def write_manifest(path: Path, ledger: CallLedger, dataset: str, records: list[StepRecord],
                    n_votes: int) -> CritiqueManifest:
-    ledger = CallLedger(ledger.root)  # read afresh: a ledger object caches what it has read
+    fields = ledger_fields(path, ledger)
     wanted = set(range(n_votes))
-    finished = sum(wanted <= ledger.stored_keys(record.id) for record in records)
+    stored = CallLedger(ledger.root)
+    finished = sum(wanted <= stored.stored_keys(record.id) for record in records)
     items = [asdict(CritiqueItem(r.id, r.task, r.label, len(r.steps))) for r in records]
-    manifest = CritiqueManifest(dataset=dataset, ledger=str(ledger.root.relative_to(path.parent)),
-                                fingerprint=ledger.fingerprint, n_votes=n_votes, finished=finished,
-                                simulated=ledger.simulated, setting=ledger.meta["setting"], items=items)
+    manifest = CritiqueManifest(dataset=dataset, n_votes=n_votes, finished=finished, items=items, **fields)
     write_json(path, asdict(manifest))
     return manifest
 
@@ -149,7 +146,6 @@ def read_manifest(path: Path) -> CritiqueManifest:
 def load_ledger(manifest_path: Path) -> tuple[CritiqueManifest, CallLedger]:
     """The manifest and the ledger it names; an unfinished build is an error naming what to run."""
     manifest = read_manifest(manifest_path)
-    if manifest.finished < len(manifest.items):
-        raise DataError(f"{manifest_path}: only {manifest.finished} of {len(manifest.items)} solutions have all "
-                        f"{manifest.n_votes} critiques; run build_critiques (it requests only the missing ones)")
-    return manifest, CallLedger(recorded_path(manifest_path.parent, manifest.ledger, source=manifest_path))
+    return manifest, finished_ledger(manifest_path, manifest.ledger, manifest.finished, len(manifest.items),
+                                     f"solutions have all {manifest.n_votes} critiques; run build_critiques (it "
+                                     f"requests only the missing ones)")

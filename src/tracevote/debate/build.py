@@ -14,15 +14,14 @@ from pathlib import Path
 from typing import Any
 
 from tracevote.core.config import DebateConfig, DecodingConfig, ModelConfig, Params, PricingConfig
-from tracevote.core.errors import ConfigError, DataError
+from tracevote.core.errors import ConfigError
 from tracevote.core.fileio import read_json_record, write_json
-from tracevote.core.names import recorded_path
 from tracevote.datasets.problems import Problem
 from tracevote.debate.examples import examples_text
 from tracevote.debate.prompts import RANK
 from tracevote.debate.protocol import Debate, Transcript, advance, replay
 from tracevote.sampling.budget import BYTES_PER_PROMPT_TOKEN, CostEstimate, estimate
-from tracevote.store.calls import CallLedger
+from tracevote.store.calls import CallLedger, finished_ledger, ledger_fields
 from tracevote.store.ledger import fingerprint_of, folder_name
 
 METHOD = "dylan-debate"
@@ -194,13 +193,13 @@ class DebateManifest:
 
 def write_manifest(path: Path, ledger: CallLedger, dataset: str, debates: list[Debate],
                    selection: Selection) -> DebateManifest:
-    ledger = CallLedger(ledger.root)  # read afresh: a ledger object caches the records it has read
-    finished = sum(progress(ledger, debate)[1] for debate in debates)
-    manifest = DebateManifest(dataset=dataset, ledger=str(ledger.root.relative_to(path.parent)),
-                              fingerprint=ledger.fingerprint, finished=finished, simulated=ledger.simulated,
-                              setting=ledger.meta["setting"], problems=[d.problem.to_record() for d in debates],
+    fields = ledger_fields(path, ledger)
+    stored = CallLedger(ledger.root)
+    finished = sum(progress(stored, debate)[1] for debate in debates)
+    manifest = DebateManifest(dataset=dataset, finished=finished, problems=[d.problem.to_record() for d in debates],
                               span=list(selection.span) if selection.span is not None else None,
-                              positions=list(selection.positions), dataset_problems=selection.dataset_problems)
+                              positions=list(selection.positions), dataset_problems=selection.dataset_problems,
+                              **fields)
     write_json(path, asdict(manifest))
     return manifest
 
@@ -213,7 +212,5 @@ def read_manifest(path: Path) -> DebateManifest:
 def load_ledger(manifest_path: Path) -> tuple[DebateManifest, CallLedger]:
     """The manifest and the ledger it names; an unfinished build is an error naming what to run."""
     manifest = read_manifest(manifest_path)
-    if manifest.finished < len(manifest.problems):
-        raise DataError(f"{manifest_path}: only {manifest.finished} of {len(manifest.problems)} debates are finished; "
-                        f"run build_debate (it requests only the missing calls)")
-    return manifest, CallLedger(recorded_path(manifest_path.parent, manifest.ledger, source=manifest_path))
+    return manifest, finished_ledger(manifest_path, manifest.ledger, manifest.finished, len(manifest.problems),
+                                     "debates are finished; run build_debate (it requests only the missing calls)")

@@ -18,6 +18,7 @@ import orjson
 import pyarrow as pa
 
 from tracevote.core.errors import DataError
+from tracevote.core.names import recorded_path
 from tracevote.store import framing
 from tracevote.store.framing import Frame, Key
 from tracevote.store.ledger import Ledger
@@ -126,3 +127,19 @@ class CallLedger(Ledger):
                 f"{self.log_path(call.item_id)}: the stored call {call.key!r} answered another request than the "
                 f"one built now (the prompt builder changed without changing the setting?); nothing was sent")
         return record
+
+
+def ledger_fields(manifest_path: Path, ledger: CallLedger) -> dict[str, Any]:
+    """What a paid stage's manifest says of its ledger (read afresh: a ledger object caches what it has read):
+    where it is, relative to the manifest, its fingerprint, whether the simulator answered, and its setting."""
+    ledger = CallLedger(ledger.root)
+    return {"ledger": str(ledger.root.relative_to(manifest_path.parent)), "fingerprint": ledger.fingerprint,
+            "simulated": ledger.simulated, "setting": ledger.meta["setting"]}
+
+
+def finished_ledger(manifest_path: Path, recorded: str, finished: int, total: int, unfinished: str) -> CallLedger:
+    """The ledger a manifest names (`recorded`, checked to lie beside it); DataError `unfinished` (what is missing
+    and the stage that builds it) when fewer than `total` items are finished."""
+    if finished < total:
+        raise DataError(f"{manifest_path}: only {finished} of {total} {unfinished}")
+    return CallLedger(recorded_path(manifest_path.parent, recorded, source=manifest_path))
