@@ -13,6 +13,7 @@ data is absent.
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import resource
@@ -30,6 +31,7 @@ SHARED = ROOT.parent / "shared" / "data"
 FILES = {"gsm8k": "gsm8k_test.jsonl", "math500": "math500_test.jsonl"}
 SCALES = {"quick": (100, 2), "full": (None, 7)}  # predictions per file (None: every gold item), repetitions
 WRONG_EVERY = 5
+PR_SET_CHILD_SUBREAPER = 36
 
 
 @dataclass(frozen=True)
@@ -59,12 +61,29 @@ def write_predictions(dataset: str, out: Path, limit: int | None) -> int:
     return len(lines)
 
 
+def adopt_orphans() -> None:
+    """Make this process the reaper of its descendants' orphans (Linux), so that RUSAGE_CHILDREN counts every
+    process a command started, a fork server its parent never waits for included."""
+    if sys.platform == "linux":
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+
+
+def reap_orphans() -> None:
+    """Wait for every adopted orphan to end (a fork server ends once its parent has)."""
+    while True:
+        try:
+            os.waitpid(-1, 0)
+        except ChildProcessError:
+            return
+
+
 def timed(command: list[str], cwd: Path) -> Timing:
-    """Wall and CPU seconds of one whole process (its children included, once reaped)."""
+    """Wall seconds of one whole process (until its output closes) and CPU seconds of it and all it started."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     completed = subprocess.run(command, cwd=cwd, capture_output=True, text=True, check=True)
     wall = time.perf_counter() - started
+    reap_orphans()
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return Timing(wall, cpu, completed.stdout)
@@ -126,6 +145,7 @@ def run(scale: str = "full") -> list[dict[str, Any]]:
         return [{"name": "bench_grade skipped", "value": 0, "unit": "", "ratio": None,
                  "note": f"{SHARED} is absent: this benchmark grades the shared GSM8K and MATH-500 gold files"}]
     limit, repetitions = SCALES[scale]
+    adopt_orphans()
     rows = [load_row("start")]
     with tempfile.TemporaryDirectory(prefix="bench_grade_") as folder:
         cwd = Path(folder)  # no params.yaml here: grade's defaults, as for a file graded outside a project

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import multiprocessing
+import multiprocessing.forkserver
 import re
 import threading
 from collections import Counter
@@ -145,17 +146,22 @@ def _verify_chunk(pairs: Sequence[tuple[str, str]], rule: JudgeRule = "answers")
     return [compare(gold, answer) for gold, answer in pairs]
 
 
-def _init_worker(barrier: Any) -> None:
-    """Import and warm Math-Verify once per worker, so start-up never counts against a comparison's limit."""
-    global _WORKER_BARRIER
-    _WORKER_BARRIER = barrier
+def warm_up() -> None:
+    """Import Math-Verify and make a first comparison of each rule (it builds its LaTeX grammar and regexes then,
+    ~0.1 s), so that neither counts against a comparison's limit."""
     import math_verify  # noqa: F401  (fails here, breaking the pool, rather than as a fallback per comparison)
 
     # The "timeout is disabled" warning is expected here: the parent enforces the limit.
     logging.getLogger("math_verify").setLevel(logging.ERROR)
     _verify_pair("\\frac{1}{2}", "0.5")
     grading_outcome("\\frac{1}{2}", "0.5")
-    grading_outcome("\\frac{1}{2}", "0.5")
+
+
+def _init_worker(barrier: Any) -> None:
+    """Warm Math-Verify once per worker (a no-op in a worker forked warm from the fork server)."""
+    global _WORKER_BARRIER
+    _WORKER_BARRIER = barrier
+    warm_up()
 
 
 def _worker_ready(timeout_s: float) -> None:
@@ -189,7 +195,7 @@ class MathJudge:
         max_workers: int = 1,
         timeout_s: float = 5.0,
         chunk_size: int = 16,
-        start_method: StartMethod = "spawn",
+        start_method: StartMethod = "forkserver",
         startup_timeout_s: float = 300.0,
         rule: JudgeRule = "answers",
     ) -> None:
@@ -201,10 +207,21 @@ class MathJudge:
         self.startup_timeout_s = startup_timeout_s
         self.rule = rule
         self._context = multiprocessing.get_context(start_method)
+        if start_method == "forkserver":
+            # Workers fork from one server that imported and warmed Math-Verify once (spawn starts an interpreter
+            # and imports it per worker). Applies when this process first starts its fork server.
+            self._context.set_forkserver_preload(["tracevote.answers.mathverify_warm"])
         self._lock = threading.Lock()
         self._pool: ProcessPoolExecutor | None = None
         self._closed = False
         self._fallbacks: Counter[str] = Counter()
+
+    def start(self) -> None:
+        """Start loading Math-Verify for the workers now, without waiting, so that it overlaps the caller's own
+        work (reading its files); the first comparison waits for the workers as always. Only the fork server
+        can start ahead: a spawned pool starts its workers with the first comparison."""
+        if self._context.get_start_method() == "forkserver":
+            multiprocessing.forkserver.ensure_running()
 
     def __enter__(self) -> MathJudge:
         return self

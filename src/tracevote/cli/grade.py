@@ -19,10 +19,10 @@ import orjson
 
 from tracevote.core.config import GradingRunConfig, Params, load_params
 from tracevote.core.errors import ConfigError, DataError
-from tracevote.grading.accuracy import check_some_match
+from tracevote.grading.accuracy import check_some_match, grade
 from tracevote.grading.gold import GoldItem, GradingFormat, format_keys, gold_from_normalized, read_gold_file
 from tracevote.grading.predictions import of_dataset, read_predictions
-from tracevote.grading.runs import RunInputs, grade_inputs, run_record
+from tracevote.grading.runs import RunInputs, grading_judge, run_record
 from tracevote.grading.summary import json_summary, render_run
 
 if TYPE_CHECKING:  # the critic's modules load pyarrow, numpy and requests: imported only when it runs
@@ -36,11 +36,10 @@ DATA_ROOT_STEMS: dict[GradingFormat, str] = {"gsm8k": "gsm8k_test", "math500": "
 
 def run_grade(args: argparse.Namespace) -> int:
     params = _params(args)
-    gold = _gold(args)
-    predictions = of_dataset(read_predictions(args.pred_path), [args.dataset], str(args.pred_path))
-    check_some_match(gold, predictions, source=str(args.pred_path))
-    inputs = RunInputs(gold, predictions, "predictions file", False)
-    grades = grade_inputs(inputs, None if params is None else params.grading)
+    with grading_judge(None if params is None else params.grading) as judge:
+        judge.start()  # Math-Verify loads for the workers while the files are read
+        inputs = _inputs(args)
+        grades = grade(inputs.gold, inputs.predictions, judge)
     critic, critic_simulated = (None, False)
     if params is not None and args.enable_critic:
         critic, critic_simulated = _critic(args, params, inputs)
@@ -52,6 +51,13 @@ def run_grade(args: argparse.Namespace) -> int:
     else:
         print(render_run(record, critic_enabled=args.enable_critic))
     return 0
+
+
+def _inputs(args: argparse.Namespace) -> RunInputs:
+    gold = _gold(args)
+    predictions = of_dataset(read_predictions(args.pred_path), [args.dataset], str(args.pred_path))
+    check_some_match(gold, predictions, source=str(args.pred_path))
+    return RunInputs(gold, predictions, "predictions file", False)
 
 
 def _params(args: argparse.Namespace) -> Params | None:

@@ -73,10 +73,14 @@ def pool_predictions(manifest_path: Path, answers: AnswersConfig) -> tuple[list[
 DEFAULT_TIMEOUT_S, DEFAULT_WORKERS = 5.0, 2  # grading.verify_timeout_s and grading.workers, without a params file
 
 
-def grade_inputs(inputs: RunInputs, cfg: GradingConfig | None) -> Grades:
-    """Grade with `cfg`'s time limit and workers (the defaults when there is no params file)."""
+def grading_judge(cfg: GradingConfig | None) -> MathJudge:
+    """The grading rule's judge with `cfg`'s time limit and workers (the defaults when there is no params file)."""
     timeout_s, workers = (DEFAULT_TIMEOUT_S, DEFAULT_WORKERS) if cfg is None else (cfg.verify_timeout_s, cfg.workers)
-    with MathJudge(max_workers=workers, timeout_s=timeout_s, rule="grading") as judge:
+    return MathJudge(max_workers=workers, timeout_s=timeout_s, rule="grading")
+
+
+def grade_inputs(inputs: RunInputs, cfg: GradingConfig | None) -> Grades:
+    with grading_judge(cfg) as judge:
         return grade(inputs.gold, inputs.predictions, judge)
 
 
