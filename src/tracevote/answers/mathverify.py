@@ -2,7 +2,8 @@
 
 Math-Verify's own timeouts use ``signal.alarm``, which only works in the main thread, and a signal cannot
 interrupt sympy while it is stuck inside C code (a power tower such as ``9^{9^{9^{9^{9}}}}`` never ends).
-So `MathJudge` runs ``parse`` + ``verify`` in worker processes with those timeouts switched off
+So `MathJudge` runs ``parse`` + ``verify`` in worker processes (forked warm from a fork server that
+imported Math-Verify once) with those timeouts switched off
 (``parse(..., parsing_timeout=None)``, ``verify(..., timeout_seconds=None)``) and enforces the limit from
 the parent with a wall clock: a worker that overruns is killed, the pool is replaced, and that comparison
 falls back to a normalised string comparison (see `normalize_answer_text`). The parent sends no signals,
