@@ -19,6 +19,9 @@ from tracevote.grading.gold import GoldItem
 from tracevote.grading.predictions import Prediction
 
 POWER_TOWER = "$9^{9^{9^{9^{9}}}}$"  # sympy evaluates it for ever (checked: minutes without an answer)
+# sympy computes 9^(9^9) in C, where no signal reaches: in a main thread a 2 s SIGALRM (setitimer) had not stopped
+# verify(parse("1"), parse(it)) after 100 s. Only a process can be stopped there, so the judge keeps its workers.
+STUCK_IN_C = "$9^{9^{9^{9}}}$"
 
 # (gold, final answer, equal): the scorer's verdicts, whatever our own answer reading would say. Its parse() of a
 # bare LaTeX command without $...$ or \boxed finds nothing, so "\frac12" vs "0.5" is not equal there.
@@ -90,6 +93,21 @@ def test_a_pathological_answer_is_wrong_and_counted_not_a_hang():
         grades = grade(golds, predictions, judge)
     assert (grades.correct, grades.total, grades.unjudged, grades.string_fallbacks) == (1, 2, 1, 0)
     assert [g.method for g in grades.graded] == ["unjudged", "math_verify"]
+
+
+def test_an_answer_stuck_in_c_is_wrong_and_counted_from_main_and_other_threads():
+    golds = [GoldItem(str(i), "p", str(i), None) for i in range(40)]
+    predictions = [Prediction(str(i), None, "", f"#### {STUCK_IN_C if i == 17 else i}", i) for i in range(40)]
+
+    def graded():
+        with MathJudge(max_workers=2, timeout_s=3.0, rule="grading") as judge:
+            return grade(golds, predictions, judge)
+
+    with ThreadPoolExecutor(max_workers=1) as thread:
+        in_thread = thread.submit(graded).result(timeout=600)
+    for grades in (graded(), in_thread):
+        assert (grades.correct, grades.unjudged, grades.string_fallbacks) == (39, 1, 0)
+        assert [g.id for g in grades.graded if g.method == "unjudged"] == ["17"]
 
 
 def test_the_string_fallback_compares_stripped_lower_cased_text():

@@ -2,7 +2,8 @@
 
 Math-Verify's own timeouts use ``signal.alarm``, which only works in the main thread, and a signal cannot
 interrupt sympy while it is stuck inside C code (a power tower such as ``9^{9^{9^{9^{9}}}}`` never ends).
-So `MathJudge` runs ``parse`` + ``verify`` in worker processes with those timeouts switched off
+So `MathJudge` runs ``parse`` + ``verify`` in worker processes (forked warm from a fork server that
+imported Math-Verify once) with those timeouts switched off
 (``parse(..., parsing_timeout=None)``, ``verify(..., timeout_seconds=None)``) and enforces the limit from
 the parent with a wall clock: a worker that overruns is killed, the pool is replaced, and that comparison
 falls back to a normalised string comparison (see `normalize_answer_text`). The parent sends no signals,
@@ -17,11 +18,13 @@ from __future__ import annotations
 
 import logging
 import multiprocessing
+import multiprocessing.forkserver
 import re
 import threading
-from collections import Counter
+import time
+from collections import Counter, deque
 from collections.abc import Iterable, Sequence
-from concurrent.futures import ProcessPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -34,6 +37,8 @@ JudgeRule = Literal["answers", "grading"]
 StartMethod = Literal["spawn", "forkserver"]
 # What a worker returns for one comparison: Math-Verify's answer, or None and why it could not give one.
 Outcome = tuple[bool | None, FallbackReason | None]
+# The chunks being compared: each one's indices in the pairs, and the time.monotonic() it must be done by.
+InFlight = dict[Future[list[Outcome]], tuple[list[int], float]]
 
 
 @dataclass(frozen=True)
@@ -145,17 +150,22 @@ def _verify_chunk(pairs: Sequence[tuple[str, str]], rule: JudgeRule = "answers")
     return [compare(gold, answer) for gold, answer in pairs]
 
 
-def _init_worker(barrier: Any) -> None:
-    """Import and warm Math-Verify once per worker, so start-up never counts against a comparison's limit."""
-    global _WORKER_BARRIER
-    _WORKER_BARRIER = barrier
+def warm_up() -> None:
+    """Import Math-Verify and make a first comparison of each rule (it builds its LaTeX grammar and regexes then,
+    ~0.1 s), so that neither counts against a comparison's limit."""
     import math_verify  # noqa: F401  (fails here, breaking the pool, rather than as a fallback per comparison)
 
     # The "timeout is disabled" warning is expected here: the parent enforces the limit.
     logging.getLogger("math_verify").setLevel(logging.ERROR)
     _verify_pair("\\frac{1}{2}", "0.5")
     grading_outcome("\\frac{1}{2}", "0.5")
-    grading_outcome("\\frac{1}{2}", "0.5")
+
+
+def _init_worker(barrier: Any) -> None:
+    """Warm Math-Verify once per worker (a no-op in a worker forked warm from the fork server)."""
+    global _WORKER_BARRIER
+    _WORKER_BARRIER = barrier
+    warm_up()
 
 
 def _worker_ready(timeout_s: float) -> None:
@@ -189,7 +199,7 @@ class MathJudge:
         max_workers: int = 1,
         timeout_s: float = 5.0,
         chunk_size: int = 16,
-        start_method: StartMethod = "spawn",
+        start_method: StartMethod = "forkserver",
         startup_timeout_s: float = 300.0,
         rule: JudgeRule = "answers",
     ) -> None:
@@ -201,10 +211,21 @@ class MathJudge:
         self.startup_timeout_s = startup_timeout_s
         self.rule = rule
         self._context = multiprocessing.get_context(start_method)
+        if start_method == "forkserver":
+            # Workers fork from one server that imported and warmed Math-Verify once (spawn starts an interpreter
+            # and imports it per worker). Applies when this process first starts its fork server.
+            self._context.set_forkserver_preload(["tracevote.answers.mathverify_warm"])
         self._lock = threading.Lock()
         self._pool: ProcessPoolExecutor | None = None
         self._closed = False
         self._fallbacks: Counter[str] = Counter()
+
+    def start(self) -> None:
+        """Start loading Math-Verify for the workers now, without waiting, so that it overlaps the caller's own
+        work (reading its files); the first comparison waits for the workers as always. Only the fork server
+        can start ahead: a spawned pool starts its workers with the first comparison."""
+        if self._context.get_start_method() == "forkserver":
+            multiprocessing.forkserver.ensure_running()
 
     def __enter__(self) -> MathJudge:
         return self
@@ -265,52 +286,54 @@ class MathJudge:
             list(range(start, min(start + self.chunk_size, len(pairs))))
             for start in range(0, len(pairs), self.chunk_size)
         ]
-        retry: list[int] = []
-        for first in range(0, len(chunks), self.max_workers):
-            retry += self._run_wave(pairs, chunks[first : first + self.max_workers], outcomes)
-        for index in retry:  # alone in its wave, a pair's timeout or crash is its own: nothing is retried again
-            self._run_wave(pairs, [[index]], outcomes)
+        retry = self._run_chunks(pairs, chunks, outcomes, alone=False)
+        for index in retry:  # alone, a pair's timeout or crash is its own: nothing is retried again
+            self._run_chunks(pairs, [[index]], outcomes, alone=True)
         return [outcome if outcome is not None else (None, "comparison error") for outcome in outcomes]
 
-    def _run_wave(
-        self, pairs: list[tuple[str, str]], wave: list[list[int]], outcomes: list[Outcome | None]
+    def _run_chunks(
+        self, pairs: list[tuple[str, str]], chunks: list[list[int]], outcomes: list[Outcome | None], *, alone: bool
     ) -> list[int]:
-        """Runs at most `max_workers` chunks at once in a warm pool and fills `outcomes`.
-
-        Returns the indices to retry alone: those of chunks that overran `timeout_s` or whose worker crashed,
-        unless the chunk was a single pair (and, for a crash, alone in the wave), which then gets its reason.
-        Any failure kills the pool's workers; the next wave starts a new pool.
-        """
-        pool = self._ready_pool()
-        futures = {pool.submit(_verify_chunk, [pairs[i] for i in chunk], self.rule): chunk for chunk in wave}
-        done, not_done = wait(futures, timeout=self.timeout_s)
+        """Runs `chunks` with every worker busy (one chunk each), each chunk `timeout_s` from when it was sent,
+        and fills `outcomes`. Returns the indices to retry alone: those of chunks that overran (unless a single
+        pair: then it timed out), crashed (unless `alone`: then its pair crashed the worker) or were in flight
+        when the pool had to be killed for another's overrun or crash. Any failure replaces the pool."""
+        pending = deque(chunks)
+        in_flight: InFlight = {}
         retry: list[int] = []
-        for future in not_done:
-            chunk = futures[future]
-            if len(chunk) == 1:
-                outcomes[chunk[0]] = (None, "timeout")
-            else:
-                retry += chunk
-        crashed = False
-        for future in done:
-            chunk = futures[future]
-            try:
-                chunk_outcomes = future.result()
-            except Exception as error:
-                crashed = True
-                if len(chunk) == 1 and len(wave) == 1:
-                    reason: FallbackReason = (
-                        "worker crashed" if isinstance(error, BrokenProcessPool) else "comparison error"
-                    )
-                    outcomes[chunk[0]] = (None, reason)
-                else:
-                    retry += chunk
-                continue
-            for index, outcome in zip(chunk, chunk_outcomes, strict=True):
-                outcomes[index] = outcome
-        if not_done or crashed:
-            self._drop_pool()
+        while pending or in_flight:
+            pool = self._ready_pool()
+            while pending and len(in_flight) < self.max_workers:
+                chunk = pending.popleft()
+                future = pool.submit(_verify_chunk, [pairs[i] for i in chunk], self.rule)
+                in_flight[future] = (chunk, time.monotonic() + self.timeout_s)
+            first_deadline = min(deadline for _, deadline in in_flight.values())
+            done, _ = wait(in_flight, timeout=max(0.0, first_deadline - time.monotonic()), return_when=FIRST_COMPLETED)
+            taken = [self._take(future, in_flight.pop(future)[0], outcomes, alone) for future in done]
+            overrun, expired = _expire(in_flight, outcomes)
+            retry += expired + [index for _, failed in taken for index in failed]
+            if overrun or any(crashed for crashed, _ in taken):
+                retry += [index for chunk, _ in in_flight.values() for index in chunk]
+                in_flight.clear()
+                self._drop_pool()
         return sorted(retry)
+
+    @staticmethod
+    def _take(future: Future[list[Outcome]], chunk: list[int], outcomes: list[Outcome | None],
+              alone: bool) -> tuple[bool, list[int]]:
+        """Fills `outcomes` from a finished chunk. Returns whether its worker failed, and the indices to retry
+        then (none when it ran `alone`: the failure is its pair's own)."""
+        try:
+            chunk_outcomes = future.result()
+        except Exception as error:
+            if not alone:
+                return True, chunk
+            reason: FallbackReason = "worker crashed" if isinstance(error, BrokenProcessPool) else "comparison error"
+            outcomes[chunk[0]] = (None, reason)
+            return True, []
+        for index, outcome in zip(chunk, chunk_outcomes, strict=True):
+            outcomes[index] = outcome
+        return False, []
 
     def _ready_pool(self) -> ProcessPoolExecutor:
         """The pool, started and warmed up first if there is none (not counted against any limit)."""
@@ -346,6 +369,22 @@ class MathJudge:
         pool.shutdown(wait=False, cancel_futures=True)
         for process in processes:
             process.join(timeout=10)
+
+
+def _expire(in_flight: InFlight, outcomes: list[Outcome | None]) -> tuple[bool, list[int]]:
+    """Takes the chunks past their deadline out of `in_flight`: a single pair has timed out, the pairs of a longer
+    chunk are to be retried alone. Returns whether any expired, and those pairs: chunks [3] and [4, 5] overran ->
+    outcome 3 is a timeout, (True, [4, 5])."""
+    now = time.monotonic()
+    expired = [future for future, (_, deadline) in in_flight.items() if deadline <= now]
+    retry: list[int] = []
+    for future in expired:
+        chunk = in_flight.pop(future)[0]
+        if len(chunk) == 1:
+            outcomes[chunk[0]] = (None, "timeout")
+        else:
+            retry += chunk
+    return bool(expired), retry
 
 
 def _verdict(pair: tuple[str, str], outcome: Outcome, rule: JudgeRule) -> MathVerdict:

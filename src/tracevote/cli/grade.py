@@ -13,18 +13,20 @@ import contextlib
 import dataclasses
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import orjson
 
 from tracevote.core.config import GradingRunConfig, Params, load_params
 from tracevote.core.errors import ConfigError, DataError
-from tracevote.grading.accuracy import check_some_match
-from tracevote.grading.build import build_critic, stored_critic_scores
-from tracevote.grading.critic import CriticScores, structured_replies
+from tracevote.grading.accuracy import check_some_match, grade
 from tracevote.grading.gold import GoldItem, GradingFormat, format_keys, gold_from_normalized, read_gold_file
 from tracevote.grading.predictions import of_dataset, read_predictions
-from tracevote.grading.runs import RunInputs, grade_inputs, run_record
+from tracevote.grading.runs import RunInputs, grading_judge, run_record
 from tracevote.grading.summary import json_summary, render_run
+
+if TYPE_CHECKING:  # the critic's modules load pyarrow, numpy and requests: imported only when it runs
+    from tracevote.grading.critic import CriticScores
 
 PROJECT_DATASET = {"gsm8k": "gsm8k", "math500": "math500", "aime": "aime_2024", "amc23": "amc23"}
 # the scorer's --data-root layout: <root>/test/<stem>.jsonl; the names are fixed (--dataset's choices)
@@ -34,11 +36,10 @@ DATA_ROOT_STEMS: dict[GradingFormat, str] = {"gsm8k": "gsm8k_test", "math500": "
 
 def run_grade(args: argparse.Namespace) -> int:
     params = _params(args)
-    gold = _gold(args)
-    predictions = of_dataset(read_predictions(args.pred_path), [args.dataset], str(args.pred_path))
-    check_some_match(gold, predictions, source=str(args.pred_path))
-    inputs = RunInputs(gold, predictions, "predictions file", False)
-    grades = grade_inputs(inputs, None if params is None else params.grading)
+    with grading_judge(None if params is None else params.grading) as judge:
+        judge.start()  # Math-Verify loads for the workers while the files are read
+        inputs = _inputs(args)
+        grades = grade(inputs.gold, inputs.predictions, judge)
     critic, critic_simulated = (None, False)
     if params is not None and args.enable_critic:
         critic, critic_simulated = _critic(args, params, inputs)
@@ -50,6 +51,13 @@ def run_grade(args: argparse.Namespace) -> int:
     else:
         print(render_run(record, critic_enabled=args.enable_critic))
     return 0
+
+
+def _inputs(args: argparse.Namespace) -> RunInputs:
+    gold = _gold(args)
+    predictions = of_dataset(read_predictions(args.pred_path), [args.dataset], str(args.pred_path))
+    check_some_match(gold, predictions, source=str(args.pred_path))
+    return RunInputs(gold, predictions, "predictions file", False)
 
 
 def _params(args: argparse.Namespace) -> Params | None:
@@ -89,6 +97,8 @@ def data_root_gold(data_root: Path, dataset: GradingFormat) -> Path:
 def _structured(args: argparse.Namespace, params: Params) -> bool:
     """Structured critic replies where the endpoint's profile has them; --critic-structured where it has not is
     refused before anything is written or sent."""
+    from tracevote.grading.critic import structured_replies
+
     if args.critic_structured and not structured_replies(params):
         model = params.critic_model
         raise ConfigError(f"--critic-structured: the critic's endpoint {model.endpoint} ({model.name}, profile "
@@ -98,6 +108,8 @@ def _structured(args: argparse.Namespace, params: Params) -> bool:
 
 
 def _critic(args: argparse.Namespace, params: Params, inputs: RunInputs) -> tuple[CriticScores | None, bool]:
+    from tracevote.grading.build import build_critic, stored_critic_scores
+
     structured = _structured(args, params)
     pairing = inputs.pairing()
     args.critic_dir.mkdir(parents=True, exist_ok=True)

@@ -23,6 +23,7 @@ from typing import Any, Literal
 
 from tracevote.answers.formats import GSM8K_MARK
 from tracevote.core.errors import DataError, listed
+from tracevote.datasets.local import read_local_rows
 from tracevote.datasets.problems import Problem, load_problems
 
 GradingFormat = Literal["gsm8k", "math500", "aime", "amc23"]
@@ -70,8 +71,6 @@ def format_keys(grading_format: GradingFormat, *, problem: str | None = None, an
 
 def read_gold_file(path: Path, keys: GoldKeys, *, prefix: str) -> list[GoldItem]:
     """The gold items of a .jsonl/.json/.parquet/.csv file; errors name the file and row."""
-    from tracevote.datasets.fetch import read_local_rows  # pyarrow and requests: only for a gold file
-
     return gold_items(read_local_rows(path), keys, prefix=prefix, origin=str(path))
 
 

@@ -9,20 +9,18 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from tracevote.answers.extract import resolve_answer
 from tracevote.answers.mathverify import MathJudge
 from tracevote.core.config import AnswersConfig, GradingConfig, GradingRunConfig
 from tracevote.core.errors import DataError
 from tracevote.core.fileio import read_json_record, write_json, write_jsonl
 from tracevote.grading.accuracy import Grades, Pairing, check_some_match, grade, pair_by_id
-from tracevote.grading.critic import CriticScores
 from tracevote.grading.gold import GoldItem, gold_from_normalized
 from tracevote.grading.predictions import Prediction, of_dataset, read_predictions
-from tracevote.store import codec
-from tracevote.store.pool import Pool
-from tracevote.store.pool import read_manifest as read_pool_manifest
+
+if TYPE_CHECKING:  # the critic's modules and the pool's load pyarrow and numpy: too slow for `grade` on a file
+    from tracevote.grading.critic import CriticScores
 
 
 @dataclass(frozen=True)
@@ -52,6 +50,11 @@ def run_inputs(run: GradingRunConfig, gold_path: Path, answers: AnswersConfig) -
 
 def pool_predictions(manifest_path: Path, answers: AnswersConfig) -> tuple[list[Prediction], bool]:
     """Every trace of the pool a manifest names as a prediction of its problem, and whether it is simulated."""
+    from tracevote.answers.extract import resolve_answer
+    from tracevote.store import codec
+    from tracevote.store.pool import Pool
+    from tracevote.store.pool import read_manifest as read_pool_manifest
+
     manifest = read_pool_manifest(manifest_path)
     pool = Pool(manifest.pool_root(manifest_path))
     predictions = []
@@ -70,10 +73,14 @@ def pool_predictions(manifest_path: Path, answers: AnswersConfig) -> tuple[list[
 DEFAULT_TIMEOUT_S, DEFAULT_WORKERS = 5.0, 2  # grading.verify_timeout_s and grading.workers, without a params file
 
 
-def grade_inputs(inputs: RunInputs, cfg: GradingConfig | None) -> Grades:
-    """Grade with `cfg`'s time limit and workers (the defaults when there is no params file)."""
+def grading_judge(cfg: GradingConfig | None) -> MathJudge:
+    """The grading rule's judge with `cfg`'s time limit and workers (the defaults when there is no params file)."""
     timeout_s, workers = (DEFAULT_TIMEOUT_S, DEFAULT_WORKERS) if cfg is None else (cfg.verify_timeout_s, cfg.workers)
-    with MathJudge(max_workers=workers, timeout_s=timeout_s, rule="grading") as judge:
+    return MathJudge(max_workers=workers, timeout_s=timeout_s, rule="grading")
+
+
+def grade_inputs(inputs: RunInputs, cfg: GradingConfig | None) -> Grades:
+    with grading_judge(cfg) as judge:
         return grade(inputs.gold, inputs.predictions, judge)
 
 

@@ -10,8 +10,8 @@ import numpy as np
 from tracevote.core.errors import ConfigError
 from tracevote.datasets.problems import Problem
 from tracevote.deepconf.results import AggregateResult, PairedComparison, WorkingSets
+from tracevote.report.banner import SIMULATED_BANNER
 
-SIMULATED_BANNER = "SIMULATED MODEL: these numbers test the pipeline, not a real LLM"
 TIE_RULES = {"smallest": "the smallest answer wins", "first": "the answer met first in the working set wins",
              "fractional": "a t-way tie holding the gold scores 1/t"}
 TABLE_COLUMNS = ("method", "label", "mean", "std", "fractional", "tie_rule_pts", "ci_low", "ci_high",
