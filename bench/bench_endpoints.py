@@ -24,7 +24,7 @@ from pathlib import Path
 import orjson
 import yaml
 
-from bench.bench_stage import ROOT, bench_params
+from bench.synthetic_pool import ROOT, bench_params
 from tracevote.core.config import SimConfig
 from tracevote.sim.faults import parse_faults
 from tracevote.sim.model import SimModel
