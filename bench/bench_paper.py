@@ -3,9 +3,9 @@
 
 Set-up, outside the timing: bench.synthetic_pool writes the pool (confidence only, as with
 pool.keep_top_logprobs: false: top-20 would need ~16 GB) in two processes, with the normalized problems
-file, params.yaml (the committed defaults: group_size 2048, every K from 1 to 4096, 64 repeats, 1,000
-bootstrap resamples, online DeepConf low and high) and the manifest. Free disk is checked first; too
-little is refused before anything is written.
+file, params.yaml (the committed defaults: group_size 2048, K = 1, 2, 4, ..., 512 drawn from the 4096
+traces as the paper does, 64 repeats, 1,000 bootstrap resamples, online DeepConf low and high) and the
+manifest. Free disk is checked first; too little is refused before anything is written.
 
 After one untimed warm-up pass, timed, whole processes (wall and CPU seconds, process + children), in
 rounds of cold then warm:

@@ -148,7 +148,8 @@ def write_workspace(folder: Path, shape: PoolShape, params_data: dict[str, Any],
     """params.yaml, data/bench.jsonl, the pool (problems written in `workers` processes) and its manifest."""
     params_data = {**params_data, "model": {**params_data["model"], "backend": "sim"}}
     params_data["pool"] = {**params_data["pool"], "n_pool": shape.traces, "keep_top_logprobs": shape.top_k > 0}
-    ks = [2**i for i in range(shape.traces.bit_length()) if 2**i <= shape.traces]  # a paper run's grid
+    # the committed grid (K up to 512, the paper's voting budget), capped at the pool's traces
+    ks = [k for k in params_data["eval"]["k"] if k <= shape.traces]
     params_data["eval"] = {**params_data["eval"], "k": ks}
     params_data["report"] = {**params_data["report"], "k": ks[-1]}
     params_path = folder / "params.yaml"
