@@ -61,6 +61,8 @@ test-random: dev
 	$(compile_own)
 	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile -p random_order --random-order $(PYTEST_ARGS)
 
+# Exits 1 when a headline figure misses its goal beyond its noise (bench/goals.py); `make test` never checks
+# timings. ARGS=--paper adds paper scale (minutes, ~3.3 GB disk), ARGS=--quick is a smoke run.
 bench: setup
 	$(BIN)/python -m bench.run $(ARGS)
 

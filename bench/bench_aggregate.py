@@ -1,4 +1,5 @@
-"""Benchmark: wall time and peak memory of `aggregate` over the full evaluation grid.
+"""Benchmark: wall and CPU time and peak memory of `aggregate` over the full evaluation grid, in process
+(narrower than the stage: the paper-scale benchmark times `stages/aggregate.py` itself).
 
 The score table is SYNTHETIC (no model): per problem a gold answer, a per-problem accuracy drawn
 from Beta(2, 2), wrong answers spread over a few distractors, 3% invalid samples, measures that are
@@ -11,18 +12,18 @@ table: every trace of at least a window (2048 tokens) has 5-60 record lows falli
 from __future__ import annotations
 
 import resource
-import time
 import tracemalloc
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
+from bench.figures import Figure
+from bench.measure import interleaved, timed
 from tracevote.core.config import MEASURES, EvalConfig, OnlineConfig
 from tracevote.deepconf.evaluate import aggregate
 from tracevote.deepconf.score import SCORE_COLUMNS, STOP_COLUMNS
 
-GOAL_SECONDS = 10.0
 GROUP_SIZE = 2048
 ONLINE = OnlineConfig(warmup=16, percentiles={"low": 90, "high": 10}, consensus=None)
 
@@ -31,10 +32,11 @@ ONLINE = OnlineConfig(warmup=16, percentiles={"low": 90, "high": 10}, consensus=
 class Scale:
     problems: int
     samples: int
-    repeat: int
+    repeat: int  # eval.repeat
+    rounds: int  # timed runs of each side
 
 
-SCALES = {"full": Scale(30, 512, 64), "quick": Scale(4, 64, 8)}
+SCALES = {"full": Scale(30, 512, 64, 3), "quick": Scale(4, 64, 8, 1)}
 
 
 def synthetic_scores(problems: int, samples: int, seed: int = 0) -> pd.DataFrame:
@@ -91,36 +93,32 @@ def grid(repeat: int, max_k: int) -> EvalConfig:
 
 
 def run(scale: str = "full") -> list[dict]:
-    """Measured rows: name, value, unit, and ratio / note where relevant."""
+    """In-process aggregate with and without online replay, interleaved rounds; memory of one more run."""
     size = SCALES[scale]
     scores = synthetic_scores(size.problems, size.samples)
     stops = synthetic_stops(scores)
     cfg = grid(size.repeat, size.samples)
     rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    start = time.perf_counter()
-    result = aggregate(scores, cfg, online=ONLINE, stops=stops)
-    seconds = time.perf_counter() - start
+    result = aggregate(scores, cfg, online=ONLINE, stops=stops)  # warm-up, and the sanity figure
     rss_delta = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss_before
-    start = time.perf_counter()
-    aggregate(scores, cfg)
-    offline_seconds = time.perf_counter() - start
+    runs = interleaved({"online": lambda: timed(lambda: aggregate(scores, cfg, online=ONLINE, stops=stops)),
+                        "offline": lambda: timed(lambda: aggregate(scores, cfg))}, size.rounds)
     tracemalloc.start()
     aggregate(scores, cfg, online=ONLINE, stops=stops)
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
-    grid_note = (f"synthetic {size.problems} x {size.samples}, K {cfg.k[0]}..{cfg.k[-1]}, {cfg.repeat} repeats, "
-                 f"{len(result.methods)} methods + {len(result.online_methods)} online, {cfg.bootstrap} resamples")
-    return [
-        {"name": "aggregate: wall time", "value": seconds, "unit": "s", "ratio": seconds / GOAL_SECONDS,
-         "note": f"{grid_note}; ratio is to the {GOAL_SECONDS:.0f} s goal"},
-        {"name": "aggregate without online replay: wall time", "value": offline_seconds, "unit": "s",
-         "ratio": seconds / offline_seconds,
-         "note": f"ratio: with online replay ({len(stops)} stop records) / without"},
-        {"name": "aggregate: peak traced memory", "value": peak / 2**20, "unit": "MiB",
-         "note": "tracemalloc, second run"},
-        {"name": "aggregate: max RSS growth", "value": rss_delta / 1024, "unit": "MiB",
-         "note": "ru_maxrss delta over the first run (0 when below an earlier peak)"},
-        {"name": "aggregate: cons@max K (sanity)", "value": result.accuracy_at("cons", cfg.k[-1]).mean,
-         "unit": "accuracy", "note": f"pass1 {result.accuracy_at('pass1', cfg.k[-1]).mean:.3f}"},
-    ]
-
+    grid_note = (f"NARROWER than the stage (in process: no start-up, no Parquet read, no JSON written); synthetic "
+                 f"{size.problems} x {size.samples}, K {cfg.k[0]}..{cfg.k[-1]}, {cfg.repeat} repeats, "
+                 f"{len(result.methods)} methods + {len(result.online_methods)} online, {cfg.bootstrap} resamples; "
+                 f"{size.rounds} interleaved rounds")
+    return [figure.to_json() for figure in (
+        Figure("aggregate in process, with online replay", "s", [r.wall for r in runs["online"]],
+               cpu=[r.cpu for r in runs["online"]], note=f"{grid_note}; {len(stops):,} stop records"),
+        Figure("aggregate in process, without online replay", "s", [r.wall for r in runs["offline"]],
+               cpu=[r.cpu for r in runs["offline"]], note="the same grid, offline methods only"),
+        Figure("aggregate in process: peak traced memory", "MiB", [peak / 2**20], note="tracemalloc, one run"),
+        Figure("aggregate in process: max RSS growth", "MiB", [rss_delta / 1024],
+               note="ru_maxrss delta over the first run (0 when below an earlier peak)"),
+        Figure("aggregate in process: cons@max K (sanity)", "accuracy", [result.accuracy_at("cons", cfg.k[-1]).mean],
+               note=f"pass1 {result.accuracy_at('pass1', cfg.k[-1]).mean:.3f}"),
+    )]

@@ -7,15 +7,16 @@ probe included), into a fresh folder, at the same `pool.concurrency` per server:
 - baseline: one server;
 - four servers;
 - four servers, one of which answers HTTP 500 to everything (set aside after three failures).
-Figures are samples stored per second of the stage's wall time; ratios are against the baseline.
+Builds are interleaved (one, four, four with one failing, one, ...), each into a fresh folder. Figures are
+samples stored per second of the stage's wall time (median, min, max), ratios against the baseline; CPU
+seconds are the stage's plus this process's server threads'.
 """
 
 from __future__ import annotations
 
-import subprocess
+import itertools
 import sys
 import tempfile
-import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
@@ -24,7 +25,9 @@ from pathlib import Path
 import orjson
 import yaml
 
-from bench.bench_stage import ROOT, bench_params
+from bench.figures import Figure
+from bench.measure import Run, interleaved, run_process
+from bench.synthetic_pool import ROOT, bench_params
 from tracevote.core.config import SimConfig
 from tracevote.sim.faults import parse_faults
 from tracevote.sim.model import SimModel
@@ -39,9 +42,10 @@ class Scale:
     problems: int
     samples: int  # per problem
     latency_s: float  # per request, on every server
+    rounds: int
 
 
-SCALES = {"full": Scale(16, 32, 0.2), "quick": Scale(4, 16, 0.05)}
+SCALES = {"full": Scale(16, 16, 0.2, 3), "quick": Scale(4, 16, 0.05, 1)}
 
 
 @contextmanager
@@ -75,16 +79,11 @@ def workdir(folder: Path, urls: list[str], size: Scale) -> Path:
     return folder
 
 
-def timed_build(folder: Path) -> float:
-    """Wall seconds of the build_pool stage in `folder`."""
+def timed_build(folder: Path) -> Run:
+    """Wall and CPU seconds of the build_pool stage in `folder` (CPU includes this process's server threads)."""
     command = [sys.executable, str(ROOT / "stages" / "build_pool.py"), "--dataset", "bench",
                "--problems", "data/bench.jsonl", "--pools", "pools/bench", "--manifest", "pools/bench.json"]
-    started = time.perf_counter()
-    result = subprocess.run(command, cwd=folder, capture_output=True, text=True)
-    elapsed = time.perf_counter() - started
-    if result.returncode != 0:
-        raise RuntimeError(f"build_pool in {folder} exited {result.returncode}:\n{result.stderr[-2000:]}")
-    return elapsed
+    return run_process(command, folder)
 
 
 def requests_to(server: SimServer) -> int:
@@ -94,21 +93,24 @@ def requests_to(server: SimServer) -> int:
 def run(scale: str = "full") -> list[dict]:
     size = SCALES[scale]
     total = size.problems * size.samples
-    rows: list[dict] = []
-    with tempfile.TemporaryDirectory() as scratch:
+    with tempfile.TemporaryDirectory() as scratch, ExitStack() as stack:
         root = Path(scratch)
-        with servers(size.latency_s, 1) as one:
-            baseline = total / timed_build(workdir(root / "one", [s.base_url for s in one], size))
-        rows.append({"name": "build_pool stage, 1 server (baseline)", "value": baseline, "unit": "samples/s",
-                     "note": f"{total} samples, {size.latency_s} s per request, concurrency {CONCURRENCY}"})
-        with servers(size.latency_s, 4) as four:
-            rate = total / timed_build(workdir(root / "four", [s.base_url for s in four], size))
-            spread = [requests_to(s) for s in four]
-        rows.append({"name": "build_pool stage, 4 servers", "value": rate, "unit": "samples/s",
-                     "ratio": rate / baseline, "note": f"requests per server {spread}; start-up included"})
-        with servers(size.latency_s, 3, failing=1) as mixed:
-            rate = total / timed_build(workdir(root / "mixed", [s.base_url for s in mixed], size))
-            failed = requests_to(mixed[-1])
-        rows.append({"name": "build_pool stage, 4 servers, one answering 500", "value": rate, "unit": "samples/s",
-                     "ratio": rate / baseline, "note": f"{failed} requests to the failing server, then set aside"})
-    return rows
+        fleets = {"1 server": stack.enter_context(servers(size.latency_s, 1)),
+                  "4 servers": stack.enter_context(servers(size.latency_s, 4)),
+                  "4 servers, one answering 500": stack.enter_context(servers(size.latency_s, 3, failing=1))}
+        folders = itertools.count()
+        sides = {name: (lambda fleet=fleet: timed_build(workdir(root / str(next(folders)),
+                                                                [s.base_url for s in fleet], size)))
+                 for name, fleet in fleets.items()}
+        runs = interleaved(sides, size.rounds)
+        spread = [requests_to(s) // size.rounds for s in fleets["4 servers"]]
+        failed = requests_to(fleets["4 servers, one answering 500"][-1]) // size.rounds
+    base = runs["1 server"]
+    notes = {"4 servers": f"requests per server per build {spread}",
+             "4 servers, one answering 500": f"{failed} requests per build to the failing server, then set aside"}
+    what = (f"{total} samples, {size.latency_s} s per request, concurrency {CONCURRENCY} per server, start-up "
+            f"included; {size.rounds} interleaved rounds")
+    return [Figure(f"build_pool stage, {name}", "samples/s", [total / r.wall for r in runs[name]],
+                   [total / r.wall for r in base], cpu=[r.cpu for r in runs[name]], baseline_cpu=[r.cpu for r in base],
+                   baseline_name="the same build on 1 server", note=f"{notes[name]}; {what}").to_json()
+            for name in notes]

@@ -1,7 +1,8 @@
 """Ingestion throughput: chat-completions JSON (top-20) -> Sample, against json.loads and a plain loop.
 
 Bodies come from the simulated model in DeepSeek's exact format; every method runs in the same process
-on the same bodies, best of a few rounds. Goal: the fast path at >= 10x the stdlib baseline.
+on the same bodies, in interleaved rounds (median, min, max; wall and CPU). The fast path was built to
+run at >= 10x the stdlib baseline (not guarded: no user waits on parsing alone).
     python -m bench.run --only bench_ingest [--quick]
 """
 
@@ -14,6 +15,8 @@ from typing import Any
 
 import numpy as np
 
+from bench.figures import Figure
+from bench.measure import Run, interleaved, timed
 from tracevote.core.config import SimConfig
 from tracevote.sampling.ingest import _parse_slow, parse_completion
 from tracevote.sim.model import SimModel
@@ -21,8 +24,7 @@ from tracevote.store.logprobs import clean_logprobs
 
 TOP_K = 20
 SCALES = {"quick": (2, 1024, 2), "full": (8, 4096, 3)}  # responses, tokens each, rounds
-NOTES = {"ingest_stdlib_json_loop": "baseline: json.loads + a plain loop",
-         "ingest_fast": "parse_completion; goal >= 10x the baseline at full scale"}
+NOTES = {"ingest_stdlib_json_loop": "json.loads + a plain loop (stdlib)", "ingest_fast": "parse_completion;"}
 
 
 def sim_setup(tokens: int) -> tuple[SimModel, dict[str, Any]]:
@@ -56,16 +58,6 @@ def fast(body: bytes, keep_top_logprobs: bool = True) -> Any:
                             keep_top_logprobs=keep_top_logprobs, expect_top_logprobs=TOP_K)
 
 
-def best_seconds(method: Callable[[bytes], Any], bodies: list[bytes], rounds: int) -> float:
-    best = float("inf")
-    for _ in range(rounds):
-        started = time.perf_counter()
-        for body in bodies:
-            method(body)
-        best = min(best, time.perf_counter() - started)
-    return best
-
-
 def check_agreement(bodies: list[bytes]) -> None:
     for body in bodies:
         tokens, chosen, top = stdlib_loop(body)
@@ -75,20 +67,17 @@ def check_agreement(bodies: list[bytes]) -> None:
             raise AssertionError("the fast path and the stdlib baseline disagree")
 
 
-def sim_ms(tokens: int, rounds: int) -> float:
-    """Milliseconds the simulated model takes to write one response, best of a few."""
+def sim_ms(tokens: int, index: int) -> float:
+    """Milliseconds the simulated model takes to write one response."""
     model, request = sim_setup(tokens)
     model.complete_bytes(request, "warm-up")
-    best = float("inf")
-    for i in range(rounds + 2):
-        started = time.perf_counter()
-        model.complete_bytes(request, f"timed/{i}")
-        best = min(best, time.perf_counter() - started)
-    return 1000 * best
+    started = time.perf_counter()
+    model.complete_bytes(request, f"timed/{index}")
+    return 1000 * (time.perf_counter() - started)
 
 
 def run(scale: str = "full") -> list[dict[str, Any]]:
-    """Rows of {name, value, unit, ratio}; ratio is against the stdlib baseline's throughput."""
+    """Each parser's tokens/s over the same bodies, rounds interleaved, against the stdlib loop's."""
     n, tokens, rounds = SCALES[scale]
     bodies = sim_bodies(n, tokens)
     check_agreement(bodies)
@@ -99,18 +88,19 @@ def run(scale: str = "full") -> list[dict[str, Any]]:
         "ingest_fast": fast,
         "ingest_fast_confidence_only": lambda body: fast(body, keep_top_logprobs=False),
     }
-    rates = {name: total / best_seconds(method, bodies, rounds) for name, method in methods.items()}
-    baseline = rates["ingest_stdlib_json_loop"]
-    rows = [{"name": f"{name}_tokens_per_s", "value": round(rate), "unit": "tokens/s",
-             "ratio": round(rate / baseline, 2), "note": NOTES.get(name, "")} for name, rate in rates.items()]
-    rows.append({"name": f"sim_response_ms_{tokens}x{TOP_K}", "value": round(sim_ms(tokens, rounds), 2),
-                 "unit": "ms", "ratio": None})
-    return rows
+    sides = {name: (lambda method=method: timed(lambda: [method(body) for body in bodies]))
+             for name, method in methods.items()}
+    runs = interleaved(sides, rounds)
+    figures = [ingest_figure(name, side_runs, runs["ingest_stdlib_json_loop"], total, f"{n} bodies x {tokens} "
+                             f"tokens, top-{TOP_K}; {rounds} interleaved rounds") for name, side_runs in runs.items()]
+    figures.append(Figure(f"ingestion: simulated model writing one {tokens}-token response", "ms",
+                          [sim_ms(tokens, i) for i in range(rounds)], note="for scale"))
+    return [figure.to_json() for figure in figures]
 
 
-def main(argv: list[str]) -> None:
-    scale = argv[0] if argv else "full"
-    for row in run(scale):
-        ratio = "" if row["ratio"] is None else f"  ({row['ratio']}x stdlib)"
-        print(f"{row['name']:<44} {row['value']:>12} {row['unit']}{ratio}")
-
+def ingest_figure(name: str, runs: list[Run], baseline: list[Run], total: int, note: str) -> Figure:
+    own = runs is baseline
+    return Figure(f"ingestion: {name}", "tokens/s", [total / r.wall for r in runs],
+                  None if own else [total / r.wall for r in baseline], cpu=[total / r.cpu for r in runs],
+                  baseline_cpu=None if own else [total / r.cpu for r in baseline], cpu_unit="tokens/CPU-s",
+                  baseline_name=NOTES["ingest_stdlib_json_loop"], note=f"{NOTES.get(name, '')} {note}".strip())

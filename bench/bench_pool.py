@@ -12,6 +12,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.figures import Figure
 from tracevote.core.config import SimConfig
 from tracevote.sampling.ingest import parse_completion
 from tracevote.sampling.prompts import build_messages
@@ -20,9 +21,7 @@ from tracevote.store import codec
 from tracevote.store.framing import FrameWriter, iter_payloads
 from tracevote.store.interchange import for_storage
 
-GOAL_WITH_TOP = 48.0
-GOAL_WITHOUT_TOP = 12.0
-SCALES = {"full": (64, 3000), "quick": (8, 600)}  # (responses, mean tokens)
+SCALES = {"full": (64, 3000, 3), "quick": (8, 600, 1)}  # (responses, mean tokens, rounds)
 
 
 def responses(count: int, mean_tokens: int) -> list[bytes]:
@@ -53,24 +52,20 @@ def stored_size(bodies: list[bytes], keep_top: bool, folder: Path) -> tuple[int,
 
 
 def run(scale: str = "full") -> list[dict]:
-    count, mean_tokens = SCALES[scale]
+    count, mean_tokens, rounds = SCALES[scale]
     bodies = responses(count, mean_tokens)
-    raw_tokens = 0
-    rows: list[dict] = []
+    figures: list[Figure] = []
     with tempfile.TemporaryDirectory() as folder:
-        for keep_top, goal in ((True, GOAL_WITH_TOP), (False, GOAL_WITHOUT_TOP)):
-            size, tokens, write_s, read_s = stored_size(bodies, keep_top, Path(folder))
-            raw_tokens = tokens
-            label = "with top-20" if keep_top else "confidence only"
-            rows.append({"name": f"pool: bytes per token, {label}", "value": size / tokens, "unit": "B/token",
-                         "ratio": (size / tokens) / goal, "note": f"ratio is to the {goal:.0f} B goal; "
-                         f"{tokens} tokens in {count} sim responses"})
-            rows.append({"name": f"pool: ingest + encode + append, {label}", "value": tokens / write_s / 1e6,
-                         "unit": "M tokens/s", "note": "API JSON bytes to a stored frame"})
-            rows.append({"name": f"pool: read back, {label}", "value": tokens / read_s / 1e6, "unit": "M tokens/s",
-                         "note": "frame scan + decompress + decode"})
-    raw = sum(len(body) for body in bodies) / raw_tokens
-    rows.append({"name": "raw API JSON, top-20 (for scale)", "value": raw, "unit": "B/token",
-                 "ratio": raw / rows[0]["value"], "note": "ratio: raw size / stored size with top-20"})
-    return rows
-
+        for keep_top, label in ((True, "with top-20"), (False, "confidence only")):
+            measured = [stored_size(bodies, keep_top, Path(folder) / str(i)) for i in range(rounds)]  # fresh logs
+            size, tokens = measured[0][0], measured[0][1]
+            figures.append(Figure(f"pool: bytes per token, {label}", "B/token", [size / tokens],
+                                  note=f"{tokens} tokens in {count} sim responses"))
+            figures.append(Figure(f"pool: ingest + encode + append, {label}", "M tokens/s",
+                                  [tokens / m[2] / 1e6 for m in measured], note=f"API JSON bytes to a stored frame; "
+                                  f"{rounds} rounds"))
+            figures.append(Figure(f"pool: read back, {label}", "M tokens/s", [tokens / m[3] / 1e6 for m in measured],
+                                  note="frame scan + decompress + decode, every field"))
+    raw = sum(len(body) for body in bodies) / tokens
+    figures.append(Figure("raw API JSON, top-20 (for scale)", "B/token", [raw]))
+    return [figure.to_json() for figure in figures]

@@ -8,23 +8,23 @@ The pool is SYNTHETIC, built directly in numpy (no model, no pool store): per pr
 log-normal length around the target mean, top-20 logprobs as float32 (best first, descending),
 0.3% absent (NaN) entries, and rare tokens with no top-k at all, some without a chosen logprob either.
 
-Timed, on the same data in the same run:
-- vectorized: `token_confidence` (top-k -> C_i) + `trace_measures` (C_i -> the four measures), per problem;
+Timed on the same traces (the first 32 of a problem), in interleaved rounds (median, min, max; wall, CPU):
+- vectorized: `token_confidence` (top-k -> C_i) + `trace_measures` (C_i -> the four measures);
 - official style: Python lists, one trace at a time: C_i from each token's top-k list, sliding windows
-  with a running sum, np.partition for the bottom groups (as deepconf's analysis code). It runs on a
-  subset of traces and its tokens/s is extrapolated to the pool (throughput is per token).
-- score_problem: the measures plus answer extraction from synthetic texts (~4 characters per token).
+  with a running sum, np.partition for the bottom groups (as deepconf's analysis code);
+- score_problem alone, on a whole problem: the measures plus answer extraction from synthetic texts.
 Results of the two implementations are compared, so the speed-up is for the same numbers.
 """
 
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass
 
 import numpy as np
 
+from bench.figures import Figure
+from bench.measure import Run, interleaved, timed
 from tracevote.answers.extract import answer_candidates
 from tracevote.core.config import AnswersConfig, ConfidenceConfig
 from tracevote.deepconf.confidence import trace_measures
@@ -42,11 +42,12 @@ class Scale:
     mean_tokens: int
     baseline_traces: int
     confidence: ConfidenceConfig
+    repeats: int
 
 
 SCALES = {
-    "full": Scale(30, 512, 3000, 32, ConfidenceConfig(group_size=2048, bottom_fraction=0.1, tail_tokens=2048)),
-    "quick": Scale(2, 32, 400, 8, ConfidenceConfig(group_size=128, bottom_fraction=0.1, tail_tokens=128)),
+    "full": Scale(1, 512, 3000, 32, ConfidenceConfig(group_size=2048, bottom_fraction=0.1, tail_tokens=2048), 5),
+    "quick": Scale(1, 32, 400, 8, ConfidenceConfig(group_size=128, bottom_fraction=0.1, tail_tokens=128), 2),
 }
 
 
@@ -120,55 +121,56 @@ def synthetic_texts(n: int, lengths: np.ndarray, rng: np.random.Generator) -> li
 
 
 def run(scale: str = "full") -> list[dict]:
-    """Measured rows: name, value, unit, and ratio / note where relevant."""
+    """Vectorized vs the per-trace list loop on the same traces, interleaved rounds; score_problem alone."""
     size = SCALES[scale]
     cfg = size.confidence
-    tokens, seconds, score_seconds, first = 0, 0.0, 0.0, None
-    for index in range(size.problems):
-        problem = synthetic_problem(index, size)
-        start = time.perf_counter()
-        result = vectorized(problem, cfg)
-        seconds += time.perf_counter() - start
-        tokens += int(problem.offsets[-1])
-        score_seconds += _time_score_problem(problem, cfg, index)
-        if first is None:
-            first = (problem, result)
-    base_tokens, base_seconds, max_diff = _time_official_style(*first, size.baseline_traces, cfg)
-    ours, theirs = tokens / seconds, base_tokens / base_seconds
-    return [
-        {"name": "arithmetic only, in memory: data", "value": tokens, "unit": "tokens",
-         "note": f"synthetic, {size.problems} problems x {size.traces} traces, top-{TOP_K} float32"},
-        {"name": "arithmetic only, in memory: vectorized top-k -> 4 measures", "value": ours, "unit": "tokens/s",
-         "note": f"{seconds:.2f} s over the whole pool"},
-        {"name": "arithmetic only, in memory: per-trace loop over top-k lists", "value": theirs, "unit": "tokens/s",
-         "note": f"{size.baseline_traces} traces ({base_tokens} tokens) of problem 0, extrapolated per token"},
-        {"name": "arithmetic only, in memory: speed-up vs the top-k list loop", "value": ours / theirs, "unit": "x",
-         "ratio": ours / theirs, "note": f"same numbers: max relative difference {max_diff:.1e}"},
-        {"name": "arithmetic only, in memory: score_problem incl. answer extraction", "value": tokens / score_seconds,
-         "unit": "tokens/s", "note": "from C_i (as stored in the pool) to the score table rows"},
-    ]
+    problem = synthetic_problem(0, size)
+    subset = first_traces(problem, size.baseline_traces)
+    inputs = list_inputs(subset)
+    sides = {"vectorized": lambda: timed(lambda: vectorized(subset, cfg)),
+             "loop": lambda: timed(lambda: [official_style(top, chosen, cfg) for top, chosen in inputs])}
+    runs = interleaved(sides, size.repeats)
+    tokens = int(subset.offsets[-1])
+    difference = max_difference(vectorized(subset, cfg), [official_style(t, c, cfg) for t, c in inputs])
+    score_runs = [_time_score_problem(problem, cfg, 0) for _ in range(size.repeats)]
+    what = f"{size.baseline_traces} synthetic traces ({tokens:,} tokens), top-{TOP_K} float32; {size.repeats} rounds"
+    return [figure.to_json() for figure in (
+        Figure("arithmetic only, in memory: top-k -> 4 measures", "tokens/s", rates(tokens, runs["vectorized"]),
+               rates(tokens, runs["loop"]), cpu=rates(tokens, runs["vectorized"], cpu=True),
+               baseline_cpu=rates(tokens, runs["loop"], cpu=True), cpu_unit="tokens/CPU-s",
+               baseline_name="per-trace loop over top-k lists",
+               note=f"{what}; same numbers: max relative difference {difference:.1e}"),
+        Figure("arithmetic only, in memory: score_problem incl. answer extraction", "tokens/s",
+               rates(int(problem.offsets[-1]), score_runs), cpu=rates(int(problem.offsets[-1]), score_runs, cpu=True),
+               cpu_unit="tokens/CPU-s", note=f"from C_i to the score table rows, {size.traces} traces"),
+    )]
 
 
-def _time_official_style(problem: SyntheticProblem, expected: np.ndarray, n_traces: int,
-                         cfg: ConfidenceConfig) -> tuple[int, float, float]:
-    """Tokens, seconds and max relative difference to `expected` of the baseline on the first traces."""
+def rates(tokens: int, runs: list[Run], cpu: bool = False) -> list[float]:
+    return [tokens / (run.cpu if cpu else run.wall) for run in runs]
+
+
+def first_traces(problem: SyntheticProblem, n: int) -> SyntheticProblem:
+    end = int(problem.offsets[n])
+    return SyntheticProblem(problem.top[:end], problem.chosen[:end], problem.offsets[:n + 1])
+
+
+def list_inputs(problem: SyntheticProblem) -> list[tuple[list[list[float]], list[float]]]:
+    """Per trace, its top-k rows and chosen logprobs as Python lists (made outside the timing)."""
     offsets = problem.offsets
-    inputs = [(problem.top[offsets[j]:offsets[j + 1]].tolist(), problem.chosen[offsets[j]:offsets[j + 1]].tolist())
-              for j in range(n_traces)]
-    start = time.perf_counter()
-    results = [official_style(top_rows, chosen, cfg) for top_rows, chosen in inputs]
-    seconds = time.perf_counter() - start
-    diff = np.abs(np.array(results) - expected[:n_traces]) / np.abs(expected[:n_traces])
-    return int(offsets[n_traces]), seconds, float(np.nanmax(diff))
+    return [(problem.top[offsets[j]:offsets[j + 1]].tolist(), problem.chosen[offsets[j]:offsets[j + 1]].tolist())
+            for j in range(len(offsets) - 1)]
 
 
-def _time_score_problem(problem: SyntheticProblem, cfg: ConfidenceConfig, index: int) -> float:
+def max_difference(expected: np.ndarray, results: list[list[float]]) -> float:
+    return float(np.nanmax(np.abs(np.array(results) - expected) / np.abs(expected)))
+
+
+def _time_score_problem(problem: SyntheticProblem, cfg: ConfidenceConfig, index: int) -> Run:
     n = len(problem.offsets) - 1
     texts = synthetic_texts(n, np.diff(problem.offsets), np.random.default_rng(index))
     candidates = [answer_candidates(t) for t in texts]
     traces = ProblemTraces(f"bench-{index:02d}", np.arange(n), candidates, ["stop"] * n, problem.offsets,
                            token_confidence(problem.top, problem.chosen))
-    start = time.perf_counter()
-    score_problem(traces, gold=7, cfg=cfg, answers=AnswersConfig("last_integer", truncated_fallback=False))
-    return time.perf_counter() - start
-
+    answers = AnswersConfig("last_integer", truncated_fallback=False)
+    return timed(lambda: score_problem(traces, gold=7, cfg=cfg, answers=answers))

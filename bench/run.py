@@ -1,10 +1,12 @@
-"""`make bench`: every benchmark, each with its baseline measured in the same run.
+"""`make bench`: every benchmark, each against its baseline measured in the same run, then the regression guard.
 
-    python -m bench.run            full scale (a few minutes on 2 cores: it builds a 9 M-token pool)
-    python -m bench.run --quick    small scale, seconds
-    python -m bench.run --only bench_score
+    python -m bench.run              full scale, a few minutes on 2 cores; exits 1 when a headline misses its goal
+    python -m bench.run --paper      also paper scale: 30 x 4096 traces x ~3,000 tokens on disk (~3.3 GB, minutes)
+    python -m bench.run --quick      small scale, seconds (its figures mean nothing; no guard)
+    python -m bench.run --only bench_stage
 
-Each benchmark runs in a fresh process, so peak-memory figures are its own.
+Each benchmark runs in a fresh process, so peak-memory figures are its own; the machine's load average is
+printed at its start and end. Goals: bench/goals.py.
 """
 
 from __future__ import annotations
@@ -12,44 +14,87 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import os
 import subprocess
 import sys
 import time
 
-BENCHMARKS = ("bench_ingest", "bench_pool", "bench_stage", "bench_score", "bench_aggregate", "bench_endpoints")
+from bench.figures import Figure, table_lines
+from bench.goals import verdicts
+from bench.measure import load_average
+
+BENCHMARKS = ("bench_ingest", "bench_pool", "bench_stage", "bench_score", "bench_aggregate", "bench_endpoints",
+              "bench_grade")
+PAPER = "bench_paper"  # only with --paper (or --only bench_paper): it needs disk and minutes
 
 
-def render(row: dict) -> str:
-    ratio = f"  [ratio {row['ratio']:.2f}]" if row.get("ratio") is not None else ""
-    note = f"  ({row['note']})" if row.get("note") else ""
-    value = row["value"]
-    shown = f"{value:.1e}" if 0 < abs(value) < 1e-3 else f"{value:,.3f}"
-    return f"  {row['name']}: {shown} {row['unit']}{ratio}{note}"
+class BenchmarkFailed(RuntimeError):
+    pass
 
 
 def run_isolated(name: str, scale: str) -> list[dict]:
+    """The figures (as JSON) of one benchmark run in a fresh process."""
     command = [sys.executable, "-m", "bench.run", "--child", name, "--scale", scale]
-    completed = subprocess.run(command, capture_output=True, text=True, check=True)
+    completed = subprocess.run(command, capture_output=True, text=True)
+    if completed.returncode != 0:
+        raise BenchmarkFailed(completed.stderr.strip()[-3000:] or f"exited {completed.returncode}")
     return json.loads(completed.stdout.splitlines()[-1])
+
+
+def run_one(name: str, scale: str) -> list[Figure] | None:
+    """Run and print one benchmark; None when it failed or refused (its reason printed)."""
+    load_start, started = load_average(), time.perf_counter()
+    try:
+        rows = run_isolated(name, scale)
+    except BenchmarkFailed as exc:
+        print(f"{name} ({scale}): FAILED\n{exc}", flush=True)
+        return None
+    elapsed = time.perf_counter() - started
+    print(f"\n{name} ({scale}, {elapsed:.1f} s; load average {load_start:.2f} at start, {load_average():.2f} at end, "
+          f"{os.cpu_count()} cores)", flush=True)
+    for row in rows:
+        if "skipped" in row:
+            print(f"  skipped: {row['skipped']}", flush=True)
+    figures = [Figure.from_json(row) for row in rows if "skipped" not in row]
+    if figures:
+        print("\n".join(table_lines(figures)), flush=True)
+    return figures
+
+
+def guard(figures: list[Figure]) -> int:
+    """Print each goal's verdict; 1 when a measured headline missed its goal by more than its noise."""
+    results = verdicts(figures)
+    print("\nregression guard (bench/goals.py): a goal is missed when even the best round misses it")
+    for verdict in results:
+        print(verdict.line())
+    missed = [v for v in results if v.missed]
+    if missed:
+        print(f"\n{len(missed)} goal(s) missed: " + "; ".join(v.goal.figure for v in missed))
+    return 1 if missed else 0
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="small scale, for a smoke run")
-    parser.add_argument("--only", choices=BENCHMARKS, action="append", help="run just these")
-    parser.add_argument("--child", choices=BENCHMARKS, help=argparse.SUPPRESS)
+    parser.add_argument("--quick", action="store_true", help="small scale, for a smoke run (no guard)")
+    parser.add_argument("--paper", action="store_true", help="also measure paper scale (disk: ~3.3 GB, minutes)")
+    parser.add_argument("--only", choices=(*BENCHMARKS, PAPER), action="append", help="run just these")
+    parser.add_argument("--child", choices=(*BENCHMARKS, PAPER), help=argparse.SUPPRESS)
     parser.add_argument("--scale", default="full", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         print(json.dumps(importlib.import_module(f"bench.{args.child}").run(args.scale)))
         return
     scale = "quick" if args.quick else "full"
-    for name in args.only or BENCHMARKS:
-        started = time.perf_counter()
-        rows = run_isolated(name, scale)
-        print(f"{name} ({scale}, {time.perf_counter() - started:.1f} s)", flush=True)
-        for row in rows:
-            print(render(row), flush=True)
+    names = args.only or [*BENCHMARKS, *([PAPER] if args.paper else [])]
+    figures, failed = [], False
+    for name in names:
+        result = run_one(name, scale)
+        failed |= result is None
+        figures += result or []
+    if args.quick:
+        print("\nregression guard: not applied at --quick scale (its figures mean nothing)")
+        sys.exit(1 if failed else 0)
+    sys.exit(max(guard(figures), int(failed)))
 
 
 if __name__ == "__main__":
