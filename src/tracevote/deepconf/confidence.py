@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from tracevote.core.config import MEASURES, ConfidenceConfig
 from tracevote.core.errors import DataError
@@ -141,7 +140,7 @@ def _record_lows(groups: np.ndarray, group_offsets: np.ndarray, offsets: np.ndar
     full = lengths >= group_size
     trace_of_group = np.repeat(np.arange(len(counts)), counts)
     in_full = full[trace_of_group]
-    running = pd.Series(groups).groupby(trace_of_group).cummin().to_numpy()
+    running = _running_min(groups, group_offsets, full)
     first_of_trace = np.zeros(len(groups), dtype=bool)
     first_of_trace[group_offsets[:-1][counts > 0]] = True
     previous = np.concatenate(([np.inf], running[:-1]))
@@ -155,6 +154,19 @@ def _record_lows(groups: np.ndarray, group_offsets: np.ndarray, offsets: np.ndar
     per_trace = np.bincount(trace, minlength=len(counts))
     return StopProfiles(offsets=np.concatenate(([0], np.cumsum(per_trace))).astype(np.int64),
                         spent=spent.astype(np.int64), value=groups[chosen])
+
+
+def _running_min(groups: np.ndarray, group_offsets: np.ndarray, full: np.ndarray) -> np.ndarray:
+    """Each group's minimum over its trace's groups so far; only traces with a full window get one (the others'
+    groups are left as they are: no record is read from them).
+
+    One accumulate per trace: a few hundred calls per problem cost less than any flat trick that resets the
+    running minimum at trace boundaries (a pandas groupby-cummin took 5x longer).
+    """
+    running = groups.copy()
+    for start, end in zip(group_offsets[:-1][full].tolist(), group_offsets[1:][full].tolist(), strict=True):
+        np.minimum.accumulate(groups[start:end], out=running[start:end])
+    return running
 
 
 def _check_offsets(traces: ProblemTraces, n_tokens: int) -> None:
