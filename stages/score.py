@@ -2,8 +2,9 @@
 the stop table: where each sample would stop under online DeepConf, for any threshold.
 
 Streams the pool one problem at a time, so peak memory does not grow with the number of problems.
-Problems are scored in TRACEVOTE_WORKERS processes (default 2); TRACEVOTE_WORKERS=1 runs sequentially
-(for debugging). The table is the same either way.
+Problems are scored in up to TRACEVOTE_WORKERS processes (default 2), only as many as the pool's size
+repays (tracevote.deepconf.score.paying_workers); TRACEVOTE_WORKERS=1 runs sequentially (for debugging).
+The table is the same either way.
 """
 
 import argparse
