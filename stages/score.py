@@ -2,8 +2,9 @@
 the stop table: where each sample would stop under online DeepConf, for any threshold.
 
 Streams the pool one problem at a time, so peak memory does not grow with the number of problems.
-Problems are scored in TRACEVOTE_WORKERS processes (default 2); TRACEVOTE_WORKERS=1 runs sequentially
-(for debugging). The table is the same either way.
+Problems are scored in up to TRACEVOTE_WORKERS processes (default 2), only as many as the pool's size
+repays (tracevote.deepconf.score.paying_workers); TRACEVOTE_WORKERS=1 runs sequentially (for debugging).
+The table is the same either way.
 """
 
 import argparse
@@ -11,13 +12,13 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-import pandas as pd
+import pyarrow as pa
 
 from tracevote.core.config import load_params
 from tracevote.core.entry import stage_main
-from tracevote.core.parquet import write_parquet
+from tracevote.core.parquet import write_tables
 from tracevote.datasets.problems import load_problems
-from tracevote.deepconf.score import score_pool
+from tracevote.deepconf.score import ScoredProblem, score_pool
 from tracevote.store.pool import Pool, read_manifest
 
 
@@ -33,24 +34,23 @@ def main() -> None:
     manifest = read_manifest(args.manifest)
     pool = Pool(manifest.pool_root(args.manifest))
     problems = load_problems(args.problems)
-    frames = score_pool(pool, [(p.id, p.answer) for p in problems], manifest.n_pool, params.confidence,
+    scored = score_pool(pool, [(p.id, p.answer) for p in problems], manifest.n_pool, params.confidence,
                         params.answers, workers=_workers())
     metadata = {"simulated": str(manifest.simulated).lower(), "pool": manifest.pool,
                 "model": pool.meta["setting"]["model"],
                 "group_size": str(params.confidence.group_size)}
-    stops: list[pd.DataFrame] = []
-    rows = write_parquet(args.out, _scores_keeping_stops(frames, stops), metadata)
-    records = write_parquet(args.stops, stops, metadata)
+    stops: list[pa.Table] = []
+    rows = write_tables(args.out, _scores_keeping_stops(scored, stops), metadata)
+    records = write_tables(args.stops, stops, metadata)
     print(f"score: {rows} samples of {len(problems)} problems -> {args.out}; {records} stop records -> "
           f"{args.stops}" + (" (SIMULATED model)" if manifest.simulated else ""))
 
 
-def _scores_keeping_stops(frames: Iterator[tuple[pd.DataFrame, pd.DataFrame]],
-                          stops: list[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+def _scores_keeping_stops(problems: Iterator[ScoredProblem], stops: list[pa.Table]) -> Iterator[pa.Table]:
     """Each problem's score rows, keeping its stop rows in `stops` on the way (they are small)."""
-    for scores, problem_stops in frames:
-        stops.append(problem_stops)
-        yield scores
+    for problem in problems:
+        stops.append(problem.stops)
+        yield problem.scores
 
 
 def _workers() -> int:

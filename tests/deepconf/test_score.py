@@ -81,15 +81,16 @@ def test_empty_problem_has_the_columns() -> None:
     assert frame.empty and tuple(frame.columns) == SCORE_COLUMNS
 
 
-def test_score_pool_is_the_same_with_any_number_of_workers() -> None:
+def test_score_pool_is_the_same_with_any_number_of_workers(monkeypatch: pytest.MonkeyPatch) -> None:
 
     from tracevote.deepconf.score import score_pool
     from tracevote.store.pool import Pool
 
     pool = Pool(FIXTURES / "pool_v1")
     problems = [("p3", 6), ("p1", 104), ("p2", 42)]
-    sequential = list(score_pool(pool, problems, 3, CFG, ANSWERS, workers=1))
-    parallel = list(score_pool(pool, problems, 3, CFG, ANSWERS, workers=2))
+    monkeypatch.setattr("tracevote.deepconf.score.BYTES_PER_WORKER", 1)  # a pool this small would run in one
+    sequential = [scored.frames() for scored in score_pool(pool, problems, 3, CFG, ANSWERS, workers=1)]
+    parallel = [scored.frames() for scored in score_pool(pool, problems, 3, CFG, ANSWERS, workers=2)]
     assert [scores["problem_id"].iloc[0] for scores, _ in parallel] == ["p3", "p1", "p2"]
     assert all(scores["sample_id"].tolist() == [0, 1, 2] for scores, _ in parallel)
     for (scores_a, stops_a), (scores_b, stops_b) in zip(sequential, parallel, strict=True):

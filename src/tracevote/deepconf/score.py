@@ -7,23 +7,58 @@ concatenates these frames; `aggregate` reads only that table, so the gold answer
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
+import pyarrow as pa
 
 from tracevote.answers.extract import resolve_answer
 from tracevote.core.config import MEASURES, AnswersConfig, ConfidenceConfig
 from tracevote.core.errors import DataError
-from tracevote.deepconf.confidence import StopProfiles, trace_measures
+from tracevote.core.parquet import booleans, numbers, pandas_metadata, repeated, strings
+from tracevote.deepconf.confidence import StopProfiles, TraceMeasures, trace_measures
 from tracevote.store.pool import Pool
 from tracevote.store.records import ProblemTraces
+
+if TYPE_CHECKING:  # the stage never imports pandas (a second of start-up); tests and tools get frames
+    import pandas as pd
 
 KEY_COLUMNS: tuple[str, ...] = ("problem_id", "sample_id", "answer", "answer_source", "correct", "valid",
                                 "n_tokens", "finish_reason")
 SCORE_COLUMNS: tuple[str, ...] = (*KEY_COLUMNS, *MEASURES)
 STOP_COLUMNS: tuple[str, ...] = ("problem_id", "sample_id", "spent", "value")
+BYTES_PER_WORKER = 1 << 30  # of pool logs: less does not repay a worker process (paying_workers)
+# (arrow type, pandas dtype) of each column: the tables read back through pandas as the frames they were
+_TYPES = {"problem_id": (pa.large_string(), "str"), "sample_id": (pa.int64(), "int64"),
+          "answer": (pa.int64(), "Int64"), "answer_source": (pa.large_string(), "str"),
+          "correct": (pa.bool_(), "bool"), "valid": (pa.bool_(), "bool"), "n_tokens": (pa.int64(), "int64"),
+          "finish_reason": (pa.large_string(), "str"), "spent": (pa.int64(), "int64"),
+          "value": (pa.float64(), "float64"), **{name: (pa.float64(), "float64") for name in MEASURES}}
+
+
+def _schema(columns: tuple[str, ...]) -> pa.Schema:
+    schema = pa.schema([(name, _TYPES[name][0]) for name in columns])
+    return schema.with_metadata(pandas_metadata(schema, {name: _TYPES[name][1] for name in columns}))
+
+
+SCORE_SCHEMA = _schema(SCORE_COLUMNS)
+STOP_SCHEMA = _schema(STOP_COLUMNS)
+
+
+@dataclass(frozen=True, eq=False)
+class ScoredProblem:
+    """One problem's rows of the score table and of the stop table, as Arrow tables (SCORE_SCHEMA, STOP_SCHEMA)."""
+
+    scores: pa.Table
+    stops: pa.Table
+
+    def frames(self) -> tuple[pd.DataFrame, pd.DataFrame]:
+        """Both tables as pandas frames, as read back from their Parquet files."""
+        return self.scores.to_pandas(), self.stops.to_pandas()
 
 
 def score_problem(traces: ProblemTraces, gold: int, cfg: ConfidenceConfig, answers: AnswersConfig) -> pd.DataFrame:
@@ -33,6 +68,11 @@ def score_problem(traces: ProblemTraces, gold: int, cfg: ConfidenceConfig, answe
 
 def score_and_stops(traces: ProblemTraces, gold: int, cfg: ConfidenceConfig,
                     answers: AnswersConfig) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """`scored` as pandas frames: the score rows and the stop rows."""
+    return scored(traces, gold, cfg, answers).frames()
+
+
+def scored(traces: ProblemTraces, gold: int, cfg: ConfidenceConfig, answers: AnswersConfig) -> ScoredProblem:
     """One row per trace, columns SCORE_COLUMNS, in the order of `traces`.
 
     - answer, answer_source: `resolve_answer` of the trace's candidates under `answers` (pandas Int64,
@@ -52,45 +92,48 @@ def score_and_stops(traces: ProblemTraces, gold: int, cfg: ConfidenceConfig,
     measures = trace_measures(traces, cfg)
     resolved = [resolve_answer(c, finish, answers) for c, finish in zip(traces.candidates, traces.finish_reasons,
                                                                           strict=True)]
-    answer = pd.array([value for value, _ in resolved], dtype="Int64")
+    missing = np.array([value is None for value, _ in resolved], dtype=bool)
+    answer = np.array([-1 if value is None else value for value, _ in resolved], dtype=np.int64)
     n_tokens = np.diff(np.asarray(traces.offsets)).astype(np.int64)
-    valid = ~answer.isna() & (n_tokens > 0)
-    correct = valid & (answer == gold).fillna(False).to_numpy(dtype=bool)
-    columns = {
-        "problem_id": pd.Series([traces.problem_id] * len(traces), dtype=str),
-        "sample_id": np.asarray(traces.sample_ids, dtype=np.int64),
-        "answer": answer,
-        "answer_source": pd.Series([source for _, source in resolved], dtype=str),
-        "correct": correct,
-        "valid": valid,
-        "n_tokens": n_tokens,
-        "finish_reason": pd.Series(list(traces.finish_reasons), dtype=str),
-    }
-    columns.update({name: measures.by_name(name) for name in MEASURES})
+    valid = ~missing & (n_tokens > 0)
+    columns = [
+        repeated(traces.problem_id, len(traces)),
+        numbers(np.asarray(traces.sample_ids, dtype=np.int64)),
+        numbers(answer, missing=missing),
+        strings([source for _, source in resolved]),
+        booleans(valid & (answer == gold)),
+        booleans(valid),
+        numbers(n_tokens),
+        strings(list(traces.finish_reasons)),
+        *(numbers(measures.by_name(name)) for name in MEASURES),
+    ]
+    return ScoredProblem(pa.Table.from_arrays(columns, schema=SCORE_SCHEMA), _stop_rows(traces, _kept_stops(measures)))
+
+
+def _kept_stops(measures: TraceMeasures) -> StopProfiles:
     lowest = measures.lowest[np.isfinite(measures.lowest)]
     # a trace with records has a full window, hence a finite lowest: no finite lowest means no records
-    stops = measures.stops.within(lowest.min(), lowest.max()) if len(lowest) else measures.stops
-    return pd.DataFrame(columns, columns=list(SCORE_COLUMNS)), _stop_rows(traces, stops)
+    return measures.stops.within(lowest.min(), lowest.max()) if len(lowest) else measures.stops
 
 
-def _stop_rows(traces: ProblemTraces, stops: StopProfiles) -> pd.DataFrame:
+def _stop_rows(traces: ProblemTraces, stops: StopProfiles) -> pa.Table:
     per_trace = np.diff(stops.offsets)
-    return pd.DataFrame({
-        "problem_id": pd.Series([traces.problem_id] * len(stops.spent), dtype=str),
-        "sample_id": np.repeat(np.asarray(traces.sample_ids, dtype=np.int64), per_trace),
-        "spent": stops.spent,
-        "value": stops.value,
-    }, columns=list(STOP_COLUMNS))
+    columns = [repeated(traces.problem_id, len(stops.spent)),
+               numbers(np.repeat(np.asarray(traces.sample_ids, dtype=np.int64), per_trace)),
+               numbers(stops.spent), numbers(stops.value)]
+    return pa.Table.from_arrays(columns, schema=STOP_SCHEMA)
 
 
 def score_pool(pool: Pool, problems: Sequence[tuple[str, int]], n_pool: int, cfg: ConfidenceConfig,
-               answers: AnswersConfig, *, workers: int) -> Iterator[tuple[pd.DataFrame, pd.DataFrame]]:
-    """`score_and_stops` of samples 0..n_pool-1 of each (problem id, gold), in the order given.
+               answers: AnswersConfig, *, workers: int) -> Iterator[ScoredProblem]:
+    """`scored` of samples 0..n_pool-1 of each (problem id, gold), in the order given.
 
-    With workers > 1, problems are read and scored in that many processes; the frames come back in
-    the same order, so the table does not depend on the number of workers.
+    With workers > 1, problems are read and scored in up to that many processes, as many as pay
+    (`paying_workers`); the tables come back in the same order, so the table does not depend on the number of
+    workers.
     """
     jobs = [(pool, problem_id, gold, n_pool, cfg, answers) for problem_id, gold in problems]
+    workers = paying_workers(pool, [problem_id for problem_id, _ in problems], workers)
     if workers <= 1 or len(jobs) <= 1:
         yield from map(_score_job, jobs)
         return
@@ -98,9 +141,20 @@ def score_pool(pool: Pool, problems: Sequence[tuple[str, int]], n_pool: int, cfg
         yield from executor.map(_score_job, jobs)
 
 
-def _score_job(job: tuple[Pool, str, int, int, ConfidenceConfig, AnswersConfig]) -> tuple[pd.DataFrame, pd.DataFrame]:
+def paying_workers(pool: Pool, problem_ids: list[str], workers: int) -> int:
+    """At most `workers` processes, one per core, one per BYTES_PER_WORKER of the problems' logs.
+
+    A worker costs ~0.1 CPU-s (fork, and the tables pickled back) and the stage scores ~2 GB of logs per
+    CPU-s, so below ~1 GB a worker's share does not repay it (30 x 96 traces, 0.44 GB: 1.09 s with one,
+    1.18 s with two, median of 2; 30 x 512, 2.3 GB: 1 worker 1.64 CPU-s, 2 workers 1.81 CPU-s).
+    """
+    size = sum(path.stat().st_size for path in map(pool.log_path, problem_ids) if path.exists())
+    return max(1, min(workers, len(os.sched_getaffinity(0)), size // BYTES_PER_WORKER))
+
+
+def _score_job(job: tuple[Pool, str, int, int, ConfidenceConfig, AnswersConfig]) -> ScoredProblem:
     pool, problem_id, gold, n_pool, cfg, answers = job
-    return score_and_stops(pool.read_problem(problem_id, n_pool), gold, cfg, answers)
+    return scored(pool.read_problem(problem_id, n_pool), gold, cfg, answers)
 
 
 def _check_lengths(traces: ProblemTraces) -> None:

@@ -144,9 +144,10 @@ class Pool(Ledger):
         fields.sort(key=lambda f: f.sample_id)
         offsets = np.zeros(len(fields) + 1, dtype=np.int64)
         np.cumsum([len(f.confidence) for f in fields], out=offsets[1:])
-        confidence = np.empty(offsets[-1], dtype=np.float64)
+        # C_i stays float32 as stored (format 2; trace_measures sums in float64): half the bytes to copy and read
+        confidence = np.empty(offsets[-1], dtype=np.result_type(np.float32, *(f.confidence.dtype for f in fields)))
         for start, end, f in zip(offsets[:-1].tolist(), offsets[1:].tolist(), fields, strict=True):
-            confidence[start:end] = f.confidence  # the one copy: float32 -> the flat float64 array
+            confidence[start:end] = f.confidence  # the one copy, into the flat array
         return ProblemTraces(
             problem_id=problem_id,
             sample_ids=np.array([f.sample_id for f in fields], dtype=np.int64),

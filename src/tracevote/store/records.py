@@ -53,7 +53,7 @@ class ProblemTraces:
     candidates: list[AnswerCandidates]
     finish_reasons: list[str]
     offsets: np.ndarray  # int64 [n + 1]
-    token_confidence: np.ndarray  # float64 [total tokens]
+    token_confidence: np.ndarray  # float32 as a pool stores it, or float64 [total tokens]
 
     def __len__(self) -> int:
         return len(self.sample_ids)

@@ -1,0 +1,125 @@
+"""Benchmark for issue 24 item 2: the score stage from a pool on disk against the official offline analysis,
+and before/after comparisons of code trees (levers), all interleaved and summarised by the median.
+
+    python -m bench.bench_score_stage_levers --problems 30 --traces 512 --tokens 3300 --repeats 5 \
+        --tree before=/tmp/score24-base --tree after=. --workers 1 2 [--official]
+
+Each repetition runs, in turn, every (tree, workers) variant of `python stages/score.py` as a subprocess
+(what the user waits for, start-up included) and, with --official, the official offline analysis in
+memory over the same traces (bench.official_offline; Python lists built outside the timing). Printed per
+variant: median wall seconds [min-max], median CPU seconds (the child's user + system), and the ratio of the
+official median to the variant's median (both over the same tokens). The load average is printed at start
+and end. The SYNTHETIC pool (bench.bench_stage.build_workspace) is kept under --cache between runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import orjson
+
+from bench import official_offline
+from bench.bench_stage import Scale, Workspace, baseline_inputs, build_workspace, stage_env
+from tracevote.datasets.problems import load_problems
+from tracevote.store.pool import Pool
+
+
+def workspace_at(cache: Path, size: Scale) -> Workspace:
+    folder = cache / f"{size.problems}x{size.traces}x{size.mean_tokens}w{size.window}"
+    if not (folder / "done").exists():
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir(parents=True)
+        build_workspace(folder, size)
+        (folder / "done").touch()
+    pool_root = next((folder / "pools" / "bench").iterdir())
+    return Workspace(folder, folder / "params.yaml", folder / "data" / "bench.jsonl", folder / "pools" / "bench.json",
+                     Pool(pool_root))
+
+
+def run_variant(workspace: Workspace, tree: Path, workers: int) -> tuple[float, float]:
+    """Wall and CPU seconds of `tree`'s stages/score.py over the whole pool."""
+    out = workspace.folder / "out" / f"{tree.name}-{workers}.parquet"
+    out.parent.mkdir(exist_ok=True)
+    command = [sys.executable, str(tree / "stages" / "score.py"), "--params", str(workspace.params),
+               "--problems", str(workspace.problems), "--manifest", str(workspace.manifest), "--out", str(out),
+               "--stops", str(out.with_suffix(".stops.parquet"))]
+    env = {**stage_env(workspace), "TRACEVOTE_WORKERS": str(workers), "PYTHONPATH": str(tree / "src")}
+    env["PYTHONPYCACHEPREFIX"] = str(workspace.folder / f"pycache-{tree.name}")
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    subprocess.run(command, cwd=workspace.folder, check=True, capture_output=True, env=env)
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def official_inputs(workspace: Workspace, n_pool: int) -> list[list[float]]:
+    return [confs for problem in load_problems(workspace.problems)
+            for confs in baseline_inputs(workspace, problem.id, n_pool)]
+
+
+def run_official(lists: list[list[float]], window: int) -> tuple[float, float]:
+    start, cpu = time.perf_counter(), time.process_time()
+    for confs in lists:
+        official_offline.trace_measures(confs, window, 0.1, window)
+    return time.perf_counter() - start, time.process_time() - cpu
+
+
+def summary(values: list[float]) -> str:
+    return f"{statistics.median(values):7.3f} [{min(values):.3f}-{max(values):.3f}]"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--problems", type=int, default=30)
+    parser.add_argument("--traces", type=int, default=96)
+    parser.add_argument("--tokens", type=int, default=3300)
+    parser.add_argument("--window", type=int, default=2048)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--tree", action="append", default=[], help="name=path of a source tree (repeatable)")
+    parser.add_argument("--workers", type=int, nargs="+", default=[1])
+    parser.add_argument("--official", action="store_true")
+    parser.add_argument("--cache", type=Path, default=Path("/tmp/tracevote-score-bench"))
+    args = parser.parse_args()
+    trees = dict(item.split("=", 1) for item in args.tree) or {"here": "."}
+    size = Scale(args.problems, args.traces, args.traces, args.tokens, args.window, args.repeats, ())
+    print(f"load average at start: {os.getloadavg()}", flush=True)
+    workspace = workspace_at(args.cache, size)
+    variants = {f"{name} w{w}": (Path(path).resolve(), w) for name, path in trees.items() for w in args.workers}
+    lists = official_inputs(workspace, size.traces) if args.official else []
+    tokens = sum(map(len, lists)) if lists else None
+    walls: dict[str, list[float]] = {name: [] for name in variants}
+    cpus: dict[str, list[float]] = {name: [] for name in variants}
+    for tree, workers in variants.values():  # warm-up: bytecode and page cache
+        run_variant(workspace, tree, workers)
+    for _ in range(args.repeats):
+        for name, (tree, workers) in variants.items():
+            wall, cpu = run_variant(workspace, tree, workers)
+            walls[name].append(wall)
+            cpus[name].append(cpu)
+        if lists:
+            wall, cpu = run_official(lists, args.window)
+            walls.setdefault("official", []).append(wall)
+            cpus.setdefault("official", []).append(cpu)
+    counted = f" ({tokens:,} tokens)" if tokens else ""
+    print(f"{args.problems} x {args.traces} traces x ~{args.tokens} tokens{counted}, {args.repeats} interleaved runs")
+    official = statistics.median(walls["official"]) if lists else None
+    for name in walls:
+        ratio = f"  official/this {official / statistics.median(walls[name]):5.2f}x" if official else ""
+        print(f"{name:>14}: wall {summary(walls[name])} s  cpu {summary(cpus[name])} s{ratio}")
+    print(f"load average at end: {os.getloadavg()}")
+    print(orjson.dumps({"walls": walls, "cpus": cpus}).decode())
+
+
+if __name__ == "__main__":
+    np.seterr(all="ignore")
+    main()
