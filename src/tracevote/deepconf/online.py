@@ -24,6 +24,7 @@ K below the warmup has no online result.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import pandas as pd
@@ -44,6 +45,39 @@ class OnlineTrace:
     lowest: np.ndarray  # float64 [n]: lowest-group confidence, NaN when no token had one (valid or not)
     n_tokens: np.ndarray  # int64 [n]
     stops: StopProfiles  # records of sample i at stops.offsets[i]:stops.offsets[i+1]
+
+    @cached_property
+    def records(self) -> RecordIndex:
+        """The stop records ranked for threshold searches, built once for all K and percentiles."""
+        return RecordIndex.of(self.stops)
+
+
+@dataclass(frozen=True, eq=False)
+class RecordIndex:
+    """The stop records as sorted integer keys: trace j's record of value v has key
+    j·width + (len(ranks) - rank of v), so within a trace keys rise as values fall (records fall).
+
+    "How many records of trace j are >= s" is then one exact integer search, with no float compare
+    between a record and s beyond ranking s among the record values.
+    """
+
+    ranks: np.ndarray  # float64: the distinct record values, ascending
+    keys: np.ndarray  # int64 [records], ascending
+
+    @staticmethod
+    def of(stops: StopProfiles) -> RecordIndex:
+        ranks = np.unique(stops.value)
+        record_trace = np.repeat(np.arange(len(stops)), np.diff(stops.offsets))
+        keys = record_trace * (len(ranks) + 1) + (len(ranks) - np.searchsorted(ranks, stops.value))
+        return RecordIndex(ranks=ranks, keys=keys)
+
+    def ends(self, positions: np.ndarray, threshold: np.ndarray) -> np.ndarray:
+        """int [S, K]: the index just past the records of trace positions[r, i] that are >= threshold[r]
+        (its first record's index when none is, or when threshold[r] is NaN)."""
+        # v >= s exactly when v's rank among the record values is >= the count of record values below s
+        below = np.searchsorted(self.ranks, np.nan_to_num(threshold))
+        part = np.where(np.isnan(threshold), 0, len(self.ranks) - below)
+        return np.searchsorted(self.keys, positions * (len(self.ranks) + 1) + part[:, None], side="right")
 
 
 @dataclass(frozen=True, eq=False)
@@ -90,23 +124,15 @@ def _spent_tokens(trace: OnlineTrace, sets: np.ndarray, threshold: np.ndarray) -
     """Tokens each trace of each set spends under its set's threshold, and whether it stopped early.
 
     A trace stops at its first record low below s: the number of its records >= s indexes that record.
-    Records and thresholds are ranked together so the count is an exact integer search.
     """
     stops = trace.stops
-    positions = sets.ravel()
-    s = np.repeat(threshold, sets.shape[1])
-    n_records = np.diff(stops.offsets)
-    record_trace = np.repeat(np.arange(len(n_records)), n_records)
-    ranks = np.unique(np.concatenate((stops.value, s[~np.isnan(s)])))
-    width = len(ranks) + 1
-    # within a trace, records are in decreasing value: keys rise with the rank of -value
-    record_keys = record_trace * width + (len(ranks) - np.searchsorted(ranks, stops.value))
-    query_rank = np.where(np.isnan(s), 0, len(ranks) - np.searchsorted(ranks, np.nan_to_num(s)))
-    at_least = np.searchsorted(record_keys, positions * width + query_rank, side="right") - stops.offsets[positions]
-    stopped = (at_least < n_records[positions]) & ~np.isnan(s)  # no threshold (no warmup confidence): no stop
-    spent = trace.n_tokens[positions].copy()
-    spent[stopped] = stops.spent[stops.offsets[positions[stopped]] + at_least[stopped]]
-    return spent.reshape(sets.shape), stopped.reshape(sets.shape)
+    first = stops.offsets[sets]
+    at_least = trace.records.ends(sets, threshold) - first
+    n_records = stops.offsets[sets + 1] - first
+    stopped = (at_least < n_records) & ~np.isnan(threshold)[:, None]  # no threshold (no warmup confidence): no stop
+    spent = trace.n_tokens[sets]
+    spent[stopped] = stops.spent[first[stopped] + at_least[stopped]]
+    return spent, stopped
 
 
 def _before_consensus(codes: np.ndarray, weights: np.ndarray, warmup: int, tau: float) -> np.ndarray:
