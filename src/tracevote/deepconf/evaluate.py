@@ -28,7 +28,7 @@ import pandas as pd
 
 from tracevote.core.config import MEASURES, WHOLE_PERCENT, EvalConfig, OnlineConfig, TieBreak, eta_percent
 from tracevote.core.errors import ConfigError, DataError
-from tracevote.deepconf.online import OnlineSets, OnlineTrace, check_stop_columns, problem_stops, replay
+from tracevote.deepconf.online import OnlineSets, OnlineTrace, StopRows, check_stop_columns, replay, stop_profiles
 from tracevote.deepconf.results import (
     AggregateResult,
     MethodAccuracy,
@@ -293,12 +293,26 @@ def aggregate(scores: pd.DataFrame, cfg: EvalConfig, measures: tuple[str, ...] =
 
 def _online_traces(problems: list[ProblemScores], stops: pd.DataFrame) -> list[OnlineTrace]:
     check_stop_columns(stops)
-    by_problem = dict(iter(stops.groupby("problem_id", sort=False)))
-    empty = stops.iloc[:0]
+    table = StopRows(sample=stops["sample_id"].to_numpy(dtype=np.int64), spent=stops["spent"].to_numpy(dtype=np.int64),
+                     value=stops["value"].to_numpy(dtype=np.float64))
+    by_problem = rows_by_problem(stops["problem_id"])
     return [OnlineTrace(codes=p.codes, gold_code=p.gold_code, lowest=p.lowest, n_tokens=p.n_tokens,
-                        stops=problem_stops(by_problem.get(p.problem_id, empty), p.problem_id, p.sample_ids,
-                                            p.n_tokens))
+                        stops=stop_profiles(table.take(by_problem.get(p.problem_id, slice(0, 0))), p.problem_id,
+                                            p.sample_ids, p.n_tokens))
             for p in problems]
+
+
+def rows_by_problem(problem_ids: pd.Series) -> dict[str, np.ndarray | slice]:
+    """{problem id: its rows, in table order}; slices when each problem's rows are contiguous (as the score
+    stage writes them). ["a", "a", "b"] -> {"a": slice(0, 2), "b": slice(2, 3)}."""
+    codes, names = pd.factorize(problem_ids)
+    starts = np.flatnonzero(np.diff(codes, prepend=-1))
+    if len(starts) == len(names) and len(codes):
+        ends = [*starts[1:].tolist(), len(codes)]
+        return {str(names[codes[a]]): slice(int(a), b) for a, b in zip(starts.tolist(), ends, strict=True)}
+    order = np.argsort(codes, kind="stable")
+    bounds = np.searchsorted(codes[order], np.arange(len(names) + 1))
+    return {str(name): order[bounds[i]:bounds[i + 1]] for i, name in enumerate(names)}
 
 
 def _correct_cube(votes: list[SetVotes], replays: list[list[OnlineSets]], repeat: int) -> np.ndarray:
