@@ -55,26 +55,32 @@ class OnlineTrace:
 @dataclass(frozen=True, eq=False)
 class RecordIndex:
     """The stop records as sorted integer keys: trace j's record of value v has key
-    j·width + (len(ranks) - rank of v), so within a trace keys rise as values fall (records fall).
+    j·(records + 1) + (records - count of record values below v), so within a trace keys rise as
+    values fall (records fall).
 
     "How many records of trace j are >= s" is then one exact integer search, with no float compare
     between a record and s beyond ranking s among the record values.
     """
 
-    ranks: np.ndarray  # float64: the distinct record values, ascending
+    ranks: np.ndarray  # float64 [records]: the record values, ascending
     keys: np.ndarray  # int64 [records], ascending
 
     @staticmethod
     def of(stops: StopProfiles) -> RecordIndex:
-        ranks = np.unique(stops.value)
+        order = np.argsort(stops.value, kind="stable")  # stable: timsort runs on each trace's falling records
+        ranks = stops.value[order]
+        # a value's rank is the count of record values below it: the first index of its run of equal values
+        first = np.ones(len(ranks), dtype=bool)
+        first[1:] = ranks[1:] != ranks[:-1]
+        below = np.empty(len(order), dtype=np.int64)
+        below[order] = np.maximum.accumulate(np.where(first, np.arange(len(order)), 0))
         record_trace = np.repeat(np.arange(len(stops)), np.diff(stops.offsets))
-        keys = record_trace * (len(ranks) + 1) + (len(ranks) - np.searchsorted(ranks, stops.value))
-        return RecordIndex(ranks=ranks, keys=keys)
+        return RecordIndex(ranks=ranks, keys=record_trace * (len(ranks) + 1) + (len(ranks) - below))
 
     def ends(self, positions: np.ndarray, threshold: np.ndarray) -> np.ndarray:
         """int [S, K]: the index just past the records of trace positions[r, i] that are >= threshold[r]
         (its first record's index when none is, or when threshold[r] is NaN)."""
-        # v >= s exactly when v's rank among the record values is >= the count of record values below s
+        # v >= s exactly when the count of record values below v is >= the count below s
         below = np.searchsorted(self.ranks, np.nan_to_num(threshold))
         part = np.where(np.isnan(threshold), 0, len(self.ranks) - below)
         return np.searchsorted(self.keys, positions * (len(self.ranks) + 1) + part[:, None], side="right")
