@@ -41,7 +41,7 @@ from tracevote.deepconf.results import (
 from tracevote.deepconf.sample_stats import confidence_summaries, measure_aurocs, validity_counts
 from tracevote.deepconf.score import KEY_COLUMNS
 from tracevote.deepconf.uncertainty import Interval, bootstrap_rng, intervals, paired, resample_weights
-from tracevote.deepconf.voting import majority_vote, tie_credit, top_eta, weighted_vote
+from tracevote.deepconf.voting import Vote, majority_vote, tie_credit, top_eta, weighted_vote
 from tracevote.store.records import NO_ANSWER
 
 # --- one problem's samples, and votes on its working sets -------------------------------------------
@@ -110,22 +110,31 @@ def vote_sets(problem: ProblemScores, sets: np.ndarray, etas: tuple[float, ...],
     """
     codes = problem.codes[sets]
     cons = majority_vote(codes, tie_break)
-    votes = [cons]
-    for j in range(len(measures)):
-        weights = problem.confidence[j][sets]
-        votes.append(weighted_vote(codes, weights, tie_break))
-        for eta in etas:
-            votes.append(weighted_vote(codes, np.where(top_eta(weights, eta), weights, np.nan), tie_break))
-    predicted = np.stack([np.full(len(sets), NO_ANSWER), *(v.prediction for v in votes)])
+    weighted = _weighted_votes(codes, problem.confidence[:len(measures), sets], etas, tie_break)
+    n_sets = len(sets)
+    predicted = np.concatenate([np.full((1, n_sets), NO_ANSWER), cons.prediction[None],
+                                weighted.prediction.reshape(-1, n_sets)])
     answered = (predicted >= 0).astype(np.float64)
     correct = ((predicted == problem.gold_code) & answered.astype(bool)).astype(np.float64)
-    fractional = np.stack([np.zeros(len(sets)), *(tie_credit(v, problem.gold_code) for v in votes)])
+    fractional = np.concatenate([np.zeros((1, n_sets)), tie_credit(cons, problem.gold_code)[None],
+                                 tie_credit(weighted, problem.gold_code).reshape(-1, n_sets)])
     if tie_break == "fractional":
         correct = fractional
     correct[0] = fractional[0] = problem.correct[sets].mean(axis=1)
     answered[0] = problem.valid[sets].mean(axis=1)
     return SetVotes(methods=method_names(measures, etas), prediction=_decode(problem.values, predicted),
                     correct=correct, fractional=fractional, answered=answered, tied=cons.tied)
+
+
+def _weighted_votes(codes: np.ndarray, weights: np.ndarray, etas: tuple[float, ...], tie_break: TieBreak) -> Vote:
+    """Every weighted method's vote in one call, rows in method order: for each measure (weights [measures,
+    S, K]) its plain vote, then one per eta of the top-η filter. Votes are row by row, so stacking the
+    rows changes no sum's order."""
+    n_measures, _, k = weights.shape
+    flat = weights.reshape(-1, k)
+    kept = [np.where(top_eta(flat, eta), flat, np.nan).reshape(weights.shape) for eta in etas]
+    stacked = np.stack([weights, *kept], axis=1).reshape(-1, k)  # [measures * (1 + etas) * S, K]
+    return weighted_vote(np.tile(codes, (n_measures * (1 + len(etas)), 1)), stacked, tie_break)
 
 
 def _decode(values: np.ndarray, codes: np.ndarray) -> np.ndarray:
