@@ -21,6 +21,13 @@ def test_smallest_keys_is_a_stable_argsort_prefix(n: int, distinct: int | None) 
             assert np.array_equal(smallest_keys(keys, k), np.argsort(keys, axis=1, kind="stable")[:, :k])
 
 
+@pytest.mark.parametrize("k", [1, 2, 16, 63, 64, 65, 512, 1024])
+def test_smallest_keys_of_draws_at_pool_scale(k: int) -> None:
+    keys = np.random.default_rng(k).random((64, 4096))
+    for rounded in (keys, np.round(keys, 3)):  # rounded: many ties, inside and at the edge of the k
+        assert np.array_equal(smallest_keys(rounded, k), np.argsort(rounded, axis=1, kind="stable")[:, :k])
+
+
 def _profiles(rng: np.random.Generator, n_traces: int) -> StopProfiles:
     """Records falling within each trace, values from a coarse grid so traces share values."""
     counts = rng.integers(0, 6, n_traces)

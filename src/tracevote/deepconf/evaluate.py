@@ -157,20 +157,34 @@ def working_sets(problem_id: str, pool_size: int, k: int, cfg: EvalConfig) -> np
 
 def smallest_keys(keys: np.ndarray, k: int) -> np.ndarray:
     """Per row, the positions of the k smallest keys in key order, equal keys by position:
-    np.argsort(keys, axis=1, kind="stable")[:, :k], without sorting whole rows.
+    np.argsort(keys, axis=1, kind="stable")[:, :k], exactly, without sorting whole rows when k is small.
+
+    Keys uniform on [0, 1) (the draws) put k or more of a row below (k + 6·sqrt(k) + 36) / n but
+    for a vanishing chance; only those are sorted. A row with fewer (any other keys) sorts whole rows.
 
     >>> smallest_keys(np.array([[0.5, 0.1, 0.5, 0.9, 0.2]]), 3).tolist()
     [[1, 4, 0]]
     """
-    if 2 * k > keys.shape[1]:  # most of the row: a whole sort is as cheap
-        return np.argsort(keys, axis=1, kind="stable")[:, :k]
-    chosen = np.argpartition(keys, k - 1, axis=1)[:, :k]
-    kth = np.take_along_axis(keys, chosen, axis=1).max(axis=1, keepdims=True)
-    if np.any((keys <= kth).sum(axis=1) != k):  # a key equal to the k-th smallest left out: positions decide
-        return np.argsort(keys, axis=1, kind="stable")[:, :k]
-    chosen.sort(axis=1)  # subtle: equal keys within the k then keep position order, as a stable sort does
-    order = np.argsort(np.take_along_axis(keys, chosen, axis=1), axis=1, kind="stable")
-    return np.take_along_axis(chosen, order, axis=1)
+    n = keys.shape[1]
+    if 8 * k <= n:
+        below = keys < (k + 6 * np.sqrt(k) + 36) / n
+        if below.sum(axis=1).min() >= k:
+            return _smallest_of(keys, below, k)
+    return np.argsort(keys, axis=1, kind="stable")[:, :k]
+
+
+def _smallest_of(keys: np.ndarray, candidates: np.ndarray, k: int) -> np.ndarray:
+    """smallest_keys when every row's k smallest keys are among its `candidates` (bool, at least k a row)."""
+    rows, positions = np.nonzero(candidates)  # row by row, positions ascending
+    counts = candidates.sum(axis=1)
+    column = np.arange(len(rows)) - np.repeat(np.cumsum(counts) - counts, counts)
+    packed = np.full((len(keys), int(counts.max())), np.inf)
+    packed[rows, column] = keys[rows, positions]
+    where = np.zeros(packed.shape, dtype=np.int64)
+    where[rows, column] = positions
+    # subtle: stable, and candidates packed in position order, so equal keys keep position order
+    order = np.argsort(packed, axis=1, kind="stable")[:, :k]
+    return np.take_along_axis(where, order, axis=1)
 
 
 def distinct_sets(sets: np.ndarray) -> int:
