@@ -83,7 +83,12 @@ class RecordIndex:
         # v >= s exactly when the count of record values below v is >= the count below s
         below = np.searchsorted(self.ranks, np.nan_to_num(threshold))
         part = np.where(np.isnan(threshold), 0, len(self.ranks) - below)
-        return np.searchsorted(self.keys, positions * (len(self.ranks) + 1) + part[:, None], side="right")
+        # queries in ascending order within each row let the search start from the previous answer
+        order = np.argsort(positions, axis=1)
+        queries = np.take_along_axis(positions, order, axis=1) * (len(self.ranks) + 1) + part[:, None]
+        ends = np.empty(positions.shape, dtype=np.intp)
+        np.put_along_axis(ends, order, np.searchsorted(self.keys, queries, side="right"), axis=1)
+        return ends
 
 
 @dataclass(frozen=True, eq=False)
