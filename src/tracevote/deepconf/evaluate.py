@@ -327,15 +327,24 @@ def _online_traces(problems: list[ProblemScores], stops: pd.DataFrame) -> list[O
 
 def rows_by_problem(problem_ids: pd.Series) -> dict[str, np.ndarray | slice]:
     """{problem id: its rows, in table order}; slices when each problem's rows are contiguous (as the score
-    stage writes them). ["a", "a", "b"] -> {"a": slice(0, 2), "b": slice(2, 3)}."""
-    codes, names = pd.factorize(problem_ids)
-    starts = np.flatnonzero(np.diff(codes, prepend=-1))
-    if len(starts) == len(names) and len(codes):
+    stage writes them). ["a", "a", "b"] -> {"a": slice(0, 2), "b": slice(2, 3)}. Rows without an id are left out."""
+    codes, names = _codes(problem_ids)
+    if len(codes) == 0:
+        return {}
+    starts = np.flatnonzero(np.concatenate(([True], codes[1:] != codes[:-1])))
+    if len(np.unique(codes[starts])) == len(starts) and codes.min(initial=0) >= 0:
         ends = [*starts[1:].tolist(), len(codes)]
         return {str(names[codes[a]]): slice(int(a), b) for a, b in zip(starts.tolist(), ends, strict=True)}
     order = np.argsort(codes, kind="stable")
-    bounds = np.searchsorted(codes[order], np.arange(len(names) + 1))
-    return {str(name): order[bounds[i]:bounds[i + 1]] for i, name in enumerate(names)}
+    bounds = np.searchsorted(codes[order], np.arange(len(names) + 1))  # code -1 (no id) sorts before them all
+    return {str(name): order[bounds[i]:bounds[i + 1]] for i, name in enumerate(names) if bounds[i + 1] > bounds[i]}
+
+
+def _codes(values: pd.Series) -> tuple[np.ndarray, pd.Index]:
+    """Integer codes of `values` (-1 for a missing value) and the values they stand for."""
+    if isinstance(values.dtype, pd.CategoricalDtype):  # the stage reads ids as a dictionary: codes are there
+        return values.cat.codes.to_numpy(dtype=np.int64), values.cat.categories
+    return pd.factorize(values)
 
 
 def _correct_cube(votes: list[SetVotes], replays: list[list[OnlineSets]], repeat: int) -> np.ndarray:
