@@ -41,7 +41,7 @@ from tracevote.deepconf.results import (
 from tracevote.deepconf.sample_stats import confidence_summaries, measure_aurocs, validity_counts
 from tracevote.deepconf.score import KEY_COLUMNS
 from tracevote.deepconf.uncertainty import Interval, bootstrap_rng, intervals, paired, resample_weights
-from tracevote.deepconf.voting import Vote, majority_vote, tie_credit, top_eta, weighted_vote
+from tracevote.deepconf.voting import Vote, majority_vote, tie_credit, top_etas, weighted_vote
 from tracevote.store.records import NO_ANSWER
 
 # --- one problem's samples, and votes on its working sets -------------------------------------------
@@ -132,7 +132,7 @@ def _weighted_votes(codes: np.ndarray, weights: np.ndarray, etas: tuple[float, .
     rows changes no sum's order."""
     n_measures, _, k = weights.shape
     flat = weights.reshape(-1, k)
-    kept = [np.where(top_eta(flat, eta), flat, np.nan).reshape(weights.shape) for eta in etas]
+    kept = [np.where(mask, flat, np.nan).reshape(weights.shape) for mask in top_etas(flat, etas)]
     stacked = np.stack([weights, *kept], axis=1).reshape(-1, k)  # [measures * (1 + etas) * S, K]
     return weighted_vote(np.tile(codes, (n_measures * (1 + len(etas)), 1)), stacked, tie_break)
 
