@@ -157,7 +157,7 @@ def working_sets(problem_id: str, pool_size: int, k: int, cfg: EvalConfig) -> np
 
 def smallest_keys(keys: np.ndarray, k: int) -> np.ndarray:
     """Per row, the positions of the k smallest keys in key order, equal keys by position:
-    np.argsort(keys, axis=1, kind="stable")[:, :k], exactly, without sorting whole rows when k is small.
+    np.argsort(keys, axis=1, kind="stable")[:, :k], exactly, without sorting whole rows when k <= n/4.
 
     Keys uniform on [0, 1) (the draws) put k or more of a row below (k + 6·sqrt(k) + 36) / n but
     for a vanishing chance; only those are sorted. A row with fewer (any other keys) sorts whole rows.
@@ -166,7 +166,7 @@ def smallest_keys(keys: np.ndarray, k: int) -> np.ndarray:
     [[1, 4, 0]]
     """
     n = keys.shape[1]
-    if 8 * k <= n:
+    if 4 * k <= n:
         below = keys < (k + 6 * np.sqrt(k) + 36) / n
         if below.sum(axis=1).min() >= k:
             return _smallest_of(keys, below, k)
