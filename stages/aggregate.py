@@ -24,8 +24,9 @@ def main() -> None:
     args = parser.parse_args()
     params = load_params(args.params)
     metadata = read_parquet_metadata(args.scores)
+    # the stop table has a row per record low (millions at paper scale): ids as a dictionary read fast
     result = aggregate(pd.read_parquet(args.scores), params.eval, online=params.online,
-                       stops=pd.read_parquet(args.stops))
+                       stops=pd.read_parquet(args.stops, read_dictionary=["problem_id"]))
     simulated = metadata.get("simulated") == "true"
     write_json(args.out, {"simulated": simulated, "pool": metadata.get("pool"), "model": metadata.get("model"),
                           "group_size": metadata.get("group_size"), "result": result.to_json()})

@@ -28,7 +28,7 @@ import pandas as pd
 
 from tracevote.core.config import MEASURES, WHOLE_PERCENT, EvalConfig, OnlineConfig, TieBreak, eta_percent
 from tracevote.core.errors import ConfigError, DataError
-from tracevote.deepconf.online import OnlineSets, OnlineTrace, check_stop_columns, problem_stops, replay
+from tracevote.deepconf.online import OnlineSets, OnlineTrace, StopRows, check_stop_columns, replay, stop_profiles
 from tracevote.deepconf.results import (
     AggregateResult,
     MethodAccuracy,
@@ -41,7 +41,7 @@ from tracevote.deepconf.results import (
 from tracevote.deepconf.sample_stats import confidence_summaries, measure_aurocs, validity_counts
 from tracevote.deepconf.score import KEY_COLUMNS
 from tracevote.deepconf.uncertainty import Interval, bootstrap_rng, intervals, paired, resample_weights
-from tracevote.deepconf.voting import majority_vote, tie_credit, top_eta, weighted_vote
+from tracevote.deepconf.voting import Vote, majority_vote, tie_credit, top_etas, weighted_vote
 from tracevote.store.records import NO_ANSWER
 
 # --- one problem's samples, and votes on its working sets -------------------------------------------
@@ -110,22 +110,31 @@ def vote_sets(problem: ProblemScores, sets: np.ndarray, etas: tuple[float, ...],
     """
     codes = problem.codes[sets]
     cons = majority_vote(codes, tie_break)
-    votes = [cons]
-    for j in range(len(measures)):
-        weights = problem.confidence[j][sets]
-        votes.append(weighted_vote(codes, weights, tie_break))
-        for eta in etas:
-            votes.append(weighted_vote(codes, np.where(top_eta(weights, eta), weights, np.nan), tie_break))
-    predicted = np.stack([np.full(len(sets), NO_ANSWER), *(v.prediction for v in votes)])
+    weighted = _weighted_votes(codes, problem.confidence[:len(measures), sets], etas, tie_break)
+    n_sets = len(sets)
+    predicted = np.concatenate([np.full((1, n_sets), NO_ANSWER), cons.prediction[None],
+                                weighted.prediction.reshape(-1, n_sets)])
     answered = (predicted >= 0).astype(np.float64)
     correct = ((predicted == problem.gold_code) & answered.astype(bool)).astype(np.float64)
-    fractional = np.stack([np.zeros(len(sets)), *(tie_credit(v, problem.gold_code) for v in votes)])
+    fractional = np.concatenate([np.zeros((1, n_sets)), tie_credit(cons, problem.gold_code)[None],
+                                 tie_credit(weighted, problem.gold_code).reshape(-1, n_sets)])
     if tie_break == "fractional":
         correct = fractional
     correct[0] = fractional[0] = problem.correct[sets].mean(axis=1)
     answered[0] = problem.valid[sets].mean(axis=1)
     return SetVotes(methods=method_names(measures, etas), prediction=_decode(problem.values, predicted),
                     correct=correct, fractional=fractional, answered=answered, tied=cons.tied)
+
+
+def _weighted_votes(codes: np.ndarray, weights: np.ndarray, etas: tuple[float, ...], tie_break: TieBreak) -> Vote:
+    """Every weighted method's vote in one call, rows in method order: for each measure (weights [measures,
+    S, K]) its plain vote, then one per eta of the top-η filter. Votes are row by row, so stacking the
+    rows changes no sum's order."""
+    n_measures, _, k = weights.shape
+    flat = weights.reshape(-1, k)
+    kept = [np.where(mask, flat, np.nan).reshape(weights.shape) for mask in top_etas(flat, etas)]
+    stacked = np.stack([weights, *kept], axis=1).reshape(-1, k)  # [measures * (1 + etas) * S, K]
+    return weighted_vote(np.tile(codes, (n_measures * (1 + len(etas)), 1)), stacked, tie_break)
 
 
 def _decode(values: np.ndarray, codes: np.ndarray) -> np.ndarray:
@@ -143,7 +152,39 @@ def working_sets(problem_id: str, pool_size: int, k: int, cfg: EvalConfig) -> np
         return np.arange(pool_size)[None, :]
     seed = np.random.SeedSequence(cfg.seed, spawn_key=(k, *problem_id.encode("utf-8")))
     keys = np.random.default_rng(seed).random((cfg.repeat, pool_size))
+    return smallest_keys(keys, k)
+
+
+def smallest_keys(keys: np.ndarray, k: int) -> np.ndarray:
+    """Per row, the positions of the k smallest keys in key order, equal keys by position:
+    np.argsort(keys, axis=1, kind="stable")[:, :k], exactly, without sorting whole rows when k <= n/4.
+
+    Keys uniform on [0, 1) (the draws) put k or more of a row below (k + 6·sqrt(k) + 36) / n but
+    for a vanishing chance; only those are sorted. A row with fewer (any other keys) sorts whole rows.
+
+    >>> smallest_keys(np.array([[0.5, 0.1, 0.5, 0.9, 0.2]]), 3).tolist()
+    [[1, 4, 0]]
+    """
+    n = keys.shape[1]
+    if 4 * k <= n:
+        below = keys < (k + 6 * np.sqrt(k) + 36) / n
+        if below.sum(axis=1).min() >= k:
+            return _smallest_of(keys, below, k)
     return np.argsort(keys, axis=1, kind="stable")[:, :k]
+
+
+def _smallest_of(keys: np.ndarray, candidates: np.ndarray, k: int) -> np.ndarray:
+    """smallest_keys when every row's k smallest keys are among its `candidates` (bool, at least k a row)."""
+    rows, positions = np.nonzero(candidates)  # row by row, positions ascending
+    counts = candidates.sum(axis=1)
+    column = np.arange(len(rows)) - np.repeat(np.cumsum(counts) - counts, counts)
+    packed = np.full((len(keys), int(counts.max())), np.inf)
+    packed[rows, column] = keys[rows, positions]
+    where = np.zeros(packed.shape, dtype=np.int64)
+    where[rows, column] = positions
+    # subtle: stable, and candidates packed in position order, so equal keys keep position order
+    order = np.argsort(packed, axis=1, kind="stable")[:, :k]
+    return np.take_along_axis(where, order, axis=1)
 
 
 def distinct_sets(sets: np.ndarray) -> int:
@@ -275,12 +316,35 @@ def aggregate(scores: pd.DataFrame, cfg: EvalConfig, measures: tuple[str, ...] =
 
 def _online_traces(problems: list[ProblemScores], stops: pd.DataFrame) -> list[OnlineTrace]:
     check_stop_columns(stops)
-    by_problem = dict(iter(stops.groupby("problem_id", sort=False)))
-    empty = stops.iloc[:0]
+    table = StopRows(sample=stops["sample_id"].to_numpy(dtype=np.int64), spent=stops["spent"].to_numpy(dtype=np.int64),
+                     value=stops["value"].to_numpy(dtype=np.float64))
+    by_problem = rows_by_problem(stops["problem_id"])
     return [OnlineTrace(codes=p.codes, gold_code=p.gold_code, lowest=p.lowest, n_tokens=p.n_tokens,
-                        stops=problem_stops(by_problem.get(p.problem_id, empty), p.problem_id, p.sample_ids,
-                                            p.n_tokens))
+                        stops=stop_profiles(table.take(by_problem.get(p.problem_id, slice(0, 0))), p.problem_id,
+                                            p.sample_ids, p.n_tokens))
             for p in problems]
+
+
+def rows_by_problem(problem_ids: pd.Series) -> dict[str, np.ndarray | slice]:
+    """{problem id: its rows, in table order}; slices when each problem's rows are contiguous (as the score
+    stage writes them). ["a", "a", "b"] -> {"a": slice(0, 2), "b": slice(2, 3)}. Rows without an id are left out."""
+    codes, names = _codes(problem_ids)
+    if len(codes) == 0:
+        return {}
+    starts = np.flatnonzero(np.concatenate(([True], codes[1:] != codes[:-1])))
+    if len(np.unique(codes[starts])) == len(starts) and codes.min(initial=0) >= 0:
+        ends = [*starts[1:].tolist(), len(codes)]
+        return {str(names[codes[a]]): slice(int(a), b) for a, b in zip(starts.tolist(), ends, strict=True)}
+    order = np.argsort(codes, kind="stable")
+    bounds = np.searchsorted(codes[order], np.arange(len(names) + 1))  # code -1 (no id) sorts before them all
+    return {str(name): order[bounds[i]:bounds[i + 1]] for i, name in enumerate(names) if bounds[i + 1] > bounds[i]}
+
+
+def _codes(values: pd.Series) -> tuple[np.ndarray, pd.Index]:
+    """Integer codes of `values` (-1 for a missing value) and the values they stand for."""
+    if isinstance(values.dtype, pd.CategoricalDtype):  # the stage reads ids as a dictionary: codes are there
+        return values.cat.codes.to_numpy(dtype=np.int64), values.cat.categories
+    return pd.factorize(values)
 
 
 def _correct_cube(votes: list[SetVotes], replays: list[list[OnlineSets]], repeat: int) -> np.ndarray:

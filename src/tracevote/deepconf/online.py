@@ -24,6 +24,7 @@ K below the warmup has no online result.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import pandas as pd
@@ -44,6 +45,50 @@ class OnlineTrace:
     lowest: np.ndarray  # float64 [n]: lowest-group confidence, NaN when no token had one (valid or not)
     n_tokens: np.ndarray  # int64 [n]
     stops: StopProfiles  # records of sample i at stops.offsets[i]:stops.offsets[i+1]
+
+    @cached_property
+    def records(self) -> RecordIndex:
+        """The stop records ranked for threshold searches, built once for all K and percentiles."""
+        return RecordIndex.of(self.stops)
+
+
+@dataclass(frozen=True, eq=False)
+class RecordIndex:
+    """The stop records as sorted integer keys: trace j's record of value v has key
+    j·(records + 1) + (records - count of record values below v), so within a trace keys rise as
+    values fall (records fall).
+
+    "How many records of trace j are >= s" is then one exact integer search, with no float compare
+    between a record and s beyond ranking s among the record values.
+    """
+
+    ranks: np.ndarray  # float64 [records]: the record values, ascending
+    keys: np.ndarray  # int64 [records], ascending
+
+    @staticmethod
+    def of(stops: StopProfiles) -> RecordIndex:
+        order = np.argsort(stops.value, kind="stable")  # stable: timsort runs on each trace's falling records
+        ranks = stops.value[order]
+        # a value's rank is the count of record values below it: the first index of its run of equal values
+        first = np.ones(len(ranks), dtype=bool)
+        first[1:] = ranks[1:] != ranks[:-1]
+        below = np.empty(len(order), dtype=np.int64)
+        below[order] = np.maximum.accumulate(np.where(first, np.arange(len(order)), 0))
+        record_trace = np.repeat(np.arange(len(stops)), np.diff(stops.offsets))
+        return RecordIndex(ranks=ranks, keys=record_trace * (len(ranks) + 1) + (len(ranks) - below))
+
+    def ends(self, positions: np.ndarray, threshold: np.ndarray) -> np.ndarray:
+        """int [S, K]: the index just past the records of trace positions[r, i] that are >= threshold[r]
+        (its first record's index when none is, or when threshold[r] is NaN)."""
+        # v >= s exactly when the count of record values below v is >= the count below s
+        below = np.searchsorted(self.ranks, np.nan_to_num(threshold))
+        part = np.where(np.isnan(threshold), 0, len(self.ranks) - below)
+        # queries in ascending order within each row let the search start from the previous answer
+        order = np.argsort(positions, axis=1)
+        queries = np.take_along_axis(positions, order, axis=1) * (len(self.ranks) + 1) + part[:, None]
+        ends = np.empty(positions.shape, dtype=np.intp)
+        np.put_along_axis(ends, order, np.searchsorted(self.keys, queries, side="right"), axis=1)
+        return ends
 
 
 @dataclass(frozen=True, eq=False)
@@ -90,23 +135,15 @@ def _spent_tokens(trace: OnlineTrace, sets: np.ndarray, threshold: np.ndarray) -
     """Tokens each trace of each set spends under its set's threshold, and whether it stopped early.
 
     A trace stops at its first record low below s: the number of its records >= s indexes that record.
-    Records and thresholds are ranked together so the count is an exact integer search.
     """
     stops = trace.stops
-    positions = sets.ravel()
-    s = np.repeat(threshold, sets.shape[1])
-    n_records = np.diff(stops.offsets)
-    record_trace = np.repeat(np.arange(len(n_records)), n_records)
-    ranks = np.unique(np.concatenate((stops.value, s[~np.isnan(s)])))
-    width = len(ranks) + 1
-    # within a trace, records are in decreasing value: keys rise with the rank of -value
-    record_keys = record_trace * width + (len(ranks) - np.searchsorted(ranks, stops.value))
-    query_rank = np.where(np.isnan(s), 0, len(ranks) - np.searchsorted(ranks, np.nan_to_num(s)))
-    at_least = np.searchsorted(record_keys, positions * width + query_rank, side="right") - stops.offsets[positions]
-    stopped = (at_least < n_records[positions]) & ~np.isnan(s)  # no threshold (no warmup confidence): no stop
-    spent = trace.n_tokens[positions].copy()
-    spent[stopped] = stops.spent[stops.offsets[positions[stopped]] + at_least[stopped]]
-    return spent.reshape(sets.shape), stopped.reshape(sets.shape)
+    first = stops.offsets[sets]
+    at_least = trace.records.ends(sets, threshold) - first
+    n_records = stops.offsets[sets + 1] - first
+    stopped = (at_least < n_records) & ~np.isnan(threshold)[:, None]  # no threshold (no warmup confidence): no stop
+    spent = trace.n_tokens[sets]
+    spent[stopped] = stops.spent[first[stopped] + at_least[stopped]]
+    return spent, stopped
 
 
 def _before_consensus(codes: np.ndarray, weights: np.ndarray, warmup: int, tau: float) -> np.ndarray:
@@ -138,19 +175,41 @@ def problem_stops(stops: pd.DataFrame, problem_id: str, sample_ids: np.ndarray,
                   n_tokens: np.ndarray) -> StopProfiles:
     """One problem's rows of the stop table as StopProfiles aligned with `sample_ids` (ascending).
 
-    `stops` holds only this problem's rows; a record must name a sample of the problem, fall within its
-    tokens, and the records of a sample must fall in value as they advance.
+    `stops` holds only this problem's rows; see `stop_profiles`.
+    """
+    return stop_profiles(StopRows(sample=stops["sample_id"].to_numpy(dtype=np.int64),
+                                  spent=stops["spent"].to_numpy(dtype=np.int64),
+                                  value=stops["value"].to_numpy(dtype=np.float64)),
+                         problem_id, sample_ids, n_tokens)
+
+
+@dataclass(frozen=True, eq=False)
+class StopRows:
+    """Some rows of the stop table, as columns."""
+
+    sample: np.ndarray  # int64
+    spent: np.ndarray  # int64
+    value: np.ndarray  # float64
+
+    def take(self, rows: np.ndarray | slice) -> StopRows:
+        return StopRows(sample=self.sample[rows], spent=self.spent[rows], value=self.value[rows])
+
+
+def stop_profiles(rows: StopRows, problem_id: str, sample_ids: np.ndarray, n_tokens: np.ndarray) -> StopProfiles:
+    """One problem's stop rows as StopProfiles aligned with `sample_ids` (ascending).
+
+    A record must name a sample of the problem, fall within its tokens, and the records of a sample
+    must fall in value as they advance.
     """
     where = f"stop table, problem {problem_id}"
-    sample = stops["sample_id"].to_numpy(dtype=np.int64)
-    spent = stops["spent"].to_numpy(dtype=np.int64)
-    value = stops["value"].to_numpy(dtype=np.float64)
+    sample, spent, value = rows.sample, rows.spent, rows.value
     position = np.searchsorted(sample_ids, sample)
     unknown = (position >= len(sample_ids)) | (sample_ids[position.clip(0, len(sample_ids) - 1)] != sample)
     if unknown.any():
         raise DataError(f"{where}: sample_id {sample[unknown][0]} is not in the score table")
-    order = np.lexsort((spent, position))
-    position, spent, value = position[order], spent[order], value[order]
+    if not _in_order(position, spent):  # the score stage writes them in order: no sort needed
+        order = np.lexsort((spent, position))
+        position, spent, value = position[order], spent[order], value[order]
     beyond = (spent < 1) | (spent > n_tokens[position])
     if beyond.any():
         i = int(np.argmax(beyond))
@@ -164,6 +223,12 @@ def problem_stops(stops: pd.DataFrame, problem_id: str, sample_ids: np.ndarray,
                         f"advance (value {value[i]} at {spent[i]} tokens, then {value[i + 1]} at {spent[i + 1]})")
     counts = np.bincount(position, minlength=len(sample_ids))
     return StopProfiles(offsets=np.concatenate(([0], np.cumsum(counts))).astype(np.int64), spent=spent, value=value)
+
+
+def _in_order(position: np.ndarray, spent: np.ndarray) -> bool:
+    """Sorted by (position, spent), as np.lexsort((spent, position)) would leave them."""
+    step = np.diff(position)
+    return bool(np.all((step > 0) | ((step == 0) & (spent[1:] >= spent[:-1]))))
 
 
 def check_stop_columns(stops: pd.DataFrame) -> None:

@@ -108,9 +108,14 @@ def top_eta(weights: np.ndarray, eta: float) -> np.ndarray:
     >>> top_eta(np.array([[1.0, 2.0, 2.0, 3.0, np.nan]]), 0.5).tolist()
     [[False, True, True, True, False]]
     """
-    cutoff = row_percentile(weights, 100 * (1 - eta))
+    return top_etas(weights, (eta,))[0]
+
+
+def top_etas(weights: np.ndarray, etas: tuple[float, ...]) -> list[np.ndarray]:
+    """`top_eta` for each of `etas`, sorting the rows once."""
+    cutoffs = row_percentiles(weights, tuple(100 * (1 - eta) for eta in etas))
     with np.errstate(invalid="ignore"):
-        return weights >= cutoff[:, None]
+        return [weights >= cutoff[:, None] for cutoff in cutoffs]
 
 
 def row_percentile(values: np.ndarray, q: float) -> np.ndarray:
@@ -119,15 +124,24 @@ def row_percentile(values: np.ndarray, q: float) -> np.ndarray:
     np.nanpercentile(axis=1) loops over rows in Python; this sorts once and interpolates for all
     rows with numpy's own formula: index (n-1)·q/100, then numpy's two-sided lerp.
     """
+    return row_percentiles(values, (q,))[0]
+
+
+def row_percentiles(values: np.ndarray, qs: tuple[float, ...]) -> list[np.ndarray]:
+    """`row_percentile` at each of `qs`, sorting the rows once."""
     ordered = np.sort(values, axis=1)  # NaN sorts last
     counts = (~np.isnan(values)).sum(axis=1)
+    rows = np.arange(len(values))
+    return [_interpolated(ordered, counts, rows, q) for q in qs]
+
+
+def _interpolated(ordered: np.ndarray, counts: np.ndarray, rows: np.ndarray, q: float) -> np.ndarray:
     quantile = np.true_divide(q, 100)
     virtual = (counts - 1) * quantile
     below = np.floor(virtual)
     at_top = virtual >= counts - 1
     lower = np.where(at_top, counts - 1, below).clip(0).astype(np.intp)
     upper = np.where(at_top, counts - 1, below + 1).clip(0).astype(np.intp)
-    rows = np.arange(len(values))
     result = _lerp(ordered[rows, lower], ordered[rows, upper], virtual - below)
     return np.where(counts > 0, result, np.nan)
 
