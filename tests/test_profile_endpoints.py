@@ -6,7 +6,6 @@ providers sends each call to its own endpoint, shaped for that endpoint's profil
 from __future__ import annotations
 
 import contextlib
-import shutil
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,8 +16,8 @@ import pytest
 from tests.debate.test_build import sim_answers
 from tests.dvcproject import copy_project, dvc, make_project, run, update_params
 from tests.test_pipeline import small_sim_params
-from tests.test_profiles_pipeline import ledger, records
-from tracevote.cli.demo import BUILTIN_GSM8K, BUILTIN_PREDICTIONS, local_dataset
+from tests.test_profiles_pipeline import ledger, records, with_predictions_and_datasets
+from tracevote.cli.demo import BUILTIN_GSM8K, local_dataset
 from tracevote.core.config import SimConfig
 from tracevote.debate.prompts import ANSWER, RANK, REVISE
 from tracevote.sim.model import SimModel
@@ -68,13 +67,7 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, di
         params["debate"] = {**params["debate"], "max_tokens": 400, "concurrency": 4}
         root = make_project(tmp_path_factory.mktemp("endpoints") / "project", params)
         update_params(root, pointed_at(running))
-        (root / "predictions").mkdir()
-        shutil.copy(BUILTIN_PREDICTIONS, root / PREDICTIONS)
-        dvc(root, "add", str(PREDICTIONS))
-        dvc(root, "repro", "normalize@toy", "normalize@toy_steps", "normalize@demo_gsm8k")
-        run(root, "git", "add", "-A")
-        run(root, "git", "commit", "-qm", "datasets, endpoints on their servers")
-        yield root, running
+        yield with_predictions_and_datasets(root, "datasets, endpoints on their servers"), running
 
 
 NO_LOGPROBS = ("deepconf.endpoint: 'gpt-5-nano' must be an endpoint that returns logprobs: DeepConf's confidence is "

@@ -78,12 +78,18 @@ def base(tmp_path_factory: pytest.TempPathFactory) -> Path:
     params["endpoints"] = {**params["endpoints"], "qwen-local": LOCAL_ENDPOINT}
     params["endpoints"]["deepseek"]["extra_body"] = THINKING
     project = make_project(tmp_path_factory.mktemp("profiles") / "base", params)
+    return with_predictions_and_datasets(project, "datasets")
+
+
+def with_predictions_and_datasets(project: Path, message: str) -> Path:
+    """`project` with the hand-written GSM8K predictions tracked by DVC and its three datasets normalized,
+    committed with `message`."""
     (project / "predictions").mkdir()
     shutil.copy(BUILTIN_PREDICTIONS, project / PREDICTIONS)
     dvc(project, "add", str(PREDICTIONS))
     dvc(project, "repro", "normalize@toy", "normalize@toy_steps", "normalize@demo_gsm8k")
     run(project, "git", "add", "-A")
-    run(project, "git", "commit", "-qm", "datasets")
+    run(project, "git", "commit", "-qm", message)
     return project
 
 
