@@ -10,6 +10,7 @@ from pathlib import Path
 from tracevote.core.config import Params, base_urls
 from tracevote.core.entry import stage_main
 from tracevote.core.errors import TracevoteError
+from tracevote.core.fileio import missing_folders
 from tracevote.datasets.problems import Problem
 from tracevote.sampling import backend
 from tracevote.sampling.budget import SpendCap, check_budget, simulated_as, usd
@@ -37,7 +38,7 @@ def main() -> None:
     if existing is None or existing.missing_samples(ids, params.pool.n_pool):
         # before anything is written, so the `dvc pull` it recommends finds a clean checkout
         args.refuse_if_already_built(partial=existing is not None)
-    new_folders = _missing_folders(pool_root := args.folder / setting.folder_name)
+    new_folders = missing_folders(pool_root := args.folder / setting.folder_name)
     pool = Pool.open_or_create(args.folder, setting, simulated=model.backend == "sim")
     try:
         _build(args, pool, setting)
@@ -48,15 +49,6 @@ def main() -> None:
                 if folder.is_dir() and not any(folder.iterdir()):
                     folder.rmdir()
         raise
-
-
-def _missing_folders(path: Path) -> list[Path]:
-    """`path` and those of its parents that do not exist yet, innermost first: what creating it would make."""
-    missing = []
-    while not path.exists() and path != path.parent:
-        missing.append(path)
-        path = path.parent
-    return missing
 
 
 def _build(args: PaidStageArgs[Problem], pool: Pool, setting: Setting) -> None:

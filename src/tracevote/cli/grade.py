@@ -99,12 +99,13 @@ def _structured(args: argparse.Namespace, params: Params) -> bool:
     refused before anything is written or sent."""
     from tracevote.grading.critic import structured_replies
 
-    if args.critic_structured and not structured_replies(params):
+    structured = structured_replies(params)
+    if args.critic_structured and not structured:
         model = params.critic_model
         raise ConfigError(f"--critic-structured: the critic's endpoint {model.endpoint} ({model.name}, profile "
                           f"{model.profile.name}) has no json_schema replies; name one that has in "
                           f"grading.critic.endpoint, or leave the flag out")
-    return structured_replies(params)
+    return structured
 
 
 def _critic(args: argparse.Namespace, params: Params, inputs: RunInputs) -> tuple[CriticScores | None, bool]:

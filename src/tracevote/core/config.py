@@ -39,7 +39,7 @@ INTEGER_FORMATS: tuple[IntegerFormat, ...] = ("aime", "integer")
 # endpoints.<key>.name, and DVC reads every '.' of a params path as a level, so `gpt-4.1` would make every stage
 # of a method on it fail with "missing from params.yaml"
 KEY_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}\Z")
-DATASET_NAME = ENDPOINT_NAME = KEY_NAME
+DATASET_NAME = KEY_NAME  # the name its importers know it by
 KEY_NAME_RULE = "1-64 letters, digits, '_', '-' (no '.', which DVC reads as a level of params.yaml)"
 Fallback = Literal["last_integer", "none"]
 TieBreak = Literal["smallest", "first", "fractional"]
@@ -220,7 +220,7 @@ class EndpointConfig:
     pricing: PricingConfig
 
     def validate(self, where: str) -> None:
-        require(bool(ENDPOINT_NAME.match(self.key)), where, "key", self.key,
+        require(bool(KEY_NAME.match(self.key)), where, "key", self.key,
                 f"{KEY_NAME_RULE}; methods name it")
         require_endpoint(where, self.name, self.base_url)
         check_extra_body(where, self.extra_body)
@@ -583,10 +583,10 @@ class Params:
             temperatures.append(("grading.critic", self.grading.critic.temperature, self.grading.critic.endpoint))
         for section, temperature, key in temperatures:
             endpoint = self.endpoints[key]
-            fixed = not endpoint.resolved_profile().sampling_parameters
-            require(not fixed or temperature == DEFAULT_TEMPERATURE, section, "temperature", temperature,
-                    f"{DEFAULT_TEMPERATURE:g}: endpoint {key} ({endpoint.name}, profile "
-                    f"{endpoint.resolved_profile().name}) accepts only the default temperature; set "
+            profile = endpoint.resolved_profile()
+            require(profile.sampling_parameters or temperature == DEFAULT_TEMPERATURE, section, "temperature",
+                    temperature, f"{DEFAULT_TEMPERATURE:g}: endpoint {key} ({endpoint.name}, profile "
+                    f"{profile.name}) accepts only the default temperature; set "
                     f"{section}.temperature: {DEFAULT_TEMPERATURE:g}")
 
 

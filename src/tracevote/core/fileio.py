@@ -56,6 +56,16 @@ def parse_json_object(line: bytes, where: str) -> dict:
     return record
 
 
+def missing_folders(path: Path) -> list[Path]:
+    """`path` and those of its parents that do not exist yet, innermost first: what creating it would make
+    (missing_folders(Path("pools/toy/x")) with only pools/ there -> [pools/toy/x, pools/toy])."""
+    missing = []
+    while not path.exists() and path != path.parent:
+        missing.append(path)
+        path = path.parent
+    return missing
+
+
 def read_json_file(path: Path, expected: type, what: str) -> Any:
     """A whole JSON file's value, which must be an `expected` (dict, list); DataError naming the file otherwise:
     "AIME/2024/3.json: expected one JSON object (a problem), got list"."""

@@ -128,9 +128,9 @@ class CritiqueManifest:
 
 def write_manifest(path: Path, ledger: CallLedger, dataset: str, records: list[StepRecord],
                    n_votes: int) -> CritiqueManifest:
-    fields = ledger_fields(path, ledger)
+    stored = CallLedger(ledger.root)  # read afresh: a ledger object caches what it has read
+    fields = ledger_fields(path, stored)
     wanted = set(range(n_votes))
-    stored = CallLedger(ledger.root)
     finished = sum(wanted <= stored.stored_keys(record.id) for record in records)
     items = [asdict(CritiqueItem(r.id, r.task, r.label, len(r.steps))) for r in records]
     manifest = CritiqueManifest(dataset=dataset, n_votes=n_votes, finished=finished, items=items, **fields)

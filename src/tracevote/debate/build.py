@@ -193,8 +193,8 @@ class DebateManifest:
 
 def write_manifest(path: Path, ledger: CallLedger, dataset: str, debates: list[Debate],
                    selection: Selection) -> DebateManifest:
-    fields = ledger_fields(path, ledger)
-    stored = CallLedger(ledger.root)
+    stored = CallLedger(ledger.root)  # read afresh: a ledger object caches the records it has read
+    fields = ledger_fields(path, stored)
     finished = sum(progress(stored, debate)[1] for debate in debates)
     manifest = DebateManifest(dataset=dataset, finished=finished, problems=[d.problem.to_record() for d in debates],
                               span=list(selection.span) if selection.span is not None else None,

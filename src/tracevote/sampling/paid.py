@@ -18,6 +18,7 @@ from tqdm import tqdm
 from tracevote.core.config import DecodingConfig, ModelConfig, Params, PoolConfig, base_urls, load_params
 from tracevote.core.dvcstate import already_built
 from tracevote.core.errors import StorageError, TracevoteError
+from tracevote.core.fileio import missing_folders
 from tracevote.core.retry import CauseCounter, RetryNotice
 from tracevote.datasets.problems import Problem, load_problems
 from tracevote.sampling import backend
@@ -100,10 +101,8 @@ def needed_free_bytes(concurrency: int, max_tokens: int, top_logprobs: int = 0) 
 def check_free_space(folder: Path, needed: int) -> None:
     """StorageError, before any request is paid for, when `folder`'s disk has less than `needed` bytes free:
     a rerun on a still-full disk pays for nothing."""
-    existing = folder
-    while not existing.exists() and existing != existing.parent:
-        existing = existing.parent
-    free = shutil.disk_usage(existing).free
+    missing = missing_folders(folder)
+    free = shutil.disk_usage(missing[-1].parent if missing else folder).free
     if free < needed:
         raise StorageError(f"{folder}: only {free / 2**20:.1f} MiB free, and this stage needs {needed / 2**20:.1f} "
                            f"MiB before it sends anything (the calls it may hold in flight); nothing was sent. "

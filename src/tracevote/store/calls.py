@@ -130,9 +130,8 @@ class CallLedger(Ledger):
 
 
 def ledger_fields(manifest_path: Path, ledger: CallLedger) -> dict[str, Any]:
-    """What a paid stage's manifest says of its ledger (read afresh: a ledger object caches what it has read):
-    where it is, relative to the manifest, its fingerprint, whether the simulator answered, and its setting."""
-    ledger = CallLedger(ledger.root)
+    """What a paid stage's manifest says of its ledger: where it is, relative to the manifest, its fingerprint,
+    whether the simulator answered, and its setting."""
     return {"ledger": str(ledger.root.relative_to(manifest_path.parent)), "fingerprint": ledger.fingerprint,
             "simulated": ledger.simulated, "setting": ledger.meta["setting"]}
 
