@@ -14,6 +14,7 @@ from tests.store.test_framing_codec import make_sample
 from tracevote.core.config import load_params
 from tracevote.core.errors import DataError
 from tracevote.datasets.problems import Problem
+from tracevote.sampling.prompts import setting_messages
 from tracevote.store import codec
 from tracevote.store.interchange import export_pool, import_file, parse_line, to_json_line
 from tracevote.store.pool import Pool, Setting
@@ -26,7 +27,9 @@ N_POOL = 8
 @pytest.fixture
 def pool(tmp_path: Path) -> Pool:
     setting = Setting.from_params(load_params(FIXTURES / "params.yaml"))
-    return Pool.open_or_create(tmp_path / "pools", setting, simulated=False)
+    pool = Pool.open_or_create(tmp_path / "pools", setting, simulated=False)
+    pool.register(setting_messages(PROBLEMS, setting))
+    return pool
 
 
 def samples_file(tmp_path: Path, samples: list[Sample], *, simulated: bool = False) -> Path:

@@ -16,6 +16,7 @@ from tests.conftest import FIXTURES
 from tracevote.answers.extract import extract_answer
 from tracevote.core.config import load_params
 from tracevote.datasets.problems import Problem
+from tracevote.sampling.prompts import setting_messages
 from tracevote.store import codec
 from tracevote.store.interchange import export_pool, import_file, parse_line, to_json_line
 from tracevote.store.pool import Pool, Setting
@@ -107,6 +108,7 @@ def imported_then_exported(batch: list[Sample], folder: Path) -> list[bytes]:
     pool = Pool.open_or_create(folder / "pools", Setting.from_params(load_params(FIXTURES / "params.yaml")),
                                simulated=False)
     problems = [Problem(problem_id, f"problem {problem_id}", 0) for problem_id in problem_ids]
+    pool.register(setting_messages(problems, pool.setting))
     import_file(source, pool, problems, keep_top_logprobs=True, n_pool=None)
     out = folder / "exported.jsonl"
     with open(out, "wb") as handle:

@@ -198,6 +198,14 @@ def _pool_for(args: argparse.Namespace, *, create: bool) -> tuple[Params, Pool]:
     return params, pool
 
 
+def _registered(pool: Pool, problems: list[Problem]) -> Pool:
+    """`pool` with the digest of each problem's prompt recorded (a changed prompt under a known id is refused)."""
+    from tracevote.sampling.prompts import setting_messages
+
+    pool.register(setting_messages(problems, pool.setting))
+    return pool
+
+
 def cmd_pool_export(args: argparse.Namespace) -> int:
     from tracevote.store.interchange import export_pool
 
@@ -219,8 +227,8 @@ def cmd_pool_import(args: argparse.Namespace) -> int:
         return _import_pickles(args, problems, n_pool)
     # validated before the pool is opened: opening a new setting's pool creates its folder
     checked = validate_file(Path(args.samples), {p.id for p in problems}, n_pool=n_pool)
-    _, pool = _pool_for(args, create=True)
-    summary = store_file(Path(args.samples), checked, pool, problems,
+    pool = _registered(_pool_for(args, create=True)[1], problems)
+    summary = store_file(Path(args.samples), checked, pool,
                          keep_top_logprobs=params.pool.keep_top_logprobs)
     print(f"pool import: {summary.read} samples read, {summary.stored} stored, {summary.already_stored} already "
           f"in {pool.root}" + (" (SIMULATED)" if summary.simulated else ""))
@@ -236,7 +244,8 @@ def _import_pickles(args: argparse.Namespace, problems: list[Problem], n_pool: i
         raise DataError(f"{args.params}: model.backend is sim, but the official runs' pickles hold a real model's "
                         f"traces; import them with params naming that model on a real backend (or --pool-dir)")
     model = None if args.pool_dir else params.deepconf_model.name
-    pool, summary = import_runs(Path(args.samples), lambda: _pool_for(args, create=True)[1], problems,
+    pool, summary = import_runs(Path(args.samples), lambda: _registered(_pool_for(args, create=True)[1], problems),
+                                problems,
                                 n_pool=n_pool, model=model)
     padded = f"; {summary.padded} with fewer confidences than tokens" if summary.padded else ""
     print(f"pool import: {summary.files} pickles, {summary.samples} traces read, {summary.stored} stored, "
@@ -332,12 +341,13 @@ def cmd_estimate(args: argparse.Namespace) -> int:
     from tracevote.core.config import load_params
     from tracevote.datasets.problems import load_problems
     from tracevote.sampling import budget
+    from tracevote.sampling.prompts import prompt_bytes, setting_messages
     from tracevote.store.pool import Setting
 
     params = load_params(args.params)
     problems = load_problems(args.problems or f"data/{params.deepconf.datasets[0]}.jsonl")
     setting = Setting.from_params(params)
-    sizes = [setting.prompt_bytes(p) for p in problems]
+    sizes = [prompt_bytes(messages) for messages in setting_messages(problems, setting).values()]
     model = params.deepconf_model
     print(f"DeepConf pool on {_priced(model)}")
     print(f"  {len(problems)} problems, max_tokens {setting.max_tokens}, "

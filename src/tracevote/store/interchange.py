@@ -290,18 +290,18 @@ def _check_unique(sample: Sample, where: str, line: int, first_line: int) -> Non
 def import_file(path: Path, pool: Pool, problems: list[Problem], *, keep_top_logprobs: bool,
                 n_pool: int | None) -> ImportSummary:
     """Validate the whole file, then append every sample the pool lacks (all-or-nothing on bad input).
+    The caller has registered the problems' prompts (Pool.register).
 
     n_pool bounds the sample ids (0..n_pool-1); None admits any id.
     """
     checked = validate_file(path, {p.id for p in problems}, n_pool=n_pool)
-    return store_file(path, checked, pool, problems, keep_top_logprobs=keep_top_logprobs)
+    return store_file(path, checked, pool, keep_top_logprobs=keep_top_logprobs)
 
 
-def store_file(path: Path, checked: CheckedFile, pool: Pool, problems: list[Problem], *,
-               keep_top_logprobs: bool) -> ImportSummary:
-    """Append every sample of a file validate_file passed (`checked` is what it returned) that the pool lacks."""
+def store_file(path: Path, checked: CheckedFile, pool: Pool, *, keep_top_logprobs: bool) -> ImportSummary:
+    """Append every sample of a file validate_file passed (`checked` is what it returned) that the pool lacks.
+    The caller has registered the problems' prompts (Pool.register)."""
     read, simulated = checked.samples, checked.simulated
-    pool.register(problems)
     pool.check_kind(simulated)
     stored = skipped = 0
     with ExitStack() as stack:
