@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tracevote.report.banner import SIMULATED_BANNER
+from tracevote.core.simulated import SIMULATED_BANNER
 
 JSON_KEYS = ("accuracy", "correct", "total", "missing", "string_fallbacks", "unjudged", "avg_word_count",
              "avg_word_count_correct", "avg_word_count_incorrect", "predictions", "unmatched",

@@ -45,10 +45,10 @@ from tracevote.core.retry import (
     call_with_retries,
     parse_retry_after,
 )
+from tracevote.core.simulated import SIMULATED_HEADER
 from tracevote.sampling.endpoints import Endpoint, EndpointPolicy, EndpointPool, EndpointSlot
 from tracevote.sampling.ingest import Reply, load_json, parse_completion, parse_reply
 from tracevote.sampling.prompts import SOLVE
-from tracevote.sim.render import SIMULATED_HEADER
 from tracevote.store.records import Sample
 
 SAMPLE_HEADER = "X-Tracevote-Sample"
