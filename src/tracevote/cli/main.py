@@ -170,6 +170,12 @@ def add_grade_command(subparsers: argparse._SubParsersAction[argparse.ArgumentPa
     grade.add_argument("--params", default="params.yaml", help="grading.* and the critic's model (default: "
                                                                "%(default)s)")
     grade.add_argument("--json", action="store_true", help="print one JSON object instead of the lines")
+    grade.add_argument("--limit", type=int_at_least(1, "a number of predictions"), metavar="N",
+                       help="grade only the file's first N predictions (in file order) and their gold items; the "
+                            "summary says so")
+    grade.add_argument("--per-item", type=Path, metavar="FILE",
+                       help="also write one row per item (id, gold, extracted answer, correct, reasoning words and "
+                            "characters, critic score): JSON lines for FILE.jsonl, CSV for FILE.csv")
     grade.set_defaults(handler=commands.cmd_grade)
 
 
