@@ -199,11 +199,20 @@ def _pool_for(args: argparse.Namespace, *, create: bool) -> tuple[Params, Pool]:
 
 
 def cmd_pool_export(args: argparse.Namespace) -> int:
-    from tracevote.store.interchange import export_pool
+    """The pool as JSON lines on stdout (--fields: only those), a progress bar on stderr when it is a terminal."""
+    from tqdm import tqdm
 
+    from tracevote.store.interchange import EXPORT_FIELDS, export_fields, export_pool
+
+    fields = EXPORT_FIELDS if args.fields is None else export_fields(args.fields)
     _, pool = _pool_for(args, create=False)
-    count = export_pool(pool, pool.problem_ids(), sys.stdout.buffer)
-    print(f"pool export: {count} samples from {pool.root}", file=sys.stderr)
+    problem_ids = pool.problem_ids()
+    total = sum(len(pool.stored_ids(problem_id)) for problem_id in problem_ids)  # frame headers only
+    with tqdm(total=total, unit="sample", desc="pool export", file=sys.stderr, dynamic_ncols=True,
+              disable=args.quiet or not sys.stderr.isatty()) as bar:
+        count = export_pool(pool, problem_ids, sys.stdout.buffer, fields=fields, on_sample=lambda: bar.update())
+    if not args.quiet:
+        print(f"pool export: {count} samples from {pool.root}", file=sys.stderr)
     return 0
 
 

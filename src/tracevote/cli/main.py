@@ -71,6 +71,13 @@ def add_pool_commands(subparsers: argparse._SubParsersAction[argparse.ArgumentPa
         action.add_argument("--dataset", help="dataset name (default: the first of deepconf.datasets)")
         if name != "status":
             action.add_argument("--pool-dir", help="a pool folder, instead of the setting the params file describes")
+        if name == "export":
+            action.add_argument("--fields", metavar="A,B,...",
+                                help="export only these fields, in this order (e.g. problem_id,sample_id,answer; "
+                                     "default: all of them; an unknown name is an error listing the fields)")
+            action.add_argument("--quiet", action="store_true",
+                                help="no progress bar and no closing line on stderr (the bar shows only when "
+                                     "stderr is a terminal)")
         if name == "import":
             action.add_argument("samples", help="the JSON-lines file (format: README, Interchange format), or with "
                                 "--format deepconf-pickle the folder of the official offline runs' .pkl files")
