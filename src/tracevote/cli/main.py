@@ -22,6 +22,9 @@ GRADE_DESCRIPTION = ("Grade a predictions file as the grading scorer did: Math-V
                      "reasoning's average word count and, with --enable-critic, the LLM critic (settings from the "
                      "params file's grading.critic; replies kept on a ledger, never paid twice).")
 DEFAULT_CRITIC_DIR = "grading/critic/cli"
+ESTIMATE_DESCRIPTION = ("What the work still missing would cost: one row per paid stage and dataset (pools, debates, "
+                        "critiques, the grading critic), each pool and ledger read so finished work costs $0, a "
+                        "total, and each endpoint's prices.")
 LEDGER_DESCRIPTION = ("Check or repair the ledgers of paid calls. verify reads every frame (checksum, key, payload, "
                       "simulated or real) and each ledger's setting and items; repair keeps a damaged log's good "
                       "frames, so the next run requests only the calls it dropped.")
@@ -96,13 +99,12 @@ def add_run_commands(subparsers: argparse._SubParsersAction[argparse.ArgumentPar
     probe.add_argument("--params", default="params.yaml", help=PARAMS_HELP)
     probe.set_defaults(handler=commands.cmd_probe)
 
-    estimate = subparsers.add_parser("estimate", help="the cost of a pool of several sizes, before spending")
+    estimate = subparsers.add_parser("estimate", help="what the work still missing would cost, before spending",
+                                     description=ESTIMATE_DESCRIPTION)
     estimate.add_argument("--params", default="params.yaml", help=PARAMS_HELP)
-    estimate.add_argument("--problems", help=PROBLEMS_HELP)
-    estimate.add_argument("--n-pool", type=int_at_least(1, "a pool size"), nargs="+", metavar="N",
-                          default=[64, 256, 512, 1024, 4096],
-                          help="pool sizes (samples per problem) to price, besides pool.n_pool "
-                               "(default: %(default)s)")
+    estimate.add_argument("--n-pool", type=int_at_least(1, "a pool size"), metavar="N",
+                          help="price the DeepConf pools at N samples per problem (default: pool.n_pool); what "
+                               "raising it would cost")
     estimate.set_defaults(handler=commands.cmd_estimate)
 
     report = subparsers.add_parser("report", help="print the last report, or its results table as CSV or Markdown")
