@@ -120,14 +120,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         if completed.returncode != 0:
             print(f"demo: `dvc {' '.join(command)}` failed in {scratch}", file=sys.stderr)
             return completed.returncode
-    name = demo.demo_name(problems)
-    metrics, plots = scratch / "metrics" / "deepconf" / name, scratch / "plots" / "deepconf" / name
-    print(f"\ndemo: done. DeepConf: {metrics}/summary.json and {metrics}/results.json; "
-          f"plots: {plots}/accuracy_vs_k.png, {plots}/confidence.png. Debate: {scratch}/metrics/debate.json; "
-          f"voting beside debate: {scratch}/metrics/compare/compare.md, "
-          f"{scratch}/plots/accuracy_vs_tokens.png. Critique: {scratch}/metrics/critique.md, "
-          f"{scratch}/plots/critique/critique.png. Grading: {scratch}/metrics/grading.md, "
-          f"{scratch}/plots/grading/word_counts.png")
+    print("\n" + demo.results_listing(scratch, demo.demo_name(problems), repo))
     return 0
 
 
