@@ -1,17 +1,21 @@
 """`python -m tracevote grade --limit N` and `--per-item FILE` as processes on the demo GSM8K files: the first N
 predictions and their gold only (the summary says so), one row per item as JSON lines or CSV (the same rows),
-the critic's verdicts in them, and a bad extension refused before anything is graded or written."""
+the critic's verdicts in them (its CLI ledger ignored by git), and a bad extension refused before anything is
+graded or written."""
 
 from __future__ import annotations
 
 import csv
 import json
 import re
+import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.conftest import REPO_ROOT
+from tests.dvcproject import run
 from tests.grading.test_cli import grade, predictions_for_gsm8k, sim_project
 from tracevote.cli.demo import BUILTIN_GSM8K
 from tracevote.grading.items import ItemRow
@@ -129,10 +133,16 @@ def test_a_limit_below_one_is_an_argument_error(tmp_path: Path) -> None:
 
 def test_per_item_rows_carry_the_critics_verdicts(tmp_path: Path) -> None:
     project = sim_project(tmp_path)
+    shutil.copy(REPO_ROOT / ".gitignore", project / ".gitignore")  # a project made from this repository
+    run(project, "git", "init", "-q")
     out = tmp_path / "rows.jsonl"
     result = grade(project, "--dataset", "gsm8k", "--pred-path", str(predictions_for_gsm8k(tmp_path)),
                    "--enable-critic", "--critic-max-samples", "3", "--limit", "5", "--per-item", str(out), "--json")
     assert result.returncode == 0, result.stderr
+    # the critic's ledger (grading/critic/cli by default) is on disk, and git sees none of it
+    assert any((project / "grading" / "critic" / "cli").rglob("*.tvf"))
+    untracked = run(project, "git", "status", "--porcelain", "--untracked-files=all").stdout.splitlines()
+    assert [line for line in untracked if "grading/" in line] == []
     summary = json.loads(result.stdout)
     rows = read_rows(out)
     asked = [row for row in rows if row["critic"] in ("scored", "unparsable")]
