@@ -48,6 +48,10 @@ def test_make_demo_in_a_fresh_clone_leaves_git_status_clean(tmp_path: Path, venv
     priced = set(re.findall(r"cost if this were (\S+) at list prices", result.stdout))
     assert priced == {load_params(clone / "demo" / "params.yaml").deepconf_model.name}, priced
     assert_not_blank(clone / "demo" / "plots" / "deepconf" / "demo" / "accuracy_vs_k.png")
+    # it ends with its results, one path a line relative to the clone, each made by the run
+    listed = [line.strip() for line in result.stdout.split("demo: done. Its results, by method:\n")[1].splitlines()
+              if line.startswith("    ")]
+    assert listed and [path for path in listed if not (clone / path).is_file()] == []
     assert run(clone, "git", "status", "--porcelain").stdout == ""
 
 

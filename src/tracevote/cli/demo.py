@@ -7,6 +7,7 @@ params.yaml, dvc.lock, pools and metrics are never touched.
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 from pathlib import Path
@@ -31,6 +32,32 @@ DEMO_POOL = 64
 def demo_name(problems: Path) -> str:
     """"demo", or demo_<the file's stem> with anything but letters, digits, '_', '-' as '_' (a dataset's name)."""
     return "demo" if problems == BUILTIN_PROBLEMS else "demo_" + re.sub(r"[^A-Za-z0-9_-]", "_", problems.stem)[:59]
+
+
+def results_by_method(name: str) -> dict[str, list[Path]]:
+    """The demo's main outputs (dvc.yaml's paths for the dataset `name`), by method, relative to its project."""
+    deepconf_metrics, deepconf_plots = Path("metrics", "deepconf", name), Path("plots", "deepconf", name)
+    return {
+        "DeepConf": [deepconf_metrics / "report.txt", deepconf_metrics / "summary.json",
+                     deepconf_metrics / "online.md", deepconf_plots / "accuracy_vs_k.png",
+                     deepconf_plots / "confidence.png"],
+        "Debate, and voting beside it": [Path("metrics", "debate.md"), Path("metrics", "compare", "compare.md"),
+                                         Path("plots", "accuracy_vs_tokens.png")],
+        "Critique": [Path("metrics", "critique.md"), Path("plots", "critique", "critique.png")],
+        "Grading": [Path("metrics", "grading.md"), Path("plots", "grading", "word_counts.png")],
+    }
+
+
+def results_listing(scratch: Path, name: str, here: Path) -> str:
+    """The demo's closing lines: its main outputs, one per line, grouped by method, relative to `here`.
+
+    >>> print(results_listing(Path("/repo/demo"), "demo", Path("/repo")).splitlines()[2])
+        demo/metrics/deepconf/demo/report.txt
+    """
+    lines = ["demo: done. Its results, by method:"]
+    for method, paths in results_by_method(name).items():
+        lines += [f"  {method}", *(f"    {os.path.relpath(scratch / path, here)}" for path in paths)]
+    return "\n".join(lines)
 
 
 def demo_overrides(problems: Path, *, problem_key: str) -> dict[str, Any]:
