@@ -22,6 +22,7 @@ from tests.dvcproject import project_env
 from tests.store.test_framing_codec import make_sample
 from tracevote.core.config import load_params
 from tracevote.datasets.problems import Problem
+from tracevote.sampling.prompts import setting_messages
 from tracevote.store.interchange import EXPORT_FIELDS, import_file, to_json_line
 from tracevote.store.pool import Pool, Setting
 
@@ -36,6 +37,7 @@ def project(tmp_path: Path) -> Path:
     shutil.copy(FIXTURES / "params.yaml", tmp_path / "params.yaml")
     setting = Setting.from_params(load_params(tmp_path / "params.yaml"))
     pool = Pool.open_or_create(tmp_path / "pools", setting, simulated=False)
+    pool.register(setting_messages(PROBLEMS, setting))
     samples = tmp_path / "samples.jsonl"
     samples.write_bytes(b"".join(to_json_line(make_sample(sample_id=i, seed=i), simulated=False)
                                  for i in range(N_SAMPLES)))
