@@ -1,7 +1,8 @@
-"""Log-probabilities as stored: absent values made NaN, and each token's confidence C_i (DeepConf's).
+"""Log-probabilities as stored: absent values made NaN, each token's confidence C_i (DeepConf's), and the
+top-k in the quantised form the pool keeps for re-analysis (top_steps, top_from_steps, top_error_bound).
 
 C_i is computed once, at ingestion, in float64 from the logprobs as parsed, and stored beside the trace;
-every method reads it from there.
+every method reads it from there, never from the quantised top-k.
 """
 
 from __future__ import annotations
