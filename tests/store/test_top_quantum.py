@@ -146,3 +146,13 @@ def test_format_3_samples_appended_to_a_format_2_pool_read_beside_the_old_ones(t
     assert traces.sample_ids.tolist() == [0, 1, 2, 9]
     first, last = (traces.token_confidence[a:b] for a, b in ((0, traces.offsets[1]), traces.offsets[-2:]))
     assert np.array_equal(first, last)  # C_i is stored as it is in both formats
+
+
+def test_every_fixture_sample_rewritten_as_format_3_keeps_the_bound() -> None:
+    pool = Pool(POOL_V2)
+    kept = [s for pid in ("p1", "p2") for s in pool.iter_samples(pid) if s.top_logprobs is not None]
+    assert len(kept) == 3 and any(np.isnan(s.top_logprobs).any() for s in kept)  # absent entries included
+    for sample in kept:
+        back = codec.to_sample(codec.decode(codec.encode(sample)))
+        assert_within_bound(back.top_logprobs, sample.top_logprobs, sample.token_logprobs)
+        assert np.array_equal(back.token_confidence, sample.token_confidence)
