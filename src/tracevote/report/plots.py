@@ -21,6 +21,7 @@ TOP_COLOURS = ("tab:orange", "tab:green", "tab:purple", "tab:brown", "tab:pink")
 ONLINE_COLOURS = ("magenta", "tab:cyan", "tab:olive", "navy")  # tab:red is the debate's
 K_LABEL = "K (samples voted on)"
 ONLINE_MEASURE = "lowest"  # online DeepConf weighs and filters by the lowest-group confidence
+Line = tuple[str, str, str, str]  # method, legend label, colour, line style
 
 
 def accuracy_curve(result: AggregateResult) -> pd.DataFrame:
@@ -36,7 +37,7 @@ def accuracy_curve(result: AggregateResult) -> pd.DataFrame:
     return pd.DataFrame(table)
 
 
-def panel_methods(methods: tuple[str, ...], measure: str) -> list[tuple[str, str, str, str]]:
+def panel_methods(methods: tuple[str, ...], measure: str) -> list[Line]:
     """(method, legend label, colour, line style) for one measure's panel.
 
     ("pass1", "cons", "avg", "avg_top10", "tail") with "avg" ->
@@ -56,7 +57,7 @@ def _top_percent(method: str) -> int:
     return int(method.rpartition("_top")[2])
 
 
-def online_styles(methods: tuple[str, ...]) -> list[tuple[str, str, str, str]]:
+def online_styles(methods: tuple[str, ...]) -> list[Line]:
     """(method, legend label, colour, line style) of each online method."""
     return [(method, f"{method_label(method, 'K')} (replayed)", colour, "-.")
             for method, colour in zip(methods, ONLINE_COLOURS, strict=False)]
@@ -82,13 +83,18 @@ def plot_accuracy(curve: pd.DataFrame, methods: tuple[str, ...], path: Path, *, 
         for axis in row_axes[len(lines):]:
             axis.set_visible(False)
     _label_outer(axes)
+    _shared_legend(figure, axes)
+    bands = f"{100 * ci_level:.0f}% bootstrap intervals" if ci_level is not None else "±1 std"
+    figure.suptitle(titled(f"Accuracy vs K (lines: mean over repeats; bands: {bands})", simulated))
+    save_png(figure, path)
+
+
+def _shared_legend(figure: Figure, axes: np.ndarray) -> None:
+    """One legend below the panels, each label once (every panel draws the baselines)."""
     legend: dict[str, Any] = {}
     for axis in axes.ravel():
         legend.update(zip(*reversed(axis.get_legend_handles_labels()), strict=True))
     figure.legend(list(legend.values()), list(legend), loc="outside lower center", ncol=3, fontsize=8, frameon=False)
-    bands = f"{100 * ci_level:.0f}% bootstrap intervals" if ci_level is not None else "±1 std"
-    figure.suptitle(titled(f"Accuracy vs K (lines: mean over repeats; bands: {bands})", simulated))
-    save_png(figure, path)
 
 
 def _label_outer(axes: np.ndarray) -> None:
@@ -99,9 +105,6 @@ def _label_outer(axes: np.ndarray) -> None:
         lowest = [axis for axis in column if axis.get_visible()][-1]
         lowest.tick_params(labelbottom=True)
         lowest.set_xlabel(K_LABEL)
-
-
-Line = tuple[str, str, str, str]  # method, legend label, colour, line style
 
 
 def accuracy_rows(methods: tuple[str, ...], online_methods: tuple[str, ...]) -> list[tuple[str, list[Line]]]:
