@@ -9,6 +9,7 @@ from pathlib import Path
 
 from tracevote import __version__
 from tracevote.cli import commands
+from tracevote.cli.plots import add_plots_command
 from tracevote.core.entry import stage_main
 from tracevote.core.profiles import PROFILES
 
@@ -215,6 +216,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_other_commands(subparsers)
     add_grade_command(subparsers)
     add_ledger_commands(subparsers)
+    add_plots_command(subparsers)
     return parser
 
 
