@@ -13,7 +13,8 @@ import pytest
 import yaml
 
 from tests.conftest import FIXTURE_PARAMS, REPO_ROOT
-from tracevote.core.config import EvalConfig, eta_percent, load_params
+from tracevote.core.config import load_params
+from tracevote.core.config_deepconf import EvalConfig, eta_percent
 from tracevote.core.errors import ConfigError
 
 # Sections whose keys are the user's, sent as they are: their content is a value, not part of the schema.
@@ -85,8 +86,8 @@ REFUSED = [
     ("eval.etas", [0.1, 0.1000001], "eval.etas: 0.1000001 must be a whole percentage"),
     ("eval.etas", [0.1, 0.1], "eval.etas: [0.1, 0.1] must be distinct percentages"),
     ("eval.etas", [0.9, 0.1, 0.100000000001], "eval.etas: [0.9, 0.1, 0.100000000001] must be distinct"),
-    ("eval.etas", [0.1, 1.5], "eval.etas: [0.1, 1.5] must be fractions in (0, 1]"),
-    ("eval.etas", [0.0], "eval.etas: [0.0] must be fractions in (0, 1]"),
+    ("eval.etas", [0.1, 1.5], "eval.etas: [0.1, 1.5] must be a list of numbers in (0, 1]"),
+    ("eval.etas", [0.0], "eval.etas: [0.0] must be a list of numbers in (0, 1]"),
     ("eval.etas", 0.1, "eval.etas: expected a list, got 0.1"),
     ("eval.repeat", "64", "eval.repeat: expected an integer, got '64'"),
     ("eval.repeat", 2.5, "eval.repeat: expected an integer, got 2.5"),
@@ -115,7 +116,7 @@ REFUSED = [
     ("model.sim.mean_tokens", 10**8, "model.sim.mean_tokens: 100000000 must be an integer in 8..1,000,000"),
     ("pool.n_pool", 10**10, "pool.n_pool: 10000000000 must be an integer in 1..1,000,000"),
     ("critique.n_votes", 10**9, "critique.n_votes: 1000000000 must be an integer in 1..1,000,000"),
-    ("eval.bootstrap", 10**9, "eval.bootstrap: 1000000000 must be in 100..1,000,000"),
+    ("eval.bootstrap", 10**9, "eval.bootstrap: 1000000000 must be an integer in 100..1,000,000"),
     # a field the client sets itself may not be overridden by extra_body
     *[(f"{POOL_ENDPOINT}.extra_body", {field: 1}, f"{POOL_ENDPOINT}.extra_body: {field!r} is set by the client")
       for field in ("temperature", "max_tokens", "model", "messages", "logprobs", "top_logprobs", "top_p", "stream",

@@ -20,7 +20,8 @@ from tests.dvcproject import one_dataset, project_env, update_endpoint
 from tests.sampling.test_run_control import build_pool
 from tests.sim_servers import refusing_urls
 from tracevote.cli.demo import BUILTIN_STEPS, with_overrides
-from tracevote.core.config import SimConfig, load_params
+from tracevote.core.config import load_params
+from tracevote.core.config_endpoints import SimConfig
 from tracevote.core.fileio import write_jsonl
 from tracevote.datasets.fetch import read_local_rows
 from tracevote.datasets.normalize import normalize_dataset
