@@ -9,6 +9,7 @@ from pathlib import Path
 
 from tracevote import __version__
 from tracevote.cli import commands
+from tracevote.cli.params_commands import add_params_commands
 from tracevote.core.entry import stage_main
 from tracevote.core.profiles import PROFILES
 
@@ -200,6 +201,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_other_commands(subparsers)
     add_grade_command(subparsers)
     add_ledger_commands(subparsers)
+    add_params_commands(subparsers)
     return parser
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import yaml
 
-from tracevote.core.config_datasets import INTEGER_FORMATS, AnswersConfig, DatasetConfig
+from tracevote.core.config_datasets import INTEGER_FORMATS, KEY_NAME_PATTERN, AnswersConfig, DatasetConfig
 from tracevote.core.config_deepconf import (
     ConfidenceConfig,
     DecodingConfig,
@@ -37,7 +37,8 @@ from tracevote.core.typedconfig import INVALID, Problem, build, collecting, para
 @dataclass(frozen=True)
 class Params:
     datasets: dict[str, DatasetConfig] = param("every dataset the project knows, by name: fetch and normalize run "
-                                               "once per entry; each method names the ones it runs on")
+                                               "once per entry; each method names the ones it runs on",
+                                               keys=KEY_NAME_PATTERN)
     deepconf: DeepConfConfig = param("DeepConf: confidence-filtered voting over a pool of sampled traces")
     debate: DebateConfig = param("DyLAN-style multi-agent debate")
     critique: CritiqueConfig = param("ProcessBench-style first-error identification")
@@ -45,7 +46,7 @@ class Params:
                                    "optional LLM critic")
     model: BackendConfig = param("who answers every endpoint's calls: its own servers, or the simulated model")
     endpoints: dict[str, EndpointConfig] = param("named endpoints: a model on one or more servers of one provider; "
-                                                 "each method names the one it calls")
+                                                 "each method names the one it calls", keys=KEY_NAME_PATTERN)
     prompt: PromptConfig = param("the messages the pool's traces answer")
     decoding: DecodingConfig = param("how the pool's traces are sampled")
     pool: PoolConfig = param("the pool of traces per problem and how it is built")

@@ -18,6 +18,7 @@ TOKENS = {"ge": 1, "le": MAX_TOKENS_BOUND}  # any max_tokens and any per-trace t
 COUNT = {"ge": 1, "le": MAX_COUNT_BOUND}  # per-problem samples, votes, resamples, repeats
 TEMPERATURE = {"ge": 0, "le": 2}
 CONCURRENCY = {"ge": 1, "le": 256}
+IDENTIFIER = "^[A-Za-z_][A-Za-z0-9_]*$"  # a method's name part: online_<name>
 
 
 @dataclass(frozen=True)
@@ -106,7 +107,8 @@ class OnlineConfig:
 
     warmup: int = param("traces per working set that run in full and set the threshold", **COUNT)
     percentiles: dict[str, float] = param("method online_<name> -> the percentile of the warmup's lowest group "
-                                          "confidences that sets its threshold (low: 90 keeps the top 10%)")
+                                          "confidences that sets its threshold (low: 90 keeps the top 10%)",
+                                          ge=0, le=100, keys=IDENTIFIER)
     consensus: float | None = param("stop sampling once the leading answer holds this share of the vote weight "
                                     "(the paper's tau, e.g. 0.95); null: never stop early", gt=0.5, le=1)
 

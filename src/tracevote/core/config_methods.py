@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tracevote.core.config_datasets import DATASET_NAME, KEY_NAME_RULE, require_dataset_names
+from tracevote.core.config_datasets import DATASET_NAME, KEY_NAME_PATTERN, KEY_NAME_RULE, require_dataset_names
 from tracevote.core.config_deepconf import CONCURRENCY, COUNT, TEMPERATURE, TOKENS
 from tracevote.core.limits import require_count, require_critique_template
 from tracevote.core.typedconfig import param, require
@@ -127,7 +127,7 @@ class GradingConfig:
     """Grading prediction files (and pools): Math-Verify accuracy, word counts and the critic."""
 
     runs: dict[str, GradingRunConfig] = param("run name -> the predictions it grades (at least one: the report "
-                                              "stage reads the grade stages' folder)")
+                                              "stage reads the grade stages' folder)", keys=KEY_NAME_PATTERN)
     verify_timeout_s: float = param("wall clock seconds per Math-Verify comparison; one that overruns is wrong",
                                     gt=0)
     workers: int = param("Math-Verify worker processes", ge=1, le=64)

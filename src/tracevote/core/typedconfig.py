@@ -38,6 +38,7 @@ class Spec:
     lt: float | None = None
     min_items: int | None = None
     unique: bool = False
+    keys: str | None = None  # a mapping's key names, as a regular expression (the schema's propertyNames)
 
     def holds(self, value: float) -> bool:
         return ((self.ge is None or value >= self.ge) and (self.le is None or value <= self.le)
@@ -74,6 +75,23 @@ def spec_of(field: dataclasses.Field) -> Spec:
     if spec is None:
         raise TypeError(f"config field {field.name} is not declared with param(...): it needs an explanation")
     return spec
+
+
+@dataclasses.dataclass(frozen=True)
+class ConfigField:
+    name: str
+    hint: Any
+    spec: Spec
+    default: Any  # dataclasses.MISSING: the key is required
+
+
+def config_fields(cls: type, *, entry: bool = False) -> list[ConfigField]:
+    """The keys a section of params.yaml holds, in order; an entry of a named collection (`entry`) leaves out
+    the field its key fills (KEY_FIELD, else `name`)."""
+    given = getattr(cls, "KEY_FIELD", "name") if entry else None
+    hints = typing.get_type_hints(cls)
+    return [ConfigField(f.name, hints[f.name], spec_of(f), f.default) for f in dataclasses.fields(cls)
+            if f.name != given]
 
 
 @dataclasses.dataclass(frozen=True)
