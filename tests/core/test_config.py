@@ -310,3 +310,18 @@ def test_a_stage_owns_the_problems_of_the_keys_it_declares(declared: list[str], 
     from tracevote.core.config import owns
 
     assert owns(declared, key) is owned
+
+
+def test_a_stage_fails_only_on_the_keys_it_declares(tmp_path: Path) -> None:
+    from tracevote.core.config import stage_declaring
+
+    path = params_with(tmp_path, "report.k", 3)
+    with stage_declaring(lambda: ["datasets.aime_2025.source"]):
+        assert load_params(path).report.k == 3  # fetch reads on; the report stage fails on it
+    with stage_declaring(lambda: ["report"]), pytest.raises(ConfigError) as caught:
+        load_params(path)
+    assert str(caught.value) == f"{path}: report.k: 3 must be one of eval.k [1, 2, 4, 8, 16, 32, 64, 128, 256, 512]"
+    unreadable = params_with(tmp_path, "eval.k", "all")  # no Params can be made: every stage stops, saying why
+    with stage_declaring(lambda: ["datasets.aime_2025.source"]), pytest.raises(ConfigError) as caught:
+        load_params(unreadable)
+    assert str(caught.value) == f"{unreadable}: eval.k: expected a list, got 'all'"

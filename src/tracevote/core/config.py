@@ -195,8 +195,10 @@ def load_params(path: str | Path = "params.yaml") -> Params:
     keys = _DECLARED.get()
     declared = None if keys is None else keys()
     owned = problems if declared is None else [problem for problem in problems if owns(declared, problem.key)]
-    if owned or params is INVALID:
-        raise ConfigError(problems_message(path, owned or problems, [p for p in problems if p not in owned]))
+    if owned:
+        raise ConfigError(problems_message(path, owned, [problem for problem in problems if problem not in owned]))
+    if params is INVALID:  # subtle: a key of another stage that cannot be read leaves no Params to run with
+        raise ConfigError(problems_message(path, problems, []))
     return params
 
 
