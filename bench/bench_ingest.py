@@ -20,7 +20,7 @@ import numpy as np
 
 from bench.figures import Figure
 from bench.measure import Run, interleaved, timed
-from tracevote.core.config import SimConfig
+from tracevote.core.config_endpoints import SimConfig
 from tracevote.sampling.ingest import _parse_slow, parse_completion
 from tracevote.sim.model import SimModel
 from tracevote.store import codec

@@ -24,7 +24,7 @@ import numpy as np
 import orjson
 
 from bench.figures import Figure
-from tracevote.core.config import SimConfig
+from tracevote.core.config_endpoints import SimConfig
 from tracevote.sampling.ingest import parse_completion
 from tracevote.sampling.prompts import build_messages
 from tracevote.sim.model import SimModel

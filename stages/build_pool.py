@@ -7,7 +7,8 @@ import os
 import shutil
 from pathlib import Path
 
-from tracevote.core.config import Params, base_urls
+from tracevote.core.config import Params
+from tracevote.core.config_endpoints import base_urls
 from tracevote.core.entry import stage_main
 from tracevote.core.errors import TracevoteError
 from tracevote.core.fileio import missing_folders

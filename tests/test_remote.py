@@ -23,7 +23,7 @@ from moto.server import ThreadedMotoServer
 
 from tests.dvcproject import dvc, make_project, project_env, run
 from tests.test_pipeline import ran_stages, small_sim_params
-from tracevote.core.config import SimConfig
+from tracevote.core.config_endpoints import SimConfig
 from tracevote.sim.model import SimModel
 from tracevote.sim.server import running_server
 

@@ -18,7 +18,8 @@ from tests.images import assert_not_blank
 from tests.sim_servers import watched_server
 from tests.test_dvc_locks import sleeper
 from tests.test_pipeline import small_sim_params
-from tracevote.core.config import SimConfig, load_params
+from tracevote.core.config import load_params
+from tracevote.core.config_endpoints import SimConfig
 from tracevote.sim.faults import FaultPlan
 
 pytestmark = pytest.mark.slow

@@ -20,7 +20,7 @@ from tests.dvcproject import one_dataset, project_env, update_endpoint
 from tests.sampling.test_run_control import build_pool
 from tests.sim_servers import refusing_urls
 from tracevote.cli.demo import with_overrides
-from tracevote.core.config import SimConfig
+from tracevote.core.config_endpoints import SimConfig
 from tracevote.sim.faults import FaultPlan
 from tracevote.sim.model import SimModel
 from tracevote.sim.server import ServerOptions, start_server, stop_server

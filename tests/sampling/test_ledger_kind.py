@@ -20,7 +20,8 @@ from tests.rows_server import serving
 from tests.sampling.test_build import make_workdir, run_build, the_pool
 from tests.sampling.test_client import make_client
 from tests.sim_servers import watched_server
-from tracevote.core.config import SimConfig, load_params
+from tracevote.core.config import load_params
+from tracevote.core.config_endpoints import SimConfig
 from tracevote.core.errors import DataError
 from tracevote.core.simulated import FINGERPRINT_PREFIX, SIMULATED_HEADER
 from tracevote.sampling.client import ChatClient

@@ -10,7 +10,7 @@ import numpy as np
 import orjson
 import pytest
 
-from tracevote.core.config import SimConfig
+from tracevote.core.config_endpoints import SimConfig
 from tracevote.core.simulated import FINGERPRINT_PREFIX
 from tracevote.sim.model import SimModel
 from tracevote.sim.request import SimRequestError

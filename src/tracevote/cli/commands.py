@@ -138,7 +138,7 @@ def _metrics_dir(args: argparse.Namespace) -> Path:
             raise ConfigError(f"{args.params}: {why}, so whose report to print is unknown; name it with --dataset "
                               f"or --metrics")
         return Path("metrics") / "deepconf" / configured[0]
-    from tracevote.core.config import DATASET_NAME
+    from tracevote.core.config_datasets import DATASET_NAME
 
     if not DATASET_NAME.match(args.dataset):  # a name, never a path
         raise ConfigError(f"--dataset {args.dataset!r}: not a dataset name (letters, digits, '_', '-', "

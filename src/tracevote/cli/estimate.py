@@ -27,7 +27,9 @@ from typing import TypeVar
 
 from tabulate import SEPARATING_LINE, tabulate
 
-from tracevote.core.config import GradingRunConfig, ModelConfig, Params
+from tracevote.core.config import Params
+from tracevote.core.config_endpoints import ModelConfig
+from tracevote.core.config_methods import GradingRunConfig
 from tracevote.sampling.budget import BYTES_PER_PROMPT_TOKEN, CostEstimate, estimate, money, simulated_as
 from tracevote.store.calls import CallLedger
 

@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING
 
 import orjson
 
-from tracevote.core.config import GradingRunConfig, Params, load_params
+from tracevote.core.config import Params, load_params
+from tracevote.core.config_methods import GradingRunConfig
 from tracevote.core.errors import ConfigError, DataError
 from tracevote.grading.accuracy import check_some_match, grade
 from tracevote.grading.gold import GoldItem, GradingFormat, format_keys, gold_from_normalized, read_gold_file

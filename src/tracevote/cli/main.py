@@ -9,6 +9,7 @@ from pathlib import Path
 
 from tracevote import __version__
 from tracevote.cli import commands
+from tracevote.cli.params_commands import add_params_commands
 from tracevote.cli.plots import add_plots_command
 from tracevote.core.entry import stage_main
 from tracevote.core.profiles import PROFILES
@@ -217,6 +218,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_grade_command(subparsers)
     add_ledger_commands(subparsers)
     add_plots_command(subparsers)
+    add_params_commands(subparsers)
     return parser
 
 

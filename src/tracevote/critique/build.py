@@ -15,7 +15,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from tracevote.core.config import CritiqueConfig, DecodingConfig, Params, PricingConfig
+from tracevote.core.config import Params
+from tracevote.core.config_deepconf import DecodingConfig
+from tracevote.core.config_endpoints import PricingConfig
+from tracevote.core.config_methods import CritiqueConfig
 from tracevote.core.fileio import write_json
 from tracevote.critique.prompts import CRITIQUE, critique_messages, critique_template
 from tracevote.datasets.steps import StepRecord

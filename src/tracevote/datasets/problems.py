@@ -17,7 +17,7 @@ from typing import Any, Protocol, TypeVar
 import orjson
 
 from tracevote.answers.formats import GSM8K_MARK, gold_answer
-from tracevote.core.config import DatasetConfig
+from tracevote.core.config_datasets import DatasetConfig
 from tracevote.core.errors import DataError, listed
 
 # An id is data: it names a record, never a file (core.names maps it to one). These bounds keep it printable

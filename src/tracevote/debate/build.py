@@ -13,7 +13,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from tracevote.core.config import DebateConfig, DecodingConfig, ModelConfig, Params, PricingConfig
+from tracevote.core.config import Params
+from tracevote.core.config_deepconf import DecodingConfig
+from tracevote.core.config_endpoints import ModelConfig, PricingConfig
+from tracevote.core.config_methods import DebateConfig
 from tracevote.core.errors import ConfigError
 from tracevote.core.fileio import write_json
 from tracevote.datasets.problems import Problem

@@ -12,7 +12,9 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from tracevote.core.config import DecodingConfig, ModelConfig, Params, PoolConfig
+from tracevote.core.config import Params
+from tracevote.core.config_deepconf import DecodingConfig, PoolConfig
+from tracevote.core.config_endpoints import ModelConfig
 from tracevote.core.errors import ModelNotFoundError, TracevoteError
 from tracevote.core.retry import RetryNotice
 from tracevote.datasets.problems import Problem

@@ -6,7 +6,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from tracevote.core.config import ModelConfig, PricingConfig
+from tracevote.core.config_endpoints import ModelConfig, PricingConfig
 from tracevote.core.errors import TracevoteError
 from tracevote.sampling.prompts import prompt_bytes
 

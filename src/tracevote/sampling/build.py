@@ -10,7 +10,7 @@ import collections
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from tracevote.core.config import PricingConfig
+from tracevote.core.config_endpoints import PricingConfig
 from tracevote.datasets.problems import Problem
 from tracevote.sampling.budget import CostEstimate, SpendCap, estimate, usd, worst_case_usd
 from tracevote.sampling.prompts import SOLVE, prompt_bytes, setting_messages

@@ -34,7 +34,8 @@ import orjson
 import requests
 import urllib3
 
-from tracevote.core.config import DecodingConfig, ModelConfig, base_urls
+from tracevote.core.config_deepconf import DecodingConfig
+from tracevote.core.config_endpoints import ModelConfig, base_urls
 from tracevote.core.errors import ConfigError, EndpointError, EndpointNotFoundError, FatalAPIError, ModelNotFoundError
 from tracevote.core.limits import check_extra_body
 from tracevote.core.retry import (

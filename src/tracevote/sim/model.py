@@ -44,7 +44,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-from tracevote.core.config import SimConfig
+from tracevote.core.config_endpoints import SimConfig
 from tracevote.core.profiles import PROFILES, Profile
 from tracevote.sim.kinds import SOLVE, responder_for
 from tracevote.sim.render import Degrade, render
