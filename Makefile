@@ -8,7 +8,7 @@ export PATH := $(abspath $(BIN)):$(PATH)
 RUNTIME_STAMP := $(VENV)/.runtime-installed
 DEV_STAMP := $(VENV)/.dev-installed
 
-.PHONY: setup dev demo repro test test-random bench lint clean-venv
+.PHONY: setup dev demo try repro test test-random bench lint clean-venv
 
 # uv resolves this dependency set in seconds where plain pip takes minutes; pip is the fallback
 # whenever uv is missing or fails (an unusual proxy or certificate setup, say). Both write the packages'
@@ -36,6 +36,14 @@ $(DEV_STAMP): $(RUNTIME_STAMP) requirements-dev.txt
 demo: setup
 	$(compile_own)
 	$(BIN)/python -m tracevote demo $(if $(DEMO_DATASET),--dataset $(DEMO_DATASET),)
+
+# The offline quick start: `make demo` at the same sizes, on the datasets of params.yaml read from the files of DATA
+# (aime_2025.jsonl, processbench_gsm8k.json, gsm8k_test.jsonl, ...); METHOD=deepconf|debate|critique|grading runs one.
+DATA ?= ../shared/data
+
+try: setup
+	$(compile_own)
+	$(BIN)/python -m tracevote demo --data $(DATA) $(if $(METHOD),--method $(METHOD),)
 
 # Pull what teammates pushed before running anything, so a fresh clone never pays for a pool twice.
 repro: setup

@@ -115,15 +115,18 @@ def cmd_demo(args: argparse.Namespace) -> int:
     repo = Path.cwd()
     scratch = repo / "demo"
     problems = Path(args.dataset) if args.dataset else demo.BUILTIN_PROBLEMS
-    demo.prepare(repo, scratch, problems)
-    print(f"demo: simulated model on {problems} in the scratch project {scratch} (your workspace is untouched)")
+    plan = demo.prepare(repo, scratch, problems, data=Path(args.data) if args.data else None)
+    read_from = ", ".join(f"{name} from {path}" for name, path in plan.sources.items()) or str(problems)
+    print(f"demo: simulated model on {read_from} in the scratch project {scratch} (your workspace is untouched)")
+    for method in plan.fallbacks:
+        print(f"demo: {method}: none of its datasets has a file in {args.data}; it runs on the built-in demo files")
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
-    for command in (["init", "--no-scm", "-q"], ["repro"]):
+    for command in (["init", "--no-scm", "-q"], ["repro", *demo.repro_targets(args.method)]):
         completed = subprocess.run([sys.executable, "-m", "dvc", *command], cwd=scratch, env=env, check=False)
         if completed.returncode != 0:
             print(f"demo: `dvc {' '.join(command)}` failed in {scratch}", file=sys.stderr)
             return completed.returncode
-    name = demo.demo_name(problems)
+    name = plan.deepconf_dataset
     metrics, plots = scratch / "metrics" / "deepconf" / name, scratch / "plots" / "deepconf" / name
     print(f"\ndemo: done. DeepConf: {metrics}/summary.json and {metrics}/results.json; "
           f"plots: {plots}/accuracy_vs_k.png, {plots}/confidence.png. Debate: {scratch}/metrics/debate.json; "

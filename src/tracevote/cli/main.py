@@ -22,6 +22,7 @@ GRADE_DESCRIPTION = ("Grade a predictions file as the grading scorer did: Math-V
                      "reasoning's average word count and, with --enable-critic, the LLM critic (settings from the "
                      "params file's grading.critic; replies kept on a ledger, never paid twice).")
 DEFAULT_CRITIC_DIR = "grading/critic/cli"
+DEMO_METHODS = ("critique", "debate", "deepconf", "grading")  # cli.demo.METHOD_TARGETS (not imported: light --help)
 LEDGER_DESCRIPTION = ("Check or repair the ledgers of paid calls. verify reads every frame (checksum, key, payload, "
                       "simulated or real) and each ledger's setting and items; repair keeps a damaged log's good "
                       "frames, so the next run requests only the calls it dropped.")
@@ -111,7 +112,13 @@ def add_run_commands(subparsers: argparse._SubParsersAction[argparse.ArgumentPar
 
 def add_other_commands(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     demo = subparsers.add_parser("demo", help="the whole pipeline on the simulated model, in ./demo")
-    demo.add_argument("--dataset", help="a .jsonl of problems (default: the built-in demo set)")
+    source = demo.add_mutually_exclusive_group()
+    source.add_argument("--dataset", help="a .jsonl of problems (default: the built-in demo set)")
+    source.add_argument("--data", metavar="DIR",
+                        help="a folder of dataset files: every dataset of params.yaml with a file <name>.jsonl "
+                             "(.json, .parquet, .csv; or <name>_test.*) there is read from it (make try DATA=DIR)")
+    demo.add_argument("--method", choices=DEMO_METHODS,
+                      help="run one method and what it needs (default: all four)")
     demo.set_defaults(handler=commands.cmd_demo)
 
     unlock = subparsers.add_parser("unlock", help="clear DVC stage locks left by killed `dvc repro` runs")
