@@ -126,6 +126,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
         if completed.returncode != 0:
             print(f"demo: `dvc {' '.join(command)}` failed in {scratch}", file=sys.stderr)
             return completed.returncode
+    if args.method:  # one method ran: the other methods' outputs listed below do not exist
+        print(f"\ndemo: done ({args.method}). Metrics under {scratch}/metrics, plots under {scratch}/plots")
+        return 0
     name = plan.deepconf_dataset
     metrics, plots = scratch / "metrics" / "deepconf" / name, scratch / "plots" / "deepconf" / name
     print(f"\ndemo: done. DeepConf: {metrics}/summary.json and {metrics}/results.json; "
