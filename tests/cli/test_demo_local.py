@@ -13,7 +13,7 @@ import yaml
 from tests.conftest import REPO_ROOT
 from tests.dvcproject import run
 from tests.test_workflow import make, venv_stamp  # noqa: F401 (a fixture)
-from tracevote.cli import demo
+from tracevote.cli import demo, main
 from tracevote.core.config import load_params
 from tracevote.core.errors import DataError
 
@@ -26,6 +26,10 @@ def write_problems(path: Path, key: str) -> None:
     rows = [json.loads(line) for line in demo.BUILTIN_PROBLEMS.read_text(encoding="utf-8").splitlines()]
     path.write_text("".join(json.dumps({key: row["problem"], "answer": row["answer"]}) + "\n" for row in rows),
                     encoding="utf-8")
+
+
+def test_the_command_line_offers_every_method_the_demo_knows() -> None:
+    assert sorted(main.DEMO_METHODS) == sorted(demo.METHOD_TARGETS)
 
 
 @pytest.mark.parametrize(("files", "name", "expected"), [

@@ -17,12 +17,12 @@ DESCRIPTION = ("tracevote: majority and DeepConf voting measured over tracked tr
                "`make repro`) runs the pipeline; these commands check, price, inspect and report around it.")
 PARAMS_HELP = "the params file to read (default: %(default)s)"
 PROBLEMS_HELP = "normalized problems, one JSON object a line (default: data/<dataset>.jsonl)"
+DEMO_METHODS = ("critique", "debate", "deepconf", "grading")  # cli.demo.METHOD_TARGETS (not imported: light --help)
 GRADING_FORMATS = ("gsm8k", "math500", "aime", "amc23")  # tracevote.grading.gold.GRADING_FORMATS (not imported: slow)
 GRADE_DESCRIPTION = ("Grade a predictions file as the grading scorer did: Math-Verify accuracy (gold first), the "
                      "reasoning's average word count and, with --enable-critic, the LLM critic (settings from the "
                      "params file's grading.critic; replies kept on a ledger, never paid twice).")
 DEFAULT_CRITIC_DIR = "grading/critic/cli"
-DEMO_METHODS = ("critique", "debate", "deepconf", "grading")  # cli.demo.METHOD_TARGETS (not imported: light --help)
 LEDGER_DESCRIPTION = ("Check or repair the ledgers of paid calls. verify reads every frame (checksum, key, payload, "
                       "simulated or real) and each ledger's setting and items; repair keeps a damaged log's good "
                       "frames, so the next run requests only the calls it dropped.")
