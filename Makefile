@@ -8,7 +8,7 @@ export PATH := $(abspath $(BIN)):$(PATH)
 RUNTIME_STAMP := $(VENV)/.runtime-installed
 DEV_STAMP := $(VENV)/.dev-installed
 
-.PHONY: setup dev demo repro test test-random bench lint clean-venv
+.PHONY: setup dev demo try docs repro test test-random bench lint clean-venv
 
 # uv resolves this dependency set in seconds where plain pip takes minutes; pip is the fallback
 # whenever uv is missing or fails (an unusual proxy or certificate setup, say). Both write the packages'
@@ -44,10 +44,26 @@ demo: setup
 	$(compile_own)
 	$(BIN)/python -m tracevote demo $(if $(DEMO_DATASET),--dataset $(DEMO_DATASET),)
 
+# The offline quick start: `make demo` at the same sizes, on the datasets of params.yaml read from the files of DATA
+# (aime_2025.jsonl, processbench_gsm8k.json, gsm8k_test.jsonl, ...); METHOD=deepconf|debate|critique|grading runs one.
+DATA ?= ../shared/data
+
+try: setup
+	$(compile_own)
+	$(BIN)/python -m tracevote demo --data $(DATA) $(if $(METHOD),--method $(METHOD),)
+
 # Pull what teammates pushed before running anything, so a fresh clone never pays for a pool twice.
 repro: setup
 	$(BIN)/python -m tracevote unlock
 	$(BIN)/dvc repro --pull $(ARGS)
+
+# The docs site (docs/, mkdocs.yml) into site/, git-ignored. --strict: a broken link or anchor, a missing page or a
+# page left out of the nav is an error; docs/hooks.py generates the params reference from the config classes.
+MKDOCS := NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+
+docs: dev
+	$(MKDOCS)
+	@echo "docs: site/index.html"
 
 lint: dev
 	$(BIN)/ruff check .
@@ -58,6 +74,7 @@ PYTEST_WORKERS ?= 2
 
 test: dev
 	$(BIN)/ruff check .
+	$(MKDOCS)
 	$(compile_own)
 	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 

@@ -112,15 +112,24 @@ def cmd_demo(args: argparse.Namespace) -> int:
     repo = Path.cwd()
     scratch = repo / "demo"
     problems = Path(args.dataset) if args.dataset else demo.BUILTIN_PROBLEMS
-    demo.prepare(repo, scratch, problems)
-    print(f"demo: simulated model on {problems} in the scratch project {scratch} (your workspace is untouched)")
+    plan = demo.prepare(repo, scratch, problems, data=Path(args.data) if args.data else None)
+    read_from = ", ".join(f"{name} from {path}" for name, path in plan.sources.items()) or str(problems)
+    print(f"demo: simulated model on {read_from} in the scratch project {scratch} (your workspace is untouched)")
+    for method in plan.fallbacks:
+        print(f"demo: {method}: none of its datasets has a file in {args.data}; it runs on the built-in demo files")
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
-    for command in (["init", "--no-scm", "-q"], ["repro"]):
+    offline_page = repo / ".dvc" / "plots_offline.html"  # written by make setup: `dvc plots show` draws offline
+    page = [["config", "plots.html_template", str(offline_page)]] if offline_page.is_file() else []
+    for command in (["init", "--no-scm", "-q"], *page, ["repro", *demo.repro_targets(args.method)]):
         completed = subprocess.run([sys.executable, "-m", "dvc", *command], cwd=scratch, env=env, check=False)
         if completed.returncode != 0:
             print(f"demo: `dvc {' '.join(command)}` failed in {scratch}", file=sys.stderr)
             return completed.returncode
-    print("\n" + demo.results_listing(scratch, demo.demo_name(problems), repo))
+    if args.method:  # one method ran: the other methods' outputs listed below do not exist
+        where = os.path.relpath(scratch, repo)
+        print(f"\ndemo: done ({args.method}). Metrics under {where}/metrics, plots under {where}/plots")
+        return 0
+    print("\n" + demo.results_listing(scratch, plan.deepconf_dataset, repo))
     return 0
 
 

@@ -19,6 +19,7 @@ DESCRIPTION = ("tracevote: majority and DeepConf voting measured over tracked tr
                "`make repro`) runs the pipeline; these commands check, price, inspect and report around it.")
 PARAMS_HELP = "the params file to read (default: %(default)s)"
 PROBLEMS_HELP = "normalized problems, one JSON object a line (default: data/<dataset>.jsonl)"
+DEMO_METHODS = ("critique", "debate", "deepconf", "grading")  # cli.demo.METHOD_TARGETS (not imported: light --help)
 GRADING_FORMATS = ("gsm8k", "math500", "aime", "amc23")  # tracevote.grading.gold.GRADING_FORMATS (not imported: slow)
 GRADE_DESCRIPTION = ("Grade a predictions file as the grading scorer did: Math-Verify accuracy (gold first), the "
                      "reasoning's average word count and, with --enable-critic, the LLM critic (settings from the "
@@ -122,7 +123,13 @@ def add_run_commands(subparsers: argparse._SubParsersAction[argparse.ArgumentPar
 
 def add_other_commands(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     demo = subparsers.add_parser("demo", help="the whole pipeline on the simulated model, in ./demo")
-    demo.add_argument("--dataset", help="a .jsonl of problems (default: the built-in demo set)")
+    source = demo.add_mutually_exclusive_group()
+    source.add_argument("--dataset", help="a .jsonl of problems (default: the built-in demo set)")
+    source.add_argument("--data", metavar="DIR",
+                        help="a folder of dataset files: every dataset of params.yaml with a file <name>.jsonl "
+                             "(.json, .parquet, .csv; or <name>_test.*) there is read from it (make try DATA=DIR)")
+    demo.add_argument("--method", choices=DEMO_METHODS,
+                      help="run one method and what it needs (default: all four)")
     demo.set_defaults(handler=commands.cmd_demo)
 
     unlock = subparsers.add_parser("unlock", help="clear DVC stage locks left by killed `dvc repro` runs")
