@@ -133,8 +133,9 @@ def test_a_critic_on_a_pool_not_built_yet_is_priced_at_expected_trace_lengths(pr
     params["grading"]["critic"]["enabled"] = True
     (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     rows, _ = estimate(project)
-    # the toy problems have no reference solution: the critic has nothing to ask about
-    assert rows["build_grading_critic@pool_toy"][:4] == ["0", "0", "0", "$0"]
+    # the toy problems have no reference solution: the critic has nothing to ask about, and the row says so
+    assert rows["build_grading_critic@pool_toy"] == ["0", "0", "0", "$0",
+                                                     "toy has no reference solutions: nothing for the critic to ask"]
 
 
 def test_a_critique_dataset_once_normalized_is_priced_for_every_critique(project: Path) -> None:

@@ -153,6 +153,9 @@ def critic_row(params: Params, run: GradingRunConfig) -> Row:
     gold = Path("data") / f"{run.dataset}.jsonl"  # a checked name: core.config.DATASET_NAME
     if not gold.is_file():
         return _not_normalized(stage, run.dataset)
+    if not _has_references(gold, run.dataset):
+        return Row(stage, estimate([], 1, models[0].priced()), (),
+                   f"{run.dataset} has no reference solutions: nothing for the critic to ask")
     if Path(run.predictions).is_file():
         return _capped(stage, _critic_missing(params, run, gold), models, cfg.max_cost_usd,
                        "grading.critic.max_cost_usd")
@@ -160,6 +163,12 @@ def critic_row(params: Params, run: GradingRunConfig) -> Row:
         return Row(stage, None, (), f"needs {run.predictions} (dvc pull)")
     return _capped(stage, _critic_before_pool(params, run, gold), models, cfg.max_cost_usd,
                    "grading.critic.max_cost_usd", "pool's traces at expected length")
+
+
+def _has_references(gold: Path, dataset: str) -> bool:
+    from tracevote.grading.gold import gold_from_normalized
+
+    return any(item.reference is not None for item in gold_from_normalized(gold, prefix=dataset, project_ids=True))
 
 
 def _critic_missing(params: Params, run: GradingRunConfig, gold: Path) -> CostEstimate:

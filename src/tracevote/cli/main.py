@@ -192,8 +192,9 @@ def add_grade_command(subparsers: argparse._SubParsersAction[argparse.ArgumentPa
                        help="grade only the file's first N predictions (in file order) and their gold items; the "
                             "summary says so")
     grade.add_argument("--per-item", type=Path, metavar="FILE",
-                       help="also write one row per item (id, gold, extracted answer, correct, reasoning words and "
-                            "characters, critic score): JSON lines for FILE.jsonl, CSV for FILE.csv")
+                       help="also write one row per gold item (id, line, gold, answer, correct, method, reasoning "
+                            "words and characters, critic score and critic state): JSON lines for FILE.jsonl, CSV "
+                            "for FILE.csv")
     grade.set_defaults(handler=commands.cmd_grade)
 
 
