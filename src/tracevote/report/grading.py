@@ -45,7 +45,7 @@ def grading_metrics(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
 
 
 def _rounded(value: float | None) -> float | None:
-    return None if value is None else round(float(value), 4)  # 65.625 stays 65.625, a 1-5 score keeps its digits
+    return None if value is None else round(float(value), 4)
 
 
 def table_rows(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -341,7 +341,7 @@ def online_markdown(records: list[dict[str, Any]], result: AggregateResult, *, s
     lines += [f"Online DeepConf replayed on the pool: warmup {result.online_warmup}, consensus stop {consensus}; "
               f"accuracy (%) mean over {result.repeat} working sets per problem of {result.validity.n_problems} "
               "problems; tokens: completion tokens per problem (mean over working sets).", "",
-              "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+              "| " + " | ".join(header) + " |", "|" + "---:|" * len(header)]
     for k in sorted({r["k"] for r in records}):
         at_k = {r["method"]: r for r in records if r["k"] == k}
         cons = result.accuracy_at("cons", k)
