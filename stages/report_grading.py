@@ -21,7 +21,7 @@ def main() -> None:
     parser.add_argument("--params", default="params.yaml", type=Path)
     parser.add_argument("--runs", default="grading/runs", type=Path, help="folder of the grade stage's <run>.json")
     parser.add_argument("--metrics", required=True, type=Path)
-    parser.add_argument("--headline", required=True, type=Path,
+    parser.add_argument("--headline", default="metrics/headline/grading", type=Path,
                         help="folder for each run's short metrics file (report.headline)")
     parser.add_argument("--table", required=True, type=Path, help="markdown; a .csv of it is written beside")
     parser.add_argument("--plots", required=True, type=Path)

@@ -28,7 +28,7 @@ def main() -> None:
     parser.add_argument("--params", default="params.yaml", type=Path)
     parser.add_argument("--critiques", default="critiques", type=Path, help="folder of <dataset>.json manifests")
     parser.add_argument("--metrics", required=True, type=Path)
-    parser.add_argument("--headline", required=True, type=Path,
+    parser.add_argument("--headline", default="metrics/headline/critique", type=Path,
                         help="folder for each dataset's short metrics file (report.headline)")
     parser.add_argument("--details", required=True, type=Path, help="per-solution JSON lines")
     parser.add_argument("--by-task", required=True, type=Path, help="CSV of the scores per dataset and task")

@@ -24,7 +24,8 @@ def main() -> None:
     parser.add_argument("--params", default="params.yaml", type=Path)
     parser.add_argument("--debates", default="debates", type=Path, help="folder of <dataset>.json manifests")
     parser.add_argument("--metrics", required=True, type=Path)
-    parser.add_argument("--headline", required=True, type=Path, help="the short metrics file (report.headline)")
+    parser.add_argument("--headline", default="metrics/headline/debate.json", type=Path,
+                        help="the short metrics file (report.headline)")
     parser.add_argument("--details", required=True, type=Path)
     parser.add_argument("--table", required=True, type=Path, help="the per-problem Markdown table")
     args = parser.parse_args()
