@@ -76,7 +76,7 @@ def commands(workspace: Workspace) -> dict[str, list[str]]:
         "report": [sys.executable, str(ROOT / "stages" / "report.py"), *params, "--aggregate",
                    "data/aggregate/bench.json", "--scores", "data/scores/bench.parquet", "--problems",
                    "data/bench.jsonl", "--metrics", "metrics/deepconf/bench",
-                   "--headline", "metrics/headline/deepconf/bench.json", "--plots", "plots/deepconf/bench"],
+                   "--headline", "metrics/headline/deepconf/bench", "--plots", "plots/deepconf/bench"],
     }
 
 

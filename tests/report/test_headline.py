@@ -67,19 +67,20 @@ def test_online_markdown_gives_tokens_per_problem_like_every_other_table(online_
     assert row["accuracy_pct"] == 100 * online_result.online_at("online_low", 12).mean
 
 
-def test_the_deepconf_headline_is_short_and_in_percent(online_result) -> None:
-    summary = headline.deepconf_headline(online_result, 12, simulated=True)
-    online = online_result.online_at("online_low", 12)
-    assert summary == {
-        "simulated": True, "problems": 4, "k": 12,
-        "pass1_pct": round(100 * online_result.accuracy_at("pass1", 12).mean, 2),
-        "cons_pct": round(100 * online_result.accuracy_at("cons", 12).mean, 2),
-        "cons_tokens_per_problem": round(online.cons_tokens, 1),
-        "online_low_pct": round(100 * online.mean, 2), "online_low_saved_pct": round(100 * online.savings, 2),
-        "online_high_pct": round(100 * online_result.online_at("online_high", 12).mean, 2),
-        "online_high_saved_pct": round(100 * online_result.online_at("online_high", 12).savings, 2)}
-    below_warmup = headline.deepconf_headline(online_result, 2, simulated=False)
-    assert set(below_warmup) == {"simulated", "problems", "k", "pass1_pct", "cons_pct"}
+def test_deepconf_headlines_are_rows_of_one_short_table_of_methods(online_result) -> None:
+    headlines = headline.deepconf_headlines(online_result, 12, 7.0, simulated=True)
+    low = online_result.online_at("online_low", 12)
+    assert list(headlines) == ["pass1", "cons", "online_low", "online_high"]
+    assert headlines["pass1"] == {"simulated": True, "problems": 4, "k": 1, "tokens_per_problem": 7.0,
+                                  "accuracy_pct": round(100 * online_result.accuracy_at("pass1", 12).mean, 2)}
+    assert headlines["cons"]["tokens_per_problem"] == 84.0  # K traces
+    assert headlines["online_low"] == {"simulated": True, "problems": 4, "k": 12,
+                                       "accuracy_pct": round(100 * low.mean, 2),
+                                       "tokens_per_problem": round(low.tokens, 1),
+                                       "saved_pct": round(100 * low.savings, 2)}
+    keys = set().union(*headlines.values())  # the columns of `dvc metrics show`
+    assert keys == {"simulated", "problems", "k", "accuracy_pct", "tokens_per_problem", "saved_pct"}
+    assert list(headline.deepconf_headlines(online_result, 2, 7.0, simulated=False)) == ["pass1", "cons"]
 
 
 def test_the_comparison_holds_online_deepconf_at_k_in_percent_and_tokens_per_problem(online_result) -> None:
@@ -107,11 +108,9 @@ def test_the_accuracy_curve_for_dvc_plots_is_in_percent() -> None:
 def test_the_debate_headline_pools_every_debated_problem() -> None:
     results = four_results()
     summary = headline.debate_headline(results, simulated=False)
-    assert set(summary) == {"simulated", "problems", "accuracy_pct", "tokens_per_problem", "calls_per_problem",
-                            "usd_per_problem"}
-    assert summary["problems"] == 4
-    assert summary["accuracy_pct"] == round(100 * sum(r.correct for r in results) / 4, 2)
-    assert summary["calls_per_problem"] == round(sum(r.calls for r in results) / 4, 2)
+    assert summary == {"simulated": False, "problems": 4,
+                       "accuracy_pct": round(100 * sum(r.correct for r in results) / 4, 2),
+                       "tokens_per_problem": round(sum(r.completion_tokens for r in results) / 4, 1)}
 
 
 def critique(dataset: str, label: int, prediction: int | None) -> CritiqueResult:
@@ -125,11 +124,8 @@ def test_each_critique_dataset_gets_its_own_headline_with_an_empty_subset_as_nul
     results = [critique("a", 2, 2), critique("a", -1, 1), critique("a", 1, 3), critique("a", -1, -1),
                critique("b", 1, 1)]
     headlines = headline.critique_headlines(results, simulated=True)
-    assert headlines == {
-        "a": {"simulated": True, "solutions": 4, "f1_pct": 50.0, "error_accuracy_pct": 50.0,
-              "correct_accuracy_pct": 50.0},
-        "b": {"simulated": True, "solutions": 1, "f1_pct": None, "error_accuracy_pct": 100.0,
-              "correct_accuracy_pct": None}}
+    assert headlines == {"a": {"simulated": True, "solutions": 4, "f1_pct": 50.0},  # error and correct acc 50%
+                         "b": {"simulated": True, "solutions": 1, "f1_pct": None}}  # no solution without an error
 
 
 def test_each_grading_run_gets_its_own_headline() -> None:

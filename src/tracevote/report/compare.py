@@ -75,9 +75,15 @@ def voting_curve(parts: Sequence[tuple[AggregateResult, pd.DataFrame]]) -> Votin
     accuracy = {method: tuple(float(np.average([r.accuracy_at(method, k).mean for r, _ in parts], weights=sizes))
                               for k in first.k)
                 for method in first.methods}
-    per_problem = pd.concat([scores.groupby("problem_id")["n_tokens"].mean() for _, scores in parts])
-    return VotingCurve(first.k, first.methods, accuracy, float(per_problem.mean()), int(sizes.sum()),
+    return VotingCurve(first.k, first.methods, accuracy, tokens_per_trace([scores for _, scores in parts]),
+                       int(sizes.sum()),
                        _online_points([result for result, _ in parts], sizes))
+
+
+def tokens_per_trace(score_tables: Sequence[pd.DataFrame]) -> float:
+    """What a trace costs: the mean over problems (of every table) of each problem's mean completion tokens."""
+    per_problem = pd.concat([scores.groupby("problem_id")["n_tokens"].mean() for scores in score_tables])
+    return float(per_problem.mean())
 
 
 def _online_points(results: Sequence[AggregateResult], sizes: np.ndarray) -> dict[str, tuple[OnlinePoint, ...]]:

@@ -1,16 +1,22 @@
-"""The headline figures `dvc metrics show`, `metrics diff` and `exp show` read: one short flat file per method and
-dataset (a grading run for grading), every one under one folder, metrics/headline/, that dvc.yaml declares as its
-only metrics. A file exists once its stage has run, so the table lists what has run and warns of nothing missing.
+"""The headline figures `dvc metrics show`, `metrics diff` and `exp show` read: a few short flat files under one
+folder, metrics/headline/, that dvc.yaml declares as its only metrics. A file exists once its stage has run, so the
+table lists what has run and warns of nothing missing.
 
-The keys are few and shared between methods where the quantity is the same, so the table has few columns:
-accuracy in percent to two decimals (`accuracy_pct`; for DeepConf one per method, `pass1_pct`, `cons_pct`,
-`online_low_pct`), tokens as completion tokens per problem (`tokens_per_problem`), and `simulated` on every file.
+`dvc metrics show` puts every file in one table, a row per file and a column per key of any file. So a file is one
+row of a table of methods: DeepConf writes one per method and dataset, and the keys are few and shared wherever the
+quantity is the same. Accuracy in percent to two decimals (`accuracy_pct`), tokens as completion tokens per problem
+(`tokens_per_problem`), and `simulated` on every file:
 
-    deepconf/aime_2025.json  {"simulated": false, "problems": 30, "k": 64, "pass1_pct": 40.1, "cons_pct": 53.33,
-                              "cons_tokens_per_problem": 812345.0, "online_low_pct": 56.67,
-                              "online_low_saved_pct": 61.2, ...}
-    debate.json              {"simulated": false, "problems": 60, "accuracy_pct": 41.67,
-                              "tokens_per_problem": 23456.7, "calls_per_problem": 6.1, "usd_per_problem": 0.021}
+    deepconf/<dataset>/pass1.json       {"simulated", "problems", "k": 1, "accuracy_pct", "tokens_per_problem"}
+    deepconf/<dataset>/cons.json        the same at report.k (every offline DeepConf method at K spends as much)
+    deepconf/<dataset>/online_low.json  the same, and "saved_pct": the share of Cons@K's tokens it did not spend
+    debate.json                         {"simulated", "problems", "accuracy_pct", "tokens_per_problem"}
+    critique/<dataset>.json             {"simulated", "solutions", "f1_pct"}
+    grading/<run>.json                  {"simulated", "predictions", "accuracy_pct", "words_per_prediction",
+                                         "critic_score"}
+
+The offline DeepConf methods, the intervals and every other figure are in the flat files beside (summary.json,
+debate.json, critique.json, grading.json).
 """
 
 from __future__ import annotations
@@ -32,37 +38,38 @@ def percent(share: float | None) -> float | None:
     return None if share is None else unsigned_zero(100 * share, 2)
 
 
-def deepconf_headline(result: AggregateResult, k: int, *, simulated: bool) -> dict[str, Any]:
-    """Pass@1 and Cons@K at the report's K, and each online method there: its accuracy and the share of Cons@K's
-    tokens it saved (the offline filtered methods are many: summary.json and results.md list them all)."""
-    headline: dict[str, Any] = {"simulated": simulated, "problems": result.validity.n_problems, "k": k,
-                                "pass1_pct": percent(result.accuracy_at("pass1", k).mean),
-                                "cons_pct": percent(result.accuracy_at("cons", k).mean)}
+def deepconf_headlines(result: AggregateResult, k: int, tokens_per_trace: float, *,
+                       simulated: bool) -> dict[str, dict[str, Any]]:
+    """Pass@1 (one trace), Cons@K and each online method at the report's K. Voting at K spends K traces'
+    tokens (report.compare's measure); an online method what its traces spent before they stopped."""
+    common = {"simulated": simulated, "problems": result.validity.n_problems}
+    headlines = {
+        "pass1": {**common, "k": 1, "accuracy_pct": percent(result.accuracy_at("pass1", k).mean),
+                  "tokens_per_problem": round(tokens_per_trace, 1)},
+        "cons": {**common, "k": k, "accuracy_pct": percent(result.accuracy_at("cons", k).mean),
+                 "tokens_per_problem": round(k * tokens_per_trace, 1)}}
     for online in (row for row in result.online if row.k == k):
-        headline["cons_tokens_per_problem"] = round(online.cons_tokens, 1)
-        headline[f"{online.method}_pct"] = percent(online.mean)
-        headline[f"{online.method}_saved_pct"] = percent(online.savings)
-    return headline
+        headlines[online.method] = {**common, "k": k, "accuracy_pct": percent(online.mean),
+                                    "tokens_per_problem": round(online.tokens, 1),
+                                    "saved_pct": percent(online.savings)}
+    return headlines
 
 
 def debate_headline(results: Sequence[DebateResult], *, simulated: bool) -> dict[str, Any]:
-    """Every debated problem of every dataset: accuracy, and completion tokens, calls and dollars per problem."""
+    """Every debated problem of every dataset: accuracy, and the completion tokens of every call per problem."""
     count = len(results)
     return {"simulated": simulated, "problems": count,
             "accuracy_pct": percent(sum(r.correct for r in results) / count) if count else None,
-            "tokens_per_problem": round(sum(r.completion_tokens for r in results) / count, 1) if count else None,
-            "calls_per_problem": round(sum(r.calls for r in results) / count, 2) if count else None,
-            "usd_per_problem": round(sum(r.usd for r in results) / count, 4) if count else None}
+            "tokens_per_problem": round(sum(r.completion_tokens for r in results) / count, 1) if count else None}
 
 
 def critique_headlines(results: Sequence[CritiqueResult], *, simulated: bool) -> dict[str, dict[str, Any]]:
-    """Per dataset: its solutions and ProcessBench's three scores in percent (None for an empty subset)."""
+    """Per dataset: its solutions and ProcessBench's F1 in percent (None when a subset is empty)."""
     headlines = {}
     for dataset in dict.fromkeys(result.dataset for result in results):
         own = scores([result.scored() for result in results if result.dataset == dataset])
         headlines[dataset] = {"simulated": simulated, "solutions": own.n_error + own.n_correct,
-                              "f1_pct": percent(own.f1), "error_accuracy_pct": percent(own.error_acc),
-                              "correct_accuracy_pct": percent(own.correct_acc)}
+                              "f1_pct": percent(own.f1)}
     return headlines
 
 
