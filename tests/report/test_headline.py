@@ -98,13 +98,6 @@ def test_the_comparison_holds_online_deepconf_at_k_in_percent_and_tokens_per_pro
     assert "accuracy_pct" in compare.curve_table(curve, DebatePoint(0.5, 1000.0, 5.0, 4)).columns
 
 
-def test_the_accuracy_curve_for_dvc_plots_is_in_percent() -> None:
-    curve = pd.DataFrame({"k": [1, 4], "cons": [0.25, 0.5], "cons_std": [0.0, 0.125], "log2_k": [0.0, 2.0]})
-    shown = tables.curve_in_percent(curve)
-    assert shown.to_dict("list") == {"k": [1, 4], "cons": [25.0, 50.0], "cons_std": [0.0, 12.5],
-                                     "log2_k": [0.0, 2.0]}
-
-
 def test_the_debate_headline_pools_every_debated_problem() -> None:
     results = four_results()
     summary = headline.debate_headline(results, simulated=False)

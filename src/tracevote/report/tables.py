@@ -6,12 +6,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from tracevote.core.errors import ConfigError
+from tracevote.core.simulated import SIMULATED_BANNER
 from tracevote.datasets.problems import Problem
 from tracevote.deepconf.results import AggregateResult, PairedComparison, WorkingSets
-from tracevote.report.banner import SIMULATED_BANNER
 
 TIE_RULES = {"smallest": "the smallest answer wins", "first": "the answer met first in the working set wins",
              "fractional": "a t-way tie holding the gold scores 1/t"}
@@ -287,13 +286,6 @@ def results_table(result: AggregateResult, k: int) -> list[dict[str, Any]]:
                         "vs_cons_high_pts": None if versus is None else pct(versus.ci_high),
                         "vs_cons_p": None if versus is None else versus.p_value, "working_sets": sets})
     return records
-
-
-def curve_in_percent(curve: pd.DataFrame) -> pd.DataFrame:
-    """report.plots.accuracy_curve's table with its accuracy columns (every one but k and log2_k) in percent, as
-    plots/deepconf/<dataset>/accuracy_vs_k.csv gives them to `dvc plots`, like every other table."""
-    shares = [column for column in curve.columns if column not in ("k", "log2_k")]
-    return curve.assign(**{column: 100 * curve[column] for column in shares})
 
 
 def table_csv(records: list[dict[str, Any]], columns: tuple[str, ...] = TABLE_COLUMNS) -> str:
