@@ -75,7 +75,8 @@ def commands(workspace: Workspace) -> dict[str, list[str]]:
                       "--out", "data/aggregate/bench.json"],
         "report": [sys.executable, str(ROOT / "stages" / "report.py"), *params, "--aggregate",
                    "data/aggregate/bench.json", "--scores", "data/scores/bench.parquet", "--problems",
-                   "data/bench.jsonl", "--metrics", "metrics/deepconf/bench", "--plots", "plots/deepconf/bench"],
+                   "data/bench.jsonl", "--metrics", "metrics/deepconf/bench",
+                   "--headline", "metrics/headline/deepconf/bench", "--plots", "plots/deepconf/bench"],
     }
 
 

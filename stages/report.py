@@ -12,7 +12,8 @@ from tracevote.core.entry import stage_main
 from tracevote.core.fileio import write_json, write_text
 from tracevote.datasets.problems import load_problems
 from tracevote.deepconf.results import AggregateResult
-from tracevote.report import plots, tables
+from tracevote.report import headline, plots, tables
+from tracevote.report.compare import tokens_per_trace
 
 
 def main() -> None:
@@ -23,6 +24,8 @@ def main() -> None:
     parser.add_argument("--problems", required=True)
     parser.add_argument("--metrics", required=True, type=Path,
                         help="folder for summary.json, results.json/.csv/.md, report.txt")
+    parser.add_argument("--headline", required=True, type=Path,
+                        help="folder for the short metrics files `dvc metrics show` reads (report.headline)")
     parser.add_argument("--plots", required=True, type=Path, help="folder for the curve CSV and the PNGs")
     parser.add_argument("--runs", default="runs", type=Path, help="folder for timestamped snapshots")
     args = parser.parse_args()
@@ -38,6 +41,9 @@ def main() -> None:
                                                                   simulated=simulated)}
     curve = plots.accuracy_curve(result)
     write_json(args.metrics / "summary.json", summary)
+    scores = pd.read_parquet(args.scores)
+    headline.write_headlines(args.headline, headline.deepconf_headlines(result, k, tokens_per_trace([scores]),
+                                                                        simulated=simulated))
     write_json(args.metrics / "results.json", results)
     write_text(args.metrics / "report.txt", text + "\n")
     write_text(args.metrics / "results.csv", tables.table_csv(table))
@@ -50,13 +56,13 @@ def main() -> None:
     write_text(args.plots / "accuracy_vs_k.csv", curve.to_csv(index=False, float_format="%.6f"))
     plots.plot_accuracy(curve, result.methods, args.plots / "accuracy_vs_k.png", simulated=simulated,
                         online_methods=result.online_methods, ci_level=result.ci_level if result.bootstrap else None)
-    plots.plot_confidence(pd.read_parquet(args.scores), result.measures, args.plots / "confidence.png",
+    plots.plot_confidence(scores, result.measures, args.plots / "confidence.png",
                            simulated=simulated)
     snapshot = args.runs / datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     write_json(snapshot / "summary.json", summary)
     write_json(snapshot / "results.json", results)
-    print(f"\nreport: {args.metrics}/summary.json, results.json, results.csv, results.md, online.md, online.csv, "
-          f"report.txt; {args.plots}/accuracy_vs_k.csv, {args.plots}/accuracy_vs_k.png, "
+    print(f"\nreport: {args.headline}; {args.metrics}/summary.json, results.json, results.csv, results.md, "
+          f"online.md, online.csv, report.txt; {args.plots}/accuracy_vs_k.csv, {args.plots}/accuracy_vs_k.png, "
           f"{args.plots}/confidence.png; snapshot {snapshot}")
 
 

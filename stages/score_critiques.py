@@ -1,6 +1,6 @@
 """Stage score_critiques: vote over each solution's critiques of critique.datasets, from their ledgers (offline),
-into metrics/critique.json (flat, for `dvc metrics diff`), metrics/critique_results.jsonl (per solution) and
-metrics/critique_by_task.csv."""
+into metrics/critique.json (flat: every figure), metrics/headline/critique/<dataset>.json (the few `dvc metrics show`
+reads), metrics/critique_results.jsonl (per solution) and metrics/critique_by_task.csv."""
 
 import argparse
 from dataclasses import asdict
@@ -18,6 +18,7 @@ from tracevote.critique.results import (
     dataset_results,
     write_by_task_csv,
 )
+from tracevote.report.headline import critique_headlines, write_headlines
 from tracevote.report.tables import SIMULATED_BANNER
 from tracevote.store.ledger import fingerprint_of
 
@@ -27,6 +28,8 @@ def main() -> None:
     parser.add_argument("--params", default="params.yaml", type=Path)
     parser.add_argument("--critiques", default="critiques", type=Path, help="folder of <dataset>.json manifests")
     parser.add_argument("--metrics", required=True, type=Path)
+    parser.add_argument("--headline", default="metrics/headline/critique", type=Path,
+                        help="folder for each dataset's short metrics file (report.headline)")
     parser.add_argument("--details", required=True, type=Path, help="per-solution JSON lines")
     parser.add_argument("--by-task", required=True, type=Path, help="CSV of the scores per dataset and task")
     args = parser.parse_args()
@@ -50,6 +53,7 @@ def main() -> None:
                                for result in results])
     write_by_task_csv(args.by_task, rows)
     write_json(args.metrics, metrics)
+    write_headlines(args.headline, critique_headlines(results, simulated=simulated))
     banner = f"*** {SIMULATED_BANNER} ***\n" if simulated else ""
     print(banner + "\n".join(f"{key}: {value}" for key, value in metrics.items()))
 

@@ -1,5 +1,6 @@
 """Stage score_debate: replay every debate of debate.datasets from its ledger (offline) into
-metrics/debate.json (flat, for `dvc metrics diff`), metrics/debate_results.json (per problem, the failed
+metrics/debate.json (flat: every figure), metrics/headline/debate.json (the few `dvc metrics show` reads),
+metrics/debate_results.json (per problem, the failed
 problems and the calls) and metrics/debate.md (the per-problem table)."""
 
 import argparse
@@ -13,6 +14,7 @@ from tracevote.core.fileio import write_json, write_text
 from tracevote.debate import build
 from tracevote.debate.results import DebateResult, contest_of, debate_metrics, debate_totals, problem_result
 from tracevote.debate.table import debate_markdown
+from tracevote.report.headline import debate_headline
 from tracevote.report.tables import SIMULATED_BANNER
 from tracevote.store.ledger import fingerprint_of
 
@@ -22,6 +24,8 @@ def main() -> None:
     parser.add_argument("--params", default="params.yaml", type=Path)
     parser.add_argument("--debates", default="debates", type=Path, help="folder of <dataset>.json manifests")
     parser.add_argument("--metrics", required=True, type=Path)
+    parser.add_argument("--headline", default="metrics/headline/debate.json", type=Path,
+                        help="the short metrics file (report.headline)")
     parser.add_argument("--details", required=True, type=Path)
     parser.add_argument("--table", required=True, type=Path, help="the per-problem Markdown table")
     args = parser.parse_args()
@@ -54,6 +58,7 @@ def main() -> None:
     write_text(args.table, debate_markdown(results, metrics, totals, models=models,
                                            banner=SIMULATED_BANNER if simulated else ""))
     write_json(args.metrics, metrics)
+    write_json(args.headline, debate_headline(results, simulated=simulated))
     banner = f"*** {SIMULATED_BANNER} ***\n" if simulated else ""
     print(banner + "\n".join(f"{key}: {value}" for key, value in metrics.items()))
 

@@ -57,7 +57,7 @@ def test_the_branch_writes_flat_metrics_results_by_task_table_and_plot(built: tu
         "dataset,task,n_error,n_correct,error_acc,correct_acc,f1,unanimous_share,unparsable_share\n")
     assert "SIMULATED" in (project / "metrics" / "critique.md").read_text()
     assert_not_blank(project / "plots" / "critique" / "critique.png")
-    assert "metrics/critique.json" in dvc(project, "metrics", "show", "--json").stdout
+    assert "metrics/headline/critique/toy_steps.json" in dvc(project, "metrics", "show", "--json").stdout
 
 
 def test_a_critique_param_change_flags_only_the_critique_branch(built: tuple[Path, dict, dict]) -> None:

@@ -57,7 +57,7 @@ def test_the_branch_writes_flat_metrics_details_and_the_comparison(built: tuple[
     assert "SIMULATED" in table and "Debate (DyLAN, 4 agents" in table and "Cons@16" in table
     assert_not_blank(project / "plots" / "accuracy_vs_tokens.png")
     shown = dvc(project, "metrics", "show", "--json").stdout
-    assert "metrics/debate.json" in shown
+    assert "metrics/headline/debate.json" in shown
 
 
 def test_a_debate_param_change_flags_only_the_debate_branch(built: tuple[Path, dict, dict]) -> None:

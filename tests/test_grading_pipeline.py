@@ -48,17 +48,17 @@ def metrics(project: Path) -> dict:
 def test_runs_side_by_side_in_flat_metrics_a_table_and_a_plot(built: Path) -> None:
     values = metrics(built)
     assert values["simulated"] is True
-    assert values[f"{RUN}.demo_gsm8k.accuracy"] == 0.5  # 4 of the 8 hand-written predictions are right
+    assert values[f"{RUN}.demo_gsm8k.accuracy_pct"] == 50.0  # 4 of the 8 hand-written predictions are right
     words = [len(json.loads(line)["thinking"].split()) for line in BUILTIN_PREDICTIONS.read_text().splitlines()]
     assert values[f"{RUN}.demo_gsm8k.avg_word_count"] == round(sum(words) / len(words), 4)  # 151 / 7, as rounded
     assert 1.0 <= values[f"{RUN}.demo_gsm8k.critic"] <= 5.0
     # the critic asked about the 7 predicted items (each has a reference); what gave no score is counted apart
     assert values[f"{RUN}.demo_gsm8k.critic_scored"] + values[f"{RUN}.demo_gsm8k.critic_unparsable"] == 7
     assert (values["pool_toy.toy.critic_scored"], values["pool_toy.toy.critic_unparsable"]) == (0, 0)
-    assert 0.0 < values["pool_toy.toy.accuracy"] < 1.0 and values["pool_toy.toy.critic"] is None  # no solutions
+    assert 0.0 < values["pool_toy.toy.accuracy_pct"] < 100.0 and values["pool_toy.toy.critic"] is None  # no solutions
     table = (built / "metrics" / "grading.md").read_text()
     assert "| dataset | metric | pool_toy | handwritten |" in table and "SIMULATED" in table
-    assert "| demo_gsm8k | accuracy | - | 50.00% |" in table
+    assert "| demo_gsm8k | accuracy (%) | - | 50.00 |" in table
     assert (built / "metrics" / "grading.csv").read_text().startswith("dataset,metric,pool_toy,handwritten\n")
     assert_not_blank(built / "plots" / "grading" / "word_counts.png")
     details = [json.loads(line) for line in (built / "grading" / "runs" / f"{RUN}.jsonl").read_text().splitlines()]
@@ -84,12 +84,12 @@ def test_a_changed_predictions_file_regrades_only_its_run_and_asks_the_critic_on
     result = dvc(own_copy, "repro", "report_grading")
     assert "1 of 7 critic replies missing" in result.stdout
     assert "Running stage 'grade@pool_toy'" not in result.stdout
-    assert metrics(own_copy)[f"{RUN}.demo_gsm8k.accuracy"] == 0.625
+    assert metrics(own_copy)[f"{RUN}.demo_gsm8k.accuracy_pct"] == 62.5
     run(own_copy, "git", "add", "-A")
     run(own_copy, "git", "commit", "-qm", "fixed one prediction")
     diff = json.loads(dvc(own_copy, "metrics", "diff", "HEAD~1", "--json").stdout)
-    change = diff["metrics/grading.json"][f"{RUN}.demo_gsm8k.accuracy"]
-    assert (change["old"], change["new"]) == (0.5, 0.625)
+    change = diff[f"metrics/headline/grading/{RUN}.json"]["accuracy_pct"]
+    assert (change["old"], change["new"]) == (50.0, 62.5)
 
 
 def test_a_fresh_clone_refuses_to_pay_for_critic_replies_dvc_lock_records(own_copy: Path) -> None:

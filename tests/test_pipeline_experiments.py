@@ -1,23 +1,26 @@
-"""`dvc exp run` on the pipeline: an experiment beside its baseline, on the DeepConf branch alone (a file and
-a project of its own, so that the suite's workers share the pipeline tests' time)."""
+"""`dvc exp run` on the pipeline: an experiment beside its baseline, on the DeepConf branch alone and on a project
+where every stage has run; `dvc metrics show` while one method has run (a file and a project of its own, so that
+the suite's workers share the pipeline tests' time)."""
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
+import yaml
 
-from tests.dvcproject import dvc, make_project, run
+from tests.dvcproject import copy_project, dvc, make_project, run
 from tests.test_pipeline import ran_stages, small_sim_params
 
 pytestmark = pytest.mark.slow
-DEEPCONF = "report@toy"  # with what it needs: fetch, normalize, build_pool, score, aggregate
+DEEPCONF = "report"  # every dataset's report, with what it needs: fetch, normalize, build_pool, score, aggregate
 
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A committed project in which `dvc repro report@toy` ran the DeepConf branch once."""
+    """A committed project in which `dvc repro report` ran the DeepConf branch once, and nothing else."""
     project = make_project(tmp_path_factory.mktemp("experiments") / "project", small_sim_params())
     result = dvc(project, "repro", DEEPCONF)
     assert ran_stages(result.stdout) == {"fetch", "normalize", "build_pool", "score", "aggregate", "report"}
@@ -27,8 +30,52 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_exp_run_with_a_confidence_setting_and_exp_show(built: Path) -> None:
+    # the foreach group as the target: the DeepConf branch of every dataset, and no other method's stage
     result = dvc(built, "exp", "run", "-S", "confidence.group_size=8", DEEPCONF)
     assert ran_stages(result.stdout) == {"score", "aggregate", "report"}
     shown = json.dumps(json.loads(dvc(built, "exp", "show", "--json").stdout))
     assert '"group_size": 8' in shown and '"group_size": 32' in shown  # the experiment beside the baseline
-    assert '"bottom10_top10"' in shown  # with its metrics
+    assert '"accuracy_pct"' in shown and '"tokens_per_problem"' in shown  # with its headline metrics
+
+
+def test_metrics_show_lists_the_one_method_that_ran_without_a_warning(built: Path) -> None:
+    result = dvc(built, "metrics", "show")
+    assert "failed to load" not in (result.stdout + result.stderr).lower()
+    rows = [line.split()[0] for line in result.stdout.splitlines()[1:]]
+    assert rows == [f"metrics/headline/deepconf/toy/{name}.json" for name in ("cons", "online_high", "online_low",
+                                                                             "pass1")]
+    header = result.stdout.splitlines()[0].split()
+    assert header == ["Path", "accuracy_pct", "k", "problems", "saved_pct", "simulated", "tokens_per_problem"]
+
+
+def in_flow_style(params_file: Path) -> str:
+    """params.yaml rewritten as the project's own is written: mappings of plain values in flow style
+    (`source: {hf_dataset: null, ...}`) with explicit nulls; `dvc exp run -S` reflows both. Returns the text."""
+    params = yaml.safe_load(params_file.read_text())
+    params_file.write_text(yaml.safe_dump(params, sort_keys=False, default_flow_style=None, width=1000))
+    return params_file.read_text()
+
+
+def test_exp_run_with_no_target_reruns_only_what_the_key_affects(built: Path, tmp_path: Path) -> None:
+    # once every stage has run (dvc exp run with no target runs every stage of dvc.yaml that never ran)
+    project = copy_project(built, tmp_path / "project")
+    dvc(project, "repro")
+    before = in_flow_style(project / "params.yaml")
+    assert "source: {" in before and ": null" in before
+    run(project, "git", "add", "-A")
+    run(project, "git", "commit", "-qm", "every method, params in flow style")
+    locked = yaml.safe_load((project / "dvc.lock").read_text())["stages"]
+    group_size = 2 * yaml.safe_load(before)["confidence"]["group_size"]  # whatever the other test left applied
+    result = dvc(project, "exp", "run", "-S", f"confidence.group_size={group_size}")
+    # compare reads every dataset's aggregate: it follows them, as it does in `dvc repro`
+    assert ran_stages(result.stdout) == {"score", "aggregate", "report", "compare"}, result.stdout
+    after = (project / "params.yaml").read_text()
+    assert after != before  # -S rewrote params.yaml (its layout and its nulls) ...
+    expected = yaml.safe_load(before)
+    expected["confidence"]["group_size"] = group_size
+    assert yaml.safe_load(after) == expected
+    relocked = yaml.safe_load((project / "dvc.lock").read_text())["stages"]
+    # ... to no effect: fetch, normalize and every other method's stage are locked as they were (check_params,
+    # which nothing depends on, reads the whole file)
+    untouched = [name for name in locked if not re.match(r"(score|aggregate|report|compare|check_params)(@|$)", name)]
+    assert {name: relocked[name] for name in untouched} == {name: locked[name] for name in untouched}

@@ -167,7 +167,7 @@ def test_every_method_runs_on_the_profile(built: Callable[[str], Built], profile
         manifest = json.loads((project / "pools" / "toy.json").read_text())
         assert manifest["simulated"] is True and manifest["samples"] == 12 * 16
         summary = json.loads((project / "metrics" / "deepconf" / "toy" / "summary.json").read_text())
-        assert summary["simulated"] is True and 0.0 <= summary["cons"] <= 1.0
+        assert summary["simulated"] is True and 0.0 <= summary["cons_pct"] <= 100.0
         assert_not_blank(project / "plots" / "deepconf" / "toy" / "accuracy_vs_k.png")
         assert_not_blank(project / "plots" / "accuracy_vs_tokens.png")
         assert "Debate (DyLAN, 4 agents" in (project / "metrics" / "compare" / "compare.md").read_text()

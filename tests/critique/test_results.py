@@ -83,8 +83,8 @@ def test_the_table_shows_an_empty_subset_as_a_dash() -> None:
     rows = by_task_rows(results())
     table = report.render_markdown(rows, critique_metrics(results(), simulated=True), simulated=True)
     assert table.startswith("**SIMULATED MODEL")
-    assert "| db | math | 1 | 0 | 100.0 | - | - | 0.0 | 50.0 |" in table
-    assert "| **all** | | 4 | 1 | 50.0 | 100.0 | 66.7 | 60.0 | 10.0 |" in table
+    assert "| db | math | 1 | 0 | 100.00 | - | - | 0.00 | 50.00 |" in table
+    assert "| **all** | | 4 | 1 | 50.00 | 100.00 | 66.67 | 60.00 | 10.00 |" in table
 
 
 def test_the_heat_map_counts_true_against_predicted_steps_with_a_capped_last_step() -> None:

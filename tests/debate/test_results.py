@@ -88,8 +88,8 @@ def test_the_markdown_report_holds_the_totals_the_failed_and_the_table() -> None
     metrics = debate_metrics(results, CFG, simulated=True)
     text = debate_markdown(results, metrics, debate_totals(results), banner="SIMULATED")
     assert text.startswith("# Debate (DyLAN): per problem\n\n**SIMULATED**\n")
-    assert "Problems: 4. Right: 2 (50.0%). Calls: 30 in all, 7.50 per problem." in text
-    assert "- accuracy, aime_2025_II: 0.0%" in text and "Failed (wrong or unanswered): toy-01, toy-01." in text
+    assert "Problems: 4. Right: 2 (50.00%). Calls: 30 in all, 7.50 per problem." in text
+    assert "- accuracy, aime_2025_II: 0.00%" in text and "Failed (wrong or unanswered): toy-01, toy-01." in text
     table = [line for line in text.splitlines() if line.startswith("|")]
     assert table[0] == "| dataset | problem | gold | final answer | right | calls | stopped after |"
     assert len(table) == 2 + 4 and table[-1] == "| aime_2025 | toy-01 | 42 | — | no | 11 | round 2 |"

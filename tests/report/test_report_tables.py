@@ -39,15 +39,24 @@ def result(tie_break: str) -> AggregateResult:
     return aggregate(table, EvalConfig(k=(4,), repeat=2, seed=0, etas=(0.9,), tie_break=tie_break))  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize(("tie_break", "cons", "points"), [("smallest", 1.0, 25.0), ("first", 0.5, -25.0),
-                                                           ("fractional", 0.75, 0.0)])
-def test_summary_shows_what_the_tie_rule_adds(tie_break: str, cons: float, points: float) -> None:
+@pytest.mark.parametrize(("tie_break", "cons_pct", "points"), [("smallest", 100.0, 25.0), ("first", 50.0, -25.0),
+                                                               ("fractional", 75.0, 0.0)])
+def test_summary_shows_what_the_tie_rule_adds(tie_break: str, cons_pct: float, points: float) -> None:
     # q's K=4 sets vary, but 3 always wins there; p is a 2-way tie holding the gold
     summary = summary_metrics(result(tie_break), 4, simulated=False)
-    assert (summary["tie_break"], summary["cons"], summary["cons_fractional"]) == (tie_break, cons, 0.75)
+    assert (summary["tie_break"], summary["cons_pct"], summary["cons_fractional_pct"]) == (tie_break, cons_pct, 75.0)
     assert summary["cons_tie_rule_pts"] == pytest.approx(points)
     assert summary["avg_tie_rule_pts"] == pytest.approx(points)  # equal weights: the weighted vote ties too
     assert "pass1_tie_rule_pts" not in summary
+
+
+def test_every_summary_key_names_its_unit() -> None:
+    # accuracies and their spread in percent, differences in points; counts, p-values and AUROC are unitless
+    summary = summary_metrics(result("smallest"), 4, simulated=False)
+    shares = [key for key in summary if key.endswith(("_std", "_ci_low", "_ci_high", "_fractional", "_vs_cons"))]
+    assert shares == []
+    assert {"pass1_pct", "pass1_std_pct", "cons_pct", "cons_tie_rate_pct", "avg_vs_cons_pts"} <= set(summary)
+    assert all(0 <= summary[key] <= 100 for key in summary if key.endswith("_pct"))
 
 
 def test_summary_and_text_count_answers_by_source_and_finish_reason() -> None:
@@ -63,7 +72,7 @@ def test_summary_and_text_count_answers_by_source_and_finish_reason() -> None:
     assert "Votes from fallback answers (no \\boxed{}): 1 valid samples, 1 of them correct" in text
     assert "1 truncated at max_tokens" in text
     cons_line = next(line for line in text.splitlines() if line.strip().startswith("Cons@4"))
-    assert cons_line.endswith("fractional  75.00%, tie rule +25.0 pts")
+    assert cons_line.endswith("fractional  75.00%, tie rule +25.00 pts")
 
 
 def test_results_csv_round_trips_and_markdown_has_every_method() -> None:
@@ -74,13 +83,14 @@ def test_results_csv_round_trips_and_markdown_has_every_method() -> None:
     assert back["method"].tolist() == list(aggregated.methods)
     expected = pd.DataFrame(records).fillna(np.nan).infer_objects().round(6)
     pd.testing.assert_frame_equal(back, expected, check_exact=False, atol=1e-6)
-    assert back.loc[back["method"] == "cons", "vs_cons"].isna().all()  # no comparison with itself
+    assert back.loc[back["method"] == "cons", "vs_cons_pts"].isna().all()  # no comparison with itself
+    assert back.loc[back["method"] == "cons", "accuracy_pct"].tolist() == [50.0]  # percent, as the Markdown shows it
     markdown = table_markdown(records, 4, "first", 0.95).splitlines()
     assert markdown[0].startswith("Accuracy at K=4 (%), ties: the answer met first in the working set wins")
-    assert markdown[2] == ("| method | label | mean | std | 95% interval | fractional | tie_rule_pts | "
-                           "vs Cons@4 (pts) | p | working sets |")
+    assert markdown[2] == ("| method | label | accuracy (%) | std (%) | 95% interval (%) | fractional (%) | "
+                           "tie rule (pts) | vs Cons@4 (pts) | p | working sets |")
     cons = next(line for line in markdown if line.startswith("| cons |"))
-    low, high = (100 * records[1][side] for side in ("ci_low", "ci_high"))
+    low, high = (records[1][side] for side in ("ci_low_pct", "ci_high_pct"))
     # p's pool is 4 samples: one working set at K=4
     assert cons == f"| cons | Cons@4 | 50.00 | 0.00 | [{low:.2f}, {high:.2f}] | 75.00 | -25.00 |  |  | 1 |"
     assert len(markdown) == 4 + len(aggregated.methods)

@@ -26,13 +26,13 @@ def debate_markdown(results: Sequence[DebateResult], metrics: dict[str, Any], to
     """The whole report; `banner` (the simulated model's warning) heads it when set; `models` names the agents'
     model and the judge's."""
     lines = ["# Debate (DyLAN): per problem", ""] + ([f"**{banner}**", ""] if banner else [])
-    share = f"{totals.correct / totals.problems:.1%}" if totals.problems else "n/a"
+    share = f"{totals.correct / totals.problems:.2%}" if totals.problems else "n/a"
     if models is not None:
         lines += [f"Agents: {models['model']}; judge: {models['judge_model']}.", ""]
     lines += [f"Problems: {totals.problems}. Right: {totals.correct} ({share}). Calls: {totals.calls} in all, "
               f"{totals.calls_per_problem:.2f} per problem.", ""]
     groups = [(key.removeprefix("accuracy_"), value) for key, value in metrics.items() if key.startswith("accuracy_")]
-    lines += [f"- accuracy, {name}: {value:.1%}" for name, value in groups] + ([""] if groups else [])
+    lines += [f"- accuracy, {name}: {value:.2%}" for name, value in groups] + ([""] if groups else [])
     lines += [f"Failed (wrong or unanswered): {', '.join(totals.failed) if totals.failed else 'none'}.", ""]
     lines += _table(problem_rows(results))
     return "\n".join(lines) + "\n"

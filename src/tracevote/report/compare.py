@@ -75,9 +75,15 @@ def voting_curve(parts: Sequence[tuple[AggregateResult, pd.DataFrame]]) -> Votin
     accuracy = {method: tuple(float(np.average([r.accuracy_at(method, k).mean for r, _ in parts], weights=sizes))
                               for k in first.k)
                 for method in first.methods}
-    per_problem = pd.concat([scores.groupby("problem_id")["n_tokens"].mean() for _, scores in parts])
-    return VotingCurve(first.k, first.methods, accuracy, float(per_problem.mean()), int(sizes.sum()),
+    return VotingCurve(first.k, first.methods, accuracy, tokens_per_trace([scores for _, scores in parts]),
+                       int(sizes.sum()),
                        _online_points([result for result, _ in parts], sizes))
+
+
+def tokens_per_trace(score_tables: Sequence[pd.DataFrame]) -> float:
+    """What a trace costs: the mean over problems (of every table) of each problem's mean completion tokens."""
+    per_problem = pd.concat([scores.groupby("problem_id")["n_tokens"].mean() for scores in score_tables])
+    return float(per_problem.mean())
 
 
 def _online_points(results: Sequence[AggregateResult], sizes: np.ndarray) -> dict[str, tuple[OnlinePoint, ...]]:
@@ -101,8 +107,8 @@ def debate_point(problems: Sequence[dict[str, Any]]) -> DebatePoint:
 
 
 def comparison_rows(curve: VotingCurve | None, point: DebatePoint, k: int, agents: int) -> list[dict[str, Any]]:
-    """Pass@1, Cons@K and every DeepConf method at K, Cons@K at the largest K within the debate's budget,
-    and the debate; accuracy in %, completion tokens per problem."""
+    """Pass@1, Cons@K and every DeepConf method at K, online DeepConf at K (what its stopped traces spent), Cons@K
+    at the largest K within the debate's budget, and the debate; accuracy in %, completion tokens per problem."""
     rows = []
     if curve is not None:
         at = curve.k.index(k)
@@ -110,6 +116,8 @@ def comparison_rows(curve: VotingCurve | None, point: DebatePoint, k: int, agent
         rows.append(_row("pass1", "Pass@1", 1, curve.accuracy["pass1"][-1], curve.tokens_at(1)))
         rows += [_row(method, method_label(method, k), k, curve.accuracy[method][at], curve.tokens_at(k))
                  for method in curve.methods if method != "pass1"]
+        rows += [_row(method, method_label(method, k), k, p.accuracy, p.tokens)
+                 for method, points in curve.online.items() for p in points if p.k == k]
         affordable = [i for i, kk in enumerate(curve.k) if curve.tokens_at(kk) <= point.completion_tokens]
         if affordable:
             i = affordable[-1]
@@ -121,11 +129,11 @@ def comparison_rows(curve: VotingCurve | None, point: DebatePoint, k: int, agent
 
 
 def _row(method: str, label: str, k: int | None, accuracy: float, tokens: float) -> dict[str, Any]:
-    return {"method": method, "label": label, "k": k, "accuracy": round(100 * accuracy, 2),
+    return {"method": method, "label": label, "k": k, "accuracy_pct": round(100 * accuracy, 2),
             "completion_tokens_per_problem": round(tokens, 1)}
 
 
-CURVE_COLUMNS = ("method", "label", "k", "completion_tokens_per_problem", "accuracy")
+CURVE_COLUMNS = ("method", "label", "k", "completion_tokens_per_problem", "accuracy_pct")
 
 
 def curve_table(curve: VotingCurve | None, point: DebatePoint) -> pd.DataFrame:
@@ -141,7 +149,7 @@ def curve_table(curve: VotingCurve | None, point: DebatePoint) -> pd.DataFrame:
     rows.append(("debate", "Debate (DyLAN)", None, point.completion_tokens, point.accuracy))
     table = pd.DataFrame(rows, columns=list(CURVE_COLUMNS))
     table["k"] = table["k"].astype("Int64")
-    table["accuracy"] = 100 * table["accuracy"]
+    table["accuracy_pct"] = 100 * table["accuracy_pct"]
     return table
 
 
@@ -153,7 +161,7 @@ def render_markdown(rows: list[dict[str, Any]], datasets: Sequence[str], problem
     if note:
         lines += [note, ""]
     lines += ["| method | K | accuracy (%) | completion tokens / problem |", "|---|---:|---:|---:|"]
-    lines += [f"| {r['label']} | {r['k'] if r['k'] is not None else ''} | {r['accuracy']:.2f} | "
+    lines += [f"| {r['label']} | {r['k'] if r['k'] is not None else ''} | {r['accuracy_pct']:.2f} | "
               f"{r['completion_tokens_per_problem']:,.0f} |" for r in rows]
     return "\n".join(lines) + "\n"
 

@@ -44,7 +44,7 @@ def render_markdown(rows: Sequence[dict[str, Any]], metrics: dict[str, Any], *, 
     lines = [f"**{SIMULATED_BANNER}**", ""] if simulated else []
     by = f" by {', '.join(models)}" if models else ""
     lines += [f"First-error identification{by} (ProcessBench's prompt and scores), {metrics['solutions']} solutions, "
-              f"majority vote over each solution's critiques. Percentages; an empty subset is shown as -.", "",
+              f"majority vote over each solution's critiques. Percentages (%); an empty subset is shown as -.", "",
               "| dataset | task | with error | without | error acc | correct acc | F1 | unanimous | unparsable |",
               "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
     lines += [f"| {r['dataset']} | {r['task']} | {r['n_error']} | {r['n_correct']} | {_percent(r['error_acc'])} | "
@@ -60,7 +60,7 @@ def render_markdown(rows: Sequence[dict[str, Any]], metrics: dict[str, Any], *, 
 
 
 def _percent(value: float | None) -> str:
-    return "-" if value is None else f"{100 * value:.1f}"
+    return "-" if value is None else f"{100 * value:.2f}"
 
 
 def f1_table(rows: Sequence[dict[str, Any]]) -> pd.DataFrame:

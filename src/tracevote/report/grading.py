@@ -18,21 +18,29 @@ from tracevote.report.plots import save_png, titled
 from tracevote.report.tables import SIMULATED_BANNER
 
 # (metric key in metrics/grading.json, the run record's field, the table's row label)
-METRICS = (("accuracy", "accuracy", "accuracy"), ("avg_word_count", "avg_word_count", "average word count"),
+METRICS = (("accuracy_pct", "accuracy", "accuracy (%)"), ("avg_word_count", "avg_word_count", "average word count"),
            ("critic", "critic_score", "LLM critic (1-5)"),
            ("avg_word_count_correct", "avg_word_count_correct", "words, correct predictions"),
            ("avg_word_count_incorrect", "avg_word_count_incorrect", "words, incorrect predictions"))
 # counts beside them: the critic's replies with a score and without one (left out of its mean, never a low score)
 COUNTS = ("critic_scored", "critic_unparsable")
+PERCENT_FIELDS = frozenset({"accuracy"})  # a share in the run record, shown in percent like every accuracy
+
+
+def _shown(record: dict[str, Any], field: str) -> float | None:
+    """The record's field as the table and metrics give it: accuracy 0.65625 -> 65.625."""
+    value = record[field]
+    return 100 * value if field in PERCENT_FIELDS and value is not None else value
 
 
 def grading_metrics(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """Flat metrics for `dvc metrics diff`: ``<run>.<dataset>.accuracy``, the rest of METRICS, and COUNTS."""
+    """Every run's figures, flat: ``<run>.<dataset>.accuracy_pct``, the rest of METRICS, and COUNTS (the short
+    headline `dvc metrics show` reads is report.headline's)."""
     metrics: dict[str, Any] = {"simulated": any(record["simulated"] for record in records)}
     for record in records:
         prefix = f"{record['run']}.{record['dataset']}"
         for key, field, _ in METRICS:
-            metrics[f"{prefix}.{key}"] = _rounded(record[field])
+            metrics[f"{prefix}.{key}"] = _rounded(_shown(record, field))
         metrics.update({f"{prefix}.{key}": record[key] for key in COUNTS})
     return metrics
 
@@ -48,7 +56,8 @@ def table_rows(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     for dataset in datasets:
         for _, field, label in METRICS:
             row: dict[str, Any] = {"dataset": dataset, "metric": label}
-            row.update({record["run"]: record[field] if record["dataset"] == dataset else None for record in records})
+            row.update({record["run"]: _shown(record, field) if record["dataset"] == dataset else None
+                        for record in records})
             rows.append(row)
     return rows
 
@@ -60,7 +69,7 @@ def render_table(records: Sequence[dict[str, Any]]) -> str:
     lines += ["Grading: Math-Verify accuracy (gold first), average word count of the reasoning, LLM critic.",
               "", "| dataset | metric | " + " | ".join(runs) + " |", "|---|---|" + "---:|" * len(runs)]
     for row in table_rows(records):
-        cells = [_cell(row["metric"], row[run]) for run in runs]
+        cells = [_cell(row[run]) for run in runs]
         lines.append(f"| {row['dataset']} | {row['metric']} | " + " | ".join(cells) + " |")
     lines += ["", "Each run: " + "; ".join(f"{r['run']} = {r['predictions_path']} ({r['source']}, "
                                            f"{r['correct']}/{r['total']} correct{_unparsable(r)})"
@@ -75,10 +84,8 @@ def _unparsable(record: dict[str, Any]) -> str:
     return f", critic: {unparsable} of {asked} replies gave no score" if unparsable else ""
 
 
-def _cell(metric: str, value: float | None) -> str:
-    if value is None:
-        return "-"
-    return f"{100 * value:.2f}%" if metric == "accuracy" else f"{value:.2f}"
+def _cell(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
 
 
 def write_table_csv(path: Path, records: Sequence[dict[str, Any]]) -> None:
@@ -122,6 +129,6 @@ def _word_count_panel(axis: Any, record: dict[str, Any]) -> None:
                      color=[colour for _, _, colour in _WORD_BARS])
     axis.bar_label(drawn, labels=["none" if v is None else f"{v:.0f}" for v in values], fontsize=8)
     axis.margins(y=0.15)
-    axis.set_title(f"{record['run']} ({record['dataset']})\naccuracy {100 * record['accuracy']:.1f}%, "
+    axis.set_title(f"{record['run']} ({record['dataset']})\naccuracy {100 * record['accuracy']:.2f}%, "
                    f"{record['correct']}/{record['total']}", fontsize=9)
     axis.tick_params(labelsize=8)

@@ -14,10 +14,14 @@ from tracevote.deepconf.results import AggregateResult, PairedComparison, Workin
 
 TIE_RULES = {"smallest": "the smallest answer wins", "first": "the answer met first in the working set wins",
              "fractional": "a t-way tie holding the gold scores 1/t"}
-TABLE_COLUMNS = ("method", "label", "mean", "std", "fractional", "tie_rule_pts", "ci_low", "ci_high",
-                 "vs_cons", "vs_cons_low", "vs_cons_high", "vs_cons_p", "working_sets")
-ONLINE_COLUMNS = ("k", "method", "label", "percentile", "mean", "std", "ci_low", "ci_high", "tokens",
-                  "cons_tokens", "savings", "generated", "stopped", "vs_cons", "vs_cons_p")
+# One unit per quantity in every table, file and plot: accuracy (and its spread, interval and tie-rule share) in
+# percent with two decimals, a difference of accuracies in points, tokens as completion tokens per problem; a key
+# or column names its unit (_pct, _pts, _per_problem).
+TABLE_COLUMNS = ("method", "label", "accuracy_pct", "std_pct", "fractional_pct", "tie_rule_pts", "ci_low_pct",
+                 "ci_high_pct", "vs_cons_pts", "vs_cons_low_pts", "vs_cons_high_pts", "vs_cons_p", "working_sets")
+ONLINE_COLUMNS = ("k", "method", "label", "percentile", "accuracy_pct", "std_pct", "ci_low_pct", "ci_high_pct",
+                  "tokens_per_problem", "cons_tokens_per_problem", "saved_pct", "generated", "stopped",
+                  "vs_cons_pts", "vs_cons_p")
 
 
 @dataclass(frozen=True)
@@ -65,17 +69,23 @@ def headline_rows(result: AggregateResult, k: int) -> list[Row]:
 
 
 def online_rows(result: AggregateResult) -> list[dict[str, Any]]:
-    """Every online method at every K it ran, as records with ONLINE_COLUMNS (accuracies as fractions)."""
+    """Every online method at every K it ran, as records with ONLINE_COLUMNS (accuracies in percent)."""
     records = []
     for row in result.online:
         versus = result.paired_at(row.method, row.k)
         records.append({"k": row.k, "method": row.method, "label": method_label(row.method, row.k),
-                        "percentile": row.percentile, "mean": row.mean, "std": row.std, "ci_low": row.ci_low,
-                        "ci_high": row.ci_high, "tokens": row.tokens, "cons_tokens": row.cons_tokens,
-                        "savings": row.savings, "generated": row.generated, "stopped": row.stopped,
-                        "vs_cons": None if versus is None else versus.difference,
+                        "percentile": row.percentile, "accuracy_pct": pct(row.mean), "std_pct": pct(row.std),
+                        "ci_low_pct": pct(row.ci_low), "ci_high_pct": pct(row.ci_high),
+                        "tokens_per_problem": row.tokens, "cons_tokens_per_problem": row.cons_tokens,
+                        "saved_pct": pct(row.savings), "generated": row.generated, "stopped": row.stopped,
+                        "vs_cons_pts": None if versus is None else pct(versus.difference),
                         "vs_cons_p": None if versus is None else versus.p_value})
     return records
+
+
+def pct(share: float | None) -> float | None:
+    """A share (0.4567) in percent (45.67); None stays None. Unrounded: each writer rounds as it shows it."""
+    return None if share is None else 100 * share
 
 
 def unsigned_zero(value: float, digits: int) -> float:
@@ -134,20 +144,24 @@ def _accuracy_lines(rows: list[Row]) -> list[str]:
     width = max(len(row.label) for row in rows)
     lines = []
     for row in rows:
-        line = f"  {row.label:<{width}}  {100 * row.mean:6.2f}% ± {100 * row.std:5.2f}"
-        if row.ci_low is not None and row.ci_high is not None:
-            line += f"  [{100 * row.ci_low:5.1f}, {100 * row.ci_high:5.1f}]"
+        line = f"  {row.label:<{width}}  {100 * row.mean:6.2f}%{_spread(row.std, row.ci_low, row.ci_high)}"
         if row.vs_cons is not None:
             line += f"  vs Cons {_versus(row.vs_cons)}"
         if row.shows_tie_rule():
-            tie_rule = unsigned_zero(row.tie_rule_pts, 1)
-            line += f"   fractional {100 * row.fractional:6.2f}%, tie rule {tie_rule:+.1f} pts"
+            tie_rule = unsigned_zero(row.tie_rule_pts, 2)
+            line += f"   fractional {100 * row.fractional:6.2f}%, tie rule {tie_rule:+.2f} pts"
         lines.append(line)
     return lines
 
 
+def _spread(std: float, low: float | None, high: float | None) -> str:
+    """" ± 1.25  [ 40.00,  60.00]": the std over working sets and the interval, in percent."""
+    interval = "" if low is None or high is None else f"  [{100 * low:6.2f}, {100 * high:6.2f}]"
+    return f" ± {100 * std:5.2f}{interval}"
+
+
 def _versus(paired: PairedComparison) -> str:
-    return (f"{100 * paired.difference:+5.1f} [{100 * paired.ci_low:+.1f}, {100 * paired.ci_high:+.1f}] "
+    return (f"{100 * paired.difference:+6.2f} [{100 * paired.ci_low:+.2f}, {100 * paired.ci_high:+.2f}] "
             f"p={paired.p_value:.3f}")
 
 
@@ -160,14 +174,17 @@ def _online_lines(result: AggregateResult, k: int) -> list[str]:
         return []
     consensus = "off" if result.online_consensus is None else f"tau {result.online_consensus}"
     cons = result.accuracy_at("cons", k)
+    labels = [f"Cons@{k}", *(f"{method_label(row.method, k)} (p{row.percentile:g})" for row in rows)]
+    width = max(len(label) for label in labels)
+    spread = _spread(rows[0].std, rows[0].ci_low, rows[0].ci_high)  # every online row's is as wide
     lines = ["", f"Online DeepConf replayed on the pool at K={k} (warmup {result.online_warmup}, consensus stop "
-                 f"{consensus}); tokens are completion tokens per problem",
-             f"  {'Cons@' + str(k):<26} {100 * cons.mean:6.2f}%  tokens {rows[0].cons_tokens:>12,.0f}"]
-    for row in rows:
+                 f"{consensus}); tokens: completion tokens per problem",
+             f"  {labels[0]:<{width}}  {100 * cons.mean:6.2f}%{'':<{len(spread)}}  tokens "
+             f"{rows[0].cons_tokens:>10,.0f}"]
+    for label, row in zip(labels[1:], rows, strict=True):
         versus = result.paired_at(row.method, k)
-        line = (f"  {method_label(row.method, k) + f' (p{row.percentile:g})':<26} {100 * row.mean:6.2f}% ± "
-                f"{100 * row.std:5.2f}  [{100 * row.ci_low:5.1f}, {100 * row.ci_high:5.1f}]  tokens "
-                f"{row.tokens:>12,.0f} ({100 * row.savings:+.1f}% saved), {row.stopped:.1f} of "
+        line = (f"  {label:<{width}}  {100 * row.mean:6.2f}%{_spread(row.std, row.ci_low, row.ci_high)}  tokens "
+                f"{row.tokens:>10,.0f}  {unsigned_zero(100 * row.savings, 1):5.1f}% saved, {row.stopped:.1f} of "
                 f"{row.generated:.1f} traces stopped early")
         if versus is not None:
             line += f"  vs Cons {_versus(versus)}"
@@ -200,38 +217,41 @@ def _num(value: float | None) -> str:
 
 
 def summary_metrics(result: AggregateResult, k: int, *, simulated: bool) -> dict[str, Any]:
-    """Flat and small, for `dvc metrics show/diff`: accuracies at K, tie rate, validity, AUROC."""
+    """Every figure at K, flat: accuracies (`<method>_pct`, their std, interval and tie rule), the online methods'
+    tokens and savings, tie rate, validity, AUROC. The short headline `dvc metrics show` reads is
+    report.headline's."""
     summary: dict[str, Any] = {"simulated": simulated, "k": k, "repeat": result.repeat,
                                "working_sets": result.working_sets_at(k).fewest, "tie_break": result.tie_break}
     for row in headline_rows(result, k):
-        summary[row.method] = round(row.mean, 6)
-        summary[f"{row.method}_std"] = round(row.std, 6)
-        summary.update(_interval_metrics(row.method, row.ci_low, row.ci_high, row.vs_cons))
+        summary.update(_accuracy_metrics(row.method, row.mean, row.std, row.ci_low, row.ci_high, row.vs_cons))
         if row.method != "pass1":
-            summary[f"{row.method}_fractional"] = round(row.fractional, 6)
-            summary[f"{row.method}_tie_rule_pts"] = unsigned_zero(row.tie_rule_pts, 4)
+            summary[f"{row.method}_fractional_pct"] = _pct2(row.fractional)
+            summary[f"{row.method}_tie_rule_pts"] = unsigned_zero(row.tie_rule_pts, 2)
     for online in (row for row in result.online if row.k == k):
-        summary[online.method] = round(online.mean, 6)
-        summary[f"{online.method}_std"] = round(online.std, 6)
-        summary.update(_interval_metrics(online.method, online.ci_low, online.ci_high,
+        summary.update(_accuracy_metrics(online.method, online.mean, online.std, online.ci_low, online.ci_high,
                                          result.paired_at(online.method, k)))
-        summary[f"{online.method}_tokens"] = round(online.tokens, 1)
-        summary[f"{online.method}_savings"] = round(online.savings, 6)
-        summary["cons_tokens"] = round(online.cons_tokens, 1)
-    summary["cons_tie_rate"] = round(result.tie_rate_at(k), 6)
+        summary[f"{online.method}_tokens_per_problem"] = round(online.tokens, 1)
+        summary[f"{online.method}_saved_pct"] = _pct2(online.savings)
+        summary["cons_tokens_per_problem"] = round(online.cons_tokens, 1)
+    summary["cons_tie_rate_pct"] = _pct2(result.tie_rate_at(k))
     summary.update(_validity_metrics(result))
     for a in result.auroc:
         summary[f"auroc_{a.measure}"] = None if a.per_problem_mean is None else round(a.per_problem_mean, 6)
     return summary
 
 
-def _interval_metrics(method: str, low: float | None, high: float | None,
+def _pct2(share: float) -> float:
+    """A share in percent, to the two decimals every table shows (never -0.0)."""
+    return unsigned_zero(100 * share, 2)
+
+
+def _accuracy_metrics(method: str, mean: float, std: float, low: float | None, high: float | None,
                       versus: PairedComparison | None) -> dict[str, Any]:
-    metrics: dict[str, Any] = {}
+    metrics: dict[str, Any] = {f"{method}_pct": _pct2(mean), f"{method}_std_pct": _pct2(std)}
     if low is not None and high is not None:
-        metrics.update({f"{method}_ci_low": round(low, 6), f"{method}_ci_high": round(high, 6)})
+        metrics.update({f"{method}_ci_low_pct": _pct2(low), f"{method}_ci_high_pct": _pct2(high)})
     if versus is not None:
-        metrics.update({f"{method}_vs_cons": round(versus.difference, 6),
+        metrics.update({f"{method}_vs_cons_pts": _pct2(versus.difference),
                         f"{method}_vs_cons_p": round(versus.p_value, 6)})
     return metrics
 
@@ -250,19 +270,20 @@ def _validity_metrics(result: AggregateResult) -> dict[str, Any]:
 
 
 def results_table(result: AggregateResult, k: int) -> list[dict[str, Any]]:
-    """The headline table as records with TABLE_COLUMNS; accuracies and differences as fractions, tie_rule_pts
-    in points; interval and comparison cells None where there are none (Cons@K against itself); working_sets the
-    fewest distinct working sets of a problem at K (the same on every row)."""
+    """The headline table as records with TABLE_COLUMNS; accuracies in percent, differences in points; interval
+    and comparison cells None where there are none (Cons@K against itself); working_sets the fewest distinct
+    working sets of a problem at K (the same on every row)."""
     records = []
     sets = result.working_sets_at(k).fewest
     for row in headline_rows(result, k):
         versus = row.vs_cons
-        records.append({"method": row.method, "label": row.label, "mean": row.mean, "std": row.std,
-                        "fractional": row.fractional, "tie_rule_pts": unsigned_zero(row.tie_rule_pts, 12),
-                        "ci_low": row.ci_low,
-                        "ci_high": row.ci_high, "vs_cons": None if versus is None else versus.difference,
-                        "vs_cons_low": None if versus is None else versus.ci_low,
-                        "vs_cons_high": None if versus is None else versus.ci_high,
+        records.append({"method": row.method, "label": row.label, "accuracy_pct": pct(row.mean),
+                        "std_pct": pct(row.std), "fractional_pct": pct(row.fractional),
+                        "tie_rule_pts": unsigned_zero(row.tie_rule_pts, 12), "ci_low_pct": pct(row.ci_low),
+                        "ci_high_pct": pct(row.ci_high),
+                        "vs_cons_pts": None if versus is None else pct(versus.difference),
+                        "vs_cons_low_pts": None if versus is None else pct(versus.ci_low),
+                        "vs_cons_high_pts": None if versus is None else pct(versus.ci_high),
                         "vs_cons_p": None if versus is None else versus.p_value, "working_sets": sets})
     return records
 
@@ -278,19 +299,19 @@ def table_markdown(records: list[dict[str, Any]], k: int, tie_break: str, ci_lev
                    simulated: bool = False) -> str:
     """A Markdown table in percent, with a caption naming K, the tie rule and the intervals (after the SIMULATED
     banner for a simulated pool's)."""
-    header = ("method", "label", "mean", "std", f"{100 * ci_level:.0f}% interval", "fractional", "tie_rule_pts",
-              f"vs Cons@{k} (pts)", "p", "working sets")
+    header = ("method", "label", "accuracy (%)", "std (%)", f"{100 * ci_level:.0f}% interval (%)", "fractional (%)",
+              "tie rule (pts)", f"vs Cons@{k} (pts)", "p", "working sets")
     lines = [f"**{SIMULATED_BANNER}**", ""] if simulated else []
     lines += [f"Accuracy at K={k} (%), ties: {TIE_RULES[tie_break]}; fractional scores a t-way tie 1/t. Intervals: "
               "bootstrap over problems, each with its mean over working sets; vs Cons: paired difference [interval], "
               "paired bootstrap p; working sets: the fewest distinct working sets of a problem.",
               "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for record in records:
-        versus = "" if record["vs_cons"] is None else (f"{100 * record['vs_cons']:+.2f} "
-                                                        f"[{100 * record['vs_cons_low']:+.2f}, "
-                                                        f"{100 * record['vs_cons_high']:+.2f}]")
-        cells = [record["method"], record["label"], f"{100 * record['mean']:.2f}", f"{100 * record['std']:.2f}",
-                 _percent_interval(record["ci_low"], record["ci_high"]), f"{100 * record['fractional']:.2f}",
+        versus = "" if record["vs_cons_pts"] is None else (f"{record['vs_cons_pts']:+.2f} "
+                                                            f"[{record['vs_cons_low_pts']:+.2f}, "
+                                                            f"{record['vs_cons_high_pts']:+.2f}]")
+        cells = [record["method"], record["label"], f"{record['accuracy_pct']:.2f}", f"{record['std_pct']:.2f}",
+                 _interval(record["ci_low_pct"], record["ci_high_pct"]), f"{record['fractional_pct']:.2f}",
                  f"{record['tie_rule_pts']:+.2f}", versus,
                  "" if record["vs_cons_p"] is None else f"{record['vs_cons_p']:.3f}", str(record["working_sets"])]
         lines.append("| " + " | ".join(cells) + " |")
@@ -299,27 +320,28 @@ def table_markdown(records: list[dict[str, Any]], k: int, tie_break: str, ci_lev
 
 def online_markdown(records: list[dict[str, Any]], result: AggregateResult, *, simulated: bool) -> str:
     """The paper's online table layout: per K, Cons@K's accuracy and tokens, then each online method's
-    accuracy, tokens and token savings (tokens summed over the dataset's problems, as the paper does)."""
+    accuracy, tokens and token savings. Tokens per problem, as every other table gives them (the paper sums
+    them over the dataset: multiply by the problem count the caption gives)."""
     methods = list(result.online_methods)
-    problems = result.validity.n_problems
-    header = ["K", "Cons@K acc", "Cons@K tokens"]
+    header = ["K", "Cons@K accuracy (%)", "Cons@K tokens / problem"]
     for method in methods:
         name = method_label(method, "K")
-        header += [f"{name} acc [{100 * result.ci_level:.0f}% interval]", f"{name} tokens", f"{name} saved"]
+        header += [f"{name} accuracy (%) [{100 * result.ci_level:.0f}% interval]", f"{name} tokens / problem",
+                   f"{name} saved (%)"]
     consensus = "off" if result.online_consensus is None else f"tau {result.online_consensus}"
     lines = [f"**{SIMULATED_BANNER}**", ""] if simulated else []
     lines += [f"Online DeepConf replayed on the pool: warmup {result.online_warmup}, consensus stop {consensus}; "
-              f"accuracy (%) mean over {result.repeat} working sets per problem; tokens: completion tokens over "
-              f"all {problems} problems (mean over working sets).", "",
-              "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+              f"accuracy (%) mean over {result.repeat} working sets per problem of {result.validity.n_problems} "
+              "problems; tokens: completion tokens per problem (mean over working sets).", "",
+              "| " + " | ".join(header) + " |", "|" + "---:|" * len(header)]
     for k in sorted({r["k"] for r in records}):
         at_k = {r["method"]: r for r in records if r["k"] == k}
         cons = result.accuracy_at("cons", k)
-        cells = [str(k), f"{100 * cons.mean:.2f}", _tokens(next(iter(at_k.values()))["cons_tokens"] * problems)]
+        cells = [str(k), f"{100 * cons.mean:.2f}", _tokens(next(iter(at_k.values()))["cons_tokens_per_problem"])]
         for method in methods:
             row = at_k[method]
-            cells += [f"{100 * row['mean']:.2f} {_percent_interval(row['ci_low'], row['ci_high'])}",
-                      _tokens(row["tokens"] * problems), f"{100 * row['savings']:.1f}%"]
+            cells += [f"{row['accuracy_pct']:.2f} {_interval(row['ci_low_pct'], row['ci_high_pct'])}",
+                      _tokens(row["tokens_per_problem"]), f"{unsigned_zero(row['saved_pct'], 1):.1f}"]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
@@ -328,8 +350,8 @@ def _tokens(value: float) -> str:
     return f"{value:,.0f}"
 
 
-def _percent_interval(low: float | None, high: float | None) -> str:
-    return "" if low is None or high is None else f"[{100 * low:.2f}, {100 * high:.2f}]"
+def _interval(low_pct: float | None, high_pct: float | None) -> str:
+    return "" if low_pct is None or high_pct is None else f"[{low_pct:.2f}, {high_pct:.2f}]"
 
 
 def _cell(value: Any, decimals: int) -> str:
@@ -339,11 +361,11 @@ def _cell(value: Any, decimals: int) -> str:
 
 
 def problem_results(result: AggregateResult, k: int, problems: list[Problem], *, simulated: bool) -> dict[str, Any]:
-    """Per problem at K: gold answer, and per method its accuracy over repeats and usual prediction."""
+    """Per problem at K: gold answer, and per method its accuracy over repeats (in percent) and usual prediction."""
     by_problem: dict[str, dict[str, Any]] = {p.id: {"id": p.id, "gold": p.answer, "methods": {}} for p in problems}
     for row in result.problems:
         if row.k == k and row.problem_id in by_problem:
             by_problem[row.problem_id]["methods"][row.method] = {
-                "accuracy": row.accuracy, "prediction": row.prediction, "answered": row.answered}
+                "accuracy_pct": pct(row.accuracy), "prediction": row.prediction, "answered": row.answered}
     return {"simulated": simulated, "k": k, "repeat": result.repeat,
             "working_sets": result.working_sets_at(k).fewest, "problems": list(by_problem.values())}

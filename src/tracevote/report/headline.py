@@ -1,0 +1,95 @@
+"""The headline figures `dvc metrics show`, `metrics diff` and `exp show` read: a few short flat files under one
+folder, metrics/headline/, that dvc.yaml declares as its only metrics. A file exists once its stage has run, so the
+table lists what has run and warns of nothing missing.
+
+`dvc metrics show` puts every file in one table, a row per file and a column per key of any file. So a file is one
+row of a table of methods: DeepConf writes one per method and dataset, and the keys are few and shared wherever the
+quantity is the same. Accuracy in percent to two decimals (`accuracy_pct`), tokens as completion tokens per problem
+(`tokens_per_problem`), and `simulated` on every file:
+
+    deepconf/<dataset>/pass1.json       {"simulated", "problems", "k": 1, "accuracy_pct", "tokens_per_problem"}
+    deepconf/<dataset>/cons.json        the same at report.k (every offline DeepConf method at K spends as much)
+    deepconf/<dataset>/online_low.json  the same, and "saved_pct": the share of Cons@K's tokens it did not spend
+    debate.json                         {"simulated", "problems", "accuracy_pct", "tokens_per_problem"}
+    critique/<dataset>.json             {"simulated", "solutions", "f1_pct"}
+    grading/<run>.json                  {"simulated", "predictions", "accuracy_pct", "words_per_prediction",
+                                         "critic_score"}
+
+The offline DeepConf methods, the intervals and every other figure are in the flat files beside (summary.json,
+debate.json, critique.json, grading.json).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from tracevote.core.fileio import write_json
+from tracevote.critique.metrics import scores
+from tracevote.critique.results import CritiqueResult
+from tracevote.debate.results import DebateResult
+from tracevote.deepconf.results import AggregateResult
+from tracevote.report.tables import unsigned_zero
+
+
+def percent(share: float | None) -> float | None:
+    """0.456789 -> 45.68; None (a share of nothing) stays None."""
+    return None if share is None else unsigned_zero(100 * share, 2)
+
+
+def deepconf_headlines(result: AggregateResult, k: int, tokens_per_trace: float, *,
+                       simulated: bool) -> dict[str, dict[str, Any]]:
+    """Pass@1 (one trace), Cons@K and each online method at the report's K. Voting at K spends K traces'
+    tokens (report.compare's measure); an online method what its traces spent before they stopped."""
+    common = {"simulated": simulated, "problems": result.validity.n_problems}
+    headlines = {
+        "pass1": {**common, "k": 1, "accuracy_pct": percent(result.accuracy_at("pass1", k).mean),
+                  "tokens_per_problem": round(tokens_per_trace, 1)},
+        "cons": {**common, "k": k, "accuracy_pct": percent(result.accuracy_at("cons", k).mean),
+                 "tokens_per_problem": round(k * tokens_per_trace, 1)}}
+    for online in (row for row in result.online if row.k == k):
+        headlines[online.method] = {**common, "k": k, "accuracy_pct": percent(online.mean),
+                                    "tokens_per_problem": round(online.tokens, 1),
+                                    "saved_pct": percent(online.savings)}
+    return headlines
+
+
+def debate_headline(results: Sequence[DebateResult], *, simulated: bool) -> dict[str, Any]:
+    """Every debated problem of every dataset: accuracy, and the completion tokens of every call per problem."""
+    count = len(results)
+    return {"simulated": simulated, "problems": count,
+            "accuracy_pct": percent(sum(r.correct for r in results) / count) if count else None,
+            "tokens_per_problem": round(sum(r.completion_tokens for r in results) / count, 1) if count else None}
+
+
+def critique_headlines(results: Sequence[CritiqueResult], *, simulated: bool) -> dict[str, dict[str, Any]]:
+    """Per dataset: its solutions and ProcessBench's F1 in percent (None when a subset is empty)."""
+    headlines = {}
+    for dataset in dict.fromkeys(result.dataset for result in results):
+        own = scores([result.scored() for result in results if result.dataset == dataset])
+        headlines[dataset] = {"simulated": simulated, "solutions": own.n_error + own.n_correct,
+                              "f1_pct": percent(own.f1)}
+    return headlines
+
+
+def grading_headlines(records: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per run (a grade stage's record): its Math-Verify accuracy, the reasoning's words per prediction and the
+    critic's mean score (1-5, None when it scored nothing)."""
+    return {record["run"]: {"simulated": bool(record["simulated"]), "predictions": record["total"],
+                            "accuracy_pct": percent(record["accuracy"]),
+                            "words_per_prediction": round(float(record["avg_word_count"]), 1),
+                            "critic_score": None if record["critic_score"] is None
+                            else round(float(record["critic_score"]), 2)}
+            for record in records}
+
+
+def write_headlines(folder: Path, headlines: Mapping[str, dict[str, Any]]) -> None:
+    """`folder/<name>.json` for each of `headlines` (checked dataset and run names), each written atomically;
+    then any other .json there (a dataset or run since dropped from params.yaml) is removed, so the table shows
+    no stale row. A failed run removes nothing."""
+    for name, headline in headlines.items():
+        write_json(folder / f"{name}.json", headline)
+    for stale in sorted(folder.glob("*.json")):
+        if stale.stem not in headlines:
+            stale.unlink()

@@ -1,0 +1,136 @@
+"""One unit per quantity, and the short headline files `dvc metrics show` reads: the printed online rows line up,
+online.md gives tokens per problem, the comparison holds online DeepConf, the headline keys name their unit."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import orjson
+import pandas as pd
+import pytest
+
+from tests.debate.test_results import four_results
+from tests.deepconf.test_online import GROUP, problem_traces
+from tracevote.core.config import AnswersConfig, EvalConfig, OnlineConfig
+from tracevote.critique.results import CritiqueResult
+from tracevote.deepconf.evaluate import aggregate
+from tracevote.deepconf.results import AggregateResult
+from tracevote.deepconf.score import score_and_stops
+from tracevote.report import compare, headline, tables
+from tracevote.report.compare import DebatePoint
+
+
+@pytest.fixture(scope="module")
+def online_result() -> AggregateResult:
+    """Four problems of 12 traces each, answers 2-4 (gold 3), online DeepConf low and high from K=4."""
+    rng = np.random.default_rng(0)
+    frames, stop_frames = [], []
+    for problem in range(4):
+        confidences = [rng.uniform(1, 6, rng.integers(1, 12)) for _ in range(12)]
+        scores, stops = score_and_stops(problem_traces(f"p{problem}", confidences), 3, GROUP,
+                                        AnswersConfig("last_integer", False))
+        scores["answer"] = pd.array(rng.integers(2, 5, 12), dtype="Int64")
+        scores["valid"] = True
+        scores["correct"] = scores["answer"] == 3
+        frames.append(scores)
+        stop_frames.append(stops)
+    online = OnlineConfig(warmup=4, percentiles={"low": 90, "high": 10}, consensus=None)
+    return aggregate(pd.concat(frames), EvalConfig(k=(2, 4, 8, 12), repeat=6, seed=0, etas=(0.1,), bootstrap=200),
+                     online=online, stops=pd.concat(stop_frames))
+
+
+def online_block(text: str) -> list[str]:
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("Online DeepConf replayed"))
+    return lines[start + 1:start + 4]
+
+
+def test_the_printed_online_rows_line_up_and_print_savings_as_a_plain_percentage(online_result) -> None:
+    cons, low, high = online_block(tables.render(online_result, 12, simulated=False))
+    assert cons.strip().startswith("Cons@12") and "DeepConf-low online@12 (p90)" in low
+    for column in ("%", "tokens"):  # the accuracy's % sign and the tokens column at one place on every row
+        assert cons.index(column) == low.index(column) == high.index(column)
+    assert re.search(r"tokens +[\d,]+ +\d+\.\d% saved, ", low)
+    assert "+" not in low.split("saved")[0]  # no sign on a saving (nor anywhere before it)
+
+
+def test_online_markdown_gives_tokens_per_problem_like_every_other_table(online_result) -> None:
+    records = tables.online_rows(online_result)
+    markdown = tables.online_markdown(records, online_result, simulated=False)
+    assert "tokens: completion tokens per problem" in markdown
+    at_12 = next(line for line in markdown.splitlines() if line.startswith("| 12 |")).split(" | ")
+    row = tables.online_rows(online_result)[-2]  # online_low at K=12
+    assert row["method"] == "online_low" and at_12[2] == f"{row['cons_tokens_per_problem']:,.0f}"
+    assert at_12[4] == f"{row['tokens_per_problem']:,.0f}" and at_12[5] == f"{row['saved_pct']:.1f}"
+    assert row["accuracy_pct"] == 100 * online_result.online_at("online_low", 12).mean
+
+
+def test_deepconf_headlines_are_rows_of_one_short_table_of_methods(online_result) -> None:
+    headlines = headline.deepconf_headlines(online_result, 12, 7.0, simulated=True)
+    low = online_result.online_at("online_low", 12)
+    assert list(headlines) == ["pass1", "cons", "online_low", "online_high"]
+    assert headlines["pass1"] == {"simulated": True, "problems": 4, "k": 1, "tokens_per_problem": 7.0,
+                                  "accuracy_pct": round(100 * online_result.accuracy_at("pass1", 12).mean, 2)}
+    assert headlines["cons"]["tokens_per_problem"] == 84.0  # K traces
+    assert headlines["online_low"] == {"simulated": True, "problems": 4, "k": 12,
+                                       "accuracy_pct": round(100 * low.mean, 2),
+                                       "tokens_per_problem": round(low.tokens, 1),
+                                       "saved_pct": round(100 * low.savings, 2)}
+    keys = set().union(*headlines.values())  # the columns of `dvc metrics show`
+    assert keys == {"simulated", "problems", "k", "accuracy_pct", "tokens_per_problem", "saved_pct"}
+    assert list(headline.deepconf_headlines(online_result, 2, 7.0, simulated=False)) == ["pass1", "cons"]
+
+
+def test_the_comparison_holds_online_deepconf_at_k_in_percent_and_tokens_per_problem(online_result) -> None:
+    scores = pd.DataFrame({"problem_id": ["p0", "p1"], "n_tokens": [10, 30]})
+    curve = compare.voting_curve([(online_result, scores)])
+    rows = compare.comparison_rows(curve, DebatePoint(0.5, 1000.0, 5.0, 4), 12, agents=4)
+    online = {row["method"]: row for row in rows if row["method"].startswith("online_")}
+    low = online_result.online_at("online_low", 12)
+    assert online["online_low"] == {"method": "online_low", "label": "DeepConf-low online@12", "k": 12,
+                                    "accuracy_pct": round(100 * low.mean, 2),
+                                    "completion_tokens_per_problem": round(low.tokens, 1)}
+    assert set(online) == {"online_low", "online_high"}
+    markdown = compare.render_markdown(rows, ["toy"], 4, simulated=False)
+    assert "| DeepConf-low online@12 | 12 |" in markdown
+    assert "accuracy_pct" in compare.curve_table(curve, DebatePoint(0.5, 1000.0, 5.0, 4)).columns
+
+
+def test_the_debate_headline_pools_every_debated_problem() -> None:
+    results = four_results()
+    summary = headline.debate_headline(results, simulated=False)
+    assert summary == {"simulated": False, "problems": 4,
+                       "accuracy_pct": round(100 * sum(r.correct for r in results) / 4, 2),
+                       "tokens_per_problem": round(sum(r.completion_tokens for r in results) / 4, 1)}
+
+
+def critique(dataset: str, label: int, prediction: int | None) -> CritiqueResult:
+    return CritiqueResult(dataset=dataset, id=f"{dataset}-{label}-{prediction}", task=dataset, label=label, n_steps=4,
+                          boxed=[str(prediction)], votes=[prediction], prediction=prediction,
+                          match=prediction == label, unanimous=True, unparsable=0, truncated=0, prompt_tokens=10,
+                          completion_tokens=20, usd=0.0)
+
+
+def test_each_critique_dataset_gets_its_own_headline_with_an_empty_subset_as_null() -> None:
+    results = [critique("a", 2, 2), critique("a", -1, 1), critique("a", 1, 3), critique("a", -1, -1),
+               critique("b", 1, 1)]
+    headlines = headline.critique_headlines(results, simulated=True)
+    assert headlines == {"a": {"simulated": True, "solutions": 4, "f1_pct": 50.0},  # error and correct acc 50%
+                         "b": {"simulated": True, "solutions": 1, "f1_pct": None}}  # no solution without an error
+
+
+def test_each_grading_run_gets_its_own_headline() -> None:
+    record = {"run": "pool_toy", "simulated": True, "total": 192, "accuracy": 0.65625, "avg_word_count": 143.1198,
+              "critic_score": None}
+    assert headline.grading_headlines([record]) == {"pool_toy": {
+        "simulated": True, "predictions": 192, "accuracy_pct": 65.62, "words_per_prediction": 143.1,
+        "critic_score": None}}
+
+
+def test_a_folder_of_headlines_keeps_only_the_current_names(tmp_path: Path) -> None:
+    headline.write_headlines(tmp_path, {"a": {"f1_pct": 1.0}, "b": {"f1_pct": 2.0}})
+    headline.write_headlines(tmp_path, {"b": {"f1_pct": 3.0}})  # a left critique.datasets
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["b.json"]
+    assert orjson.loads((tmp_path / "b.json").read_bytes()) == {"f1_pct": 3.0}
