@@ -30,7 +30,7 @@ from tabulate import SEPARATING_LINE, tabulate
 from tracevote.core.config import Params
 from tracevote.core.config_endpoints import ModelConfig
 from tracevote.core.config_methods import GradingRunConfig
-from tracevote.sampling.budget import BYTES_PER_PROMPT_TOKEN, CostEstimate, estimate, money, simulated_as
+from tracevote.core.costs import BYTES_PER_PROMPT_TOKEN, CostEstimate, estimate, money, simulated_as
 from tracevote.store.calls import CallLedger
 
 T = TypeVar("T")
@@ -79,9 +79,10 @@ def _capped(stage: str, cost: CostEstimate, models: tuple[ModelConfig, ...], cap
 
 def pool_row(params: Params, name: str, n_pool: int) -> Row:
     """build_pool@<name>: the samples below `n_pool` the dataset's pool (of this setting) lacks."""
+    from tracevote.core.costs import prompt_bytes
     from tracevote.datasets.problems import load_problems
     from tracevote.sampling.build import plan_build
-    from tracevote.sampling.prompts import prompt_bytes, setting_messages
+    from tracevote.sampling.prompts import setting_messages
     from tracevote.store.pool import Setting, find_pool
 
     stage = f"build_pool@{name}"

@@ -28,11 +28,11 @@ import orjson
 
 from tracevote.core.config import Params
 from tracevote.core.config_deepconf import DecodingConfig
+from tracevote.core.costs import CostEstimate, estimate, simulated_as
 from tracevote.core.errors import DataError
 from tracevote.grading.accuracy import Pairing
 from tracevote.grading.gold import GoldItem
 from tracevote.grading.predictions import Prediction
-from tracevote.sampling.budget import CostEstimate, estimate, simulated_as
 from tracevote.store.calls import Call, CallLedger, decode
 from tracevote.store.ledger import fingerprint_of, folder_name
 
