@@ -12,11 +12,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from tracevote.core.simulated import SOLVE
+
 if TYPE_CHECKING:
     from tracevote.datasets.problems import Problem
     from tracevote.store.pool import Setting
 
-SOLVE = "solve"
 DEFAULT_TEMPLATE = "{problem}\n\nPlease reason step by step, and put your final answer within \\boxed{}."
 
 

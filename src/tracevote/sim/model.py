@@ -46,7 +46,8 @@ import orjson
 
 from tracevote.core.config_endpoints import SimConfig
 from tracevote.core.profiles import PROFILES, Profile
-from tracevote.sim.kinds import SOLVE, responder_for
+from tracevote.core.simulated import SOLVE
+from tracevote.sim.kinds import responder_for
 from tracevote.sim.render import Degrade, render
 from tracevote.sim.request import SimRequest, parse_request, problem_of
 from tracevote.sim.tokens import Trace, answer_tokens, digest, draw_tokens, seeded_rng
