@@ -187,7 +187,7 @@ def _critic_before_pool(params: Params, run: GradingRunConfig, gold: Path) -> Co
     """The critic's calls on a pool not built yet: the first max_samples gold items with a reference solution,
     each shown a trace of max_tokens x the pool endpoint's expected_output_fraction (as the debate's estimate
     sizes a solution it has not seen)."""
-    from tracevote.grading.critic import critic_messages
+    from tracevote.critique.critic_prompt import critic_messages
     from tracevote.grading.gold import gold_from_normalized
 
     cfg, model = params.grading.critic, params.critic_model

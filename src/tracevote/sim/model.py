@@ -74,8 +74,9 @@ class SimModel:
 
     `answers` maps problem text to gold answer; a prompt matches the problem it starts with.
     `first_errors` maps a solution's steps digest (tracevote.critique.prompts.steps_digest) to its first
-    wrong step, for critique calls. `reached` maps a reasoning's digest (tracevote.grading.critic.reasoning_digest)
-    to whether it reached its gold answer, for grading critic calls.
+    wrong step, for critique calls. `reached` maps a reasoning's digest
+    (tracevote.critique.critic_prompt.reasoning_digest) to whether it reached its gold answer, for grading critic
+    calls.
     """
 
     def __init__(self, cfg: SimConfig, answers: Mapping[str, int] | None = None,
