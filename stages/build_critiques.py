@@ -8,13 +8,14 @@ no key and sends nothing.
 import os
 from pathlib import Path
 
+from tracevote.core.costs import simulated_as
 from tracevote.core.entry import stage_main
 from tracevote.core.errors import TracevoteError
 from tracevote.critique import build
 from tracevote.critique.prompts import steps_digest
 from tracevote.datasets.steps import load_step_records
 from tracevote.sampling import backend
-from tracevote.sampling.budget import SpendCap, check_budget, simulated_as
+from tracevote.sampling.budget import SpendCap, check_budget
 from tracevote.sampling.paid import read_paid_stage_args, run_ledger_calls
 from tracevote.sampling.runner import OneCall
 from tracevote.store.calls import CallLedger

@@ -8,12 +8,13 @@ its first missing call on; finished debates need no key and send nothing.
 import os
 from pathlib import Path
 
+from tracevote.core.costs import simulated_as
 from tracevote.core.entry import stage_main
 from tracevote.core.errors import TracevoteError
 from tracevote.debate import build
 from tracevote.debate.protocol import DebateConversation
 from tracevote.sampling import backend
-from tracevote.sampling.budget import SpendCap, check_budget, simulated_as
+from tracevote.sampling.budget import SpendCap, check_budget
 from tracevote.sampling.paid import read_paid_stage_args, run_ledger_calls
 from tracevote.store.calls import CallLedger
 

@@ -9,12 +9,13 @@ from pathlib import Path
 
 from tracevote.core.config import Params
 from tracevote.core.config_endpoints import base_urls
+from tracevote.core.costs import simulated_as, usd
 from tracevote.core.entry import stage_main
 from tracevote.core.errors import TracevoteError
 from tracevote.core.fileio import missing_folders
 from tracevote.datasets.problems import Problem
 from tracevote.sampling import backend
-from tracevote.sampling.budget import SpendCap, check_budget, simulated_as, usd
+from tracevote.sampling.budget import SpendCap, check_budget
 from tracevote.sampling.build import BuildPlan, plan_build, run_build
 from tracevote.sampling.paid import (
     CallProgress,

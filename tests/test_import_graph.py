@@ -1,5 +1,5 @@
-"""The package's import graph has no circle, between modules or between subpackages (each subpackage is a layer
-that imports only from layers below it), and every module imports on its own.
+"""The package's imports run one way, down STYLE.md's layers, with no circle between modules or between
+subpackages; and every module imports on its own.
 
 Only imports that run when a module loads count: those inside functions (deliberately lazy) and under
 `if TYPE_CHECKING:` (never run) are left out.
@@ -119,3 +119,51 @@ def test_every_module_imports_on_its_own(tmp_path: Path) -> None:
     names = [name for name in module_files() if not name.endswith("__main__")]
     result = subprocess.run([sys.executable, str(script), *names], capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+# STYLE.md "Layers and doors", from the ground up; a module imports only from its own layer or one listed before it.
+# `stages/` (the DVC stage scripts, outside the package) sits with `cli` at the top.
+LAYERS: list[set[str]] = [
+    {"core"},
+    {"answers"},
+    {"datasets"},
+    {"store"},
+    {"deepconf", "debate", "critique"},
+    {"report", "sim"},
+    {"sampling"},
+    {"grading"},
+    {"cli", "__main__"},
+]
+
+
+def layer_of(module: str) -> int:
+    parts = module.split(".")
+    if len(parts) == 1:  # the package's own __init__: only a version string, below everything
+        return -1
+    for rank, rooms in enumerate(LAYERS):
+        if parts[1] in rooms:
+            return rank
+    raise AssertionError(f"{module} is in no layer: add its subpackage to LAYERS (and to STYLE.md)")
+
+
+def upward_imports(graph: nx.DiGraph) -> list[str]:
+    return sorted(f"{importer} -> {imported}" for importer, imported in graph.edges
+                  if layer_of(imported) > layer_of(importer))
+
+
+def test_every_subpackage_has_a_layer() -> None:
+    for name in module_files():
+        layer_of(name)
+
+
+def test_imports_run_one_way_down_the_layers() -> None:
+    upward = upward_imports(module_graph())
+    assert not upward, "imports up the layers (pass the piece in, or move it down):\n" + "\n".join(upward)
+
+
+def test_the_layer_check_sees_an_upward_import() -> None:
+    """Guards the layer check itself: an edge from a lower room to a higher one is named."""
+    graph = nx.DiGraph([("tracevote.core.config", "tracevote.sampling.client"),
+                        ("tracevote.sampling.client", "tracevote.core.config"),
+                        ("tracevote.sim.kinds", "tracevote.report.tables")])
+    assert upward_imports(graph) == ["tracevote.core.config -> tracevote.sampling.client"]

@@ -18,9 +18,9 @@ from tests.sampling.test_connection_errors import tracevote, workdir
 from tests.sampling.test_run_control import build_pool
 from tracevote.cli.demo import BUILTIN_GSM8K, BUILTIN_PREDICTIONS, BUILTIN_STEPS, local_dataset
 from tracevote.core.config import load_params
+from tracevote.core.costs import money, prompt_bytes
 from tracevote.datasets.problems import load_problems
-from tracevote.sampling.budget import money
-from tracevote.sampling.prompts import prompt_bytes, setting_messages
+from tracevote.sampling.prompts import setting_messages
 from tracevote.store.pool import Setting
 
 PRICE_IN, PRICE_OUT = 0.14, 0.28  # the fixture's deepseek endpoint, USD per 1M tokens; every token in at cache miss

@@ -29,14 +29,13 @@ from tracevote.cli.demo import deep_merge, local_dataset, write_params
 from tracevote.core.config import load_params
 from tracevote.core.config_endpoints import SimConfig
 from tracevote.core.errors import FatalAPIError
+from tracevote.critique.critic_prompt import CRITIC, reasoning_digest
 from tracevote.grading.accuracy import pair_by_id
 from tracevote.grading.critic import (
-    CRITIC,
     critic_calls,
     critic_decoding,
     critic_items,
     parse_score,
-    reasoning_digest,
     reply_score,
 )
 from tracevote.grading.gold import GoldItem

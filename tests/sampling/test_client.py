@@ -23,8 +23,9 @@ from tracevote.core.config_deepconf import DecodingConfig
 from tracevote.core.config_endpoints import ModelConfig, SimConfig
 from tracevote.core.errors import ConfigError, EndpointError, EndpointNotFoundError, FatalAPIError, ModelNotFoundError
 from tracevote.core.retry import Backoff, RetryNotice, TransientError
+from tracevote.core.simulated import KIND_HEADER, SAMPLE_HEADER
 from tracevote.sampling.apikey import resolve_api_key
-from tracevote.sampling.client import KIND_HEADER, SAMPLE_HEADER, UNCAPPED, ChatClient
+from tracevote.sampling.client import UNCAPPED, ChatClient
 from tracevote.sampling.limiter import AdaptiveLimiter
 from tracevote.sim.faults import FaultPlan, parse_faults
 from tracevote.sim.model import SimModel

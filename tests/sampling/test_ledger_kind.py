@@ -23,9 +23,8 @@ from tests.sim_servers import watched_server
 from tracevote.core.config import load_params
 from tracevote.core.config_endpoints import SimConfig
 from tracevote.core.errors import DataError
-from tracevote.core.simulated import FINGERPRINT_PREFIX, SIMULATED_HEADER
+from tracevote.core.simulated import FINGERPRINT_PREFIX, SIMULATED_HEADER, SOLVE
 from tracevote.sampling.client import ChatClient
-from tracevote.sampling.prompts import SOLVE
 from tracevote.sampling.replies import paid_reply
 from tracevote.sampling.runner import OneCall, run_calls
 from tracevote.store.calls import Call, CallLedger

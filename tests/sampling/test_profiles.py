@@ -15,7 +15,8 @@ from tracevote.core.config_deepconf import DecodingConfig
 from tracevote.core.config_endpoints import ModelConfig, PricingConfig, SimConfig
 from tracevote.core.errors import ConfigError, FatalAPIError
 from tracevote.core.profiles import PROFILES
-from tracevote.grading.critic import CRITIC, RESPONSE_FORMAT
+from tracevote.critique.critic_prompt import CRITIC
+from tracevote.grading.critic import RESPONSE_FORMAT
 from tracevote.sampling.client import ChatClient
 from tracevote.sampling.replies import paid_reply
 from tracevote.sampling.runner import Paid

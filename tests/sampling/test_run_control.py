@@ -24,9 +24,9 @@ from tests.dvcproject import one_dataset, project_env, update_endpoint
 from tests.sim_servers import requests_by_key
 from tracevote.cli.demo import with_overrides
 from tracevote.core.config_endpoints import SimConfig
+from tracevote.core.costs import money
 from tracevote.core.errors import StorageError
 from tracevote.sampling.breaker import OUTAGE_ATTEMPTS
-from tracevote.sampling.budget import money
 from tracevote.sampling.paid import check_free_space
 from tracevote.sampling.runner import calls_at_risk
 from tracevote.sim.faults import FaultPlan, parse_faults

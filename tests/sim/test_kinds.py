@@ -16,12 +16,13 @@ from tracevote.core.config_deepconf import DecodingConfig
 from tracevote.core.config_endpoints import ModelConfig, SimConfig
 from tracevote.core.errors import FatalAPIError
 from tracevote.core.retry import Backoff
+from tracevote.core.simulated import KIND_HEADER, SAMPLE_HEADER, SOLVE
+from tracevote.critique.critic_prompt import CRITIC
 from tracevote.critique.prompts import CRITIQUE
 from tracevote.debate.prompts import ANSWER, RANK, REVISE
-from tracevote.grading.critic import CRITIC
-from tracevote.sampling.client import KIND_HEADER, SAMPLE_HEADER, ChatClient
+from tracevote.sampling.client import ChatClient
 from tracevote.sampling.prompts import Prompt, build_messages, solve_prompt
-from tracevote.sim.kinds import KNOWN_KINDS, SOLVE, UnknownKindError, register_kind, unregister_kind
+from tracevote.sim.kinds import KNOWN_KINDS, UnknownKindError, register_kind, unregister_kind
 from tracevote.sim.model import SimModel
 from tracevote.sim.render import Degrade
 from tracevote.sim.request import SimRequest

@@ -11,8 +11,9 @@ import pytest
 
 from tracevote.core.config_endpoints import SimConfig
 from tracevote.core.profiles import PROFILES, infer_profile
-from tracevote.grading.critic import CRITIC, RESPONSE_FORMAT
-from tracevote.sampling.prompts import SOLVE
+from tracevote.core.simulated import SOLVE
+from tracevote.critique.critic_prompt import CRITIC
+from tracevote.grading.critic import RESPONSE_FORMAT
 from tracevote.sim.model import SimModel
 from tracevote.sim.request import SimRequestError, parse_request
 

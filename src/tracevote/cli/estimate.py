@@ -30,7 +30,7 @@ from tabulate import SEPARATING_LINE, tabulate
 from tracevote.core.config import Params
 from tracevote.core.config_endpoints import ModelConfig
 from tracevote.core.config_methods import GradingRunConfig
-from tracevote.sampling.budget import BYTES_PER_PROMPT_TOKEN, CostEstimate, estimate, money, simulated_as
+from tracevote.core.costs import BYTES_PER_PROMPT_TOKEN, CostEstimate, estimate, money, simulated_as
 from tracevote.store.calls import CallLedger
 
 T = TypeVar("T")
@@ -79,9 +79,10 @@ def _capped(stage: str, cost: CostEstimate, models: tuple[ModelConfig, ...], cap
 
 def pool_row(params: Params, name: str, n_pool: int) -> Row:
     """build_pool@<name>: the samples below `n_pool` the dataset's pool (of this setting) lacks."""
+    from tracevote.core.costs import prompt_bytes
     from tracevote.datasets.problems import load_problems
     from tracevote.sampling.build import plan_build
-    from tracevote.sampling.prompts import prompt_bytes, setting_messages
+    from tracevote.sampling.prompts import setting_messages
     from tracevote.store.pool import Setting, find_pool
 
     stage = f"build_pool@{name}"
@@ -195,7 +196,7 @@ def _critic_before_pool(params: Params, run: GradingRunConfig, gold: Path) -> Co
     """The critic's calls on a pool not built yet: the first max_samples gold items with a reference solution,
     each shown a trace of max_tokens x the pool endpoint's expected_output_fraction (as the debate's estimate
     sizes a solution it has not seen)."""
-    from tracevote.grading.critic import critic_messages
+    from tracevote.critique.critic_prompt import critic_messages
     from tracevote.grading.gold import gold_from_normalized
 
     cfg, model = params.grading.critic, params.critic_model

@@ -19,10 +19,10 @@ from tracevote.core.config import Params
 from tracevote.core.config_deepconf import DecodingConfig
 from tracevote.core.config_endpoints import PricingConfig
 from tracevote.core.config_methods import CritiqueConfig
+from tracevote.core.costs import CostEstimate, estimate
 from tracevote.core.fileio import write_json
 from tracevote.critique.prompts import CRITIQUE, critique_messages, critique_template
 from tracevote.datasets.steps import StepRecord
-from tracevote.sampling.budget import CostEstimate, estimate
 from tracevote.store.calls import Call, CallLedger, ledger_fields, load_finished_ledger
 from tracevote.store.framing import Key
 from tracevote.store.ledger import fingerprint_of, folder_name

@@ -17,13 +17,13 @@ from tracevote.core.config import Params
 from tracevote.core.config_deepconf import DecodingConfig
 from tracevote.core.config_endpoints import ModelConfig, PricingConfig
 from tracevote.core.config_methods import DebateConfig
+from tracevote.core.costs import BYTES_PER_PROMPT_TOKEN, CostEstimate, estimate
 from tracevote.core.errors import ConfigError
 from tracevote.core.fileio import write_json
 from tracevote.datasets.problems import Problem
 from tracevote.debate.examples import examples_text
 from tracevote.debate.prompts import RANK
 from tracevote.debate.protocol import Debate, Transcript, advance, replay
-from tracevote.sampling.budget import BYTES_PER_PROMPT_TOKEN, CostEstimate, estimate
 from tracevote.store.calls import CallLedger, ledger_fields, load_finished_ledger
 from tracevote.store.ledger import fingerprint_of, folder_name
 

@@ -11,6 +11,7 @@ from tracevote.answers.mathverify import normalize_answer_text
 from tracevote.core.config import Params
 from tracevote.core.errors import DataError, TracevoteError
 from tracevote.core.names import recorded_path
+from tracevote.critique.critic_prompt import reasoning_digest
 from tracevote.grading.accuracy import Pairing, final_answer
 from tracevote.grading.critic import (
     CriticScores,
@@ -22,7 +23,6 @@ from tracevote.grading.critic import (
     missing_calls,
     open_ledger,
     read_scores,
-    reasoning_digest,
 )
 from tracevote.grading.runs import MANIFEST, CriticManifest, read_critic_manifest, write_critic_manifest
 from tracevote.sampling import backend

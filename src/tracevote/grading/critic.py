@@ -28,42 +28,21 @@ import orjson
 
 from tracevote.core.config import Params
 from tracevote.core.config_deepconf import DecodingConfig
+from tracevote.core.costs import CostEstimate, estimate, simulated_as
 from tracevote.core.errors import DataError
+from tracevote.critique.critic_prompt import CRITIC, CRITIC_TEMPLATE, PROMPT_VERSION, critic_messages
 from tracevote.grading.accuracy import Pairing
 from tracevote.grading.gold import GoldItem
 from tracevote.grading.predictions import Prediction
-from tracevote.sampling.budget import CostEstimate, estimate, simulated_as
 from tracevote.store.calls import Call, CallLedger, decode
 from tracevote.store.ledger import fingerprint_of, folder_name
 
-CRITIC = "critic"  # the kind of call, for the simulated model
 METHOD = "grading-critic"
 SCORE_RANGE = (1.0, 5.0)
-PROMPT_VERSION = 1  # bump with any change to CRITIC_TEMPLATE's wording (it is hashed into the setting anyway)
-CRITIC_TEMPLATE = """You are grading the reasoning a model wrote while solving a math problem.
-
-<problem>
-{problem}
-</problem>
-
-<reference_solution>
-{reference}
-</reference_solution>
-
-<model_reasoning>
-{reasoning}
-</model_reasoning>
-
-Score the model's reasoning from 1 to 5 against the reference solution:
-5 = excellent reasoning, well aligned with the reference solution;
-3 = partially correct reasoning with some issues;
-1 = mostly incorrect or incoherent reasoning.
-Use 2 and 4 for reasoning in between. Reply with a JSON object only, such as {{"score": 4}}."""
 SCORE_SCHEMA: dict[str, Any] = {"type": "object", "properties": {"score": {"type": "number"}}, "required": ["score"],
                                 "additionalProperties": False}
 RESPONSE_FORMAT: dict[str, Any] = {"type": "json_schema",
                                    "json_schema": {"name": "critic_score", "strict": True, "schema": SCORE_SCHEMA}}
-_REASONING = re.compile(r"<model_reasoning>\n(.*)\n</model_reasoning>", re.DOTALL)
 
 
 @dataclass(frozen=True)
@@ -74,19 +53,6 @@ class CriticItem:
     item_id: str
     messages: list[dict[str, str]]
     reasoning: str
-
-
-def critic_messages(problem: str, reference: str, reasoning: str) -> list[dict[str, str]]:
-    """One user message; the reasoning is the prediction's `thinking`, whole."""
-    content = CRITIC_TEMPLATE.format(problem=problem.strip(), reference=reference.strip(),
-                                     reasoning=reasoning.strip())
-    return [{"role": "user", "content": content}]
-
-
-def reasoning_in_prompt(prompt: str) -> str | None:
-    """The reasoning a critic prompt shows (what the simulated model reads back)."""
-    match = _REASONING.search(prompt)
-    return match.group(1) if match else None
 
 
 def critic_items(pairing: Pairing, max_samples: int) -> list[CriticItem]:
@@ -140,11 +106,6 @@ def open_ledger(critic_dir: Path, params: Params, *, structured: bool = False) -
     return CallLedger.open_at(ledger_root(critic_dir, params, structured=structured),
                               critic_setting(params, structured=structured),
                               simulated=params.critic_model.backend == "sim")
-
-
-def reasoning_digest(reasoning: str) -> str:
-    """Names a reasoning as a critic prompt shows it (stripped): the simulated critic looks it up by this."""
-    return hashlib.sha256(reasoning.strip().encode()).hexdigest()
 
 
 def critic_calls(items: Sequence[CriticItem], *, structured: bool = False) -> list[Call]:

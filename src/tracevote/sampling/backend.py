@@ -22,6 +22,8 @@ from tracevote.sampling.apikey import resolve_api_key
 from tracevote.sampling.build import Sampled
 from tracevote.sampling.client import ChatClient
 from tracevote.sampling.probe import ProbeReport, run_probe
+from tracevote.sim.model import SimModel
+from tracevote.sim.server import ServerOptions, running_server
 
 
 @dataclass
@@ -84,11 +86,7 @@ def open_sampler(params: Params, problems: list[Problem], api_key: str | None,
 
 def _simulator(model: ModelConfig, problems: list[Problem], first_errors: Mapping[str, int] | None,
                reached: Mapping[str, bool] | None) -> contextlib.AbstractContextManager[str]:
-    """A loopback simulated server for `model`'s profile. Imported here, not at the top: the simulator answers
-    every method's prompts, so it sits above the methods (which call this module); a real run never loads it."""
-    from tracevote.sim.model import SimModel
-    from tracevote.sim.server import ServerOptions, running_server
-
+    """A loopback simulated server for `model`'s profile."""
     sim = SimModel(model.sim, answers={p.problem: p.answer for p in problems}, first_errors=first_errors,
                    reached=reached)
     return running_server(sim, options=ServerOptions(profile=model.profile.name))

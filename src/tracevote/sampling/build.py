@@ -11,9 +11,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from tracevote.core.config_endpoints import PricingConfig
+from tracevote.core.costs import CostEstimate, estimate, prompt_bytes, usd, worst_case_usd
+from tracevote.core.simulated import SOLVE
 from tracevote.datasets.problems import Problem
-from tracevote.sampling.budget import CostEstimate, SpendCap, estimate, usd, worst_case_usd
-from tracevote.sampling.prompts import SOLVE, prompt_bytes, setting_messages
+from tracevote.sampling.budget import SpendCap
+from tracevote.sampling.prompts import setting_messages
 from tracevote.sampling.runner import OneCall, Paid, RunSummary, run_calls
 from tracevote.store import codec
 from tracevote.store.calls import Call

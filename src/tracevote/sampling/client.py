@@ -46,14 +46,11 @@ from tracevote.core.retry import (
     call_with_retries,
     parse_retry_after,
 )
-from tracevote.core.simulated import SIMULATED_HEADER
+from tracevote.core.simulated import KIND_HEADER, SAMPLE_HEADER, SIMULATED_HEADER, SOLVE
 from tracevote.sampling.endpoints import Endpoint, EndpointPolicy, EndpointPool, EndpointSlot
 from tracevote.sampling.ingest import Reply, load_json, parse_completion, parse_reply
-from tracevote.sampling.prompts import SOLVE
 from tracevote.store.records import Sample
 
-SAMPLE_HEADER = "X-Tracevote-Sample"
-KIND_HEADER = "X-Tracevote-Kind"
 T = TypeVar("T")
 _RETRIED_STATUS = (408, 429)  # and every 5xx
 _DEFAULT_BACKOFF = Backoff()

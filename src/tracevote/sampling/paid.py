@@ -18,13 +18,14 @@ from tqdm import tqdm
 from tracevote.core.config import Params, load_params
 from tracevote.core.config_deepconf import DecodingConfig, PoolConfig
 from tracevote.core.config_endpoints import ModelConfig, base_urls
+from tracevote.core.costs import simulated_as, spent_text, worst_case_usd
 from tracevote.core.dvcstate import already_built
 from tracevote.core.errors import StorageError, TracevoteError
 from tracevote.core.fileio import missing_folders
 from tracevote.core.retry import CauseCounter, RetryNotice
 from tracevote.datasets.problems import Problem, load_problems
 from tracevote.sampling import backend
-from tracevote.sampling.budget import SpendCap, simulated_as, spent_text, worst_case_usd
+from tracevote.sampling.budget import SpendCap
 from tracevote.sampling.replies import paid_reply
 from tracevote.sampling.runner import Conversation, Paid, RunSummary, calls_at_risk, run_calls
 from tracevote.store.calls import Call, CallLedger, CallRecord

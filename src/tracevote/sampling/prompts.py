@@ -12,11 +12,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from tracevote.core.simulated import SOLVE
+
 if TYPE_CHECKING:
     from tracevote.datasets.problems import Problem
     from tracevote.store.pool import Setting
 
-SOLVE = "solve"
 DEFAULT_TEMPLATE = "{problem}\n\nPlease reason step by step, and put your final answer within \\boxed{}."
 
 
@@ -44,8 +45,3 @@ def setting_messages(problems: Iterable[Problem], setting: Setting) -> dict[str,
     """The solve messages a pool's setting sends for each problem, by problem id: what the pool records a
     digest of (Pool.register) and what build_pool sends."""
     return {p.id: build_messages(p.problem, system=setting.system, template=setting.template) for p in problems}
-
-
-def prompt_bytes(messages: list[dict[str, str]]) -> int:
-    """UTF-8 size of every message's content, system prompt included: what cost estimates count."""
-    return sum(len(message["content"].encode()) for message in messages)

@@ -24,10 +24,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Generic, Protocol, TypeVar
 
+from tracevote.core.costs import spent_text
 from tracevote.core.errors import DataError, StorageError, TracevoteError
 from tracevote.core.retry import TransientError
 from tracevote.sampling.breaker import OutageError
-from tracevote.sampling.budget import SpendCap, SpendCapError, spent_text
+from tracevote.sampling.budget import SpendCap, SpendCapError
 from tracevote.store.calls import Call
 from tracevote.store.framing import FrameWriter, Key
 

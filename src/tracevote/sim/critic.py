@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import orjson
 
-from tracevote.grading.critic import reasoning_digest, reasoning_in_prompt
+from tracevote.critique.critic_prompt import reasoning_digest, reasoning_in_prompt
 from tracevote.sim.formats import json_schema_of
 from tracevote.sim.render import Degrade, filler, render_text
 from tracevote.sim.request import SimRequest

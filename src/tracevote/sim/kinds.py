@@ -21,10 +21,10 @@ import re
 from collections.abc import KeysView
 from typing import TYPE_CHECKING, Protocol
 
+from tracevote.core.simulated import SOLVE
+from tracevote.critique.critic_prompt import CRITIC
 from tracevote.critique.prompts import CRITIQUE
 from tracevote.debate.prompts import ANSWER, RANK, REVISE
-from tracevote.grading.critic import CRITIC
-from tracevote.sampling.prompts import SOLVE
 from tracevote.sim.critic import critic_reply
 from tracevote.sim.critique import critique_reply
 from tracevote.sim.debate import answer_reply, rank_reply, revise_reply

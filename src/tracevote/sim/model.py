@@ -46,7 +46,8 @@ import orjson
 
 from tracevote.core.config_endpoints import SimConfig
 from tracevote.core.profiles import PROFILES, Profile
-from tracevote.sim.kinds import SOLVE, responder_for
+from tracevote.core.simulated import SOLVE
+from tracevote.sim.kinds import responder_for
 from tracevote.sim.render import Degrade, render
 from tracevote.sim.request import SimRequest, parse_request, problem_of
 from tracevote.sim.tokens import Trace, answer_tokens, digest, draw_tokens, seeded_rng
@@ -73,8 +74,9 @@ class SimModel:
 
     `answers` maps problem text to gold answer; a prompt matches the problem it starts with.
     `first_errors` maps a solution's steps digest (tracevote.critique.prompts.steps_digest) to its first
-    wrong step, for critique calls. `reached` maps a reasoning's digest (tracevote.grading.critic.reasoning_digest)
-    to whether it reached its gold answer, for grading critic calls.
+    wrong step, for critique calls. `reached` maps a reasoning's digest
+    (tracevote.critique.critic_prompt.reasoning_digest) to whether it reached its gold answer, for grading critic
+    calls.
     """
 
     def __init__(self, cfg: SimConfig, answers: Mapping[str, int] | None = None,

@@ -31,9 +31,9 @@ from typing import Any
 import orjson
 
 from tracevote.core.profiles import PROFILES
-from tracevote.core.simulated import SIMULATED_HEADER
+from tracevote.core.simulated import KIND_HEADER, SAMPLE_HEADER, SIMULATED_HEADER, SOLVE
 from tracevote.sim.faults import FaultPlan
-from tracevote.sim.kinds import KNOWN_KINDS, SOLVE, UnknownKindError
+from tracevote.sim.kinds import KNOWN_KINDS, UnknownKindError
 from tracevote.sim.model import SimModel
 from tracevote.sim.render import Degrade
 from tracevote.sim.request import SimRequestError, parse_request
@@ -185,8 +185,8 @@ class _Handler(BaseHTTPRequestHandler):
         if self.path.split("?", 1)[0] not in _CHAT_PATHS:
             self._send_not_found()
             return
-        sample_key = self.headers.get("X-Tracevote-Sample")
-        kind = self.headers.get("X-Tracevote-Kind", SOLVE)
+        sample_key = self.headers.get(SAMPLE_HEADER)
+        kind = self.headers.get(KIND_HEADER, SOLVE)
         counted_key, attempt = self.server.stats.begin(sample_key, kind)
         request, refusal = _check_request(self.server.options, self.headers.get("Authorization"), kind, body)
         if refusal is not None:
