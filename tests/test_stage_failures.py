@@ -46,7 +46,7 @@ CASES: list[tuple[str, Callable[[Path], None], str]] = [
     # (stage, how to break its input, what its error says)
     ("fetch", empty_source, "empty.jsonl: the dataset file holds no rows"),
     ("normalize", lambda p: update_params(p, {"datasets": {"toy": {"problem_key": "question"}}}),
-     "row 1: field 'question': missing"),
+     "field 'question': missing (row keys:"),  # one line names every row that shares it
     ("score", lambda p: update_params(p, {"confidence": {"group_size": -1}}), "confidence.group_size: -1"),
     ("aggregate", lambda p: update_params(p, {"eval": {"repeat": 0}}), "eval.repeat: 0"),
     ("report", lambda p: update_params(p, {"report": {"k": 3}}), "report.k: 3"),
