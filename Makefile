@@ -8,7 +8,7 @@ export PATH := $(abspath $(BIN)):$(PATH)
 RUNTIME_STAMP := $(VENV)/.runtime-installed
 DEV_STAMP := $(VENV)/.dev-installed
 
-.PHONY: setup dev demo repro test test-random bench lint clean-venv
+.PHONY: setup dev demo try docs repro test test-random bench lint clean-venv
 
 # uv resolves this dependency set in seconds where plain pip takes minutes; pip is the fallback
 # whenever uv is missing or fails (an unusual proxy or certificate setup, say). Both write the packages'
@@ -19,7 +19,14 @@ install = if test -x $(BIN)/uv && $(BIN)/uv pip install --compile-bytecode --pyt
 # The same for our own code, just before it runs many processes (stale bytecode is recompiled, never trusted).
 compile_own = $(BIN)/python -m compileall -q src stages bench tests > /dev/null
 
-setup: $(RUNTIME_STAMP)
+# The page `dvc plots show` fills (.dvc/config's plots.html_template): its chart libraries inlined from
+# vl-convert-python, so it draws offline. Generated (0.9 MB) and git-ignored; rewritten whenever the venv is.
+PLOTS_TEMPLATE := .dvc/plots_offline.html
+
+setup: $(RUNTIME_STAMP) $(PLOTS_TEMPLATE)
+
+$(PLOTS_TEMPLATE): $(RUNTIME_STAMP)
+	$(BIN)/python -m tracevote plots template --out $@
 
 $(RUNTIME_STAMP): requirements.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -27,7 +34,7 @@ $(RUNTIME_STAMP): requirements.txt pyproject.toml
 	$(call install,-r requirements.txt)
 	touch $@
 
-dev: $(DEV_STAMP)
+dev: $(DEV_STAMP) $(PLOTS_TEMPLATE)
 
 $(DEV_STAMP): $(RUNTIME_STAMP) requirements-dev.txt
 	$(call install,-r requirements-dev.txt)
@@ -37,10 +44,26 @@ demo: setup
 	$(compile_own)
 	$(BIN)/python -m tracevote demo $(if $(DEMO_DATASET),--dataset $(DEMO_DATASET),)
 
+# The offline quick start: `make demo` at the same sizes, on the datasets of params.yaml read from the files of DATA
+# (aime_2025.jsonl, processbench_gsm8k.json, gsm8k_test.jsonl, ...); METHOD=deepconf|debate|critique|grading runs one.
+DATA ?= ../shared/data
+
+try: setup
+	$(compile_own)
+	$(BIN)/python -m tracevote demo --data $(DATA) $(if $(METHOD),--method $(METHOD),)
+
 # Pull what teammates pushed before running anything, so a fresh clone never pays for a pool twice.
 repro: setup
 	$(BIN)/python -m tracevote unlock
 	$(BIN)/dvc repro --pull $(ARGS)
+
+# The docs site (docs/, mkdocs.yml) into site/, git-ignored. --strict: a broken link or anchor, a missing page or a
+# page left out of the nav is an error; docs/hooks.py generates the params reference from the config classes.
+MKDOCS := NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+
+docs: dev
+	$(MKDOCS)
+	@echo "docs: site/index.html"
 
 lint: dev
 	$(BIN)/ruff check .
@@ -51,6 +74,7 @@ PYTEST_WORKERS ?= 2
 
 test: dev
 	$(BIN)/ruff check .
+	$(MKDOCS)
 	$(compile_own)
 	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 

@@ -20,7 +20,7 @@ import pandas as pd
 
 from bench.figures import Figure
 from bench.measure import interleaved, timed
-from tracevote.core.config import MEASURES, EvalConfig, OnlineConfig
+from tracevote.core.config_deepconf import MEASURES, EvalConfig, OnlineConfig
 from tracevote.deepconf.evaluate import aggregate
 from tracevote.deepconf.score import SCORE_COLUMNS, STOP_COLUMNS
 

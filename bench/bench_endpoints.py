@@ -28,7 +28,7 @@ import yaml
 from bench.figures import Figure
 from bench.measure import Run, interleaved, run_process
 from bench.synthetic_pool import ROOT, bench_params
-from tracevote.core.config import SimConfig
+from tracevote.core.config_endpoints import SimConfig
 from tracevote.sim.faults import parse_faults
 from tracevote.sim.model import SimModel
 from tracevote.sim.server import SimServer, start_server, stop_server

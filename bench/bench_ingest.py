@@ -1,5 +1,8 @@
 """Ingestion throughput: chat-completions JSON (top-20) -> Sample, against json.loads and a plain loop.
 
+Beside the parsers, the whole write path before the disk: parse, then codec.encode (C_i, text, the top-k
+block as format 3 stores it), the payload a build appends.
+
 Bodies come from the simulated model in DeepSeek's exact format; every method runs in the same process
 on the same bodies, in interleaved rounds (median, min, max; wall and CPU). The fast path was built to
 run at >= 10x the stdlib baseline (not guarded: no user waits on parsing alone).
@@ -17,14 +20,16 @@ import numpy as np
 
 from bench.figures import Figure
 from bench.measure import Run, interleaved, timed
-from tracevote.core.config import SimConfig
+from tracevote.core.config_endpoints import SimConfig
 from tracevote.sampling.ingest import _parse_slow, parse_completion
 from tracevote.sim.model import SimModel
+from tracevote.store import codec
 from tracevote.store.logprobs import clean_logprobs
 
 TOP_K = 20
 SCALES = {"quick": (2, 1024, 2), "full": (8, 4096, 3)}  # responses, tokens each, rounds
-NOTES = {"ingest_stdlib_json_loop": "json.loads + a plain loop (stdlib)", "ingest_fast": "parse_completion;"}
+NOTES = {"ingest_stdlib_json_loop": "json.loads + a plain loop (stdlib)", "ingest_fast": "parse_completion;",
+         "ingest_fast_then_encode": "parse_completion + codec.encode (the payload a build appends);"}
 
 
 def sim_setup(tokens: int) -> tuple[SimModel, dict[str, Any]]:
@@ -87,6 +92,7 @@ def run(scale: str = "full") -> list[dict[str, Any]]:
         "ingest_orjson_loop": lambda body: _parse_slow(body, TOP_K, False),
         "ingest_fast": fast,
         "ingest_fast_confidence_only": lambda body: fast(body, keep_top_logprobs=False),
+        "ingest_fast_then_encode": lambda body: codec.encode(fast(body)),
     }
     sides = {name: (lambda method=method: timed(lambda: [method(body) for body in bodies]))
              for name, method in methods.items()}

@@ -26,7 +26,8 @@ import numpy as np
 from bench.figures import Figure
 from bench.measure import Run, interleaved, timed
 from tracevote.answers.extract import answer_candidates
-from tracevote.core.config import AnswersConfig, ConfidenceConfig
+from tracevote.core.config_datasets import AnswersConfig
+from tracevote.core.config_deepconf import ConfidenceConfig
 from tracevote.deepconf.confidence import trace_measures
 from tracevote.deepconf.score import score_problem
 from tracevote.store.logprobs import token_confidence

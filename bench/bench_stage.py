@@ -29,7 +29,7 @@ import pandas as pd
 from bench.figures import Figure
 from bench.measure import Run, fit_rate, interleaved, run_process, stage_env
 from bench.synthetic_pool import ROOT, PoolShape, Workspace, bench_params, draw_problem, samples, write_workspace
-from tracevote.core.config import MEASURES
+from tracevote.core.config_deepconf import MEASURES
 from tracevote.store.pool import Pool, write_manifest
 from tracevote.store.records import Sample
 

@@ -27,6 +27,7 @@ import yaml
 
 from tracevote.core.config import load_params
 from tracevote.datasets.problems import load_problems
+from tracevote.sampling.prompts import setting_messages
 from tracevote.store import codec
 from tracevote.store.logprobs import token_confidence
 from tracevote.store.pool import Pool, Setting, write_manifest
@@ -163,9 +164,9 @@ def write_workspace(folder: Path, shape: PoolShape, params_data: dict[str, Any],
     golds = [gold_of(index) for index in range(shape.problems)]
     problems.write_bytes(b"".join(orjson.dumps({"id": i, "problem": f"Problem {i}.", "answer": gold}) + b"\n"
                                   for i, gold in zip(ids, golds, strict=True)))
-    pool = Pool.open_or_create(folder / "pools" / DATASET, Setting.from_params(load_params(params_path)),
-                               simulated=True)
-    pool.register(load_problems(problems))
+    setting = Setting.from_params(load_params(params_path))
+    pool = Pool.open_or_create(folder / "pools" / DATASET, setting, simulated=True)
+    pool.register(setting_messages(load_problems(problems), setting))
     jobs = [(pool.root, index, shape) for index in range(shape.problems)]
     if workers > 1:
         with ProcessPoolExecutor(workers) as executor:

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from tracevote.core.config import MEASURES
+from tracevote.core.config_deepconf import MEASURES
 from tracevote.core.parquet import write_parquet
 from tracevote.deepconf.confidence import StopProfiles
 from tracevote.deepconf.score import SCORE_COLUMNS, STOP_COLUMNS

@@ -7,7 +7,8 @@ import os
 import shutil
 from pathlib import Path
 
-from tracevote.core.config import Params, base_urls
+from tracevote.core.config import Params
+from tracevote.core.config_endpoints import base_urls
 from tracevote.core.entry import stage_main
 from tracevote.core.errors import TracevoteError
 from tracevote.core.fileio import missing_folders
@@ -23,6 +24,7 @@ from tracevote.sampling.paid import (
     needed_free_bytes,
     read_paid_stage_args,
 )
+from tracevote.sampling.prompts import setting_messages
 from tracevote.sampling.runner import RunSummary
 from tracevote.store.pool import Pool, Setting, find_pool, write_manifest
 
@@ -55,7 +57,7 @@ def _build(args: PaidStageArgs[Problem], pool: Pool, setting: Setting) -> None:
     """Everything after the pool is open: the plan, the key, the budget, the probe, the run, the manifest."""
     params, problems = args.params, args.records
     model, ids = params.deepconf_model, [p.id for p in problems]
-    pool.register(problems)
+    pool.register(setting_messages(problems, setting))
     plan = plan_build(pool, problems, setting, params.pool.n_pool, model.priced(), simulated_as=simulated_as(model))
     if plan.n_requests == 0:
         _write_blocks(pool, ids)  # a pool built before blocks existed, or whose last build was cut short

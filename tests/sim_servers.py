@@ -24,7 +24,7 @@ import pytest
 
 from tests.conftest import EVENT_TIMEOUT_S, wait_for
 from tests.dvcproject import project_env
-from tracevote.core.config import SimConfig
+from tracevote.core.config_endpoints import SimConfig
 from tracevote.sampling.runner import calls_at_risk
 from tracevote.sim.faults import parse_faults
 from tracevote.sim.model import SimModel

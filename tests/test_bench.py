@@ -16,7 +16,7 @@ from bench.figures import Figure, number, table_lines
 from bench.goals import GOALS, Goal, verdicts
 from bench.measure import Spread, fit_rate
 from bench.run import BENCHMARKS, PAPER, run_isolated
-from tracevote.core.config import ConfidenceConfig
+from tracevote.core.config_deepconf import ConfidenceConfig
 from tracevote.deepconf.confidence import trace_measures
 from tracevote.store.records import ProblemTraces
 

@@ -17,7 +17,7 @@ from tests.images import assert_not_blank
 from tests.sim_servers import requests_by_key
 from tests.test_pipeline import changed_stages, small_sim_params
 from tracevote.cli.demo import BUILTIN_STEPS
-from tracevote.core.config import SimConfig
+from tracevote.core.config_endpoints import SimConfig
 from tracevote.sim.faults import parse_faults
 from tracevote.sim.model import SimModel
 from tracevote.sim.server import running_server

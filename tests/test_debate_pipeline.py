@@ -16,7 +16,7 @@ from tests.dvcproject import copy_project, dvc, make_project, run, update_params
 from tests.images import assert_not_blank
 from tests.sim_servers import requests_by_key
 from tests.test_pipeline import changed_stages, small_sim_params
-from tracevote.core.config import SimConfig
+from tracevote.core.config_endpoints import SimConfig
 from tracevote.sim.faults import parse_faults
 from tracevote.sim.model import SimModel
 from tracevote.sim.server import running_server

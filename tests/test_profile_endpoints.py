@@ -18,7 +18,7 @@ from tests.dvcproject import copy_project, dvc, make_project, run, update_params
 from tests.test_pipeline import small_sim_params
 from tests.test_profiles_pipeline import ledger, records, with_predictions_and_datasets
 from tracevote.cli.demo import BUILTIN_GSM8K, local_dataset
-from tracevote.core.config import SimConfig
+from tracevote.core.config_endpoints import SimConfig
 from tracevote.debate.prompts import ANSWER, RANK, REVISE
 from tracevote.sim.model import SimModel
 from tracevote.sim.server import ServerOptions, SimServer, start_server, stop_server

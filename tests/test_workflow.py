@@ -18,7 +18,8 @@ from tests.images import assert_not_blank
 from tests.sim_servers import watched_server
 from tests.test_dvc_locks import sleeper
 from tests.test_pipeline import small_sim_params
-from tracevote.core.config import SimConfig, load_params
+from tracevote.core.config import load_params
+from tracevote.core.config_endpoints import SimConfig
 from tracevote.sim.faults import FaultPlan
 
 pytestmark = pytest.mark.slow
@@ -48,6 +49,10 @@ def test_make_demo_in_a_fresh_clone_leaves_git_status_clean(tmp_path: Path, venv
     priced = set(re.findall(r"cost if this were (\S+) at list prices", result.stdout))
     assert priced == {load_params(clone / "demo" / "params.yaml").deepconf_model.name}, priced
     assert_not_blank(clone / "demo" / "plots" / "deepconf" / "demo" / "accuracy_vs_k.png")
+    # it ends with its results, one path a line relative to the clone, each made by the run
+    listed = [line.strip() for line in result.stdout.split("demo: done. Its results, by method:\n")[1].splitlines()
+              if line.startswith("    ")]
+    assert listed and [path for path in listed if not (clone / path).is_file()] == []
     assert run(clone, "git", "status", "--porcelain").stdout == ""
 
 

@@ -6,7 +6,8 @@ import pandas as pd
 import pytest
 
 from tracevote.answers.extract import AnswerCandidates, resolve_answer
-from tracevote.core.config import MEASURES, AnswersConfig
+from tracevote.core.config_datasets import AnswersConfig
+from tracevote.core.config_deepconf import MEASURES
 from tracevote.deepconf.sample_stats import validity_counts
 
 BOX = AnswerCandidates(box_found=True, boxed=42, last_number=None)

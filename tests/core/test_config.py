@@ -13,7 +13,8 @@ import pytest
 import yaml
 
 from tests.conftest import FIXTURE_PARAMS, REPO_ROOT
-from tracevote.core.config import EvalConfig, eta_percent, load_params
+from tracevote.core.config import load_params
+from tracevote.core.config_deepconf import EvalConfig, eta_percent
 from tracevote.core.errors import ConfigError
 
 # Sections whose keys are the user's, sent as they are: their content is a value, not part of the schema.
@@ -85,8 +86,8 @@ REFUSED = [
     ("eval.etas", [0.1, 0.1000001], "eval.etas: 0.1000001 must be a whole percentage"),
     ("eval.etas", [0.1, 0.1], "eval.etas: [0.1, 0.1] must be distinct percentages"),
     ("eval.etas", [0.9, 0.1, 0.100000000001], "eval.etas: [0.9, 0.1, 0.100000000001] must be distinct"),
-    ("eval.etas", [0.1, 1.5], "eval.etas: [0.1, 1.5] must be fractions in (0, 1]"),
-    ("eval.etas", [0.0], "eval.etas: [0.0] must be fractions in (0, 1]"),
+    ("eval.etas", [0.1, 1.5], "eval.etas: [0.1, 1.5] must be a list of numbers in (0, 1]"),
+    ("eval.etas", [0.0], "eval.etas: [0.0] must be a list of numbers in (0, 1]"),
     ("eval.etas", 0.1, "eval.etas: expected a list, got 0.1"),
     ("eval.repeat", "64", "eval.repeat: expected an integer, got '64'"),
     ("eval.repeat", 2.5, "eval.repeat: expected an integer, got 2.5"),
@@ -115,7 +116,7 @@ REFUSED = [
     ("model.sim.mean_tokens", 10**8, "model.sim.mean_tokens: 100000000 must be an integer in 8..1,000,000"),
     ("pool.n_pool", 10**10, "pool.n_pool: 10000000000 must be an integer in 1..1,000,000"),
     ("critique.n_votes", 10**9, "critique.n_votes: 1000000000 must be an integer in 1..1,000,000"),
-    ("eval.bootstrap", 10**9, "eval.bootstrap: 1000000000 must be in 100..1,000,000"),
+    ("eval.bootstrap", 10**9, "eval.bootstrap: 1000000000 must be an integer in 100..1,000,000"),
     # a field the client sets itself may not be overridden by extra_body
     *[(f"{POOL_ENDPOINT}.extra_body", {field: 1}, f"{POOL_ENDPOINT}.extra_body: {field!r} is set by the client")
       for field in ("temperature", "max_tokens", "model", "messages", "logprobs", "top_logprobs", "top_p", "stream",
@@ -253,3 +254,74 @@ def test_the_builtin_templates_pass_the_config_rule(steps_format: str) -> None:
 
     assert CRITIQUE_FIELDS == FIELDS
     require_critique_template("critique", BUILTIN_TEMPLATES[steps_format].read_text(encoding="utf-8"))
+
+
+def test_every_problem_is_reported_in_one_error_one_line_each(tmp_path: Path) -> None:
+    """Issue 25: shrinking pool.n_pool took a run per problem; now one error lists them all, in file order."""
+    params = yaml.safe_load(FIXTURE_PARAMS.read_text(encoding="utf-8"))
+    params["decoding"]["temperature"] = 5
+    params["pool"].update(n_pool=4, concurency=2)
+    params["eval"]["repeat"] = 0
+    params["report"]["k"] = 3
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump(params, sort_keys=False), encoding="utf-8")
+    with pytest.raises(ConfigError) as caught:
+        load_params(path)
+    assert str(caught.value).splitlines() == [
+        f"{path}: decoding.temperature: 5.0 must be in [0, 2]",
+        f"{path}: pool.concurency: unknown key (known: allow_uninformative_logprobs, concurrency, keep_raw, "
+        f"keep_top_logprobs, max_cost_usd, max_retries, n_pool, request_timeout_s)",
+        f"{path}: eval.repeat: 0 must be an integer in 1..1,000,000",
+        f"{path}: eval.k: [8, 16, 32, 64, 128, 256, 512] must be at most pool.n_pool (4)",
+        f"{path}: report.k: 3 must be one of eval.k [1, 2, 4, 8, 16, 32, 64, 128, 256, 512]",
+    ]
+
+
+def test_a_value_that_cannot_be_read_skips_the_checks_that_need_it(tmp_path: Path) -> None:
+    # the cross-section checks need every section: with one unreadable they wait, the other problems are listed
+    params = yaml.safe_load(FIXTURE_PARAMS.read_text(encoding="utf-8"))
+    params["eval"]["k"] = "all"
+    params["pool"]["concurrency"] = 0
+    params["online"]["percentiles"] = {"low": 120, "high": -1}
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump(params, sort_keys=False), encoding="utf-8")
+    with pytest.raises(ConfigError) as caught:
+        load_params(path)
+    assert [line.removeprefix(f"{path}: ") for line in str(caught.value).splitlines()] == [
+        "pool.concurrency: 0 must be an integer in 1..256",
+        "eval.k: expected a list, got 'all'",
+        "online.percentiles.low: 120 must be a percentile in [0, 100]",
+        "online.percentiles.high: -1 must be a percentile in [0, 100]",
+    ]
+
+
+@pytest.mark.parametrize(("declared", "key", "owned"), [
+    (["eval"], "eval.k", True),
+    (["eval"], "eval.k[0]", True),
+    (["eval"], "report.k", False),
+    (["eval"], "evaluation", False),
+    (["datasets.toy.source"], "datasets", True),
+    (["datasets.toy.source"], "datasets.toy.source.path", True),
+    (["datasets.toy.source"], "datasets.toy.kind", False),
+    (["endpoints.deepseek.name", "pool.n_pool"], "pool.n_pool", True),
+    (["endpoints.deepseek.name", "pool.n_pool"], "pool.concurrency", False),
+])
+def test_a_stage_owns_the_problems_of_the_keys_it_declares(declared: list[str], key: str, owned: bool) -> None:
+    from tracevote.core.config import owns
+
+    assert owns(declared, key) is owned
+
+
+def test_a_stage_fails_only_on_the_keys_it_declares(tmp_path: Path) -> None:
+    from tracevote.core.config import stage_declaring
+
+    path = params_with(tmp_path, "report.k", 3)
+    with stage_declaring(lambda: ["datasets.aime_2025.source"]):
+        assert load_params(path).report.k == 3  # fetch reads on; the report stage fails on it
+    with stage_declaring(lambda: ["report"]), pytest.raises(ConfigError) as caught:
+        load_params(path)
+    assert str(caught.value) == f"{path}: report.k: 3 must be one of eval.k [1, 2, 4, 8, 16, 32, 64, 128, 256, 512]"
+    unreadable = params_with(tmp_path, "eval.k", "all")  # no Params can be made: every stage stops, saying why
+    with stage_declaring(lambda: ["datasets.aime_2025.source"]), pytest.raises(ConfigError) as caught:
+        load_params(unreadable)
+    assert str(caught.value) == f"{unreadable}: eval.k: expected a list, got 'all'"

@@ -30,7 +30,8 @@ from tests.sim_servers import (
     watched_server,
 )
 from tracevote.cli.demo import BUILTIN_DELTABENCH, BUILTIN_STEPS, deep_merge, local_steps_dataset, write_params
-from tracevote.core.config import SimConfig, StepsFormat
+from tracevote.core.config_datasets import StepsFormat
+from tracevote.core.config_endpoints import SimConfig
 from tracevote.critique.prompts import BUILTIN_TEMPLATES, steps_digest, tagged_response
 from tracevote.datasets.steps import load_step_records
 from tracevote.sim.faults import parse_faults

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import FIXTURE_PARAMS
-from tracevote.core.config import StepsFormat, load_params
+from tracevote.core.config import load_params
+from tracevote.core.config_datasets import StepsFormat
 from tracevote.core.errors import ConfigError
 from tracevote.critique.build import critique_setting
 from tracevote.critique.metrics import Scored, by_task, f1_score, scores

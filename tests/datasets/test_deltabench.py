@@ -159,7 +159,7 @@ def test_the_cli_refuses_empty_and_malformed_files_in_one_line(tmp_path: Path, n
 
 def test_the_normalize_stage_refuses_a_malformed_error_list(tmp_path: Path) -> None:
     from tracevote.cli.demo import local_steps_dataset
-    from tracevote.core.config import DatasetConfig
+    from tracevote.core.config_datasets import DatasetConfig
     from tracevote.core.typedconfig import build
     from tracevote.datasets.normalize import normalize_dataset
 

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from tests.rows_server import RowsAPI, serve_rows
-from tracevote.core.config import SourceConfig
+from tracevote.core.config_datasets import SourceConfig
 from tracevote.core.errors import DataError, FetchError
 from tracevote.datasets.fetch import fetch_rows
 

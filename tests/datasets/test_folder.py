@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tracevote.core.config import DatasetConfig, SourceConfig
+from tracevote.core.config_datasets import DatasetConfig, SourceConfig
 from tracevote.core.errors import DataError
 from tracevote.datasets.fetch import fetch_rows
 from tracevote.datasets.normalize import normalize_dataset

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from tracevote.answers.formats import parse_integer
-from tracevote.core.config import DatasetConfig, SourceConfig
+from tracevote.core.config_datasets import DatasetConfig, SourceConfig
 from tracevote.core.errors import DataError
 from tracevote.datasets.problems import load_problems, normalize_rows
 

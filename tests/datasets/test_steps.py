@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tracevote.core.config import DatasetConfig, SourceConfig
+from tracevote.core.config_datasets import DatasetConfig, SourceConfig
 from tracevote.core.errors import DataError
 from tracevote.datasets.normalize import normalize_dataset
 from tracevote.datasets.steps import normalize_step_rows

@@ -5,7 +5,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 
-from tracevote.core.config import AnswersConfig, DebateConfig
+from tracevote.core.config_datasets import AnswersConfig
+from tracevote.core.config_methods import DebateConfig
 from tracevote.datasets.problems import Problem
 from tracevote.debate.protocol import Debate, Transcript, replay
 from tracevote.store.calls import Call, CallRecord

@@ -14,7 +14,7 @@ import pytest
 from tests.debate.scripted import CFG, PROBLEM, answers_script, boxed, run_scripted
 from tracevote.answers.extract import extract_answer
 from tracevote.cli.demo import BUILTIN_DATA
-from tracevote.core.config import BUILTIN_EXAMPLES
+from tracevote.core.config_methods import BUILTIN_EXAMPLES
 from tracevote.core.errors import DataError
 from tracevote.datasets.fetch import read_local_rows
 from tracevote.debate import prompts

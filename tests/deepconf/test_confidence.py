@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from tracevote.answers.extract import answer_candidates
-from tracevote.core.config import ConfidenceConfig
+from tracevote.core.config_deepconf import ConfidenceConfig
 from tracevote.core.errors import DataError
 from tracevote.deepconf.confidence import trace_measures
 from tracevote.store.logprobs import token_confidence

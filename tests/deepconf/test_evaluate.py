@@ -10,7 +10,7 @@ import orjson
 import pandas as pd
 import pytest
 
-from tracevote.core.config import MEASURES, EvalConfig
+from tracevote.core.config_deepconf import MEASURES, EvalConfig
 from tracevote.core.errors import ConfigError, DataError
 from tracevote.deepconf.evaluate import aggregate, method_names, split_problems, vote_sets, working_sets
 from tracevote.deepconf.results import AggregateResult

@@ -7,7 +7,8 @@ import pandas as pd
 import pytest
 
 from tracevote.answers.extract import answer_candidates
-from tracevote.core.config import AnswersConfig, ConfidenceConfig, EvalConfig, OnlineConfig
+from tracevote.core.config_datasets import AnswersConfig
+from tracevote.core.config_deepconf import ConfidenceConfig, EvalConfig, OnlineConfig
 from tracevote.core.errors import DataError
 from tracevote.deepconf.confidence import StopProfiles, trace_measures
 from tracevote.deepconf.evaluate import aggregate

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tracevote.answers.extract import answer_candidates
-from tracevote.core.config import MEASURES, ConfidenceConfig, EvalConfig
+from tracevote.core.config_deepconf import MEASURES, ConfidenceConfig, EvalConfig
 from tracevote.deepconf.confidence import trace_measures
 from tracevote.deepconf.evaluate import aggregate, method_names, split_problems, vote_sets, working_sets
 from tracevote.deepconf.score import SCORE_COLUMNS

@@ -8,7 +8,8 @@ import pytest
 
 from tests.conftest import FIXTURES
 from tracevote.answers.extract import answer_candidates
-from tracevote.core.config import AnswersConfig, ConfidenceConfig
+from tracevote.core.config_datasets import AnswersConfig
+from tracevote.core.config_deepconf import ConfidenceConfig
 from tracevote.core.errors import DataError
 from tracevote.deepconf.score import SCORE_COLUMNS, score_problem
 from tracevote.store.records import ProblemTraces

@@ -6,7 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tracevote.core.config import MEASURES, EvalConfig, SimConfig
+from tracevote.core.config_deepconf import MEASURES, EvalConfig
+from tracevote.core.config_endpoints import SimConfig
 from tracevote.deepconf.evaluate import aggregate, split_problems, vote_sets
 from tracevote.deepconf.voting import majority_vote, tie_credit, weighted_vote
 from tracevote.sim.model import SimModel

@@ -26,7 +26,8 @@ from tests.sim_servers import (
     watched_server,
 )
 from tracevote.cli.demo import deep_merge, local_dataset, write_params
-from tracevote.core.config import SimConfig, load_params
+from tracevote.core.config import load_params
+from tracevote.core.config_endpoints import SimConfig
 from tracevote.core.errors import FatalAPIError
 from tracevote.grading.accuracy import pair_by_id
 from tracevote.grading.critic import (

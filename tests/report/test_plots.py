@@ -1,4 +1,5 @@
-"""The report's plots: one panel per measure with five lines, and exactly the intended `dvc plots show`."""
+"""The report's plots: a panel per method against the baselines, the heat map's rows, and exactly the intended
+`dvc plots show`, each figure once."""
 
 from __future__ import annotations
 
@@ -19,9 +20,9 @@ from tracevote.report.compare import DebatePoint, OnlinePoint, VotingCurve
 MEASURES = ("avg", "bottom10", "lowest", "tail")
 METHODS = ("pass1", "cons", *(f"{m}{top}" for m in MEASURES for top in ("", "_top10", "_top90")))
 KS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
+# accuracy_vs_k.png and accuracy_vs_tokens.png draw what the DVC plots of the same CSVs draw: not listed twice
 INTENDED_PLOTS = {"accuracy_vs_k_avg", "accuracy_vs_k_bottom10", "accuracy_vs_k_lowest", "accuracy_vs_k_tail",
-                  "plots/deepconf/toy/accuracy_vs_k.png", "plots/deepconf/toy/confidence.png",
-                  "accuracy_vs_tokens", "plots/accuracy_vs_tokens.png", "critique_f1_by_task",
+                  "plots/deepconf/toy/confidence.png", "accuracy_vs_tokens", "critique_f1_by_task",
                   "plots/critique/critique.png", "plots/grading/word_counts.png"}
 
 
@@ -39,12 +40,11 @@ def synthetic_voting() -> VotingCurve:
 
 
 def synthetic_curve() -> pd.DataFrame:
-    """What plots.accuracy_curve returns for METHODS at KS: accuracy rising with log2 K."""
+    """What plots.accuracy_curve returns for METHODS at KS without bootstrap: accuracy rising with log2 K."""
     table: dict[str, list[float]] = {"k": list(KS)}
     for number, method in enumerate(METHODS):
         table[method] = [0.4 + 0.01 * number * math.log2(k) / 9 for k in KS]
         table[f"{method}_std"] = [0.05 / math.sqrt(k) for k in KS]
-    table["log2_k"] = [math.log2(k) for k in KS]
     return pd.DataFrame(table)
 
 
@@ -74,11 +74,46 @@ def test_the_legend_names_roles_not_one_measure() -> None:
     assert labels[-2].startswith("top-10%@K") and labels[-1].startswith("top-90%@K")
 
 
+@pytest.mark.parametrize(
+    ("methods", "online", "expected"),
+    [
+        (METHODS, (), [("avg", ["avg", "avg_top10", "avg_top90"]), ("bottom10", ["bottom10", "bottom10_top10",
+          "bottom10_top90"]), ("lowest", ["lowest", "lowest_top10", "lowest_top90"]),
+          ("tail", ["tail", "tail_top10", "tail_top90"])]),
+        (("pass1", "cons", "lowest", "lowest_top10"), ("online_low", "online_high"),
+         [("lowest", ["lowest", "lowest_top10"]), ("online (lowest, replayed)", ["online_low", "online_high"])]),
+    ],
+)
+def test_the_accuracy_figure_has_a_row_per_measure_and_a_panel_per_method(
+        methods: tuple[str, ...], online: tuple[str, ...], expected: list[tuple[str, list[str]]]) -> None:
+    rows = plots.accuracy_rows(methods, online)
+    assert [(name, [method for method, *_ in lines]) for name, lines in rows] == expected
+
+
+@pytest.mark.parametrize(
+    ("labels", "predictions", "expected"),
+    [
+        # no solution's first error is at step 1: no row for it (step 2 is still there, as a prediction)
+        ([-1, -1, 0, 2], [-1, 2, 0, 2], [(0, "none (n=2)"), (1, "0 (n=1)"), (3, "2 (n=1)")]),
+        # every solution has an error: no "none" row
+        ([0, 1], [None, 1], [(1, "0 (n=1)"), (2, "1 (n=1)")]),
+        ([12, -1], [3, None], [(0, "none (n=1)"), (11, "10+ (n=1)")]),
+    ],
+)
+def test_the_heat_map_shows_only_the_rows_some_solution_has(labels: list[int], predictions: list[int | None],
+                                                            expected: list[tuple[int, str]]) -> None:
+    cap = critique.position_cap(labels, predictions)
+    assert critique.heat_map_rows(critique.position_matrix(labels, predictions, cap), cap) == expected
+
+
 def test_plot_files_are_written(tmp_path: Path) -> None:
     plots.plot_accuracy(synthetic_curve(), METHODS, tmp_path / "accuracy_vs_k.png", simulated=True)
+    curve = synthetic_curve().assign(online_low=[None] * 4 + [0.7] * 6, online_low_std=[None] * 4 + [0.02] * 6)
+    plots.plot_accuracy(curve, METHODS, tmp_path / "accuracy_vs_k_online.png", simulated=True,
+                        online_methods=("online_low",))
     plots.plot_confidence(synthetic_scores(np.random.default_rng(0)), MEASURES, tmp_path / "confidence.png",
                           simulated=True)
-    for name in ("accuracy_vs_k.png", "confidence.png"):
+    for name in ("accuracy_vs_k.png", "accuracy_vs_k_online.png", "confidence.png"):
         assert_not_blank(tmp_path / name)
     assert not list(tmp_path.glob(".*.tmp"))
 
@@ -116,3 +151,5 @@ def test_dvc_plots_show_lists_exactly_the_intended_plots(tmp_path: Path) -> None
     assert tail["title"]["text"] == "tail: accuracy vs K (toy, endpoint deepseek, backend sim)"
     fields = {row["field"] for row in tail["data"]["values"]}
     assert fields == {"pass1", "cons", "tail", "tail_top10", "tail_top90"}
+    assert tail["encoding"]["x"]["scale"] == {"type": "log", "base": 2}  # our template: K itself on a log axis
+    assert [layer["mark"]["type"] for layer in tail["layer"]] == ["area", "line"]  # a band under each line

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from tests.deepconf.test_working_sets import pools_table
-from tracevote.core.config import MEASURES, EvalConfig
+from tracevote.core.config_deepconf import MEASURES, EvalConfig
 from tracevote.datasets.problems import Problem
 from tracevote.deepconf.evaluate import aggregate
 from tracevote.deepconf.results import AggregateResult

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from tracevote.core.config import PricingConfig
+from tracevote.core.config_endpoints import PricingConfig
 from tracevote.sampling.budget import BudgetError, check_budget, estimate, money, spent_text
 
 PRICES = PricingConfig(checked="2026-07", input_cache_miss=0.14, input_cache_hit=0.0028, output=0.28,

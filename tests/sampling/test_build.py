@@ -25,7 +25,8 @@ from tests.sim_servers import (
     watched_server,
 )
 from tracevote.cli.demo import BUILTIN_PROBLEMS
-from tracevote.core.config import SimConfig, load_params
+from tracevote.core.config import load_params
+from tracevote.core.config_endpoints import SimConfig
 from tracevote.core.fileio import write_jsonl
 from tracevote.datasets.fetch import read_local_rows
 from tracevote.datasets.problems import load_problems, normalize_rows

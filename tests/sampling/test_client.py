@@ -19,7 +19,8 @@ import requests
 
 from tests.conftest import EVENT_TIMEOUT_S, wait_for
 from tests.sim_servers import refusing_urls
-from tracevote.core.config import DecodingConfig, ModelConfig, SimConfig
+from tracevote.core.config_deepconf import DecodingConfig
+from tracevote.core.config_endpoints import ModelConfig, SimConfig
 from tracevote.core.errors import ConfigError, EndpointError, EndpointNotFoundError, FatalAPIError, ModelNotFoundError
 from tracevote.core.retry import Backoff, RetryNotice, TransientError
 from tracevote.sampling.apikey import resolve_api_key

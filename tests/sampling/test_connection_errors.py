@@ -19,11 +19,8 @@ from tests.conftest import FIXTURE_PARAMS
 from tests.dvcproject import one_dataset, project_env, update_endpoint
 from tests.sampling.test_run_control import build_pool
 from tests.sim_servers import refusing_urls
-from tracevote.cli.demo import BUILTIN_STEPS, with_overrides
-from tracevote.core.config import SimConfig, load_params
-from tracevote.core.fileio import write_jsonl
-from tracevote.datasets.fetch import read_local_rows
-from tracevote.datasets.normalize import normalize_dataset
+from tracevote.cli.demo import with_overrides
+from tracevote.core.config_endpoints import SimConfig
 from tracevote.sim.faults import FaultPlan
 from tracevote.sim.model import SimModel
 from tracevote.sim.server import ServerOptions, start_server, stop_server
@@ -125,23 +122,3 @@ def test_a_simulated_build_says_its_dollars_were_not_spent(tmp_path: Path) -> No
     assert "cost if this were deepseek-v4-flash at list prices: ~$" in summary
     assert summary.endswith("(SIMULATED: nothing was spent)")
     assert "SIMULATED: nothing was spent" in result.stderr  # the progress bar
-
-
-def test_estimate_on_the_simulator_prices_it_as_the_named_model(tmp_path: Path) -> None:
-    result = tracevote(workdir(tmp_path, backend="sim", name="deepseek-v4-flash"), "estimate", "--n-pool", "8")
-    assert result.returncode == 0, result.stderr
-    priced = [line for line in result.stdout.splitlines() if line.strip().startswith("n_pool")]
-    assert len(priced) == 2
-    debate = [line for line in result.stdout.splitlines() if "if no debate reaches consensus" in line]
-    assert "up to 11 calls per problem" in result.stdout and len(debate) == 1 and debate[0].strip().startswith("toy")
-    assert "toy_steps: data/toy_steps.jsonl is not there yet (dvc repro normalize@toy_steps)" in result.stdout
-    records = normalize_dataset(read_local_rows(BUILTIN_STEPS), load_params(tmp_path / "params.yaml").dataset(
-        "toy_steps"), str(BUILTIN_STEPS))
-    write_jsonl(tmp_path / "data" / "toy_steps.jsonl", [record.to_record() for record in records])
-    again = tracevote(tmp_path, "estimate")
-    critique = [line for line in again.stdout.splitlines() if line.strip().startswith("toy_steps, 12 solutions:")]
-    assert "  8 critiques per solution, max_tokens 8192" in again.stdout and len(critique) == 1
-    assert "96 requests" in critique[0]
-    for line in priced + debate + critique:
-        assert "cost if this were deepseek-v4-flash at list prices" in line
-        assert "(SIMULATED: nothing will be spent)" in line

@@ -6,7 +6,7 @@ import pytest
 
 from tests.sampling.test_client import DECODING, FAST
 from tests.sim_servers import refusing_urls
-from tracevote.core.config import ModelConfig, SimConfig
+from tracevote.core.config_endpoints import ModelConfig, SimConfig
 from tracevote.core.errors import ConfigError, EndpointError
 from tracevote.core.typedconfig import build
 from tracevote.sampling.client import ChatClient

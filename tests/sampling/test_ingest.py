@@ -10,7 +10,7 @@ import orjson
 import pytest
 
 from tracevote.answers.extract import extract_answer
-from tracevote.core.config import SimConfig
+from tracevote.core.config_endpoints import SimConfig
 from tracevote.core.retry import TransientError
 from tracevote.sampling import ingest, ingest_fast
 from tracevote.sampling.ingest import parse_completion

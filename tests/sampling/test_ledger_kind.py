@@ -20,13 +20,14 @@ from tests.rows_server import serving
 from tests.sampling.test_build import make_workdir, run_build, the_pool
 from tests.sampling.test_client import make_client
 from tests.sim_servers import watched_server
-from tracevote.core.config import SimConfig, load_params
+from tracevote.core.config import load_params
+from tracevote.core.config_endpoints import SimConfig
 from tracevote.core.errors import DataError
+from tracevote.core.simulated import FINGERPRINT_PREFIX, SIMULATED_HEADER
 from tracevote.sampling.client import ChatClient
 from tracevote.sampling.prompts import SOLVE
 from tracevote.sampling.replies import paid_reply
 from tracevote.sampling.runner import OneCall, run_calls
-from tracevote.sim.render import FINGERPRINT_PREFIX, SIMULATED_HEADER
 from tracevote.store.calls import Call, CallLedger
 from tracevote.store.ledger import Ledger
 

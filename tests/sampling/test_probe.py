@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from tracevote.core.config import DecodingConfig, ModelConfig, SimConfig
+from tracevote.core.config_deepconf import DecodingConfig
+from tracevote.core.config_endpoints import ModelConfig, SimConfig
 from tracevote.core.errors import EndpointError, EndpointNotFoundError, FatalAPIError
 from tracevote.core.retry import Backoff
 from tracevote.sampling.client import ChatClient

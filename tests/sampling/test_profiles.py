@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 import requests
 
-from tracevote.core.config import DecodingConfig, ModelConfig, PricingConfig, SimConfig
+from tracevote.core.config_deepconf import DecodingConfig
+from tracevote.core.config_endpoints import ModelConfig, PricingConfig, SimConfig
 from tracevote.core.errors import ConfigError, FatalAPIError
 from tracevote.core.profiles import PROFILES
 from tracevote.grading.critic import CRITIC, RESPONSE_FORMAT

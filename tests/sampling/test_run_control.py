@@ -23,7 +23,7 @@ from tests.conftest import FIXTURE_PARAMS, REPO_ROOT
 from tests.dvcproject import one_dataset, project_env, update_endpoint
 from tests.sim_servers import requests_by_key
 from tracevote.cli.demo import with_overrides
-from tracevote.core.config import SimConfig
+from tracevote.core.config_endpoints import SimConfig
 from tracevote.core.errors import StorageError
 from tracevote.sampling.breaker import OUTAGE_ATTEMPTS
 from tracevote.sampling.budget import money

@@ -21,7 +21,7 @@ from tests.sim_servers import (
     stored_keys,
     watched_server,
 )
-from tracevote.core.config import SimConfig
+from tracevote.core.config_endpoints import SimConfig
 from tracevote.core.errors import DataError
 from tracevote.core.retry import TransientError
 from tracevote.sampling.replies import paid_reply

@@ -6,7 +6,7 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from tracevote.core.config import SimConfig
+from tracevote.core.config_endpoints import SimConfig
 from tracevote.critique.prompts import critique_messages, critique_template, steps_digest
 from tracevote.critique.votes import parse_vote
 from tracevote.sim.critique import right_chance

@@ -12,7 +12,8 @@ import orjson
 import pytest
 import requests
 
-from tracevote.core.config import DecodingConfig, ModelConfig, SimConfig
+from tracevote.core.config_deepconf import DecodingConfig
+from tracevote.core.config_endpoints import ModelConfig, SimConfig
 from tracevote.core.errors import FatalAPIError
 from tracevote.core.retry import Backoff
 from tracevote.critique.prompts import CRITIQUE

@@ -9,7 +9,7 @@ from typing import Any
 import orjson
 import pytest
 
-from tracevote.core.config import SimConfig
+from tracevote.core.config_endpoints import SimConfig
 from tracevote.core.profiles import PROFILES, infer_profile
 from tracevote.grading.critic import CRITIC, RESPONSE_FORMAT
 from tracevote.sampling.prompts import SOLVE

@@ -10,9 +10,9 @@ import numpy as np
 import orjson
 import pytest
 
-from tracevote.core.config import SimConfig
+from tracevote.core.config_endpoints import SimConfig
+from tracevote.core.simulated import FINGERPRINT_PREFIX
 from tracevote.sim.model import SimModel
-from tracevote.sim.render import FINGERPRINT_PREFIX
 from tracevote.sim.request import SimRequestError
 
 CFG = SimConfig(seed=0, signal=1.0, accuracy=0.45, mean_tokens=120)

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.conftest import FIXTURES
-from tracevote.core.config import SimConfig
+from tracevote.core.config_endpoints import SimConfig
 from tracevote.core.errors import DataError
 from tracevote.sampling.ingest import parse_completion
 from tracevote.sampling.prompts import build_messages

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import FIXTURES
-from tracevote.core.config import ConfidenceConfig
+from tracevote.core.config_deepconf import ConfidenceConfig
 from tracevote.deepconf.confidence import trace_measures
 from tracevote.store import codec
 from tracevote.store.pool import Pool

@@ -13,7 +13,7 @@ import numpy as np
 import orjson
 import pytest
 
-from tracevote.core.config import ConfidenceConfig
+from tracevote.core.config_deepconf import ConfidenceConfig
 from tracevote.deepconf.confidence import trace_measures
 from tracevote.sampling.ingest import parse_completion
 from tracevote.store import codec, framing

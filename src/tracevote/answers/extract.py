@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-from tracevote.core.config import AnswersConfig
+from tracevote.core.config_datasets import AnswersConfig
 
 AnswerSource = Literal["boxed", "fallback", "none"]
 ANSWER_SOURCES: tuple[AnswerSource, ...] = ("boxed", "fallback", "none")

@@ -11,7 +11,7 @@ import math
 import re
 from typing import Any
 
-from tracevote.core.config import AnswerFormat, IntegerFormat
+from tracevote.core.config_datasets import AnswerFormat, IntegerFormat
 
 AIME_RANGE = range(0, 1000)
 

@@ -11,16 +11,13 @@ import errno
 import os
 import subprocess
 import sys
-from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING
 
 from tracevote.core.errors import ConfigError, DataError
 
-T = TypeVar("T")
-
 if TYPE_CHECKING:
-    from tracevote.core.config import ModelConfig, Params
+    from tracevote.core.config import Params
     from tracevote.datasets.problems import Problem
     from tracevote.store.pool import Pool
     from tracevote.store.verify import LedgerReport
@@ -115,22 +112,24 @@ def cmd_demo(args: argparse.Namespace) -> int:
     repo = Path.cwd()
     scratch = repo / "demo"
     problems = Path(args.dataset) if args.dataset else demo.BUILTIN_PROBLEMS
-    demo.prepare(repo, scratch, problems)
-    print(f"demo: simulated model on {problems} in the scratch project {scratch} (your workspace is untouched)")
+    plan = demo.prepare(repo, scratch, problems, data=Path(args.data) if args.data else None)
+    read_from = ", ".join(f"{name} from {path}" for name, path in plan.sources.items()) or str(problems)
+    print(f"demo: simulated model on {read_from} in the scratch project {scratch} (your workspace is untouched)")
+    for method in plan.fallbacks:
+        print(f"demo: {method}: none of its datasets has a file in {args.data}; it runs on the built-in demo files")
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
-    for command in (["init", "--no-scm", "-q"], ["repro"]):
+    offline_page = repo / ".dvc" / "plots_offline.html"  # written by make setup: `dvc plots show` draws offline
+    page = [["config", "plots.html_template", str(offline_page)]] if offline_page.is_file() else []
+    for command in (["init", "--no-scm", "-q"], *page, ["repro", *demo.repro_targets(args.method)]):
         completed = subprocess.run([sys.executable, "-m", "dvc", *command], cwd=scratch, env=env, check=False)
         if completed.returncode != 0:
             print(f"demo: `dvc {' '.join(command)}` failed in {scratch}", file=sys.stderr)
             return completed.returncode
-    name = demo.demo_name(problems)
-    metrics, plots = scratch / "metrics" / "deepconf" / name, scratch / "plots" / "deepconf" / name
-    print(f"\ndemo: done. DeepConf: {metrics}/summary.json and {metrics}/results.json; "
-          f"plots: {plots}/accuracy_vs_k.png, {plots}/confidence.png. Debate: {scratch}/metrics/debate.json; "
-          f"voting beside debate: {scratch}/metrics/compare/compare.md, "
-          f"{scratch}/plots/accuracy_vs_tokens.png. Critique: {scratch}/metrics/critique.md, "
-          f"{scratch}/plots/critique/critique.png. Grading: {scratch}/metrics/grading.md, "
-          f"{scratch}/plots/grading/word_counts.png")
+    if args.method:  # one method ran: the other methods' outputs listed below do not exist
+        where = os.path.relpath(scratch, repo)
+        print(f"\ndemo: done ({args.method}). Metrics under {where}/metrics, plots under {where}/plots")
+        return 0
+    print("\n" + demo.results_listing(scratch, plan.deepconf_dataset, repo))
     return 0
 
 
@@ -148,7 +147,7 @@ def _metrics_dir(args: argparse.Namespace) -> Path:
             raise ConfigError(f"{args.params}: {why}, so whose report to print is unknown; name it with --dataset "
                               f"or --metrics")
         return Path("metrics") / "deepconf" / configured[0]
-    from tracevote.core.config import DATASET_NAME
+    from tracevote.core.config_datasets import DATASET_NAME
 
     if not DATASET_NAME.match(args.dataset):  # a name, never a path
         raise ConfigError(f"--dataset {args.dataset!r}: not a dataset name (letters, digits, '_', '-', "
@@ -198,12 +197,29 @@ def _pool_for(args: argparse.Namespace, *, create: bool) -> tuple[Params, Pool]:
     return params, pool
 
 
-def cmd_pool_export(args: argparse.Namespace) -> int:
-    from tracevote.store.interchange import export_pool
+def _registered(pool: Pool, problems: list[Problem]) -> Pool:
+    """`pool` with the digest of each problem's prompt recorded (a changed prompt under a known id is refused)."""
+    from tracevote.sampling.prompts import setting_messages
 
+    pool.register(setting_messages(problems, pool.setting))
+    return pool
+
+
+def cmd_pool_export(args: argparse.Namespace) -> int:
+    """The pool as JSON lines on stdout (--fields: only those), a progress bar on stderr when it is a terminal."""
+    from tqdm import tqdm
+
+    from tracevote.store.interchange import EXPORT_FIELDS, export_fields, export_pool
+
+    fields = EXPORT_FIELDS if args.fields is None else export_fields(args.fields)
     _, pool = _pool_for(args, create=False)
-    count = export_pool(pool, pool.problem_ids(), sys.stdout.buffer)
-    print(f"pool export: {count} samples from {pool.root}", file=sys.stderr)
+    problem_ids = pool.problem_ids()
+    total = sum(len(pool.stored_ids(problem_id)) for problem_id in problem_ids)  # frame headers only
+    with tqdm(total=total, unit="sample", desc="pool export", file=sys.stderr, dynamic_ncols=True,
+              disable=args.quiet or not sys.stderr.isatty()) as bar:
+        count = export_pool(pool, problem_ids, sys.stdout.buffer, fields=fields, on_sample=lambda: bar.update())
+    if not args.quiet:
+        print(f"pool export: {count} samples from {pool.root}", file=sys.stderr)
     return 0
 
 
@@ -219,8 +235,8 @@ def cmd_pool_import(args: argparse.Namespace) -> int:
         return _import_pickles(args, problems, n_pool)
     # validated before the pool is opened: opening a new setting's pool creates its folder
     checked = validate_file(Path(args.samples), {p.id for p in problems}, n_pool=n_pool)
-    _, pool = _pool_for(args, create=True)
-    summary = store_file(Path(args.samples), checked, pool, problems,
+    pool = _registered(_pool_for(args, create=True)[1], problems)
+    summary = store_file(Path(args.samples), checked, pool,
                          keep_top_logprobs=params.pool.keep_top_logprobs)
     print(f"pool import: {summary.read} samples read, {summary.stored} stored, {summary.already_stored} already "
           f"in {pool.root}" + (" (SIMULATED)" if summary.simulated else ""))
@@ -236,7 +252,8 @@ def _import_pickles(args: argparse.Namespace, problems: list[Problem], n_pool: i
         raise DataError(f"{args.params}: model.backend is sim, but the official runs' pickles hold a real model's "
                         f"traces; import them with params naming that model on a real backend (or --pool-dir)")
     model = None if args.pool_dir else params.deepconf_model.name
-    pool, summary = import_runs(Path(args.samples), lambda: _pool_for(args, create=True)[1], problems,
+    pool, summary = import_runs(Path(args.samples), lambda: _registered(_pool_for(args, create=True)[1], problems),
+                                problems,
                                 n_pool=n_pool, model=model)
     padded = f"; {summary.padded} with fewer confidences than tokens" if summary.padded else ""
     print(f"pool import: {summary.files} pickles, {summary.samples} traces read, {summary.stored} stored, "
@@ -329,107 +346,13 @@ def cmd_probe(args: argparse.Namespace) -> int:
 
 
 def cmd_estimate(args: argparse.Namespace) -> int:
+    """The work still missing, priced: one row per paid stage and dataset (tracevote.cli.estimate)."""
+    from tracevote.cli.estimate import estimate_rows, render
     from tracevote.core.config import load_params
-    from tracevote.datasets.problems import load_problems
-    from tracevote.sampling import budget
-    from tracevote.store.pool import Setting
 
     params = load_params(args.params)
-    problems = load_problems(args.problems or f"data/{params.deepconf.datasets[0]}.jsonl")
-    setting = Setting.from_params(params)
-    sizes = [setting.prompt_bytes(p) for p in problems]
-    model = params.deepconf_model
-    print(f"DeepConf pool on {_priced(model)}")
-    print(f"  {len(problems)} problems, max_tokens {setting.max_tokens}, "
-          f"output at {model.priced().expected_output_fraction:.0%} of max_tokens; "
-          f"pool.max_cost_usd is ${params.pool.max_cost_usd:.2f}")
-    for n_pool in sorted({*args.n_pool, params.pool.n_pool}):
-        cost = budget.estimate(sizes * n_pool, setting.max_tokens, model.priced(),
-                               simulated_as=budget.simulated_as(model))
-        marker = "  <- params.yaml" if n_pool == params.pool.n_pool else ""
-        over = "  (over the cap)" if cost.usd > params.pool.max_cost_usd else ""
-        print(f"  n_pool {n_pool:>5}: {cost.render()}{over}{marker}")
-    _estimate_debates(params)
-    _estimate_critiques(params)
-    _estimate_critic(params)
+    print(render(estimate_rows(params, args.n_pool or params.pool.n_pool)))
     return 0
-
-
-def _priced(model: ModelConfig) -> str:
-    """"gpt-4o-mini (endpoint gpt-4o-mini, profile openai-chat), $0.15 / $0.075 cached / $0.60 output per 1M
-    tokens (checked 2026-03)"."""
-    prices = model.priced()
-    return (f"{model.describe()}: ${prices.input_cache_miss:g} input / ${prices.input_cache_hit:g} cached / "
-            f"${prices.output:g} output per 1M tokens (checked {prices.checked})")
-
-
-def _estimate_debates(params: Params) -> None:
-    """The debate's worst case per dataset of debate.datasets whose normalized problems are on disk."""
-    from tracevote.datasets.problems import load_problems
-    from tracevote.debate.build import debates_for, worst_case_cost
-    from tracevote.sampling import budget
-
-    cfg, model, judge = params.debate, params.debate_model, params.judge_model
-    print(f"debate agents on {_priced(model)}")
-    if judge.endpoint != model.endpoint:
-        print(f"debate judge on {_priced(judge)}")
-    print(f"  {cfg.agents} agents, up to {2 * cfg.agents + 3} calls per problem, max_tokens {cfg.max_tokens}; "
-          f"debate.max_cost_usd is ${cfg.max_cost_usd:.2f}")
-    for name, problems in _normalized(cfg.datasets, load_problems):
-        cost = worst_case_cost(debates_for(problems, params), model.priced(), judge_pricing=judge.priced(),
-                               simulated_as=budget.simulated_as(model))
-        over = "  (over the cap)" if cost.usd > cfg.max_cost_usd else ""
-        print(f"  {name}, if no debate reaches consensus: {cost.render()}{over}")
-
-
-def _estimate_critiques(params: Params) -> None:
-    """Every critique of each dataset of critique.datasets whose normalized solutions are on disk."""
-    from tracevote.critique.build import critiques_cost, dataset_template
-    from tracevote.datasets.steps import load_step_records
-    from tracevote.sampling import budget
-
-    cfg, model = params.critique, params.critique_model
-    print(f"critique on {_priced(model)}")
-    print(f"  {cfg.n_votes} critiques per solution, max_tokens {cfg.max_tokens}; "
-          f"critique.max_cost_usd is ${cfg.max_cost_usd:.2f}")
-    for name, records in _normalized(cfg.datasets, load_step_records):
-        cost = critiques_cost(records, dataset_template(params, name), cfg, model.priced(),
-                              simulated_as=budget.simulated_as(model))
-        over = "  (over the cap)" if cost.usd > cfg.max_cost_usd else ""
-        print(f"  {name}, {len(records)} solutions: {cost.render()}{over}")
-
-
-def _estimate_critic(params: Params) -> None:
-    """Every critic call of each grading run whose gold and predictions are on disk (its max_samples items)."""
-    from tracevote.grading.critic import calls_cost, critic_calls, critic_items
-    from tracevote.grading.runs import run_inputs
-
-    cfg = params.grading.critic
-    if not cfg.enabled:
-        print(f"grading critic: disabled (grading.critic.enabled: false); endpoint {cfg.endpoint} when enabled")
-        return
-    print(f"grading critic on {_priced(params.critic_model)}")
-    print(f"  up to {cfg.max_samples} calls per run, max_tokens {cfg.max_tokens}; "
-          f"grading.critic.max_cost_usd is ${cfg.max_cost_usd:.2f} per run")
-    for run in params.grading.runs.values():
-        gold = Path("data") / f"{run.dataset}.jsonl"  # a checked name: core.config.DATASET_NAME
-        if not gold.is_file() or not Path(run.predictions).is_file():
-            print(f"  {run.name}: {gold} or {run.predictions} is not there yet (dvc repro grade@{run.name})")
-            continue
-        items = critic_items(run_inputs(run, gold, params.answers).pairing(), cfg.max_samples)
-        cost = calls_cost(critic_calls(items), params)
-        over = "  (over the cap)" if cost.usd > cfg.max_cost_usd else ""
-        print(f"  {run.name}, {len(items)} predictions: {cost.render()}{over}")
-
-
-def _normalized(names: Iterable[str], load: Callable[[Path], list[T]]) -> Iterator[tuple[str, list[T]]]:
-    """Each dataset's normalized records read by `load`; one not normalized yet is named, with the command."""
-    for name in names:
-        path = Path("data") / f"{name}.jsonl"  # a checked name: core.config.DATASET_NAME
-        if not path.is_file():
-            print(f"  {name}: {path} is not there yet (dvc repro normalize@{name})")
-            continue
-        yield name, load(path)
 
 
 def cmd_report(args: argparse.Namespace) -> int:

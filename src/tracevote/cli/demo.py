@@ -2,13 +2,16 @@
 
 The scratch copy (`demo/`, ignored by git and DVC) gets this repository's dvc.yaml and stage
 scripts, and a params.yaml switched to the simulated model and a small pool. The workspace's own
-params.yaml, dvc.lock, pools and metrics are never touched.
+params.yaml, dvc.lock, pools and metrics are never touched. `make try DATA=<folder>` (`demo --data`) is the
+same at the same sizes, on the datasets of the workspace's params.yaml read from that folder's files.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +19,7 @@ import orjson
 import yaml
 
 from tracevote.core.errors import DataError
+from tracevote.datasets.local import read_local_rows
 
 BUILTIN_DATA = Path(__file__).parents[1] / "datasets" / "data"
 BUILTIN_PROBLEMS = BUILTIN_DATA / "demo_problems.jsonl"
@@ -26,6 +30,9 @@ BUILTIN_PREDICTIONS = BUILTIN_DATA / "demo_predictions.jsonl"  # hand-written pr
 DEMO_PREDICTIONS = Path("predictions") / "demo_gsm8k.jsonl"  # where the scratch project keeps them
 PIPELINE_FILES = ("dvc.yaml", ".dvcignore", ".gitignore")  # .gitignore: ledger folders are never committed
 DEMO_POOL = 64
+LOCAL_SUFFIXES = (".jsonl", ".json", ".parquet", ".csv")  # the local files fetch reads (tracevote.datasets.local)
+METHOD_TARGETS = {"deepconf": "report", "debate": "score_debate", "critique": "report_critiques",
+                  "grading": "report_grading"}  # the stage that runs a method and everything it needs
 
 
 def demo_name(problems: Path) -> str:
@@ -33,10 +40,35 @@ def demo_name(problems: Path) -> str:
     return "demo" if problems == BUILTIN_PROBLEMS else "demo_" + re.sub(r"[^A-Za-z0-9_-]", "_", problems.stem)[:59]
 
 
+def results_by_method(name: str) -> dict[str, list[Path]]:
+    """The demo's main outputs (dvc.yaml's paths for the dataset `name`), by method, relative to its project."""
+    deepconf_metrics, deepconf_plots = Path("metrics", "deepconf", name), Path("plots", "deepconf", name)
+    return {
+        "DeepConf": [deepconf_metrics / "report.txt", deepconf_metrics / "summary.json",
+                     deepconf_metrics / "online.md", deepconf_plots / "accuracy_vs_k.png",
+                     deepconf_plots / "confidence.png"],
+        "Debate, and voting beside it": [Path("metrics", "debate.md"), Path("metrics", "compare", "compare.md"),
+                                         Path("plots", "accuracy_vs_tokens.png")],
+        "Critique": [Path("metrics", "critique.md"), Path("plots", "critique", "critique.png")],
+        "Grading": [Path("metrics", "grading.md"), Path("plots", "grading", "word_counts.png")],
+    }
+
+
+def results_listing(scratch: Path, name: str, here: Path) -> str:
+    """The demo's closing lines: its main outputs, one per line, grouped by method, relative to `here`.
+
+    >>> print(results_listing(Path("/repo/demo"), "demo", Path("/repo")).splitlines()[2])
+        demo/metrics/deepconf/demo/report.txt
+    """
+    lines = ["demo: done. Its results, by method:"]
+    for method, paths in results_by_method(name).items():
+        lines += [f"  {method}", *(f"    {os.path.relpath(scratch / path, here)}" for path in paths)]
+    return "\n".join(lines)
+
+
 def demo_overrides(problems: Path, *, problem_key: str) -> dict[str, Any]:
     """params.yaml changes for the demo: one local dataset for every method, simulated model, small pool,
     shorter traces."""
-    ks = [1, 2, 4, 8, 16, 32, DEMO_POOL]
     name = demo_name(problems)
     return {
         "datasets": {name: local_dataset(problems, problem_key=problem_key), **demo_step_datasets(),
@@ -45,10 +77,17 @@ def demo_overrides(problems: Path, *, problem_key: str) -> dict[str, Any]:
         "debate": {"datasets": [name], "contest_halves": []},
         "critique": {"datasets": list(demo_step_datasets())},
         "grading": {"runs": demo_grading_runs(name), "critic": {"enabled": True}},
+        **small_scale(),
+    }
+
+
+def small_scale() -> dict[str, Any]:
+    """The demo's sizes: the simulated model, a pool of 64 per problem, shorter traces and windows."""
+    return {
         "model": {"backend": "sim", "sim": {"mean_tokens": 1200}},
         "pool": {"n_pool": DEMO_POOL},
         "confidence": {"group_size": 256, "tail_tokens": 256},
-        "eval": {"k": ks, "repeat": 32},
+        "eval": {"k": [1, 2, 4, 8, 16, 32, DEMO_POOL], "repeat": 32},
         "report": {"k": DEMO_POOL},
     }
 
@@ -75,8 +114,13 @@ def demo_step_datasets() -> dict[str, dict[str, Any]]:
 
 def demo_grading_runs(pool_dataset: str) -> dict[str, dict[str, Any]]:
     """Grade the demo pool (every simulated trace a prediction) and the hand-written predictions file."""
-    return {f"pool_{pool_dataset}": {"dataset": pool_dataset, "predictions": f"pools/{pool_dataset}.json"},
+    return {**pool_grading_run(pool_dataset),
             "demo_handwritten": {"dataset": "demo_gsm8k", "predictions": str(DEMO_PREDICTIONS)}}
+
+
+def pool_grading_run(dataset: str) -> dict[str, dict[str, Any]]:
+    """A grading run whose predictions are the traces of `dataset`'s pool."""
+    return {f"pool_{dataset}": {"dataset": dataset, "predictions": f"pools/{dataset}.json"}}
 
 
 def guess_problem_key(problems: Path) -> str:
@@ -87,14 +131,93 @@ def guess_problem_key(problems: Path) -> str:
     return "question" if "problem" not in first and "question" in first else "problem"
 
 
-def prepare(repo: Path, scratch: Path, problems: Path) -> None:
-    """A fresh scratch project: the pipeline files, the stage scripts and demo params."""
+def prepare(repo: Path, scratch: Path, problems: Path, *, data: Path | None = None) -> LocalPlan:
+    """A fresh scratch project: the pipeline files, the stage scripts and demo params; with `data`, the datasets
+    of the workspace's params.yaml read from that folder's files (see local_overrides)."""
+    params = yaml.safe_load((repo / "params.yaml").read_text(encoding="utf-8"))
+    if data is None:
+        plan = LocalPlan(deepconf_dataset=demo_name(problems), sources={}, fallbacks=[])
+        overrides = demo_overrides(problems, problem_key=guess_problem_key(problems))
+    else:
+        plan, overrides = local_overrides(params, data)
     if scratch.exists():
         shutil.rmtree(scratch)
-    copy_pipeline(repo, scratch, repo / "params.yaml",
-                  demo_overrides(problems, problem_key=guess_problem_key(problems)))
+    copy_pipeline(repo, scratch, repo / "params.yaml", overrides)
     (scratch / DEMO_PREDICTIONS).parent.mkdir(parents=True, exist_ok=True)
     shutil.copy(BUILTIN_PREDICTIONS, scratch / DEMO_PREDICTIONS)
+    return plan
+
+
+def repro_targets(method: str | None) -> list[str]:
+    """What `dvc repro` runs for one method (every stage when None): deepconf -> ["report"], ..."""
+    return [] if method is None else [METHOD_TARGETS[method]]
+
+
+@dataclass(frozen=True)
+class LocalPlan:
+    """Which dataset DeepConf reports on, which file each dataset is read from, and the methods that found
+    none of their datasets and run on the built-in demo files instead."""
+
+    deepconf_dataset: str
+    sources: dict[str, Path]
+    fallbacks: list[str]
+
+
+def local_overrides(params: dict[str, Any], data: Path) -> tuple[LocalPlan, dict[str, Any]]:
+    """The demo's sizes, with every dataset of `params` that `data` holds a file for (find_local_file) read from
+    it; each method runs on its own datasets that were found, a method with none on the built-in demo files."""
+    if not data.is_dir():
+        raise DataError(f"{data}: not a folder (DATA= names a folder of dataset files, e.g. ../shared/data)")
+    sources = {name: path for name in params["datasets"] if (path := find_local_file(data, name)) is not None}
+    if not sources:
+        raise DataError(f"{data}: holds no file for any dataset of params.yaml: looked for <name> or "
+                        f"<name>_test with {', '.join(LOCAL_SUFFIXES)}, for {', '.join(params['datasets'])}")
+    datasets = {name: local_recipe(params["datasets"][name], path) for name, path in sources.items()}
+    fallbacks: list[str] = []
+
+    def found(method: str, names: list[str], builtin: dict[str, dict[str, Any]]) -> list[str]:
+        kept = [name for name in names if name in sources]
+        if kept:
+            return kept
+        fallbacks.append(method)
+        datasets.update(builtin)
+        return list(builtin)
+
+    builtin_problems = {"demo": local_dataset(BUILTIN_PROBLEMS)}
+    deepconf = found("deepconf", params["deepconf"]["datasets"], builtin_problems)
+    debate = found("debate", params["debate"]["datasets"], builtin_problems)
+    critique = found("critique", params["critique"]["datasets"], demo_step_datasets())
+    runs = {name: run for name, run in params["grading"]["runs"].items()
+            if run["dataset"] in deepconf and run["predictions"] == f"pools/{run['dataset']}.json"}
+    halves = [name for name in params["debate"]["contest_halves"] if name in debate]
+    overrides = {"datasets": datasets, "deepconf": {"datasets": deepconf},
+                 "debate": {"datasets": debate, "contest_halves": halves},
+                 "critique": {"datasets": critique},
+                 "grading": {"runs": runs or pool_grading_run(deepconf[0])}, **small_scale()}
+    return LocalPlan(deepconf_dataset=deepconf[0], sources=sources, fallbacks=fallbacks), overrides
+
+
+def find_local_file(data: Path, name: str) -> Path | None:
+    """data/<name>.<suffix>, else data/<name>_test.<suffix>, the first suffix of LOCAL_SUFFIXES found:
+    aime_2025 -> aime_2025.jsonl, gsm8k -> gsm8k_test.jsonl, processbench_gsm8k -> processbench_gsm8k.json."""
+    for stem in (name, f"{name}_test"):
+        for suffix in LOCAL_SUFFIXES:
+            if (data / f"{stem}{suffix}").is_file():
+                return data / f"{stem}{suffix}"
+    return None
+
+
+def local_recipe(recipe: dict[str, Any], path: Path) -> dict[str, Any]:
+    """`recipe` reading `path`; a dataset of problems whose first row lacks the recipe's problem key but has
+    "problem" or "question" reads that field (the shared AIME files say "question" where the hub's say "problem")."""
+    entry = {**recipe, "source": {**recipe["source"], "path": str(path.resolve())}}
+    if entry["kind"] == "problems":
+        rows = read_local_rows(path)
+        first = rows[0] if rows else {}
+        if entry["problem_key"] not in first:
+            entry["problem_key"] = next((key for key in ("problem", "question") if key in first),
+                                        entry["problem_key"])
+    return entry
 
 
 def copy_pipeline(repo: Path, dest: Path, params_source: Path, overrides: dict[str, Any]) -> None:

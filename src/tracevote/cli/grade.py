@@ -3,7 +3,8 @@
 The gold: --gold FILE, or the scorer's layout under --data-root DIR (DIR/test/<dataset>_test.jsonl), else the
 project's normalized file of the dataset (aime is aime_2024, as in the original scorer). The critic
 (--enable-critic) reads its settings from the params file's grading.critic, calls the model on the ledger under
---critic-dir (durable, resumable, never paid twice) and shows its progress on stderr.
+--critic-dir (durable, resumable, never paid twice) and shows its progress on stderr. --limit N grades the file's
+first N predictions only; --per-item FILE writes one row per item (tracevote.grading.items).
 """
 
 from __future__ import annotations
@@ -17,10 +18,12 @@ from typing import TYPE_CHECKING
 
 import orjson
 
-from tracevote.core.config import GradingRunConfig, Params, load_params
+from tracevote.core.config import Params, load_params
+from tracevote.core.config_methods import GradingRunConfig
 from tracevote.core.errors import ConfigError, DataError
 from tracevote.grading.accuracy import check_some_match, grade
 from tracevote.grading.gold import GoldItem, GradingFormat, format_keys, gold_from_normalized, read_gold_file
+from tracevote.grading.items import Limited, first_items, item_rows, row_format, write_item_rows
 from tracevote.grading.predictions import of_dataset, read_predictions
 from tracevote.grading.runs import RunInputs, grading_judge, run_record
 from tracevote.grading.summary import json_summary, render_run
@@ -35,10 +38,12 @@ DATA_ROOT_STEMS: dict[GradingFormat, str] = {"gsm8k": "gsm8k_test", "math500": "
 
 
 def run_grade(args: argparse.Namespace) -> int:
+    if args.per_item is not None:
+        row_format(args.per_item)  # a bad extension is refused before anything is graded or paid
     params = _params(args)
     with grading_judge(None if params is None else params.grading) as judge:
         judge.start()  # Math-Verify loads for the workers while the files are read
-        inputs = _inputs(args)
+        inputs, limited = _inputs(args)
         grades = grade(inputs.gold, inputs.predictions, judge)
     critic, critic_simulated = (None, False)
     if params is not None and args.enable_critic:
@@ -46,18 +51,25 @@ def run_grade(args: argparse.Namespace) -> int:
     run = GradingRunConfig(name="cli", dataset=args.dataset, predictions=str(args.pred_path), id_key=args.id_key)
     critic_model = None if params is None else params.critic_model.name
     record = run_record(run, inputs, grades, critic, critic_simulated, critic_model)
+    if args.per_item is not None:
+        write_item_rows(args.per_item, item_rows(inputs.gold, inputs.pairing(), grades, critic))
     if args.json:
-        print(orjson.dumps(json_summary(record)).decode())
+        limits = None if limited is None else dataclasses.asdict(limited)
+        print(orjson.dumps({**json_summary(record), "limited": limits}).decode())
     else:
-        print(render_run(record, critic_enabled=args.enable_critic))
+        print(render_run(record, critic_enabled=args.enable_critic, notes=[] if limited is None else [limited.note()]))
     return 0
 
 
-def _inputs(args: argparse.Namespace) -> RunInputs:
+def _inputs(args: argparse.Namespace) -> tuple[RunInputs, Limited | None]:
+    """The gold and the file's predictions of the dataset; with --limit N, the first N predictions and their gold."""
     gold = _gold(args)
     predictions = of_dataset(read_predictions(args.pred_path), [args.dataset], str(args.pred_path))
     check_some_match(gold, predictions, source=str(args.pred_path))
-    return RunInputs(gold, predictions, "predictions file", False)
+    limited = None
+    if args.limit is not None:
+        gold, predictions, limited = first_items(gold, predictions, args.limit)
+    return RunInputs(gold, predictions, "predictions file", False), limited
 
 
 def _params(args: argparse.Namespace) -> Params | None:

@@ -9,6 +9,8 @@ from pathlib import Path
 
 from tracevote import __version__
 from tracevote.cli import commands
+from tracevote.cli.params_commands import add_params_commands
+from tracevote.cli.plots import add_plots_command
 from tracevote.core.entry import stage_main
 from tracevote.core.profiles import PROFILES
 
@@ -17,11 +19,15 @@ DESCRIPTION = ("tracevote: majority and DeepConf voting measured over tracked tr
                "`make repro`) runs the pipeline; these commands check, price, inspect and report around it.")
 PARAMS_HELP = "the params file to read (default: %(default)s)"
 PROBLEMS_HELP = "normalized problems, one JSON object a line (default: data/<dataset>.jsonl)"
+DEMO_METHODS = ("critique", "debate", "deepconf", "grading")  # cli.demo.METHOD_TARGETS (not imported: light --help)
 GRADING_FORMATS = ("gsm8k", "math500", "aime", "amc23")  # tracevote.grading.gold.GRADING_FORMATS (not imported: slow)
 GRADE_DESCRIPTION = ("Grade a predictions file as the grading scorer did: Math-Verify accuracy (gold first), the "
                      "reasoning's average word count and, with --enable-critic, the LLM critic (settings from the "
                      "params file's grading.critic; replies kept on a ledger, never paid twice).")
 DEFAULT_CRITIC_DIR = "grading/critic/cli"
+ESTIMATE_DESCRIPTION = ("What the work still missing would cost: one row per paid stage and dataset (pools, debates, "
+                        "critiques, the grading critic), each pool and ledger read so finished work costs $0, a "
+                        "total, and each endpoint's prices.")
 LEDGER_DESCRIPTION = ("Check or repair the ledgers of paid calls. verify reads every frame (checksum, key, payload, "
                       "simulated or real) and each ledger's setting and items; repair keeps a damaged log's good "
                       "frames, so the next run requests only the calls it dropped.")
@@ -71,6 +77,13 @@ def add_pool_commands(subparsers: argparse._SubParsersAction[argparse.ArgumentPa
         action.add_argument("--dataset", help="dataset name (default: the first of deepconf.datasets)")
         if name != "status":
             action.add_argument("--pool-dir", help="a pool folder, instead of the setting the params file describes")
+        if name == "export":
+            action.add_argument("--fields", metavar="A,B,...",
+                                help="export only these fields, in this order (e.g. problem_id,sample_id,answer; "
+                                     "default: all of them; an unknown name is an error listing the fields)")
+            action.add_argument("--quiet", action="store_true",
+                                help="no progress bar and no closing line on stderr (the bar shows only when "
+                                     "stderr is a terminal)")
         if name == "import":
             action.add_argument("samples", help="the JSON-lines file (format: README, Interchange format), or with "
                                 "--format deepconf-pickle the folder of the official offline runs' .pkl files")
@@ -89,13 +102,12 @@ def add_run_commands(subparsers: argparse._SubParsersAction[argparse.ArgumentPar
     probe.add_argument("--params", default="params.yaml", help=PARAMS_HELP)
     probe.set_defaults(handler=commands.cmd_probe)
 
-    estimate = subparsers.add_parser("estimate", help="the cost of a pool of several sizes, before spending")
+    estimate = subparsers.add_parser("estimate", help="what the work still missing would cost, before spending",
+                                     description=ESTIMATE_DESCRIPTION)
     estimate.add_argument("--params", default="params.yaml", help=PARAMS_HELP)
-    estimate.add_argument("--problems", help=PROBLEMS_HELP)
-    estimate.add_argument("--n-pool", type=int_at_least(1, "a pool size"), nargs="+", metavar="N",
-                          default=[64, 256, 512, 1024, 4096],
-                          help="pool sizes (samples per problem) to price, besides pool.n_pool "
-                               "(default: %(default)s)")
+    estimate.add_argument("--n-pool", type=int_at_least(1, "a pool size"), metavar="N",
+                          help="price the DeepConf pools at N samples per problem (default: pool.n_pool); what "
+                               "raising it would cost")
     estimate.set_defaults(handler=commands.cmd_estimate)
 
     report = subparsers.add_parser("report", help="print the last report, or its results table as CSV or Markdown")
@@ -111,7 +123,13 @@ def add_run_commands(subparsers: argparse._SubParsersAction[argparse.ArgumentPar
 
 def add_other_commands(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     demo = subparsers.add_parser("demo", help="the whole pipeline on the simulated model, in ./demo")
-    demo.add_argument("--dataset", help="a .jsonl of problems (default: the built-in demo set)")
+    source = demo.add_mutually_exclusive_group()
+    source.add_argument("--dataset", help="a .jsonl of problems (default: the built-in demo set)")
+    source.add_argument("--data", metavar="DIR",
+                        help="a folder of dataset files: every dataset of params.yaml with a file <name>.jsonl "
+                             "(.json, .parquet, .csv; or <name>_test.*) there is read from it (make try DATA=DIR)")
+    demo.add_argument("--method", choices=DEMO_METHODS,
+                      help="run one method and what it needs (default: all four)")
     demo.set_defaults(handler=commands.cmd_demo)
 
     unlock = subparsers.add_parser("unlock", help="clear DVC stage locks left by killed `dvc repro` runs")
@@ -170,6 +188,12 @@ def add_grade_command(subparsers: argparse._SubParsersAction[argparse.ArgumentPa
     grade.add_argument("--params", default="params.yaml", help="grading.* and the critic's model (default: "
                                                                "%(default)s)")
     grade.add_argument("--json", action="store_true", help="print one JSON object instead of the lines")
+    grade.add_argument("--limit", type=int_at_least(1, "a number of predictions"), metavar="N",
+                       help="grade only the file's first N predictions (in file order) and their gold items; the "
+                            "summary says so")
+    grade.add_argument("--per-item", type=Path, metavar="FILE",
+                       help="also write one row per item (id, gold, extracted answer, correct, reasoning words and "
+                            "characters, critic score): JSON lines for FILE.jsonl, CSV for FILE.csv")
     grade.set_defaults(handler=commands.cmd_grade)
 
 
@@ -200,6 +224,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_other_commands(subparsers)
     add_grade_command(subparsers)
     add_ledger_commands(subparsers)
+    add_plots_command(subparsers)
+    add_params_commands(subparsers)
     return parser
 
 

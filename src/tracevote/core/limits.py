@@ -11,8 +11,7 @@ import re
 import string
 from typing import Any
 
-from tracevote.core.errors import ConfigError
-from tracevote.core.typedconfig import require
+from tracevote.core.typedconfig import report, require
 
 # Upper bounds on sizes, so a typo (an extra three zeros) is refused here, not by an allocation or a server.
 MAX_TOKENS_BOUND = 1_000_000  # any max_tokens and any per-trace token window
@@ -36,8 +35,8 @@ def check_extra_body(where: str, extra_body: dict[str, Any]) -> None:
     """A field the client sets itself would be overridden silently: refuse it, naming where it belongs."""
     clashes = sorted(CLIENT_SET_FIELDS & set(extra_body))
     if clashes:
-        raise ConfigError(f"{where}.extra_body: {clashes[0]!r} is set by the client; set it under decoding "
-                          f"(or the section's own temperature / max_tokens) instead")
+        report(f"{where}.extra_body", f"{clashes[0]!r} is set by the client; set it under decoding (or the "
+                                      f"section's own temperature / max_tokens) instead")
 
 
 def require_env_name(where: str, name: str) -> None:
@@ -59,18 +58,20 @@ def require_critique_template(where: str, template: str) -> None:
     try:
         fields = template_fields(template.strip())
     except ValueError as exc:
-        raise ConfigError(f"{where}.template: does not fill with str.format ({exc}); write a literal brace as "
-                          f"{{{{ or }}}}") from None
+        report(f"{where}.template", f"does not fill with str.format ({exc}); write a literal brace as {{{{ or }}}}")
+        return
     unknown = [name for name in fields if name not in CRITIQUE_FIELDS]  # {problem.x} and {problem[0]} too
     if unknown:
-        raise ConfigError(f"{where}.template: unknown placeholder {{{unknown[0]}}} (known: "
-                          f"{', '.join('{' + name + '}' for name in CRITIQUE_FIELDS)}; write a literal brace as "
-                          f"{{{{ or }}}})")
+        report(f"{where}.template", f"unknown placeholder {{{unknown[0]}}} (known: "
+                                    f"{', '.join('{' + name + '}' for name in CRITIQUE_FIELDS)}; write a literal "
+                                    f"brace as {{{{ or }}}})")
+        return
     missing = [name for name in CRITIQUE_FIELDS if name not in fields]
     if missing:
-        raise ConfigError(f"{where}.template: lacks the placeholder {{{missing[0]}}} (a critique template holds "
-                          f"{' and '.join('{' + name + '}' for name in CRITIQUE_FIELDS)})")
+        report(f"{where}.template", f"lacks the placeholder {{{missing[0]}}} (a critique template holds "
+                                    f"{' and '.join('{' + name + '}' for name in CRITIQUE_FIELDS)})")
+        return
     try:  # a format spec that text cannot take, {problem:d}
         template.format(**dict.fromkeys(CRITIQUE_FIELDS, ""))
     except ValueError as exc:
-        raise ConfigError(f"{where}.template: does not fill with str.format ({exc})") from None
+        report(f"{where}.template", f"does not fill with str.format ({exc})")

@@ -15,12 +15,15 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from tracevote.core.config import CritiqueConfig, DecodingConfig, Params, PricingConfig
-from tracevote.core.fileio import read_json_record, write_json
+from tracevote.core.config import Params
+from tracevote.core.config_deepconf import DecodingConfig
+from tracevote.core.config_endpoints import PricingConfig
+from tracevote.core.config_methods import CritiqueConfig
+from tracevote.core.fileio import write_json
 from tracevote.critique.prompts import CRITIQUE, critique_messages, critique_template
 from tracevote.datasets.steps import StepRecord
 from tracevote.sampling.budget import CostEstimate, estimate
-from tracevote.store.calls import Call, CallLedger, finished_ledger, ledger_fields
+from tracevote.store.calls import Call, CallLedger, ledger_fields, load_finished_ledger
 from tracevote.store.framing import Key
 from tracevote.store.ledger import fingerprint_of, folder_name
 
@@ -138,14 +141,8 @@ def write_manifest(path: Path, ledger: CallLedger, dataset: str, records: list[S
     return manifest
 
 
-def read_manifest(path: Path) -> CritiqueManifest:
-    return read_json_record(path, CritiqueManifest, what="critique manifest",
-                            missing="run `make repro`, which pulls or builds the critiques")
-
-
 def load_ledger(manifest_path: Path) -> tuple[CritiqueManifest, CallLedger]:
     """The manifest and the ledger it names; an unfinished build is an error naming what to run."""
-    manifest = read_manifest(manifest_path)
-    return manifest, finished_ledger(manifest_path, manifest.ledger, manifest.finished, len(manifest.items),
-                                     f"solutions have all {manifest.n_votes} critiques; run build_critiques (it "
-                                     f"requests only the missing ones)")
+    return load_finished_ledger(manifest_path, CritiqueManifest, what="critique", total=lambda m: len(m.items),
+                                unfinished=lambda m: f"solutions have all {m.n_votes} critiques; run "
+                                                     f"build_critiques (it requests only the missing ones)")

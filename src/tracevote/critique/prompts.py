@@ -25,7 +25,7 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
-from tracevote.core.config import StepsFormat
+from tracevote.core.config_datasets import StepsFormat
 from tracevote.core.errors import ConfigError
 
 CRITIQUE = "critique"  # the kind of call, for the simulated model

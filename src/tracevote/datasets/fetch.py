@@ -8,7 +8,7 @@ from typing import Any
 import orjson
 import requests
 
-from tracevote.core.config import SourceConfig
+from tracevote.core.config_datasets import SourceConfig
 from tracevote.core.errors import DataError, FetchError
 from tracevote.core.retry import TransientError, call_with_retries, parse_retry_after
 from tracevote.datasets.local import Row, read_local_rows  # fetch reads a local file too; callers import it here

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from tracevote.core.config import DatasetConfig
+from tracevote.core.config_datasets import DatasetConfig
 from tracevote.datasets.deltabench import convert_rows
 from tracevote.datasets.problems import Problem, normalize_rows
 from tracevote.datasets.steps import StepRecord, normalize_step_rows

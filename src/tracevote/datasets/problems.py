@@ -9,7 +9,7 @@ LaTeX text (math).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -17,8 +17,8 @@ from typing import Any, Protocol, TypeVar
 import orjson
 
 from tracevote.answers.formats import GSM8K_MARK, gold_answer
-from tracevote.core.config import DatasetConfig
-from tracevote.core.errors import DataError
+from tracevote.core.config_datasets import DatasetConfig
+from tracevote.core.errors import DataError, listed
 
 # An id is data: it names a record, never a file (core.names maps it to one). These bounds keep it printable
 # and short, so a hand-edited or generated file cannot smuggle in a path, a NUL or 10 KB of text.
@@ -63,26 +63,49 @@ def check_rows(rows: list[dict[str, Any]], cfg: DatasetConfig, origin: str,
 
     Rows are numbered from 1 as they stand in `origin`.
     """
+    return records_of_rows(rows, lambda row, number: check_row(row, number, cfg), origin=origin,
+                           id_field=_id_field(cfg))
+
+
+def records_of_rows(rows: Sequence[dict[str, Any]], check_row: Callable[[dict[str, Any], int],
+                    tuple[list[str], RecordT | None]], *, origin: str, first_number: int = 1,
+                    id_field: str | None = None, empty: str = "no rows",
+                    heading: str = ", nothing written") -> list[RecordT]:
+    """Every row's record by `check_row` (its errors, or a record with an `id`), or one DataError naming
+    `origin` and listing every bad row, repeated id (`id_field`: the field it came from) and an empty file.
+    Rows are numbered from `first_number` (1: as they stand in a file; 0: as ids count)."""
     records: list[RecordT] = []
-    errors: list[str] = []
+    rows_by_error: dict[str, list[int]] = {}
     seen_ids: dict[str, int] = {}
-    for number, row in enumerate(rows, start=1):
-        row_errors, record = check_row(row, number, cfg)
-        errors.extend(f"row {number}: {message}" for message in row_errors)
+    for number, row in enumerate(rows, start=first_number):
+        row_errors, record = check_row(row, number)
+        for message in row_errors:
+            rows_by_error.setdefault(message, []).append(number)
         if record is None:
             continue
         if record.id in seen_ids:
-            errors.append(f"row {number}: field {_id_field(cfg)!r}: duplicate id {record.id!r} "
-                          f"(first at row {seen_ids[record.id]})")
+            field_name = f"field {id_field!r}: " if id_field else ""
+            message = f"{field_name}duplicate id {record.id!r} (first at row {seen_ids[record.id]})"
+            rows_by_error.setdefault(message, []).append(number)
             continue
         seen_ids[record.id] = number
         records.append(record)
+    errors = [f"{_rows_named(numbers)}: {message}" for message, numbers in rows_by_error.items()]
     if not rows:
-        errors.append("no rows")
+        errors.append(empty)
     if errors:
-        listing = "\n  ".join(errors)
-        raise DataError(f"{origin}: {len(errors)} problem(s), nothing written:\n  {listing}")
+        count = sum(map(len, rows_by_error.values())) or 1
+        raise DataError(f"{origin}: {count} problem(s){heading}:\n  {listed(errors)}")
     return records
+
+
+def _rows_named(numbers: list[int]) -> str:
+    """"row 4", or for one error on many rows (a wrong problem_key fails them all) "rows 1-30 (30 rows)"."""
+    if len(numbers) == 1:
+        return f"row {numbers[0]}"
+    span = f"{numbers[0]}-{numbers[-1]}" if numbers[-1] - numbers[0] + 1 == len(numbers) else \
+        ", ".join(map(str, numbers[:5])) + (", ..." if len(numbers) > 5 else "")
+    return f"rows {span} ({len(numbers)} rows)"
 
 
 def _normalize_row(row: dict[str, Any], number: int, cfg: DatasetConfig) -> tuple[list[str], Problem | None]:

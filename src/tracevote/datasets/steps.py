@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tracevote.core.config import DatasetConfig
+from tracevote.core.config_datasets import DatasetConfig
 from tracevote.core.errors import DataError
 from tracevote.datasets.problems import check_rows, problem_text, read_normalized, row_id, scalar_meta
 

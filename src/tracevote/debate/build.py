@@ -13,15 +13,18 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from tracevote.core.config import DebateConfig, DecodingConfig, ModelConfig, Params, PricingConfig
+from tracevote.core.config import Params
+from tracevote.core.config_deepconf import DecodingConfig
+from tracevote.core.config_endpoints import ModelConfig, PricingConfig
+from tracevote.core.config_methods import DebateConfig
 from tracevote.core.errors import ConfigError
-from tracevote.core.fileio import read_json_record, write_json
+from tracevote.core.fileio import write_json
 from tracevote.datasets.problems import Problem
 from tracevote.debate.examples import examples_text
 from tracevote.debate.prompts import RANK
 from tracevote.debate.protocol import Debate, Transcript, advance, replay
 from tracevote.sampling.budget import BYTES_PER_PROMPT_TOKEN, CostEstimate, estimate
-from tracevote.store.calls import CallLedger, finished_ledger, ledger_fields
+from tracevote.store.calls import CallLedger, ledger_fields, load_finished_ledger
 from tracevote.store.ledger import fingerprint_of, folder_name
 
 METHOD = "dylan-debate"
@@ -204,13 +207,8 @@ def write_manifest(path: Path, ledger: CallLedger, dataset: str, debates: list[D
     return manifest
 
 
-def read_manifest(path: Path) -> DebateManifest:
-    return read_json_record(path, DebateManifest, what="debate manifest",
-                            missing="run `make repro`, which pulls or builds the debates")
-
-
 def load_ledger(manifest_path: Path) -> tuple[DebateManifest, CallLedger]:
     """The manifest and the ledger it names; an unfinished build is an error naming what to run."""
-    manifest = read_manifest(manifest_path)
-    return manifest, finished_ledger(manifest_path, manifest.ledger, manifest.finished, len(manifest.problems),
-                                     "debates are finished; run build_debate (it requests only the missing calls)")
+    return load_finished_ledger(manifest_path, DebateManifest, what="debate", total=lambda m: len(m.problems),
+                                unfinished=lambda m: "debates are finished; run build_debate (it requests only "
+                                                     "the missing calls)")

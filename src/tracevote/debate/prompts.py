@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from tracevote.core.config import DebateConfig
+from tracevote.core.config_methods import DebateConfig
 from tracevote.debate.examples import examples_text
 
 ANSWER = "debate_answer"

@@ -22,7 +22,8 @@ from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 
 from tracevote.answers.extract import answer_candidates, resolve_answer
-from tracevote.core.config import AnswersConfig, DebateConfig
+from tracevote.core.config_datasets import AnswersConfig
+from tracevote.core.config_methods import DebateConfig
 from tracevote.core.errors import DataError
 from tracevote.datasets.problems import Problem
 from tracevote.debate import prompts

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from tracevote.core.config import DebateConfig
+from tracevote.core.config_methods import DebateConfig
 from tracevote.datasets.problems import Problem
 from tracevote.debate.importance import agent_importance
 from tracevote.debate.protocol import STOPS, Transcript

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from tracevote.core.config import MEASURES, ConfidenceConfig
+from tracevote.core.config_deepconf import MEASURES, ConfidenceConfig
 from tracevote.core.errors import DataError
 from tracevote.store.records import ProblemTraces
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from tracevote.core.config import MEASURES, WHOLE_PERCENT, EvalConfig, OnlineConfig, TieBreak, eta_percent
+from tracevote.core.config_deepconf import MEASURES, WHOLE_PERCENT, EvalConfig, OnlineConfig, TieBreak, eta_percent
 from tracevote.core.errors import ConfigError, DataError
 from tracevote.deepconf.online import OnlineSets, OnlineTrace, StopRows, check_stop_columns, replay, stop_profiles
 from tracevote.deepconf.results import (

@@ -29,7 +29,7 @@ from functools import cached_property
 import numpy as np
 import pandas as pd
 
-from tracevote.core.config import OnlineConfig, TieBreak
+from tracevote.core.config_deepconf import OnlineConfig, TieBreak
 from tracevote.core.errors import DataError
 from tracevote.deepconf.confidence import StopProfiles
 from tracevote.deepconf.score import STOP_COLUMNS

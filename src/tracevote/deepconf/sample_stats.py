@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from tracevote.answers.extract import ANSWER_SOURCES
-from tracevote.core.config import MEASURES
+from tracevote.core.config_deepconf import MEASURES
 from tracevote.deepconf.results import Auroc, ConfidenceSummary, Validity
 
 SUMMARY_PERCENTILES = (10, 50, 90)

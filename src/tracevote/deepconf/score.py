@@ -17,7 +17,8 @@ import numpy as np
 import pyarrow as pa
 
 from tracevote.answers.extract import resolve_answer
-from tracevote.core.config import MEASURES, AnswersConfig, ConfidenceConfig
+from tracevote.core.config_datasets import AnswersConfig
+from tracevote.core.config_deepconf import MEASURES, ConfidenceConfig
 from tracevote.core.errors import DataError
 from tracevote.core.parquet import booleans, numbers, pandas_metadata, repeated, strings
 from tracevote.deepconf.confidence import StopProfiles, TraceMeasures, trace_measures

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tracevote.core.config import TieBreak
+from tracevote.core.config_deepconf import TieBreak
 from tracevote.store.records import NO_ANSWER
 
 

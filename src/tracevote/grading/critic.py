@@ -26,7 +26,8 @@ from typing import Any
 
 import orjson
 
-from tracevote.core.config import DecodingConfig, Params
+from tracevote.core.config import Params
+from tracevote.core.config_deepconf import DecodingConfig
 from tracevote.core.errors import DataError
 from tracevote.grading.accuracy import Pairing
 from tracevote.grading.gold import GoldItem

@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from tracevote.answers.formats import GSM8K_MARK
-from tracevote.core.errors import DataError, listed
+from tracevote.core.errors import DataError
 from tracevote.datasets.local import read_local_rows
-from tracevote.datasets.problems import Problem, load_problems
+from tracevote.datasets.problems import Problem, load_problems, records_of_rows
 
 GradingFormat = Literal["gsm8k", "math500", "aime", "amc23"]
 GRADING_FORMATS: tuple[GradingFormat, ...] = ("gsm8k", "math500", "aime", "amc23")
@@ -92,25 +92,14 @@ def _row_of(problem: Problem) -> dict[str, Any]:
 
 def gold_items(rows: Sequence[dict[str, Any]], keys: GoldKeys, *, prefix: str, origin: str) -> list[GoldItem]:
     """Every row's item, or one DataError listing every bad row (numbered from 0, as ids count) and repeated id."""
-    items: list[GoldItem] = []
-    errors: list[str] = []
-    first_row: dict[str, int] = {}
-    for index, row in enumerate(rows):
+    def check(row: dict[str, Any], index: int) -> tuple[list[str], GoldItem | None]:
         try:
-            item = gold_item(row, index, keys, prefix)
+            return [], gold_item(row, index, keys, prefix)
         except DataError as exc:
-            errors.append(f"row {index}: {exc}")
-            continue
-        if item.id in first_row:
-            errors.append(f"row {index}: duplicate id {item.id!r} (first at row {first_row[item.id]})")
-            continue
-        first_row[item.id] = index
-        items.append(item)
-    if not rows:
-        errors.append("no rows (expected one gold item per row: a problem and its answer)")
-    if errors:
-        raise DataError(f"{origin}: {len(errors)} problem(s) in the gold file:\n  {listed(errors)}")
-    return items
+            return [str(exc)], None
+
+    return records_of_rows(rows, check, origin=origin, first_number=0, heading=" in the gold file",
+                           empty="no rows (expected one gold item per row: a problem and its answer)")
 
 
 def gold_item(row: dict[str, Any], index: int, keys: GoldKeys, prefix: str) -> GoldItem:

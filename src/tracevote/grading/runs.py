@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tracevote.answers.mathverify import MathJudge
-from tracevote.core.config import AnswersConfig, GradingConfig, GradingRunConfig
+from tracevote.core.config_datasets import AnswersConfig
+from tracevote.core.config_methods import GradingConfig, GradingRunConfig
 from tracevote.core.errors import DataError
 from tracevote.core.fileio import read_json_record, write_json, write_jsonl
 from tracevote.grading.accuracy import Grades, Pairing, check_some_match, grade, pair_by_id

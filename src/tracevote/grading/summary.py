@@ -18,9 +18,10 @@ needs a look (gold items without a prediction, unmatched ids, ...). A simulated 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
-from tracevote.report.banner import SIMULATED_BANNER
+from tracevote.core.simulated import SIMULATED_BANNER
 
 JSON_KEYS = ("accuracy", "correct", "total", "missing", "string_fallbacks", "unjudged", "avg_word_count",
              "avg_word_count_correct", "avg_word_count_incorrect", "predictions", "unmatched",
@@ -29,9 +30,9 @@ UNPARSABLE_NOTE = "no score; left out of the average"
 NOTHING_TO_SCORE = "n/a (nothing to score: no gold item with a reference solution has a prediction)"
 
 
-def render_run(record: dict[str, Any], *, critic_enabled: bool | None = None) -> str:
-    """The scorer's lines (see the module docstring), then notes. `critic_enabled` None: the critic counts as
-    enabled when it asked about anything."""
+def render_run(record: dict[str, Any], *, critic_enabled: bool | None = None, notes: Sequence[str] = ()) -> str:
+    """The scorer's lines (see the module docstring), then `notes` (the caller's: `grade --limit`'s) and ours.
+    `critic_enabled` None: the critic counts as enabled when it asked about anything."""
     asked = record["critic_scored"] + record["critic_unparsable"]
     enabled = asked > 0 if critic_enabled is None else critic_enabled
     lines = [f"*** {SIMULATED_BANNER} ***"] if record.get("simulated") else []
@@ -40,7 +41,7 @@ def render_run(record: dict[str, Any], *, critic_enabled: bool | None = None) ->
               f"Average word count: {record['avg_word_count']:.2f}"]
     lines += critic_lines(record["critic_score"], record["critic_scored"], record["critic_unparsable"]) \
         if enabled else ["LLM critic disabled."]
-    return "\n".join(lines + _notes(record))
+    return "\n".join([*lines, *notes, *_notes(record)])
 
 
 def critic_lines(mean: float | None, scored: int, unparsable: int) -> list[str]:

@@ -119,17 +119,31 @@ def _draw_bars(axis: Any, rows: Sequence[dict[str, Any]]) -> None:
     axis.legend(fontsize=8, loc="lower right")
 
 
+def heat_map_rows(counts: np.ndarray, cap: int) -> list[tuple[int, str]]:
+    """(row of position_matrix, its label) for the rows the heat map shows: those some solution has.
+
+    Rows none, 0, 1, 2 holding 3, 1, 0, 2 solutions -> [(0, "none (n=3)"), (1, "0 (n=1)"), (3, "2 (n=2)")].
+    """
+    names = ["none", *position_names(cap)]
+    totals = counts.sum(axis=1)
+    return [(int(row), f"{names[row]} (n={totals[row]})") for row in np.flatnonzero(totals)]
+
+
+def position_names(cap: int) -> list[str]:
+    """"0", "1", ..., and the cap: "10+" when it holds every later step too."""
+    return [str(i) for i in range(cap)] + [f"{cap}+" if cap == POSITION_CAP else str(cap)]
+
+
 def _draw_positions(figure: Figure, axis: Any, counts: np.ndarray, cap: int) -> None:
-    totals = counts.sum(axis=1, keepdims=True)
-    shares = np.divide(counts, totals, out=np.zeros(counts.shape, dtype=float), where=totals > 0)
+    rows = heat_map_rows(counts, cap)
+    counts = counts[[row for row, _ in rows]]
+    shares = counts / np.maximum(counts.sum(axis=1, keepdims=True), 1)
     image = axis.imshow(shares, cmap="Blues", vmin=0, vmax=1, aspect="auto")
     for row, column in zip(*np.nonzero(counts), strict=True):
         axis.text(column, row, str(counts[row, column]), ha="center", va="center", fontsize=7,
                   color="white" if shares[row, column] > 0.6 else "black")
-    steps = [str(i) for i in range(cap)] + [f"{cap}+" if cap == POSITION_CAP else str(cap)]
-    axis.set_yticks(range(counts.shape[0]), [f"none (n={totals[0, 0]})"] +
-                    [f"{s} (n={n})" for s, n in zip(steps, totals[1:, 0], strict=True)], fontsize=8)
-    axis.set_xticks(range(counts.shape[1]), ["none", *steps, "no vote"], fontsize=8, rotation=45)
+    axis.set_yticks(range(len(rows)), [name for _, name in rows], fontsize=8)
+    axis.set_xticks(range(counts.shape[1]), ["none", *position_names(cap), "no vote"], fontsize=8, rotation=45)
     axis.set_ylabel("true first wrong step")
     axis.set_xlabel("predicted first wrong step (majority vote)")
     axis.set_title("where the vote put the first error (colour: share of the row; text: count)", fontsize=10)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import io
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -96,14 +97,17 @@ def plot_word_counts(records: Sequence[dict[str, Any]], path: Path) -> None:
     simulated = any(record["simulated"] for record in records)
     columns = min(len(records), 4)
     rows = -(-len(records) // columns)
-    figure = Figure(figsize=(3.2 * columns + 0.6, 3.4 * rows + 0.6))
+    width = 3.2 * columns + 0.6
+    figure = Figure(figsize=(width, 3.4 * rows + 0.6))
     axes = np.atleast_1d(figure.subplots(rows, columns, squeeze=False)).ravel()
     for axis, record in zip(axes, records, strict=False):
         _word_count_panel(axis, record)
     for axis in axes[len(records):]:
         axis.set_visible(False)
     axes[0].set_ylabel("average words of reasoning")
-    figure.suptitle(titled("Reasoning length of correct and incorrect predictions", simulated), fontsize=11)
+    # wrapped to the figure's width (about 11 characters an inch at this size): one run's panel is narrow
+    title = titled("Reasoning length of correct and incorrect predictions", simulated)
+    figure.suptitle("\n".join(textwrap.wrap(title, width=int(11 * width))), fontsize=11)
     figure.tight_layout()
     save_png(figure, path)
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Any
 
@@ -20,15 +19,14 @@ BASELINE_STYLES = {"pass1": ("Pass@1", "black", ":"), "cons": ("Cons@K (majority
 WEIGHTED_STYLE = ("measure@K (weighted vote, all samples)", "tab:blue", "-")
 TOP_COLOURS = ("tab:orange", "tab:green", "tab:purple", "tab:brown", "tab:pink")
 ONLINE_COLOURS = ("magenta", "tab:cyan", "tab:olive", "navy")  # tab:red is the debate's
-ONLINE_MEASURE = "lowest"  # online DeepConf weighs and filters by the lowest-group confidence: drawn in its panel
+K_LABEL = "K (samples voted on)"
+ONLINE_MEASURE = "lowest"  # online DeepConf weighs and filters by the lowest-group confidence
+Line = tuple[str, str, str, str]  # method, legend label, colour, line style
 
 
 def accuracy_curve(result: AggregateResult) -> pd.DataFrame:
-    """Columns k, then per method its mean accuracy, `<method>_std`, `<method>_ci_low` and `<method>_ci_high`,
-    then log2_k; one row per K. Online methods come after the others, empty below their warmup.
-
-    log2_k is the x axis of `dvc plots show`, whose templates have no log scale.
-    """
+    """Columns k, then per method its mean accuracy, `<method>_std`, `<method>_ci_low` and `<method>_ci_high`
+    (fractions); one row per K. Online methods come after the others, empty below their warmup."""
     table: dict[str, list[float | None]] = {"k": list(result.k)}
     rows_by_method: list[tuple[str, list[Any]]] = [
         *((method, [result.accuracy_at(method, k) for k in result.k]) for method in result.methods),
@@ -36,11 +34,10 @@ def accuracy_curve(result: AggregateResult) -> pd.DataFrame:
     for method, rows in rows_by_method:
         for suffix, field in (("", "mean"), ("_std", "std"), ("_ci_low", "ci_low"), ("_ci_high", "ci_high")):
             table[f"{method}{suffix}"] = [None if row is None else getattr(row, field) for row in rows]
-    table["log2_k"] = [math.log2(k) for k in result.k]
     return pd.DataFrame(table)
 
 
-def panel_methods(methods: tuple[str, ...], measure: str) -> list[tuple[str, str, str, str]]:
+def panel_methods(methods: tuple[str, ...], measure: str) -> list[Line]:
     """(method, legend label, colour, line style) for one measure's panel.
 
     ("pass1", "cons", "avg", "avg_top10", "tail") with "avg" ->
@@ -60,7 +57,7 @@ def _top_percent(method: str) -> int:
     return int(method.rpartition("_top")[2])
 
 
-def online_styles(methods: tuple[str, ...]) -> list[tuple[str, str, str, str]]:
+def online_styles(methods: tuple[str, ...]) -> list[Line]:
     """(method, legend label, colour, line style) of each online method."""
     return [(method, f"{method_label(method, 'K')} (replayed)", colour, "-.")
             for method, colour in zip(methods, ONLINE_COLOURS, strict=False)]
@@ -68,52 +65,76 @@ def online_styles(methods: tuple[str, ...]) -> list[tuple[str, str, str, str]]:
 
 def plot_accuracy(curve: pd.DataFrame, methods: tuple[str, ...], path: Path, *, simulated: bool,
                   online_methods: tuple[str, ...] = (), ci_level: float | None = None) -> None:
-    """One panel per confidence measure, each with Pass@1, Cons@K, measure@K and its top-η% variants; the online
-    methods in the `lowest` panel. Bands are the bootstrap intervals (±1 std without them)."""
-    measures = [m for m in methods if m not in BASELINE_STYLES and "_top" not in m]
-    columns = 2 if len(measures) > 1 else 1
-    rows = -(-len(measures) // columns)
-    figure = Figure(figsize=(5.2 * columns, 3.6 * rows + 1.0), layout="constrained")
-    axes = figure.subplots(rows, columns, sharex=True, sharey=True, squeeze=False).ravel()
-    for axis, measure in zip(axes, measures, strict=False):
-        lines = panel_methods(methods, measure)
-        if measure == ONLINE_MEASURE or (ONLINE_MEASURE not in measures and axis is axes[0]):
-            lines += online_styles(online_methods)
-        for position, (method, label, colour, style) in enumerate(lines):
-            _draw_line(axis, curve, method, label, colour, style, nudge=(position - (len(lines) - 1) / 2) * 0.035)
-        axis.set_title(f"confidence measure: {measure}", fontsize=10)
-        _k_axis(axis, curve["k"].to_numpy())
-    for axis in axes[len(measures):]:
-        axis.set_visible(False)
-    for axis in axes[: len(measures)]:
-        axis.set_ylabel("accuracy (%)")
-        axis.label_outer()  # shared axes: label only the outer edges
-    legend = {}
-    for axis in axes[: len(measures)]:
-        legend.update(zip(*reversed(axis.get_legend_handles_labels()), strict=True))
-    figure.legend(list(legend.values()), list(legend), loc="outside lower center", ncol=3, fontsize=8, frameon=False)
-    bars = f"{100 * ci_level:.0f}% bootstrap intervals" if ci_level is not None else "±1 std"
-    figure.suptitle(titled(f"Accuracy vs K (lines: mean over repeats; bars, and Cons@K's band: {bars})", simulated))
+    """Small multiples: a row per confidence measure (then one of the online methods), a panel per voting method,
+    each drawing that method and Cons@K as lines over light bands of their intervals (bootstrap, else ±1 std),
+    with Pass@1 as a thin reference line. One method per panel, so each reads at a glance."""
+    rows = accuracy_rows(methods, online_methods)
+    columns = max(len(lines) for _, lines in rows)
+    figure = Figure(figsize=(3.6 * columns, 2.5 * len(rows) + 1.2), layout="constrained")
+    axes = figure.subplots(len(rows), columns, sharex=True, sharey=True, squeeze=False)
+    baselines = [(method, *BASELINE_STYLES[method]) for method in BASELINE_STYLES if method in curve]
+    for (row_name, lines), row_axes in zip(rows, axes, strict=True):
+        for axis, line in zip(row_axes, lines, strict=False):
+            for method, label, colour, style in [*baselines, line]:
+                _draw_line(axis, curve, method, label, colour, style, band=method != "pass1")
+            axis.set_title(method_label(line[0], "K"), fontsize=9)
+            _k_axis(axis, curve["k"].to_numpy())
+        row_axes[0].set_ylabel(f"{row_name}\naccuracy (%)")
+        for axis in row_axes[len(lines):]:
+            axis.set_visible(False)
+    _label_outer(axes)
+    _shared_legend(figure, axes)
+    bands = f"{100 * ci_level:.0f}% bootstrap intervals" if ci_level is not None else "±1 std"
+    figure.suptitle(titled(f"Accuracy vs K (lines: mean over repeats; bands: {bands})", simulated))
     save_png(figure, path)
 
 
-def _draw_line(axis: Axes, curve: pd.DataFrame, method: str, label: str, colour: str, style: str,
-               nudge: float = 0.0) -> None:
-    """The method's mean over K, and its interval: a band for Cons@K, the baseline, and bars for the others,
-    each method's bars nudged sideways by `nudge` (in log2 K) so that they do not hide each other."""
+def _shared_legend(figure: Figure, axes: np.ndarray) -> None:
+    """One legend below the panels, each label once (every panel draws the baselines)."""
+    legend: dict[str, Any] = {}
+    for axis in axes.ravel():
+        legend.update(zip(*reversed(axis.get_legend_handles_labels()), strict=True))
+    figure.legend(list(legend.values()), list(legend), loc="outside lower center", ncol=3, fontsize=8, frameon=False)
+
+
+def _label_outer(axes: np.ndarray) -> None:
+    """Shared axes: tick labels only on the outer edges, the lowest visible panel of each column included."""
+    for axis in axes.ravel():
+        axis.label_outer()
+    for column in axes.T:
+        lowest = [axis for axis in column if axis.get_visible()][-1]
+        lowest.tick_params(labelbottom=True)
+        lowest.set_xlabel(K_LABEL)
+
+
+def accuracy_rows(methods: tuple[str, ...], online_methods: tuple[str, ...]) -> list[tuple[str, list[Line]]]:
+    """(row name, its methods) of the accuracy figure: one row per confidence measure, then the online methods.
+
+    (("pass1", "cons", "avg", "avg_top10"), ("online_low",)) ->
+    [("avg", [avg, avg_top10]), ("online (lowest, replayed)", [online_low])], each method with its style.
+    """
+    measures = [m for m in methods if m not in BASELINE_STYLES and "_top" not in m]
+    rows = [(measure, [line for line in panel_methods(methods, measure) if line[0] not in BASELINE_STYLES])
+            for measure in measures]
+    if online_methods:
+        rows.append((f"online ({ONLINE_MEASURE}, replayed)", online_styles(online_methods)))
+    return rows
+
+
+def _draw_line(axis: Axes, curve: pd.DataFrame, method: str, label: str, colour: str, style: str, *,
+               band: bool = True) -> None:
+    """The method's mean over K as a line, over a light band of its interval."""
     k = curve["k"].to_numpy(dtype=np.float64)
     mean = 100 * curve[method].to_numpy(dtype=np.float64)
-    if f"{method}_ci_low" in curve and curve[f"{method}_ci_low"].notna().any():
-        low, high = (100 * curve[f"{method}_ci_{side}"].to_numpy(dtype=np.float64) for side in ("low", "high"))
-    else:
-        std = 100 * curve[f"{method}_std"].to_numpy(dtype=np.float64)
-        low, high = mean - std, mean + std
-    axis.plot(k, mean, linestyle=style, color=colour, marker="o", markersize=3, linewidth=1.6, label=label)
-    if method == "cons":
-        axis.fill_between(k, low, high, color=colour, alpha=0.12, linewidth=0)
-        return
-    axis.errorbar(k * 2**nudge, mean, yerr=[mean - low, high - mean], fmt="none", ecolor=colour, alpha=0.55,
-                  elinewidth=0.9, capsize=1.5)
+    if band:
+        if f"{method}_ci_low" in curve and curve[f"{method}_ci_low"].notna().any():
+            low, high = (100 * curve[f"{method}_ci_{side}"].to_numpy(dtype=np.float64) for side in ("low", "high"))
+        else:
+            std = 100 * curve[f"{method}_std"].to_numpy(dtype=np.float64)
+            low, high = mean - std, mean + std
+        axis.fill_between(k, low, high, color=colour, alpha=0.15, linewidth=0)
+    axis.plot(k, mean, linestyle=style, color=colour, marker="o", markersize=2.5, linewidth=1.6 if band else 1.1,
+              label=label)
 
 
 def _k_axis(axis: Axes, ks: np.ndarray) -> None:
@@ -121,7 +142,7 @@ def _k_axis(axis: Axes, ks: np.ndarray) -> None:
     axis.set_xscale("log", base=2)
     axis.set_xticks(ks, [str(int(k)) for k in ks], fontsize=8)
     axis.minorticks_off()
-    axis.set_xlabel("K (samples voted on)")
+    axis.set_xlabel(K_LABEL)
     axis.grid(alpha=0.3)
 
 

@@ -8,9 +8,9 @@ from typing import Any
 import numpy as np
 
 from tracevote.core.errors import ConfigError
+from tracevote.core.simulated import SIMULATED_BANNER
 from tracevote.datasets.problems import Problem
 from tracevote.deepconf.results import AggregateResult, PairedComparison, WorkingSets
-from tracevote.report.banner import SIMULATED_BANNER
 
 TIE_RULES = {"smallest": "the smallest answer wins", "first": "the answer met first in the working set wins",
              "fractional": "a t-way tie holding the gold scores 1/t"}

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from dotenv import dotenv_values
 
-from tracevote.core.config import ModelConfig
+from tracevote.core.config_endpoints import ModelConfig
 
 
 def resolve_api_key(model: ModelConfig, environ: Mapping[str, str], dotenv_path: Path | None) -> str | None:

@@ -12,7 +12,9 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from tracevote.core.config import DecodingConfig, ModelConfig, Params, PoolConfig
+from tracevote.core.config import Params
+from tracevote.core.config_deepconf import DecodingConfig, PoolConfig
+from tracevote.core.config_endpoints import ModelConfig
 from tracevote.core.errors import ModelNotFoundError, TracevoteError
 from tracevote.core.retry import RetryNotice
 from tracevote.datasets.problems import Problem
@@ -20,8 +22,6 @@ from tracevote.sampling.apikey import resolve_api_key
 from tracevote.sampling.build import Sampled
 from tracevote.sampling.client import ChatClient
 from tracevote.sampling.probe import ProbeReport, run_probe
-from tracevote.sim.model import SimModel
-from tracevote.sim.server import ServerOptions, running_server
 
 
 @dataclass
@@ -65,9 +65,7 @@ def open_client(model: ModelConfig, decoding: DecodingConfig, problems: list[Pro
     see SimModel) runs while the block does. `on_retry` hears of every retried failure (the entry point shows it)."""
     with contextlib.ExitStack() as stack:
         if model.backend == "sim":
-            sim = SimModel(model.sim, answers={p.problem: p.answer for p in problems}, first_errors=first_errors,
-                           reached=reached)
-            base_url = stack.enter_context(running_server(sim, options=ServerOptions(profile=model.profile.name)))
+            base_url = stack.enter_context(_simulator(model, problems, first_errors, reached))
             model = _pointed_at(model, base_url)
         client = ChatClient(model, decoding, api_key=api_key, timeout_s=pool.request_timeout_s,
                             max_retries=pool.max_retries, concurrency=concurrency, on_retry=on_retry)
@@ -82,6 +80,18 @@ def open_sampler(params: Params, problems: list[Problem], api_key: str | None,
     with open_client(params.deepconf_model, params.decoding, problems, api_key, pool=params.pool,
                      concurrency=params.pool.concurrency, on_retry=on_retry) as client:
         yield Sampler(client, params.pool.keep_top_logprobs, params.pool.keep_raw)
+
+
+def _simulator(model: ModelConfig, problems: list[Problem], first_errors: Mapping[str, int] | None,
+               reached: Mapping[str, bool] | None) -> contextlib.AbstractContextManager[str]:
+    """A loopback simulated server for `model`'s profile. Imported here, not at the top: the simulator answers
+    every method's prompts, so it sits above the methods (which call this module); a real run never loads it."""
+    from tracevote.sim.model import SimModel
+    from tracevote.sim.server import ServerOptions, running_server
+
+    sim = SimModel(model.sim, answers={p.problem: p.answer for p in problems}, first_errors=first_errors,
+                   reached=reached)
+    return running_server(sim, options=ServerOptions(profile=model.profile.name))
 
 
 def _pointed_at(model: ModelConfig, base_url: str) -> ModelConfig:

@@ -6,8 +6,9 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from tracevote.core.config import ModelConfig, PricingConfig
+from tracevote.core.config_endpoints import ModelConfig, PricingConfig
 from tracevote.core.errors import TracevoteError
+from tracevote.sampling.prompts import prompt_bytes
 
 # A deliberately pessimistic tokenizer stand-in: real BPE tokenizers average 3.5-4.5 bytes per token.
 BYTES_PER_PROMPT_TOKEN = 3.0
@@ -69,8 +70,7 @@ class SpendCap:
 def worst_case_usd(messages: list[dict[str, str]], max_tokens: int, pricing: PricingConfig) -> float:
     """A call's most possible cost: its prompt at the cache-miss price (tokens counted pessimistically, see
     prompt_tokens), every one of max_tokens at the output price."""
-    prompt_bytes = sum(len(message["content"].encode()) for message in messages)
-    return usd(prompt_tokens(prompt_bytes), max_tokens, pricing)
+    return usd(prompt_tokens(prompt_bytes(messages)), max_tokens, pricing)
 
 
 @dataclass(frozen=True)

@@ -10,10 +10,10 @@ import collections
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from tracevote.core.config import PricingConfig
+from tracevote.core.config_endpoints import PricingConfig
 from tracevote.datasets.problems import Problem
 from tracevote.sampling.budget import CostEstimate, SpendCap, estimate, usd, worst_case_usd
-from tracevote.sampling.prompts import SOLVE
+from tracevote.sampling.prompts import SOLVE, prompt_bytes, setting_messages
 from tracevote.sampling.runner import OneCall, Paid, RunSummary, run_calls
 from tracevote.store import codec
 from tracevote.store.calls import Call
@@ -48,8 +48,8 @@ class BuildPlan:
 def plan_build(pool: Pool, problems: list[Problem], setting: Setting, n_pool: int,
                pricing: PricingConfig, *, simulated_as: str | None = None) -> BuildPlan:
     missing = pool.missing_samples([p.id for p in problems], n_pool)
-    by_id = {p.id: p for p in problems}
-    sizes = [setting.prompt_bytes(by_id[pid]) for pid, ids in missing.items() for _ in ids]
+    messages = setting_messages(problems, setting)
+    sizes = [prompt_bytes(messages[pid]) for pid, ids in missing.items() for _ in ids]
     return BuildPlan(missing, estimate(sizes, setting.max_tokens, pricing, simulated_as=simulated_as))
 
 
@@ -69,8 +69,7 @@ def run_build(pool: Pool, problems: list[Problem], plan: BuildPlan, sample_fn: S
               on_sample: Callable[[Paid[Sample], RunSummary], None] | None = None) -> RunSummary:
     """Request every missing sample with `concurrency` workers; stop at once on a non-retryable error, and
     softly (in-flight samples stored) on an outage, a failed write or `cap` (each sample at most `max_tokens`)."""
-    setting = Setting(**pool.meta["setting"])
-    messages = {p.id: setting.messages(p) for p in problems}
+    messages = setting_messages(problems, pool.setting)
     conversations = (OneCall(Call(pid, sid, SOLVE, messages[pid])) for pid, sid in sample_order(plan.missing))
 
     def paid_sample(call: Call) -> Paid[Sample]:
@@ -83,7 +82,7 @@ def run_build(pool: Pool, problems: list[Problem], plan: BuildPlan, sample_fn: S
                     sample.completion_tokens, usd(sample.prompt_tokens, sample.completion_tokens, pricing),
                     simulated=sampled.simulated)
 
-    summary = RunSummary(simulated_as=plan.cost.simulated_as, unit="samples", priced_as=setting.model)
+    summary = RunSummary(simulated_as=plan.cost.simulated_as, unit="samples", priced_as=pool.setting.model)
     return run_calls(pool, conversations, paid_sample, concurrency=concurrency, summary=summary,
                      on_stored=on_sample, cap=cap, first_alone=first_alone,
                      worst_usd=lambda call: worst_case_usd(call.messages, call.max_tokens or max_tokens, pricing))

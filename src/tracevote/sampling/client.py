@@ -34,7 +34,8 @@ import orjson
 import requests
 import urllib3
 
-from tracevote.core.config import DecodingConfig, ModelConfig, base_urls
+from tracevote.core.config_deepconf import DecodingConfig
+from tracevote.core.config_endpoints import ModelConfig, base_urls
 from tracevote.core.errors import ConfigError, EndpointError, EndpointNotFoundError, FatalAPIError, ModelNotFoundError
 from tracevote.core.limits import check_extra_body
 from tracevote.core.retry import (
@@ -45,10 +46,10 @@ from tracevote.core.retry import (
     call_with_retries,
     parse_retry_after,
 )
+from tracevote.core.simulated import SIMULATED_HEADER
 from tracevote.sampling.endpoints import Endpoint, EndpointPolicy, EndpointPool, EndpointSlot
 from tracevote.sampling.ingest import Reply, load_json, parse_completion, parse_reply
 from tracevote.sampling.prompts import SOLVE
-from tracevote.sim.render import SIMULATED_HEADER
 from tracevote.store.records import Sample
 
 SAMPLE_HEADER = "X-Tracevote-Sample"

@@ -17,8 +17,8 @@ import orjson
 
 from tracevote.answers.extract import extract_answer
 from tracevote.core.retry import TransientError
+from tracevote.core.simulated import FINGERPRINT_PREFIX
 from tracevote.sampling.ingest_fast import Parsed, message_text, parse_fast, usage_counts
-from tracevote.sim.render import FINGERPRINT_PREFIX
 from tracevote.store.logprobs import clean_logprobs, token_confidence
 from tracevote.store.records import Sample
 

@@ -20,9 +20,10 @@ import orjson
 import pyarrow as pa
 import pyarrow.csv as pacsv
 
-# Longest logprob literal the fast path reads, plus its terminator; repr() of a float32 widened to
-# float64, as Python servers print them, is at most 23 characters ("-1.1920928955078125e-07").
-_NUMBER_WIDTH = 24
+# Longest logprob literal the fast path reads, plus its terminator and the line end that replaces the byte after
+# it: repr() of any float64 is at most 24 characters ("-1.2345678901234567e-308"); vLLM prints a float32
+# widened to float64 in full, e.g. "-0.00012339447194244712" (23), which must not fall back to the slow path.
+_NUMBER_WIDTH = 26
 _TOKEN_LOOKBACK = 48  # bytes before `,"logprob":` searched for `"token":"` at once
 _KEY_LOGPROB = int.from_bytes(b'logprob"', "little")  # the 8 bytes before a key's colon
 _KEY_OGPROBS = int.from_bytes(b'ogprobs"', "little")

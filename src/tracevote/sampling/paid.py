@@ -15,7 +15,9 @@ from typing import Generic, TypeVar
 
 from tqdm import tqdm
 
-from tracevote.core.config import DecodingConfig, ModelConfig, Params, PoolConfig, base_urls, load_params
+from tracevote.core.config import Params, load_params
+from tracevote.core.config_deepconf import DecodingConfig, PoolConfig
+from tracevote.core.config_endpoints import ModelConfig, base_urls
 from tracevote.core.dvcstate import already_built
 from tracevote.core.errors import StorageError, TracevoteError
 from tracevote.core.fileio import missing_folders

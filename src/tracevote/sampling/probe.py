@@ -17,9 +17,9 @@ import numpy as np
 
 from tracevote.core.errors import EndpointError, ModelNotFoundError
 from tracevote.core.retry import TransientError
+from tracevote.core.simulated import FINGERPRINT_PREFIX
 from tracevote.sampling.client import ChatClient
 from tracevote.sampling.ingest import load_json
-from tracevote.sim.render import FINGERPRINT_PREFIX
 from tracevote.store.logprobs import SENTINEL_LOGPROB, token_confidence
 
 PROBE_PROMPT = "What is 17 + 25? Answer with the number only."

@@ -8,7 +8,13 @@ the instruction to box the final answer.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tracevote.datasets.problems import Problem
+    from tracevote.store.pool import Setting
 
 SOLVE = "solve"
 DEFAULT_TEMPLATE = "{problem}\n\nPlease reason step by step, and put your final answer within \\boxed{}."
@@ -32,3 +38,14 @@ def solve_prompt(problem: str, *, system: str | None, template: str = DEFAULT_TE
 def build_messages(problem: str, *, system: str | None, template: str = DEFAULT_TEMPLATE) -> list[dict[str, str]]:
     """The messages of `solve_prompt` (for callers that send only solve calls)."""
     return solve_prompt(problem, system=system, template=template).messages
+
+
+def setting_messages(problems: Iterable[Problem], setting: Setting) -> dict[str, list[dict[str, str]]]:
+    """The solve messages a pool's setting sends for each problem, by problem id: what the pool records a
+    digest of (Pool.register) and what build_pool sends."""
+    return {p.id: build_messages(p.problem, system=setting.system, template=setting.template) for p in problems}
+
+
+def prompt_bytes(messages: list[dict[str, str]]) -> int:
+    """UTF-8 size of every message's content, system prompt included: what cost estimates count."""
+    return sum(len(message["content"].encode()) for message in messages)

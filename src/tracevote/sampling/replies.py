@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tracevote.core.config import PricingConfig
+from tracevote.core.config_endpoints import PricingConfig
 from tracevote.sampling.budget import usd_cached
 from tracevote.sampling.client import ChatClient
 from tracevote.sampling.runner import Paid

@@ -17,9 +17,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import orjson
 
-from tracevote.grading.critic import CRITIC, reasoning_digest, reasoning_in_prompt
+from tracevote.grading.critic import reasoning_digest, reasoning_in_prompt
 from tracevote.sim.formats import json_schema_of
-from tracevote.sim.kinds import register_kind
 from tracevote.sim.render import Degrade, filler, render_text
 from tracevote.sim.request import SimRequest
 from tracevote.sim.tokens import seeded_rng
@@ -33,7 +32,7 @@ _REACHED_SCORES, _REACHED_WEIGHTS = (4, 5), (1 / 3, 2 / 3)
 _MISSED_SCORES, _MISSED_WEIGHTS = (1, 2, 3), (0.4, 0.35, 0.25)
 
 
-def _critic(req: SimRequest, key: str | None, model: SimModel, *, degrade: Degrade) -> bytes:
+def critic_reply(req: SimRequest, key: str | None, model: SimModel, *, degrade: Degrade) -> bytes:
     reasoning = reasoning_in_prompt(req.prompt) or ""
     digest = reasoning_digest(reasoning)
     reached = model.reached_gold(digest)
@@ -70,5 +69,3 @@ def _in_range(rng: np.random.Generator, reached: bool) -> int:
     scores, weights = (_REACHED_SCORES, _REACHED_WEIGHTS) if reached else (_MISSED_SCORES, _MISSED_WEIGHTS)
     return int(rng.choice(scores, p=weights))
 
-
-register_kind(CRITIC, _critic)

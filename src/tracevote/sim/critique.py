@@ -19,8 +19,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from tracevote.critique.prompts import CRITIQUE, steps_digest, steps_in_prompt
-from tracevote.sim.kinds import register_kind
+from tracevote.critique.prompts import steps_digest, steps_in_prompt
 from tracevote.sim.render import Degrade, filler, render_text
 from tracevote.sim.request import SimRequest
 from tracevote.sim.tokens import seeded_rng
@@ -41,7 +40,7 @@ def right_chance(n_steps: int, noise: float) -> float:
     return (1.0 - noise) / (1.0 + n_steps / 10)
 
 
-def _critique(req: SimRequest, key: str | None, model: SimModel, *, degrade: Degrade) -> bytes:
+def critique_reply(req: SimRequest, key: str | None, model: SimModel, *, degrade: Degrade) -> bytes:
     steps = steps_in_prompt(req.prompt)
     solution = steps_digest(steps)
     label = _label(model, solution, len(steps))
@@ -95,5 +94,3 @@ def _verdict(rng: np.random.Generator, label: int, chance: float, favourite: int
         return "\n\nEvery paragraph is correct, so the answer is \\boxed{-1}."
     return f"\n\nThe earliest error is in paragraph {index}, so the answer is \\boxed{{{index}}}."
 
-
-register_kind(CRITIQUE, _critique)

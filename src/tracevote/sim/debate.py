@@ -21,9 +21,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from tracevote.answers.extract import extract_answer
-from tracevote.debate.prompts import ANSWER, RANK, REVISE
 from tracevote.debate.protocol import most_common
-from tracevote.sim.kinds import register_kind
 from tracevote.sim.render import Degrade, filler, render_text
 from tracevote.sim.request import SimRequest
 from tracevote.sim.tokens import seeded_rng
@@ -38,13 +36,13 @@ P_SPOT_RIGHT, P_UNPARSABLE, P_SAME_TWICE = 0.5, 0.1, 1 / 30
 P_SHORT_RATINGS = 0.1
 
 
-def _answer(req: SimRequest, key: str | None, model: SimModel, *, degrade: Degrade) -> bytes:
+def answer_reply(req: SimRequest, key: str | None, model: SimModel, *, degrade: Degrade) -> bytes:
     problem = model.problem_within(req.prompt)
     outline = model.draw_outline(problem, key or "")
     return _reply(req, model, (problem, key), outline.answer, outline.length, suffix="")
 
 
-def _revise(req: SimRequest, key: str | None, model: SimModel, *, degrade: Degrade) -> bytes:
+def revise_reply(req: SimRequest, key: str | None, model: SimModel, *, degrade: Degrade) -> bytes:
     problem = model.problem_within(req.prompt)
     shown = [extract_answer(text) for text in _SOLUTIONS.findall(req.prompt)]
     gold = model.gold_answer(problem)
@@ -60,7 +58,7 @@ def _revise(req: SimRequest, key: str | None, model: SimModel, *, degrade: Degra
     return _reply(req, model, (problem, key), answer, outline.length, suffix=suffix)
 
 
-def _rank(req: SimRequest, key: str | None, model: SimModel, *, degrade: Degrade) -> bytes:
+def rank_reply(req: SimRequest, key: str | None, model: SimModel, *, degrade: Degrade) -> bytes:
     problem = model.problem_within(req.prompt)
     shown = [extract_answer(text) for text in _SOLUTIONS.findall(req.prompt)]
     rng = seeded_rng(model.cfg.seed, problem, key, "rank")
@@ -109,7 +107,3 @@ def _reply(req: SimRequest, model: SimModel, seed_parts: tuple, answer: int | No
 def _most_common(answers: list[int | None]) -> int | None:
     return most_common(answers)[0]
 
-
-register_kind(ANSWER, _answer)
-register_kind(REVISE, _revise)
-register_kind(RANK, _rank)

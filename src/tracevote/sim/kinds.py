@@ -6,7 +6,11 @@ hands the checked request to its responder. A request without the header is a "s
 and curl get what they always got. Every responder answers deterministically, seeded by (cfg.seed, the call
 key), as solve does.
 
-    def echo(req, key, model, *, degrade):  # a later method registers its kinds at import
+The built-in kinds are listed in BUILT_IN below, one line per kind, from modules that import nothing of this
+one or of model.py (no registration by import side effect, no import circle). A test or an extension adds a
+kind at run time:
+
+    def echo(req, key, model, *, degrade):
         ...
     register_kind("echo", echo)
 """
@@ -17,7 +21,13 @@ import re
 from collections.abc import KeysView
 from typing import TYPE_CHECKING, Protocol
 
+from tracevote.critique.prompts import CRITIQUE
+from tracevote.debate.prompts import ANSWER, RANK, REVISE
+from tracevote.grading.critic import CRITIC
 from tracevote.sampling.prompts import SOLVE
+from tracevote.sim.critic import critic_reply
+from tracevote.sim.critique import critique_reply
+from tracevote.sim.debate import answer_reply, rank_reply, revise_reply
 from tracevote.sim.render import Degrade
 from tracevote.sim.request import SimRequest, SimRequestError
 
@@ -43,7 +53,20 @@ class UnknownKindError(SimRequestError):
         self.kind = kind
 
 
-_RESPONDERS: dict[str, Responder] = {}
+def _solve(req: SimRequest, key: str | None, model: SimModel, *, degrade: Degrade) -> bytes:
+    """One reasoning trace that boxes an answer: see model.py for how it is drawn."""
+    return model.solve(req, key, degrade=degrade)
+
+
+BUILT_IN: dict[str, Responder] = {
+    SOLVE: _solve,              # DeepConf's traces (and every method's plain solve call)
+    ANSWER: answer_reply,       # the debate: an agent's first answer
+    REVISE: revise_reply,       # the debate: an agent's answer after reading the others'
+    RANK: rank_reply,           # the debate: the judge's ranking of the agents
+    CRITIQUE: critique_reply,   # step-level critique: the first wrong step
+    CRITIC: critic_reply,       # grading: the LLM critic's verdict on a prediction
+}
+_RESPONDERS: dict[str, Responder] = dict(BUILT_IN)
 KNOWN_KINDS: KeysView[str] = _RESPONDERS.keys()  # a live view: kinds registered later show up in it
 
 
@@ -58,9 +81,9 @@ def register_kind(name: str, responder: Responder) -> None:
 
 
 def unregister_kind(name: str) -> None:
-    """Forget kind `name` (for tests that register a toy kind); solve stays."""
-    if name == SOLVE:
-        raise ValueError("the solve kind cannot be unregistered")
+    """Forget kind `name` (for tests that register a toy kind); the built-in kinds stay."""
+    if name in BUILT_IN:
+        raise ValueError(f"the built-in kind {name!r} cannot be unregistered")
     _RESPONDERS.pop(name, None)
 
 
@@ -70,10 +93,3 @@ def responder_for(kind: str) -> Responder:
     except KeyError:
         raise UnknownKindError(kind) from None
 
-
-def _solve(req: SimRequest, key: str | None, model: SimModel, *, degrade: Degrade) -> bytes:
-    """One reasoning trace that boxes an answer: see model.py for how it is drawn."""
-    return model.solve(req, key, degrade=degrade)
-
-
-register_kind(SOLVE, _solve)

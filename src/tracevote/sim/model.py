@@ -44,7 +44,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-from tracevote.core.config import SimConfig
+from tracevote.core.config_endpoints import SimConfig
 from tracevote.core.profiles import PROFILES, Profile
 from tracevote.sim.kinds import SOLVE, responder_for
 from tracevote.sim.render import Degrade, render
@@ -196,7 +196,3 @@ def _draw_trace(problem: _Problem, cfg: SimConfig, rng: np.random.Generator) -> 
     z = float(rng.normal(0.0, _Z_SPREAD) + cfg.signal * (0.5 if correct else -0.5))
     return Trace(answer, correct, length, z)
 
-
-from tracevote.sim import critic as _critic  # noqa: E402, F401  (registers the grading critic kind of call)
-from tracevote.sim import critique as _critique  # noqa: E402, F401  (registers the critique kind of call)
-from tracevote.sim import debate as _debate  # noqa: E402, F401  (registers the debate's kinds of call)

@@ -11,13 +11,11 @@ from typing import Literal
 import numpy as np
 import orjson
 
+from tracevote.core.simulated import FINGERPRINT_PREFIX
 from tracevote.sim.request import SimRequest
 from tracevote.sim.tokens import Tokens, Trace, digest, tables
 
 Degrade = Literal["none", "sentinel", "nologprobs"]  # fault modes the sim server asks for
-FINGERPRINT_PREFIX = "tracevote-sim"
-# The response header that says a completion came from the simulated model, whatever the body says.
-SIMULATED_HEADER = "X-Tracevote-Simulated"
 CREATED = 1767225600  # a fixed timestamp keeps responses byte-identical across runs
 
 

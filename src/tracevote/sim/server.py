@@ -31,10 +31,11 @@ from typing import Any
 import orjson
 
 from tracevote.core.profiles import PROFILES
+from tracevote.core.simulated import SIMULATED_HEADER
 from tracevote.sim.faults import FaultPlan
 from tracevote.sim.kinds import KNOWN_KINDS, SOLVE, UnknownKindError
 from tracevote.sim.model import SimModel
-from tracevote.sim.render import SIMULATED_HEADER, Degrade
+from tracevote.sim.render import Degrade
 from tracevote.sim.request import SimRequestError, parse_request
 
 _CHAT_PATHS = ("/chat/completions", "/v1/chat/completions")

@@ -10,14 +10,16 @@ from __future__ import annotations
 
 import hashlib
 import struct
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 import orjson
 import pyarrow as pa
 
 from tracevote.core.errors import DataError
+from tracevote.core.fileio import read_json_record
 from tracevote.core.names import recorded_path
 from tracevote.store import framing
 from tracevote.store.framing import Frame, Key
@@ -142,3 +144,22 @@ def finished_ledger(manifest_path: Path, recorded: str, finished: int, total: in
     if finished < total:
         raise DataError(f"{manifest_path}: only {finished} of {total} {unfinished}")
     return CallLedger(recorded_path(manifest_path.parent, recorded, source=manifest_path))
+
+
+class _LedgerManifest(Protocol):
+    ledger: str  # the ledger's folder, relative to the manifest
+    finished: int  # items with every call stored
+
+
+ManifestT = TypeVar("ManifestT", bound=_LedgerManifest)
+
+
+def load_finished_ledger(manifest_path: Path, record: type[ManifestT], *, what: str,
+                         total: Callable[[ManifestT], int],
+                         unfinished: Callable[[ManifestT], str]) -> tuple[ManifestT, CallLedger]:
+    """A paid stage's manifest (a `record`, of `what`: "debate", "critique") and the ledger it names; an
+    unfinished build is a DataError saying what is missing and what to run (`unfinished`)."""
+    manifest = read_json_record(manifest_path, record, what=f"{what} manifest",
+                                missing=f"run `make repro`, which pulls or builds the {what}s")
+    ledger = finished_ledger(manifest_path, manifest.ledger, manifest.finished, total(manifest), unfinished(manifest))
+    return manifest, ledger

@@ -1,6 +1,6 @@
 """One sample <-> one frame payload whose parts can be read alone.
 
-Format 2: `b"TVC2" | u32 header length | u32 crc32 of the header | header JSON | blocks`. The header
+Formats 2 and 3: `b"TVC2" | u32 header length | u32 crc32 of the header | header JSON | blocks`. The header
 holds what scoring needs besides C_i (ids, finish_reason, usage, latency, the answer candidates and
 the EXTRACT_VERSION that found them) and a block table, one entry per block:
 `[block name, stored bytes, raw bytes, crc32 of the stored bytes, shuffled, [[array, dtype, shape], ...],
@@ -10,17 +10,24 @@ saves less than a fifth, so scoring reads 4 bytes a token and decompresses nothi
     confidence   token_confidence: C_i, computed in float64 from the logprobs as parsed, stored float32
     text         text, token_bytes (only when the tokens do not concatenate to the text), token_lens,
                  token_logprobs (float32)
-    top          top_logprobs_kmajor: top-k logprobs as float16, k-major, for re-analysis only
-                 (relative error at most 2**-11)
+    top          the top-k logprobs, for re-analysis only. Format 3: top_steps, quantised log-distances from
+                 the chosen logprob, differenced along each row (logprobs.top_steps), and top_absent, packed
+                 bits of the absent entries (when any); the header's "top_quantum" gives their step and scale.
+                 Each value is within ~(1 nat + its distance to the chosen logprob) * 2**-11 (exactly:
+                 logprobs.top_error_bound); the chosen token's own entry is exact. Format 2:
+                 top_logprobs_kmajor, float16, k-major (relative error at most 2**-11).
     extra        top_tokens_json, raw (when kept)
 
-Float arrays of shuffled blocks are byte-shuffled (all first bytes, then all second bytes, ...), which
-lets zstd find the redundancy in exponents. The confidence block is not: reading it is then one cast
-(unshuffling cost more than decompressing), and shuffling would save only ~0.35 B/token. Tokens are
-not stored as strings: their UTF-8 lengths cut the text (or the token byte string) back into tokens.
+Arrays of shuffled blocks (floats, uint16 and uint32) are byte-shuffled (all first bytes, then all second
+bytes, ...), which lets zstd find the redundancy in exponents and high bytes. The confidence block is not:
+reading it is then one cast (unshuffling cost more than decompressing), and shuffling would save only
+~0.35 B/token. Tokens are not stored as strings: their UTF-8 lengths cut the text (or the token byte
+string) back into tokens.
 
-Format 1 payloads (`u32 size | zstd(u32 header length | header | blobs)`, no C_i when top-k was kept)
-are still read; their C_i is recomputed from the float16 top-k.
+The header's "v" is 3 when the payload holds a top-k block, else 2 (the two differ only there, so a
+payload without top-k stays readable by format-2 code); a format-2 top block is read as it always was.
+Format 1 payloads (`u32 size | zstd(u32 header length | header | blobs)`, no C_i when top-k was kept) are
+still read; their C_i is recomputed from the float16 top-k.
 """
 
 from __future__ import annotations
@@ -36,10 +43,11 @@ import orjson
 import pyarrow as pa
 
 from tracevote.answers.extract import EXTRACT_VERSION, AnswerCandidates, answer_candidates
-from tracevote.store.logprobs import token_confidence
+from tracevote.store.logprobs import TOP_SCALE, TOP_STEP, token_confidence, top_from_steps, top_steps
 from tracevote.store.records import Sample
 
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3  # written when the top-k is kept; a payload without it is written as format 2
+READABLE_VERSIONS = (2, 3)
 MAGIC = b"TVC2"
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"  # a format 1 payload's zstd frame starts right after its u32 size
 U32 = struct.Struct("<I")
@@ -70,18 +78,21 @@ class ScoreFields:
     sample_id: int
     finish_reason: str
     candidates: AnswerCandidates
-    confidence: np.ndarray  # C_i, float32 (format 2) or float64 (recomputed for format 1) [n tokens]
+    confidence: np.ndarray  # C_i, float32 (formats 2, 3) or float64 (recomputed for format 1) [n tokens]
 
 
 def encode(sample: Sample, *, raw: bytes | None = None, keep_top_tokens: bool = False,
            simulated: bool = False) -> bytes:
-    """A format 2 payload holding every field of `sample`, C_i always (top-k only if the sample has it);
-    the header says `"simulated": true` when tracevote's simulator answered (real samples' bytes are unchanged)."""
+    """A payload holding every field of `sample`, C_i always, and the top-k if the sample has it (format 3; format 2
+    without); the header says `"simulated": true` when tracevote's simulator answered (real samples' bytes are
+    unchanged)."""
     text_bytes = sample.text.encode("utf-8", errors="surrogatepass")
     blocks = {CONFIDENCE: {"token_confidence": _confidence_of(sample).astype(np.float32)},
               "text": _text_arrays(sample, text_bytes)}
+    quantum = {}
     if sample.top_logprobs is not None:
-        blocks["top"] = {"top_logprobs_kmajor": np.ascontiguousarray(sample.top_logprobs.astype(np.float16).T)}
+        blocks["top"] = top_steps(sample.top_logprobs, sample.token_logprobs)
+        quantum = {"top_quantum": [TOP_STEP, TOP_SCALE]}
     extra = {}
     if keep_top_tokens and sample.top_tokens is not None:
         extra["top_tokens_json"] = np.frombuffer(orjson.dumps(sample.top_tokens), dtype=np.uint8)
@@ -101,11 +112,11 @@ def encode(sample: Sample, *, raw: bytes | None = None, keep_top_tokens: bool = 
                       "zstd" if compressed else "none"])
         stored.append(packed)
     header = orjson.dumps({
-        "v": FORMAT_VERSION, "problem_id": sample.problem_id, "sample_id": sample.sample_id,
+        "v": FORMAT_VERSION if quantum else 2, "problem_id": sample.problem_id, "sample_id": sample.sample_id,
         "answer": sample.answer, "finish_reason": sample.finish_reason, "prompt_tokens": sample.prompt_tokens,
         "completion_tokens": sample.completion_tokens, "latency_s": sample.latency_s,
         "candidates": answer_candidates(sample.text).to_json(), "extract_version": EXTRACT_VERSION,
-        "blocks": table, **({"simulated": True} if simulated else {}),
+        "blocks": table, **quantum, **({"simulated": True} if simulated else {}),
     })
     return b"".join([HEAD.pack(MAGIC, len(header), zlib.crc32(header)), header, *stored])
 
@@ -139,11 +150,15 @@ def decode(payload: bytes | memoryview) -> Decoded:
     for entry in header["blocks"]:
         blobs.update(_block_arrays(view, offset, entry))
         offset += entry[1]
+    if "top_steps" in blobs:  # format 3: the float32 top-k back from its steps and the chosen logprobs
+        step, scale = header["top_quantum"]
+        blobs["top_logprobs_kmajor"] = top_from_steps(blobs.pop("top_steps"), blobs.pop("top_absent", None),
+                                                      blobs["token_logprobs"], step, scale)
     return Decoded(header, blobs)
 
 
 def score_fields(payload: bytes | memoryview) -> ScoreFields:
-    """C_i, candidates and finish reason, decompressing only the confidence block (format 2).
+    """C_i, candidates and finish reason, decompressing only the confidence block (formats 2, 3).
 
     The text is decoded only when the stored candidates come from another EXTRACT_VERSION.
     """
@@ -184,7 +199,7 @@ class TextFields:
 
 
 def text_fields(payload: bytes | memoryview) -> TextFields:
-    """The text, finish reason and answer candidates, decompressing only the text block (format 2)."""
+    """The text, finish reason and answer candidates, decompressing only the text block (formats 2, 3)."""
     view = memoryview(payload)
     if _is_format_1(view):
         decoded = _decode_format_1(view)
@@ -198,7 +213,7 @@ def text_fields(payload: bytes | memoryview) -> TextFields:
 
 
 def _blocks_named(view: memoryview, header: dict[str, Any], offset: int, names: set[str]) -> dict[str, np.ndarray]:
-    """The arrays of the format 2 blocks called `names`, decompressing no other block."""
+    """The arrays of the format 2 or 3 blocks called `names`, decompressing no other block."""
     arrays: dict[str, np.ndarray] = {}
     for entry in header["blocks"]:
         if entry[0] in names:
@@ -233,7 +248,7 @@ def _is_format_1(view: memoryview) -> bool:
 
 
 def _header(view: memoryview) -> tuple[dict[str, Any], int]:
-    """The format 2 header and the offset of its first block; checks magic and checksum."""
+    """The format 2 or 3 header and the offset of its first block; checks magic and checksum."""
     if len(view) < HEAD.size:
         raise ValueError(f"sample payload of {len(view)} bytes is too short for a header")
     magic, length, crc = HEAD.unpack_from(view)
@@ -243,7 +258,7 @@ def _header(view: memoryview) -> tuple[dict[str, Any], int]:
     if len(head) != length or zlib.crc32(head) != crc:
         raise ValueError("sample payload header is cut short or corrupt (crc mismatch)")
     header = orjson.loads(head)
-    if header.get("v") != FORMAT_VERSION:
+    if header.get("v") not in READABLE_VERSIONS:
         raise ValueError(f"unknown sample format version {header.get('v')!r}")
     return header, HEAD.size + length
 

@@ -225,7 +225,8 @@ def _confidences(confs: Any, where: str) -> np.ndarray:
 def import_runs(folder: Path, open_pool: Callable[[], Pool], problems: list[Problem], *,
                 n_pool: int | None, model: str | None = None) -> tuple[Pool, PickleImport]:
     """Check every pickle in `folder`, then open the pool (opening a new setting's pool creates its folder,
-    so nothing is created if a pickle is bad) and append the samples it lacks.
+    so nothing is created if a pickle is bad; `open_pool` returns it with the problems' prompts registered)
+    and append the samples it lacks.
     n_pool bounds the sample ids per problem (0..n_pool-1); None admits any. `model`, when given, must be
     every run's config.model_path: a pool holds one model's traces."""
     runs = run_files(folder)
@@ -235,7 +236,6 @@ def import_runs(folder: Path, open_pool: Callable[[], Pool], problems: list[Prob
         raise DataError(f"{pool.root}: a simulated pool (the params select model.backend: sim), but the official "
                         f"runs' pickles hold a real model's traces; import them with params naming that model "
                         f"(model.name: {model or 'its config.model_path'}) on a real backend")
-    pool.register(problems)
     stored = already = padded = 0
     with ExitStack() as stack:
         writers: dict[str, FrameWriter] = {}

@@ -9,7 +9,8 @@ One object per sample:
      "usage": {"prompt_tokens": 98, "completion_tokens": 1234}, "latency_s": 3.2, "simulated": false}
 
 Logprobs may be null, non-finite or <= -9999 (a sentinel): all mean "absent". Export writes absent
-values as null.
+values as null. `pool export --fields a,b` writes only those fields (and builds only those: the logprob arrays
+are most of a line's size and of the time it takes).
 
 Sizes are bounded before anything is allocated for them: a line holds at most MAX_LINE_BYTES, a token's
 top_logprobs row at most MAX_TOP_LOGPROBS entries (ragged rows are padded to the widest), and every
@@ -19,7 +20,7 @@ per-token array has exactly one entry per token. An empty file is an error: it c
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,7 +30,7 @@ import numpy as np
 import orjson
 
 from tracevote.answers.extract import extract_answer
-from tracevote.core.errors import DataError
+from tracevote.core.errors import ConfigError, DataError
 from tracevote.core.fileio import parse_json_object
 from tracevote.datasets.problems import Problem
 from tracevote.store import codec
@@ -49,21 +50,51 @@ _NUMBER_TYPES = frozenset({int, float, type(None)})
 ANY_SAMPLE_ID_FLAG = "--allow-any-sample-id"  # named in the out-of-range message so the user sees the way out
 
 
-def to_json_line(sample: Sample, *, simulated: bool) -> bytes:
-    record: dict[str, Any] = {
-        "problem_id": sample.problem_id, "sample_id": sample.sample_id, "text": sample.text,
-        "tokens": sample.tokens, "token_logprobs": _nullable(sample.token_logprobs),
-    }
-    if sample.top_logprobs is not None:
-        record["top_logprobs"] = _nullable(sample.top_logprobs)
-    if sample.top_tokens is not None:
-        record["top_tokens"] = sample.top_tokens
-    if sample.token_confidence is not None:
-        record["token_confidence"] = _nullable(sample.token_confidence)
-    record.update(answer=sample.answer, finish_reason=sample.finish_reason,
-                  usage={"prompt_tokens": sample.prompt_tokens, "completion_tokens": sample.completion_tokens},
-                  latency_s=sample.latency_s, simulated=simulated)
+def _optional(values: np.ndarray | None) -> Any:
+    return _ABSENT if values is None else _nullable(values)
+
+
+_ABSENT = object()  # an optional field the sample lacks (None is a value: a null answer or latency)
+_EXPORTED: dict[str, Callable[[Sample, bool], Any]] = {
+    "problem_id": lambda sample, _: sample.problem_id,
+    "sample_id": lambda sample, _: sample.sample_id,
+    "text": lambda sample, _: sample.text,
+    "tokens": lambda sample, _: sample.tokens,
+    "token_logprobs": lambda sample, _: _nullable(sample.token_logprobs),
+    "top_logprobs": lambda sample, _: _optional(sample.top_logprobs),
+    "top_tokens": lambda sample, _: _ABSENT if sample.top_tokens is None else sample.top_tokens,
+    "token_confidence": lambda sample, _: _optional(sample.token_confidence),
+    "answer": lambda sample, _: sample.answer,
+    "finish_reason": lambda sample, _: sample.finish_reason,
+    "usage": lambda sample, _: {"prompt_tokens": sample.prompt_tokens, "completion_tokens": sample.completion_tokens},
+    "latency_s": lambda sample, _: sample.latency_s,
+    "simulated": lambda _, simulated: simulated,
+}
+EXPORT_FIELDS: tuple[str, ...] = tuple(_EXPORTED)
+
+
+def to_json_line(sample: Sample, *, simulated: bool, fields: Sequence[str] = EXPORT_FIELDS) -> bytes:
+    """The sample's line with `fields` (checked by export_fields), in that order; an optional field the sample
+    lacks (top_logprobs, top_tokens, token_confidence) is left out. Only the fields named are converted: a line
+    without the logprob arrays is far cheaper to make."""
+    record: dict[str, Any] = {}
+    for name in fields:
+        value = _EXPORTED[name](sample, simulated)
+        if value is not _ABSENT:
+            record[name] = value
     return orjson.dumps(record) + b"\n"
+
+
+def export_fields(spec: str) -> tuple[str, ...]:
+    """`pool export --fields`: "problem_id,answer" -> ("problem_id", "answer"), in the order given, a repeat
+    dropped; an unknown or empty name is a ConfigError listing the valid ones."""
+    names = [name.strip() for name in spec.split(",")]
+    unknown = [name for name in names if name not in _EXPORTED]
+    if unknown:
+        raise ConfigError(f"--fields {spec!r}: {', '.join(repr(name) for name in unknown)} "
+                        f"{'is not a field' if len(unknown) == 1 else 'are not fields'}; the fields are "
+                        f"{', '.join(EXPORT_FIELDS)}")
+    return tuple(dict.fromkeys(names))
 
 
 def _nullable(values: np.ndarray) -> Any:
@@ -290,18 +321,18 @@ def _check_unique(sample: Sample, where: str, line: int, first_line: int) -> Non
 def import_file(path: Path, pool: Pool, problems: list[Problem], *, keep_top_logprobs: bool,
                 n_pool: int | None) -> ImportSummary:
     """Validate the whole file, then append every sample the pool lacks (all-or-nothing on bad input).
+    The caller has registered the problems' prompts (Pool.register).
 
     n_pool bounds the sample ids (0..n_pool-1); None admits any id.
     """
     checked = validate_file(path, {p.id for p in problems}, n_pool=n_pool)
-    return store_file(path, checked, pool, problems, keep_top_logprobs=keep_top_logprobs)
+    return store_file(path, checked, pool, keep_top_logprobs=keep_top_logprobs)
 
 
-def store_file(path: Path, checked: CheckedFile, pool: Pool, problems: list[Problem], *,
-               keep_top_logprobs: bool) -> ImportSummary:
-    """Append every sample of a file validate_file passed (`checked` is what it returned) that the pool lacks."""
+def store_file(path: Path, checked: CheckedFile, pool: Pool, *, keep_top_logprobs: bool) -> ImportSummary:
+    """Append every sample of a file validate_file passed (`checked` is what it returned) that the pool lacks.
+    The caller has registered the problems' prompts (Pool.register)."""
     read, simulated = checked.samples, checked.simulated
-    pool.register(problems)
     pool.check_kind(simulated)
     stored = skipped = 0
     with ExitStack() as stack:
@@ -327,10 +358,14 @@ def for_storage(sample: Sample, keep_top_logprobs: bool) -> Sample:
     return dataclasses.replace(sample, top_logprobs=None, top_tokens=None, token_confidence=confidence)
 
 
-def export_pool(pool: Pool, problem_ids: list[str], out: BinaryIO) -> int:
+def export_pool(pool: Pool, problem_ids: list[str], out: BinaryIO, *, fields: Sequence[str] = EXPORT_FIELDS,
+                on_sample: Callable[[], None] = lambda: None) -> int:
+    """Every stored sample of `problem_ids` as a line of `fields` to `out`; `on_sample` is called after each line
+    (the CLI's progress bar). Returns how many were written."""
     count = 0
     for problem_id in problem_ids:
         for sample in pool.iter_samples(problem_id):
-            out.write(to_json_line(sample, simulated=pool.simulated))
+            out.write(to_json_line(sample, simulated=pool.simulated, fields=fields))
             count += 1
+            on_sample()
     return count

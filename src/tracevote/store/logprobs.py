@@ -1,7 +1,8 @@
-"""Log-probabilities as stored: absent values made NaN, and each token's confidence C_i (DeepConf's).
+"""Log-probabilities as stored: absent values made NaN, each token's confidence C_i (DeepConf's), and the
+top-k in the quantised form the pool keeps for re-analysis (top_steps, top_from_steps, top_error_bound).
 
 C_i is computed once, at ingestion, in float64 from the logprobs as parsed, and stored beside the trace;
-every method reads it from there.
+every method reads it from there, never from the quantised top-k.
 """
 
 from __future__ import annotations
@@ -62,3 +63,62 @@ def _minus_row_mean(top: np.ndarray) -> np.ndarray:
     counts = len(columns) - n_absent.astype(np.int64)
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(counts > 0, -totals / counts, np.nan)
+
+
+# The top-k as format 3 stores it (codec.py): each logprob v as its signed log-distance from the chosen token's
+# logprob c, u = sign(c - v) * log(1 + |c - v| / TOP_SCALE), rounded to a multiple of TOP_STEP. Rows are best
+# first, so u rises along a row: consecutive differences are small and non-negative, and cost ~7 bits each.
+TOP_STEP = 2.0**-10
+TOP_SCALE = 1.0  # nats: within ~1 nat of the chosen token the error is ~absolute, beyond it relative
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+
+def top_error_bound(top: np.ndarray, token_logprobs: np.ndarray, step: float = TOP_STEP,
+                    scale: float = TOP_SCALE) -> np.ndarray:
+    """The most each stored top-k logprob may differ from the one given, float64 [n, k]:
+    (scale + |v - c|) * (e^(step/2) - 1) + the float32 rounding of the result; c is the chosen logprob as
+    stored (float32), or 0 where it is absent. With the defaults: 2^-11 nats at c, 0.0054 nats 10 nats below."""
+    values = np.asarray(top, dtype=np.float64)
+    distance = np.abs(_anchor(token_logprobs)[:, None] - values)
+    return (scale + distance) * np.expm1(step / 2) + np.abs(values) * 2.0**-23
+
+
+def top_steps(top: np.ndarray, token_logprobs: np.ndarray) -> dict[str, np.ndarray]:
+    """The top-k [n, k] quantised (see TOP_STEP) as k-major zigzag differences along each row, uint16 (uint32
+    when one is too large), and `top_absent`, the absent entries as packed bits, when there are any.
+
+    >>> top_steps(np.array([[-0.5, -1.5, np.nan]]), np.array([-0.5]))["top_steps"].ravel().tolist()
+    [0, 1420, 0]
+    """
+    values = np.asarray(top, dtype=np.float64)
+    present = np.isfinite(values)
+    gap = np.where(present, _anchor(token_logprobs)[:, None] - values, 0.0)
+    levels = np.rint(np.sign(gap) * np.log1p(np.abs(gap) / TOP_SCALE) / TOP_STEP).astype(np.int64)
+    if not present.all():  # an absent entry repeats the level before it: a step of 0, not a jump back to 0
+        last = np.maximum.accumulate(np.where(present, np.arange(levels.shape[1]), -1), axis=1)
+        levels = np.where(last >= 0, np.take_along_axis(levels, np.maximum(last, 0), axis=1), 0)
+    steps = np.diff(levels.T, axis=0, prepend=0)
+    zigzag = (steps << 1) ^ (steps >> 63)  # 0, -1, 1, -2 ... -> 0, 1, 2, 3 ...
+    wide = zigzag.size > 0 and zigzag.max() >= 1 << 16
+    arrays = {"top_steps": np.ascontiguousarray(zigzag.astype(np.uint32 if wide else np.uint16))}
+    if not present.all():
+        arrays["top_absent"] = np.packbits(~present.T)
+    return arrays
+
+
+def top_from_steps(steps: np.ndarray, absent: np.ndarray | None, token_logprobs: np.ndarray, step: float,
+                   scale: float) -> np.ndarray:
+    """The k-major float32 top-k [k, n] that `top_steps` stored (absent entries NaN)."""
+    zigzag = steps.astype(np.int64)
+    levels = np.cumsum((zigzag >> 1) ^ -(zigzag & 1), axis=0)
+    gap = np.sign(levels) * scale * np.expm1(np.abs(levels) * step)
+    values = np.clip(_anchor(token_logprobs)[None, :] - gap, -_FLOAT32_MAX, _FLOAT32_MAX).astype(np.float32)
+    if absent is not None:
+        values[np.unpackbits(absent, count=values.size).reshape(values.shape).view(bool)] = np.nan
+    return values
+
+
+def _anchor(token_logprobs: np.ndarray) -> np.ndarray:
+    """The chosen logprobs as the pool stores them (float32), in float64; 0 where absent."""
+    chosen = np.asarray(token_logprobs, dtype=np.float32).astype(np.float64)
+    return np.where(np.isfinite(chosen), chosen, 0.0)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -26,8 +26,6 @@ from tracevote.core.config import Params
 from tracevote.core.errors import DataError
 from tracevote.core.fileio import read_json_record, write_json
 from tracevote.core.names import inside, recorded_path
-from tracevote.datasets.problems import Problem
-from tracevote.sampling.prompts import build_messages
 from tracevote.store import codec, confidence_block, framing
 from tracevote.store.calls import Call
 from tracevote.store.ledger import Ledger, canonical_json, fingerprint_of, folder_name
@@ -61,14 +59,6 @@ class Setting:
                    temperature=decoding.temperature, top_p=decoding.top_p, max_tokens=decoding.max_tokens,
                    top_logprobs=decoding.top_logprobs)
 
-    def messages(self, problem: Problem) -> list[dict[str, str]]:
-        """The chat messages this setting sends for `problem`."""
-        return build_messages(problem.problem, system=self.system, template=self.template)
-
-    def prompt_bytes(self, problem: Problem) -> int:
-        """UTF-8 size of every message's content, system prompt included: what the cost estimate counts."""
-        return sum(len(message["content"].encode()) for message in self.messages(problem))
-
     @property
     def fingerprint(self) -> str:
         return fingerprint_of(asdict(self))
@@ -78,8 +68,8 @@ class Setting:
         return folder_name(self.model, self.fingerprint, simulated=self.backend == "sim")
 
 
-def prompt_digest(problem: Problem, setting: Setting) -> str:
-    return hashlib.sha256(orjson.dumps(setting.messages(problem))).hexdigest()
+def prompt_digest(messages: list[dict[str, str]]) -> str:
+    return hashlib.sha256(orjson.dumps(messages)).hexdigest()
 
 
 class Pool(Ledger):
@@ -94,11 +84,15 @@ class Pool(Ledger):
     def open_or_create(cls, dataset_dir: Path, setting: Setting, *, simulated: bool) -> Pool:
         return cls.open_at(dataset_dir / setting.folder_name, asdict(setting), simulated=simulated)
 
-    def register(self, problems: Iterable[Problem]) -> None:
-        """Record each problem's prompt digest; a changed prompt under a known id is an error."""
-        setting = Setting(**self.meta["setting"])
-        self.register_digests({problem.id: prompt_digest(problem, setting) for problem in problems},
+    def register(self, prompts: Mapping[str, list[dict[str, str]]]) -> None:
+        """Record the digest of each problem's prompt (its messages, by problem id, from the caller, which knows
+        how the setting turns a problem into messages); a changed prompt under a known id is an error."""
+        self.register_digests({problem_id: prompt_digest(messages) for problem_id, messages in prompts.items()},
                               what="prompt")
+
+    @property
+    def setting(self) -> Setting:
+        return Setting(**self.meta["setting"])
 
     def problem_ids(self) -> list[str]:
         return self.item_ids()

@@ -1,0 +1,133 @@
+"""params.yaml's `model:` (who answers: the endpoints' servers or the simulated model) and `endpoints:` (named
+models on one or more servers of one provider, with their prices), and the endpoint as a method calls it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal
+
+from tracevote.core.config_datasets import KEY_NAME, KEY_NAME_RULE
+from tracevote.core.errors import ConfigError
+from tracevote.core.limits import MAX_TOKENS_BOUND, check_extra_body, require_env_name
+from tracevote.core.profiles import PROFILES, Profile, ProfileName, infer_profile
+from tracevote.core.typedconfig import param, require
+
+Backend = Literal["openai", "sim"]
+BaseUrl = str | tuple[str, ...]  # one server, or several serving the same model (vLLM replicas)
+
+
+def base_urls(base_url: BaseUrl) -> tuple[str, ...]:
+    """Every server of a `base_url` setting, as a tuple."""
+    return (base_url,) if isinstance(base_url, str) else base_url
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    """The simulated model, used when model.backend is sim (the demo, the tests, the benchmarks)."""
+
+    seed: int = param("the simulated model's random seed")
+    signal: float = param("how much confidence says about correctness: 0 nothing, larger more", ge=0)
+    accuracy: float = param("the mean chance that one trace is right", ge=0, le=1)
+    mean_tokens: int = param("the mean length of a simulated trace, in tokens", ge=8, le=MAX_TOKENS_BOUND)
+    critique_noise: float = param("0: critiques find the first error as often as the step count allows; 1: almost "
+                                  "never", 0.3, ge=0, le=1)
+
+
+@dataclass(frozen=True)
+class BackendConfig:
+    """`model:`: who answers every endpoint's calls. openai: the endpoints' own servers; sim: the built-in
+    simulated model, on a loopback server enforcing each endpoint's provider profile."""
+
+    backend: Backend = param("openai: every endpoint's own servers; sim: the built-in simulated model answers every "
+                             "endpoint, enforcing its provider profile")
+    sim: SimConfig = param("the simulated model")
+
+
+@dataclass(frozen=True)
+class PricingConfig:
+    """An endpoint's list prices, in USD per million tokens."""
+
+    checked: str = param("when the prices were last checked (YYYY-MM)")
+    input_cache_miss: float = param("USD per 1M input tokens not in the provider's cache", ge=0)
+    input_cache_hit: float = param("USD per 1M input tokens served from the provider's cache", ge=0)
+    output: float = param("USD per 1M output tokens (hidden reasoning tokens included)", ge=0)
+    expected_output_fraction: float = param("cost estimates take output as this fraction of max_tokens", 1.0,
+                                            gt=0, le=1)
+
+
+@dataclass(frozen=True)
+class EndpointConfig:
+    """One entry of `endpoints:`, named by its key: a model on one or more servers of one provider."""
+
+    KEY_FIELD: ClassVar[str] = "key"  # `name` is the model's name
+    key: str = param("the entry's key in endpoints:, which methods name")
+    profile: ProfileName | None = param("the provider profile (token-limit field, sampling parameters, logprobs, "
+                                        "reasoning tokens, structured replies); null: inferred from base_url and name")
+    base_url: BaseUrl = param("the server's OpenAI-compatible base URL, or a list of servers of the same model")
+    name: str = param("the model name sent in every request")
+    extra_body: dict[str, Any] = param("extra request fields, sent as they are (DeepSeek's thinking, say)")
+    api_key_env: str = param("the environment variable (or .env entry) holding the API key")
+    needs_key: bool = param("false for a local vLLM / SGLang / llama.cpp server that needs no key")
+    pricing: PricingConfig = param("list prices, USD per 1M tokens")
+
+    def validate(self, where: str) -> None:
+        require(bool(KEY_NAME.match(self.key)), where, "key", self.key, f"{KEY_NAME_RULE}; methods name it")
+        has_servers = require_endpoint(where, self.name, self.base_url)
+        check_extra_body(where, self.extra_body)
+        require_env_name(where, self.api_key_env)
+        if not has_servers:
+            return  # the profile is inferred from the first server
+        profile = self.resolved_profile()
+        unknown = sorted(set(self.extra_body) - profile.known_fields) if profile.known_fields is not None else []
+        require(not unknown, where, "extra_body", unknown[0] if unknown else None,
+                f"a field {profile.name} accepts ({profile.name} answers an unknown request field with HTTP 400; "
+                f"'thinking' is DeepSeek's own)")
+
+    def resolved_profile(self) -> Profile:
+        return PROFILES[self.profile or infer_profile(base_urls(self.base_url)[0], self.name)]
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """An endpoint as a method calls it: its servers, model, key, profile and prices, and who answers."""
+
+    backend: Backend
+    base_url: BaseUrl
+    name: str
+    extra_body: dict[str, Any]
+    api_key_env: str
+    needs_key: bool
+    sim: SimConfig
+    profile: Profile = PROFILES["deepseek"]
+    pricing: PricingConfig | None = None  # None: not priced (a bare client in a test)
+    endpoint: str = "deepseek"  # its key in `endpoints:`, for messages and reports (the default endpoint's)
+
+    def validate(self, where: str) -> None:
+        require_endpoint(where, self.name, self.base_url)
+        check_extra_body(where, self.extra_body)
+        require_env_name(where, self.api_key_env)
+
+    def priced(self) -> PricingConfig:
+        if self.pricing is None:
+            raise ConfigError(f"endpoint {self.endpoint}: no pricing")
+        return self.pricing
+
+    def describe(self) -> str:
+        """"gpt-4o-mini (endpoint gpt-4o-mini, profile openai-chat, simulated)"."""
+        sim = ", simulated" if self.backend == "sim" else ""
+        return f"{self.name} (endpoint {self.endpoint}, profile {self.profile.name}{sim})"
+
+
+def require_endpoint(where: str, name: str, base_url: BaseUrl) -> bool:
+    """A model name and one or more distinct http(s) base URLs; False when there is no server at all."""
+    require(bool(name), where, "name", name, "a model name")
+    urls = base_urls(base_url)
+    if not require(len(urls) > 0, where, "base_url", list(urls), "an http(s) URL or a non-empty list of them"):
+        return False
+    for i, url in enumerate(urls):
+        key = "base_url" if isinstance(base_url, str) else f"base_url[{i}]"
+        require(url.startswith(("http://", "https://")), where, key, url, "an http(s) URL")
+    stripped = [url.rstrip("/") for url in urls]
+    repeated = sorted({url for url in stripped if stripped.count(url) > 1})
+    require(not repeated, where, "base_url", repeated[0] if repeated else None, "listed only once")
+    return True

@@ -1,0 +1,121 @@
+"""`python -m tracevote pool export` as a process on a small real pool: --fields writes only the fields named (in
+that order, each as the full export has it), an unknown name is one error listing the fields, and the progress
+bar shows on a terminal (a real pseudo-terminal here) but not in a pipe or with --quiet."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import pty
+import shutil
+import struct
+import subprocess
+import sys
+import termios
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import FIXTURES
+from tests.dvcproject import project_env
+from tests.store.test_framing_codec import make_sample
+from tracevote.core.config import load_params
+from tracevote.datasets.problems import Problem
+from tracevote.sampling.prompts import setting_messages
+from tracevote.store.interchange import EXPORT_FIELDS, import_file, to_json_line
+from tracevote.store.pool import Pool, Setting
+
+PROBLEMS = [Problem("p-1", "What is 3+4?", 7)]
+N_SAMPLES = 3
+HANG_GUARD_S = 120  # only reached if the command hangs; nothing here depends on how long it takes
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    """params.yaml (the tests' fixture) and a pool of N_SAMPLES samples (top logprobs, no top tokens) in pool/."""
+    shutil.copy(FIXTURES / "params.yaml", tmp_path / "params.yaml")
+    setting = Setting.from_params(load_params(tmp_path / "params.yaml"))
+    pool = Pool.open_or_create(tmp_path / "pools", setting, simulated=False)
+    pool.register(setting_messages(PROBLEMS, setting))
+    samples = tmp_path / "samples.jsonl"
+    samples.write_bytes(b"".join(to_json_line(make_sample(sample_id=i, seed=i), simulated=False)
+                                 for i in range(N_SAMPLES)))
+    import_file(samples, pool, PROBLEMS, keep_top_logprobs=True, n_pool=N_SAMPLES)
+    pool.root.rename(tmp_path / "pool")
+    return tmp_path
+
+
+def export(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "tracevote", "pool", "export", "--pool-dir", "pool", *args],
+                          cwd=project, env=project_env(), capture_output=True, text=True, timeout=HANG_GUARD_S)
+
+
+def lines_of(result: subprocess.CompletedProcess[str]) -> list[dict[str, object]]:
+    assert result.returncode == 0, result.stderr
+    return [json.loads(line) for line in result.stdout.splitlines()]
+
+
+@pytest.mark.parametrize("spec", ["problem_id,sample_id,answer", "answer, problem_id", "text,answer,text",
+                                  "usage,latency_s,simulated,top_logprobs"])
+def test_fields_keeps_only_those_in_the_order_named(project: Path, spec: str) -> None:
+    full = lines_of(export(project))
+    named = list(dict.fromkeys(name.strip() for name in spec.split(",")))
+    some = lines_of(export(project, "--fields", spec))
+    assert len(some) == len(full) == N_SAMPLES
+    assert some == [{name: line[name] for name in named} for line in full]
+    assert all(list(line) == named for line in some)
+
+
+def test_a_field_the_samples_lack_is_left_out_as_in_the_full_export(project: Path) -> None:
+    full = lines_of(export(project))
+    assert "top_tokens" not in full[0] and list(full[0]) == [name for name in EXPORT_FIELDS if name != "top_tokens"]
+    assert lines_of(export(project, "--fields", "sample_id,top_tokens")) == [{"sample_id": i} for i in range(3)]
+
+
+@pytest.mark.parametrize(("spec", "named"), [
+    ("problem_id,confidence", "'confidence' is not a field"),
+    ("id,answr", "'id', 'answr' are not fields"),
+    ("problem_id,,answer", "'' is not a field"),
+])
+def test_an_unknown_field_is_one_error_listing_the_fields(project: Path, spec: str, named: str) -> None:
+    result = export(project, "--fields", spec)
+    assert result.returncode == 2 and result.stdout == "" and "Traceback" not in result.stderr
+    assert result.stderr.strip() == f"error: --fields {spec!r}: {named}; the fields are {', '.join(EXPORT_FIELDS)}"
+
+
+def test_no_bar_in_a_pipe_and_nothing_at_all_with_quiet(project: Path) -> None:
+    piped, quiet = export(project), export(project, "--quiet")
+    assert piped.stderr == f"pool export: {N_SAMPLES} samples from pool\n"
+    assert quiet.returncode == 0 and quiet.stderr == "" and quiet.stdout == piped.stdout
+
+
+def export_on_a_terminal(project: Path, *args: str) -> tuple[str, bytes]:
+    """(what a terminal on stderr showed, stdout) of an export whose stderr is a pseudo-terminal."""
+    controller, terminal = pty.openpty()
+    fcntl.ioctl(terminal, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))  # 24 rows of 100 columns
+    with open(project / "out.jsonl", "wb") as out:
+        process = subprocess.Popen([sys.executable, "-m", "tracevote", "pool", "export", "--pool-dir", "pool", *args],
+                                   cwd=project, env=project_env(), stdout=out, stderr=terminal)
+    os.close(terminal)  # the child holds the only other end: reading stops when it exits
+    shown = b""
+    while True:
+        try:
+            chunk = os.read(controller, 4096)
+        except OSError:  # EIO: every holder of the terminal's end has closed it
+            break
+        if not chunk:
+            break
+        shown += chunk
+    os.close(controller)
+    assert process.wait(timeout=HANG_GUARD_S) == 0, shown
+    return shown.decode(errors="replace"), (project / "out.jsonl").read_bytes()
+
+
+def test_a_terminal_shows_the_bar_unless_quiet(project: Path) -> None:
+    shown, exported = export_on_a_terminal(project)
+    assert "pool export: 100%" in shown and f"{N_SAMPLES}/{N_SAMPLES}" in shown and "sample" in shown
+    assert shown.rstrip().endswith(f"pool export: {N_SAMPLES} samples from pool")
+    assert exported == export(project).stdout.encode()  # the bar never reaches the exported lines
+    quiet, _ = export_on_a_terminal(project, "--quiet")
+    assert quiet == ""

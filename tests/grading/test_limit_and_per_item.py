@@ -1,0 +1,155 @@
+"""`python -m tracevote grade --limit N` and `--per-item FILE` as processes on the demo GSM8K files: the first N
+predictions and their gold only (the summary says so), one row per item as JSON lines or CSV (the same rows),
+the critic's verdicts in them (its CLI ledger ignored by git), and a bad extension refused before anything is
+graded or written."""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import REPO_ROOT
+from tests.dvcproject import run
+from tests.grading.test_cli import grade, predictions_for_gsm8k, sim_project
+from tracevote.cli.demo import BUILTIN_GSM8K
+from tracevote.grading.items import ItemRow
+
+ROW_KEYS = [
+    "id", "line", "gold", "answer", "correct", "method", "reasoning_words", "reasoning_chars", "critic_score", "critic"]
+
+
+def gold_by_hand() -> dict[str, str]:
+    """gsm8k_test_<row> -> the number after the row's '####' (the demo GSM8K file, 8 rows)."""
+    rows = [json.loads(line) for line in BUILTIN_GSM8K.read_text().splitlines()]
+    return {f"gsm8k_test_{index}": row["answer"].rsplit("####", 1)[1].strip() for index, row in enumerate(rows)}
+
+
+def predictions_by_hand(path: Path) -> list[dict[str, Any]]:
+    """The file's predictions in file order, each with whether its last number after '####' is the gold's."""
+    gold = gold_by_hand()
+    predictions = [json.loads(line) for line in path.read_text().splitlines()]
+    for prediction in predictions:
+        numbers = re.findall(r"\d+", prediction["content"].rsplit("####", 1)[1])
+        prediction["right"] = numbers[-1:] == [gold[prediction["id"]]]
+    return predictions
+
+
+def test_limit_grades_the_first_predictions_and_their_gold_only(tmp_path: Path) -> None:
+    path = predictions_for_gsm8k(tmp_path)  # 7 predictions in reverse gold order; gsm8k_test_6 has none
+    first = predictions_by_hand(path)[:3]
+    right = sum(prediction["right"] for prediction in first)
+    args = ("--dataset", "gsm8k", "--pred-path", str(path), "--gold", str(BUILTIN_GSM8K), "--limit", "3")
+    plain, as_json = grade(tmp_path, *args), grade(tmp_path, *args, "--json")
+    assert plain.returncode == 0 and as_json.returncode == 0, plain.stderr + as_json.stderr
+    assert plain.stdout.splitlines()[:2] == ["Loaded 3 gold samples!", f"Accuracy: {right / 3:.4f}  ({right}/3)"]
+    assert "note: --limit 3: graded the first 3 of 7 predictions, against their 3 gold items (of 8)" in plain.stdout
+    assert "have no prediction" not in plain.stdout  # the items left out are not counted as missing
+    summary = json.loads(as_json.stdout)
+    assert (summary["correct"], summary["total"], summary["missing"]) == (right, 3, 0)
+    assert summary["limited"] == {"limit": 3, "predictions": 7, "kept_predictions": 3, "gold_items": 8,
+                                  "kept_gold": 3}
+    unlimited = json.loads(grade(tmp_path, *args[:-2], "--json").stdout)
+    assert unlimited["limited"] is None and unlimited["total"] == 8
+
+
+def test_a_limit_past_the_file_grades_it_whole(tmp_path: Path) -> None:
+    args = ("--dataset", "gsm8k", "--pred-path", str(predictions_for_gsm8k(tmp_path)), "--gold", str(BUILTIN_GSM8K))
+    limited, whole = grade(tmp_path, *args, "--limit", "100", "--json"), grade(tmp_path, *args, "--json")
+    summary = json.loads(limited.stdout)
+    assert summary.pop("limited") == {"limit": 100, "predictions": 7, "kept_predictions": 7, "gold_items": 8,
+                                      "kept_gold": 7}
+    assert summary["total"] == 7 and json.loads(whole.stdout)["total"] == 8  # only gold items predicted count
+
+
+CSV_TYPES: dict[str, Any] = {"line": int, "reasoning_words": int, "reasoning_chars": int, "critic_score": float,
+                             "correct": {"True": True, "False": False}.__getitem__}
+
+
+def read_rows(path: Path) -> list[dict[str, Any]]:
+    """JSON lines as they are; CSV cells typed back as ItemRow's fields (an empty cell is None, but an empty
+    answer is "" unless the item has no prediction)."""
+    if path.suffix.lower() == ".jsonl":
+        return [json.loads(line) for line in path.read_text().splitlines()]
+    with open(path, newline="", encoding="utf-8") as handle:
+        rows = [{key: None if cell == "" else CSV_TYPES.get(key, str)(cell) for key, cell in row.items()}
+                for row in csv.DictReader(handle)]
+    return [{**row, "answer": row["answer"] or (None if row["method"] == "missing" else "")} for row in rows]
+
+
+@pytest.mark.parametrize("name", ["rows.jsonl", "rows.csv", "ROWS.CSV"])
+def test_per_item_writes_one_row_per_gold_item_in_gold_order(tmp_path: Path, name: str) -> None:
+    path = predictions_for_gsm8k(tmp_path)
+    out = tmp_path / "out" / name  # its folder is made
+    result = grade(tmp_path, "--dataset", "gsm8k", "--pred-path", str(path), "--gold", str(BUILTIN_GSM8K),
+                   "--per-item", str(out))
+    assert result.returncode == 0, result.stderr
+    rows = read_rows(out)
+    gold = gold_by_hand()
+    assert [row["id"] for row in rows] == list(gold) and all(list(row) == ROW_KEYS for row in rows)
+    by_id = {prediction["id"]: (line, prediction) for line, prediction in enumerate(predictions_by_hand(path), 1)}
+    for row in rows:
+        assert row["gold"] == gold[row["id"]] and row["critic"] == "off" and row["critic_score"] is None
+        if row["id"] not in by_id:  # gsm8k_test_6: no prediction, counted wrong
+            assert (row["line"], row["answer"], row["correct"], row["method"]) == (None, None, False, "missing")
+            continue
+        line, prediction = by_id[row["id"]]
+        assert (row["line"], row["correct"], row["method"]) == (line, prediction["right"], "math_verify")
+        assert row["reasoning_words"] == len(prediction["thinking"].split())
+        assert row["reasoning_chars"] == len(prediction["thinking"])
+    assert sum(row["correct"] for row in rows) == 4  # as the summary's Accuracy line: 4/8
+    assert "Accuracy: 0.5000  (4/8)" in result.stdout
+
+
+def test_csv_and_jsonl_hold_the_same_rows(tmp_path: Path) -> None:
+    args = ("--dataset", "gsm8k", "--pred-path", str(predictions_for_gsm8k(tmp_path)), "--gold", str(BUILTIN_GSM8K))
+    for name in ("rows.jsonl", "rows.csv"):
+        assert grade(tmp_path, *args, "--per-item", str(tmp_path / name)).returncode == 0
+    assert read_rows(tmp_path / "rows.jsonl") == read_rows(tmp_path / "rows.csv")
+    assert [ItemRow(**row) for row in read_rows(tmp_path / "rows.csv")]  # every row reads back as the record
+
+
+@pytest.mark.parametrize(("name", "named"), [("rows.txt", "'.txt'"), ("rows", "'(none)'"), ("rows.json", "'.json'")])
+def test_a_per_item_file_of_another_kind_is_refused_before_grading(tmp_path: Path, name: str, named: str) -> None:
+    out = tmp_path / name
+    result = grade(tmp_path, "--dataset", "gsm8k", "--pred-path", str(predictions_for_gsm8k(tmp_path)),
+                   "--gold", str(BUILTIN_GSM8K), "--per-item", str(out))
+    assert result.returncode == 2 and result.stdout == "" and "Traceback" not in result.stderr
+    assert result.stderr.strip() == (f"error: --per-item {out}: unknown extension {named}; name a .jsonl file "
+                                     f"(JSON lines) or a .csv file")
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["preds.jsonl"]  # nothing written
+
+
+def test_a_limit_below_one_is_an_argument_error(tmp_path: Path) -> None:
+    result = grade(tmp_path, "--dataset", "gsm8k", "--pred-path", "p.jsonl", "--limit", "0")
+    assert result.returncode == 2
+    assert "argument --limit: 0 is not a number of predictions (an integer >= 1)" in result.stderr
+
+
+def test_per_item_rows_carry_the_critics_verdicts(tmp_path: Path) -> None:
+    project = sim_project(tmp_path)
+    shutil.copy(REPO_ROOT / ".gitignore", project / ".gitignore")  # a project made from this repository
+    run(project, "git", "init", "-q")
+    out = tmp_path / "rows.jsonl"
+    result = grade(project, "--dataset", "gsm8k", "--pred-path", str(predictions_for_gsm8k(tmp_path)),
+                   "--enable-critic", "--critic-max-samples", "3", "--limit", "5", "--per-item", str(out), "--json")
+    assert result.returncode == 0, result.stderr
+    # the critic's ledger (grading/critic/cli by default) is on disk, and git sees none of it
+    assert any((project / "grading" / "critic" / "cli").rglob("*.tvf"))
+    untracked = run(project, "git", "status", "--porcelain", "--untracked-files=all").stdout.splitlines()
+    assert [line for line in untracked if "grading/" in line] == []
+    summary = json.loads(result.stdout)
+    rows = read_rows(out)
+    asked = [row for row in rows if row["critic"] in ("scored", "unparsable")]
+    # the critic asks about the first 3 gold items (in gold order) of the 5 predictions graded
+    assert [row["id"] for row in asked] == [row["id"] for row in rows][:3] and len(rows) == 5
+    assert all(row["critic"] == "not asked" and row["critic_score"] is None for row in rows[3:])
+    scores = [row["critic_score"] for row in asked if row["critic"] == "scored"]
+    assert len(scores) == summary["critic_scored"] and all(1.0 <= score <= 5.0 for score in scores)
+    if scores:
+        assert summary["critic_score"] == pytest.approx(sum(scores) / len(scores))
