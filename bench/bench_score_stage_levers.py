@@ -9,7 +9,8 @@ Each repetition runs, in turn, every (tree, workers) variant of `python stages/s
 memory over the same traces (bench.official_offline; Python lists built outside the timing). Printed per
 variant: median wall seconds [min-max], median CPU seconds (the child's user + system), and the ratio of the
 official median to the variant's median (both over the same tokens). The load average is printed at start
-and end. The SYNTHETIC pool (bench.bench_stage.build_workspace) is kept under --cache between runs.
+and end. The SYNTHETIC pool (bench.synthetic_pool, top-20 kept, with its confidence blocks) is kept under --cache
+between runs; a tree that predates the blocks reads the logs.
 """
 
 from __future__ import annotations
@@ -28,21 +29,23 @@ import numpy as np
 import orjson
 
 from bench import official_offline
-from bench.bench_stage import Scale, Workspace, baseline_inputs, build_workspace, stage_env
-from tracevote.datasets.problems import load_problems
+from bench.measure import stage_env
+from bench.synthetic_pool import PoolShape, Workspace, bench_params, write_workspace
 from tracevote.store.pool import Pool
 
 
-def workspace_at(cache: Path, size: Scale) -> Workspace:
-    folder = cache / f"{size.problems}x{size.traces}x{size.mean_tokens}w{size.window}"
+def workspace_at(cache: Path, shape: PoolShape, window: int) -> Workspace:
+    folder = cache / f"{shape.problems}x{shape.traces}x{shape.mean_tokens}w{window}"
     if not (folder / "done").exists():
         shutil.rmtree(folder, ignore_errors=True)
-        folder.mkdir(parents=True)
-        build_workspace(folder, size)
+        params = bench_params()
+        params["confidence"].update(group_size=window, tail_tokens=window)
+        write_workspace(folder, shape, params, workers=2)
         (folder / "done").touch()
     pool_root = next((folder / "pools" / "bench").iterdir())
+    ids = tuple(Pool(pool_root).problem_ids())
     return Workspace(folder, folder / "params.yaml", folder / "data" / "bench.jsonl", folder / "pools" / "bench.json",
-                     Pool(pool_root))
+                     pool_root, ids)
 
 
 def run_variant(workspace: Workspace, tree: Path, workers: int) -> tuple[float, float]:
@@ -52,8 +55,8 @@ def run_variant(workspace: Workspace, tree: Path, workers: int) -> tuple[float, 
     command = [sys.executable, str(tree / "stages" / "score.py"), "--params", str(workspace.params),
                "--problems", str(workspace.problems), "--manifest", str(workspace.manifest), "--out", str(out),
                "--stops", str(out.with_suffix(".stops.parquet"))]
-    env = {**stage_env(workspace), "TRACEVOTE_WORKERS": str(workers), "PYTHONPATH": str(tree / "src")}
-    env["PYTHONPYCACHEPREFIX"] = str(workspace.folder / f"pycache-{tree.name}")
+    env = stage_env(workspace.folder / f"pycache-{tree.name}", TRACEVOTE_WORKERS=str(workers),
+                    PYTHONPATH=str(tree / "src"))
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     subprocess.run(command, cwd=workspace.folder, check=True, capture_output=True, env=env)
@@ -63,8 +66,14 @@ def run_variant(workspace: Workspace, tree: Path, workers: int) -> tuple[float, 
 
 
 def official_inputs(workspace: Workspace, n_pool: int) -> list[list[float]]:
-    return [confs for problem in load_problems(workspace.problems)
-            for confs in baseline_inputs(workspace, problem.id, n_pool)]
+    """Each trace's C_i as the Python list of float64 the official analysis holds (every trace has an answer)."""
+    pool = Pool(workspace.pool_root)
+    lists = []
+    for problem_id in workspace.problem_ids:
+        traces = pool.read_problem(problem_id, n_pool)
+        values = np.asarray(traces.token_confidence, dtype=np.float64)
+        lists += [values[a:b].tolist() for a, b in zip(traces.offsets[:-1], traces.offsets[1:], strict=True)]
+    return lists
 
 
 def run_official(lists: list[list[float]], window: int) -> tuple[float, float]:
@@ -91,11 +100,11 @@ def main() -> None:
     parser.add_argument("--cache", type=Path, default=Path("/tmp/tracevote-score-bench"))
     args = parser.parse_args()
     trees = dict(item.split("=", 1) for item in args.tree) or {"here": "."}
-    size = Scale(args.problems, args.traces, args.traces, args.tokens, args.window, args.repeats, ())
+    shape = PoolShape(args.problems, args.traces, args.tokens, 20)
     print(f"load average at start: {os.getloadavg()}", flush=True)
-    workspace = workspace_at(args.cache, size)
+    workspace = workspace_at(args.cache, shape, args.window)
     variants = {f"{name} w{w}": (Path(path).resolve(), w) for name, path in trees.items() for w in args.workers}
-    lists = official_inputs(workspace, size.traces) if args.official else []
+    lists = official_inputs(workspace, shape.traces) if args.official else []
     tokens = sum(map(len, lists)) if lists else None
     walls: dict[str, list[float]] = {name: [] for name in variants}
     cpus: dict[str, list[float]] = {name: [] for name in variants}

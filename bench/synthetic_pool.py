@@ -126,9 +126,11 @@ def write_problem(job: tuple[Path, int, PoolShape]) -> int:
     pool_root, index, shape = job
     draw = draw_problem(index, shape)
     problem_id = problem_ids(shape)[index]
-    with Pool(pool_root).writer(problem_id) as writer:
+    pool = Pool(pool_root)
+    with pool.writer(problem_id) as writer:
         for sample in samples(problem_id, draw):
             writer.append(sample.sample_id, codec.encode(sample))
+    pool.write_confidence_blocks([problem_id])  # as build_pool does once a problem's log is written
     return int(draw.offsets[-1])
 
 

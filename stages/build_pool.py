@@ -61,6 +61,7 @@ def _build(args: PaidStageArgs[Problem], pool: Pool, setting: Setting) -> None:
     pool.register(setting_messages(problems, setting))
     plan = plan_build(pool, problems, setting, params.pool.n_pool, model.priced(), simulated_as=simulated_as(model))
     if plan.n_requests == 0:
+        _write_blocks(pool, ids)  # a pool built before blocks existed, or whose last build was cut short
         write_manifest(args.manifest, pool, args.dataset, params.pool.n_pool, ids)
         print(f"build_pool: {pool.root} already holds {params.pool.n_pool} samples for each of "
               f"{len(problems)} problems; no request sent")
@@ -90,12 +91,20 @@ def _build(args: PaidStageArgs[Problem], pool: Pool, setting: Setting) -> None:
         summary = _run_with_progress(pool, problems, plan, sampler, params, cap,
                                      first_alone=plan.n_requests < params.pool.n_pool * len(problems))
         print(sampler.retry_report())
+    _write_blocks(pool, ids)
     manifest = write_manifest(args.manifest, pool, args.dataset, params.pool.n_pool, ids)
     print(summary.render())
     missing = params.pool.n_pool * len(problems) - manifest.samples
     if missing:
         raise TracevoteError(f"{missing} samples are still missing after retries ran out (causes above). "
                              f"Run the stage again: it requests only the missing ones.")
+
+
+def _write_blocks(pool: Pool, ids: list[str]) -> None:
+    """Each finished log's confidence block (where missing or stale): the score stage reads a problem in one call."""
+    written = pool.write_confidence_blocks(ids)
+    if written:
+        print(f"build_pool: wrote the confidence blocks of {written} problems")
 
 
 def _run_with_progress(pool: Pool, problems: list[Problem], plan: BuildPlan, sampler: backend.Sampler,

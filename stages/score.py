@@ -18,7 +18,7 @@ from tracevote.core.config import load_params
 from tracevote.core.entry import stage_main
 from tracevote.core.parquet import write_tables
 from tracevote.datasets.problems import load_problems
-from tracevote.deepconf.score import ScoredProblem, score_pool
+from tracevote.deepconf.score import STOP_WRITE_OPTIONS, ScoredProblem, score_pool
 from tracevote.store.pool import Pool, read_manifest
 
 
@@ -41,7 +41,7 @@ def main() -> None:
                 "group_size": str(params.confidence.group_size)}
     stops: list[pa.Table] = []
     rows = write_tables(args.out, _scores_keeping_stops(scored, stops), metadata)
-    records = write_tables(args.stops, stops, metadata)
+    records = write_tables(args.stops, stops, metadata, **STOP_WRITE_OPTIONS)
     print(f"score: {rows} samples of {len(problems)} problems -> {args.out}; {records} stop records -> "
           f"{args.stops}" + (" (SIMULATED model)" if manifest.simulated else ""))
 

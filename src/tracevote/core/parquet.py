@@ -7,7 +7,7 @@ import json
 from collections.abc import Iterable
 from importlib.metadata import version
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -30,8 +30,10 @@ def write_parquet(target: str | Path, frames: Iterable[pd.DataFrame], metadata: 
     return write_tables(target, (pa.Table.from_pandas(frame, preserve_index=False) for frame in frames), metadata)
 
 
-def write_tables(target: str | Path, tables: Iterable[pa.Table], metadata: dict[str, str]) -> int:
-    """Stream Arrow tables into one Parquet file (a row group each, the first one's schema); returns the row count."""
+def write_tables(target: str | Path, tables: Iterable[pa.Table], metadata: dict[str, str], **options: Any) -> int:
+    """Stream Arrow tables into one Parquet file (a row group each, the first one's schema); returns the row count.
+
+    `options` go to pyarrow's ParquetWriter (encodings, say), after compression="zstd"."""
     rows = 0
     with atomic_path(target) as tmp:
         writer: pq.ParquetWriter | None = None
@@ -39,7 +41,7 @@ def write_tables(target: str | Path, tables: Iterable[pa.Table], metadata: dict[
             for table in tables:
                 if writer is None:
                     schema = table.schema.with_metadata({**(table.schema.metadata or {}), **_encode(metadata)})
-                    writer = pq.ParquetWriter(tmp, schema, compression="zstd")
+                    writer = pq.ParquetWriter(tmp, schema, **{"compression": "zstd", **options})
                 writer.write_table(table.cast(writer.schema))
                 rows += len(table)
         finally:

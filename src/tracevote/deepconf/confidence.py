@@ -108,9 +108,11 @@ def trace_measures(traces: ProblemTraces, cfg: ConfidenceConfig) -> TraceMeasure
     # Blocks of whole traces, ~_BLOCK_TOKENS tokens each, keep the flat temporaries in cache (1.6x faster).
     block_of_trace = offsets[:-1] // _BLOCK_TOKENS
     firsts = [*np.flatnonzero(np.diff(block_of_trace, prepend=-1)).tolist(), len(traces)]
-    scratch = _Scratch.sized(max([offsets[b] - offsets[a] for a, b in itertools.pairwise(firsts)], default=0))
+    spans = list(itertools.pairwise(firsts))
+    scratch = _Scratch.sized(max([offsets[b] - offsets[a] for a, b in spans], default=0),
+                             max([b - a for a, b in spans], default=0))
     blocks = [_block_measures(confidence[offsets[a]:offsets[b]], offsets[a:b + 1] - offsets[a], cfg, scratch)
-              for a, b in itertools.pairwise(firsts)] or [_block_measures(confidence, offsets, cfg, scratch)]
+              for a, b in spans] or [_block_measures(confidence, offsets, cfg, scratch)]
     measures = (np.concatenate(parts) for parts in zip(*(block[:-1] for block in blocks), strict=True))
     return TraceMeasures(*measures, stops=StopProfiles.concatenate([block[-1] for block in blocks]))
 
@@ -120,63 +122,87 @@ class _Scratch:
     """Buffers every block of a problem reuses: fresh temporaries of a block's size cost a page fault per 4 KB,
     which took as long as the arithmetic."""
 
-    centered: np.ndarray  # float64 [tokens]
-    prefix: np.ndarray  # float64 [tokens + 1]
-    groups: np.ndarray  # float64 [tokens]
+    prefix: np.ndarray  # float64 [tokens + traces]
+    sums: np.ndarray  # float64 [tokens]
     running: np.ndarray  # float64 [tokens]
     record: np.ndarray  # bool [tokens]
 
     @classmethod
-    def sized(cls, tokens: int) -> _Scratch:
-        return cls(np.empty(tokens), np.empty(tokens + 1), np.empty(tokens), np.empty(tokens),
-                   np.empty(tokens, dtype=bool))
+    def sized(cls, tokens: int, traces: int) -> _Scratch:
+        return cls(np.empty(tokens + traces), np.empty(tokens), np.empty(tokens), np.empty(tokens, dtype=bool))
 
 
 def _block_measures(confidence: np.ndarray, token_offsets: np.ndarray, cfg: ConfidenceConfig,
                     scratch: _Scratch) -> tuple[Any, ...]:
     """(avg, bottom10, lowest, tail, n_confident, stops) of consecutive traces: `trace_measures` on a block."""
-    confidence, offsets, kept_positions = _confident(confidence, token_offsets)
+    offsets, kept_positions = token_offsets, None
+    prefix, starts = _prefix_sums(confidence, offsets, scratch)
     lengths = np.diff(offsets)
-    means, prefix = _centered_prefix(confidence, offsets, lengths, scratch)
-    groups, group_offsets, lowest, bottom = _groups(prefix, means, offsets, lengths, cfg, scratch)
-    stops = _record_lows(groups, group_offsets, offsets, lengths, cfg.group_size, token_offsets, kept_positions,
+    if np.isnan(prefix[starts + lengths]).any():  # a token without a confidence: drop those, then sum again
+        confidence, offsets, kept_positions = _confident(confidence, token_offsets)
+        prefix, starts = _prefix_sums(confidence, offsets, scratch)
+        lengths = np.diff(offsets)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        means = prefix[starts + lengths] / lengths
+    sums, sum_offsets, lowest, bottom = _window_sums(prefix, starts, lengths, cfg, scratch)
+    stops = _record_lows(sums, sum_offsets, offsets, lengths, cfg.group_size, token_offsets, kept_positions,
                          scratch)
-    return (means, bottom, lowest, _tail_means(prefix, means, offsets, lengths, cfg.tail_tokens),
+    return (means, bottom, lowest, _tail_means(prefix, starts, lengths, cfg.tail_tokens),
             lengths.astype(np.int64), stops)
 
 
-def _confident(confidence: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
-    """The tokens that have a confidence, their traces' offsets, and (when some were dropped) the position
-    among all tokens of each kept one."""
+def _confident(confidence: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The tokens that have a confidence, their traces' offsets, and the position among all tokens of each kept
+    one."""
     kept = ~np.isnan(confidence)
-    if kept.all():
-        return confidence, offsets, None
     return confidence[kept], np.concatenate(([0], np.cumsum(kept)))[offsets], np.flatnonzero(kept)
 
 
-def _record_lows(groups: np.ndarray, group_offsets: np.ndarray, offsets: np.ndarray, lengths: np.ndarray,
+def _prefix_sums(values: np.ndarray, offsets: np.ndarray, scratch: _Scratch) -> tuple[np.ndarray, np.ndarray]:
+    """Each trace's own prefix sums, in float64, side by side: trace j's P (P[0] = 0, P[i] the sum of its first
+    i values) is prefix[starts[j]:starts[j] + length + 1], so a window sum is P[end] - P[start].
+
+    Restarting at each trace keeps the rounding error of a window sum that of its own trace's sums, never of
+    the tokens before it in the block; float32 values are summed in float64 (numpy casts as it accumulates).
+    """
+    starts = offsets[:-1] + np.arange(len(offsets) - 1)
+    prefix = scratch.prefix[:len(values) + len(offsets) - 1]
+    for start, first, end in zip(starts.tolist(), offsets[:-1].tolist(), offsets[1:].tolist(), strict=True):
+        prefix[start] = 0.0
+        np.cumsum(values[first:end], dtype=np.float64, out=prefix[start + 1:start + 1 + end - first])
+    return prefix, starts
+
+
+def _record_lows(sums: np.ndarray, sum_offsets: np.ndarray, offsets: np.ndarray, lengths: np.ndarray,
                  group_size: int, token_offsets: np.ndarray, kept_positions: np.ndarray | None,
                  scratch: _Scratch) -> StopProfiles:
-    """The StopProfiles of a block: record lows among the full windows of each trace (`groups` hold each
-    trace's running minimum in scratch.running, see _groups).
+    """The StopProfiles of a block: record lows among the full windows of each trace (`sums` are window sums,
+    each trace's running minimum beside them in scratch.running, see _window_sums).
 
-    `offsets` split the kept tokens, `token_offsets` all tokens; kept_positions[i] is the position among
-    all tokens of kept token i (None when every token is kept).
+    A record is a window whose mean is below every earlier one's. Means are sums / width, which rounding keeps
+    in order but may make equal: the windows whose sum is a new low are the candidates, and of these a record
+    is one whose mean is below the previous candidate's (the lowest mean before it). `offsets` split the kept
+    tokens, `token_offsets` all tokens; kept_positions[i] is the position among all tokens of kept token i
+    (None when every token is kept).
     """
-    counts = np.diff(group_offsets)
-    record = scratch.record[:len(groups)]
-    np.less(groups[1:], scratch.running[:len(groups)][:-1], out=record[1:])
-    record[group_offsets[:-1][counts > 0]] = True  # a trace's first window is a record
-    record[group_offsets[:-1][(counts > 0) & (lengths < group_size)]] = False  # no full window: no records
+    counts = np.diff(sum_offsets)
+    record = scratch.record[:len(sums)]
+    np.less(sums[1:], scratch.running[:len(sums)][:-1], out=record[1:])
+    record[sum_offsets[:-1][counts > 0]] = True  # a trace's first window is a record
+    record[sum_offsets[:-1][(counts > 0) & (lengths < group_size)]] = False  # no full window: no records
     chosen = np.flatnonzero(record)
-    trace = np.searchsorted(group_offsets, chosen, side="right") - 1
-    last_token = offsets[trace] + (chosen - group_offsets[trace]) + group_size - 1  # in the block's kept tokens
+    trace = np.searchsorted(sum_offsets, chosen, side="right") - 1
+    value = sums[chosen] / group_size
+    lower = np.ones(len(chosen), dtype=bool)
+    lower[1:] = (value[1:] < value[:-1]) | (trace[1:] != trace[:-1])
+    chosen, trace, value = chosen[lower], trace[lower], value[lower]
+    last_token = offsets[trace] + (chosen - sum_offsets[trace]) + group_size - 1  # in the block's kept tokens
     if kept_positions is not None:
         last_token = kept_positions[last_token]
     spent = last_token - token_offsets[trace] + 1
     per_trace = np.bincount(trace, minlength=len(counts))
     return StopProfiles(offsets=np.concatenate(([0], np.cumsum(per_trace))).astype(np.int64),
-                        spent=spent.astype(np.int64), value=groups[chosen])
+                        spent=spent.astype(np.int64), value=value)
 
 
 def _check_offsets(traces: ProblemTraces, n_tokens: int) -> None:
@@ -188,56 +214,31 @@ def _check_offsets(traces: ProblemTraces, n_tokens: int) -> None:
                         f"{n_tokens} tokens into {len(traces)} traces")
 
 
-def _centered_prefix(values: np.ndarray, offsets: np.ndarray, lengths: np.ndarray,
-                     scratch: _Scratch) -> tuple[np.ndarray, np.ndarray]:
-    """Trace means, and prefix sums P (length total + 1) of each value minus its trace's mean.
+def _window_sums(prefix: np.ndarray, starts: np.ndarray, lengths: np.ndarray, cfg: ConfidenceConfig,
+                 scratch: _Scratch) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The sums of all sliding windows of all traces, flat (in scratch.sums, each trace's running minimum beside
+    them in scratch.running), the offsets of each trace's windows, and each trace's lowest and bottom10.
 
-    Window sums are P[end] - P[start] + width * mean. Centering keeps P near zero at every trace
-    boundary, so the rounding error of a window sum does not grow with its position in the flat
-    array (a plain cumsum over 1.5M tokens loses ~3 digits by the end). Values may be float32: every
-    sum and difference is taken in float64.
-    """
-    sums = np.zeros(len(lengths))
-    nonempty = lengths > 0
-    if nonempty.any():  # subtle: reduceat gives an empty segment its next value, hence only non-empty starts
-        sums[nonempty] = np.add.reduceat(values, offsets[:-1][nonempty], dtype=np.float64)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        means = sums / lengths
-    centered = scratch.centered[:len(values)]
-    for start, end, mean in zip(offsets[:-1].tolist(), offsets[1:].tolist(), means.tolist(), strict=True):
-        np.subtract(values[start:end], mean, out=centered[start:end], dtype=np.float64)
-    prefix = scratch.prefix[:len(values) + 1]
-    prefix[0] = 0.0
-    np.cumsum(centered, out=prefix[1:])
-    return means, prefix
-
-
-def _groups(prefix: np.ndarray, means: np.ndarray, offsets: np.ndarray, lengths: np.ndarray, cfg: ConfidenceConfig,
-            scratch: _Scratch) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """All sliding-window means of all traces, flat (in scratch.groups, each trace's running minimum beside
-    them in scratch.running), the offsets of each trace's groups, and each trace's lowest and bottom10.
-
-    One pass per trace over its own windows: contiguous slices of P, no index arrays; bottom10 is the mean
-    of the lowest max(1, floor(n * bottom_fraction)) of a trace's n groups.
+    One pass per trace over its own windows: contiguous slices of P, no index arrays. A group (window mean) is
+    its sum / width, so the lowest groups are the lowest sums: lowest is the lowest sum / width, bottom10 the
+    mean of the lowest max(1, floor(n * bottom_fraction)) of a trace's n sums, / width.
     """
     window = np.minimum(cfg.group_size, lengths)
     n_groups = np.where(lengths > 0, lengths - window + 1, 0)
-    group_offsets = np.concatenate(([0], np.cumsum(n_groups)))
+    sum_offsets = np.concatenate(([0], np.cumsum(n_groups)))
     n_bottom = np.maximum(1, np.floor(n_groups * cfg.bottom_fraction)).astype(np.int64)
-    groups, running = scratch.groups[:group_offsets[-1]], scratch.running[:group_offsets[-1]]
+    sums, running = scratch.sums[:sum_offsets[-1]], scratch.running[:sum_offsets[-1]]
     lowest, bottom = np.full(len(lengths), np.nan), np.full(len(lengths), np.nan)
-    columns = (offsets[:-1], group_offsets[:-1], n_groups, window, means, n_bottom)
-    for trace, (start, first, count, width, mean, k) in enumerate(zip(*(c.tolist() for c in columns), strict=True)):
+    columns = (starts, sum_offsets[:-1], n_groups, window, n_bottom)
+    for trace, (start, first, count, width, k) in enumerate(zip(*(c.tolist() for c in columns), strict=True)):
         if count == 0:
             continue
-        group = groups[first:first + count]
-        np.subtract(prefix[start + width:start + width + count], prefix[start:start + count], out=group)
-        group /= width
-        group += mean
-        np.minimum.accumulate(group, out=running[first:first + count])
-        lowest[trace] = running[first + count - 1]
-        bottom[trace] = _lowest_sum(group, k) / k if k > 1 else lowest[trace]
-    return groups, group_offsets, lowest, bottom
+        window_sums = sums[first:first + count]
+        np.subtract(prefix[start + width:start + width + count], prefix[start:start + count], out=window_sums)
+        np.minimum.accumulate(window_sums, out=running[first:first + count])
+        lowest[trace] = running[first + count - 1] / width
+        bottom[trace] = _lowest_sum(window_sums, k) / (k * width) if k > 1 else lowest[trace]
+    return sums, sum_offsets, lowest, bottom
 
 
 def _lowest_sum(values: np.ndarray, k: int) -> float:
@@ -258,10 +259,9 @@ def _lowest_sum(values: np.ndarray, k: int) -> float:
     return float(np.add.reduce(np.partition(values, k - 1)[:k]))
 
 
-def _tail_means(prefix: np.ndarray, means: np.ndarray, offsets: np.ndarray, lengths: np.ndarray,
-                tail_tokens: int) -> np.ndarray:
+def _tail_means(prefix: np.ndarray, starts: np.ndarray, lengths: np.ndarray, tail_tokens: int) -> np.ndarray:
     """Mean of each trace's last min(tail_tokens, m) values; NaN for m = 0."""
     width = np.minimum(tail_tokens, lengths)
-    ends = offsets[1:]
+    ends = starts + lengths
     with np.errstate(invalid="ignore", divide="ignore"):
-        return (prefix[ends] - prefix[ends - width]) / width + means
+        return (prefix[ends] - prefix[ends - width]) / width

@@ -11,7 +11,7 @@ import os
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -48,6 +48,11 @@ def _schema(columns: tuple[str, ...]) -> pa.Schema:
 
 SCORE_SCHEMA = _schema(SCORE_COLUMNS)
 STOP_SCHEMA = _schema(STOP_COLUMNS)
+# The stop table is the stage's largest output (~0.08 rows a token): pyarrow's defaults (a dictionary tried on
+# every column, statistics) took 3x as long to write it as these encodings, and made it 2x larger.
+STOP_WRITE_OPTIONS: dict[str, Any] = {
+    "use_dictionary": ["problem_id", "sample_id"], "write_statistics": False,
+    "column_encoding": {"spent": "DELTA_BINARY_PACKED", "value": "BYTE_STREAM_SPLIT"}}
 
 
 @dataclass(frozen=True, eq=False)

@@ -250,6 +250,7 @@ def import_runs(folder: Path, open_pool: Callable[[], Pool], problems: list[Prob
                     continue
                 writer.append(sample.sample_id, codec.encode(sample))
                 stored += 1
+    pool.write_confidence_blocks(writers)  # the logs are closed: each problem's block, for the score stage
     return pool, PickleImport(files=len(runs), samples=sum(counts.values()), stored=stored,
                               already_stored=already, padded=padded)
 

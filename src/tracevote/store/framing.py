@@ -223,7 +223,7 @@ class FrameWriter:
         self.keys: set[Key] = {frame.key for frame in state.frames}
         os.lseek(self._fd, state.good_end, os.SEEK_SET)
         if created:
-            _fsync_folder(path.parent)  # so the log's name survives a power loss along with its frames
+            fsync_folder(path.parent)  # so the log's name survives a power loss along with its frames
         self._lock = threading.Lock()
         self._timer: threading.Timer | None = None
         self._sync_error: OSError | None = None
@@ -284,7 +284,7 @@ class FrameWriter:
         self.close()
 
 
-def _fsync_folder(folder: Path) -> None:
+def fsync_folder(folder: Path) -> None:
     fd = os.open(folder, os.O_RDONLY)
     try:
         os.fsync(fd)
@@ -387,4 +387,4 @@ def replace_log(path: Path, frames: list[Frame]) -> None:
         handle.flush()
         os.fsync(handle.fileno())
     os.replace(temporary, path)
-    _fsync_folder(path.parent)
+    fsync_folder(path.parent)

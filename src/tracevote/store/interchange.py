@@ -346,6 +346,7 @@ def store_file(path: Path, checked: CheckedFile, pool: Pool, *, keep_top_logprob
                 continue
             writer.append(sample.sample_id, codec.encode(for_storage(sample, keep_top_logprobs), simulated=is_sim))
             stored += 1
+    pool.write_confidence_blocks(writers)  # the logs are closed: each problem's block, for the score stage
     return ImportSummary(read=read, stored=stored, already_stored=skipped, simulated=simulated or pool.simulated)
 
 

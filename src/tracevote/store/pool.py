@@ -13,6 +13,7 @@ file names it had before the ledger generalised it, so every pool built before s
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -24,8 +25,8 @@ import orjson
 from tracevote.core.config import Params
 from tracevote.core.errors import DataError
 from tracevote.core.fileio import read_json_record, write_json
-from tracevote.core.names import recorded_path
-from tracevote.store import codec, framing
+from tracevote.core.names import inside, recorded_path
+from tracevote.store import codec, confidence_block, framing
 from tracevote.store.calls import Call
 from tracevote.store.ledger import Ledger, canonical_json, fingerprint_of, folder_name
 from tracevote.store.records import ProblemTraces, Sample
@@ -130,11 +131,23 @@ class Pool(Ledger):
     def read_problem(self, problem_id: str, n_pool: int) -> ProblemTraces:
         """Samples 0..n_pool-1 of one problem in columnar form, sorted by sample id.
 
-        Reads the log once and decompresses only each sample's C_i block (codec.score_fields); the
-        frame crc of every sample but the last is skipped, the blocks read carry their own.
+        From the problem's confidence block (one mapped read, tracevote.store.confidence_block) when it is in
+        step with the log, else from the log frame by frame (`read_frames`): the same traces either way.
+        """
+        block = confidence_block.read_block(self.block_path(problem_id), self.log_path(problem_id), problem_id, n_pool)
+        return block if block is not None else self.read_frames(problem_id, n_pool)
+
+    def read_frames(self, problem_id: str, n_pool: int | None = None, *,
+                    check_every_crc: bool = False) -> ProblemTraces:
+        """`read_problem` from the log (every sample when n_pool is None).
+
+        Reads the log once and decompresses only each sample's C_i block (codec.score_fields); unless
+        `check_every_crc`, the frame crc of every sample but the last is skipped, the blocks read carry their own.
         """
         path = self.log_path(problem_id)
-        fields = [_score_fields(path, frame) for frame in self.frames_within(problem_id, n_pool, check_every_crc=False)]
+        frames = (framing.iter_frames(path, check_every_crc=check_every_crc) if n_pool is None
+                  else self.frames_within(problem_id, n_pool, check_every_crc=check_every_crc))
+        fields = [_score_fields(path, frame) for frame in frames]
         fields.sort(key=lambda f: f.sample_id)
         offsets = np.zeros(len(fields) + 1, dtype=np.int64)
         np.cumsum([len(f.confidence) for f in fields], out=offsets[1:])
@@ -150,6 +163,29 @@ class Pool(Ledger):
             offsets=offsets,
             token_confidence=confidence,
         )
+
+    def block_path(self, problem_id: str) -> Path:
+        """The problem's confidence block: its id made a file name by the one safe-name function."""
+        return inside(self.root / confidence_block.FOLDER, problem_id, confidence_block.SUFFIX)
+
+    def write_confidence_blocks(self, problem_ids: Iterable[str]) -> int:
+        """Write the confidence block of each problem whose log has none in step with it; returns how many.
+
+        Under the log's writer lock (DataError while a run writes it), every frame's crc checked."""
+        written = 0
+        for problem_id in problem_ids:
+            log, block = self.log_path(problem_id), self.block_path(problem_id)
+            if not log.exists() or confidence_block.read_block(block, log, problem_id, 0) is not None:
+                continue
+            fd = framing.lock_log(log)
+            try:
+                stamp = confidence_block.stamp_of(framing.survey(log, check_every_crc=True, keep_payloads=False))
+                if stamp is not None:
+                    confidence_block.write_block(block, self.read_frames(problem_id, check_every_crc=True), stamp)
+                    written += 1
+            finally:
+                os.close(fd)
+        return written
 
 
 def _score_fields(path: Path, frame: framing.Frame) -> codec.ScoreFields:

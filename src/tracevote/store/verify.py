@@ -6,6 +6,10 @@ verify reads every byte: each frame's checksum, its key (an integer sample id in
 sits in a real ledger; per ledger, its setting against its fingerprint, items.json, and logs no item names.
 repair rewrites a log with the frames that pass all of that (first copy of each key), atomically, under the
 writers' lock; the calls it drops are missing to the next run, which requests only them.
+A pool's confidence blocks (tracevote.store.confidence_block) are checked too: each is read whole and compared
+with what its log holds; a stale or damaged one (which the score stage would pass over, reading the log
+instead), a block no problem owns, and a file a killed block write left are problems; repair rewrites each
+problem's block from its log and removes the rest.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ import orjson
 
 from tracevote.core.errors import DataError
 from tracevote.core.names import safe_name
-from tracevote.store import calls, codec, framing
+from tracevote.store import calls, codec, confidence_block, framing
 from tracevote.store.calls import CallLedger
 from tracevote.store.framing import Frame, Key
 from tracevote.store.ledger import LOG_SUFFIX, Ledger, fingerprint_of
@@ -102,7 +106,36 @@ def verify_ledger(root: Path, logs: list[Path] | None = None) -> LedgerReport:
     check = frame_check(ledger)
     for path in logs if logs is not None else sorted((root / ledger.LOGS).glob(f"*{LOG_SUFFIX}")):
         report.logs.append(verify_log(path, check))
+    if isinstance(ledger, Pool):
+        report.problems += block_problems(ledger, [log.path for log in report.logs if log.ok], whole=logs is None)
     return report
+
+
+def block_problems(pool: Pool, good_logs: list[Path], *, whole: bool) -> list[str]:
+    """What is wrong with the confidence blocks of `good_logs` (and, when `whole`, any other file in the blocks'
+    folder: a block no problem owns, or a killed write's leftover)."""
+    owners = _problem_of_log(pool)
+    problems = []
+    for log in good_logs:
+        problem_id = owners.get(log.name)
+        block = None if problem_id is None else pool.block_path(problem_id)
+        if block is not None and block.exists():
+            problem = confidence_block.check_block(block, log, pool.read_frames(problem_id, check_every_crc=True))
+            if problem is not None:
+                problems.append(f"{block}: {problem}")
+    if whole:
+        blocks = {pool.block_path(problem_id) for problem_id in owners.values()}
+        for path in sorted((pool.root / confidence_block.FOLDER).glob("*")):
+            if confidence_block.leftover(path):
+                problems.append(f"{path}: left by a block write that was killed")
+            elif path not in blocks:
+                problems.append(f"{path}: no problem of {pool.ITEMS} has this block (left there by hand?)")
+    return problems
+
+
+def _problem_of_log(pool: Pool) -> dict[str, str]:
+    """Log file name -> problem id, for every problem the pool knows."""
+    return {pool.log_path(problem_id).name: problem_id for problem_id in pool.problem_ids()}
 
 
 def _open(root: Path) -> Ledger:
@@ -222,4 +255,23 @@ def repair_ledger(root: Path, logs: list[Path] | None = None) -> list[Repair]:
     ledger = _open(root)
     check = frame_check(ledger)
     paths = logs if logs is not None else sorted((root / ledger.LOGS).glob(f"*{LOG_SUFFIX}"))
-    return [repair for path in paths if (repair := repair_log(path, check)) is not None]
+    repairs = [repair for path in paths if (repair := repair_log(path, check)) is not None]
+    if isinstance(ledger, Pool):
+        repair_blocks(ledger, paths, whole=logs is None)
+    return repairs
+
+
+def repair_blocks(pool: Pool, logs: list[Path], *, whole: bool) -> None:
+    """Each log's confidence block rewritten unless it passes `block_problems`; strays and leftovers removed."""
+    owners = _problem_of_log(pool)
+    mine = [owners[log.name] for log in logs if log.name in owners]
+    for problem_id in mine:
+        block = pool.block_path(problem_id)
+        if block.exists() and block_problems(pool, [pool.log_path(problem_id)], whole=False):
+            block.unlink()
+    if whole:
+        blocks = {pool.block_path(problem_id) for problem_id in owners.values()}
+        for path in (pool.root / confidence_block.FOLDER).glob("*"):
+            if path not in blocks:
+                path.unlink()
+    pool.write_confidence_blocks(mine)
