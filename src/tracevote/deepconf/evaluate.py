@@ -28,7 +28,7 @@ import pandas as pd
 
 from tracevote.core.config import MEASURES, WHOLE_PERCENT, EvalConfig, OnlineConfig, TieBreak, eta_percent
 from tracevote.core.errors import ConfigError, DataError
-from tracevote.deepconf.online import OnlineSets, OnlineTrace, StopRows, check_stop_columns, replay, stop_profiles
+from tracevote.deepconf.online import OnlineSets, OnlineTrace, replay
 from tracevote.deepconf.results import (
     AggregateResult,
     MethodAccuracy,
@@ -40,6 +40,7 @@ from tracevote.deepconf.results import (
 )
 from tracevote.deepconf.sample_stats import confidence_summaries, measure_aurocs, validity_counts
 from tracevote.deepconf.score import KEY_COLUMNS
+from tracevote.deepconf.stop_table import StopTable, stop_profiles
 from tracevote.deepconf.uncertainty import Interval, bootstrap_rng, intervals, paired, resample_weights
 from tracevote.deepconf.voting import Vote, majority_vote, tie_credit, top_etas, weighted_vote
 from tracevote.store.records import NO_ANSWER
@@ -262,7 +263,7 @@ def _check_correct(problem_id: str, answers: np.ndarray, valid: np.ndarray, corr
 # --- aggregate --------------------------------------------------------------------------------------
 
 def aggregate(scores: pd.DataFrame, cfg: EvalConfig, measures: tuple[str, ...] = MEASURES, *,
-              online: OnlineConfig | None = None, stops: pd.DataFrame | None = None) -> AggregateResult:
+              online: OnlineConfig | None = None, stops: pd.DataFrame | StopTable | None = None) -> AggregateResult:
     """Accuracy (mean, std over repeats, bootstrap interval) of every method at every K in cfg.k, with Cons@K
     tie rates, paired comparisons against Cons@K, per-problem results, validity counts, confidence summaries
     and AUROCs. See the module docstring. With `online` and the score stage's stop table `stops`, online
@@ -314,37 +315,11 @@ def aggregate(scores: pd.DataFrame, cfg: EvalConfig, measures: tuple[str, ...] =
         paired=tuple(paired_rows))
 
 
-def _online_traces(problems: list[ProblemScores], stops: pd.DataFrame) -> list[OnlineTrace]:
-    check_stop_columns(stops)
-    table = StopRows(sample=stops["sample_id"].to_numpy(dtype=np.int64), spent=stops["spent"].to_numpy(dtype=np.int64),
-                     value=stops["value"].to_numpy(dtype=np.float64))
-    by_problem = rows_by_problem(stops["problem_id"])
+def _online_traces(problems: list[ProblemScores], stops: pd.DataFrame | StopTable) -> list[OnlineTrace]:
+    table = stops if isinstance(stops, StopTable) else StopTable.of_frame(stops)
     return [OnlineTrace(codes=p.codes, gold_code=p.gold_code, lowest=p.lowest, n_tokens=p.n_tokens,
-                        stops=stop_profiles(table.take(by_problem.get(p.problem_id, slice(0, 0))), p.problem_id,
-                                            p.sample_ids, p.n_tokens))
+                        stops=stop_profiles(table.rows_of(p.problem_id), p.problem_id, p.sample_ids, p.n_tokens))
             for p in problems]
-
-
-def rows_by_problem(problem_ids: pd.Series) -> dict[str, np.ndarray | slice]:
-    """{problem id: its rows, in table order}; slices when each problem's rows are contiguous (as the score
-    stage writes them). ["a", "a", "b"] -> {"a": slice(0, 2), "b": slice(2, 3)}. Rows without an id are left out."""
-    codes, names = _codes(problem_ids)
-    if len(codes) == 0:
-        return {}
-    starts = np.flatnonzero(np.concatenate(([True], codes[1:] != codes[:-1])))
-    if len(np.unique(codes[starts])) == len(starts) and codes.min(initial=0) >= 0:
-        ends = [*starts[1:].tolist(), len(codes)]
-        return {str(names[codes[a]]): slice(int(a), b) for a, b in zip(starts.tolist(), ends, strict=True)}
-    order = np.argsort(codes, kind="stable")
-    bounds = np.searchsorted(codes[order], np.arange(len(names) + 1))  # code -1 (no id) sorts before them all
-    return {str(name): order[bounds[i]:bounds[i + 1]] for i, name in enumerate(names) if bounds[i + 1] > bounds[i]}
-
-
-def _codes(values: pd.Series) -> tuple[np.ndarray, pd.Index]:
-    """Integer codes of `values` (-1 for a missing value) and the values they stand for."""
-    if isinstance(values.dtype, pd.CategoricalDtype):  # the stage reads ids as a dictionary: codes are there
-        return values.cat.codes.to_numpy(dtype=np.int64), values.cat.categories
-    return pd.factorize(values)
 
 
 def _correct_cube(votes: list[SetVotes], replays: list[list[OnlineSets]], repeat: int) -> np.ndarray:

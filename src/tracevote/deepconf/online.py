@@ -26,12 +26,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 
 from tracevote.core.config import OnlineConfig, TieBreak
-from tracevote.core.errors import DataError
 from tracevote.deepconf.confidence import StopProfiles
-from tracevote.deepconf.score import STOP_COLUMNS
 from tracevote.deepconf.voting import row_percentile, tie_credit, weighted_vote
 
 
@@ -155,72 +152,3 @@ def _before_consensus(codes: np.ndarray, weights: np.ndarray, warmup: int, tau: 
     reached[:, -1] = True  # the budget ends sampling anyway
     last = reached.argmax(axis=1)
     return np.arange(k)[None, :] <= last[:, None]
-
-
-# --- the stop table, split into problems --------------------------------------------------------------
-
-def problem_stops(stops: pd.DataFrame, problem_id: str, sample_ids: np.ndarray,
-                  n_tokens: np.ndarray) -> StopProfiles:
-    """One problem's rows of the stop table as StopProfiles aligned with `sample_ids` (ascending).
-
-    `stops` holds only this problem's rows; see `stop_profiles`.
-    """
-    return stop_profiles(StopRows(sample=stops["sample_id"].to_numpy(dtype=np.int64),
-                                  spent=stops["spent"].to_numpy(dtype=np.int64),
-                                  value=stops["value"].to_numpy(dtype=np.float64)),
-                         problem_id, sample_ids, n_tokens)
-
-
-@dataclass(frozen=True, eq=False)
-class StopRows:
-    """Some rows of the stop table, as columns."""
-
-    sample: np.ndarray  # int64
-    spent: np.ndarray  # int64
-    value: np.ndarray  # float64
-
-    def take(self, rows: np.ndarray | slice) -> StopRows:
-        return StopRows(sample=self.sample[rows], spent=self.spent[rows], value=self.value[rows])
-
-
-def stop_profiles(rows: StopRows, problem_id: str, sample_ids: np.ndarray, n_tokens: np.ndarray) -> StopProfiles:
-    """One problem's stop rows as StopProfiles aligned with `sample_ids` (ascending).
-
-    A record must name a sample of the problem, fall within its tokens, and the records of a sample
-    must fall in value as they advance.
-    """
-    where = f"stop table, problem {problem_id}"
-    sample, spent, value = rows.sample, rows.spent, rows.value
-    position = np.searchsorted(sample_ids, sample)
-    unknown = (position >= len(sample_ids)) | (sample_ids[position.clip(0, len(sample_ids) - 1)] != sample)
-    if unknown.any():
-        raise DataError(f"{where}: sample_id {sample[unknown][0]} is not in the score table")
-    if not _in_order(position, spent):  # the score stage writes them in order: no sort needed
-        order = np.lexsort((spent, position))
-        position, spent, value = position[order], spent[order], value[order]
-    beyond = (spent < 1) | (spent > n_tokens[position])
-    if beyond.any():
-        i = int(np.argmax(beyond))
-        raise DataError(f"{where}, sample_id {sample_ids[position[i]]}: a stop after {spent[i]} tokens, "
-                        f"but the sample has {n_tokens[position[i]]}")
-    same = position[1:] == position[:-1]
-    rising = same & ((value[1:] >= value[:-1]) | (spent[1:] == spent[:-1]))
-    if rising.any():
-        i = int(np.argmax(rising))
-        raise DataError(f"{where}, sample_id {sample_ids[position[i]]}: record lows must fall as tokens "
-                        f"advance (value {value[i]} at {spent[i]} tokens, then {value[i + 1]} at {spent[i + 1]})")
-    counts = np.bincount(position, minlength=len(sample_ids))
-    return StopProfiles(offsets=np.concatenate(([0], np.cumsum(counts))).astype(np.int64), spent=spent, value=value)
-
-
-def _in_order(position: np.ndarray, spent: np.ndarray) -> bool:
-    """Sorted by (position, spent), as np.lexsort((spent, position)) would leave them."""
-    step = np.diff(position)
-    return bool(np.all((step > 0) | ((step == 0) & (spent[1:] >= spent[:-1]))))
-
-
-def check_stop_columns(stops: pd.DataFrame) -> None:
-    missing = [c for c in STOP_COLUMNS if c not in stops.columns]
-    if missing:
-        raise DataError(f"stop table: missing column(s) {', '.join(missing)} "
-                        f"(has: {', '.join(map(str, stops.columns))})")
