@@ -191,7 +191,8 @@ def _smallest_of(keys: np.ndarray, candidates: np.ndarray, k: int) -> np.ndarray
 def distinct_sets(sets: np.ndarray) -> int:
     """How many different sets of samples the rows of `sets` hold, whatever their order:
     [[0, 2], [2, 0], [1, 2]] -> 2."""
-    return len(np.unique(np.sort(sets, axis=1), axis=0))
+    # a set of row bytes: np.unique(axis=0) sorts rows as structured records, ~30x slower at 64 x 512
+    return len({row.tobytes() for row in np.ascontiguousarray(np.sort(sets, axis=1))})
 
 
 def working_set_counts(sets: list[np.ndarray], k: int) -> WorkingSets:
