@@ -13,7 +13,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from tracevote.answers.mathverify import MathJudge, MathVerdict, grading_fallback, grading_outcome
+from tracevote.answers.mathverify import MathJudge, MathVerdict, grading_fallback
+from tracevote.answers.mathverify_worker import grading_outcome
 from tracevote.grading.accuracy import final_answer, grade, pair_by_id, word_count
 from tracevote.grading.gold import GoldItem
 from tracevote.grading.predictions import Prediction
