@@ -14,7 +14,7 @@ from tracevote.core.entry import stage_main
 from tracevote.core.fileio import write_json
 from tracevote.core.parquet import read_parquet_metadata
 from tracevote.deepconf.evaluate import aggregate
-from tracevote.deepconf.stop_table import StopTable
+from tracevote.deepconf.stop_table import StopTable, check_stop_columns
 
 
 def main() -> None:
@@ -39,6 +39,7 @@ def read_stops(path: str) -> StopTable:
     """The stop table, a row per record low (~24 M at paper scale), a row group at a time: the score stage writes a
     problem per row group, so each problem's rows stay where they were decoded (see tracevote.deepconf.stop_table)."""
     file = pq.ParquetFile(path, read_dictionary=["problem_id"], memory_map=True)
+    check_stop_columns(file.schema_arrow.names)  # also when it has no rows
     return StopTable.of_batches(batch for group in range(file.num_row_groups)
                                 for batch in file.read_row_group(group).to_batches())
 
