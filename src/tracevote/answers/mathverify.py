@@ -3,7 +3,7 @@
 Math-Verify's own timeouts use ``signal.alarm``, which only works in the main thread, and a signal cannot
 interrupt sympy while it is stuck inside C code (a power tower such as ``9^{9^{9^{9^{9}}}}`` never ends).
 So `MathJudge` runs ``parse`` + ``verify`` in worker processes (forked warm from a fork server that
-imported Math-Verify once) with those timeouts switched off
+imported Math-Verify once or, with start method "fork", from this process once it has) with those timeouts switched off
 (``parse(..., parsing_timeout=None)``, ``verify(..., timeout_seconds=None)``) and enforces the limit from
 the parent with a wall clock: a worker that overruns is killed, the pool is replaced, and that comparison
 falls back to a normalised string comparison (see `normalize_answer_text`). The parent sends no signals,
@@ -34,11 +34,12 @@ from tracevote.answers.mathverify_worker import (
     Outcome,
     init_worker,
     verify_chunk,
+    warm_up,
     worker_ready,
 )
 
 VerdictMethod = Literal["math_verify", "string", "unjudged"]
-StartMethod = Literal["spawn", "forkserver"]
+StartMethod = Literal["spawn", "forkserver", "fork"]
 # The chunks being compared: each one's indices in the pairs, and the time.monotonic() it must be done by.
 InFlight = dict[Future[list[Outcome]], tuple[list[int], float]]
 
@@ -144,11 +145,13 @@ class MathJudge:
         self._fallbacks: Counter[str] = Counter()
 
     def start(self) -> None:
-        """Start loading Math-Verify for the workers now, without waiting, so that it overlaps the caller's own
-        work (reading its files); the first comparison waits for the workers as always. Only the fork server
-        can start ahead: a spawned pool starts its workers with the first comparison."""
+        """Load Math-Verify for the workers now. The fork server loads it without waiting, overlapping the caller's
+        own work (reading its files); with "fork" this process loads it (~0.5 s) and its workers, forked at the first
+        comparison, start warm; a spawned pool starts its workers with the first comparison."""
         if self._context.get_start_method() == "forkserver":
             multiprocessing.forkserver.ensure_running()
+        elif self._context.get_start_method() == "fork":
+            warm_up()
 
     def __enter__(self) -> MathJudge:
         return self
@@ -261,6 +264,8 @@ class MathJudge:
     def _ready_pool(self) -> ProcessPoolExecutor:
         """The pool, started and warmed up first if there is none (not counted against any limit)."""
         if self._pool is None:
+            if self._context.get_start_method() == "fork":
+                warm_up()  # once here rather than in every worker (a no-op after `start`)
             barrier = self._context.Barrier(self.max_workers)
             pool = ProcessPoolExecutor(
                 max_workers=self.max_workers, mp_context=self._context, initializer=init_worker, initargs=(barrier,)
