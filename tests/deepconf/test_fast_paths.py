@@ -7,9 +7,9 @@ import pandas as pd
 import pytest
 
 from tracevote.deepconf.confidence import StopProfiles
-from tracevote.deepconf.evaluate import smallest_keys
 from tracevote.deepconf.online import records_at_least
 from tracevote.deepconf.stop_table import rows_by_problem
+from tracevote.deepconf.working_sets import smallest_keys
 
 
 @pytest.mark.parametrize("distinct", [2, 5, None])  # few distinct keys force ties at the K-th; None: random floats

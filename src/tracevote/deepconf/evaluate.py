@@ -43,6 +43,7 @@ from tracevote.deepconf.score import KEY_COLUMNS
 from tracevote.deepconf.stop_table import StopTable, stop_profiles
 from tracevote.deepconf.uncertainty import Interval, bootstrap_rng, intervals, paired, resample_weights
 from tracevote.deepconf.voting import Vote, majority_vote, tie_credit, top_etas, weighted_vote
+from tracevote.deepconf.working_sets import pool_too_small, working_set_counts, working_sets
 from tracevote.store.records import NO_ANSWER
 
 # --- one problem's samples, and votes on its working sets -------------------------------------------
@@ -143,62 +144,6 @@ def _decode(values: np.ndarray, codes: np.ndarray) -> np.ndarray:
     if len(values) == 0:
         return np.full(codes.shape, NO_ANSWER, dtype=np.int64)
     return np.where(codes >= 0, values[codes.clip(0)], NO_ANSWER).astype(np.int64)
-
-
-def working_sets(problem_id: str, pool_size: int, k: int, cfg: EvalConfig) -> np.ndarray:
-    """int [cfg.repeat, k] sample positions (see the module docstring), or [1, n] when k == n."""
-    if k > pool_size:
-        raise _pool_too_small(k, problem_id, pool_size)
-    if k == pool_size:
-        return np.arange(pool_size)[None, :]
-    seed = np.random.SeedSequence(cfg.seed, spawn_key=(k, *problem_id.encode("utf-8")))
-    keys = np.random.default_rng(seed).random((cfg.repeat, pool_size))
-    return smallest_keys(keys, k)
-
-
-def smallest_keys(keys: np.ndarray, k: int) -> np.ndarray:
-    """Per row, the positions of the k smallest keys in key order, equal keys by position:
-    np.argsort(keys, axis=1, kind="stable")[:, :k], exactly, without sorting whole rows when k <= n/4.
-
-    Keys uniform on [0, 1) (the draws) put k or more of a row below (k + 6·sqrt(k) + 36) / n but
-    for a vanishing chance; only those are sorted. A row with fewer (any other keys) sorts whole rows.
-
-    >>> smallest_keys(np.array([[0.5, 0.1, 0.5, 0.9, 0.2]]), 3).tolist()
-    [[1, 4, 0]]
-    """
-    n = keys.shape[1]
-    if 4 * k <= n:
-        below = keys < (k + 6 * np.sqrt(k) + 36) / n
-        if below.sum(axis=1).min() >= k:
-            return _smallest_of(keys, below, k)
-    return np.argsort(keys, axis=1, kind="stable")[:, :k]
-
-
-def _smallest_of(keys: np.ndarray, candidates: np.ndarray, k: int) -> np.ndarray:
-    """smallest_keys when every row's k smallest keys are among its `candidates` (bool, at least k a row)."""
-    rows, positions = np.nonzero(candidates)  # row by row, positions ascending
-    counts = candidates.sum(axis=1)
-    column = np.arange(len(rows)) - np.repeat(np.cumsum(counts) - counts, counts)
-    packed = np.full((len(keys), int(counts.max())), np.inf)
-    packed[rows, column] = keys[rows, positions]
-    where = np.zeros(packed.shape, dtype=np.int64)
-    where[rows, column] = positions
-    # subtle: stable, and candidates packed in position order, so equal keys keep position order
-    order = np.argsort(packed, axis=1, kind="stable")[:, :k]
-    return np.take_along_axis(where, order, axis=1)
-
-
-def distinct_sets(sets: np.ndarray) -> int:
-    """How many different sets of samples the rows of `sets` hold, whatever their order:
-    [[0, 2], [2, 0], [1, 2]] -> 2."""
-    # a set of row bytes: np.unique(axis=0) sorts rows as structured records, ~30x slower at 64 x 512
-    return len({row.tobytes() for row in np.ascontiguousarray(np.sort(sets, axis=1))})
-
-
-def working_set_counts(sets: list[np.ndarray], k: int) -> WorkingSets:
-    """The fewest and most distinct working sets over problems at K (sets[i]: problem i's, int [S, K])."""
-    counts = [distinct_sets(s) for s in sets]
-    return WorkingSets(k=k, fewest=min(counts), most=max(counts))
 
 
 # --- the score table, split into problems -------------------------------------------------------------
@@ -383,12 +328,7 @@ def _check_pool_sizes(problems: list[ProblemScores], ks: tuple[int, ...]) -> Non
     """Fail before any work when the largest K exceeds the smallest pool."""
     smallest = min(problems, key=len)
     if max(ks) > len(smallest):
-        raise _pool_too_small(max(ks), smallest.problem_id, len(smallest))
-
-
-def _pool_too_small(k: int, problem_id: str, pool_size: int) -> ConfigError:
-    return ConfigError(f"eval.k: K={k} is larger than the pool of problem {problem_id} ({pool_size} samples); "
-                       "lower eval.k or grow the pool")
+        raise pool_too_small(max(ks), smallest.problem_id, len(smallest))
 
 
 def _problem_results(problems: list[ProblemScores], votes: list[SetVotes], k: int,
