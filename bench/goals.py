@@ -1,8 +1,9 @@
 """The regression guard: each headline figure's goal, and whether a run missed it by more than its noise.
 
-A goal is missed only when even the best repetition misses it (for "at least": the max is below the goal;
+Most goals are missed only when even the best repetition misses them (for "at least": the max is below the goal;
 for "below": the min is at or above it), so a noisy run on a busy machine does not fail by bad luck while a
-real slow-down does. `make bench` runs the guard; `make test` never does (timings are never asserted).
+real slow-down does. A goal its issue states for the median (grade against the plain loop) is judged by the
+median. `make bench` runs the guard; `make test` never does (timings are never asserted).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ class Goal:
     at_least: bool  # True: met at >= target; False: met below target
     target: float
     why: str
+    judged_by: Literal["best", "median"] = "best"  # which repetition must meet the target
 
 
 GOALS: tuple[Goal, ...] = (
@@ -30,8 +32,10 @@ GOALS: tuple[Goal, ...] = (
     Goal("score stage, marginal rate, 2 workers", "ratio", True, 10.0,
          "issue 24: also with the default two workers"),
     # grade must not cost more than the plain main-thread Math-Verify loop it replaces.
-    Goal("grade, GSM8K (1,319)", "ratio", True, 1.0, "issue 24: grade no slower than a plain loop"),
-    Goal("grade, MATH-500", "ratio", True, 1.0, "issue 24: grade no slower than a plain loop"),
+    Goal("grade, GSM8K (1,319)", "ratio", True, 1.0, "issue 24: grade no slower than a plain loop, by the median",
+         "median"),
+    Goal("grade, MATH-500", "ratio", True, 1.0, "issue 24: grade no slower than a plain loop, by the median",
+         "median"),
     # Paper scale (30 x 4096 x ~3,000 tokens), measured with --paper only.
     Goal("paper scale: aggregate, warm", "value", False, 8.0,
          "issue 24: aggregate with online replay and 1,000 resamples under 8 s"),
@@ -49,6 +53,9 @@ class Verdict:
     def missed(self) -> bool:
         if self.measured is None:
             return False
+        if self.goal.judged_by == "median":
+            value = self.measured.median
+            return value < self.goal.target if self.goal.at_least else value >= self.goal.target
         if self.goal.at_least:
             return self.measured.high < self.goal.target
         return self.measured.low >= self.goal.target
@@ -56,7 +63,7 @@ class Verdict:
     def line(self) -> str:
         sign = ">=" if self.goal.at_least else "<"
         unit = "x" if self.goal.on == "ratio" else " s"
-        goal = f"goal {sign} {self.goal.target:g}{unit}"
+        goal = f"goal {sign} {self.goal.target:g}{unit}" + (" by the median" if self.goal.judged_by == "median" else "")
         if self.measured is None:
             return f"  not measured  {self.goal.figure}: {goal} (not in this run)"
         spread = f"median {self.measured.median:.3g}{unit}, min {self.measured.low:.3g}, max {self.measured.high:.3g}"

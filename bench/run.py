@@ -64,7 +64,8 @@ def run_one(name: str, scale: str) -> list[Figure] | None:
 def guard(figures: list[Figure]) -> int:
     """Print each goal's verdict; 1 when a measured headline missed its goal by more than its noise."""
     results = verdicts(figures)
-    print("\nregression guard (bench/goals.py): a goal is missed when even the best round misses it")
+    print("\nregression guard (bench/goals.py): a goal is missed when even the best round misses it (or, for a goal "
+          "judged by the median, when the median does)")
     for verdict in results:
         print(verdict.line())
     missed = [v for v in results if v.missed]

@@ -31,6 +31,7 @@ TAIL_TOKENS = 2048
 BOTTOM_FRACTION = 0.10
 CHUNK = 256  # traces simulated at once: bounds the padded token matrix
 DRIFT = 0.005  # per-token step of the random walk: ~55 records per trace (the simulator's 30 x 96 pool: ~37)
+PAPER_POOL_DRIFT = 0.03  # ~190 records per trace, as bench_paper's synthetic pool gives the score stage
 
 
 @dataclass(frozen=True)
@@ -41,10 +42,11 @@ class Measures:
     stops: StopProfiles
 
 
-def token_confidences(lengths: np.ndarray, levels: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+def token_confidences(lengths: np.ndarray, levels: np.ndarray, rng: np.random.Generator,
+                      drift_step: float = DRIFT) -> np.ndarray:
     """float64 [traces, max length], NaN past each trace's end."""
     width = int(lengths.max())
-    drift = np.cumsum(rng.normal(0.0, DRIFT, (len(lengths), width)), axis=1)
+    drift = np.cumsum(rng.normal(0.0, drift_step, (len(lengths), width)), axis=1)
     values = levels[:, None] + drift + rng.normal(0.0, 2.5, (len(lengths), width))
     values[np.arange(width)[None, :] >= lengths[:, None]] = np.nan
     return values
@@ -80,7 +82,8 @@ def _records(groups: np.ndarray, full: np.ndarray) -> StopProfiles:
                         spent=(start + GROUP_SIZE).astype(np.int64), value=groups[trace, start])
 
 
-def problem_tables(problem_id: str, n: int, rng: np.random.Generator) -> tuple[pd.DataFrame, pd.DataFrame]:
+def problem_tables(problem_id: str, n: int, rng: np.random.Generator,
+                   drift: float = DRIFT) -> tuple[pd.DataFrame, pd.DataFrame]:
     """One problem's score rows (SCORE_COLUMNS) and stop rows (STOP_COLUMNS)."""
     gold = int(rng.integers(0, 1000))
     distractors = rng.integers(0, 1000, 6)
@@ -90,7 +93,8 @@ def problem_tables(problem_id: str, n: int, rng: np.random.Generator) -> tuple[p
     correct = valid & (answers == gold)
     lengths = np.clip(rng.lognormal(np.log(3000), 0.45, n), 64, 16000).astype(np.int64)
     levels = rng.normal(12.0, 1.0, n) + 0.8 * correct
-    parts = [window_measures(token_confidences(lengths[a:a + CHUNK], levels[a:a + CHUNK], rng), lengths[a:a + CHUNK])
+    parts = [window_measures(token_confidences(lengths[a:a + CHUNK], levels[a:a + CHUNK], rng, drift),
+                             lengths[a:a + CHUNK])
              for a in range(0, n, CHUNK)]
     values = np.concatenate([p.values for p in parts], axis=1)
     values[:, rng.random(n) < 0.002] = np.nan  # a trace without any confident token
@@ -119,18 +123,19 @@ def _without_nan(stops: StopProfiles, dropped: np.ndarray) -> StopProfiles:
                         spent=stops.spent[keep], value=stops.value[keep])
 
 
-def synthetic_tables(problems: int, samples: int, seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
+def synthetic_tables(problems: int, samples: int, seed: int = 0,
+                     drift: float = DRIFT) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The score table and stop table of `problems` x `samples` synthetic traces."""
     rng = np.random.default_rng(seed)
-    tables = [problem_tables(f"synth-{p:02d}", samples, rng) for p in range(problems)]
+    tables = [problem_tables(f"synth-{p:02d}", samples, rng, drift) for p in range(problems)]
     return (pd.concat([t[0] for t in tables], ignore_index=True),
             pd.concat([t[1] for t in tables], ignore_index=True))
 
 
-def write_tables(out: Path, problems: int, samples: int, seed: int = 0) -> tuple[Path, Path]:
+def write_tables(out: Path, problems: int, samples: int, seed: int = 0, drift: float = DRIFT) -> tuple[Path, Path]:
     """Write scores.parquet and stops.parquet under `out` (as the score stage writes them, one row group
     per problem); returns their paths."""
-    scores, stops = synthetic_tables(problems, samples, seed)
+    scores, stops = synthetic_tables(problems, samples, seed, drift)
     out.mkdir(parents=True, exist_ok=True)
     metadata = {"simulated": "true", "pool": "synthetic", "model": "synthetic", "group_size": str(GROUP_SIZE)}
     paths = out / "scores.parquet", out / "stops.parquet"
@@ -144,9 +149,12 @@ def main() -> None:
     parser.add_argument("--problems", type=int, default=30)
     parser.add_argument("--samples", type=int, default=4096)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--drift", type=float, default=DRIFT,
+                        help=f"per-token step of the confidence walk: more drift, more record lows ({DRIFT}: ~55 "
+                             f"per trace; {PAPER_POOL_DRIFT}: ~190, the density of bench_paper's pool)")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
-    scores, stops = write_tables(args.out, args.problems, args.samples, args.seed)
+    scores, stops = write_tables(args.out, args.problems, args.samples, args.seed, args.drift)
     table = pd.read_parquet(stops, columns=["sample_id"])
     print(f"{scores}: {args.problems} x {args.samples} samples; {stops}: {len(table)} stop records "
           f"({len(table) / (args.problems * args.samples):.1f} per trace)")

@@ -7,12 +7,14 @@ Reads only the score and stop tables, never the pool.
 import argparse
 
 import pandas as pd
+import pyarrow.parquet as pq
 
 from tracevote.core.config import load_params
 from tracevote.core.entry import stage_main
 from tracevote.core.fileio import write_json
 from tracevote.core.parquet import read_parquet_metadata
 from tracevote.deepconf.evaluate import aggregate
+from tracevote.deepconf.stop_table import StopTable, check_stop_columns
 
 
 def main() -> None:
@@ -24,15 +26,22 @@ def main() -> None:
     args = parser.parse_args()
     params = load_params(args.params)
     metadata = read_parquet_metadata(args.scores)
-    # the stop table has a row per record low (millions at paper scale): ids as a dictionary read fast
-    result = aggregate(pd.read_parquet(args.scores), params.eval, online=params.online,
-                       stops=pd.read_parquet(args.stops, read_dictionary=["problem_id"]))
+    result = aggregate(pd.read_parquet(args.scores), params.eval, online=params.online, stops=read_stops(args.stops))
     simulated = metadata.get("simulated") == "true"
     write_json(args.out, {"simulated": simulated, "pool": metadata.get("pool"), "model": metadata.get("model"),
                           "group_size": metadata.get("group_size"), "result": result.to_json()})
     print(f"aggregate: {len(result.methods)} methods x {len(result.k)} K x {result.repeat} repeats, "
           f"{len(result.online_methods)} online methods, {result.bootstrap} bootstrap resamples -> {args.out}"
           + (" (SIMULATED model)" if simulated else ""))
+
+
+def read_stops(path: str) -> StopTable:
+    """The stop table, a row per record low (~24 M at paper scale), a row group at a time: the score stage writes a
+    problem per row group, so each problem's rows stay where they were decoded (see tracevote.deepconf.stop_table)."""
+    file = pq.ParquetFile(path, read_dictionary=["problem_id"], memory_map=True)
+    check_stop_columns(file.schema_arrow.names)  # also when it has no rows
+    return StopTable.of_batches(batch for group in range(file.num_row_groups)
+                                for batch in file.read_row_group(group).to_batches())
 
 
 if __name__ == "__main__":

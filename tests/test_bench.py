@@ -71,6 +71,9 @@ def figure(ours: list[float], baseline: list[float] | None = None, higher: bool 
     (Goal("f", "ratio", True, 1.0, ""), figure([1.4, 1.6], [1.5, 1.5], higher=False), False),
     (Goal("f", "value", False, 8.0, ""), figure([9.0, 8.5, 12.0]), True),  # even the fastest run is over 8 s
     (Goal("f", "value", False, 8.0, ""), figure([9.0, 7.9, 12.0]), False),
+    # judged by the median: one fast round (1.5 / 1.4 = 1.07x) does not meet it when the median is 0.94x
+    (Goal("f", "ratio", True, 1.0, "", "median"), figure([1.4, 1.6, 1.6], [1.5, 1.5, 1.5], higher=False), True),
+    (Goal("f", "ratio", True, 1.0, "", "median"), figure([1.4, 1.6, 1.4], [1.5, 1.5, 1.5], higher=False), False),
 ])
 def test_guard_misses_a_goal_only_beyond_the_noise(goal: Goal, fig: Figure, missed: bool) -> None:
     (verdict,) = verdicts([fig], (goal,))

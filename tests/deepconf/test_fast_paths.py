@@ -7,8 +7,9 @@ import pandas as pd
 import pytest
 
 from tracevote.deepconf.confidence import StopProfiles
-from tracevote.deepconf.evaluate import rows_by_problem, smallest_keys
-from tracevote.deepconf.online import RecordIndex
+from tracevote.deepconf.online import records_at_least
+from tracevote.deepconf.stop_table import rows_by_problem
+from tracevote.deepconf.working_sets import smallest_keys
 
 
 @pytest.mark.parametrize("distinct", [2, 5, None])  # few distinct keys force ties at the K-th; None: random floats
@@ -28,28 +29,30 @@ def test_smallest_keys_of_draws_at_pool_scale(k: int) -> None:
         assert np.array_equal(smallest_keys(rounded, k), np.argsort(rounded, axis=1, kind="stable")[:, :k])
 
 
-def _profiles(rng: np.random.Generator, n_traces: int) -> StopProfiles:
-    """Records falling within each trace, values from a coarse grid so traces share values."""
-    counts = rng.integers(0, 6, n_traces)
+def _profiles(rng: np.random.Generator, n_traces: int, most: int = 5) -> StopProfiles:
+    """0 to `most` (<= 20) records falling within each trace, values from a coarse grid so traces share values."""
+    counts = rng.integers(0, most + 1, n_traces)
     values = [np.sort(rng.choice(np.arange(20) / 4, c, replace=False))[::-1] for c in counts]
     return StopProfiles(offsets=np.concatenate(([0], np.cumsum(counts))).astype(np.int64),
                         spent=np.concatenate([np.arange(1, c + 1) for c in counts]).astype(np.int64),
                         value=np.concatenate(values) if n_traces else np.zeros(0))
 
 
+@pytest.mark.parametrize("most", [0, 1, 5, 20])  # 0: no trace has a record; 20: several bisection steps
 @pytest.mark.parametrize("seed", range(5))
-def test_record_ends_count_the_records_at_or_above_the_threshold(seed: int) -> None:
+def test_records_at_least_count_the_records_at_or_above_the_threshold(seed: int, most: int) -> None:
     rng = np.random.default_rng(seed)
-    stops = _profiles(rng, 9)
+    stops = _profiles(rng, 9, most)
     positions = rng.integers(0, 9, (8, 4))
     # thresholds on the grid (equal to some records), between it, beyond it, and NaN
     threshold = np.array([0.0, 1.25, 2.5, 4.75, 1.1, -1.0, 9.0, np.nan])
-    ends = RecordIndex.of(stops).ends(positions, threshold)
+    counts = records_at_least(stops, positions, threshold)
     for r, i in np.ndindex(positions.shape):
+        if np.isnan(threshold[r]):
+            continue  # no threshold: the replay stops no trace, whatever the count
         p = positions[r, i]
         own = stops.value[stops.offsets[p]:stops.offsets[p + 1]]
-        at_least = 0 if np.isnan(threshold[r]) else int(np.sum(own >= threshold[r]))
-        assert ends[r, i] == stops.offsets[p] + at_least
+        assert counts[r, i] == int(np.sum(own >= threshold[r]))
 
 
 @pytest.mark.parametrize(("ids", "expected"), [

@@ -12,8 +12,9 @@ from tracevote.core.config_deepconf import ConfidenceConfig, EvalConfig, OnlineC
 from tracevote.core.errors import DataError
 from tracevote.deepconf.confidence import StopProfiles, trace_measures
 from tracevote.deepconf.evaluate import aggregate
-from tracevote.deepconf.online import OnlineTrace, problem_stops, replay
+from tracevote.deepconf.online import OnlineTrace, replay
 from tracevote.deepconf.score import score_and_stops
+from tracevote.deepconf.stop_table import problem_stops
 from tracevote.store.records import ProblemTraces
 
 GROUP = ConfidenceConfig(group_size=2, bottom_fraction=0.1, tail_tokens=2)

@@ -10,8 +10,9 @@ import pandas as pd
 import pytest
 
 from tests.deepconf.test_evaluate import cfg, table
-from tracevote.deepconf.evaluate import aggregate, distinct_sets, working_sets
+from tracevote.deepconf.evaluate import aggregate
 from tracevote.deepconf.results import WorkingSets
+from tracevote.deepconf.working_sets import distinct_sets, working_sets
 
 
 def pools_table(pools: dict[str, int]) -> pd.DataFrame:

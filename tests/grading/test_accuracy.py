@@ -13,7 +13,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from tracevote.answers.mathverify import MathJudge, MathVerdict, grading_fallback, grading_outcome
+from tracevote.answers.mathverify import MathJudge, MathVerdict, grading_fallback
+from tracevote.answers.mathverify_worker import grading_outcome
 from tracevote.grading.accuracy import final_answer, grade, pair_by_id, word_count
 from tracevote.grading.gold import GoldItem
 from tracevote.grading.predictions import Prediction
@@ -95,12 +96,13 @@ def test_a_pathological_answer_is_wrong_and_counted_not_a_hang():
     assert [g.method for g in grades.graded] == ["unjudged", "math_verify"]
 
 
-def test_an_answer_stuck_in_c_is_wrong_and_counted_from_main_and_other_threads():
+@pytest.mark.parametrize("start_method", ["forkserver", "fork"])  # fork: grade's own judge (grading_judge)
+def test_an_answer_stuck_in_c_is_wrong_and_counted_from_main_and_other_threads(start_method):
     golds = [GoldItem(str(i), "p", str(i), None) for i in range(40)]
     predictions = [Prediction(str(i), None, "", f"#### {STUCK_IN_C if i == 17 else i}", i) for i in range(40)]
 
     def graded():
-        with MathJudge(max_workers=2, timeout_s=3.0, rule="grading") as judge:
+        with MathJudge(max_workers=2, timeout_s=3.0, rule="grading", start_method=start_method) as judge:
             return grade(golds, predictions, judge)
 
     with ThreadPoolExecutor(max_workers=1) as thread:

@@ -13,7 +13,8 @@ import pytest
 
 from tests.debate.test_results import four_results
 from tests.deepconf.test_online import GROUP, problem_traces
-from tracevote.core.config import AnswersConfig, EvalConfig, OnlineConfig
+from tracevote.core.config_datasets import AnswersConfig
+from tracevote.core.config_deepconf import EvalConfig, OnlineConfig
 from tracevote.critique.results import CritiqueResult
 from tracevote.deepconf.evaluate import aggregate
 from tracevote.deepconf.results import AggregateResult

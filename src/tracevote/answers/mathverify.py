@@ -3,11 +3,11 @@
 Math-Verify's own timeouts use ``signal.alarm``, which only works in the main thread, and a signal cannot
 interrupt sympy while it is stuck inside C code (a power tower such as ``9^{9^{9^{9^{9}}}}`` never ends).
 So `MathJudge` runs ``parse`` + ``verify`` in worker processes (forked warm from a fork server that
-imported Math-Verify once) with those timeouts switched off
+imported Math-Verify once or, with start method "fork", from this process once it has) with those timeouts switched off
 (``parse(..., parsing_timeout=None)``, ``verify(..., timeout_seconds=None)``) and enforces the limit from
 the parent with a wall clock: a worker that overruns is killed, the pool is replaced, and that comparison
 falls back to a normalised string comparison (see `normalize_answer_text`). The parent sends no signals,
-so a judge can be used from any thread.
+so a judge can be used from any thread. The workers' side is tracevote.answers.mathverify_worker.
 
     >>> with MathJudge(timeout_s=5.0) as judge:  # doctest: +SKIP
     ...     judge.compare("\\\\frac{1}{2}", "0.5")
@@ -16,27 +16,30 @@ so a judge can be used from any thread.
 
 from __future__ import annotations
 
-import logging
 import multiprocessing
 import multiprocessing.forkserver
 import re
 import threading
 import time
 from collections import Counter, deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from typing import Any, Literal
 
-FallbackReason = Literal["timeout", "worker crashed", "unparsable gold", "unparsable answer", "comparison error"]
+from tracevote.answers.mathverify_worker import (
+    FallbackReason,
+    JudgeRule,
+    Outcome,
+    init_worker,
+    verify_chunk,
+    warm_up,
+    worker_ready,
+)
+
 VerdictMethod = Literal["math_verify", "string", "unjudged"]
-# answers: our own reading of extracted answers (each wrapped in $...$, an unparsable side falls back to a
-# normalised string comparison). grading: the grading toolkit's scorer, exactly (see `grading_outcome`).
-JudgeRule = Literal["answers", "grading"]
-StartMethod = Literal["spawn", "forkserver"]
-# What a worker returns for one comparison: Math-Verify's answer, or None and why it could not give one.
-Outcome = tuple[bool | None, FallbackReason | None]
+StartMethod = Literal["spawn", "forkserver", "fork"]
 # The chunks being compared: each one's indices in the pairs, and the time.monotonic() it must be done by.
 InFlight = dict[Future[list[Outcome]], tuple[list[int], float]]
 
@@ -94,85 +97,6 @@ def string_verdict(gold: str, answer: str, reason: FallbackReason) -> MathVerdic
     return MathVerdict(equal=bool(normal_gold) and normal_gold == normal_answer, method="string", reason=reason)
 
 
-# ---- worker side: runs in the pool's processes (main thread there), never in the caller's process ----
-
-_WORKER_BARRIER: Any = None
-
-
-def _math_text(text: str) -> str:
-    """An extracted answer as Math-Verify's LaTeX extraction reads it best: inside one pair of ``$``."""
-    return "$" + text.strip().strip("$").strip() + "$"
-
-
-def _parsed(text: str) -> list[Any] | None:
-    """Math-Verify's parse of `text` (its own timeout off), or None when it yields no sympy object."""
-    from math_verify import parse
-    from sympy import Basic, MatrixBase
-
-    parsed = parse(_math_text(text), parsing_timeout=None)
-    return parsed if any(isinstance(item, Basic | MatrixBase) for item in parsed) else None
-
-
-def _verify_pair(gold: str, answer: str) -> Outcome:
-    """Math-Verify's verdict on one pair, gold first (verify is not symmetric), timeouts off."""
-    from math_verify import verify
-
-    try:
-        gold_parsed = _parsed(gold)
-        if gold_parsed is None:
-            return None, "unparsable gold"
-        answer_parsed = _parsed(answer)
-        if answer_parsed is None:
-            return None, "unparsable answer"
-        return bool(verify(gold_parsed, answer_parsed, timeout_seconds=None)), None
-    except Exception:
-        return None, "comparison error"
-
-
-def grading_outcome(gold: str, answer: str) -> Outcome:
-    """The grading scorer's verdict: ``verify(parse(gold), parse(answer))`` with Math-Verify's default extraction
-    and ``raise_on_error`` off, as a plain call in a main thread does, but with its signal timeouts off (the
-    parent's wall clock limits it instead). Math-Verify then catches its own errors (an unparsable side gives
-    []: not equal); only an exception that still escapes makes the pair fall back to strings."""
-    from math_verify import parse, verify
-
-    try:
-        gold_parsed = parse(gold, parsing_timeout=None)
-        answer_parsed = parse(answer, parsing_timeout=None)
-        return bool(verify(gold_parsed, answer_parsed, timeout_seconds=None)), None
-    except Exception:
-        return None, "comparison error"
-
-
-def _verify_chunk(pairs: Sequence[tuple[str, str]], rule: JudgeRule = "answers") -> list[Outcome]:
-    """The outcomes of a chunk of (gold, answer) pairs: one round trip to a worker for all of them."""
-    compare = grading_outcome if rule == "grading" else _verify_pair
-    return [compare(gold, answer) for gold, answer in pairs]
-
-
-def warm_up() -> None:
-    """Import Math-Verify and make a first comparison of each rule (it builds its LaTeX grammar and regexes then,
-    ~0.1 s), so that neither counts against a comparison's limit."""
-    import math_verify  # noqa: F401  (fails here, breaking the pool, rather than as a fallback per comparison)
-
-    # The "timeout is disabled" warning is expected here: the parent enforces the limit.
-    logging.getLogger("math_verify").setLevel(logging.ERROR)
-    _verify_pair("\\frac{1}{2}", "0.5")
-    grading_outcome("\\frac{1}{2}", "0.5")
-
-
-def _init_worker(barrier: Any) -> None:
-    """Warm Math-Verify once per worker (a no-op in a worker forked warm from the fork server)."""
-    global _WORKER_BARRIER
-    _WORKER_BARRIER = barrier
-    warm_up()
-
-
-def _worker_ready(timeout_s: float) -> None:
-    """Wait until every worker of the pool has started and warmed up (so all are spawned before timing)."""
-    _WORKER_BARRIER.wait(timeout_s)
-
-
 # ---- parent side ----
 
 
@@ -221,11 +145,13 @@ class MathJudge:
         self._fallbacks: Counter[str] = Counter()
 
     def start(self) -> None:
-        """Start loading Math-Verify for the workers now, without waiting, so that it overlaps the caller's own
-        work (reading its files); the first comparison waits for the workers as always. Only the fork server
-        can start ahead: a spawned pool starts its workers with the first comparison."""
+        """Load Math-Verify for the workers now. The fork server loads it without waiting, overlapping the caller's
+        own work (reading its files); with "fork" this process loads it (~0.5 s) and its workers, forked at the first
+        comparison, start warm; a spawned pool starts its workers with the first comparison."""
         if self._context.get_start_method() == "forkserver":
             multiprocessing.forkserver.ensure_running()
+        elif self._context.get_start_method() == "fork":
+            warm_up()
 
     def __enter__(self) -> MathJudge:
         return self
@@ -305,7 +231,7 @@ class MathJudge:
             pool = self._ready_pool()
             while pending and len(in_flight) < self.max_workers:
                 chunk = pending.popleft()
-                future = pool.submit(_verify_chunk, [pairs[i] for i in chunk], self.rule)
+                future = pool.submit(verify_chunk, [pairs[i] for i in chunk], self.rule)
                 in_flight[future] = (chunk, time.monotonic() + self.timeout_s)
             first_deadline = min(deadline for _, deadline in in_flight.values())
             done, _ = wait(in_flight, timeout=max(0.0, first_deadline - time.monotonic()), return_when=FIRST_COMPLETED)
@@ -338,13 +264,15 @@ class MathJudge:
     def _ready_pool(self) -> ProcessPoolExecutor:
         """The pool, started and warmed up first if there is none (not counted against any limit)."""
         if self._pool is None:
+            if self._context.get_start_method() == "fork":
+                warm_up()  # once here rather than in every worker (a no-op after `start`)
             barrier = self._context.Barrier(self.max_workers)
             pool = ProcessPoolExecutor(
-                max_workers=self.max_workers, mp_context=self._context, initializer=_init_worker, initargs=(barrier,)
+                max_workers=self.max_workers, mp_context=self._context, initializer=init_worker, initargs=(barrier,)
             )
             self._pool = pool
             # Each task blocks its worker until all have started, so the pool spawns all of them now.
-            ready = [pool.submit(_worker_ready, self.startup_timeout_s) for _ in range(self.max_workers)]
+            ready = [pool.submit(worker_ready, self.startup_timeout_s) for _ in range(self.max_workers)]
             done, not_done = wait(ready, timeout=self.startup_timeout_s)
             if not_done or any(future.exception() is not None for future in done):
                 self._drop_pool()

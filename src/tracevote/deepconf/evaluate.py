@@ -28,7 +28,7 @@ import pandas as pd
 
 from tracevote.core.config_deepconf import MEASURES, WHOLE_PERCENT, EvalConfig, OnlineConfig, TieBreak, eta_percent
 from tracevote.core.errors import ConfigError, DataError
-from tracevote.deepconf.online import OnlineSets, OnlineTrace, StopRows, check_stop_columns, replay, stop_profiles
+from tracevote.deepconf.online import OnlineSets, OnlineTrace, replay
 from tracevote.deepconf.results import (
     AggregateResult,
     MethodAccuracy,
@@ -40,8 +40,10 @@ from tracevote.deepconf.results import (
 )
 from tracevote.deepconf.sample_stats import confidence_summaries, measure_aurocs, validity_counts
 from tracevote.deepconf.score import KEY_COLUMNS
+from tracevote.deepconf.stop_table import StopTable, stop_profiles
 from tracevote.deepconf.uncertainty import Interval, bootstrap_rng, intervals, paired, resample_weights
 from tracevote.deepconf.voting import Vote, majority_vote, tie_credit, top_etas, weighted_vote
+from tracevote.deepconf.working_sets import pool_too_small, working_set_counts, working_sets
 from tracevote.store.records import NO_ANSWER
 
 # --- one problem's samples, and votes on its working sets -------------------------------------------
@@ -144,61 +146,6 @@ def _decode(values: np.ndarray, codes: np.ndarray) -> np.ndarray:
     return np.where(codes >= 0, values[codes.clip(0)], NO_ANSWER).astype(np.int64)
 
 
-def working_sets(problem_id: str, pool_size: int, k: int, cfg: EvalConfig) -> np.ndarray:
-    """int [cfg.repeat, k] sample positions (see the module docstring), or [1, n] when k == n."""
-    if k > pool_size:
-        raise _pool_too_small(k, problem_id, pool_size)
-    if k == pool_size:
-        return np.arange(pool_size)[None, :]
-    seed = np.random.SeedSequence(cfg.seed, spawn_key=(k, *problem_id.encode("utf-8")))
-    keys = np.random.default_rng(seed).random((cfg.repeat, pool_size))
-    return smallest_keys(keys, k)
-
-
-def smallest_keys(keys: np.ndarray, k: int) -> np.ndarray:
-    """Per row, the positions of the k smallest keys in key order, equal keys by position:
-    np.argsort(keys, axis=1, kind="stable")[:, :k], exactly, without sorting whole rows when k <= n/4.
-
-    Keys uniform on [0, 1) (the draws) put k or more of a row below (k + 6·sqrt(k) + 36) / n but
-    for a vanishing chance; only those are sorted. A row with fewer (any other keys) sorts whole rows.
-
-    >>> smallest_keys(np.array([[0.5, 0.1, 0.5, 0.9, 0.2]]), 3).tolist()
-    [[1, 4, 0]]
-    """
-    n = keys.shape[1]
-    if 4 * k <= n:
-        below = keys < (k + 6 * np.sqrt(k) + 36) / n
-        if below.sum(axis=1).min() >= k:
-            return _smallest_of(keys, below, k)
-    return np.argsort(keys, axis=1, kind="stable")[:, :k]
-
-
-def _smallest_of(keys: np.ndarray, candidates: np.ndarray, k: int) -> np.ndarray:
-    """smallest_keys when every row's k smallest keys are among its `candidates` (bool, at least k a row)."""
-    rows, positions = np.nonzero(candidates)  # row by row, positions ascending
-    counts = candidates.sum(axis=1)
-    column = np.arange(len(rows)) - np.repeat(np.cumsum(counts) - counts, counts)
-    packed = np.full((len(keys), int(counts.max())), np.inf)
-    packed[rows, column] = keys[rows, positions]
-    where = np.zeros(packed.shape, dtype=np.int64)
-    where[rows, column] = positions
-    # subtle: stable, and candidates packed in position order, so equal keys keep position order
-    order = np.argsort(packed, axis=1, kind="stable")[:, :k]
-    return np.take_along_axis(where, order, axis=1)
-
-
-def distinct_sets(sets: np.ndarray) -> int:
-    """How many different sets of samples the rows of `sets` hold, whatever their order:
-    [[0, 2], [2, 0], [1, 2]] -> 2."""
-    return len(np.unique(np.sort(sets, axis=1), axis=0))
-
-
-def working_set_counts(sets: list[np.ndarray], k: int) -> WorkingSets:
-    """The fewest and most distinct working sets over problems at K (sets[i]: problem i's, int [S, K])."""
-    counts = [distinct_sets(s) for s in sets]
-    return WorkingSets(k=k, fewest=min(counts), most=max(counts))
-
-
 # --- the score table, split into problems -------------------------------------------------------------
 
 def split_problems(scores: pd.DataFrame, measures: tuple[str, ...] = MEASURES) -> list[ProblemScores]:
@@ -262,7 +209,7 @@ def _check_correct(problem_id: str, answers: np.ndarray, valid: np.ndarray, corr
 # --- aggregate --------------------------------------------------------------------------------------
 
 def aggregate(scores: pd.DataFrame, cfg: EvalConfig, measures: tuple[str, ...] = MEASURES, *,
-              online: OnlineConfig | None = None, stops: pd.DataFrame | None = None) -> AggregateResult:
+              online: OnlineConfig | None = None, stops: pd.DataFrame | StopTable | None = None) -> AggregateResult:
     """Accuracy (mean, std over repeats, bootstrap interval) of every method at every K in cfg.k, with Cons@K
     tie rates, paired comparisons against Cons@K, per-problem results, validity counts, confidence summaries
     and AUROCs. See the module docstring. With `online` and the score stage's stop table `stops`, online
@@ -314,37 +261,11 @@ def aggregate(scores: pd.DataFrame, cfg: EvalConfig, measures: tuple[str, ...] =
         paired=tuple(paired_rows))
 
 
-def _online_traces(problems: list[ProblemScores], stops: pd.DataFrame) -> list[OnlineTrace]:
-    check_stop_columns(stops)
-    table = StopRows(sample=stops["sample_id"].to_numpy(dtype=np.int64), spent=stops["spent"].to_numpy(dtype=np.int64),
-                     value=stops["value"].to_numpy(dtype=np.float64))
-    by_problem = rows_by_problem(stops["problem_id"])
+def _online_traces(problems: list[ProblemScores], stops: pd.DataFrame | StopTable) -> list[OnlineTrace]:
+    table = stops if isinstance(stops, StopTable) else StopTable.of_frame(stops)
     return [OnlineTrace(codes=p.codes, gold_code=p.gold_code, lowest=p.lowest, n_tokens=p.n_tokens,
-                        stops=stop_profiles(table.take(by_problem.get(p.problem_id, slice(0, 0))), p.problem_id,
-                                            p.sample_ids, p.n_tokens))
+                        stops=stop_profiles(table.rows_of(p.problem_id), p.problem_id, p.sample_ids, p.n_tokens))
             for p in problems]
-
-
-def rows_by_problem(problem_ids: pd.Series) -> dict[str, np.ndarray | slice]:
-    """{problem id: its rows, in table order}; slices when each problem's rows are contiguous (as the score
-    stage writes them). ["a", "a", "b"] -> {"a": slice(0, 2), "b": slice(2, 3)}. Rows without an id are left out."""
-    codes, names = _codes(problem_ids)
-    if len(codes) == 0:
-        return {}
-    starts = np.flatnonzero(np.concatenate(([True], codes[1:] != codes[:-1])))
-    if len(np.unique(codes[starts])) == len(starts) and codes.min(initial=0) >= 0:
-        ends = [*starts[1:].tolist(), len(codes)]
-        return {str(names[codes[a]]): slice(int(a), b) for a, b in zip(starts.tolist(), ends, strict=True)}
-    order = np.argsort(codes, kind="stable")
-    bounds = np.searchsorted(codes[order], np.arange(len(names) + 1))  # code -1 (no id) sorts before them all
-    return {str(name): order[bounds[i]:bounds[i + 1]] for i, name in enumerate(names) if bounds[i + 1] > bounds[i]}
-
-
-def _codes(values: pd.Series) -> tuple[np.ndarray, pd.Index]:
-    """Integer codes of `values` (-1 for a missing value) and the values they stand for."""
-    if isinstance(values.dtype, pd.CategoricalDtype):  # the stage reads ids as a dictionary: codes are there
-        return values.cat.codes.to_numpy(dtype=np.int64), values.cat.categories
-    return pd.factorize(values)
 
 
 def _correct_cube(votes: list[SetVotes], replays: list[list[OnlineSets]], repeat: int) -> np.ndarray:
@@ -407,12 +328,7 @@ def _check_pool_sizes(problems: list[ProblemScores], ks: tuple[int, ...]) -> Non
     """Fail before any work when the largest K exceeds the smallest pool."""
     smallest = min(problems, key=len)
     if max(ks) > len(smallest):
-        raise _pool_too_small(max(ks), smallest.problem_id, len(smallest))
-
-
-def _pool_too_small(k: int, problem_id: str, pool_size: int) -> ConfigError:
-    return ConfigError(f"eval.k: K={k} is larger than the pool of problem {problem_id} ({pool_size} samples); "
-                       "lower eval.k or grow the pool")
+        raise pool_too_small(max(ks), smallest.problem_id, len(smallest))
 
 
 def _problem_results(problems: list[ProblemScores], votes: list[SetVotes], k: int,

@@ -24,15 +24,11 @@ K below the warmup has no online result.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cached_property
 
 import numpy as np
-import pandas as pd
 
 from tracevote.core.config_deepconf import OnlineConfig, TieBreak
-from tracevote.core.errors import DataError
 from tracevote.deepconf.confidence import StopProfiles
-from tracevote.deepconf.score import STOP_COLUMNS
 from tracevote.deepconf.voting import row_percentile, tie_credit, weighted_vote
 
 
@@ -46,49 +42,38 @@ class OnlineTrace:
     n_tokens: np.ndarray  # int64 [n]
     stops: StopProfiles  # records of sample i at stops.offsets[i]:stops.offsets[i+1]
 
-    @cached_property
-    def records(self) -> RecordIndex:
-        """The stop records ranked for threshold searches, built once for all K and percentiles."""
-        return RecordIndex.of(self.stops)
 
+def records_at_least(stops: StopProfiles, positions: np.ndarray, threshold: np.ndarray) -> np.ndarray:
+    """int [S, K]: how many records of trace positions[r, i] are >= threshold[r] (any count when it is NaN).
 
-@dataclass(frozen=True, eq=False)
-class RecordIndex:
-    """The stop records as sorted integer keys: trace j's record of value v has key
-    j·(records + 1) + (records - count of record values below v), so within a trace keys rise as
-    values fall (records fall).
-
-    "How many records of trace j are >= s" is then one exact integer search, with no float compare
-    between a record and s beyond ranking s among the record values.
+    A trace's records fall, so those >= s are a prefix of them: all of them when its last (lowest) is >= s,
+    none when its first is below s, else the prefix ends where a bisection of every such query at once finds
+    the first record below s. Only exact float comparisons of a record with s decide.
     """
+    first, end = stops.offsets[positions], stops.offsets[positions + 1]
+    if len(stops.value) == 0:
+        return np.zeros(positions.shape, dtype=np.int64)
+    s = np.broadcast_to(threshold[:, None], positions.shape)
+    # clipped for a trace without records, whose count is 0 whatever its neighbours' values
+    last, head = np.maximum(end - 1, 0), np.minimum(first, len(stops.value) - 1)
+    with np.errstate(invalid="ignore"):
+        counts = np.where(stops.value[last] >= s, end - first, 0)
+        inside = (end - first > 1) & (stops.value[head] >= s) & (counts == 0)
+    rows = np.flatnonzero(inside)
+    counts.reshape(-1)[rows] = _first_below(stops.value, first.reshape(-1)[rows] + 1, last.reshape(-1)[rows],
+                                            s.reshape(-1)[rows]) - first.reshape(-1)[rows]
+    return counts
 
-    ranks: np.ndarray  # float64 [records]: the record values, ascending
-    keys: np.ndarray  # int64 [records], ascending
 
-    @staticmethod
-    def of(stops: StopProfiles) -> RecordIndex:
-        order = np.argsort(stops.value, kind="stable")  # stable: timsort runs on each trace's falling records
-        ranks = stops.value[order]
-        # a value's rank is the count of record values below it: the first index of its run of equal values
-        first = np.ones(len(ranks), dtype=bool)
-        first[1:] = ranks[1:] != ranks[:-1]
-        below = np.empty(len(order), dtype=np.int64)
-        below[order] = np.maximum.accumulate(np.where(first, np.arange(len(order)), 0))
-        record_trace = np.repeat(np.arange(len(stops)), np.diff(stops.offsets))
-        return RecordIndex(ranks=ranks, keys=record_trace * (len(ranks) + 1) + (len(ranks) - below))
-
-    def ends(self, positions: np.ndarray, threshold: np.ndarray) -> np.ndarray:
-        """int [S, K]: the index just past the records of trace positions[r, i] that are >= threshold[r]
-        (its first record's index when none is, or when threshold[r] is NaN)."""
-        # v >= s exactly when the count of record values below v is >= the count below s
-        below = np.searchsorted(self.ranks, np.nan_to_num(threshold))
-        part = np.where(np.isnan(threshold), 0, len(self.ranks) - below)
-        # queries in ascending order within each row let the search start from the previous answer
-        order = np.argsort(positions, axis=1)
-        queries = np.take_along_axis(positions, order, axis=1) * (len(self.ranks) + 1) + part[:, None]
-        ends = np.empty(positions.shape, dtype=np.intp)
-        np.put_along_axis(ends, order, np.searchsorted(self.keys, queries, side="right"), axis=1)
-        return ends
+def _first_below(values: np.ndarray, low: np.ndarray, high: np.ndarray, s: np.ndarray) -> np.ndarray:
+    """Per query, the first index in [low, high] whose value is below s, for falling runs whose value at `high` is."""
+    low, high = low.copy(), high.copy()
+    while len(low) and (low < high).any():
+        middle = (low + high) // 2
+        below = values[middle] < s
+        high = np.where(below, middle, high)
+        low = np.where(below, low, middle + 1)
+    return low
 
 
 @dataclass(frozen=True, eq=False)
@@ -138,7 +123,7 @@ def _spent_tokens(trace: OnlineTrace, sets: np.ndarray, threshold: np.ndarray) -
     """
     stops = trace.stops
     first = stops.offsets[sets]
-    at_least = trace.records.ends(sets, threshold) - first
+    at_least = records_at_least(stops, sets, threshold)
     n_records = stops.offsets[sets + 1] - first
     stopped = (at_least < n_records) & ~np.isnan(threshold)[:, None]  # no threshold (no warmup confidence): no stop
     spent = trace.n_tokens[sets]
@@ -167,72 +152,3 @@ def _before_consensus(codes: np.ndarray, weights: np.ndarray, warmup: int, tau: 
     reached[:, -1] = True  # the budget ends sampling anyway
     last = reached.argmax(axis=1)
     return np.arange(k)[None, :] <= last[:, None]
-
-
-# --- the stop table, split into problems --------------------------------------------------------------
-
-def problem_stops(stops: pd.DataFrame, problem_id: str, sample_ids: np.ndarray,
-                  n_tokens: np.ndarray) -> StopProfiles:
-    """One problem's rows of the stop table as StopProfiles aligned with `sample_ids` (ascending).
-
-    `stops` holds only this problem's rows; see `stop_profiles`.
-    """
-    return stop_profiles(StopRows(sample=stops["sample_id"].to_numpy(dtype=np.int64),
-                                  spent=stops["spent"].to_numpy(dtype=np.int64),
-                                  value=stops["value"].to_numpy(dtype=np.float64)),
-                         problem_id, sample_ids, n_tokens)
-
-
-@dataclass(frozen=True, eq=False)
-class StopRows:
-    """Some rows of the stop table, as columns."""
-
-    sample: np.ndarray  # int64
-    spent: np.ndarray  # int64
-    value: np.ndarray  # float64
-
-    def take(self, rows: np.ndarray | slice) -> StopRows:
-        return StopRows(sample=self.sample[rows], spent=self.spent[rows], value=self.value[rows])
-
-
-def stop_profiles(rows: StopRows, problem_id: str, sample_ids: np.ndarray, n_tokens: np.ndarray) -> StopProfiles:
-    """One problem's stop rows as StopProfiles aligned with `sample_ids` (ascending).
-
-    A record must name a sample of the problem, fall within its tokens, and the records of a sample
-    must fall in value as they advance.
-    """
-    where = f"stop table, problem {problem_id}"
-    sample, spent, value = rows.sample, rows.spent, rows.value
-    position = np.searchsorted(sample_ids, sample)
-    unknown = (position >= len(sample_ids)) | (sample_ids[position.clip(0, len(sample_ids) - 1)] != sample)
-    if unknown.any():
-        raise DataError(f"{where}: sample_id {sample[unknown][0]} is not in the score table")
-    if not _in_order(position, spent):  # the score stage writes them in order: no sort needed
-        order = np.lexsort((spent, position))
-        position, spent, value = position[order], spent[order], value[order]
-    beyond = (spent < 1) | (spent > n_tokens[position])
-    if beyond.any():
-        i = int(np.argmax(beyond))
-        raise DataError(f"{where}, sample_id {sample_ids[position[i]]}: a stop after {spent[i]} tokens, "
-                        f"but the sample has {n_tokens[position[i]]}")
-    same = position[1:] == position[:-1]
-    rising = same & ((value[1:] >= value[:-1]) | (spent[1:] == spent[:-1]))
-    if rising.any():
-        i = int(np.argmax(rising))
-        raise DataError(f"{where}, sample_id {sample_ids[position[i]]}: record lows must fall as tokens "
-                        f"advance (value {value[i]} at {spent[i]} tokens, then {value[i + 1]} at {spent[i + 1]})")
-    counts = np.bincount(position, minlength=len(sample_ids))
-    return StopProfiles(offsets=np.concatenate(([0], np.cumsum(counts))).astype(np.int64), spent=spent, value=value)
-
-
-def _in_order(position: np.ndarray, spent: np.ndarray) -> bool:
-    """Sorted by (position, spent), as np.lexsort((spent, position)) would leave them."""
-    step = np.diff(position)
-    return bool(np.all((step > 0) | ((step == 0) & (spent[1:] >= spent[:-1]))))
-
-
-def check_stop_columns(stops: pd.DataFrame) -> None:
-    missing = [c for c in STOP_COLUMNS if c not in stops.columns]
-    if missing:
-        raise DataError(f"stop table: missing column(s) {', '.join(missing)} "
-                        f"(has: {', '.join(map(str, stops.columns))})")
