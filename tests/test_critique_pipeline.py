@@ -54,7 +54,7 @@ def test_the_branch_writes_flat_metrics_results_by_task_table_and_plot(built: tu
     lines = (project / "metrics" / "critique_results.jsonl").read_text().splitlines()
     assert len(lines) == 12 and all(json.loads(line)["simulated"] is True for line in lines)
     assert (project / "metrics" / "critique_by_task.csv").read_text().startswith(
-        "dataset,task,n_error,n_correct,error_acc,correct_acc,f1,unanimous_share,unparsable_share\n")
+        "dataset,task,n_error,n_correct,error_accuracy_pct,correct_accuracy_pct,f1_pct,unanimous_pct,unparsable_pct\n")
     assert "SIMULATED" in (project / "metrics" / "critique.md").read_text()
     assert_not_blank(project / "plots" / "critique" / "critique.png")
     assert "metrics/headline/critique/toy_steps.json" in dvc(project, "metrics", "show", "--json").stdout

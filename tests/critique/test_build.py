@@ -157,11 +157,12 @@ def test_the_real_processbench_file_is_scored_the_processbench_way(processbench:
     errors = [r for r in results if r["label"] != -1]
     error_acc = sum(r["match"] for r in errors) / len(errors)
     correct_acc = sum(r["match"] for r in results if r["label"] == -1) / (len(results) - len(errors))
-    assert metrics["error_acc"] == round(error_acc, 4) and metrics["correct_acc"] == round(correct_acc, 4)
-    assert metrics["f1"] == round(2 * error_acc * correct_acc / (error_acc + correct_acc), 4)
+    assert metrics["error_accuracy_pct"] == round(100 * error_acc, 2)
+    assert metrics["correct_accuracy_pct"] == round(100 * correct_acc, 2)
+    assert metrics["f1_pct"] == round(100 * 2 * error_acc * correct_acc / (error_acc + correct_acc), 2)
     # the simulated critic names the first error far more often than a uniform guess over -1..n-1 would
     assert 0.3 < error_acc < 0.95 and 0.3 < correct_acc < 0.95
-    assert 0 < metrics["unanimous_share"] < 1 and 0 < metrics["unparsable_share"] < 0.2
+    assert 0 < metrics["unanimous_pct"] < 100 and 0 < metrics["unparsable_pct"] < 20
 
 
 def test_the_report_has_the_table_by_task_and_a_plot(processbench: Path) -> None:
@@ -172,7 +173,9 @@ def test_the_report_has_the_table_by_task_and_a_plot(processbench: Path) -> None
     assert table.startswith("**SIMULATED MODEL") and "| steps | gsm8k | 207 | 193 |" in table
     assert_not_blank(processbench / "plots" / "critique" / "critique.png")
     f1_rows = (processbench / "plots" / "critique" / "f1_by_task.csv").read_text().splitlines()
-    assert f1_rows[0] == "subset,error_acc,correct_acc,f1" and f1_rows[1].startswith("steps/gsm8k,")
+    assert f1_rows[0] == "subset,error_accuracy_pct,correct_accuracy_pct,f1_pct"
+    shares = [rows[0][key] for key in ("error_accuracy_pct", "correct_accuracy_pct", "f1_pct")]
+    assert f1_rows[1] == ",".join(["steps/gsm8k", *shares])  # the same percentages as the CSV by task
 
 
 def test_raising_n_votes_requests_only_the_new_votes(tmp_path: Path) -> None:

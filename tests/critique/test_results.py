@@ -54,11 +54,14 @@ def test_the_flat_metrics_hold_overall_and_per_dataset_scores_with_null_for_an_e
     metrics = critique_metrics(results(), simulated=True)
     assert metrics["simulated"] is True and metrics["solutions"] == 5 and metrics["calls"] == 10
     assert (metrics["n_error"], metrics["n_correct"]) == (4, 1)
-    assert metrics["error_acc"] == 0.5 and metrics["correct_acc"] == 1.0 and metrics["f1"] == 0.6667
-    assert metrics["unanimous_share"] == 0.6 and metrics["unparsable_share"] == 0.1
-    assert (metrics["error_acc_pb"], metrics["correct_acc_pb"], metrics["f1_pb"]) == (0.5, 1.0, 0.6667)
-    assert metrics["correct_acc_db"] is None and metrics["f1_db"] is None, "an empty subset is null, never 0"
-    assert metrics["f1_mean"] is None, "a mean over a null F1 is not a number"
+    assert (metrics["error_accuracy_pct"], metrics["correct_accuracy_pct"], metrics["f1_pct"]) == (50.0, 100.0, 66.67)
+    assert metrics["unanimous_pct"] == 60.0 and metrics["unparsable_pct"] == 10.0  # percent, two decimals
+    assert (metrics["error_accuracy_pb_pct"], metrics["correct_accuracy_pb_pct"], metrics["f1_pb_pct"]) == (
+        50.0, 100.0, 66.67)
+    assert (metrics["n_error_db"], metrics["n_correct_db"]) == (2, 0)
+    assert metrics["correct_accuracy_db_pct"] is None and metrics["f1_db_pct"] is None, "an empty subset is null"
+    assert metrics["f1_mean_pct"] is None, "a mean over a null F1 is not a number"
+    assert not {"error_acc", "correct_acc", "f1", "f1_mean", "unanimous_share"} & set(metrics), "every share is _pct"
     assert all(value is None or isinstance(value, int | float | bool) for value in metrics.values())
 
 
@@ -67,9 +70,12 @@ def test_the_by_task_csv_round_trips_with_blank_cells_for_null(tmp_path: Path) -
     assert [(r["dataset"], r["task"]) for r in rows] == [("pb", "gsm8k"), ("db", "math"), ("db", "code")]
     write_by_task_csv(tmp_path / "by_task.csv", rows)
     text = (tmp_path / "by_task.csv").read_text()
-    assert text.splitlines()[2] == "db,math,1,0,1.0000,,,0.0000,0.5000"
+    assert text.splitlines()[0] == ("dataset,task,n_error,n_correct,error_accuracy_pct,correct_accuracy_pct,f1_pct,"
+                                    "unanimous_pct,unparsable_pct")
+    assert text.splitlines()[2] == "db,math,1,0,100.00,,,0.00,50.00"  # percent; null as an empty cell
     back = report.read_by_task_csv(tmp_path / "by_task.csv")
-    assert back[2]["correct_acc"] is None and back[2]["error_acc"] == 0.0 and back[1]["n_error"] == 1
+    assert back[2]["correct_accuracy_pct"] is None and back[2]["error_accuracy_pct"] == 0.0
+    assert back[1]["n_error"] == 1 and back[0]["f1_pct"] == 66.67
     assert report.subset_label(back[0]) == "pb/gsm8k"
 
 

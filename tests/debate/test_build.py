@@ -90,11 +90,12 @@ def uninterrupted(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_a_built_debate_scores_offline_with_every_metric(uninterrupted: Path) -> None:
     metrics = score(uninterrupted)
     assert metrics["simulated"] is True and metrics["problems"] == 12
-    assert {"accuracy", "accuracy_toy", "api_calls_per_problem", "prompt_tokens_per_problem",
-            "completion_tokens_per_problem", "consensus_rate", "stop_round0", "stop_round1", "stop_ranking",
-            "judge_fallbacks", "unanswered"} <= set(metrics)
-    shares = metrics["stop_round0"] + metrics["stop_round1"] + metrics["stop_ranking"] + metrics["stop_round2"]
-    assert shares == pytest.approx(1.0) and metrics["consensus_rate"] < 1.0, "no debate reached round 2"
+    assert {"accuracy_pct", "accuracy_toy_pct", "api_calls_per_problem", "prompt_tokens_per_problem",
+            "completion_tokens_per_problem", "consensus_pct", "stop_round0_pct", "stop_round1_pct",
+            "stop_ranking_pct", "judge_fallbacks", "unanswered"} <= set(metrics)
+    shares = sum(metrics[f"stop_{stop}_pct"] for stop in ("round0", "round1", "ranking", "round2", "rounds"))
+    assert shares == pytest.approx(100.0, abs=0.05), "percent of the problems, each rounded to two decimals"
+    assert metrics["consensus_pct"] < 100.0, "no debate reached round 2"
     details = json.loads((uninterrupted / "metrics" / "debate_results.json").read_text())
     calls = sum(p["calls"] for p in details["problems"])
     assert calls == len(stored_under(uninterrupted / LEDGERS)), "every stored call belongs to a debate's path"

@@ -37,13 +37,15 @@ def test_metrics_pool_datasets_and_contests_and_count_every_stop() -> None:
     results = [result("aime_2024", None, ROUND0_RIGHT), result("aime_2024", None, ROUND1_WRONG),
                result("aime_2025", "aime_2025_I", RANKED), result("aime_2025", "aime_2025_II", ROUND2)]
     metrics = debate_metrics(results, CFG, simulated=True)
-    assert list(metrics)[:6] == ["accuracy", "problems", "accuracy_aime_2024", "accuracy_aime_2025",
-                                 "accuracy_aime_2025_I", "accuracy_aime_2025_II"]
-    assert (metrics["accuracy"], metrics["accuracy_aime_2024"], metrics["accuracy_aime_2025_I"],
-            metrics["accuracy_aime_2025_II"]) == (0.5, 0.5, 1.0, 0.0)
-    assert (metrics["stop_round0"], metrics["stop_round1"], metrics["stop_ranking"], metrics["stop_round2"]) == (
-        0.25, 0.25, 0.25, 0.25)
-    assert metrics["consensus_rate"] == 0.75
+    assert list(metrics)[:6] == ["accuracy_pct", "problems", "accuracy_aime_2024_pct", "accuracy_aime_2025_pct",
+                                 "accuracy_aime_2025_I_pct", "accuracy_aime_2025_II_pct"]
+    assert (metrics["accuracy_pct"], metrics["accuracy_aime_2024_pct"], metrics["accuracy_aime_2025_I_pct"],
+            metrics["accuracy_aime_2025_II_pct"]) == (50.0, 50.0, 100.0, 0.0)  # percent
+    assert (metrics["stop_round0_pct"], metrics["stop_round1_pct"], metrics["stop_ranking_pct"],
+            metrics["stop_round2_pct"], metrics["stop_rounds_pct"]) == (25.0, 25.0, 25.0, 25.0, 0.0)
+    assert metrics["consensus_pct"] == 75.0
+    assert not [key for key in metrics if key.startswith(("accuracy", "stop_", "consensus")) and
+                not key.endswith("_pct")], "every share names its unit"
     assert metrics["api_calls_per_problem"] == (3 + 7 + 9 + 11) / 4
     assert metrics["completion_tokens_per_problem"] == 50 * (3 + 7 + 9 + 11) / 4  # 50 per scripted reply
     assert (metrics["judge_calls"], metrics["judge_fallbacks"], metrics["unanswered"]) == (2, 1, 1)

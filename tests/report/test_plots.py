@@ -131,8 +131,8 @@ def test_dvc_plots_show_lists_exactly_the_intended_plots(tmp_path: Path) -> None
     compare.plot_accuracy_vs_tokens(synthetic_voting(), debate, project / "plots" / "accuracy_vs_tokens.png",
                                     simulated=True, datasets=["toy"])
     compare.curve_table(synthetic_voting(), debate).to_csv(project / "plots" / "accuracy_vs_tokens.csv", index=False)
-    rows = [{"dataset": "toy_steps", "task": "toy_steps", "n_error": 2, "n_correct": 1, "error_acc": 0.5,
-             "correct_acc": 1.0, "f1": 2 / 3, "unanimous_share": 0.0, "unparsable_share": 0.0}]
+    rows = [{"dataset": "toy_steps", "task": "toy_steps", "n_error": 2, "n_correct": 1, "error_accuracy_pct": 50.0,
+             "correct_accuracy_pct": 100.0, "f1_pct": 66.67, "unanimous_pct": 0.0, "unparsable_pct": 0.0}]
     (project / "plots" / "critique").mkdir(parents=True)
     critique.f1_table(rows).to_csv(project / "plots" / "critique" / "f1_by_task.csv", index=False)
     critique.plot_critique(rows, [-1, 0, 2], [-1, 1, 2], project / "plots" / "critique" / "critique.png",
@@ -147,6 +147,9 @@ def test_dvc_plots_show_lists_exactly_the_intended_plots(tmp_path: Path) -> None
     assert by_method["encoding"]["color"]["field"] == "label" and by_method["encoding"]["x"]["scale"]["type"] == "log"
     labels = {row["label"] for row in by_method["data"]["values"]}
     assert {"Cons@K", "DeepConf-low online@K", "Debate (DyLAN)", "Pass@1"} <= labels
+    f1 = shown["data"]["critique_f1_by_task"][0]["content"]
+    assert f1["encoding"]["x"]["field"] == "f1_pct" and f1["encoding"]["x"]["title"] == "F1 (%)"
+    assert [row["f1_pct"] for row in f1["data"]["values"]] == ["66.67"]
     tail = shown["data"]["accuracy_vs_k_tail"][0]["content"]
     assert tail["title"]["text"] == "tail: accuracy vs K (toy, endpoint deepseek, backend sim)"
     fields = {row["field"] for row in tail["data"]["values"]}

@@ -2,15 +2,19 @@
 flat metrics `dvc metrics diff` compares.
 
 Flat metrics: the overall scores over every solution of every dataset, then each dataset's as
-`<metric>_<dataset>`; `f1_mean` is the mean of the datasets' F1 (ProcessBench's "average F1" over its
-subsets, when each subset is a dataset). Cost: calls, tokens and dollars, priced when stored.
+`<metric>_<dataset>` (`<metric>_<dataset>_pct` for a share); `f1_mean_pct` is the mean of the datasets' F1
+(ProcessBench's "average F1" over its subsets, when each subset is a dataset). Cost: calls, tokens and dollars,
+priced when stored.
+
+Every share written (here, in the flat metrics, and in the CSV by task) is in percent to two decimals under a key
+naming its unit (`error_accuracy_pct`, `correct_accuracy_pct`, `f1_pct`, `unanimous_pct`, `unparsable_pct`); an
+empty subset's stays None (JSON null, an empty cell). critique.metrics computes them as fractions.
 """
 
 from __future__ import annotations
 
 import csv
 import io
-import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -22,8 +26,9 @@ from tracevote.critique.metrics import Scored, Scores, by_task, scores
 from tracevote.critique.votes import boxed_content, majority, parse_vote
 from tracevote.store.calls import CallLedger, CallRecord
 
-BY_TASK_COLUMNS = ("dataset", "task", "n_error", "n_correct", "error_acc", "correct_acc", "f1", "unanimous_share",
-                   "unparsable_share")
+PERCENT_KEYS = {"error_acc": "error_accuracy_pct", "correct_acc": "correct_accuracy_pct", "f1": "f1_pct",
+                "unanimous_share": "unanimous_pct", "unparsable_share": "unparsable_pct"}  # Scores' field -> key
+BY_TASK_COLUMNS = ("dataset", "task", "n_error", "n_correct", *PERCENT_KEYS.values())
 
 
 @dataclass(frozen=True)
@@ -76,17 +81,17 @@ def by_task_rows(results: Sequence[CritiqueResult]) -> list[dict[str, Any]]:
     rows = []
     for dataset in dict.fromkeys(result.dataset for result in results):
         scored = [result.scored() for result in results if result.dataset == dataset]
-        rows += [{"dataset": dataset, "task": task, **asdict(task_scores)}
+        rows += [{"dataset": dataset, "task": task, **in_percent(task_scores)}
                  for task, task_scores in by_task(scored).items()]
     return rows
 
 
 def write_by_task_csv(path: Path, rows: Sequence[dict[str, Any]]) -> None:
-    """The rows as CSV, shares to 4 decimals, a null share as an empty cell."""
+    """The rows as CSV, shares in percent to 2 decimals, a null share as an empty cell."""
     text = io.StringIO()
     writer = csv.DictWriter(text, fieldnames=BY_TASK_COLUMNS, extrasaction="ignore", lineterminator="\n")
     writer.writeheader()
-    writer.writerows({key: f"{value:.4f}" if isinstance(value, float) else value for key, value in row.items()}
+    writer.writerows({key: f"{value:.2f}" if isinstance(value, float) else value for key, value in row.items()}
                      for row in rows)
     write_text(path, text.getvalue())
 
@@ -94,11 +99,11 @@ def write_by_task_csv(path: Path, rows: Sequence[dict[str, Any]]) -> None:
 def critique_metrics(results: Sequence[CritiqueResult], *, simulated: bool) -> dict[str, Any]:
     """The flat metrics: overall, then per dataset (see the module docstring)."""
     overall = scores([result.scored() for result in results])
-    metrics: dict[str, Any] = {"simulated": simulated, "solutions": len(results), **_rounded(overall)}
+    metrics: dict[str, Any] = {"simulated": simulated, "solutions": len(results), **in_percent(overall)}
     datasets = list(dict.fromkeys(result.dataset for result in results))
     per_dataset = {name: scores([r.scored() for r in results if r.dataset == name]) for name in datasets}
     f1s = [s.f1 for s in per_dataset.values()]
-    metrics["f1_mean"] = None if any(f1 is None for f1 in f1s) or not f1s else round(sum(f1s) / len(f1s), 4)
+    metrics["f1_mean_pct"] = None if any(f1 is None for f1 in f1s) or not f1s else _percent(sum(f1s) / len(f1s))
     calls = sum(len(result.votes) for result in results)
     completion = sum(r.completion_tokens for r in results)
     metrics.update(calls=calls, truncated=sum(r.truncated for r in results),
@@ -106,10 +111,17 @@ def critique_metrics(results: Sequence[CritiqueResult], *, simulated: bool) -> d
                    completion_tokens_per_call=round(completion / calls, 1) if calls else None,
                    usd=round(sum(r.usd for r in results), 4))
     for name, dataset_scores in per_dataset.items():
-        metrics.update({f"{key}_{name}": value for key, value in _rounded(dataset_scores).items()})
+        metrics.update({f"{key.removesuffix('_pct')}_{name}_pct" if key.endswith("_pct") else f"{key}_{name}": value
+                        for key, value in in_percent(dataset_scores).items()})
     return metrics
 
 
-def _rounded(dataset_scores: Scores) -> dict[str, Any]:
-    return {key: round(value, 4) if isinstance(value, float) and math.isfinite(value) else value
-            for key, value in asdict(dataset_scores).items()}
+def in_percent(subset_scores: Scores) -> dict[str, Any]:
+    """The counts, then each share in percent to two decimals under its `_pct` key (None stays None)."""
+    return {PERCENT_KEYS.get(key, key): _percent(value) if key in PERCENT_KEYS else value
+            for key, value in asdict(subset_scores).items()}
+
+
+def _percent(share: float | None) -> float | None:
+    """0.666666 -> 66.67; None (an empty subset's share) stays None."""
+    return None if share is None else round(100 * share, 2)

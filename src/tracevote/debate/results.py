@@ -1,7 +1,8 @@
 """From replayed debates to what score_debate writes: a record per problem and the flat metrics.
 
-metrics/debate.json is flat for `dvc metrics diff`: accuracy overall, per dataset and per contest; calls
-and tokens per problem; where debates stopped; judge and rating fallbacks; per-agent importance when
+metrics/debate.json is flat, every key naming its unit: accuracy in percent (two decimals) overall, per dataset
+and per contest (`accuracy_pct`, `accuracy_<group>_pct`); calls and tokens per problem; where debates stopped, in
+percent of the problems (`consensus_pct`, `stop_<stop>_pct`); judge and rating fallbacks; per-agent importance when
 debate.importance is on; `simulated`.
 """
 
@@ -18,7 +19,7 @@ from tracevote.datasets.problems import Problem
 from tracevote.debate.importance import agent_importance
 from tracevote.debate.protocol import STOPS, Transcript
 
-EARLY_STOPS = ("round0", "round1", "ranking")  # before round 2: what consensus_rate counts
+EARLY_STOPS = ("round0", "round1", "ranking")  # before round 2: what consensus_pct counts
 
 
 @dataclass(frozen=True)
@@ -76,18 +77,18 @@ def problem_result(dataset: str, contest: str | None, problem: Problem, transcri
 def debate_metrics(results: Sequence[DebateResult], cfg: DebateConfig, *, simulated: bool) -> dict[str, Any]:
     """The flat metrics of metrics/debate.json, in a fixed key order."""
     correct = np.array([r.correct for r in results], dtype=float)
-    metrics: dict[str, Any] = {"accuracy": _mean(correct), "problems": len(results)}
+    metrics: dict[str, Any] = {"accuracy_pct": _percent(correct), "problems": len(results)}
     for group, members in _groups(results):
-        metrics[f"accuracy_{group}"] = _mean(np.array([r.correct for r in members], dtype=float))
+        metrics[f"accuracy_{group}_pct"] = _percent(np.array([r.correct for r in members], dtype=float))
     for name in ("calls", "prompt_tokens", "cached_prompt_tokens", "completion_tokens", "usd"):
         per_problem = "api_calls" if name == "calls" else name
         metrics[f"{per_problem}_per_problem"] = _mean(np.array([getattr(r, name) for r in results], dtype=float))
     totals = debate_totals(results)
     metrics["total_calls"], metrics["correct"], metrics["wrong"] = totals.calls, totals.correct, len(totals.failed)
     stops = [r.stop for r in results]
-    metrics["consensus_rate"] = _share(stops, EARLY_STOPS)
+    metrics["consensus_pct"] = _share_pct(stops, EARLY_STOPS)
     for stop in STOPS:
-        metrics[f"stop_{stop}"] = _share(stops, (stop,))
+        metrics[f"stop_{stop}_pct"] = _share_pct(stops, (stop,))
     metrics["judge_calls"] = sum(bool(r.picks) for r in results)
     metrics["judge_fallbacks"] = sum(r.judge_fallback for r in results)
     metrics["unanswered"] = sum(r.final_answer is None for r in results)
@@ -133,5 +134,11 @@ def _mean(values: np.ndarray) -> float:
     return round(float(values.mean()), 6) if len(values) else 0.0
 
 
-def _share(stops: list[str], wanted: tuple[str, ...]) -> float:
-    return round(sum(stop in wanted for stop in stops) / len(stops), 6) if stops else 0.0
+def _percent(correct: np.ndarray) -> float:
+    """The share of 1s in percent, to two decimals (0.0 with no problems, as ever)."""
+    return round(100 * float(correct.mean()), 2) if len(correct) else 0.0
+
+
+def _share_pct(stops: list[str], wanted: tuple[str, ...]) -> float:
+    """The share of `stops` in `wanted`, in percent to two decimals."""
+    return round(100 * sum(stop in wanted for stop in stops) / len(stops), 2) if stops else 0.0

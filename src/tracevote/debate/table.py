@@ -31,8 +31,9 @@ def debate_markdown(results: Sequence[DebateResult], metrics: dict[str, Any], to
         lines += [f"Agents: {models['model']}; judge: {models['judge_model']}.", ""]
     lines += [f"Problems: {totals.problems}. Right: {totals.correct} ({share}). Calls: {totals.calls} in all, "
               f"{totals.calls_per_problem:.2f} per problem.", ""]
-    groups = [(key.removeprefix("accuracy_"), value) for key, value in metrics.items() if key.startswith("accuracy_")]
-    lines += [f"- accuracy, {name}: {value:.2%}" for name, value in groups] + ([""] if groups else [])
+    groups = [(key.removeprefix("accuracy_").removesuffix("_pct"), value) for key, value in metrics.items()
+              if key.startswith("accuracy_") and key.endswith("_pct") and key != "accuracy_pct"]
+    lines += [f"- accuracy, {name}: {value:.2f}%" for name, value in groups] + ([""] if groups else [])
     lines += [f"Failed (wrong or unanswered): {', '.join(totals.failed) if totals.failed else 'none'}.", ""]
     lines += _table(problem_rows(results))
     return "\n".join(lines) + "\n"

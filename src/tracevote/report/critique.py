@@ -12,13 +12,13 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from tracevote.core.errors import DataError
-from tracevote.critique.results import BY_TASK_COLUMNS
+from tracevote.critique.results import BY_TASK_COLUMNS, PERCENT_KEYS
 from tracevote.report.plots import save_png, titled
 from tracevote.report.tables import SIMULATED_BANNER
 
 POSITION_CAP = 10  # first-error steps from this one on share the last row and column of the heat map
-_BARS = (("error_acc", "error accuracy", "tab:red"), ("correct_acc", "correct accuracy", "tab:green"),
-         ("f1", "F1", "tab:blue"))
+_BARS = (("error_accuracy_pct", "error accuracy", "tab:red"), ("correct_accuracy_pct", "correct accuracy", "tab:green"),
+         ("f1_pct", "F1", "tab:blue"))
 
 
 def read_by_task_csv(path: Path) -> list[dict[str, Any]]:
@@ -47,26 +47,28 @@ def render_markdown(rows: Sequence[dict[str, Any]], metrics: dict[str, Any], *, 
               f"majority vote over each solution's critiques. Percentages (%); an empty subset is shown as -.", "",
               "| dataset | task | with error | without | error acc | correct acc | F1 | unanimous | unparsable |",
               "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
-    lines += [f"| {r['dataset']} | {r['task']} | {r['n_error']} | {r['n_correct']} | {_percent(r['error_acc'])} | "
-              f"{_percent(r['correct_acc'])} | {_percent(r['f1'])} | {_percent(r['unanimous_share'])} | "
-              f"{_percent(r['unparsable_share'])} |" for r in rows]
-    lines += [f"| **all** | | {metrics['n_error']} | {metrics['n_correct']} | {_percent(metrics['error_acc'])} | "
-              f"{_percent(metrics['correct_acc'])} | {_percent(metrics['f1'])} | "
-              f"{_percent(metrics['unanimous_share'])} | {_percent(metrics['unparsable_share'])} |", ""]
-    lines.append(f"Mean F1 over datasets: {_percent(metrics['f1_mean'])}. {metrics['calls']} critiques, "
+    lines += [f"| {r['dataset']} | {r['task']} | {r['n_error']} | {r['n_correct']} | {_shares(r)} |" for r in rows]
+    lines += [f"| **all** | | {metrics['n_error']} | {metrics['n_correct']} | {_shares(metrics)} |", ""]
+    lines.append(f"Mean F1 over datasets: {_percent(metrics['f1_mean_pct'])}. {metrics['calls']} critiques, "
                  f"{metrics['completion_tokens_per_call']} completion tokens each on average, "
                  f"{metrics['truncated']} cut off at max_tokens.")
     return "\n".join(lines) + "\n"
 
 
+def _shares(scores: dict[str, Any]) -> str:
+    """The error accuracy, correct accuracy, F1, unanimous and unparsable shares as table cells."""
+    return " | ".join(_percent(scores[key]) for key in PERCENT_KEYS.values())
+
+
 def _percent(value: float | None) -> str:
-    return "-" if value is None else f"{100 * value:.2f}"
+    """A percentage as the table shows it: 66.67, or - for an empty subset's."""
+    return "-" if value is None else f"{value:.2f}"
 
 
 def f1_table(rows: Sequence[dict[str, Any]]) -> pd.DataFrame:
-    """For `dvc plots`: subset, error_acc, correct_acc, f1 (percentages; an empty subset is blank)."""
+    """For `dvc plots`: subset, error_accuracy_pct, correct_accuracy_pct, f1_pct (an empty subset is blank)."""
     return pd.DataFrame({"subset": [subset_label(r) for r in rows],
-                         **{key: [None if r[key] is None else 100 * r[key] for r in rows] for key, _, _ in _BARS}})
+                         **{key: [r[key] for r in rows] for key, _, _ in _BARS}})
 
 
 def position_cap(labels: Sequence[int], predictions: Sequence[int | None]) -> int:
@@ -106,7 +108,7 @@ def _draw_bars(axis: Any, rows: Sequence[dict[str, Any]]) -> None:
     positions = np.arange(len(rows))
     height = 0.8 / len(_BARS)
     for offset, (key, label, colour) in enumerate(_BARS):
-        values = [0.0 if r[key] is None else 100 * r[key] for r in rows]  # labelled "-", not 0.0
+        values = [0.0 if r[key] is None else r[key] for r in rows]  # labelled "-", not 0.0
         bars = axis.barh(positions + (offset - 1) * height, values, height=height, color=colour, label=label)
         axis.bar_label(bars, labels=[_percent(r[key]) for r in rows], fontsize=7, padding=2)
     axis.set_yticks(positions, names, fontsize=8)
