@@ -2,7 +2,9 @@
 
 Gold: the shared files ../shared/data/gsm8k_test.jsonl (1,319) and math500_test.jsonl (500), read in place;
 skipped, with the reason printed, when they are absent. Predictions are written here, one per gold item,
-equal to its gold answer (`content: "#### <gold>"`, empty thinking), so every comparison really runs.
+its gold answer boxed (`content: "#### \\boxed{<gold>}"`, empty thinking): equal to the gold, so every
+comparison really runs to the end, but not the same text, as a model's answer is not (a parse remembered for
+the gold's text must not also serve the answer's).
 Timed, interleaved (grade, loop, grade, loop, ...), wall and CPU seconds (process + children):
 - ours: `python -m tracevote grade --dataset D --pred-path P --gold G --json` from an empty folder (no
   params.yaml: grading's defaults, 2 workers, the 5 s hang limit), as a user grades one file;
@@ -44,14 +46,15 @@ def gold_rows(path: Path, limit: int | None) -> list[dict]:
 
 
 def predictions(dataset: Dataset, rows: list[dict]) -> bytes:
-    """One prediction per gold row, its content `#### <gold answer>`, ids as grade pairs them."""
+    """One prediction per gold row, its content `#### \\boxed{<gold answer>}`, ids as grade pairs them."""
     out = []
     for index, row in enumerate(rows):
         if dataset.name == "gsm8k":
             item, answer = f"gsm8k_test_{index}", row["answer"].rsplit("####", 1)[-1].strip()
         else:
             item, answer = row["unique_id"], str(row["answer"])
-        out.append(orjson.dumps({"id": item, "dataset": dataset.name, "thinking": "", "content": f"#### {answer}"}))
+        content = f"#### \\boxed{{{answer}}}"
+        out.append(orjson.dumps({"id": item, "dataset": dataset.name, "thinking": "", "content": content}))
     return b"\n".join(out) + b"\n"
 
 
