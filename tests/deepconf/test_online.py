@@ -13,6 +13,7 @@ from tracevote.core.errors import DataError
 from tracevote.deepconf.confidence import StopProfiles, trace_measures
 from tracevote.deepconf.evaluate import aggregate
 from tracevote.deepconf.online import OnlineTrace, replay
+from tracevote.deepconf.results import AggregateResult
 from tracevote.deepconf.score import score_and_stops
 from tracevote.deepconf.stop_table import problem_stops
 from tracevote.store.records import ProblemTraces
@@ -122,7 +123,9 @@ def test_a_broken_stop_table_is_refused(row: dict, message: str) -> None:
         problem_stops(stops, "p", np.arange(6), np.array([4, 4, 5, 3, 1, 2]))
 
 
-def test_aggregate_replays_on_the_working_sets_of_cons_and_skips_k_below_the_warmup() -> None:
+def small_online_aggregate() -> tuple[AggregateResult, pd.DataFrame]:
+    """Four problems of 12 traces each, answers 2-4 (gold 3), online DeepConf low and high from K=4: the result
+    and the score table."""
     rng = np.random.default_rng(0)
     frames, stop_frames = [], []
     for problem in range(4):
@@ -135,13 +138,17 @@ def test_aggregate_replays_on_the_working_sets_of_cons_and_skips_k_below_the_war
         frames.append(scores)
         stop_frames.append(stops)
     online = OnlineConfig(warmup=4, percentiles={"low": 90, "high": 10}, consensus=None)
-    result = aggregate(pd.concat(frames), EvalConfig(k=(2, 4, 8, 12), repeat=6, seed=0, etas=(0.1,), bootstrap=200),
-                       online=online, stops=pd.concat(stop_frames))
+    scores = pd.concat(frames)
+    return aggregate(scores, EvalConfig(k=(2, 4, 8, 12), repeat=6, seed=0, etas=(0.1,), bootstrap=200),
+                     online=online, stops=pd.concat(stop_frames)), scores
+
+
+def test_aggregate_replays_on_the_working_sets_of_cons_and_skips_k_below_the_warmup() -> None:
+    result, everything = small_online_aggregate()
     assert [(row.method, row.k) for row in result.online] == [
         (m, k) for k in (4, 8, 12) for m in ("online_low", "online_high")]
     at_warmup = result.online_at("online_low", 4)
     assert at_warmup.savings == 0.0 and at_warmup.stopped == 0.0  # every trace is a warmup trace
-    everything = pd.concat(frames)
     assert result.online_at("online_low", 12).cons_tokens == everything.groupby("problem_id")["n_tokens"].sum().mean()
     for row in result.online:
         assert row.tokens <= row.cons_tokens and row.ci_low <= row.mean <= row.ci_high

@@ -6,40 +6,21 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import numpy as np
 import orjson
 import pandas as pd
 import pytest
 
 from tests.debate.test_results import four_results
-from tests.deepconf.test_online import GROUP, problem_traces
-from tracevote.core.config_datasets import AnswersConfig
-from tracevote.core.config_deepconf import EvalConfig, OnlineConfig
+from tests.deepconf.test_online import small_online_aggregate
 from tracevote.critique.results import CritiqueResult
-from tracevote.deepconf.evaluate import aggregate
 from tracevote.deepconf.results import AggregateResult
-from tracevote.deepconf.score import score_and_stops
 from tracevote.report import compare, headline, tables
 from tracevote.report.compare import DebatePoint
 
 
 @pytest.fixture(scope="module")
 def online_result() -> AggregateResult:
-    """Four problems of 12 traces each, answers 2-4 (gold 3), online DeepConf low and high from K=4."""
-    rng = np.random.default_rng(0)
-    frames, stop_frames = [], []
-    for problem in range(4):
-        confidences = [rng.uniform(1, 6, rng.integers(1, 12)) for _ in range(12)]
-        scores, stops = score_and_stops(problem_traces(f"p{problem}", confidences), 3, GROUP,
-                                        AnswersConfig("last_integer", False))
-        scores["answer"] = pd.array(rng.integers(2, 5, 12), dtype="Int64")
-        scores["valid"] = True
-        scores["correct"] = scores["answer"] == 3
-        frames.append(scores)
-        stop_frames.append(stops)
-    online = OnlineConfig(warmup=4, percentiles={"low": 90, "high": 10}, consensus=None)
-    return aggregate(pd.concat(frames), EvalConfig(k=(2, 4, 8, 12), repeat=6, seed=0, etas=(0.1,), bootstrap=200),
-                     online=online, stops=pd.concat(stop_frames))
+    return small_online_aggregate()[0]
 
 
 def online_block(text: str) -> list[str]:
