@@ -1,6 +1,7 @@
 """`python -m tracevote grade` on a file starts fast: the critic's, the pool's and Parquet's libraries load only when
-they are used (together ~1-2 s of start-up on a busy machine, more than grading GSM8K takes), and Math-Verify
-loads in the judge's workers, never in the grading process."""
+they are used (together ~1-2 s of start-up on a busy machine, more than grading GSM8K takes). Math-Verify (and
+sympy) load in the grading process, which forks the judge's workers from itself once they are loaded (where the
+platform forks), as a plain loop would load them."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-HEAVY = ("numpy", "pandas", "pyarrow", "requests", "sympy", "math_verify")
+HEAVY = ("numpy", "pandas", "pyarrow", "requests")
 GRADE_THEN_LIST_HEAVY = """
 import sys
 from tracevote.cli.main import main
