@@ -16,6 +16,7 @@ import pytest
 
 from tests.conftest import REPO_ROOT, wait_for
 from tests.store.test_framing_codec import make_sample
+from tracevote.core.errors import DataError
 from tracevote.store import codec, confidence_block
 from tracevote.store.pool import Pool
 from tracevote.store.records import ProblemTraces, Sample
@@ -162,3 +163,16 @@ def test_kill_9_while_blocks_are_written_leaves_whole_blocks_or_none(tmp_path: P
     repair_ledger(pool.root)  # removes a leftover temporary file, writes the missing blocks
     assert verify_ledger(pool.root).ok
     assert all(pool.block_path(problem_id).exists() for problem_id in problems)
+
+
+def test_a_block_is_never_written_while_a_run_appends_to_its_log(tmp_path: Path) -> None:
+    """The block writer takes the log's writer lock (on a read-only descriptor, so a log DVC checked out
+    read-only can still be locked): while a run holds it, writing the block is refused and nothing is left."""
+    pool = pool_with(tmp_path / "pool", [0, 1], blocks=False)
+    with pool.writer(PROBLEM) as writer:
+        writer.append(3, codec.encode(sample(PROBLEM, 3, 40)))
+        with pytest.raises(DataError, match="a run is writing this log"):
+            pool.write_confidence_blocks([PROBLEM])
+    assert not pool.block_path(PROBLEM).exists()
+    assert pool.write_confidence_blocks([PROBLEM]) == 1  # once the run has ended
+    same(pool.read_problem(PROBLEM, 4), pool.read_frames(PROBLEM))

@@ -367,9 +367,11 @@ def key_named_at(data: memoryview, offset: int) -> Key | None:
         return None
 
 
-def lock_log(path: Path) -> int:
-    """An fd of `path` holding its writer lock (DataError while a writer has it): repair rewrites under it."""
-    fd = os.open(path, os.O_RDWR)
+def lock_log(path: Path, *, read_only: bool = False) -> int:
+    """An fd of `path` holding its writer lock (DataError while a writer has it): repair rewrites under it.
+    `read_only`: for a reader that only needs writers kept out (flock does not care how the file was opened),
+    so a log DVC checked out read-only (a symlink or hardlink cache) can still be locked."""
+    fd = os.open(path, os.O_RDONLY if read_only else os.O_RDWR)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:

@@ -177,7 +177,7 @@ class Pool(Ledger):
             log, block = self.log_path(problem_id), self.block_path(problem_id)
             if not log.exists() or confidence_block.read_block(block, log, problem_id, 0) is not None:
                 continue
-            fd = framing.lock_log(log)
+            fd = framing.lock_log(log, read_only=True)  # the block is written beside the log, not into it
             try:
                 stamp = confidence_block.stamp_of(framing.survey(log, check_every_crc=True, keep_payloads=False))
                 if stamp is not None:
