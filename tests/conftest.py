@@ -3,6 +3,7 @@ beside the clone, and waiting for an observable event instead of sleeping a fixe
 
 from __future__ import annotations
 
+import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -15,6 +16,13 @@ SHARED_DIR = REPO_ROOT.parent / "shared"
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 FIXTURE_PARAMS = FIXTURES / "params.yaml"
 EVENT_TIMEOUT_S = 300.0  # only reached when nothing happens at all, not when the machine is slow
+
+
+def committed_params_text() -> str:
+    """params.yaml as the repository ships it (its last commit), whatever a user has edited in the workspace:
+    for the tests about the shipped file itself (its schema line, its style, its reference, `make try`)."""
+    return subprocess.run(["git", "show", "HEAD:params.yaml"], cwd=REPO_ROOT, capture_output=True, text=True,
+                          check=True, timeout=60).stdout
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import REPO_ROOT
+from tests.conftest import REPO_ROOT, committed_params_text
 from tests.dvcproject import run
 from tests.test_workflow import make, venv_stamp  # noqa: F401 (a fixture)
 from tracevote.cli import demo, main
@@ -18,7 +18,7 @@ from tracevote.core.config import load_params
 from tracevote.core.errors import DataError
 
 SHARED = REPO_ROOT.parent / "shared" / "data"
-PARAMS = yaml.safe_load((REPO_ROOT / "params.yaml").read_text(encoding="utf-8"))
+PARAMS = yaml.safe_load(committed_params_text())
 
 
 def write_problems(path: Path, key: str) -> None:

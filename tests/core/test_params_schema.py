@@ -12,7 +12,7 @@ import jsonschema
 import pytest
 import yaml
 
-from tests.conftest import FIXTURE_PARAMS, REPO_ROOT
+from tests.conftest import FIXTURE_PARAMS, REPO_ROOT, committed_params_text
 from tests.core.test_config import DELETE, params_with
 from tests.dvcproject import one_dataset
 from tests.test_pipeline import small_sim_params
@@ -40,12 +40,12 @@ def test_the_committed_schema_is_the_generated_one() -> None:
 
 
 def test_params_yaml_names_the_schema_on_its_first_line() -> None:
-    first = (REPO_ROOT / "params.yaml").read_text(encoding="utf-8").splitlines()[0]
+    first = committed_params_text().splitlines()[0]
     assert first == f"# yaml-language-server: $schema={SCHEMA_FILE}"
 
 
 def demo_params() -> dict[str, Any]:
-    repository = yaml.safe_load((REPO_ROOT / "params.yaml").read_text(encoding="utf-8"))
+    repository = yaml.safe_load(committed_params_text())
     return with_overrides(repository, demo_overrides(BUILTIN_PROBLEMS, problem_key="problem"))
 
 
@@ -57,7 +57,7 @@ def project_params(tmp_path: Path) -> dict[str, Any]:
 @pytest.mark.parametrize("name", ["params.yaml", "fixture", "demo", "test project"])
 def test_the_project_params_files_validate(validator: jsonschema.Draft202012Validator, tmp_path: Path,
                                            name: str) -> None:
-    params = {"params.yaml": lambda: yaml.safe_load((REPO_ROOT / "params.yaml").read_text(encoding="utf-8")),
+    params = {"params.yaml": lambda: yaml.safe_load(committed_params_text()),
               "fixture": lambda: yaml.safe_load(FIXTURE_PARAMS.read_text(encoding="utf-8")),
               "demo": demo_params, "test project": lambda: project_params(tmp_path)}[name]()
     assert [error.message for error in validator.iter_errors(params)] == []
@@ -119,16 +119,23 @@ def reference_keys(section: object, path: str = "", named: bool = False) -> list
 NAMED = {"datasets", "endpoints", "grading.runs"}
 
 
-def test_every_key_of_params_yaml_is_in_the_reference() -> None:
-    page = reference_markdown(REPO_ROOT / "params.yaml")
-    keys = set(reference_keys(yaml.safe_load((REPO_ROOT / "params.yaml").read_text(encoding="utf-8"))))
+@pytest.fixture
+def committed_params(tmp_path: Path) -> Path:
+    path = tmp_path / "params.yaml"
+    path.write_text(committed_params_text(), encoding="utf-8")
+    return path
+
+
+def test_every_key_of_params_yaml_is_in_the_reference(committed_params: Path) -> None:
+    page = reference_markdown(committed_params)
+    keys = set(reference_keys(yaml.safe_load(committed_params.read_text(encoding="utf-8"))))
     assert "pool.n_pool" in keys and f"datasets.{ENTRY}.source.hf_dataset" in keys
     missing = sorted(key for key in keys if f"| `{key}` |" not in page)
     assert missing == []
 
 
-def test_the_reference_shows_the_committed_values_and_bounds() -> None:
-    page = reference_markdown(REPO_ROOT / "params.yaml")
+def test_the_reference_shows_the_committed_values_and_bounds(committed_params: Path) -> None:
+    page = reference_markdown(committed_params)
     assert "| `pool.n_pool` | integer | `512` | an integer in 1..1,000,000 | traces per problem" in page
     assert "| `model.backend` | choice | `\"openai\"` | `openai`, `sim` |" in page
 

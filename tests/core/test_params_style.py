@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO_ROOT
+from tests.conftest import committed_params_text
 from tests.dvcproject import dvc, run
 
 pytestmark = pytest.mark.slow
@@ -29,7 +29,7 @@ PIPELINE = """stages:
 @pytest.fixture(scope="module")
 def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("params_style")
-    (root / "params.yaml").write_bytes((REPO_ROOT / "params.yaml").read_bytes())
+    (root / "params.yaml").write_text(committed_params_text(), encoding="utf-8")
     (root / "dvc.yaml").write_text(PIPELINE, encoding="utf-8")
     run(root, "git", "init", "-q")
     run(root, "git", "config", "user.email", "test@example.com")
