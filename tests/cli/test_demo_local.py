@@ -18,7 +18,10 @@ from tracevote.core.config import load_params
 from tracevote.core.errors import DataError
 
 SHARED = REPO_ROOT.parent / "shared" / "data"
-PARAMS = yaml.safe_load(committed_params_text())
+
+
+def shipped_params() -> dict:
+    return yaml.safe_load(committed_params_text())
 
 
 def write_problems(path: Path, key: str) -> None:
@@ -49,7 +52,7 @@ def test_find_local_file(tmp_path: Path, files: list[str], name: str, expected: 
 @pytest.mark.parametrize("key", ["problem", "question"])
 def test_a_problems_file_is_read_by_the_field_its_rows_have(tmp_path: Path, key: str) -> None:
     write_problems(tmp_path / "aime_2025.jsonl", key)
-    entry = demo.local_recipe(PARAMS["datasets"]["aime_2025"], tmp_path / "aime_2025.jsonl")
+    entry = demo.local_recipe(shipped_params()["datasets"]["aime_2025"], tmp_path / "aime_2025.jsonl")
     assert entry["problem_key"] == key
     assert entry["source"]["path"] == str((tmp_path / "aime_2025.jsonl").resolve())
 
@@ -82,7 +85,7 @@ def test_a_folder_without_datasets_is_one_clear_error(tmp_path: Path, make_folde
 def test_the_shared_files_feed_every_method() -> None:
     if not SHARED.is_dir():
         pytest.skip(f"{SHARED} is absent (the shared data files are not part of the repository)")
-    plan, overrides = demo.local_overrides(PARAMS, SHARED)
+    plan, overrides = demo.local_overrides(shipped_params(), SHARED)
     assert plan.fallbacks == []
     assert overrides["critique"]["datasets"] == ["processbench_gsm8k"]  # DeltaBench is not shared
     assert overrides["datasets"]["aime_2025"]["problem_key"] == "question"

@@ -4,15 +4,13 @@ with a message naming the key and the value. The fixture keeps the keys of the c
 from __future__ import annotations
 
 import re
-import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from tests.conftest import FIXTURE_PARAMS, REPO_ROOT
+from tests.conftest import FIXTURE_PARAMS, committed_params_text
 from tracevote.core.config import load_params
 from tracevote.core.config_deepconf import EvalConfig, eta_percent
 from tracevote.core.errors import ConfigError
@@ -52,21 +50,10 @@ def key_tree(section: object, path: tuple[str, ...] = ()) -> object:
     return {key: key_tree(value, (*path, key)) for key, value in section.items()}
 
 
-def committed_params() -> str:
-    """params.yaml as committed at HEAD, or skip where there is no git or no repository (an unpacked sdist)."""
-    if shutil.which("git") is None:
-        pytest.skip("git is not installed: no committed params.yaml to compare the fixture with")
-    shown = subprocess.run(["git", "show", "HEAD:params.yaml"], cwd=REPO_ROOT, capture_output=True, text=True,
-                           check=False)
-    if shown.returncode != 0:
-        pytest.skip(f"no committed params.yaml in {REPO_ROOT}: {shown.stderr.strip()}")
-    return shown.stdout
-
-
 def test_fixture_params_have_the_repository_keys() -> None:
     # values may differ (the fixture keeps the defaults the tests rely on); keys may not, or tests would
     # run a pipeline whose params.yaml misses a key the stages now read
-    committed = key_tree(yaml.safe_load(committed_params()))
+    committed = key_tree(yaml.safe_load(committed_params_text()))
     assert key_tree(yaml.safe_load(FIXTURE_PARAMS.read_text(encoding="utf-8"))) == committed
 
 
