@@ -21,7 +21,8 @@ from tracevote.cli.demo import BUILTIN_GSM8K
 from tracevote.grading.items import ItemRow
 
 ROW_KEYS = [
-    "id", "line", "gold", "answer", "correct", "method", "reasoning_words", "reasoning_chars", "critic_score", "critic"]
+    "id", "line", "gold", "answer", "correct", "method", "reasoning_words", "reasoning_chars", "critic_score", "critic",
+    "critic_simulated"]
 
 
 def gold_by_hand() -> dict[str, str]:
@@ -68,7 +69,8 @@ def test_a_limit_past_the_file_grades_it_whole(tmp_path: Path) -> None:
 
 
 CSV_TYPES: dict[str, Any] = {"line": int, "reasoning_words": int, "reasoning_chars": int, "critic_score": float,
-                             "correct": {"True": True, "False": False}.__getitem__}
+                             "correct": {"True": True, "False": False}.__getitem__,
+                             "critic_simulated": {"True": True, "False": False}.__getitem__}
 
 
 def read_rows(path: Path) -> list[dict[str, Any]]:
@@ -95,6 +97,7 @@ def test_per_item_writes_one_row_per_gold_item_in_gold_order(tmp_path: Path, nam
     by_id = {prediction["id"]: (line, prediction) for line, prediction in enumerate(predictions_by_hand(path), 1)}
     for row in rows:
         assert row["gold"] == gold[row["id"]] and row["critic"] == "off" and row["critic_score"] is None
+        assert row["critic_simulated"] is False
         if row["id"] not in by_id:  # gsm8k_test_6: no prediction, counted wrong
             assert (row["line"], row["answer"], row["correct"], row["method"]) == (None, None, False, "missing")
             continue
@@ -146,6 +149,7 @@ def test_per_item_rows_carry_the_critics_verdicts(tmp_path: Path) -> None:
     summary = json.loads(result.stdout)
     rows = read_rows(out)
     asked = [row for row in rows if row["critic"] in ("scored", "unparsable")]
+    assert all(row["critic_simulated"] is True for row in rows)  # the simulated critic says so on every row
     # the critic asks about the first 3 gold items (in gold order) of the 5 predictions graded
     assert [row["id"] for row in asked] == [row["id"] for row in rows][:3] and len(rows) == 5
     assert all(row["critic"] == "not asked" and row["critic_score"] is None for row in rows[3:])

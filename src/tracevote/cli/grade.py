@@ -52,7 +52,8 @@ def run_grade(args: argparse.Namespace) -> int:
     critic_model = None if params is None else params.critic_model.name
     record = run_record(run, inputs, grades, critic, critic_simulated, critic_model)
     if args.per_item is not None:
-        write_item_rows(args.per_item, item_rows(inputs.gold, inputs.pairing(), grades, critic))
+        write_item_rows(args.per_item, item_rows(inputs.gold, inputs.pairing(), grades, critic,
+                                                        critic_simulated=critic_simulated))
     if args.json:
         limits = None if limited is None else dataclasses.asdict(limited)
         print(orjson.dumps({**json_summary(record), "limited": limits}).decode())

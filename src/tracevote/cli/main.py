@@ -193,8 +193,8 @@ def add_grade_command(subparsers: argparse._SubParsersAction[argparse.ArgumentPa
                             "summary says so")
     grade.add_argument("--per-item", type=Path, metavar="FILE",
                        help="also write one row per gold item (id, line, gold, answer, correct, method, reasoning "
-                            "words and characters, critic score and critic state): JSON lines for FILE.jsonl, CSV "
-                            "for FILE.csv")
+                            "words and characters, critic score, critic state, simulated critic): JSON lines "
+                            "for FILE.jsonl, CSV for FILE.csv")
     grade.set_defaults(handler=commands.cmd_grade)
 
 

@@ -3,8 +3,8 @@
 - Limit: the first N predictions of the file (in file order) and the gold items they name, so accuracy is over
   those items only, as lm-eval-harness's and Inspect's `--limit` grade the first N samples.
 - Per-item rows, in gold order: each prediction's id, gold, extracted answer, verdict, the reasoning's length and
-  the critic's score; a gold item without a prediction is a row too (it counts as wrong). Written as JSON lines
-  or CSV by the file's extension, atomically.
+  the critic's score (and whether the simulated model gave it); a gold item without a prediction is a row too
+  (it counts as wrong). Written as JSON lines or CSV by the file's extension, atomically.
 """
 
 from __future__ import annotations
@@ -77,10 +77,11 @@ class ItemRow:
     reasoning_chars: int | None
     critic_score: float | None
     critic: str  # scored | unparsable (its reply gave no score) | not asked (past max_samples) | off
+    critic_simulated: bool  # the score came from the simulated model: it tests the pipeline, not a real critic
 
 
 def item_rows(gold: Sequence[GoldItem], pairing: Pairing, grades: Grades,
-              critic: CriticScores | None) -> list[ItemRow]:
+              critic: CriticScores | None, *, critic_simulated: bool = False) -> list[ItemRow]:
     """Every item's row in gold order; `pairing` is the one `grades` was graded from (same order)."""
     rows: dict[str, list[ItemRow]] = {}
     for (_, prediction), graded in zip(pairing.pairs, grades.graded, strict=True):
@@ -88,11 +89,11 @@ def item_rows(gold: Sequence[GoldItem], pairing: Pairing, grades: Grades,
         score, verdict = _critic_verdict(critic, graded.id if first else None)
         rows.setdefault(graded.id, []).append(ItemRow(
             graded.id, graded.line, graded.gold, graded.answer, graded.correct, graded.method, graded.words,
-            len(prediction.thinking), score, verdict))
+            len(prediction.thinking), score, verdict, critic_simulated))
     for item in gold:
         if item.id not in rows:
             rows[item.id] = [ItemRow(item.id, None, item.answer, None, False, "missing", None, None, None,
-                                     "off" if critic is None else "not asked")]
+                                     "off" if critic is None else "not asked", critic_simulated)]
     return [row for item in gold for row in rows[item.id]]
 
 
