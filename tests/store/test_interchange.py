@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import orjson
 import pytest
 
 from tests.conftest import FIXTURES
@@ -113,3 +114,11 @@ def test_sentinels_in_the_interchange_are_absent() -> None:
     sample, _ = parse_line(json.dumps(record).encode(), "x")
     assert np.isnan(sample.top_logprobs[:, 1]).all()
     assert codec.decode(codec.encode(sample)).blobs["top_logprobs_kmajor"].shape == (2, 3)
+
+
+def test_a_simulated_sample_says_so_whatever_fields_are_asked_for() -> None:
+    sample = make_sample(sample_id=0, seed=0)
+    assert orjson.loads(to_json_line(sample, simulated=True, fields=("problem_id", "answer"))) == {
+        "problem_id": sample.problem_id, "answer": sample.answer, "simulated": True}
+    assert orjson.loads(to_json_line(sample, simulated=False, fields=("problem_id",))) == {
+        "problem_id": sample.problem_id}

@@ -76,8 +76,10 @@ EXPORT_FIELDS: tuple[str, ...] = tuple(_EXPORTED)
 def to_json_line(sample: Sample, *, simulated: bool, fields: Sequence[str] = EXPORT_FIELDS) -> bytes:
     """The sample's line with `fields` (checked by export_fields), in that order; an optional field the sample
     lacks (top_logprobs, top_tokens, token_confidence) is left out. Only the fields named are converted: a line
-    without the logprob arrays is far cheaper to make."""
+    without the logprob arrays is far cheaper to make. A simulated sample's line always says so."""
     record: dict[str, Any] = {}
+    if simulated and "simulated" not in fields:
+        fields = (*fields, "simulated")
     for name in fields:
         value = _EXPORTED[name](sample, simulated)
         if value is not _ABSENT:
