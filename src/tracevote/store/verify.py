@@ -25,7 +25,7 @@ from tracevote.core.errors import DataError
 from tracevote.core.names import safe_name
 from tracevote.store import calls, codec, confidence_block, framing
 from tracevote.store.calls import CallLedger
-from tracevote.store.framing import Frame, Key
+from tracevote.store.framing import Frame
 from tracevote.store.ledger import LOG_SUFFIX, Ledger, fingerprint_of
 from tracevote.store.pool import Pool
 
@@ -210,23 +210,13 @@ def verify_log(path: Path, check: FrameCheck) -> LogReport:
         named = "" if key is None else f", its header names key {key!r}"
         report.damage.append(f"byte {damage.offset:,}: {damage.reason}{named}; "
                              f"{damage.resumes_at - damage.offset:,} bytes to the next good frame")
-    for frame in _first_copies(found.frames):
+    for frame in framing.first_copies(found.frames):
         problem = check(frame)
         if problem is None:
             report.good_frames += 1
         else:
             report.bad_frames.append(f"byte {frame.offset:,}: {problem}")
     return report
-
-
-def _first_copies(frames: list[Frame]) -> list[Frame]:
-    seen: set[Key] = set()
-    kept = []
-    for frame in frames:
-        if frame.key not in seen:
-            seen.add(frame.key)
-            kept.append(frame)
-    return kept
 
 
 @dataclass(frozen=True)
@@ -242,7 +232,7 @@ def repair_log(path: Path, check: FrameCheck) -> Repair | None:
     try:
         data = framing.map_log(path)
         found = framing.salvage(data)
-        kept = [frame for frame in _first_copies(found.frames) if check(frame) is None]
+        kept = [frame for frame in framing.first_copies(found.frames) if check(frame) is None]
         if len(kept) == len(found.frames) and not found.damages and not found.torn_bytes:
             return None
         framing.replace_log(path, kept)
