@@ -115,22 +115,29 @@ def block_problems(pool: Pool, good_logs: list[Path], *, whole: bool) -> list[st
     """What is wrong with the confidence blocks of `good_logs` (and, when `whole`, any other file in the blocks'
     folder: a block no problem owns, or a killed write's leftover)."""
     owners = _problem_of_log(pool)
-    problems = []
-    for log in good_logs:
-        problem_id = owners.get(log.name)
-        block = None if problem_id is None else pool.block_path(problem_id)
-        if block is not None and block.exists():
-            problem = confidence_block.check_block(block, log, pool.read_frames(problem_id, check_every_crc=True))
-            if problem is not None:
-                problems.append(f"{block}: {problem}")
+    problems = [problem for log in good_logs
+                if log.name in owners and (problem := _block_problem(pool, owners[log.name], log)) is not None]
     if whole:
-        blocks = {pool.block_path(problem_id) for problem_id in owners.values()}
-        for path in sorted((pool.root / confidence_block.FOLDER).glob("*")):
-            if confidence_block.leftover(path):
-                problems.append(f"{path}: left by a block write that was killed")
-            elif path not in blocks:
-                problems.append(f"{path}: no problem of {pool.ITEMS} has this block (left there by hand?)")
+        for path in _strays(pool, owners):
+            problems.append(f"{path}: left by a block write that was killed" if confidence_block.leftover(path)
+                            else f"{path}: no problem of {pool.ITEMS} has this block (left there by hand?)")
     return problems
+
+
+def _block_problem(pool: Pool, problem_id: str, log: Path) -> str | None:
+    """What is wrong with the problem's confidence block, checked against every frame of `log`; None when it
+    is sound or there is none."""
+    block = pool.block_path(problem_id)
+    if not block.exists():
+        return None
+    problem = confidence_block.check_block(block, log, pool.read_frames(problem_id, check_every_crc=True))
+    return None if problem is None else f"{block}: {problem}"
+
+
+def _strays(pool: Pool, owners: dict[str, str]) -> list[Path]:
+    """Every file in the blocks' folder that is no known problem's block (a killed write's leftover included)."""
+    blocks = {pool.block_path(problem_id) for problem_id in owners.values()}
+    return [path for path in sorted((pool.root / confidence_block.FOLDER).glob("*")) if path not in blocks]
 
 
 def _problem_of_log(pool: Pool) -> dict[str, str]:
@@ -256,12 +263,9 @@ def repair_blocks(pool: Pool, logs: list[Path], *, whole: bool) -> None:
     owners = _problem_of_log(pool)
     mine = [owners[log.name] for log in logs if log.name in owners]
     for problem_id in mine:
-        block = pool.block_path(problem_id)
-        if block.exists() and block_problems(pool, [pool.log_path(problem_id)], whole=False):
-            block.unlink()
+        if _block_problem(pool, problem_id, pool.log_path(problem_id)) is not None:
+            pool.block_path(problem_id).unlink()
     if whole:
-        blocks = {pool.block_path(problem_id) for problem_id in owners.values()}
-        for path in (pool.root / confidence_block.FOLDER).glob("*"):
-            if path not in blocks:
-                path.unlink()
+        for path in _strays(pool, owners):
+            path.unlink()
     pool.write_confidence_blocks(mine)
