@@ -23,7 +23,7 @@ import os
 import struct
 import threading
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -310,8 +310,13 @@ def iter_frames(path: Path, *, check_every_crc: bool = True) -> Iterator[Frame]:
     frame's crc is checked, for a reader that checks what it decodes by the payload's own checksums
     (codec format 2; it reports a failure through `damaged`) and so need not read every byte.
     """
+    yield from first_copies(survey(path, check_every_crc=check_every_crc).check().frames)
+
+
+def first_copies(frames: Iterable[Frame]) -> Iterator[Frame]:
+    """The frames in order, each key's first copy only (a later copy of a key is never read)."""
     seen: set[Key] = set()
-    for frame in survey(path, check_every_crc=check_every_crc).check().frames:
+    for frame in frames:
         if frame.key not in seen:
             seen.add(frame.key)
             yield frame

@@ -147,22 +147,7 @@ class Pool(Ledger):
         path = self.log_path(problem_id)
         frames = (framing.iter_frames(path, check_every_crc=check_every_crc) if n_pool is None
                   else self.frames_within(problem_id, n_pool, check_every_crc=check_every_crc))
-        fields = [_score_fields(path, frame) for frame in frames]
-        fields.sort(key=lambda f: f.sample_id)
-        offsets = np.zeros(len(fields) + 1, dtype=np.int64)
-        np.cumsum([len(f.confidence) for f in fields], out=offsets[1:])
-        # C_i stays float32 as stored (format 2; trace_measures sums in float64): half the bytes to copy and read
-        confidence = np.empty(offsets[-1], dtype=np.result_type(np.float32, *(f.confidence.dtype for f in fields)))
-        for start, end, f in zip(offsets[:-1].tolist(), offsets[1:].tolist(), fields, strict=True):
-            confidence[start:end] = f.confidence  # the one copy, into the flat array
-        return ProblemTraces(
-            problem_id=problem_id,
-            sample_ids=np.array([f.sample_id for f in fields], dtype=np.int64),
-            candidates=[f.candidates for f in fields],
-            finish_reasons=[f.finish_reason for f in fields],
-            offsets=offsets,
-            token_confidence=confidence,
-        )
+        return _traces(problem_id, path, frames)
 
     def block_path(self, problem_id: str) -> Path:
         """The problem's confidence block: its id made a file name by the one safe-name function."""
@@ -179,13 +164,35 @@ class Pool(Ledger):
                 continue
             fd = framing.lock_log(log, read_only=True)  # the block is written beside the log, not into it
             try:
-                stamp = confidence_block.stamp_of(framing.survey(log, check_every_crc=True, keep_payloads=False))
-                if stamp is not None:
-                    confidence_block.write_block(block, self.read_frames(problem_id, check_every_crc=True), stamp)
+                state = framing.survey(log, check_every_crc=True)  # one walk: the stamp and the traces
+                stamp = confidence_block.stamp_of(state)
+                if stamp is not None:  # so the log is whole: its frames are what read_frames would read
+                    traces = _traces(problem_id, log, framing.first_copies(state.frames))
+                    confidence_block.write_block(block, traces, stamp)
                     written += 1
             finally:
                 os.close(fd)
         return written
+
+
+def _traces(problem_id: str, path: Path, frames: Iterable[framing.Frame]) -> ProblemTraces:
+    """The score fields of `frames` (of the log at `path`) in columnar form, sorted by sample id."""
+    fields = [_score_fields(path, frame) for frame in frames]
+    fields.sort(key=lambda f: f.sample_id)
+    offsets = np.zeros(len(fields) + 1, dtype=np.int64)
+    np.cumsum([len(f.confidence) for f in fields], out=offsets[1:])
+    # C_i stays float32 as stored (format 2; trace_measures sums in float64): half the bytes to copy and read
+    confidence = np.empty(offsets[-1], dtype=np.result_type(np.float32, *(f.confidence.dtype for f in fields)))
+    for start, end, f in zip(offsets[:-1].tolist(), offsets[1:].tolist(), fields, strict=True):
+        confidence[start:end] = f.confidence  # the one copy, into the flat array
+    return ProblemTraces(
+        problem_id=problem_id,
+        sample_ids=np.array([f.sample_id for f in fields], dtype=np.int64),
+        candidates=[f.candidates for f in fields],
+        finish_reasons=[f.finish_reason for f in fields],
+        offsets=offsets,
+        token_confidence=confidence,
+    )
 
 
 def _score_fields(path: Path, frame: framing.Frame) -> codec.ScoreFields:

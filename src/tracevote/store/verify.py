@@ -25,7 +25,7 @@ from tracevote.core.errors import DataError
 from tracevote.core.names import safe_name
 from tracevote.store import calls, codec, confidence_block, framing
 from tracevote.store.calls import CallLedger
-from tracevote.store.framing import Frame, Key
+from tracevote.store.framing import Frame
 from tracevote.store.ledger import LOG_SUFFIX, Ledger, fingerprint_of
 from tracevote.store.pool import Pool
 
@@ -115,22 +115,29 @@ def block_problems(pool: Pool, good_logs: list[Path], *, whole: bool) -> list[st
     """What is wrong with the confidence blocks of `good_logs` (and, when `whole`, any other file in the blocks'
     folder: a block no problem owns, or a killed write's leftover)."""
     owners = _problem_of_log(pool)
-    problems = []
-    for log in good_logs:
-        problem_id = owners.get(log.name)
-        block = None if problem_id is None else pool.block_path(problem_id)
-        if block is not None and block.exists():
-            problem = confidence_block.check_block(block, log, pool.read_frames(problem_id, check_every_crc=True))
-            if problem is not None:
-                problems.append(f"{block}: {problem}")
+    problems = [problem for log in good_logs
+                if log.name in owners and (problem := _block_problem(pool, owners[log.name], log)) is not None]
     if whole:
-        blocks = {pool.block_path(problem_id) for problem_id in owners.values()}
-        for path in sorted((pool.root / confidence_block.FOLDER).glob("*")):
-            if confidence_block.leftover(path):
-                problems.append(f"{path}: left by a block write that was killed")
-            elif path not in blocks:
-                problems.append(f"{path}: no problem of {pool.ITEMS} has this block (left there by hand?)")
+        for path in _strays(pool, owners):
+            problems.append(f"{path}: left by a block write that was killed" if confidence_block.leftover(path)
+                            else f"{path}: no problem of {pool.ITEMS} has this block (left there by hand?)")
     return problems
+
+
+def _block_problem(pool: Pool, problem_id: str, log: Path) -> str | None:
+    """What is wrong with the problem's confidence block, checked against every frame of `log`; None when it
+    is sound or there is none."""
+    block = pool.block_path(problem_id)
+    if not block.exists():
+        return None
+    problem = confidence_block.check_block(block, log, pool.read_frames(problem_id, check_every_crc=True))
+    return None if problem is None else f"{block}: {problem}"
+
+
+def _strays(pool: Pool, owners: dict[str, str]) -> list[Path]:
+    """Every file in the blocks' folder that is no known problem's block (a killed write's leftover included)."""
+    blocks = {pool.block_path(problem_id) for problem_id in owners.values()}
+    return [path for path in sorted((pool.root / confidence_block.FOLDER).glob("*")) if path not in blocks]
 
 
 def _problem_of_log(pool: Pool) -> dict[str, str]:
@@ -210,23 +217,13 @@ def verify_log(path: Path, check: FrameCheck) -> LogReport:
         named = "" if key is None else f", its header names key {key!r}"
         report.damage.append(f"byte {damage.offset:,}: {damage.reason}{named}; "
                              f"{damage.resumes_at - damage.offset:,} bytes to the next good frame")
-    for frame in _first_copies(found.frames):
+    for frame in framing.first_copies(found.frames):
         problem = check(frame)
         if problem is None:
             report.good_frames += 1
         else:
             report.bad_frames.append(f"byte {frame.offset:,}: {problem}")
     return report
-
-
-def _first_copies(frames: list[Frame]) -> list[Frame]:
-    seen: set[Key] = set()
-    kept = []
-    for frame in frames:
-        if frame.key not in seen:
-            seen.add(frame.key)
-            kept.append(frame)
-    return kept
 
 
 @dataclass(frozen=True)
@@ -242,7 +239,7 @@ def repair_log(path: Path, check: FrameCheck) -> Repair | None:
     try:
         data = framing.map_log(path)
         found = framing.salvage(data)
-        kept = [frame for frame in _first_copies(found.frames) if check(frame) is None]
+        kept = [frame for frame in framing.first_copies(found.frames) if check(frame) is None]
         if len(kept) == len(found.frames) and not found.damages and not found.torn_bytes:
             return None
         framing.replace_log(path, kept)
@@ -266,12 +263,9 @@ def repair_blocks(pool: Pool, logs: list[Path], *, whole: bool) -> None:
     owners = _problem_of_log(pool)
     mine = [owners[log.name] for log in logs if log.name in owners]
     for problem_id in mine:
-        block = pool.block_path(problem_id)
-        if block.exists() and block_problems(pool, [pool.log_path(problem_id)], whole=False):
-            block.unlink()
+        if _block_problem(pool, problem_id, pool.log_path(problem_id)) is not None:
+            pool.block_path(problem_id).unlink()
     if whole:
-        blocks = {pool.block_path(problem_id) for problem_id in owners.values()}
-        for path in (pool.root / confidence_block.FOLDER).glob("*"):
-            if path not in blocks:
-                path.unlink()
+        for path in _strays(pool, owners):
+            path.unlink()
     pool.write_confidence_blocks(mine)
