@@ -30,12 +30,7 @@ from tracevote.critique.metrics import scores
 from tracevote.critique.results import CritiqueResult
 from tracevote.debate.results import DebateResult
 from tracevote.deepconf.results import AggregateResult
-from tracevote.report.tables import unsigned_zero
-
-
-def percent(share: float | None) -> float | None:
-    """0.456789 -> 45.68; None (a share of nothing) stays None."""
-    return None if share is None else unsigned_zero(100 * share, 2)
+from tracevote.report.tables import percent
 
 
 def deepconf_headlines(result: AggregateResult, k: int, tokens_per_trace: float, *,
