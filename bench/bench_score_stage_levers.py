@@ -17,19 +17,17 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
 import shutil
 import statistics
-import subprocess
 import sys
-import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import orjson
 
 from bench import official_offline
-from bench.measure import stage_env
+from bench.measure import Run, interleaved, run_process, stage_env, timed
 from bench.synthetic_pool import PoolShape, Workspace, bench_params, write_workspace
 from tracevote.store.pool import Pool
 
@@ -48,7 +46,7 @@ def workspace_at(cache: Path, shape: PoolShape, window: int) -> Workspace:
                      pool_root, ids)
 
 
-def run_variant(workspace: Workspace, tree: Path, workers: int) -> tuple[float, float]:
+def run_variant(workspace: Workspace, tree: Path, workers: int) -> Run:
     """Wall and CPU seconds of `tree`'s stages/score.py over the whole pool."""
     out = workspace.folder / "out" / f"{tree.name}-{workers}.parquet"
     out.parent.mkdir(exist_ok=True)
@@ -57,12 +55,7 @@ def run_variant(workspace: Workspace, tree: Path, workers: int) -> tuple[float, 
                "--stops", str(out.with_suffix(".stops.parquet"))]
     env = stage_env(workspace.folder / f"pycache-{tree.name}", TRACEVOTE_WORKERS=str(workers),
                     PYTHONPATH=str(tree / "src"))
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    start = time.perf_counter()
-    subprocess.run(command, cwd=workspace.folder, check=True, capture_output=True, env=env)
-    wall = time.perf_counter() - start
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return run_process(command, workspace.folder, env)
 
 
 def official_inputs(workspace: Workspace, n_pool: int) -> list[list[float]]:
@@ -76,11 +69,8 @@ def official_inputs(workspace: Workspace, n_pool: int) -> list[list[float]]:
     return lists
 
 
-def run_official(lists: list[list[float]], window: int) -> tuple[float, float]:
-    start, cpu = time.perf_counter(), time.process_time()
-    for confs in lists:
-        official_offline.trace_measures(confs, window, 0.1, window)
-    return time.perf_counter() - start, time.process_time() - cpu
+def run_official(lists: list[list[float]], window: int) -> Run:
+    return timed(lambda: [official_offline.trace_measures(confs, window, 0.1, window) for confs in lists])
 
 
 def summary(values: list[float]) -> str:
@@ -106,19 +96,16 @@ def main() -> None:
     variants = {f"{name} w{w}": (Path(path).resolve(), w) for name, path in trees.items() for w in args.workers}
     lists = official_inputs(workspace, shape.traces) if args.official else []
     tokens = sum(map(len, lists)) if lists else None
-    walls: dict[str, list[float]] = {name: [] for name in variants}
-    cpus: dict[str, list[float]] = {name: [] for name in variants}
+    sides: dict[str, Callable[[], Run]] = {
+        name: (lambda tree=tree, workers=workers: run_variant(workspace, tree, workers))
+        for name, (tree, workers) in variants.items()}
     for tree, workers in variants.values():  # warm-up: bytecode and page cache
         run_variant(workspace, tree, workers)
-    for _ in range(args.repeats):
-        for name, (tree, workers) in variants.items():
-            wall, cpu = run_variant(workspace, tree, workers)
-            walls[name].append(wall)
-            cpus[name].append(cpu)
-        if lists:
-            wall, cpu = run_official(lists, args.window)
-            walls.setdefault("official", []).append(wall)
-            cpus.setdefault("official", []).append(cpu)
+    if lists:
+        sides["official"] = lambda: run_official(lists, args.window)
+    runs = interleaved(sides, args.repeats)
+    walls = {name: [run.wall for run in side_runs] for name, side_runs in runs.items()}
+    cpus = {name: [run.cpu for run in side_runs] for name, side_runs in runs.items()}
     counted = f" ({tokens:,} tokens)" if tokens else ""
     print(f"{args.problems} x {args.traces} traces x ~{args.tokens} tokens{counted}, {args.repeats} interleaved runs")
     official = statistics.median(walls["official"]) if lists else None

@@ -13,28 +13,22 @@ from __future__ import annotations
 import argparse
 import filecmp
 import os
-import resource
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
+
+from bench.measure import Run, interleaved, run_process
 
 STAGE = Path(__file__).resolve().parent.parent / "stages" / "aggregate.py"
 
 
-def run_once(src: Path, args: argparse.Namespace, out: Path) -> tuple[float, float]:
-    """(wall, cpu) seconds of one stage process importing tracevote from `src`."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    start = time.perf_counter()
-    subprocess.run([sys.executable, str(src.parent / "stages" / "aggregate.py") if (src.parent / "stages").is_dir()
-                    else str(STAGE), "--params", str(args.params), "--scores", str(args.scores),
-                    "--stops", str(args.stops), "--out", str(out)],
-                   env={**os.environ, "PYTHONPATH": str(src)}, check=True, stdout=subprocess.DEVNULL)
-    wall = time.perf_counter() - start
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+def run_once(src: Path, args: argparse.Namespace, out: Path) -> Run:
+    """Wall and CPU seconds of one stage process importing tracevote from `src`."""
+    return run_process([sys.executable, str(src.parent / "stages" / "aggregate.py")
+                        if (src.parent / "stages").is_dir() else str(STAGE), "--params", str(args.params),
+                        "--scores", str(args.scores), "--stops", str(args.stops), "--out", str(out)],
+                       Path.cwd(), {**os.environ, "PYTHONPATH": str(src)})
 
 
 def summary(values: list[float]) -> str:
@@ -50,18 +44,16 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args()
     trees = {name: Path(path).resolve() for name, path in (t.split("=", 1) for t in args.tree)}
-    times: dict[str, list[tuple[float, float]]] = {name: [] for name in trees}
     print(f"load average at start: {os.getloadavg()}")
     with tempfile.TemporaryDirectory() as tmp:
         outs = {name: Path(tmp) / f"{name}.json" for name in trees}
-        for _ in range(args.repeat):
-            for name, src in trees.items():
-                times[name].append(run_once(src, args, outs[name]))
+        times = interleaved({name: (lambda src=src, out=outs[name]: run_once(src, args, out))
+                             for name, src in trees.items()}, args.repeat)
         first = next(iter(outs.values()))
         same = {name: filecmp.cmp(first, out, shallow=False) for name, out in outs.items()}
     print(f"load average at end:   {os.getloadavg()}")
-    for name, rows in times.items():
-        print(f"{name:>12}: wall {summary([w for w, _ in rows])} s, CPU {summary([c for _, c in rows])} s, "
+    for name, runs in times.items():
+        print(f"{name:>12}: wall {summary([r.wall for r in runs])} s, CPU {summary([r.cpu for r in runs])} s, "
               f"{args.repeat} runs; output identical to the first tree's: {same[name]}")
 
 

@@ -22,7 +22,7 @@ from matplotlib.figure import Figure
 
 from tracevote.deepconf.results import AggregateResult
 from tracevote.report.plots import BASELINE_STYLES, online_styles, panel_methods, save_png, titled
-from tracevote.report.tables import SIMULATED_BANNER, method_label
+from tracevote.report.tables import SIMULATED_BANNER, method_label, percent
 
 DEBATE_STYLE = {"marker": "*", "markersize": 15, "color": "tab:red", "linestyle": "none"}
 
@@ -129,7 +129,7 @@ def comparison_rows(curve: VotingCurve | None, point: DebatePoint, k: int, agent
 
 
 def _row(method: str, label: str, k: int | None, accuracy: float, tokens: float) -> dict[str, Any]:
-    return {"method": method, "label": label, "k": k, "accuracy_pct": round(100 * accuracy, 2),
+    return {"method": method, "label": label, "k": k, "accuracy_pct": percent(accuracy),
             "completion_tokens_per_problem": round(tokens, 1)}
 
 

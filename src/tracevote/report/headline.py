@@ -26,16 +26,12 @@ from pathlib import Path
 from typing import Any
 
 from tracevote.core.fileio import write_json
+from tracevote.core.names import check_inside
 from tracevote.critique.metrics import scores
 from tracevote.critique.results import CritiqueResult
 from tracevote.debate.results import DebateResult
 from tracevote.deepconf.results import AggregateResult
-from tracevote.report.tables import unsigned_zero
-
-
-def percent(share: float | None) -> float | None:
-    """0.456789 -> 45.68; None (a share of nothing) stays None."""
-    return None if share is None else unsigned_zero(100 * share, 2)
+from tracevote.report.tables import percent
 
 
 def deepconf_headlines(result: AggregateResult, k: int, tokens_per_trace: float, *,
@@ -87,9 +83,13 @@ def grading_headlines(records: Sequence[Mapping[str, Any]]) -> dict[str, dict[st
 def write_headlines(folder: Path, headlines: Mapping[str, dict[str, Any]]) -> None:
     """`folder/<name>.json` for each of `headlines` (checked dataset and run names), each written atomically;
     then any other .json there (a dataset or run since dropped from params.yaml) is removed, so the table shows
-    no stale row. A failed run removes nothing."""
+    no stale row. A failed run removes nothing. The names reach here from files (a run record's `run`, an
+    aggregate's methods): one whose file would lie outside `folder` is a DataError before anything is written."""
+    paths = {name: folder / f"{name}.json" for name in headlines}
+    for path in paths.values():
+        check_inside(folder, path)
     for name, headline in headlines.items():
-        write_json(folder / f"{name}.json", headline)
+        write_json(paths[name], headline)
     for stale in sorted(folder.glob("*.json")):
         if stale.stem not in headlines:
             stale.unlink()

@@ -88,6 +88,12 @@ def pct(share: float | None) -> float | None:
     return None if share is None else 100 * share
 
 
+def percent(share: float | None) -> float | None:
+    """A share in percent, to the two decimals every table shows (never -0.0): 0.456789 -> 45.68; None (a share of
+    nothing) stays None."""
+    return None if share is None else unsigned_zero(100 * share, 2)
+
+
 def unsigned_zero(value: float, digits: int) -> float:
     """`value` rounded to `digits`, with -0.0 as 0.0: a difference of two equal accuracies can come out as
     -1e-17, which would print "-0.0 pts" and make `dvc exp show --only-changed` list an unchanged column."""
@@ -225,33 +231,30 @@ def summary_metrics(result: AggregateResult, k: int, *, simulated: bool) -> dict
     for row in headline_rows(result, k):
         summary.update(_accuracy_metrics(row.method, row.mean, row.std, row.ci_low, row.ci_high, row.vs_cons))
         if row.method != "pass1":
-            summary[f"{row.method}_fractional_pct"] = _pct2(row.fractional)
+            summary[f"{row.method}_fractional_pct"] = percent(row.fractional)
             summary[f"{row.method}_tie_rule_pts"] = unsigned_zero(row.tie_rule_pts, 2)
     for online in (row for row in result.online if row.k == k):
         summary.update(_accuracy_metrics(online.method, online.mean, online.std, online.ci_low, online.ci_high,
                                          result.paired_at(online.method, k)))
         summary[f"{online.method}_tokens_per_problem"] = round(online.tokens, 1)
-        summary[f"{online.method}_saved_pct"] = _pct2(online.savings)
+        summary[f"{online.method}_saved_pct"] = percent(online.savings)
         summary["cons_tokens_per_problem"] = round(online.cons_tokens, 1)
-    summary["cons_tie_rate_pct"] = _pct2(result.tie_rate_at(k))
+    summary["cons_tie_rate_pct"] = percent(result.tie_rate_at(k))
     summary.update(_validity_metrics(result))
     for a in result.auroc:
         summary[f"auroc_{a.measure}"] = None if a.per_problem_mean is None else round(a.per_problem_mean, 6)
     return summary
 
 
-def _pct2(share: float) -> float:
-    """A share in percent, to the two decimals every table shows (never -0.0)."""
-    return unsigned_zero(100 * share, 2)
 
 
 def _accuracy_metrics(method: str, mean: float, std: float, low: float | None, high: float | None,
                       versus: PairedComparison | None) -> dict[str, Any]:
-    metrics: dict[str, Any] = {f"{method}_pct": _pct2(mean), f"{method}_std_pct": _pct2(std)}
+    metrics: dict[str, Any] = {f"{method}_pct": percent(mean), f"{method}_std_pct": percent(std)}
     if low is not None and high is not None:
-        metrics.update({f"{method}_ci_low_pct": _pct2(low), f"{method}_ci_high_pct": _pct2(high)})
+        metrics.update({f"{method}_ci_low_pct": percent(low), f"{method}_ci_high_pct": percent(high)})
     if versus is not None:
-        metrics.update({f"{method}_vs_cons_pts": _pct2(versus.difference),
+        metrics.update({f"{method}_vs_cons_pts": percent(versus.difference),
                         f"{method}_vs_cons_p": round(versus.p_value, 6)})
     return metrics
 
