@@ -2,7 +2,7 @@
 and what the vote gives, with no model call.
 
 It follows the official `deepconf-online.py` (facebookresearch/deepconf, branch `reproduce`) on each
-working set of K traces, taken in the working set's order (tracevote.deepconf.evaluate.working_sets):
+working set of K traces, taken in the working set's order (tracevote.deepconf.working_sets.working_sets):
 - The first `online.warmup` traces run in full. The threshold s is np.percentile (linear) of their
   lowest-group confidences, at the method's percentile: 90 keeps the top 10% (DeepConf-low), 10 keeps
   90% (DeepConf-high). A warmup trace without any confidence (NaN) is left out of the percentile.
