@@ -62,8 +62,7 @@ class StopTable:
     def of_frame(stops: pd.DataFrame) -> StopTable:
         check_stop_columns(list(map(str, stops.columns)))
         rows = StopRows.of_frame(stops)
-        codes, names = _codes(stops["problem_id"])
-        return StopTable({names[code]: rows.take(where) for code, where in rows_by_code(codes).items()})
+        return StopTable({name: rows.take(where) for name, where in rows_by_problem(stops["problem_id"]).items()})
 
     @staticmethod
     def of_batches(batches: Iterable[pa.RecordBatch]) -> StopTable:
