@@ -68,8 +68,8 @@ class ScoredProblem:
 
 
 def score_problem(traces: ProblemTraces, gold: int, cfg: ConfidenceConfig, answers: AnswersConfig) -> pd.DataFrame:
-    """The score-table rows of `traces` (see `score_and_stops`)."""
-    return score_and_stops(traces, gold, cfg, answers)[0]
+    """The score-table rows of `traces` (see `scored`); the stop rows are not converted."""
+    return scored(traces, gold, cfg, answers).scores.to_pandas()
 
 
 def score_and_stops(traces: ProblemTraces, gold: int, cfg: ConfidenceConfig,
