@@ -2,7 +2,7 @@
 and what the vote gives, with no model call.
 
 It follows the official `deepconf-online.py` (facebookresearch/deepconf, branch `reproduce`) on each
-working set of K traces, taken in the working set's order (tracevote.deepconf.evaluate.working_sets):
+working set of K traces, taken in the working set's order (tracevote.deepconf.working_sets.working_sets):
 - The first `online.warmup` traces run in full. The threshold s is np.percentile (linear) of their
   lowest-group confidences, at the method's percentile: 90 keeps the top 10% (DeepConf-low), 10 keeps
   90% (DeepConf-high). A warmup trace without any confidence (NaN) is left out of the percentile.
@@ -50,15 +50,19 @@ def records_at_least(stops: StopProfiles, positions: np.ndarray, threshold: np.n
     none when its first is below s, else the prefix ends where a bisection of every such query at once finds
     the first record below s. Only exact float comparisons of a record with s decide.
     """
-    first, end = stops.offsets[positions], stops.offsets[positions + 1]
+    return _records_at_least(stops, stops.offsets[positions], stops.offsets[positions + 1], threshold)
+
+
+def _records_at_least(stops: StopProfiles, first: np.ndarray, end: np.ndarray, threshold: np.ndarray) -> np.ndarray:
+    """`records_at_least` of the traces whose records are first:end (int [S, K])."""
     if len(stops.value) == 0:
-        return np.zeros(positions.shape, dtype=np.int64)
-    s = np.broadcast_to(threshold[:, None], positions.shape)
+        return np.zeros(first.shape, dtype=np.int64)
+    s = np.broadcast_to(threshold[:, None], first.shape)
     # clipped for a trace without records, whose count is 0 whatever its neighbours' values
-    last, head = np.maximum(end - 1, 0), np.minimum(first, len(stops.value) - 1)
+    last, head, n_records = np.maximum(end - 1, 0), np.minimum(first, len(stops.value) - 1), end - first
     with np.errstate(invalid="ignore"):
-        counts = np.where(stops.value[last] >= s, end - first, 0)
-        inside = (end - first > 1) & (stops.value[head] >= s) & (counts == 0)
+        counts = np.where(stops.value[last] >= s, n_records, 0)
+        inside = (n_records > 1) & (stops.value[head] >= s) & (counts == 0)
     rows = np.flatnonzero(inside)
     counts.reshape(-1)[rows] = _first_below(stops.value, first.reshape(-1)[rows] + 1, last.reshape(-1)[rows],
                                             s.reshape(-1)[rows]) - first.reshape(-1)[rows]
@@ -122,9 +126,9 @@ def _spent_tokens(trace: OnlineTrace, sets: np.ndarray, threshold: np.ndarray) -
     A trace stops at its first record low below s: the number of its records >= s indexes that record.
     """
     stops = trace.stops
-    first = stops.offsets[sets]
-    at_least = records_at_least(stops, sets, threshold)
-    n_records = stops.offsets[sets + 1] - first
+    first, end = stops.offsets[sets], stops.offsets[sets + 1]
+    at_least = _records_at_least(stops, first, end, threshold)
+    n_records = end - first
     stopped = (at_least < n_records) & ~np.isnan(threshold)[:, None]  # no threshold (no warmup confidence): no stop
     spent = trace.n_tokens[sets]
     spent[stopped] = stops.spent[first[stopped] + at_least[stopped]]

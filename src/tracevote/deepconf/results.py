@@ -69,7 +69,7 @@ class TieRate:
 class WorkingSets:
     """How many distinct working sets stand behind the figures at K, per problem: its eval.repeat draws are
     independent, so two can be the same set of samples; at most min(eval.repeat, C(pool, K)), and 1 when K is
-    the whole pool. Counted as drawn (tracevote.deepconf.evaluate.distinct_sets), fewest and most over problems."""
+    the whole pool. Counted as drawn (tracevote.deepconf.working_sets.distinct_sets), fewest and most over problems."""
 
     k: int
     fewest: int

@@ -68,8 +68,8 @@ class ScoredProblem:
 
 
 def score_problem(traces: ProblemTraces, gold: int, cfg: ConfidenceConfig, answers: AnswersConfig) -> pd.DataFrame:
-    """The score-table rows of `traces` (see `score_and_stops`)."""
-    return score_and_stops(traces, gold, cfg, answers)[0]
+    """The score-table rows of `traces` (see `scored`); the stop rows are not converted."""
+    return scored(traces, gold, cfg, answers).scores.to_pandas()
 
 
 def score_and_stops(traces: ProblemTraces, gold: int, cfg: ConfidenceConfig,
@@ -155,7 +155,12 @@ def paying_workers(pool: Pool, problem_ids: list[str], workers: int) -> int:
     1.18 s with two, median of 2; 30 x 512, 2.3 GB: 1 worker 1.64 CPU-s, 2 workers 1.81 CPU-s).
     """
     size = sum(path.stat().st_size for path in map(pool.log_path, problem_ids) if path.exists())
-    return max(1, min(workers, len(os.sched_getaffinity(0)), size // BYTES_PER_WORKER))
+    return max(1, min(workers, _cores(), size // BYTES_PER_WORKER))
+
+
+def _cores() -> int:
+    """The cores this process may run on (os.sched_getaffinity is Linux's only: elsewhere all the machine's)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def _score_job(job: tuple[Pool, str, int, int, ConfidenceConfig, AnswersConfig]) -> ScoredProblem:

@@ -29,6 +29,12 @@ class StopRows:
     spent: np.ndarray  # int64
     value: np.ndarray  # float64
 
+    @staticmethod
+    def of_frame(frame: pd.DataFrame) -> StopRows:
+        """The sample_id, spent and value columns of a stop-table frame."""
+        return StopRows(sample=frame["sample_id"].to_numpy(dtype=np.int64),
+                        spent=frame["spent"].to_numpy(dtype=np.int64), value=frame["value"].to_numpy(dtype=np.float64))
+
     def take(self, rows: np.ndarray | slice) -> StopRows:
         return StopRows(sample=self.sample[rows], spent=self.spent[rows], value=self.value[rows])
 
@@ -55,10 +61,8 @@ class StopTable:
     @staticmethod
     def of_frame(stops: pd.DataFrame) -> StopTable:
         check_stop_columns(list(map(str, stops.columns)))
-        rows = StopRows(sample=stops["sample_id"].to_numpy(dtype=np.int64),
-                        spent=stops["spent"].to_numpy(dtype=np.int64), value=stops["value"].to_numpy(dtype=np.float64))
-        codes, names = _codes(stops["problem_id"])
-        return StopTable({names[code]: rows.take(where) for code, where in rows_by_code(codes).items()})
+        rows = StopRows.of_frame(stops)
+        return StopTable({name: rows.take(where) for name, where in rows_by_problem(stops["problem_id"]).items()})
 
     @staticmethod
     def of_batches(batches: Iterable[pa.RecordBatch]) -> StopTable:
@@ -120,10 +124,7 @@ def problem_stops(stops: pd.DataFrame, problem_id: str, sample_ids: np.ndarray,
 
     `stops` holds only this problem's rows; see `stop_profiles`.
     """
-    return stop_profiles(StopRows(sample=stops["sample_id"].to_numpy(dtype=np.int64),
-                                  spent=stops["spent"].to_numpy(dtype=np.int64),
-                                  value=stops["value"].to_numpy(dtype=np.float64)),
-                         problem_id, sample_ids, n_tokens)
+    return stop_profiles(StopRows.of_frame(stops), problem_id, sample_ids, n_tokens)
 
 
 def stop_profiles(rows: StopRows, problem_id: str, sample_ids: np.ndarray, n_tokens: np.ndarray) -> StopProfiles:
