@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-from tracevote.core.typedconfig import param, report, require
+from tracevote.core.typedconfig import param, report
 
 IntegerFormat = Literal["aime", "integer"]
 AnswerFormat = Literal["aime", "integer", "math"]
@@ -63,12 +63,6 @@ class DatasetConfig:
     def validate(self, where: str) -> None:
         if not DATASET_NAME.match(self.name):
             report(where, f"the dataset name {self.name!r} must be {KEY_NAME_RULE}; it names files and DVC stages")
-
-
-def require_dataset_names(where: str, datasets: tuple[str, ...]) -> None:
-    """A method's `datasets`: a non-empty list without repeats (that each is a known dataset, Params checks)."""
-    if require(len(datasets) > 0, where, "datasets", list(datasets), "a non-empty list of dataset names"):
-        require(len(set(datasets)) == len(datasets), where, "datasets", list(datasets), "without repeats")
 
 
 @dataclass(frozen=True)
