@@ -108,6 +108,7 @@ def cmd_grade(args: argparse.Namespace) -> int:
 
 def cmd_demo(args: argparse.Namespace) -> int:
     from tracevote.cli import demo
+    from tracevote.cli.plots import DEFAULT_TEMPLATE
 
     repo = Path.cwd()
     scratch = repo / "demo"
@@ -118,7 +119,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     for method in plan.fallbacks:
         print(f"demo: {method}: none of its datasets has a file in {args.data}; it runs on the built-in demo files")
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
-    offline_page = repo / ".dvc" / "plots_offline.html"  # written by make setup: `dvc plots show` draws offline
+    offline_page = repo / DEFAULT_TEMPLATE  # written by make setup: `dvc plots show` draws offline
     page = [["config", "plots.html_template", str(offline_page)]] if offline_page.is_file() else []
     for command in (["init", "--no-scm", "-q"], *page, ["repro", *demo.repro_targets(args.method)]):
         completed = subprocess.run([sys.executable, "-m", "dvc", *command], cwd=scratch, env=env, check=False)
