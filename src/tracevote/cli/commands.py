@@ -215,9 +215,11 @@ def cmd_pool_export(args: argparse.Namespace) -> int:
     fields = EXPORT_FIELDS if args.fields is None else export_fields(args.fields)
     _, pool = _pool_for(args, create=False)
     problem_ids = pool.problem_ids()
-    total = sum(len(pool.stored_ids(problem_id)) for problem_id in problem_ids)  # frame headers only
+    shown = not args.quiet and sys.stderr.isatty()
+    # frame headers only, and only for a bar that shows: otherwise a pass over every log for nothing
+    total = sum(len(pool.stored_ids(problem_id)) for problem_id in problem_ids) if shown else None
     with tqdm(total=total, unit="sample", desc="pool export", file=sys.stderr, dynamic_ncols=True,
-              disable=args.quiet or not sys.stderr.isatty()) as bar:
+              disable=not shown) as bar:
         count = export_pool(pool, problem_ids, sys.stdout.buffer, fields=fields, on_sample=lambda: bar.update())
     if not args.quiet:
         print(f"pool export: {count} samples from {pool.root}", file=sys.stderr)
