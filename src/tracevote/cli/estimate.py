@@ -132,14 +132,13 @@ def critique_row(params: Params, name: str) -> Row:
     if records is None:
         return _not_normalized(stage, name)
     cfg, model = params.critique, params.critique_model
-    calls = build.critique_calls(records, build.dataset_template(params, name), cfg.n_votes)
+    template = build.dataset_template(params, name)
     root = build.ledger_root(Path("critiques") / name, params, name)
     if (root / CallLedger.META).is_file():
-        cost = build.plan_critiques(CallLedger(root), calls, model.priced(), cfg.max_tokens,
-                                    simulated_as=simulated_as(model)).cost
+        cost = build.plan_critiques(CallLedger(root), build.critique_calls(records, template, cfg.n_votes),
+                                    model.priced(), cfg.max_tokens, simulated_as=simulated_as(model)).cost
     else:
-        sizes = [len(call.messages[0]["content"].encode()) for call in calls]
-        cost = estimate(sizes, cfg.max_tokens, model.priced(), simulated_as=simulated_as(model))
+        cost = build.critiques_cost(records, template, cfg, model.priced(), simulated_as=simulated_as(model))
     return _capped(stage, cost, (model,), cfg.max_cost_usd, "critique.max_cost_usd")
 
 
