@@ -323,8 +323,8 @@ def _sim_answers(problems: str | None, params: Params) -> tuple[dict[str, int], 
     if problems:
         paths = [Path(problems)]
     else:
-        paths = [Path("data") / f"{name}.jsonl" for name, dataset in params.datasets.items()  # checked names
-                 if dataset.kind == "problems" and (Path("data") / f"{name}.jsonl").is_file()]
+        paths = [path for name, dataset in params.datasets.items()  # checked names
+                 if dataset.kind == "problems" and (path := Path("data") / f"{name}.jsonl").is_file()]
     answers = {p.problem: p.answer for path in paths for p in load_problems(path)}
     if not answers:
         return answers, ("sim-server: WARNING: it knows no gold answers (no --problems, and no normalized problems "
