@@ -108,6 +108,7 @@ def cmd_grade(args: argparse.Namespace) -> int:
 
 def cmd_demo(args: argparse.Namespace) -> int:
     from tracevote.cli import demo
+    from tracevote.cli.plots import DEFAULT_TEMPLATE
 
     repo = Path.cwd()
     scratch = repo / "demo"
@@ -118,7 +119,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     for method in plan.fallbacks:
         print(f"demo: {method}: none of its datasets has a file in {args.data}; it runs on the built-in demo files")
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
-    offline_page = repo / ".dvc" / "plots_offline.html"  # written by make setup: `dvc plots show` draws offline
+    offline_page = repo / DEFAULT_TEMPLATE  # written by make setup: `dvc plots show` draws offline
     page = [["config", "plots.html_template", str(offline_page)]] if offline_page.is_file() else []
     for command in (["init", "--no-scm", "-q"], *page, ["repro", *demo.repro_targets(args.method)]):
         completed = subprocess.run([sys.executable, "-m", "dvc", *command], cwd=scratch, env=env, check=False)
@@ -214,9 +215,11 @@ def cmd_pool_export(args: argparse.Namespace) -> int:
     fields = EXPORT_FIELDS if args.fields is None else export_fields(args.fields)
     _, pool = _pool_for(args, create=False)
     problem_ids = pool.problem_ids()
-    total = sum(len(pool.stored_ids(problem_id)) for problem_id in problem_ids)  # frame headers only
+    shown = not args.quiet and sys.stderr.isatty()
+    # frame headers only, and only for a bar that shows: otherwise a pass over every log for nothing
+    total = sum(len(pool.stored_ids(problem_id)) for problem_id in problem_ids) if shown else None
     with tqdm(total=total, unit="sample", desc="pool export", file=sys.stderr, dynamic_ncols=True,
-              disable=args.quiet or not sys.stderr.isatty()) as bar:
+              disable=not shown) as bar:
         count = export_pool(pool, problem_ids, sys.stdout.buffer, fields=fields, on_sample=lambda: bar.update())
     if not args.quiet:
         print(f"pool export: {count} samples from {pool.root}", file=sys.stderr)
@@ -320,8 +323,8 @@ def _sim_answers(problems: str | None, params: Params) -> tuple[dict[str, int], 
     if problems:
         paths = [Path(problems)]
     else:
-        paths = [Path("data") / f"{name}.jsonl" for name, dataset in params.datasets.items()  # checked names
-                 if dataset.kind == "problems" and (Path("data") / f"{name}.jsonl").is_file()]
+        paths = [path for name, dataset in params.datasets.items()  # checked names
+                 if dataset.kind == "problems" and (path := Path("data") / f"{name}.jsonl").is_file()]
     answers = {p.problem: p.answer for path in paths for p in load_problems(path)}
     if not answers:
         return answers, ("sim-server: WARNING: it knows no gold answers (no --problems, and no normalized problems "

@@ -18,6 +18,7 @@ from typing import Any
 import orjson
 import yaml
 
+from tracevote.core.config_datasets import DATASET_NAME, KEY_NAME_RULE
 from tracevote.core.errors import DataError
 from tracevote.datasets.local import read_local_rows
 
@@ -200,6 +201,8 @@ def local_overrides(params: dict[str, Any], data: Path) -> tuple[LocalPlan, dict
 def find_local_file(data: Path, name: str) -> Path | None:
     """data/<name>.<suffix>, else data/<name>_test.<suffix>, the first suffix of LOCAL_SUFFIXES found:
     aime_2025 -> aime_2025.jsonl, gsm8k -> gsm8k_test.jsonl, processbench_gsm8k -> processbench_gsm8k.json."""
+    if not DATASET_NAME.match(str(name)):  # a key of the unchecked params.yaml: never a path, "../x" say
+        raise DataError(f"datasets: {name!r} is not a dataset name ({KEY_NAME_RULE}); check_params refuses it too")
     for stem in (name, f"{name}_test"):
         for suffix in LOCAL_SUFFIXES:
             if (data / f"{stem}{suffix}").is_file():

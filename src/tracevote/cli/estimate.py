@@ -23,7 +23,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from tabulate import SEPARATING_LINE, tabulate
 
@@ -32,6 +32,9 @@ from tracevote.core.config_endpoints import ModelConfig
 from tracevote.core.config_methods import GradingRunConfig
 from tracevote.core.costs import BYTES_PER_PROMPT_TOKEN, CostEstimate, estimate, money, simulated_as
 from tracevote.store.calls import CallLedger
+
+if TYPE_CHECKING:  # the grading modules load only where a row needs them
+    from tracevote.grading.gold import GoldItem
 
 T = TypeVar("T")
 HEADERS = ("stage", "requests", "tokens in", "tokens out", "dollars", "note")
@@ -132,14 +135,13 @@ def critique_row(params: Params, name: str) -> Row:
     if records is None:
         return _not_normalized(stage, name)
     cfg, model = params.critique, params.critique_model
-    calls = build.critique_calls(records, build.dataset_template(params, name), cfg.n_votes)
+    template = build.dataset_template(params, name)
     root = build.ledger_root(Path("critiques") / name, params, name)
     if (root / CallLedger.META).is_file():
-        cost = build.plan_critiques(CallLedger(root), calls, model.priced(), cfg.max_tokens,
-                                    simulated_as=simulated_as(model)).cost
+        cost = build.plan_critiques(CallLedger(root), build.critique_calls(records, template, cfg.n_votes),
+                                    model.priced(), cfg.max_tokens, simulated_as=simulated_as(model)).cost
     else:
-        sizes = [len(call.messages[0]["content"].encode()) for call in calls]
-        cost = estimate(sizes, cfg.max_tokens, model.priced(), simulated_as=simulated_as(model))
+        cost = build.critiques_cost(records, template, cfg, model.priced(), simulated_as=simulated_as(model))
     return _capped(stage, cost, (model,), cfg.max_cost_usd, "critique.max_cost_usd")
 
 
@@ -154,7 +156,8 @@ def critic_row(params: Params, run: GradingRunConfig) -> Row:
     gold = Path("data") / f"{run.dataset}.jsonl"  # a checked name: core.config.DATASET_NAME
     if not gold.is_file():
         return _not_normalized(stage, run.dataset)
-    if not _has_references(gold, run.dataset):
+    references = _with_references(gold, run.dataset)
+    if not references:
         return Row(stage, estimate([], 1, models[0].priced()), (),
                    f"{run.dataset} has no reference solutions: nothing for the critic to ask")
     if Path(run.predictions).is_file():
@@ -162,14 +165,15 @@ def critic_row(params: Params, run: GradingRunConfig) -> Row:
                        "grading.critic.max_cost_usd")
     if Path(run.predictions).suffix != ".json":
         return Row(stage, None, (), f"needs {run.predictions} (dvc pull)")
-    return _capped(stage, _critic_before_pool(params, run, gold), models, cfg.max_cost_usd,
+    return _capped(stage, _critic_before_pool(params, references), models, cfg.max_cost_usd,
                    "grading.critic.max_cost_usd", "pool's traces at expected length")
 
 
-def _has_references(gold: Path, dataset: str) -> bool:
+def _with_references(gold: Path, dataset: str) -> list[GoldItem]:
+    """The gold items that have a reference solution, in file order: the only ones the critic is asked about."""
     from tracevote.grading.gold import gold_from_normalized
 
-    return any(item.reference is not None for item in gold_from_normalized(gold, prefix=dataset, project_ids=True))
+    return [item for item in gold_from_normalized(gold, prefix=dataset, project_ids=True) if item.reference is not None]
 
 
 def _critic_missing(params: Params, run: GradingRunConfig, gold: Path) -> CostEstimate:
@@ -192,16 +196,14 @@ def _critic_missing(params: Params, run: GradingRunConfig, gold: Path) -> CostEs
     return calls_cost(calls, params)
 
 
-def _critic_before_pool(params: Params, run: GradingRunConfig, gold: Path) -> CostEstimate:
+def _critic_before_pool(params: Params, references: list[GoldItem]) -> CostEstimate:
     """The critic's calls on a pool not built yet: the first max_samples gold items with a reference solution,
     each shown a trace of max_tokens x the pool endpoint's expected_output_fraction (as the debate's estimate
     sizes a solution it has not seen)."""
     from tracevote.critique.critic_prompt import critic_messages
-    from tracevote.grading.gold import gold_from_normalized
 
     cfg, model = params.grading.critic, params.critic_model
-    items = [item for item in gold_from_normalized(gold, prefix=run.dataset, project_ids=True)
-             if item.reference is not None][:cfg.max_samples]
+    items = references[:cfg.max_samples]
     trace = math.ceil(params.decoding.max_tokens * params.deepconf_model.priced().expected_output_fraction
                       * BYTES_PER_PROMPT_TOKEN)
     sizes = [len(critic_messages(item.problem, item.reference or "", "")[0]["content"].encode()) + trace

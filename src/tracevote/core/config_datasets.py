@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-from tracevote.core.typedconfig import param, report, require
+from tracevote.core.typedconfig import param, report
 
 IntegerFormat = Literal["aime", "integer"]
 AnswerFormat = Literal["aime", "integer", "math"]
@@ -20,8 +20,9 @@ INTEGER_FORMATS: tuple[IntegerFormat, ...] = ("aime", "integer")
 # 64 characters keep every path short. subtle: no '.': dvc.yaml declares datasets.${key}, grading.runs.${key} and
 # endpoints.<key>.name, and DVC reads every '.' of a params path as a level, so `gpt-4.1` would make every stage
 # of a method on it fail with "missing from params.yaml"
-KEY_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}\Z")
-KEY_NAME_PATTERN = "^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$"  # the same rule, as the JSON Schema writes it
+_KEY = "[A-Za-z0-9][A-Za-z0-9_-]{0,63}"
+KEY_NAME = re.compile(_KEY + r"\Z")
+KEY_NAME_PATTERN = f"^{_KEY}$"  # the same rule, as the JSON Schema writes it
 DATASET_NAME = KEY_NAME  # the name its importers know it by
 KEY_NAME_RULE = "1-64 letters, digits, '_', '-' (no '.', which DVC reads as a level of params.yaml)"
 
@@ -63,12 +64,6 @@ class DatasetConfig:
     def validate(self, where: str) -> None:
         if not DATASET_NAME.match(self.name):
             report(where, f"the dataset name {self.name!r} must be {KEY_NAME_RULE}; it names files and DVC stages")
-
-
-def require_dataset_names(where: str, datasets: tuple[str, ...]) -> None:
-    """A method's `datasets`: a non-empty list without repeats (that each is a known dataset, Params checks)."""
-    if require(len(datasets) > 0, where, "datasets", list(datasets), "a non-empty list of dataset names"):
-        require(len(set(datasets)) == len(datasets), where, "datasets", list(datasets), "without repeats")
 
 
 @dataclass(frozen=True)

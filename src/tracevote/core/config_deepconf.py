@@ -8,7 +8,6 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
-from tracevote.core.config_datasets import require_dataset_names
 from tracevote.core.limits import MAX_COUNT_BOUND, MAX_TOKENS_BOUND
 from tracevote.core.typedconfig import param, require
 
@@ -26,9 +25,6 @@ class DeepConfConfig:
     datasets: tuple[str, ...] = param("the datasets DeepConf runs on: each gets its own pool, scores and report "
                                       "(kind problems, integer answers)", min_items=1, unique=True)
     endpoint: str = param("the key of endpoints: that samples the pool (its profile must return logprobs)")
-
-    def validate(self, where: str) -> None:
-        require_dataset_names(where, self.datasets)
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tracevote.core.config_datasets import DATASET_NAME, KEY_NAME_PATTERN, KEY_NAME_RULE, require_dataset_names
+from tracevote.core.config_datasets import DATASET_NAME, KEY_NAME_PATTERN, KEY_NAME_RULE
 from tracevote.core.config_deepconf import CONCURRENCY, COUNT, TEMPERATURE, TOKENS
 from tracevote.core.limits import require_count, require_critique_template
 from tracevote.core.typedconfig import param, require
@@ -43,7 +43,6 @@ class DebateConfig:
                                              "included; null: all. A change requests only the new debates", None)
 
     def validate(self, where: str) -> None:
-        require_dataset_names(where, self.datasets)
         span = None if self.problems is None else list(self.problems)
         require(span is None or (len(span) == 2 and 0 <= span[0] <= span[1]), where, "problems", span,
                 "null or [start, end]: 0-based positions with 0 <= start <= end (end included)")
@@ -82,7 +81,6 @@ class CritiqueConfig:
     endpoint: str = param("the key of endpoints: the critiques call")
 
     def validate(self, where: str) -> None:
-        require_dataset_names(where, self.datasets)
         if self.template is not None:
             require_critique_template(where, self.template)
 

@@ -23,12 +23,8 @@ ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 CRITIQUE_FIELDS = ("problem", "tagged_response")  # what tracevote.critique.prompts fills a critique template with
 
 
-def require_tokens(where: str, key: str, value: int) -> None:
-    require(1 <= value <= MAX_TOKENS_BOUND, where, key, value, f"an integer in 1..{MAX_TOKENS_BOUND:,}")
-
-
-def require_count(where: str, key: str, value: int, least: int = 1) -> None:
-    require(least <= value <= MAX_COUNT_BOUND, where, key, value, f"an integer in {least}..{MAX_COUNT_BOUND:,}")
+def require_count(where: str, key: str, value: int) -> None:
+    require(1 <= value <= MAX_COUNT_BOUND, where, key, value, f"an integer in 1..{MAX_COUNT_BOUND:,}")
 
 
 def check_extra_body(where: str, extra_body: dict[str, Any]) -> None:
