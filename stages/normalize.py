@@ -7,7 +7,7 @@ import argparse
 from tracevote.core.config import load_params
 from tracevote.core.entry import stage_main
 from tracevote.core.fileio import write_jsonl
-from tracevote.datasets.fetch import read_local_rows
+from tracevote.datasets.local import read_local_rows
 from tracevote.datasets.normalize import normalize_dataset
 
 

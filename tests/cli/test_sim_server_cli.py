@@ -17,7 +17,7 @@ from tests.dvcproject import project_env
 from tracevote.cli.demo import BUILTIN_PROBLEMS
 from tracevote.core.config import load_params
 from tracevote.core.fileio import write_jsonl
-from tracevote.datasets.fetch import read_local_rows
+from tracevote.datasets.local import read_local_rows
 from tracevote.datasets.normalize import normalize_rows
 
 STARTUP_S = 120  # generous: a loaded machine imports slowly; the test waits for the line, never for the time

@@ -12,7 +12,7 @@ from tests.conftest import FIXTURE_PARAMS
 from tracevote.cli.demo import BUILTIN_DELTABENCH
 from tracevote.core.config import load_params
 from tracevote.core.config_datasets import DatasetConfig
-from tracevote.datasets.fetch import read_local_rows
+from tracevote.datasets.local import read_local_rows
 from tracevote.datasets.normalize import normalize_dataset
 from tracevote.datasets.problems import Problem
 from tracevote.datasets.steps import StepRecord

@@ -28,7 +28,7 @@ from tests.sim_servers import (
 )
 from tracevote.cli.demo import BUILTIN_PROBLEMS, deep_merge, with_overrides, write_params
 from tracevote.core.config_endpoints import SimConfig
-from tracevote.datasets.fetch import read_local_rows
+from tracevote.datasets.local import read_local_rows
 from tracevote.sim.faults import parse_faults
 from tracevote.sim.model import SimModel
 from tracevote.sim.server import running_server

@@ -16,7 +16,7 @@ from tracevote.answers.extract import extract_answer
 from tracevote.cli.demo import BUILTIN_DATA
 from tracevote.core.config_methods import BUILTIN_EXAMPLES
 from tracevote.core.errors import DataError
-from tracevote.datasets.fetch import read_local_rows
+from tracevote.datasets.local import read_local_rows
 from tracevote.debate import prompts
 from tracevote.debate.examples import BUILTIN_FILES, builtin_examples, examples_text, read_examples
 

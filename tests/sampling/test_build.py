@@ -28,7 +28,7 @@ from tracevote.cli.demo import BUILTIN_PROBLEMS
 from tracevote.core.config import load_params
 from tracevote.core.config_endpoints import SimConfig
 from tracevote.core.fileio import write_jsonl
-from tracevote.datasets.fetch import read_local_rows
+from tracevote.datasets.local import read_local_rows
 from tracevote.datasets.problems import load_problems, normalize_rows
 from tracevote.sampling.runner import calls_at_risk
 from tracevote.sim.faults import parse_faults

@@ -12,7 +12,7 @@ from pathlib import Path
 from tracevote.cli.demo import BUILTIN_PROBLEMS
 from tracevote.core.config_deepconf import DecodingConfig
 from tracevote.core.config_endpoints import ModelConfig, PricingConfig, SimConfig
-from tracevote.datasets.fetch import read_local_rows
+from tracevote.datasets.local import read_local_rows
 from tracevote.sampling.client import ChatClient
 from tracevote.sampling.replies import paid_reply
 from tracevote.sampling.runner import RunSummary, run_calls

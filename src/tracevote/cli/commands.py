@@ -93,7 +93,7 @@ def cmd_critique_convert(args: argparse.Namespace) -> int:
     import orjson
 
     from tracevote.datasets.deltabench import convert_rows
-    from tracevote.datasets.fetch import read_local_rows
+    from tracevote.datasets.local import read_local_rows
 
     for record in convert_rows(read_local_rows(args.file), args.file):
         sys.stdout.write(orjson.dumps(record).decode() + "\n")

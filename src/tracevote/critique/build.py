@@ -19,7 +19,7 @@ from tracevote.core.config import Params
 from tracevote.core.config_deepconf import DecodingConfig
 from tracevote.core.config_endpoints import PricingConfig
 from tracevote.core.config_methods import CritiqueConfig
-from tracevote.core.costs import CostEstimate, estimate
+from tracevote.core.costs import CostEstimate, estimate, prompt_bytes
 from tracevote.core.fileio import write_json
 from tracevote.critique.prompts import CRITIQUE, critique_messages, critique_template
 from tracevote.datasets.steps import StepRecord
@@ -89,7 +89,7 @@ def plan_critiques(ledger: CallLedger, calls: list[Call], pricing: PricingConfig
         wanted.setdefault(call.item_id, []).append(call.key)
     unstored = {item: set(keys) for item, keys in ledger.missing(wanted).items()}
     missing = [call for call in calls if call.key in unstored.get(call.item_id, ())]
-    sizes = [len(call.messages[0]["content"].encode()) for call in missing]
+    sizes = [prompt_bytes(call.messages) for call in missing]
     return CritiquePlan(missing, len(calls) - len(missing), estimate(sizes, max_tokens, pricing,
                                                                      simulated_as=simulated_as))
 
@@ -97,7 +97,7 @@ def plan_critiques(ledger: CallLedger, calls: list[Call], pricing: PricingConfig
 def critiques_cost(records: list[StepRecord], template: str, cfg: CritiqueConfig, pricing: PricingConfig, *,
                    simulated_as: str | None = None) -> CostEstimate:
     """What every critique of `records` costs, none stored yet (the estimate command's figure)."""
-    sizes = [len(call.messages[0]["content"].encode()) for call in critique_calls(records, template, cfg.n_votes)]
+    sizes = [prompt_bytes(call.messages) for call in critique_calls(records, template, cfg.n_votes)]
     return estimate(sizes, cfg.max_tokens, pricing, simulated_as=simulated_as)
 
 

@@ -11,7 +11,7 @@ import requests
 from tracevote.core.config_datasets import SourceConfig
 from tracevote.core.errors import DataError, FetchError
 from tracevote.core.retry import TransientError, call_with_retries, parse_retry_after
-from tracevote.datasets.local import Row, read_local_rows  # fetch reads a local file too; callers import it here
+from tracevote.datasets.local import Row, read_local_rows
 
 PAGE_LENGTH = 100  # the rows API serves at most 100 rows a request
 

@@ -28,7 +28,7 @@ import orjson
 
 from tracevote.core.config import Params
 from tracevote.core.config_deepconf import DecodingConfig
-from tracevote.core.costs import CostEstimate, estimate, simulated_as
+from tracevote.core.costs import CostEstimate, estimate, prompt_bytes, simulated_as
 from tracevote.core.errors import DataError
 from tracevote.critique.critic_prompt import CRITIC, CRITIC_TEMPLATE, PROMPT_VERSION, critic_messages
 from tracevote.grading.accuracy import Pairing
@@ -120,7 +120,7 @@ def missing_calls(ledger: CallLedger, items: Sequence[CriticItem], *, structured
 
 
 def calls_cost(calls: Sequence[Call], params: Params) -> CostEstimate:
-    sizes = [len(call.messages[0]["content"].encode()) for call in calls]
+    sizes = [prompt_bytes(call.messages) for call in calls]
     return estimate(sizes, params.grading.critic.max_tokens, params.critic_model.priced(),
                     simulated_as=simulated_as(params.critic_model))
 
