@@ -293,15 +293,16 @@ def cmd_sim_server(args: argparse.Namespace) -> int:
 
     params = load_params(args.params)
     faults = parse_faults(args.faults or "")  # before the banner: a bad spec is the only line printed
-    answers, known = _sim_answers(args.problems, params)
+    answer_sets, known = _sim_answers(args.problems, params)
     options = ServerOptions(api_key=args.api_key, models=tuple(args.models.split(",")) if args.models else None,
                             no_balance=args.no_balance, profile=args.profile)
     print(f"sim-server: SIMULATED model (seed {params.model.sim.seed}, signal {params.model.sim.signal}), "
           f"enforcing profile {PROFILES[args.profile].describe()}, "
           f"faults {args.faults or 'none'}; ^C stops it", flush=True)
-    print(known, file=sys.stderr if not answers else sys.stdout, flush=True)
+    for line in known:
+        print(line, file=sys.stdout if line.startswith("sim-server: knows") else sys.stderr, flush=True)
     try:
-        serve(args.host, args.port, SimModel(params.model.sim, answers), faults, options,
+        serve(args.host, args.port, SimModel(params.model.sim, answer_sets=answer_sets), faults, options,
               on_ready=lambda url: print(f"sim-server: listening on {url}", flush=True))
     except OSError as exc:
         if exc.errno not in _CANNOT_BIND:
@@ -314,23 +315,56 @@ def cmd_sim_server(args: argparse.Namespace) -> int:
 _CANNOT_BIND = (errno.EADDRINUSE, errno.EADDRNOTAVAIL, errno.EACCES)  # taken, not this machine's, privileged
 
 
-def _sim_answers(problems: str | None, params: Params) -> tuple[dict[str, int], str]:
-    """The gold answers the simulated model knows, and a line saying where they came from: `--problems`, else
-    every normalized problems file of the params' datasets under data/. Without any, its answers are random and
-    every accuracy measured against it is meaningless: the line says so."""
-    from tracevote.datasets.problems import load_problems
-
+def _sim_answers(problems: str | None, params: Params) -> tuple[list[dict[str, int | str]], list[str]]:
+    """The gold answers the simulated model knows, one map per file, and the lines saying where they came from:
+    `--problems`, else every normalized problems file of the params' datasets under data/ (of any answer format).
+    A project file it cannot read, or a gold it cannot write, is a warning naming it, never the end of the server.
+    Without any answers, its answers are random and every accuracy measured against it is meaningless: a line
+    says so."""
     if problems:
         paths = [Path(problems)]
     else:
         paths = [path for name, dataset in params.datasets.items()  # checked names
                  if dataset.kind == "problems" and (path := Path("data") / f"{name}.jsonl").is_file()]
-    answers = {p.problem: p.answer for path in paths for p in load_problems(path)}
-    if not answers:
-        return answers, ("sim-server: WARNING: it knows no gold answers (no --problems, and no normalized problems "
-                         "under data/: run `dvc repro normalize@<dataset>`), so its answers are random and any "
-                         "accuracy measured against it means nothing")
-    return answers, f"sim-server: knows the gold answers of {len(answers)} problems ({', '.join(map(str, paths))})"
+    answer_sets, learnt, warnings = [], [], []
+    for path in paths:
+        golds, skipped = _file_golds(path, strict=bool(problems))
+        warnings += skipped
+        if golds:
+            answer_sets.append(golds)
+            learnt.append(str(path))
+    known = sum(map(len, answer_sets))
+    if not known:
+        return [], [*warnings, "sim-server: WARNING: it knows no gold answers (no --problems, and no normalized "
+                    "problems under data/: run `dvc repro normalize@<dataset>`), so its answers are random and any "
+                    "accuracy measured against it means nothing"]
+    return answer_sets, [*warnings, f"sim-server: knows the gold answers of {known} problems ({', '.join(learnt)})"]
+
+
+def _file_golds(path: Path, *, strict: bool) -> tuple[dict[str, int | str], list[str]]:
+    """The golds of one normalized problems file the simulator can answer with, and a warning line when it cannot
+    answer some (naming the first); a file it cannot read is one warning, or with `strict` (--problems) the error."""
+    from tracevote.datasets.problems import load_problems
+    from tracevote.sim.golds import sim_gold
+
+    try:
+        problems = load_problems(path)
+    except DataError as exc:
+        if strict:
+            raise
+        return {}, [f"sim-server: WARNING: {path} skipped, it cannot be read: {str(exc).splitlines()[0]}"]
+    golds: dict[str, int | str] = {}
+    skipped: list[str] = []
+    for problem in problems:
+        gold, why_not = sim_gold(problem.answer)
+        if gold is None:
+            skipped.append(f"{problem.id}, {why_not}")
+        else:
+            golds[problem.problem] = gold
+    if not skipped:
+        return golds, []
+    return golds, [f"sim-server: WARNING: {path}: {len(skipped)} of {len(problems)} problems skipped, their gold "
+                   f"cannot be simulated (first: {skipped[0]}); it answers them at random"]
 
 
 def cmd_probe(args: argparse.Namespace) -> int:
