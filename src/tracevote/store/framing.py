@@ -204,6 +204,7 @@ class FrameWriter:
 
     def __init__(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
+        refuse_non_file(path)
         self.path = path
         created = not path.exists()
         self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -353,7 +354,17 @@ def salvage(data: memoryview) -> Salvage:
 
 def map_log(path: Path) -> memoryview:
     """The log's bytes, mapped read-only (empty when it does not exist)."""
+    refuse_non_file(path)
     return _map(path) if path.exists() else memoryview(b"")
+
+
+def refuse_non_file(path: Path) -> None:
+    """DataError when something other than a file (a directory, a socket) sits where the log `path` belongs: every
+    reader, the writer, verify and repair meet it as this one line."""
+    if path.exists() and not path.is_file():
+        what = "a directory" if path.is_dir() else "not a regular file"
+        raise DataError(f"{path}: {what} where a ledger log belongs; move it out of the way (the stage then "
+                        f"requests that item's calls again) or restore the log with `dvc checkout`")
 
 
 def key_named_at(data: memoryview, offset: int) -> Key | None:
@@ -376,6 +387,7 @@ def lock_log(path: Path, *, read_only: bool = False) -> int:
     """An fd of `path` holding its writer lock (DataError while a writer has it): repair rewrites under it.
     `read_only`: for a reader that only needs writers kept out (flock does not care how the file was opened),
     so a log DVC checked out read-only (a symlink or hardlink cache) can still be locked."""
+    refuse_non_file(path)
     fd = os.open(path, os.O_RDONLY if read_only else os.O_RDWR)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
