@@ -176,6 +176,11 @@ def test_too_little_free_space_is_refused_before_anything_is_sent(tmp_path: Path
     assert not folder.exists()
 
 
+# what makes a child process measure coverage: coverage's own `patch = subprocess` and COVERAGE_PROCESS_START, and
+# the COV_CORE_* variables of pytest-cov before version 7
+COVERAGE_SUBPROCESS_VARIABLES = ("COVERAGE_PROCESS_", "COV_CORE_")
+
+
 def build_pool_under_size_limit(cwd: Path, max_file_bytes: int) -> subprocess.CompletedProcess[str]:
     """build_pool with every file it writes limited to `max_file_bytes` (RLIMIT_FSIZE, SIGXFSZ ignored so the
     write fails with EFBIG instead of killing the process): a full disk any user can make."""
@@ -186,8 +191,10 @@ def build_pool_under_size_limit(cwd: Path, max_file_bytes: int) -> subprocess.Co
     command = [sys.executable, str(REPO_ROOT / "stages" / "build_pool.py"), "--params", "params.yaml",
                "--dataset", "toy", "--problems", "data/toy.jsonl", "--pools", "pools/toy",
                "--manifest", "pools/toy.json"]
-    return subprocess.run(command, cwd=cwd, env=project_env(), capture_output=True, text=True,
-                          timeout=HANG_GUARD_S, preexec_fn=limited)
+    # out of coverage's reach: the limit would cap its data file too, and its save fail at exit with a traceback
+    env = {name: value for name, value in project_env().items() if not name.startswith(COVERAGE_SUBPROCESS_VARIABLES)}
+    return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=HANG_GUARD_S,
+                          preexec_fn=limited)
 
 
 def the_pool(root: Path) -> Pool:
