@@ -36,8 +36,8 @@ def every_stage_params(root: Path) -> dict[str, tuple[str, ...]]:
     from dvc.repo import Repo
 
     with Repo(str(root)) as repo:
-        return {stage.addressing: tuple(key for dep in stage.deps if isinstance(dep, ParamsDependency)
-                                        for key in dep.params) for stage in repo.index.stages}
+        return {stage.name: tuple(key for dep in stage.deps if isinstance(dep, ParamsDependency)
+                                   for key in dep.params) for stage in repo.index.stages}
 
 
 # Keys a stage reads without declaring them, on purpose: they decide how the work is done (how fast, how often
