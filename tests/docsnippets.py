@@ -159,11 +159,16 @@ class Checker:
         self.make_variables = set(re.findall(r"\$\(([A-Z_]+)\)", makefile))
 
     def problems(self, script: str, *, whole: bool = True) -> list[str]:
-        """`whole`: each command is complete (a block); prose may name one without its required arguments."""
-        syntax = bash_syntax_problem(script)
+        """`whole`: each command is complete (a block, checked by `bash -n`); prose may name one without its
+        required arguments (an inline span, only split into words: a bash per span would cost seconds)."""
+        syntax = bash_syntax_problem(script) if whole else None
         if syntax:
             return [f"not valid shell: {syntax}"]
-        problems = [problem for words in simple_commands(script) for problem in self.command(words)]
+        try:
+            commands = simple_commands(script)
+        except ValueError as exc:  # shlex: an unclosed quote
+            return [f"not valid shell: {exc}"]
+        problems = [problem for words in commands for problem in self.command(words)]
         return problems if whole else [problem for problem in problems if not _placeholder_problem(problem)]
 
     def command(self, words: list[str]) -> list[str]:

@@ -174,6 +174,7 @@ def test_the_checker_fails_on_stale_snippets(tmp_path: Path, checker: Checker) -
     assert command_problems(inline[0], checker) == ["dvc repro: no stage 'normalise@aime_2025' in dvc.yaml"]
     assert "invalid choice: 'imprt'" in command_problems(inline[1], checker)[0]
     assert checker.problems("make repro ARGS='a\n") != []  # not even shell
+    assert checker.problems("make repro ARGS='a", whole=False) == ["not valid shell: No closing quotation"]
 
 
 def help_texts(parser: argparse.ArgumentParser) -> list[str]:

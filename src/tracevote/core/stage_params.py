@@ -56,13 +56,23 @@ OPERATIONAL_KEYS = {
     "endpoints.*.pricing.*": "list prices: the estimate and the spending cap",
 }
 
-# Keys particular stages read without declaring them, for another reason than OPERATIONAL_KEYS'.
+# What the stage after a paid build reads of the setting its ledger was built under, only to check the ledger is
+# params.yaml's (and to write the model's name): the build stage declares those keys, and its new ledger re-runs
+# the later stage through its dependency on the ledger's folder. (One stage could not declare each of
+# critique.datasets' steps_format anyway.)
+LEDGER_CHECKS = {
+    "score_debate": ("model.*", "endpoints.*"),
+    "score_critiques": ("model.*", "endpoints.*", "critique.endpoint", "datasets.*.steps_format"),
+    "grade@*": ("model.*", "endpoints.*"),
+}
+
+# Keys particular stages read without declaring them, for another reason than OPERATIONAL_KEYS', by (stage, key)
+# patterns.
 STAGE_UNDECLARED = {
     ("fetch@*", "datasets.*"): "the checks before the raw file is replaced decide whether fetch writes, not what "
                                "(normalize declares the entry)",
-    ("score_critiques", "datasets.*.steps_format"): "only to check each ledger is params.yaml's: one stage cannot "
-                                                    "declare a key of each of critique.datasets, and a change re-runs "
-                                                    "build_critiques@<dataset>, whose new ledger re-runs this stage",
+    **{(stage, key): "only to check each ledger's setting: the build stage declares it, and its new ledger re-runs "
+                     "this stage" for stage, keys in LEDGER_CHECKS.items() for key in keys},
 }
 
 
