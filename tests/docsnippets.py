@@ -10,9 +10,10 @@ can go stale:
                                            eval.repeat=8 passes check_params on the committed params.yaml
     vllm serve ...                    -> another program: named in OTHER_PROGRAMS, with why it is not checked
 
-A YAML block is a fragment of params.yaml: merged onto the committed params.yaml, the result must pass
-check_params. A block preceded by `<!-- docs-check: run -->` is also run, in a scratch project on the simulator
-(tests/test_docs_commands.py); `<!-- docs-check: not params -->` marks YAML that is not params.yaml's.
+A YAML block is a fragment of params.yaml: merged onto the committed params.yaml after the page's earlier
+fragments, the result must pass check_params (`<!-- docs-check: not params -->` before it marks YAML that is not
+params.yaml's). A block preceded by `<!-- docs-check: run -->` is also run as written, in a scratch project on the
+simulator from a shell without the venv on PATH (`run activated`: with it), by tests/test_docs_commands.py.
 """
 
 from __future__ import annotations
@@ -69,9 +70,9 @@ class Snippet:
         return f"{shown}:{self.line}"
 
 
-def snippets(path: Path, text: str | None = None) -> list[Snippet]:
+def snippets(path: Path) -> list[Snippet]:
     """Every fenced block and inline code span of a Markdown file, in order."""
-    tokens = MarkdownIt("commonmark").parse(path.read_text(encoding="utf-8") if text is None else text)
+    tokens = MarkdownIt("commonmark").parse(path.read_text(encoding="utf-8"))
     found, marker = [], None
     for token in tokens:
         line = (token.map[0] + 1) if token.map else 0
