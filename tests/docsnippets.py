@@ -51,6 +51,10 @@ OTHER_PROGRAMS = {
     "cat": "prints a file", "head": "prints a file's first lines",
     "export": "a shell builtin", "source": "a shell builtin", "cd": "a shell builtin",
 }
+# Modules run with `python -m` that are not ours: their flags are theirs to keep.
+OTHER_MODULES = {"pip": "the package installer", "llama_cpp.server": "llama-cpp-python's server"}
+# Commands that run the command after them: `nice -n 15 python x.py` is checked as `python x.py`.
+WRAPPERS = {"nice": {"-n"}, "time": set(), "env": set()}
 PLACEHOLDER_SETTINGS = {"key=value", "…", "..."}  # prose describing -S itself
 SHELL_WORDS = {"for", "do", "done", "while", "if", "then", "else", "fi", "{", "}"}
 ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
@@ -173,9 +177,12 @@ class Checker:
         return problems if whole else [problem for problem in problems if not _placeholder_problem(problem)]
 
     def command(self, words: list[str]) -> list[str]:
+        words = _unwrapped(words)
         program = words[0].removeprefix(".venv/bin/")
         if program in ("python", "python3") and words[1:3] == ["-m", "tracevote"]:
             return self.tracevote(words[3:])
+        if program in ("python", "python3"):
+            return self.python(words[1:])
         if program == "tracevote":
             return self.tracevote(words[1:])
         if program == "dvc":
@@ -186,6 +193,20 @@ class Checker:
             return []
         return [f"{words[0]}: not a command the checker knows (add it to tests/docsnippets.py: OTHER_PROGRAMS, "
                 f"saying why its flags are not checked)"]
+
+    def python(self, argv: list[str]) -> list[str]:
+        """`python -m <module>` (named in OTHER_MODULES), or `python <script of this repository> --flag ...`, each
+        flag found in the script's text."""
+        if argv[:1] == ["-m"]:
+            module = argv[1] if len(argv) > 1 else ""
+            return [] if module in OTHER_MODULES else [f"python -m {module}: not a module the checker knows (add it "
+                                                       f"to tests/docsnippets.py: OTHER_MODULES, saying why)"]
+        script = REPO_ROOT / argv[0] if argv else REPO_ROOT
+        if not script.is_file() or script.suffix != ".py":
+            return [f"python {' '.join(argv)}: no script {argv[:1]} in the repository"]
+        source = script.read_text(encoding="utf-8")
+        return [f"python {argv[0]}: the script has no option {flag}" for flag in
+                (word.split("=")[0] for word in argv[1:] if word.startswith("--")) if f'"{flag}"' not in source]
 
     def tracevote(self, argv: list[str]) -> list[str]:
         return _parse(self.tracevote_parser, argv, "python -m tracevote")
@@ -306,3 +327,12 @@ def _placeholder_problem(problem: str) -> bool:
     (`--method M`)."""
     return ("arguments are required" in problem or "expected one argument" in problem
             or bool(re.search(r"invalid choice: '[A-Z][A-Z_]*'", problem)))
+
+
+def _unwrapped(words: list[str]) -> list[str]:
+    """The command a wrapper runs: `nice -n 15 python x.py` -> `python x.py`, `env A=1 make demo` -> `make demo`."""
+    while len(words) > 1 and words[0] in WRAPPERS:
+        options, words = WRAPPERS[words[0]], words[1:]
+        while len(words) > 1 and (words[0].startswith("-") or ASSIGNMENT.match(words[0])):
+            words = words[2:] if words[0] in options else words[1:]
+    return words

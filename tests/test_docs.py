@@ -140,6 +140,8 @@ make try DATAS=../shared/data
 dvc exp run -S confidence.windw=16 report
 dvc exp show --keeep 'pass1'
 pip-audit --strict
+nice -n 15 .venv/bin/python stages/score.py --problem data/x.jsonl
+python -m piip install pyyaml
 ```
 
 ```yaml
@@ -156,7 +158,8 @@ STALE_PROBLEMS = [
     ["make: no target 'tri' in the Makefile", "make: the Makefile reads no variable DATAS",
      "-S confidence.windw=16: confidence.windw: unknown key (known: bottom_fraction, group_size, tail_tokens)",
      "dvc exp show --keeep pass1: unrecognized arguments: --keeep pass1",
-     "pip-audit: not a command the checker knows"],
+     "pip-audit: not a command the checker knows",
+     "python stages/score.py: the script has no option --problem", "python -m piip: not a module the checker knows"],
 ]
 
 
