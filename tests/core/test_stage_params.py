@@ -11,8 +11,8 @@ import pytest
 from tests.conftest import FIXTURE_PARAMS
 from tracevote.core.config import load_params
 from tracevote.core.config_deepconf import DecodingConfig
+from tracevote.core.reads import recording_reads
 from tracevote.core.stage_params import covers, declaration_problems
-from tracevote.core.typedconfig import recording_reads
 
 
 def test_reads_after_loading_are_recorded_and_validation_is_not() -> None:

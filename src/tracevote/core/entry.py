@@ -48,7 +48,7 @@ def _run_noting_reads(main: Callable[[], object], stage: str, folder: str | None
         main()
         return
     from tracevote.core.names import inside
-    from tracevote.core.typedconfig import recording_reads
+    from tracevote.core.reads import recording_reads
 
     with recording_reads() as reads:
         main()

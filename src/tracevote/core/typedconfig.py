@@ -12,9 +12,7 @@ construction, the object's own `validate(where)` runs.
 Inside `collecting()`, every problem is recorded (one per key) and building goes on, so one run reports them
 all; outside it, the first problem raises.
 
-Inside `recording_reads()`, build makes objects that note each key the program reads after building:
-`params.decoding.temperature` -> "decoding.temperature"; iterating a named collection (`for run in
-params.grading.runs`) -> "grading.runs". A test compares a stage's reads with what it declares in dvc.yaml.
+Inside `tracevote.core.reads.recording_reads()`, build makes objects that note each key the program reads.
 """
 
 from __future__ import annotations
@@ -28,6 +26,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, Literal
 
+from tracevote.core import reads
 from tracevote.core.errors import ConfigError
 
 
@@ -166,121 +165,12 @@ def build(cls: type, raw: Any, where: str, **given: Any) -> Any:
     if missing or any(value is INVALID for value in values.values()):
         return INVALID
     bounded = [_within(fields[name], value, join(where, name)) for name, value in values.items()]
-    obj = cls(**values, **given) if _RECORDER is None else _recording_class(cls)(**values, **given)
-    if _RECORDER is not None:  # the fields the file sets: `given` ones (an entry's name) are its key, read elsewhere
-        object.__setattr__(obj, "_tv_where", where)
-        object.__setattr__(obj, "_tv_keys", frozenset(fields))
-    with paused_reads():  # validation is no read of the program's
+    # recording, the fields the file sets are noted when read: `given` ones (an entry's name) are its key
+    obj = cls(**values, **given) if not reads.recording() else reads.noting(cls, values, given, where, set(fields))
+    with reads.paused_reads():  # validation is no read of the program's
         if all(bounded) and hasattr(obj, "validate"):
             obj.validate(where)
     return obj
-
-
-class _Recorder:
-    def __init__(self) -> None:
-        self.reads: set[str] = set()
-        self.paused = 0
-
-
-# Process-wide, not a ContextVar: a stage's worker threads read params too. None builds plain objects.
-_RECORDER: _Recorder | None = None
-
-
-@contextmanager
-def recording_reads() -> Iterator[set[str]]:
-    """Within the block, configs built by build() note every key read after building; the yielded set
-    holds them (dotted keys, as dvc.yaml's params: name them)."""
-    global _RECORDER
-    previous, _RECORDER = _RECORDER, _Recorder()
-    try:
-        yield _RECORDER.reads
-    finally:
-        _RECORDER = previous
-
-
-@contextmanager
-def paused_reads() -> Iterator[None]:
-    """Reads inside the block are not noted (validating, hashing, printing a config reads every field)."""
-    recorder = _RECORDER
-    if recorder is not None:
-        recorder.paused += 1
-    try:
-        yield
-    finally:
-        if recorder is not None:
-            recorder.paused -= 1
-
-
-def _note(key: str) -> None:
-    recorder = _RECORDER
-    if recorder is not None and not recorder.paused:
-        recorder.reads.add(key)
-
-
-_RECORDING_CLASSES: dict[type, type] = {}
-
-
-def _recording_class(cls: type) -> type:
-    """`cls` whose field reads are noted; hashing, comparing and printing read nothing, and a copy sent to
-    another process is a plain `cls` (its reads there are not noted: run workers in-process to see them)."""
-    if cls not in _RECORDING_CLASSES:
-        def __reduce__(self: Any) -> Any:
-            with paused_reads():
-                return cls, tuple(getattr(self, f.name) for f in dataclasses.fields(cls))
-
-        _RECORDING_CLASSES[cls] = type(cls.__name__, (cls,), {
-            "__getattribute__": _noting_getattribute, "__hash__": _paused(cls.__hash__), "__eq__": _paused(cls.__eq__),
-            "__repr__": _paused(cls.__repr__), "__reduce__": __reduce__, "__qualname__": cls.__qualname__})
-    return _RECORDING_CLASSES[cls]
-
-
-def _noting_getattribute(self: Any, name: str) -> Any:
-    value = object.__getattribute__(self, name)
-    noted = object.__getattribute__(self, "__dict__")  # a copy made by dataclasses.replace has no _tv_keys
-    if name in noted.get("_tv_keys", ()) and not (dataclasses.is_dataclass(value) or isinstance(value, _RecordingDict)):
-        _note(join(noted["_tv_where"], name))
-    return value
-
-
-def _paused(method: Any) -> Any:
-    def call(self: Any, *args: Any) -> Any:
-        with paused_reads():
-            return method(self, *args)
-    return call
-
-
-class _RecordingDict(dict):
-    """A named collection whose names, when listed, count as a read of the collection."""
-
-    def __init__(self, entries: dict[str, Any], where: str) -> None:
-        super().__init__(entries)
-        self.where = where
-
-    def _listed(self) -> None:
-        _note(self.where)
-
-    def __iter__(self) -> Iterator[Any]:
-        self._listed()
-        return super().__iter__()
-
-    def __len__(self) -> int:
-        self._listed()
-        return super().__len__()
-
-    def keys(self) -> Any:
-        self._listed()
-        return super().keys()
-
-    def items(self) -> Any:
-        self._listed()
-        return super().items()
-
-    def values(self) -> Any:
-        self._listed()
-        return super().values()
-
-    def __reduce__(self) -> Any:
-        return dict, (dict(super().items()),)
 
 
 def _within(field: dataclasses.Field, value: Any, where: str) -> bool:
@@ -344,7 +234,7 @@ def _coerce_mapping(args: tuple[Any, ...], value: Any, where: str) -> Any:
     entries = {key: build(args[1], entry, join(where, str(key)), **{key_field: key}) for key, entry in value.items()}
     if any(entry is INVALID for entry in entries.values()):
         return INVALID
-    return entries if _RECORDER is None else _RecordingDict(entries, where)
+    return reads.NotingDict(entries, where) if reads.recording() else entries
 
 
 def _coerce_union(alternatives: list[Any], value: Any, where: str) -> Any:
