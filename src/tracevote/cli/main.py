@@ -85,8 +85,8 @@ def add_pool_commands(subparsers: argparse._SubParsersAction[argparse.ArgumentPa
                                 help="no progress bar and no closing line on stderr (the bar shows only when "
                                      "stderr is a terminal)")
         if name == "import":
-            action.add_argument("samples", help="the JSON-lines file (format: README, Interchange format), or with "
-                                "--format deepconf-pickle the folder of the official offline runs' .pkl files")
+            action.add_argument("samples", help="the JSON-lines file (format: docs/pool-store.md#interchange-format), "
+                                "or with --format deepconf-pickle the folder of the official offline runs' .pkl files")
             action.add_argument("--format", choices=("jsonl", "deepconf-pickle"), default="jsonl",
                                 help="jsonl (default), or deepconf-pickle: facebookresearch/deepconf's "
                                      "deepconf_simple_qid<q>_rid<r>_<timestamp>.pkl, read with a restricted "
@@ -204,7 +204,7 @@ def add_sim_server(subparsers: argparse._SubParsersAction[argparse.ArgumentParse
     sim.add_argument("--host", default="127.0.0.1", help="address to listen on (default: %(default)s)")
     sim.add_argument("--port", type=int_between(1, 65535, "a TCP port"), default=8765,
                      help="port to listen on (default: %(default)s)")
-    sim.add_argument("--faults", help="e.g. all=0.2 or 429=0.05,drop=0.05,slow_s=0.2 (README: fault spec)")
+    sim.add_argument("--faults", help="e.g. all=0.2 or 429=0.05,drop=0.05,slow_s=0.2 (docs/simulator.md)")
     sim.add_argument("--problems", help="normalized problems whose gold answers the sim should know")
     sim.add_argument("--api-key", help="require this bearer key (401 otherwise)")
     sim.add_argument("--models", help="comma-separated model names to accept (400 Model Not Exist otherwise)")
