@@ -5,6 +5,7 @@ probe's "model does not exist" and a resumed build that sends no probe."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import re
 import resource
 import shutil
@@ -26,7 +27,7 @@ from tracevote.cli.demo import with_overrides
 from tracevote.core.config_endpoints import SimConfig
 from tracevote.core.costs import money
 from tracevote.core.errors import StorageError
-from tracevote.sampling.breaker import OUTAGE_ATTEMPTS
+from tracevote.sampling.breaker import LONG_LIMIT_ATTEMPTS, OUTAGE_ATTEMPTS
 from tracevote.sampling.paid import check_free_space
 from tracevote.sampling.runner import calls_at_risk
 from tracevote.sim.faults import FaultPlan, parse_faults
@@ -124,6 +125,41 @@ def test_a_full_outage_trips_the_breaker_after_a_bounded_number_of_requests(tmp_
     # every attempt after the trip is refused before it is sent; those already on the wire may land
     assert OUTAGE_ATTEMPTS <= sent <= OUTAGE_ATTEMPTS + CONCURRENCY, sent
     assert probes == PROBE_REQUESTS  # the resumed build did not probe again
+
+
+@pytest.mark.parametrize("started", [False, True], ids=["fresh build: in the probe", "resumed build"])
+def test_a_429_asking_for_a_day_ends_the_build_within_a_bounded_number_of_requests(tmp_path: Path,
+                                                                                  started: bool) -> None:
+    with sim_server() as server:
+        root = started_pool(tmp_path, server) if started else project(tmp_path, server.base_url, n_pool=8)
+        before = requests_sent(server)
+        server.faults = parse_faults("429=1.0,retry_after_s=86400,max_per_sample=1000000")
+        result = build_pool(root)  # the old client waited 30 s a time, 9 times a call: minutes, not seconds
+        sent = requests_sent(server) - before
+    line = error_line(result)
+    assert line.startswith(f"error: rate limited: HTTP 429 on {LONG_LIMIT_ATTEMPTS} attempts in a row over 1 "
+                           f"endpoint for "), line
+    assert "the last asking to wait 24 h (Retry-After: 86400)" in line
+    assert "Run the stage again once the limit lifts" in line and "what is missing" in line
+    # the probe and a resumed build's first call go one at a time: the breaker trips at exactly the bound
+    assert sent == LONG_LIMIT_ATTEMPTS, sent
+    if started:
+        assert "(0 samples received by this run are stored)" in line
+        assert f"HTTP 429, {LONG_LIMIT_ATTEMPTS - 1} in a row, the server asks for 86400 s" in result.stderr
+    else:
+        assert "attempt 2/9 failed (HTTP 429)" in result.stderr  # the probe's retries, before any progress bar
+
+
+def test_an_empty_balance_stops_the_build_at_its_first_request(tmp_path: Path) -> None:
+    with sim_server() as server:
+        root = started_pool(tmp_path, server)
+        before = requests_sent(server)
+        server.options = dataclasses.replace(server.options, no_balance=True)
+        result = build_pool(root)
+        sent = requests_sent(server) - before
+    line = error_line(result)
+    assert "HTTP 402, out of quota or balance: Insufficient Balance" in line and "stopped at once" in line, line
+    assert sent == 1
 
 
 def test_bursts_shorter_than_the_breaker_do_not_trip_it(tmp_path: Path) -> None:

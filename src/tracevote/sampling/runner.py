@@ -193,6 +193,8 @@ def run_calls(store: CallStore[R], conversations: Iterable[Conversation[R]], cal
     summary.elapsed_s = time.monotonic() - started
     if isinstance(stop.error, SpendCapError) and cap is not None:
         raise cap.stopped()  # now that the calls in flight have landed: the final spend
+    if isinstance(stop.error, OutageError):
+        raise stop.error.with_stored(summary.stored, summary.unit)
     if stop.error is not None:
         raise stop.error
     return summary
