@@ -106,7 +106,8 @@ def started_pool(tmp_path: Path, server: SimServer) -> Path:
 
 @pytest.mark.parametrize(("usd", "expected"), [
     (0.0075, "$0.0075"), (0.0155, "$0.0155"), (0.00012345, "$0.00012"), (0.5, "$0.5000"), (0.99999, "$1.0000"),
-    (1.0, "$1.00"), (12.345, "$12.35"), (1234.5, "$1,234.50"), (0.0, "$0")])
+    (1.0, "$1.00"), (12.345, "$12.35"), (1234.5, "$1,234.50"), (0.0, "$0"),
+    (2.4e-19, "$0"), (-1e-17, "$0"), (2.8e-8, "$0.000000028")])  # a float's residue; one token at $0.028/M
 def test_money_keeps_the_precision_a_small_amount_needs(usd: float, expected: str) -> None:
     assert money(usd) == expected
 
