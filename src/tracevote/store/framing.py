@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tracevote.core.errors import DamagedLogError, DataError
+from tracevote.core.fileio import make_folder
 
 MAGIC = b"TVF1"
 KEYED_MAGIC = b"TVK1"
@@ -203,7 +204,7 @@ class FrameWriter:
     """
 
     def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        make_folder(path.parent)
         self.path = path
         created = not path.exists()
         self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
