@@ -43,15 +43,16 @@ def main() -> None:
         args.refuse_if_already_built(partial=existing is not None)
     new_folders = missing_folders(pool_root := args.folder / setting.folder_name)
     pool = Pool.open_or_create(args.folder, setting, simulated=model.backend == "sim")
-    try:
-        _build(args, pool, setting)
-    except BaseException:
-        if existing is None and not pool.holds_calls():  # a first build that stored nothing leaves no empty pool
-            shutil.rmtree(pool_root, ignore_errors=True)
-            for folder in new_folders[1:]:  # then the folders made for it, innermost first, where left empty
-                if folder.is_dir() and not any(folder.iterdir()):
-                    folder.rmdir()
-        raise
+    with pool.exclusive():  # before the probe: a second build of this pool pays for nothing (and removes nothing)
+        try:
+            _build(args, pool, setting)
+        except BaseException:
+            if existing is None and not pool.holds_calls():  # a first build that stored nothing leaves no empty pool
+                shutil.rmtree(pool_root, ignore_errors=True)
+                for folder in new_folders[1:]:  # then the folders made for it, innermost first, where left empty
+                    if folder.is_dir() and not any(folder.iterdir()):
+                        folder.rmdir()
+            raise
 
 
 def _build(args: PaidStageArgs[Problem], pool: Pool, setting: Setting) -> None:

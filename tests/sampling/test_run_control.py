@@ -24,6 +24,7 @@ from tests.conftest import FIXTURE_PARAMS, REPO_ROOT
 from tests.dvcproject import one_dataset, project_env, update_endpoint
 from tests.sim_servers import requests_by_key
 from tracevote.cli.demo import with_overrides
+from tracevote.core.config import load_params
 from tracevote.core.config_endpoints import SimConfig
 from tracevote.core.costs import money
 from tracevote.core.errors import StorageError
@@ -33,7 +34,7 @@ from tracevote.sampling.runner import calls_at_risk
 from tracevote.sim.faults import FaultPlan, parse_faults
 from tracevote.sim.model import SimModel
 from tracevote.sim.server import ServerOptions, SimServer, start_server, stop_server
-from tracevote.store.pool import Pool
+from tracevote.store.pool import Pool, Setting
 from tracevote.store.records import Sample
 
 HANG_GUARD_S = 180  # only reached if a command hangs; no test asserts how long anything takes
@@ -203,6 +204,21 @@ def test_a_resumed_build_sends_no_probe(tmp_path: Path) -> None:
         probes = probe_requests(server)
     assert result.returncode == 0, result.stderr
     assert probes == PROBE_REQUESTS  # the first build's probe only
+
+
+def test_a_second_build_of_a_pool_meets_the_first_ones_lock_before_its_probe(tmp_path: Path) -> None:
+    with sim_server() as server:
+        root = project(tmp_path, server.base_url, n_pool=8)
+        setting = Setting.from_params(load_params(root / "params.yaml"))
+        pool = Pool.open_or_create(root / "pools" / "toy", setting, simulated=False)
+        with pool.exclusive():  # what a running build holds from before its probe to its end
+            result = build_pool(root)
+        sent = requests_sent(server)
+    line = error_line(result)
+    assert f"pools/toy/{setting.folder_name}: another process is running a stage on this pool" in line, line
+    assert "nothing was sent" in line
+    assert sent == 0  # not even the probe
+    assert (pool.root / Pool.META).is_file()  # and the first build's pool is left as it was
 
 
 def test_too_little_free_space_is_refused_before_anything_is_sent(tmp_path: Path) -> None:

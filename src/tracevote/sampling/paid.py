@@ -175,6 +175,7 @@ def run_ledger_calls(ledger: CallLedger, conversations: Iterable[Conversation[Ca
     check_free_space(ledger.root, needed_free_bytes(concurrency * servers, decoding.max_tokens))
     retries = RetryLines()
     with contextlib.ExitStack() as stack:
+        stack.enter_context(ledger.exclusive())  # a second run of the same stage stops here, having paid nothing
         clients = {key: stack.enter_context(backend.open_client(
             each, decoding, problems or [], api_keys.get(key), pool=pool, concurrency=concurrency,
             first_errors=first_errors, reached=reached, on_retry=retries.show)) for key, each in models.items()}
