@@ -274,7 +274,12 @@ def test_a_write_refused_partway_stops_the_run_and_a_rerun_completes_identically
     line = error_line(full)
     assert "pools/toy/" in line and "MiB free" in line, line
     assert stored < 7 * N_PROBLEMS  # the limit struck partway
-    assert sent <= stored + calls_at_risk(CONCURRENCY), (sent, stored)  # no reply it could not store was paid for
+    accounted = re.search(r"Of the (\d+) paid replies that landed once the disk refused, (\d+) were stored on a "
+                          r"second try and (\d+) could not be \(the rerun requests those again\)", line)
+    assert accounted is not None, line
+    kept, stored_late, lost = map(int, accounted.groups())
+    assert kept == stored_late + lost and lost <= calls_at_risk(CONCURRENCY), line
+    assert sent == stored + lost, (sent, stored, lost)  # every paid reply is stored, or counted in the line
     assert rerun.returncode == 0, rerun.stderr
     assert pool_samples(root) == pool_samples(clean)
 
