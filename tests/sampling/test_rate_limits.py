@@ -17,7 +17,7 @@ import pytest
 from tracevote.core.config_deepconf import DecodingConfig
 from tracevote.core.config_endpoints import ModelConfig, SimConfig
 from tracevote.core.errors import QuotaError
-from tracevote.core.retry import Backoff, RetryNotice
+from tracevote.core.retry import Backoff, RetryNotice, TransientError
 from tracevote.core.simulated import SAMPLE_HEADER
 from tracevote.sampling.breaker import LONG_LIMIT_ATTEMPTS, OutageError
 from tracevote.sampling.client import ChatClient
@@ -155,3 +155,13 @@ def test_with_many_calls_in_flight_a_day_long_429_stops_every_call_in_one_wave()
         by_key = dict(server.by_key)
     assert all(isinstance(error, OutageError) for error in ended), ended
     assert max(by_key.values()) <= LONG_LIMIT_ATTEMPTS and sum(by_key.values()) <= N_CALLS + LONG_LIMIT_ATTEMPTS
+
+
+@pytest.mark.parametrize(("error", "wait_s", "in_a_row", "shown"), [
+    (TransientError("HTTP 429", "", 30.0), 30.0, 12, "waiting 30 s: HTTP 429, 12 in a row"),
+    (TransientError("HTTP 429", "", 86400.0), 0.4, 2, "retrying: HTTP 429, 2 in a row, the server asks for 86400 s"),
+    (TransientError("HTTP 503"), 7.6, 1, "waiting 8 s: HTTP 503"),
+])
+def test_the_progress_line_says_why_a_retry_waits(error: TransientError, wait_s: float, in_a_row: int,
+                                                  shown: str) -> None:
+    assert RetryNotice(error, attempt=2, attempts=9, wait_s=wait_s, in_a_row=in_a_row).waiting() == shown
