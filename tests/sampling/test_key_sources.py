@@ -34,7 +34,7 @@ def test_a_dotenv_that_is_not_utf8_is_one_line_naming_the_byte(tmp_path: Path, c
     assert "sk-" not in message and "\n" not in message  # the file's content (a key) is never quoted
 
 
-def test_a_utf8_dotenv_with_a_bom_free_accent_elsewhere_still_gives_the_key(tmp_path: Path) -> None:
+def test_a_utf8_dotenv_with_accents_in_a_comment_still_gives_the_key(tmp_path: Path) -> None:
     dotenv = tmp_path / ".env"
     dotenv.write_text(f"# clé de Zoé\n{KEY_ENV}=sk-fine\n", encoding="utf-8")
     assert resolve_api_key(MODEL, {}, dotenv) == "sk-fine"
