@@ -96,7 +96,8 @@ def small_scale() -> dict[str, Any]:
 def local_dataset(path: Path, *, problem_key: str = "problem", answer_format: str = "aime") -> dict[str, Any]:
     """A `datasets:` entry reading problems from a local file."""
     return {"source": {"hf_dataset": None, "hf_config": "default", "hf_split": "train",
-                       "api_url": "https://datasets-server.huggingface.co", "path": str(path.resolve())},
+                       "api_url": "https://datasets-server.huggingface.co", "path": str(path.resolve()),
+                       "watch": str(path.resolve())},
             "kind": "problems", "problem_key": problem_key, "answer_key": "answer", "id_key": None,
             "answer_format": answer_format}
 
@@ -213,7 +214,8 @@ def find_local_file(data: Path, name: str) -> Path | None:
 def local_recipe(recipe: dict[str, Any], path: Path) -> dict[str, Any]:
     """`recipe` reading `path`; a dataset of problems whose first row lacks the recipe's problem key but has
     "problem" or "question" reads that field (the shared AIME files say "question" where the hub's say "problem")."""
-    entry = {**recipe, "source": {**recipe["source"], "path": str(path.resolve())}}
+    entry = {**recipe, "source": {**recipe["source"], "hf_dataset": None, "path": str(path.resolve()),
+                                  "watch": str(path.resolve())}}
     if entry["kind"] == "problems":
         rows = read_local_rows(path)
         first = rows[0] if rows else {}
