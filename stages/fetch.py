@@ -11,6 +11,7 @@ from pathlib import Path
 
 from tracevote.core.config import load_params
 from tracevote.core.entry import stage_main
+from tracevote.core.errors import FetchError
 from tracevote.core.fileio import write_jsonl
 from tracevote.core.inputs import local_sources, refuse_output_sources
 from tracevote.datasets.fetch import fetch_rows
@@ -30,7 +31,13 @@ def main() -> None:
                           Path(args.params))
     dataset = load_params(args.params).dataset(args.dataset)
     origin = dataset.source.path or dataset.source.hf_dataset
-    rows = fetch_rows(dataset.source)
+    try:
+        rows = fetch_rows(dataset.source)
+    except FetchError as exc:  # the hub unreachable, or refusing: name the ways to go on without it
+        raise FetchError(f"{exc}. Offline, read local files instead: `python -m tracevote datasets local DIR` points "
+                         f"every dataset with a file in DIR at it (and removes the rest), or set "
+                         f"datasets.{args.dataset}.source.path (and watch) to a local file; `make try DATA=DIR` runs "
+                         f"every method on the simulated model from such files") from None
     normalize_dataset(rows, dataset, origin=str(origin))  # raises "<origin>: ..., nothing written"
     write_jsonl(args.out, rows)
     print(f"fetch: {len(rows)} rows from {origin} -> {args.out}")

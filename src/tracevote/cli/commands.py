@@ -106,6 +106,13 @@ def cmd_grade(args: argparse.Namespace) -> int:
     return run_grade(args)
 
 
+def cmd_datasets_local(args: argparse.Namespace) -> int:
+    from tracevote.cli.datasets_local import datasets_local
+
+    print(datasets_local(args.data, args.params))
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from tracevote.cli import demo
     from tracevote.cli.plots import DEFAULT_TEMPLATE

@@ -216,13 +216,19 @@ def local_recipe(recipe: dict[str, Any], path: Path) -> dict[str, Any]:
     "problem" or "question" reads that field (the shared AIME files say "question" where the hub's say "problem")."""
     entry = {**recipe, "source": {**recipe["source"], "hf_dataset": None, "path": str(path.resolve()),
                                   "watch": str(path.resolve())}}
-    if entry["kind"] == "problems":
-        rows = read_local_rows(path)
-        first = rows[0] if rows else {}
-        if entry["problem_key"] not in first:
-            entry["problem_key"] = next((key for key in ("problem", "question") if key in first),
-                                        entry["problem_key"])
-    return entry
+    return {**entry, "problem_key": local_problem_key(recipe, path)}
+
+
+def local_problem_key(recipe: dict[str, Any], path: Path) -> str:
+    """The recipe's problem_key, or for a dataset of problems whose file's first row lacks it, "problem" or
+    "question", whichever the row has."""
+    if recipe["kind"] != "problems":
+        return recipe["problem_key"]
+    rows = read_local_rows(path)
+    first = rows[0] if rows else {}
+    if recipe["problem_key"] in first:
+        return recipe["problem_key"]
+    return next((key for key in ("problem", "question") if key in first), recipe["problem_key"])
 
 
 def copy_pipeline(repo: Path, dest: Path, params_source: Path, overrides: dict[str, Any]) -> None:

@@ -132,6 +132,19 @@ def add_other_commands(subparsers: argparse._SubParsersAction[argparse.ArgumentP
                       help="run one method and what it needs (default: all four)")
     demo.set_defaults(handler=commands.cmd_demo)
 
+    datasets = subparsers.add_parser("datasets", help="point params.yaml's datasets at local files",
+                                     description="Dataset tools for params.yaml.")
+    actions = datasets.add_subparsers(dest="datasets_command", required=True, metavar="ACTION")
+    local = actions.add_parser(
+        "local", help="the real project offline: every dataset with a file in DIR read from it, the rest removed",
+        description="Point every dataset of the params file with a file in DIR at it (<name>.jsonl, .json, "
+                    ".parquet or .csv, else <name>_test.*, as `make try DATA=DIR` finds them; problem_key as the "
+                    "file says it) and remove the others from datasets: and from every method that names them. "
+                    "The file is rewritten as `dvc exp run -S` writes it: its comments stay.")
+    local.add_argument("data", type=Path, metavar="DIR", help="a folder of dataset files, e.g. ../shared/data")
+    local.add_argument("--params", type=Path, default=Path("params.yaml"), help=PARAMS_HELP)
+    local.set_defaults(handler=commands.cmd_datasets_local)
+
     unlock = subparsers.add_parser("unlock", help="clear DVC stage locks left by killed `dvc repro` runs")
     unlock.add_argument("--rwlock", default=".dvc/tmp/rwlock", help="DVC's lock table (default: %(default)s)")
     unlock.set_defaults(handler=commands.cmd_unlock)
