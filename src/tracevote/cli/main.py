@@ -15,11 +15,15 @@ from tracevote.core.entry import stage_main
 from tracevote.core.profiles import PROFILES
 
 Handler = Callable[[argparse.Namespace], int]
-DESCRIPTION = ("tracevote: majority and DeepConf voting measured over tracked trace pools. `dvc repro` (or "
-               "`make repro`) runs the pipeline; these commands check, price, inspect and report around it.")
+DESCRIPTION = ("tracevote measures four test-time reasoning methods on math benchmarks: majority and DeepConf "
+               "confidence voting over tracked trace pools, DyLAN-style multi-agent debate, ProcessBench-style "
+               "step-level critique, and grading prediction files (Math-Verify accuracy, reasoning length, an LLM "
+               "critic). `dvc repro` (or `make repro`) runs the pipeline; these commands check, price, inspect and "
+               "report around it.")
 PARAMS_HELP = "the params file to read (default: %(default)s)"
 PROBLEMS_HELP = "normalized problems, one JSON object a line (default: data/<dataset>.jsonl)"
 DEMO_METHODS = ("critique", "debate", "deepconf", "grading")  # cli.demo.METHOD_TARGETS (not imported: light --help)
+INTERCHANGE_SECTION = "Interchange format"  # a heading of docs/pool-store.md (tests/cli/test_cli.py checks it)
 GRADING_FORMATS = ("gsm8k", "math500", "aime", "amc23")  # tracevote.grading.gold.GRADING_FORMATS (not imported: slow)
 GRADE_DESCRIPTION = ("Grade a predictions file as the grading scorer did: Math-Verify accuracy (gold first), the "
                      "reasoning's average word count and, with --enable-critic, the LLM critic (settings from the "
@@ -76,17 +80,25 @@ def add_pool_commands(subparsers: argparse._SubParsersAction[argparse.ArgumentPa
         action.add_argument("--params", default="params.yaml", help=PARAMS_HELP)
         action.add_argument("--dataset", help="dataset name (default: the first of deepconf.datasets)")
         if name != "status":
-            action.add_argument("--pool-dir", help="a pool folder, instead of the setting the params file describes")
+            action.add_argument("--pool-dir", help="a pool folder, instead of the setting the params file describes"
+                                + ("; a new or empty folder becomes a new pool with that setting"
+                                   if name == "import" else ""))
         if name == "export":
             action.add_argument("--fields", metavar="A,B,...",
                                 help="export only these fields, in this order (e.g. problem_id,sample_id,answer; "
                                      "default: all of them; an unknown name is an error listing the fields)")
+            action.add_argument("--scores", type=Path, metavar="FILE",
+                                help="add field score: each sample's confidence measures {avg, bottom10, lowest, "
+                                     "tail} from the score stage's table, FILE (data/scores/<dataset>.parquet, at "
+                                     "the confidence setting it was scored with); null for a sample it does not "
+                                     "score")
             action.add_argument("--quiet", action="store_true",
                                 help="no progress bar and no closing line on stderr (the bar shows only when "
                                      "stderr is a terminal)")
         if name == "import":
-            action.add_argument("samples", help="the JSON-lines file (format: README, Interchange format), or with "
-                                "--format deepconf-pickle the folder of the official offline runs' .pkl files")
+            action.add_argument("samples", help="the JSON-lines file (format: docs/pool-store.md, section "
+                                f"'{INTERCHANGE_SECTION}'), or with --format deepconf-pickle the folder of the "
+                                "official offline runs' .pkl files")
             action.add_argument("--format", choices=("jsonl", "deepconf-pickle"), default="jsonl",
                                 help="jsonl (default), or deepconf-pickle: facebookresearch/deepconf's "
                                      "deepconf_simple_qid<q>_rid<r>_<timestamp>.pkl, read with a restricted "
@@ -124,7 +136,8 @@ def add_run_commands(subparsers: argparse._SubParsersAction[argparse.ArgumentPar
 def add_other_commands(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     demo = subparsers.add_parser("demo", help="the whole pipeline on the simulated model, in ./demo")
     source = demo.add_mutually_exclusive_group()
-    source.add_argument("--dataset", help="a .jsonl of problems (default: the built-in demo set)")
+    source.add_argument("--dataset", help="a file of problems: .jsonl, .json (a list), .parquet or .csv (default: "
+                                          "the built-in demo set)")
     source.add_argument("--data", metavar="DIR",
                         help="a folder of dataset files: every dataset of params.yaml with a file <name>.jsonl "
                              "(.json, .parquet, .csv; or <name>_test.*) there is read from it (make try DATA=DIR)")
