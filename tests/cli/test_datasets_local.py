@@ -14,6 +14,7 @@ import yaml
 from tests.conftest import FIXTURE_PARAMS
 from tests.dvcproject import dvc, make_project, project_env, run_stage
 from tests.rows_server import RowsAPI, serve_rows
+from tracevote.cli import datasets_local as local
 from tracevote.cli.demo import write_params
 from tracevote.core.config import load_params
 from tracevote.datasets.problems import load_problems
@@ -60,6 +61,24 @@ def test_a_method_left_with_none_of_its_datasets_is_refused_and_nothing_written(
                                      f".csv); add one, or name another dataset there; nothing written")
     assert "Traceback" not in refused.stderr
     assert (tmp_path / "params.yaml").read_bytes() == before
+
+
+def test_a_relative_folder_is_written_relative_to_the_params_file(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """The stages run in the params file's folder: a relative DIR given from elsewhere is rewritten from there."""
+    (tmp_path / "project").mkdir()
+    shutil.copy(FIXTURE_PARAMS, tmp_path / "project" / "params.yaml")
+    data = tmp_path / "data"
+    data.mkdir()
+    for name in ("aime_2025", "aime_2024"):
+        (data / f"{name}.jsonl").write_text('{"question": "Compute 1+1.", "answer": "2"}\n')
+    (data / "processbench_gsm8k.jsonl").write_text('{"id": "a", "problem": "P", "steps": ["s"], "label": -1}\n')
+    monkeypatch.chdir(tmp_path)
+    said = local.datasets_local(Path("data"), Path("project/params.yaml"))
+    assert "datasets local: aime_2025 <- ../data/aime_2025.jsonl (problem_key: question" in said
+    params = load_params(tmp_path / "project" / "params.yaml")
+    assert params.datasets["aime_2025"].source.path == "../data/aime_2025.jsonl"
+    assert sorted(params.datasets) == ["aime_2024", "aime_2025", "processbench_gsm8k"]
 
 
 @pytest.mark.slow

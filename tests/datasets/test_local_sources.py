@@ -43,20 +43,37 @@ def test_a_source_that_normalize_writes_is_refused_and_left_as_it_is(tmp_path: P
     assert (project / "data" / "aime_2025.jsonl").read_bytes() == own
 
 
+def test_a_source_dvc_tracks_with_dvc_add_is_refused(tmp_path: Path) -> None:
+    """Any path DVC tracks as an output counts: a .dvc file's too (dvc checkout and pull replace it)."""
+    project = make_project(tmp_path / "project", one_dataset("toy", write_rows(tmp_path / "a.jsonl", 2)))
+    write_rows(project / "mine" / "toy.jsonl", 2)
+    dvc(project, "add", "mine/toy.jsonl")
+    update_params(project, {"datasets": {"toy": {"source": {"path": "mine/toy.jsonl", "watch": "mine/toy.jsonl"}}}})
+    checked = run_stage(project, "check_params.py", check=False)
+    assert checked.returncode == 2
+    assert checked.stderr == ("error: params.yaml: datasets.toy.source.path: mine/toy.jsonl is an output of "
+                              "mine/toy.jsonl.dvc, whose checkout and pull would replace your file; keep it outside "
+                              "the pipeline's outputs, e.g. move it to inputs/toy.jsonl and set source.path and "
+                              "source.watch to inputs/toy.jsonl\n")
+
+
 @pytest.mark.parametrize(("source", "says"), [
     ("data/raw/toy.jsonl", "data/raw/toy.jsonl is an output of fetch@toy"),
     ("pools/toy/mine.jsonl", "pools/toy/mine.jsonl lies inside pools/toy, an output of build_pool@toy"),
     ("data", "data holds data/raw/toy.jsonl, an output of fetch@toy"),
     ("inputs/toy.jsonl", None),
+    ("mine/toy.jsonl", "mine/toy.jsonl is an output of mine/toy.jsonl.dvc, whose checkout and pull would replace "
+                       "your file"),
     ("/elsewhere/toy.jsonl", None),
 ])
 def test_a_source_is_refused_when_it_is_lies_inside_or_holds_an_output(tmp_path: Path, source: str,
                                                                         says: str | None) -> None:
     outputs = [Output(tmp_path / "data" / "raw" / "toy.jsonl", "fetch@toy"),
                Output(tmp_path / "data" / "toy.jsonl", "normalize@toy"),
-               Output(tmp_path / "pools" / "toy", "build_pool@toy")]
+               Output(tmp_path / "pools" / "toy", "build_pool@toy"),
+               Output(tmp_path / "mine" / "toy.jsonl", "mine/toy.jsonl.dvc")]
     lines = clashes({"toy": source}, outputs, tmp_path)
-    assert (lines[0].startswith(f"datasets.toy.source.path: {says},") if says else lines == [])
+    assert (lines[0].startswith(f"datasets.toy.source.path: {says}") if says else lines == [])
 
 
 def test_editing_a_local_source_marks_fetch_stale(tmp_path: Path) -> None:

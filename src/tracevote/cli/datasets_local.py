@@ -8,7 +8,8 @@ run -S` rewrites it (DVC's own round-trip YAML writer), so its comments and layo
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import os
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +29,7 @@ METHOD_LISTS = (("deepconf", "datasets"), ("debate", "datasets"), ("debate", "co
 class LocalChange:
     """What `datasets local` does to params.yaml."""
 
-    sources: dict[str, str]  # dataset -> the path written (as DIR was given, so a relative DIR stays relative)
+    sources: dict[str, str]  # dataset -> its file (datasets_local writes a relative one from the params' folder)
     problem_keys: dict[str, str]  # dataset -> problem_key, where the file's differs from the recipe's
     removed: list[str]  # datasets with no file in DIR
     lists: dict[str, list[str]]  # "critique.datasets" -> what it keeps, for each list that lost a name
@@ -59,6 +60,12 @@ def plan_local(params: dict[str, Any], data: Path) -> LocalChange:
             if (key := local_problem_key(datasets[name], path)) != datasets[name]["problem_key"]}
     runs = [str(run) for run, entry in (params["grading"]["runs"] or {}).items() if entry["dataset"] not in found]
     return LocalChange({name: str(path) for name, path in found.items()}, keys, removed, lists, runs)
+
+
+def as_written(path: Path, params_dir: Path) -> str:
+    """An absolute path as it is; a relative one (as DIR was given, from here) made relative to the params file's
+    folder, where DVC runs the stages that read it."""
+    return str(path) if path.is_absolute() else os.path.relpath(path, params_dir)
 
 
 def apply_local(data: Any, change: LocalChange) -> None:
@@ -100,6 +107,8 @@ def datasets_local(data: Path, params_path: Path) -> str:
     load_params(params_path)  # a file check_params refuses is mended first: the plan reads it as it is
     text = params_path.read_text(encoding="utf-8")
     change = plan_local(yaml.safe_load(text), data)
+    change = replace(change, sources={name: as_written(Path(path), params_path.parent)
+                                      for name, path in change.sources.items()})
     document = parse_yaml_for_update(text, str(params_path))
     apply_local(document, change)
     write_text(params_path, dumps_yaml(document))  # whole or not at all

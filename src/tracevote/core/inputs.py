@@ -98,6 +98,8 @@ def _message(name: str, path: str, relation: str, output: Output, root: Path) ->
     shown = output.path.relative_to(root) if output.path.is_relative_to(root) else output.path
     what = "an output" if relation == "is" else f"{shown}, an output"
     place = f"{INPUTS_FOLDER}/{Path(path).name}"
-    return (f"datasets.{name}.source.path: {path} {relation} {what} of {output.writer}, which a run would write "
-            f"over your file; keep it outside the pipeline's outputs, e.g. move it to {place} and set source.path "
-            f"and source.watch to {place}")
+    # a .dvc file's output (`dvc add`) is replaced by `dvc checkout` and `dvc pull`; a stage's, by the stage
+    writer = (f"{output.writer}, whose checkout and pull would replace your file" if output.writer.endswith(".dvc")
+              else f"{output.writer}, which a run would write over your file")
+    return (f"datasets.{name}.source.path: {path} {relation} {what} of {writer}; keep it outside the pipeline's "
+            f"outputs, e.g. move it to {place} and set source.path and source.watch to {place}")
