@@ -4,11 +4,12 @@ DVC projects."""
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
 
-from tests.dvcproject import dvc, make_project, one_dataset, run_stage, update_params
+from tests.dvcproject import dvc, make_project, one_dataset, run, run_stage, update_params
 from tracevote.core.inputs import Output, clashes
 from tracevote.datasets.problems import load_problems
 
@@ -90,3 +91,16 @@ def test_editing_a_local_source_marks_fetch_stale(tmp_path: Path) -> None:
     rerun = dvc(project, "repro", "normalize@toy")
     assert "Running stage 'fetch@toy'" in rerun.stdout
     assert len(load_problems(project / "data" / "toy.jsonl")) == 4
+
+
+def test_datasets_local_refuses_a_folder_of_outputs_and_writes_nothing(tmp_path: Path) -> None:
+    """`datasets local data` would point aime_2025 at data/aime_2025.jsonl, which normalize writes."""
+    project = make_project(tmp_path / "project", one_dataset("aime_2025", write_rows(tmp_path / "a.jsonl", 2)))
+    write_rows(project / "data" / "aime_2025.jsonl", 2)
+    write_rows(project / "data" / "aime_2025_steps.jsonl", 2)  # the critique's dataset in one_dataset's project
+    before = (project / "params.yaml").read_bytes()
+    refused = run(project, sys.executable, "-m", "tracevote", "datasets", "local", "data", check=False)
+    assert refused.returncode == 2
+    assert refused.stderr.startswith("error: params.yaml: datasets.aime_2025.source.path: data/aime_2025.jsonl is "
+                                     "an output of normalize@aime_2025")
+    assert (project / "params.yaml").read_bytes() == before

@@ -19,6 +19,7 @@ from tracevote.cli.demo import LOCAL_SUFFIXES, find_local_file, local_problem_ke
 from tracevote.core.config import load_params
 from tracevote.core.errors import DataError
 from tracevote.core.fileio import write_text
+from tracevote.core.inputs import refuse_output_sources
 
 # Where a method names datasets: (section, key) holding a list of names
 METHOD_LISTS = (("deepconf", "datasets"), ("debate", "datasets"), ("debate", "contest_halves"),
@@ -109,6 +110,7 @@ def datasets_local(data: Path, params_path: Path) -> str:
     change = plan_local(yaml.safe_load(text), data)
     change = replace(change, sources={name: as_written(Path(path), params_path.parent)
                                       for name, path in change.sources.items()})
+    refuse_output_sources(change.sources, params_path.parent, params_path)  # check_params would refuse them
     document = parse_yaml_for_update(text, str(params_path))
     apply_local(document, change)
     write_text(params_path, dumps_yaml(document))  # whole or not at all
