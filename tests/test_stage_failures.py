@@ -39,7 +39,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def empty_source(project: Path) -> None:
     empty = project.parent / "empty.jsonl"
     empty.write_text("")
-    update_params(project, {"datasets": {"toy": {"source": {"path": str(empty)}}}})
+    update_params(project, {"datasets": {"toy": {"source": {"path": str(empty), "watch": str(empty)}}}})
 
 
 CASES: list[tuple[str, Callable[[Path], None], str]] = [

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import FIXTURE_PARAMS
+from tests.conftest import FIXTURE_PARAMS, REPO_ROOT
 from tracevote.cli.main import build_parser, main, package_version
 
 HEAVY_MODULES = ["dvc", "matplotlib", "numpy", "pandas", "pyarrow", "requests"]
@@ -44,7 +45,7 @@ def heavy_modules_loaded_by(argv: list[str], cwd: Path) -> list[str]:
     [
         ["--help"], ["--version"], ["estimate", "--help"], ["probe", "--help"], ["report", "--help"],
         ["pool", "--help"], ["pool", "import", "--help"], ["pool", "status", "--help"], ["sim-server", "--help"],
-        ["demo", "--help"], ["unlock", "--help"], ["estimate", "--n-pool", "0"],
+        ["demo", "--help"], ["unlock", "--help"], ["estimate", "--n-pool", "0"], ["datasets", "local", "--help"],
     ],
 )
 def test_help_version_and_bad_arguments_import_no_heavy_module(tmp_path: Path, argv: list[str]) -> None:
@@ -180,3 +181,23 @@ def test_report_not_made_yet_names_its_stage(tmp_path: Path, monkeypatch: pytest
     monkeypatch.chdir(tmp_path)
     assert main(["report"]) == 1
     assert capsys.readouterr().err.startswith("no report yet: run `dvc repro report@aime_2025` (or `make repro`)")
+
+
+def test_the_top_level_help_names_all_four_methods(capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 29: it described only voting."""
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    for method in ("DeepConf confidence voting", "multi-agent debate", "step-level critique", "grading"):
+        assert method in text
+
+
+def test_pool_import_help_points_at_a_docs_section_that_exists(capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 29: it pointed at a README section that had moved."""
+    with pytest.raises(SystemExit):
+        main(["pool", "import", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    page, section = re.search(r"format: (docs/[\w./-]+\.md), section '([^']+)'", text).groups()
+    headings = [line.lstrip("#").strip() for line in (REPO_ROOT / page).read_text().splitlines()
+                if line.startswith("#")]
+    assert section in headings
