@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import shutil
 import subprocess
 import sys
@@ -13,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import FIXTURE_PARAMS, REPO_ROOT
+from tests.conftest import FIXTURE_PARAMS
 from tracevote.cli.main import build_parser, main, package_version
 
 HEAVY_MODULES = ["dvc", "matplotlib", "numpy", "pandas", "pyarrow", "requests"]
@@ -192,12 +191,3 @@ def test_the_top_level_help_names_all_four_methods(capsys: pytest.CaptureFixture
         assert method in text
 
 
-def test_pool_import_help_points_at_a_docs_section_that_exists(capsys: pytest.CaptureFixture[str]) -> None:
-    """Issue 29: it pointed at a README section that had moved."""
-    with pytest.raises(SystemExit):
-        main(["pool", "import", "--help"])
-    text = " ".join(capsys.readouterr().out.split())
-    page, section = re.search(r"format: (docs/[\w./-]+\.md), section '([^']+)'", text).groups()
-    headings = [line.lstrip("#").strip() for line in (REPO_ROOT / page).read_text().splitlines()
-                if line.startswith("#")]
-    assert section in headings
