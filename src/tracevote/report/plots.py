@@ -166,6 +166,12 @@ def plot_confidence(scores: pd.DataFrame, measures: tuple[str, ...], path: Path,
     save_png(figure, path)
 
 
+def dvc_plot_csv(table: pd.DataFrame, *, simulated: bool, float_format: str) -> str:
+    """A table `dvc plots` draws, as CSV, with a last column `simulated` (True or False on every row): DVC titles
+    are static text, so our templates (report/templates/) read it and put "SIMULATED: " before the title."""
+    return table.assign(simulated=simulated).to_csv(index=False, float_format=float_format)
+
+
 def titled(text: str, simulated: bool) -> str:
     return f"SIMULATED — {text}" if simulated else text
 
