@@ -55,6 +55,11 @@ def build_critic(params: Params, run: str, pairing: Pairing, critic_dir: Path, *
         refuse_if_already_built(False)  # before anything is written: the `dvc pull` it recommends finds a clean folder
     ledger = open_ledger(critic_dir, params, structured=structured)
     missing = missing_calls(ledger, items, structured=structured)
+    if not items:
+        print(f"{stage}: the critic has nothing to score in run {run}: none of its predictions is of a gold item "
+              "with a reference solution (a `solution` field, or a GSM8K-style worked answer before ####), which "
+              "the critic reads; no request sent, and the run's critic score stays empty")
+        return _write_manifest(critic_dir, run, ledger, 0, 0, cfg.max_samples)
     if not missing:
         print(f"{stage}: {ledger.root} holds all {len(items)} critic replies; no request sent")
         return _write_manifest(critic_dir, run, ledger, len(items), len(items), cfg.max_samples)
