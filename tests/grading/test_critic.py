@@ -213,6 +213,9 @@ def test_the_critic_runs_once_and_the_grade_stage_reads_its_scores(tmp_path: Pat
         root = toy_project(tmp_path / "toy", base_url)
         first = build(root)
         assert f"{N_PROBLEMS} of {N_PROBLEMS} critic replies missing" in first.stdout
+        # a sim-server behind backend openai: the opening estimate says so before any request
+        opening = next(line for line in first.stdout.splitlines() if "critic replies missing" in line)
+        assert opening.endswith("(SIMULATED: nothing will be spent)")
         again = build(root)
         assert "no request sent" in again.stdout
         assert set(requests_by_key(base_url).values()) == {1}, "a critic call was requested twice"

@@ -27,6 +27,7 @@ from tracevote.grading.critic import (
 from tracevote.grading.runs import MANIFEST, CriticManifest, read_critic_manifest, write_critic_manifest
 from tracevote.sampling import backend
 from tracevote.sampling.budget import SpendCap, check_budget
+from tracevote.sampling.identify import as_served
 from tracevote.sampling.paid import run_ledger_calls
 from tracevote.sampling.runner import OneCall
 from tracevote.store.calls import CallLedger
@@ -66,8 +67,9 @@ def build_critic(params: Params, run: str, pairing: Pairing, critic_dir: Path, *
     if existed:
         refuse_if_already_built(True)
     cost = calls_cost(missing, params)
-    print(f"{stage}: {len(missing)} of {len(items)} critic replies missing in {ledger.root}; estimate {cost.render()}")
     model = params.critic_model
+    print(f"{stage}: {len(missing)} of {len(items)} critic replies missing in {ledger.root}; estimate "
+          f"{as_served(cost, model).render()}")
     print(f"{stage}: model {model.describe()}")
     api_key = backend.api_key_for(model, os.environ, Path(".env"), missing=len(missing),
                                   what="critic calls", stage=stage)
