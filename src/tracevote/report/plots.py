@@ -10,6 +10,7 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure  # the object API draws to files without a GUI backend
 
+from tracevote.core.csvtext import frame_csv
 from tracevote.core.fileio import atomic_path
 from tracevote.deepconf.results import AggregateResult
 from tracevote.report.tables import method_label
@@ -169,7 +170,7 @@ def plot_confidence(scores: pd.DataFrame, measures: tuple[str, ...], path: Path,
 def dvc_plot_csv(table: pd.DataFrame, *, simulated: bool, float_format: str) -> str:
     """A table `dvc plots` draws, as CSV, with a last column `simulated` (True or False on every row): DVC titles
     are static text, so our templates (report/templates/) read it and put "SIMULATED: " before the title."""
-    return table.assign(simulated=simulated).to_csv(index=False, float_format=float_format)
+    return frame_csv(table.assign(simulated=simulated), float_format)
 
 
 def titled(text: str, simulated: bool) -> str:
