@@ -16,6 +16,7 @@ from tracevote.critique.prompts import steps_digest
 from tracevote.datasets.steps import load_step_records
 from tracevote.sampling import backend
 from tracevote.sampling.budget import SpendCap, check_budget
+from tracevote.sampling.identify import as_served
 from tracevote.sampling.paid import read_paid_stage_args, run_ledger_calls
 from tracevote.sampling.runner import OneCall
 from tracevote.store.calls import CallLedger
@@ -41,7 +42,7 @@ def main() -> None:
         args.refuse_if_already_built(partial=True)
 
     print(f"build_critiques: {len(plan.missing)} of {len(calls)} critiques missing in {ledger.root}; "
-          f"estimate {plan.cost.render()}")
+          f"estimate {as_served(plan.cost, model).render()}")
     print(f"build_critiques: model {model.describe()}")
     api_key = backend.api_key_for(model, os.environ, Path(".env"), missing=len(plan.missing),
                                   what="critiques", stage=stage)

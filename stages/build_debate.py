@@ -15,6 +15,7 @@ from tracevote.debate import build
 from tracevote.debate.protocol import DebateConversation
 from tracevote.sampling import backend
 from tracevote.sampling.budget import SpendCap, check_budget
+from tracevote.sampling.identify import as_served
 from tracevote.sampling.paid import read_paid_stage_args, run_ledger_calls
 from tracevote.store.calls import CallLedger
 
@@ -43,7 +44,7 @@ def main() -> None:
 
     print(f"build_debate: {len(plan.unfinished)} of {len(debates)} debates{_range(selection)} unfinished in "
           f"{ledger.root} "
-          f"({plan.stored_calls} calls stored); estimate for at most {plan.cost.render()}")
+          f"({plan.stored_calls} calls stored); estimate for at most {as_served(plan.cost, model, judge).render()}")
     print(f"build_debate: agents on {model.describe()}; judge on {judge.describe()}")
     api_keys = {each.endpoint: backend.api_key_for(each, os.environ, Path(".env"), missing=len(plan.unfinished),
                                                    what="debates", stage=stage) for each in (model, judge)}

@@ -17,6 +17,7 @@ from tracevote.datasets.problems import Problem
 from tracevote.sampling import backend
 from tracevote.sampling.budget import SpendCap, check_budget
 from tracevote.sampling.build import BuildPlan, plan_build, run_build
+from tracevote.sampling.identify import as_served
 from tracevote.sampling.paid import (
     CallProgress,
     PaidStageArgs,
@@ -68,7 +69,8 @@ def _build(args: PaidStageArgs[Problem], pool: Pool, setting: Setting) -> None:
               f"{len(problems)} problems; no request sent")
         return
 
-    print(f"build_pool: {plan.n_requests} samples missing in {pool.root}; estimate: {plan.cost.render()}")
+    opening = as_served(plan.cost, model)
+    print(f"build_pool: {plan.n_requests} samples missing in {pool.root}; estimate: {opening.render()}")
     print(f"build_pool: model {model.describe()}")
     api_key = backend.api_key_for(model, os.environ, Path(".env"), missing=plan.n_requests)
     check_budget(plan.cost, params.pool.max_cost_usd)

@@ -8,10 +8,10 @@ from pathlib import Path
 import orjson
 
 from tracevote.core.config import load_params
-from tracevote.core.csvtext import frame_csv
 from tracevote.core.entry import stage_main
 from tracevote.core.fileio import write_json, write_text
 from tracevote.report import compare
+from tracevote.report.plots import dvc_plot_csv
 
 
 def main() -> None:
@@ -37,12 +37,12 @@ def main() -> None:
                 f"{list(params.debate.datasets)}: the debate is shown alone, on {', '.join(shown)}.")
     point = compare.debate_point([p for p in debate["problems"] if p["dataset"] in shown])
     rows = compare.comparison_rows(curve, point, params.report.k, params.debate.agents)
-    table = compare.render_markdown(rows, shared, point.problems, simulated=simulated, note=note)
+    table = compare.render_markdown(rows, shared, simulated=simulated, note=note)
     print(table)
     write_text(args.out / "compare.md", table)
     write_json(args.out / "compare.json", {"simulated": simulated, "datasets": shared, "rows": rows})
     write_text(args.plots / "accuracy_vs_tokens.csv",
-               frame_csv(compare.curve_table(curve, point), "%.4f"))
+               dvc_plot_csv(compare.curve_table(curve, point), simulated=simulated, float_format="%.4f"))
     compare.plot_accuracy_vs_tokens(curve, point, args.plots / "accuracy_vs_tokens.png", simulated=simulated,
                                     datasets=shown)
     print(f"compare: {args.out}/compare.md, compare.json; {args.plots}/accuracy_vs_tokens.png, .csv")

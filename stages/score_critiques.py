@@ -19,6 +19,7 @@ from tracevote.critique.results import (
     write_by_task_csv,
 )
 from tracevote.report.headline import critique_headlines, write_headlines
+from tracevote.report.stage_log import CRITIQUE_LABELS, figure_lines
 from tracevote.report.tables import SIMULATED_BANNER
 from tracevote.store.ledger import fingerprint_of
 
@@ -56,7 +57,8 @@ def main() -> None:
     write_json(args.metrics, metrics)
     write_headlines(args.headline, critique_headlines(results, simulated=simulated))
     banner = f"*** {SIMULATED_BANNER} ***\n" if simulated else ""
-    print(banner + "\n".join(f"{key}: {value}" for key, value in metrics.items()))
+    lines = [f"score_critiques: {args.metrics} (every digit), {args.headline}", *figure_lines(metrics, CRITIQUE_LABELS)]
+    print(banner + "\n".join(lines))
 
 
 if __name__ == "__main__":

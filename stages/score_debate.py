@@ -15,6 +15,7 @@ from tracevote.debate import build
 from tracevote.debate.results import DebateResult, contest_of, debate_metrics, debate_totals, problem_result
 from tracevote.debate.table import debate_markdown
 from tracevote.report.headline import debate_headline
+from tracevote.report.stage_log import DEBATE_LABELS, figure_lines
 from tracevote.report.tables import SIMULATED_BANNER
 from tracevote.store.ledger import fingerprint_of
 
@@ -61,7 +62,8 @@ def main() -> None:
     write_json(args.metrics, metrics)
     write_json(args.headline, debate_headline(results, simulated=simulated))
     banner = f"*** {SIMULATED_BANNER} ***\n" if simulated else ""
-    print(banner + "\n".join(f"{key}: {value}" for key, value in metrics.items()))
+    lines = [f"score_debate: {args.metrics} (every digit), {args.headline}", *figure_lines(metrics, DEBATE_LABELS)]
+    print(banner + "\n".join(lines))
 
 
 def _span(span: tuple[int, int] | None) -> str:

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import copy
+import html
 import json
 import re
 from pathlib import Path
 from typing import Any
 
 import pytest
+import vl_convert
 import yaml
 
 from tests.conftest import REPO_ROOT
@@ -32,6 +35,12 @@ def small_sim_params(problems: Path = BUILTIN_PROBLEMS, **model: Any) -> dict[st
         "eval": {"k": [1, 2, 4, 8, 16], "repeat": 8},
         "report": {"k": 16},
     }
+
+
+def summary_methods(summary: dict[str, Any]) -> list[str]:
+    """The offline methods of a report's summary.json: pass1, cons, each measure's weighted and filtered votes."""
+    return [key.removesuffix("_std_pct") for key in summary
+            if key.endswith("_std_pct") and not key.startswith("online_")]
 
 
 def changed_stages(project: Path) -> set[str]:
@@ -78,11 +87,15 @@ def test_outputs_say_simulated(built: Path) -> None:
     assert {"pass1_pct", "cons_pct", "bottom10_pct", "tail_top10_pct", "cons_tie_rate_pct",
             "valid_per_problem_min"} <= set(summary)
     headlines = built / "metrics" / "headline"
-    assert sorted(path.relative_to(headlines).as_posix() for path in headlines.rglob("*.json")) == [
-        "critique/toy_steps.json", "debate.json", "deepconf/toy/cons.json", "deepconf/toy/online_high.json",
-        "deepconf/toy/online_low.json", "deepconf/toy/pass1.json", "grading/pool_toy.json"]
-    cons = json.loads((headlines / "deepconf" / "toy" / "cons.json").read_text())
-    assert cons["simulated"] is True and cons["k"] == 16 and cons["accuracy_pct"] == summary["cons_pct"]
+    methods = [*summary_methods(summary), "online_low", "online_high"]  # every method the report ranks
+    assert sorted(path.relative_to(headlines).as_posix() for path in headlines.rglob("*.json")) == sorted([
+        "critique/toy_steps.json", "debate.json", "grading/pool_toy.json",
+        *(f"deepconf/toy/{method}.json" for method in methods)])
+    for method in ("cons", "tail_top10"):
+        row = json.loads((headlines / "deepconf" / "toy" / f"{method}.json").read_text())
+        assert row["simulated"] is True and row["k"] == 16 and row["accuracy_pct"] == summary[f"{method}_pct"]
+        assert (row["ci_low_pct"], row["ci_high_pct"]) == (summary[f"{method}_ci_low_pct"],
+                                                           summary[f"{method}_ci_high_pct"])
     results = json.loads((built / "metrics" / "deepconf" / "toy" / "results.json").read_text())
     assert results["simulated"] is True and len(results["problems"]) == 12
     manifest = json.loads((built / "pools" / "toy.json").read_text())
@@ -91,6 +104,28 @@ def test_outputs_say_simulated(built: Path) -> None:
     assert header[:3] == ["k", "pass1", "pass1_std"] and "bottom10_top10" in header
     for plot in ("accuracy_vs_k.png", "confidence.png"):
         assert_not_blank(built / "plots" / "deepconf" / "toy" / plot)
+
+
+def drawn_title(spec: dict[str, Any]) -> str:
+    """The title Vega draws for a filled Vega-Lite spec (rendered to SVG by vl-convert, as a browser would)."""
+    svg = vl_convert.vegalite_to_svg(spec)
+    title = re.search(r'<g class="mark-group role-title[^"]*".*?<text[^>]*>(.*?)</text>', svg, re.DOTALL)
+    assert title, svg[:500]
+    return html.unescape(title.group(1))
+
+
+def test_the_dvc_plot_titles_say_simulated(built: Path) -> None:
+    drawn = json.loads(dvc(built, "plots", "show", "--json").stdout)["data"]
+    specs = {name: entry[0]["content"] for name, entry in drawn.items() if entry and entry[0]["type"] == "vega"}
+    assert set(specs) == {"accuracy_vs_k_avg", "accuracy_vs_k_bottom10", "accuracy_vs_k_lowest", "accuracy_vs_k_tail",
+                          "accuracy_vs_tokens", "critique_f1_by_task"}
+    for name, spec in specs.items():
+        assert drawn_title(spec).startswith("SIMULATED: "), name
+    # the same chart of a real model's data: the title without the word
+    real = copy.deepcopy(specs["critique_f1_by_task"])
+    for row in real["data"]["values"]:
+        row["simulated"] = "False"
+    assert drawn_title(real).startswith("critique: F1 per dataset/task (endpoint deepseek, backend sim)")
 
 
 @pytest.mark.parametrize(

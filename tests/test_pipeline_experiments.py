@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.conftest import REPO_ROOT
 from tests.dvcproject import copy_project, dvc, make_project, run
 from tests.test_pipeline import ran_stages, small_sim_params
 
@@ -42,10 +43,55 @@ def test_metrics_show_lists_the_one_method_that_ran_without_a_warning(built: Pat
     result = dvc(built, "metrics", "show")
     assert "failed to load" not in (result.stdout + result.stderr).lower()
     rows = [line.split()[0] for line in result.stdout.splitlines()[1:]]
-    assert rows == [f"metrics/headline/deepconf/toy/{name}.json" for name in ("cons", "online_high", "online_low",
-                                                                             "pass1")]
+    # a row per method the report ranks, offline and online (the fixture's one eta: top-10% only)
+    methods = ["avg", "avg_top10", "avg_top90", "bottom10", "bottom10_top10", "bottom10_top90", "cons", "lowest",
+               "lowest_top10", "lowest_top90", "online_high", "online_low", "pass1", "tail", "tail_top10",
+               "tail_top90"]
+    assert rows == [f"metrics/headline/deepconf/toy/{name}.json" for name in methods]
     header = result.stdout.splitlines()[0].split()
-    assert header == ["Path", "accuracy_pct", "k", "problems", "saved_pct", "simulated", "tokens_per_problem"]
+    assert header == ["Path", "accuracy_pct", "ci_high_pct", "ci_low_pct", "k", "problems", "saved_pct", "simulated",
+                      "tokens_per_problem"]
+
+
+EXPERIMENTS_DOC = REPO_ROOT / "docs" / "experiments.md"
+
+
+def doc_block(starting: str) -> str:
+    """The fenced block of docs/experiments.md whose first line starts with `starting`."""
+    blocks = re.findall(r"```[a-z]*\n(.*?)```", EXPERIMENTS_DOC.read_text(), re.DOTALL)
+    return next(block for block in blocks if block.startswith(starting))
+
+
+def test_a_confidence_change_moves_the_weighted_and_filtered_rows_of_metrics_diff(built: Path,
+                                                                                    tmp_path: Path) -> None:
+    project = copy_project(built, tmp_path / "project")
+    result = dvc(project, "exp", "run", "-S", "confidence.group_size=16", "-S", "confidence.tail_tokens=16",
+                 DEEPCONF)
+    assert ran_stages(result.stdout) == {"score", "aggregate", "report"}
+    moved = {Path(path).stem: set(change)
+             for path, change in json.loads(dvc(project, "metrics", "diff", "--json").stdout).items()}
+    voting = {method for method in moved if not method.startswith("online_")}
+    measures = ("avg", "bottom10", "lowest", "tail")
+    weighted_or_filtered = {f"{measure}{top}" for measure in measures for top in ("", "_top10", "_top90")}
+    assert voting and voting <= weighted_or_filtered  # never pass1 or cons, which read no confidence
+    assert all("accuracy_pct" in change or change <= {"ci_low_pct", "ci_high_pct"} for change in moved.values())
+    printed = dvc(project, "metrics", "diff").stdout
+    assert printed.splitlines()[0].split() == ["Path", "Metric", "HEAD", "workspace", "Change"]
+    assert {f"metrics/headline/deepconf/toy/{method}.json" for method in voting} <= {
+        line.split()[0] for line in printed.splitlines()[1:]}
+    # what docs/experiments.md shows (in the order of DVC's walk of the folder, which may vary)
+    assert sorted(line.split() for line in printed.splitlines()) == sorted(
+        line.split() for line in doc_block("Path ").splitlines())
+
+    # docs/experiments.md's commands, as written (its dataset is aime_2025, this project's toy), print what it shows
+    commands = doc_block("NOISE=").replace("aime_2025", "toy")
+    shown = run(project, "bash", "-euo", "pipefail", "-c", commands).stdout.splitlines()
+    documented = doc_block("| Experiment").splitlines()
+    table = [line for line in shown if line.startswith("|")]
+    assert table[:3] == documented[:3]  # the same columns (metrics beside the params), and the workspace's figures
+    assert table[3].split("|")[2:] == documented[3].split("|")[2:]  # the baseline's (on master, or main)
+    changed = next(line for line in shown if line.lstrip().startswith("Experiment") and "accuracy_pct" in line)
+    assert "Created" not in changed and "ci_low_pct" not in changed and "group_size" in changed
 
 
 def in_flow_style(params_file: Path) -> str:

@@ -264,6 +264,24 @@ def test_every_problem_is_reported_in_one_error_one_line_each(tmp_path: Path) ->
     ]
 
 
+def test_a_shrunken_pool_lists_every_k_it_invalidates_in_one_run(tmp_path: Path) -> None:
+    # issue 29: pool.n_pool 64 under the shipped eval.k and report.k 512 took two check runs, eval.k then report.k
+    params = yaml.safe_load(FIXTURE_PARAMS.read_text(encoding="utf-8"))
+    params["pool"]["n_pool"] = 64
+    params["report"]["k"] = 512
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump(params, sort_keys=False), encoding="utf-8")
+    with pytest.raises(ConfigError) as caught:
+        load_params(path)
+    assert str(caught.value).splitlines() == [
+        f"{path}: eval.k: [128, 256, 512] must be at most pool.n_pool (64)",
+        f"{path}: report.k: 512 must be at most pool.n_pool (64) and one of eval.k ([1, 2, 4, 8, 16, 32, 64])"]
+    params["eval"]["k"] = [1, 2, 4, 8, 16, 32, 64]  # the one edit each line names
+    params["report"]["k"] = 64
+    path.write_text(yaml.safe_dump(params, sort_keys=False), encoding="utf-8")
+    assert load_params(path).report.k == 64
+
+
 def test_a_value_that_cannot_be_read_skips_the_checks_that_need_it(tmp_path: Path) -> None:
     # the cross-section checks need every section: with one unreadable they wait, the other problems are listed
     params = yaml.safe_load(FIXTURE_PARAMS.read_text(encoding="utf-8"))

@@ -103,6 +103,7 @@ def processbench(tmp_path_factory: pytest.TempPathFactory) -> Path:
         project(root, base_url, recipe, raw, concurrency=16)
         first = build(root)
         assert "1200 of 1200 critiques missing" in first.stdout
+        assert "(SIMULATED: nothing will be spent)" in first.stdout.split("critiques missing")[1].splitlines()[0]
         assert set(requests_by_key(base_url).values()) == {1}, "a critique was requested twice"
         again = build(root)
         assert "no request sent" in again.stdout
@@ -173,9 +174,9 @@ def test_the_report_has_the_table_by_task_and_a_plot(processbench: Path) -> None
     assert table.startswith("**SIMULATED MODEL") and "| steps | gsm8k | 207 | 193 |" in table
     assert_not_blank(processbench / "plots" / "critique" / "critique.png")
     f1_rows = (processbench / "plots" / "critique" / "f1_by_task.csv").read_text().splitlines()
-    assert f1_rows[0] == "subset,error_accuracy_pct,correct_accuracy_pct,f1_pct"
+    assert f1_rows[0] == "subset,error_accuracy_pct,correct_accuracy_pct,f1_pct,simulated"  # for the plot's title
     shares = [rows[0][key] for key in ("error_accuracy_pct", "correct_accuracy_pct", "f1_pct")]
-    assert f1_rows[1] == ",".join(["steps/gsm8k", *shares])  # the same percentages as the CSV by task
+    assert f1_rows[1] == ",".join(["steps/gsm8k", *shares, "True"])  # the same percentages as the CSV by task
 
 
 def test_raising_n_votes_requests_only_the_new_votes(tmp_path: Path) -> None:

@@ -213,6 +213,9 @@ def test_the_critic_runs_once_and_the_grade_stage_reads_its_scores(tmp_path: Pat
         root = toy_project(tmp_path / "toy", base_url)
         first = build(root)
         assert f"{N_PROBLEMS} of {N_PROBLEMS} critic replies missing" in first.stdout
+        # a sim-server behind backend openai: the opening estimate says so before any request
+        opening = next(line for line in first.stdout.splitlines() if "critic replies missing" in line)
+        assert opening.endswith("(SIMULATED: nothing will be spent)")
         again = build(root)
         assert "no request sent" in again.stdout
         assert set(requests_by_key(base_url).values()) == {1}, "a critic call was requested twice"
@@ -221,6 +224,23 @@ def test_the_critic_runs_once_and_the_grade_stage_reads_its_scores(tmp_path: Pat
     assert record["critic_scored"] + record["critic_unparsable"] == N_PROBLEMS
     assert 1.0 <= record["critic_score"] <= 5.0
     assert record["simulated"] is True  # the sim server says so in its responses, and the ledger records it
+
+
+def test_a_run_with_no_reference_solution_says_the_critic_scores_nothing(tmp_path: Path) -> None:
+    # the demo pool's problems (and AIME's) carry only a final answer: nothing for the critic to compare with
+    with running_server(SimModel(SIM), parse_faults("")) as base_url:
+        root = toy_project(tmp_path / "toy", base_url)
+        raw = root / "toy_raw.jsonl"
+        raw.write_text("".join(json.dumps({"question": f"What is {i} + 7?", "answer": str(i + 7)}) + "\n"
+                               for i in range(N_PROBLEMS)))
+        run_stage(root, "normalize.py", "--dataset", "toy", "--raw", str(raw), "--out", "data/toy.jsonl")
+        built = build(root)
+        assert requests_by_key(base_url) == {}
+    assert "holds all 0" not in built.stdout
+    assert ("the critic has nothing to score in run toy_run: none of its predictions is of a gold item with a "
+            "reference solution") in built.stdout
+    record = grade(root)
+    assert record["critic_score"] is None and record["total"] == N_PROBLEMS
 
 
 def test_kill_at_random_moments_resumes_exactly(tmp_path: Path) -> None:

@@ -33,7 +33,8 @@ def test_cons_within_the_debates_tokens_is_the_largest_affordable_k(debate_token
                                                                     accuracy_pct: float) -> None:
     assert within_row(debate_tokens) == [{"method": "cons", "label": f"Cons@{k} (within the debate's tokens)",
                                           "k": k, "accuracy_pct": accuracy_pct,
-                                          "completion_tokens_per_problem": k * TOKENS_PER_TRACE}]
+                                          "completion_tokens_per_problem": k * TOKENS_PER_TRACE,
+                                          "problems": 10}]  # the curve's: every vote covers the pool's problems
 
 
 def test_no_within_row_when_one_trace_costs_more_than_the_debate() -> None:

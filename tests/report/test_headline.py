@@ -4,6 +4,7 @@ online.md gives tokens per problem, the comparison holds online DeepConf, the he
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import orjson
@@ -52,17 +53,38 @@ def test_online_markdown_gives_tokens_per_problem_like_every_other_table(online_
 def test_deepconf_headlines_are_rows_of_one_short_table_of_methods(online_result) -> None:
     headlines = headline.deepconf_headlines(online_result, 12, 7.0, simulated=True)
     low = online_result.online_at("online_low", 12)
-    assert list(headlines) == ["pass1", "cons", "online_low", "online_high"]
+    # every method the report ranks, in its order, then the online methods
+    assert list(headlines) == [*online_result.methods, "online_low", "online_high"]
+    assert {"avg", "avg_top10", "tail", "tail_top10"} <= set(headlines)
+    pass1 = online_result.accuracy_at("pass1", 12)
     assert headlines["pass1"] == {"simulated": True, "problems": 4, "k": 1, "tokens_per_problem": 7.0,
-                                  "accuracy_pct": round(100 * online_result.accuracy_at("pass1", 12).mean, 2)}
-    assert headlines["cons"]["tokens_per_problem"] == 84.0  # K traces
+                                  "accuracy_pct": round(100 * pass1.mean, 2),
+                                  "ci_low_pct": round(100 * pass1.ci_low, 2),
+                                  "ci_high_pct": round(100 * pass1.ci_high, 2)}
+    tail_top10 = online_result.accuracy_at("tail_top10", 12)
+    assert headlines["tail_top10"] == {"simulated": True, "problems": 4, "k": 12, "tokens_per_problem": 84.0,
+                                       "accuracy_pct": round(100 * tail_top10.mean, 2),
+                                       "ci_low_pct": round(100 * tail_top10.ci_low, 2),
+                                       "ci_high_pct": round(100 * tail_top10.ci_high, 2)}
+    assert headlines["cons"]["tokens_per_problem"] == 84.0  # K traces, as every vote at K
     assert headlines["online_low"] == {"simulated": True, "problems": 4, "k": 12,
                                        "accuracy_pct": round(100 * low.mean, 2),
+                                       "ci_low_pct": round(100 * low.ci_low, 2),
+                                       "ci_high_pct": round(100 * low.ci_high, 2),
                                        "tokens_per_problem": round(low.tokens, 1),
                                        "saved_pct": round(100 * low.savings, 2)}
-    keys = set().union(*headlines.values())  # the columns of `dvc metrics show`
-    assert keys == {"simulated", "problems", "k", "accuracy_pct", "tokens_per_problem", "saved_pct"}
-    assert list(headline.deepconf_headlines(online_result, 2, 7.0, simulated=False)) == ["pass1", "cons"]
+    keys = set().union(*headlines.values())  # the columns of `dvc metrics show`: a handful
+    assert keys == {"simulated", "problems", "k", "accuracy_pct", "ci_low_pct", "ci_high_pct", "tokens_per_problem",
+                    "saved_pct"}
+    below_warmup = headline.deepconf_headlines(online_result, 2, 7.0, simulated=False)
+    assert list(below_warmup) == list(online_result.methods)
+
+
+def test_without_a_bootstrap_the_headlines_have_no_interval(online_result) -> None:
+    plain = replace(online_result, accuracy=tuple(replace(row, ci_low=None, ci_high=None)
+                                                  for row in online_result.accuracy), online=())
+    headlines = headline.deepconf_headlines(plain, 12, 7.0, simulated=False)
+    assert set().union(*headlines.values()) == {"simulated", "problems", "k", "accuracy_pct", "tokens_per_problem"}
 
 
 def test_the_comparison_holds_online_deepconf_at_k_in_percent_and_tokens_per_problem(online_result) -> None:
@@ -73,10 +95,11 @@ def test_the_comparison_holds_online_deepconf_at_k_in_percent_and_tokens_per_pro
     low = online_result.online_at("online_low", 12)
     assert online["online_low"] == {"method": "online_low", "label": "DeepConf-low online@12", "k": 12,
                                     "accuracy_pct": round(100 * low.mean, 2),
-                                    "completion_tokens_per_problem": round(low.tokens, 1)}
+                                    "completion_tokens_per_problem": round(low.tokens, 1), "problems": 4}
     assert set(online) == {"online_low", "online_high"}
-    markdown = compare.render_markdown(rows, ["toy"], 4, simulated=False)
-    assert "| DeepConf-low online@12 | 12 |" in markdown
+    markdown = compare.render_markdown(rows, ["toy"], simulated=False)
+    assert "| DeepConf-low online@12 | 12 | 4 |" in markdown
+    assert "on toy: every row 4 problems." in markdown
     assert "accuracy_pct" in compare.curve_table(curve, DebatePoint(0.5, 1000.0, 5.0, 4)).columns
 
 
@@ -116,3 +139,19 @@ def test_a_folder_of_headlines_keeps_only_the_current_names(tmp_path: Path) -> N
     headline.write_headlines(tmp_path, {"b": {"f1_pct": 3.0}})  # a left critique.datasets
     assert sorted(path.name for path in tmp_path.iterdir()) == ["b.json"]
     assert orjson.loads((tmp_path / "b.json").read_bytes()) == {"f1_pct": 3.0}
+
+
+def test_the_comparison_header_counts_what_each_row_covers(online_result) -> None:
+    # the pool votes on all 4 problems; debate.problems [0, 1] debated only 2
+    scores = pd.DataFrame({"problem_id": ["p0", "p1"], "n_tokens": [10, 30]})
+    rows = compare.comparison_rows(compare.voting_curve([(online_result, scores)]),
+                                   DebatePoint(0.5, 1000.0, 5.0, 2), 12, agents=4)
+    markdown = compare.render_markdown(rows, ["toy"], simulated=False)
+    assert ("on toy: voting rows 4 problems, the debate 2 problems (debate.problems): the debate row is not on the "
+            "same problems.") in markdown
+    table = [line.split(" | ") for line in markdown.splitlines() if line.startswith("| ") and "---" not in line]
+    assert table[0][2] == "problems"
+    assert {cells[2] for cells in table[1:] if not cells[0].startswith("| Debate")} == {"4"}
+    assert next(cells for cells in table if cells[0].startswith("| Debate"))[2] == "2"
+    alone = compare.comparison_rows(None, DebatePoint(0.5, 1000.0, 5.0, 1), 12, agents=4)
+    assert "on aime_2024: the debate 1 problem." in compare.render_markdown(alone, ["aime_2024"], simulated=False)

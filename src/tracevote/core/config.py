@@ -95,9 +95,20 @@ class Params:
         self._check_dataset_kinds()
         if self._check_endpoint_names():
             self._check_profiles()
-        too_large = [k for k in self.eval.k if k > self.pool.n_pool]
-        require(not too_large, "eval", "k", too_large, f"at most pool.n_pool ({self.pool.n_pool})")
-        require(self.report.k in self.eval.k, "report", "k", self.report.k, f"one of eval.k {list(self.eval.k)}")
+        self._check_ks()
+
+    def _check_ks(self) -> None:
+        """Every K within the pool. A shrunken pool.n_pool invalidates eval.k and report.k at once: both are
+        reported in one run, report.k with the values that would fit, so one edit mends both."""
+        n_pool = self.pool.n_pool
+        too_large = [k for k in self.eval.k if k > n_pool]
+        require(not too_large, "eval", "k", too_large, f"at most pool.n_pool ({n_pool})")
+        if self.report.k > n_pool:
+            fits = [k for k in self.eval.k if k <= n_pool]
+            require(False, "report", "k", self.report.k,
+                    f"at most pool.n_pool ({n_pool}) and one of eval.k ({fits or 'none fits'})")
+        else:
+            require(self.report.k in self.eval.k, "report", "k", self.report.k, f"one of eval.k {list(self.eval.k)}")
 
     def _check_dataset_kinds(self) -> None:
         """Each method's datasets are known and of the kind it reads."""

@@ -8,6 +8,9 @@ SIMULATED_BANNER = "SIMULATED MODEL: these numbers test the pipeline, not a real
 # simulated reply from a real one without trusting the params.
 FINGERPRINT_PREFIX = "tracevote-sim"
 SIMULATED_HEADER = "X-Tracevote-Simulated"
+# The owner sim-server's /models list gives every model: a paid stage asks a local server before its opening
+# estimate (tracevote.sampling.identify), so the estimate says SIMULATED before any request is paid for.
+MODELS_OWNER = "tracevote"
 # Sent by the client with every request (real servers ignore them): the call key, which seeds the simulated
 # reply, and the kind of call its prompt builder names, by which the simulator answers it.
 SAMPLE_HEADER = "X-Tracevote-Sample"

@@ -28,6 +28,7 @@ from tracevote.grading.critic import (
 from tracevote.grading.runs import MANIFEST, CriticManifest, read_critic_manifest, write_critic_manifest
 from tracevote.sampling import backend
 from tracevote.sampling.budget import SpendCap, check_budget
+from tracevote.sampling.identify import as_served
 from tracevote.sampling.paid import run_ledger_calls
 from tracevote.sampling.runner import OneCall
 from tracevote.store.calls import CallLedger
@@ -57,14 +58,20 @@ def build_critic(params: Params, run: str, pairing: Pairing, critic_dir: Path, *
     ledger = open_ledger(critic_dir, params, structured=structured)
     register_items(ledger, items)  # also for a ledger built before items were registered
     missing = missing_calls(ledger, items, structured=structured)
+    if not items:
+        print(f"{stage}: the critic has nothing to score in run {run}: none of its predictions is of a gold item "
+              "with a reference solution (a `solution` field, or a GSM8K-style worked answer before ####), which "
+              "the critic reads; no request sent, and the run's critic score stays empty")
+        return _write_manifest(critic_dir, run, ledger, 0, 0, cfg.max_samples)
     if not missing:
         print(f"{stage}: {ledger.root} holds all {len(items)} critic replies; no request sent")
         return _write_manifest(critic_dir, run, ledger, len(items), len(items), cfg.max_samples)
     if existed:
         refuse_if_already_built(True)
     cost = calls_cost(missing, params)
-    print(f"{stage}: {len(missing)} of {len(items)} critic replies missing in {ledger.root}; estimate {cost.render()}")
     model = params.critic_model
+    print(f"{stage}: {len(missing)} of {len(items)} critic replies missing in {ledger.root}; estimate "
+          f"{as_served(cost, model).render()}")
     print(f"{stage}: model {model.describe()}")
     api_key = backend.api_key_for(model, os.environ, Path(".env"), missing=len(missing),
                                   what="critic calls", stage=stage)

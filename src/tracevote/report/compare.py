@@ -108,29 +108,31 @@ def debate_point(problems: Sequence[dict[str, Any]]) -> DebatePoint:
 
 def comparison_rows(curve: VotingCurve | None, point: DebatePoint, k: int, agents: int) -> list[dict[str, Any]]:
     """Pass@1, Cons@K and every DeepConf method at K, online DeepConf at K (what its stopped traces spent), Cons@K
-    at the largest K within the debate's budget, and the debate; accuracy in %, completion tokens per problem."""
+    at the largest K within the debate's budget, and the debate; accuracy in %, completion tokens per problem, and
+    the problems each row covers (the pool's for a vote, the debated ones for the debate)."""
     rows = []
     if curve is not None:
         at = curve.k.index(k)
+        voted = curve.problems
         # Pass@1 is the mean over single traces: its estimate at the largest K uses the most of the pool
-        rows.append(_row("pass1", "Pass@1", 1, curve.accuracy["pass1"][-1], curve.tokens_at(1)))
-        rows += [_row(method, method_label(method, k), k, curve.accuracy[method][at], curve.tokens_at(k))
+        rows.append(_row("pass1", "Pass@1", 1, curve.accuracy["pass1"][-1], curve.tokens_at(1), voted))
+        rows += [_row(method, method_label(method, k), k, curve.accuracy[method][at], curve.tokens_at(k), voted)
                  for method in curve.methods if method != "pass1"]
-        rows += [_row(method, method_label(method, k), k, p.accuracy, p.tokens)
+        rows += [_row(method, method_label(method, k), k, p.accuracy, p.tokens, voted)
                  for method, points in curve.online.items() for p in points if p.k == k]
         affordable = [i for i, kk in enumerate(curve.k) if curve.tokens_at(kk) <= point.completion_tokens]
         if affordable:
             i = affordable[-1]
             rows.append(_row("cons", f"{method_label('cons', curve.k[i])} (within the debate's tokens)", curve.k[i],
-                             curve.accuracy["cons"][i], curve.tokens_at(curve.k[i])))
+                             curve.accuracy["cons"][i], curve.tokens_at(curve.k[i]), voted))
     rows.append(_row("debate", f"Debate (DyLAN, {agents} agents, {point.calls:.1f} calls/problem)", None,
-                     point.accuracy, point.completion_tokens))
+                     point.accuracy, point.completion_tokens, point.problems))
     return rows
 
 
-def _row(method: str, label: str, k: int | None, accuracy: float, tokens: float) -> dict[str, Any]:
+def _row(method: str, label: str, k: int | None, accuracy: float, tokens: float, problems: int) -> dict[str, Any]:
     return {"method": method, "label": label, "k": k, "accuracy_pct": percent(accuracy),
-            "completion_tokens_per_problem": round(tokens, 1)}
+            "completion_tokens_per_problem": round(tokens, 1), "problems": problems}
 
 
 CURVE_COLUMNS = ("method", "label", "k", "completion_tokens_per_problem", "accuracy_pct")
@@ -153,17 +155,34 @@ def curve_table(curve: VotingCurve | None, point: DebatePoint) -> pd.DataFrame:
     return table
 
 
-def render_markdown(rows: list[dict[str, Any]], datasets: Sequence[str], problems: int, *, simulated: bool,
-                    note: str = "") -> str:
+def render_markdown(rows: list[dict[str, Any]], datasets: Sequence[str], *, simulated: bool, note: str = "") -> str:
+    """The table, under a line counting the problems each kind of row covers: the pool's problems for the votes,
+    the debated ones for the debate (fewer with debate.problems), with a warning when they differ."""
     lines = [f"**{SIMULATED_BANNER}**", ""] if simulated else []
-    lines += [f"Accuracy and completion tokens per problem on {', '.join(datasets) or 'no shared dataset'} "
-              f"({problems} problems).", ""]
+    lines += [f"Accuracy and completion tokens per problem on {', '.join(datasets) or 'no shared dataset'}: "
+              f"{coverage(rows)}.", ""]
     if note:
         lines += [note, ""]
-    lines += ["| method | K | accuracy (%) | completion tokens / problem |", "|---|---:|---:|---:|"]
-    lines += [f"| {r['label']} | {r['k'] if r['k'] is not None else ''} | {r['accuracy_pct']:.2f} | "
+    lines += ["| method | K | problems | accuracy (%) | completion tokens / problem |", "|---|---:|---:|---:|---:|"]
+    lines += [f"| {r['label']} | {r['k'] if r['k'] is not None else ''} | {r['problems']} | {r['accuracy_pct']:.2f} | "
               f"{r['completion_tokens_per_problem']:,.0f} |" for r in rows]
     return "\n".join(lines) + "\n"
+
+
+def coverage(rows: Sequence[dict[str, Any]]) -> str:
+    """"voting rows 30 problems, the debate 2 (debate.problems): not the same problems" when they differ."""
+    debated = next(r["problems"] for r in rows if r["method"] == "debate")
+    voted = {r["problems"] for r in rows if r["method"] != "debate"}
+    if not voted:
+        return f"the debate {_problems(debated)}"
+    if voted == {debated}:
+        return f"every row {_problems(debated)}"
+    return (f"voting rows {_problems(max(voted))}, the debate {_problems(debated)} (debate.problems): the debate "
+            "row is not on the same problems")
+
+
+def _problems(count: int) -> str:
+    return f"{count} problem" if count == 1 else f"{count} problems"
 
 
 def plot_accuracy_vs_tokens(curve: VotingCurve | None, point: DebatePoint, path: Path, *, simulated: bool,

@@ -7,16 +7,19 @@ row of a table of methods: DeepConf writes one per method and dataset, and the k
 quantity is the same. Accuracy in percent to two decimals (`accuracy_pct`), tokens as completion tokens per problem
 (`tokens_per_problem`), and `simulated` on every file:
 
-    deepconf/<dataset>/pass1.json       {"simulated", "problems", "k": 1, "accuracy_pct", "tokens_per_problem"}
-    deepconf/<dataset>/cons.json        the same at report.k (every offline DeepConf method at K spends as much)
+    deepconf/<dataset>/<method>.json    {"simulated", "problems", "k", "accuracy_pct", "ci_low_pct", "ci_high_pct",
+                                         "tokens_per_problem"}: every method the report ranks at report.k, pass1 at
+                                         k 1 (one trace's tokens), cons and each confidence measure's weighted,
+                                         top-10% and top-90% votes at report.k (K traces' tokens each)
     deepconf/<dataset>/online_low.json  the same, and "saved_pct": the share of Cons@K's tokens it did not spend
     debate.json                         {"simulated", "problems", "accuracy_pct", "tokens_per_problem"}
     critique/<dataset>.json             {"simulated", "solutions", "f1_pct"}
     grading/<run>.json                  {"simulated", "predictions", "accuracy_pct", "words_per_prediction",
                                          "critic_score"}
 
-The offline DeepConf methods, the intervals and every other figure are in the flat files beside (summary.json,
-debate.json, critique.json, grading.json).
+The interval is the report's bootstrap interval at eval.ci_level (absent with eval.bootstrap 0). Every other figure
+(std, paired tests, tie rule, validity, AUROC) is in the flat files beside (summary.json, debate.json,
+critique.json, grading.json).
 """
 
 from __future__ import annotations
@@ -31,24 +34,31 @@ from tracevote.critique.metrics import scores
 from tracevote.critique.results import CritiqueResult
 from tracevote.debate.results import DebateResult
 from tracevote.deepconf.results import AggregateResult
-from tracevote.report.tables import percent
+from tracevote.report.tables import headline_rows, percent
 
 
 def deepconf_headlines(result: AggregateResult, k: int, tokens_per_trace: float, *,
                        simulated: bool) -> dict[str, dict[str, Any]]:
-    """Pass@1 (one trace), Cons@K and each online method at the report's K. Voting at K spends K traces'
-    tokens (report.compare's measure); an online method what its traces spent before they stopped."""
+    """Every method the report ranks at the report's K, in its order: Pass@1 (one trace), Cons@K, each
+    measure's weighted and filtered votes, then each online method. Voting at K spends K traces' tokens
+    (report.compare's measure); an online method what its traces spent before they stopped."""
     common = {"simulated": simulated, "problems": result.validity.n_problems}
-    headlines = {
-        "pass1": {**common, "k": 1, "accuracy_pct": percent(result.accuracy_at("pass1", k).mean),
-                  "tokens_per_problem": round(tokens_per_trace, 1)},
-        "cons": {**common, "k": k, "accuracy_pct": percent(result.accuracy_at("cons", k).mean),
-                 "tokens_per_problem": round(k * tokens_per_trace, 1)}}
+    headlines = {}
+    for row in headline_rows(result, k):
+        spent = 1 if row.method == "pass1" else k
+        headlines[row.method] = {**common, "k": spent, **_accuracy(row.mean, row.ci_low, row.ci_high),
+                                 "tokens_per_problem": round(spent * tokens_per_trace, 1)}
     for online in (row for row in result.online if row.k == k):
-        headlines[online.method] = {**common, "k": k, "accuracy_pct": percent(online.mean),
+        headlines[online.method] = {**common, "k": k, **_accuracy(online.mean, online.ci_low, online.ci_high),
                                     "tokens_per_problem": round(online.tokens, 1),
                                     "saved_pct": percent(online.savings)}
     return headlines
+
+
+def _accuracy(mean: float, low: float | None, high: float | None) -> dict[str, float | None]:
+    """accuracy_pct, and its interval when the report has one."""
+    interval = {} if low is None or high is None else {"ci_low_pct": percent(low), "ci_high_pct": percent(high)}
+    return {"accuracy_pct": percent(mean), **interval}
 
 
 def debate_headline(results: Sequence[DebateResult], *, simulated: bool) -> dict[str, Any]:

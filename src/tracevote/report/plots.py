@@ -10,6 +10,7 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure  # the object API draws to files without a GUI backend
 
+from tracevote.core.csvtext import frame_csv
 from tracevote.core.fileio import atomic_path
 from tracevote.deepconf.results import AggregateResult
 from tracevote.report.tables import method_label
@@ -164,6 +165,12 @@ def plot_confidence(scores: pd.DataFrame, measures: tuple[str, ...], path: Path,
     axes[0][0].set_ylabel("density (each histogram integrates to 1)")
     figure.suptitle(titled("Trace confidence, correct vs incorrect valid traces", simulated))
     save_png(figure, path)
+
+
+def dvc_plot_csv(table: pd.DataFrame, *, simulated: bool, float_format: str) -> str:
+    """A table `dvc plots` draws, as CSV, with a last column `simulated` (True or False on every row): DVC titles
+    are static text, so our templates (report/templates/) read it and put "SIMULATED: " before the title."""
+    return frame_csv(table.assign(simulated=simulated), float_format)
 
 
 def titled(text: str, simulated: bool) -> str:

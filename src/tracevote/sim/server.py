@@ -31,7 +31,7 @@ from typing import Any
 import orjson
 
 from tracevote.core.profiles import PROFILES
-from tracevote.core.simulated import KIND_HEADER, SAMPLE_HEADER, SIMULATED_HEADER, SOLVE
+from tracevote.core.simulated import KIND_HEADER, MODELS_OWNER, SAMPLE_HEADER, SIMULATED_HEADER, SOLVE
 from tracevote.sim.faults import FaultPlan
 from tracevote.sim.kinds import KNOWN_KINDS, UnknownKindError
 from tracevote.sim.model import SimModel
@@ -176,7 +176,7 @@ class _Handler(BaseHTTPRequestHandler):
                 return
             names = self.server.options.models or ("deepseek-v4-flash",)
             self._send_json(200, {"object": "list", "data": [
-                {"id": name, "object": "model", "owned_by": "tracevote"} for name in names]})
+                {"id": name, "object": "model", "owned_by": MODELS_OWNER} for name in names]})
         else:
             self._send_not_found()
 
