@@ -77,13 +77,15 @@ def test_text_round_trips_through_the_tokenizer(text: str) -> None:
 @pytest.mark.slow
 def test_training_runs_a_few_steps_and_writes_a_gguf(tmp_path: Path) -> None:
     _needs("torch", "gguf")
-    out = tmp_path / "tiny.gguf"
-    command = [sys.executable, str(TRAIN / "train_tinymath.py"), "--seed", "3", "--steps", "3", "--batch", "4",
-               "--train-problems", "16", "--eval-problems", "2", "--out", str(out)]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False)
-    assert done.returncode == 0, done.stderr[-2000:]
+    out, again = tmp_path / "tiny.gguf", tmp_path / "again" / "tiny.gguf"
+    for path in (out, again):
+        command = [sys.executable, str(TRAIN / "train_tinymath.py"), "--seed", "3", "--steps", "3", "--batch", "4",
+                   "--train-problems", "16", "--eval-problems", "2", "--out", str(path)]
+        done = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False)
+        assert done.returncode == 0, done.stderr[-2000:]
     manifest = json.loads(out.with_suffix(".json").read_text())
     assert manifest["sha256"] == hashlib.sha256(out.read_bytes()).hexdigest()
+    assert out.read_bytes() == again.read_bytes()  # deterministic given the seed
     assert [entry["step"] for entry in manifest["log"]] == [3]
     import gguf
 
