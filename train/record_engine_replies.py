@@ -74,7 +74,7 @@ def main(argv: list[str]) -> int:
     with requests.Session() as session:
         for name, request in variants(problem).items():
             fixture = record(session, args.base_url, request)
-            (args.out / f"{name}.json").write_text(json.dumps(fixture, indent=1, ensure_ascii=False) + "\n")
+            (args.out / f"{name}.json").write_text(json.dumps(fixture, ensure_ascii=False) + "\n")
             print(f"{name}: HTTP {fixture['status']}")
     return 0
 

@@ -21,7 +21,8 @@ HELDOUT_COUNT = 100
 # Harder than training (2-3 operations, 0-1 distractor): calibrated on seed 32 through the engine so that one
 # trace at temperature 0.6 is right 30-70% of the time (the measured figure: models/tinymath.json). Four
 # operations, longer than any solution trained on, were right 2% of the time.
-HELDOUT_DIFFICULTY = dataclasses.replace(DEFAULT, min_operations=3, max_operations=3, max_distractors=3)
+HELDOUT_DIFFICULTY = dataclasses.replace(DEFAULT, min_operations=3, max_operations=3, min_distractors=2,
+                                         max_distractors=3)
 
 
 def heldout_row(problem: Problem, seed: int) -> dict[str, object]:

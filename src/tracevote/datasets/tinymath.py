@@ -56,6 +56,7 @@ class Difficulty:
     max_start: int = 50
     max_operand: int = 30
     max_value: int = 99
+    min_distractors: int = 0
     max_distractors: int = 1
     double_chance: float = 0.15
 
@@ -111,7 +112,7 @@ def make_problem(rng: np.random.Generator, index: int, difficulty: Difficulty = 
         operation, operand = _operation(rng, steps[-1].value, difficulty)
         sentences.append(_sentence(rng, operation, operand, name, other, item))
         steps.append(_step(operation, steps[-1].value, operand))
-    for _ in range(int(rng.integers(0, difficulty.max_distractors + 1))):
+    for _ in range(int(rng.integers(difficulty.min_distractors, difficulty.max_distractors + 1))):
         template = _pick(rng, DISTRACTORS)
         distractor_item = other_item if "{name}" in template else _pick(rng, (item, other_item))
         text = template.format(name=name, other=other, n=int(rng.integers(1, difficulty.max_operand + 1)),
