@@ -13,6 +13,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -95,7 +96,19 @@ def test_training_runs_a_few_steps_and_writes_a_gguf(tmp_path: Path) -> None:
     _engine_agrees(out)
 
 
-def _engine_agrees(path: Path) -> None:
+@pytest.mark.slow
+def test_the_engine_loads_the_shipped_model_and_it_solves_a_training_problem() -> None:
+    if not MODEL.is_file():
+        pytest.skip(f"{MODEL} is not committed yet")
+    model = _engine_agrees(MODEL)
+    problem = generate(5, 1)[0]  # training's own difficulty, where the shipped model is right every time
+    reply = model.create_chat_completion([{"role": "user", "content": user_message(problem.problem)}],
+                                         temperature=0.0, max_tokens=128)
+    assert reply["choices"][0]["finish_reason"] == "stop"
+    assert reply["choices"][0]["message"]["content"] == problem.solution
+
+
+def _engine_agrees(path: Path) -> Any:
     """llama.cpp loads the file, applies its chat template and tokenizes exactly as training did."""
     _needs("llama_cpp")
     from llama_cpp import Llama
@@ -108,3 +121,4 @@ def _engine_agrees(path: Path) -> None:
     reply = model.create_chat_completion([{"role": "user", "content": "Ana has 3 pens."}], max_tokens=2,
                                          logprobs=True, top_logprobs=3)
     assert reply["usage"]["prompt_tokens"] == len(encode(chat_prompt("Ana has 3 pens."), vocab))
+    return model
