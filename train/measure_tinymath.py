@@ -47,9 +47,11 @@ def measure(base_url: str, rows: list[dict[str, object]], samples: int, temperat
             top_logprobs: int, max_tokens: int) -> dict[str, object]:
     right = total = tokens = 0
     finish: dict[str, int] = {}
+    right_by_problem: list[int] = []
     began = time.monotonic()
     with requests.Session() as session:
         for index, row in enumerate(rows):
+            right_by_problem.append(0)
             for sample_id in range(samples):
                 body, latency = ask(session, base_url, str(row["problem"]), temperature=temperature,
                                     top_logprobs=top_logprobs, max_tokens=max_tokens,
@@ -57,13 +59,16 @@ def measure(base_url: str, rows: list[dict[str, object]], samples: int, temperat
                 sample = parse_completion(body, problem_id=str(row["id"]), sample_id=sample_id, latency_s=latency,
                                           keep_top_logprobs=True, expect_top_logprobs=top_logprobs)
                 right += sample.answer == row["answer"]
+                right_by_problem[-1] += sample.answer == row["answer"]
                 total += 1
                 tokens += sample.completion_tokens
                 finish[sample.finish_reason] = finish.get(sample.finish_reason, 0) + 1
     return {"accuracy": round(right / total, 4), "right": right, "traces": total, "problems": len(rows),
             "samples_per_problem": samples, "wilson_95": wilson(right, total), "temperature": temperature,
             "top_logprobs": top_logprobs, "max_tokens": max_tokens, "mean_completion_tokens": round(tokens / total, 1),
-            "finish_reasons": finish, "seconds": round(time.monotonic() - began, 1)}
+            "finish_reasons": finish, "seconds": round(time.monotonic() - began, 1),
+            "problems_always_right": right_by_problem.count(samples), "problems_never_right": right_by_problem.count(0),
+            "problems_mixed": len(rows) - right_by_problem.count(samples) - right_by_problem.count(0)}
 
 
 def main(argv: list[str]) -> int:

@@ -19,9 +19,9 @@ from tracevote.datasets.tinymath import DEFAULT, GENERATOR_VERSION, Difficulty, 
 HELDOUT_SEED = 31  # the training problems come from seeds >= 1,000,003 (train_tinymath.TRAIN_SEED_OFFSET)
 HELDOUT_COUNT = 100
 # Harder than training (2-3 operations, 0-1 distractor): calibrated on seed 32 through the engine so that one
-# trace at temperature 0.6 is right 30-70% of the time (the measured figure: models/tinymath.json). Four
-# operations, longer than any solution trained on, were right 2% of the time.
-HELDOUT_DIFFICULTY = dataclasses.replace(DEFAULT, min_operations=3, max_operations=3, min_distractors=2,
+# trace at temperature 0.6 is right 30-70% of the time and many problems are sometimes right, sometimes wrong
+# (the measured figures: models/tinymath.json).
+HELDOUT_DIFFICULTY = dataclasses.replace(DEFAULT, min_operations=3, max_operations=3, min_distractors=1,
                                          max_distractors=3)
 
 

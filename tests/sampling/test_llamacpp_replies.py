@@ -58,14 +58,23 @@ def test_the_streamed_reply_is_the_same_trace_with_logprobs_per_chunk_and_no_usa
     assert streamed["done"] and not any("usage" in chunk for chunk in streamed["reply"])
 
 
-def test_top_logprobs_rows_may_be_unsorted_and_shorter_than_asked() -> None:
-    """Rows are built from a dict keyed by token text: not always best first, and tokens of equal text (the empty
-    text of control tokens) collapse into one entry, so a row may hold fewer than the k asked for."""
-    lengths = {len(row) for row in rows("chat_top20")}
-    assert max(lengths) == 20 and min(lengths) < 20
+def test_top_logprobs_rows_hold_k_entries_an_empty_token_among_them() -> None:
+    """The trained model's rows: k entries, best first; a control token (<|end|>) appears with empty text."""
+    for name, k in (("chat_top20", 20), ("chat_top3", 3)):
+        assert {len(row) for row in rows(name)} == {k}
+    assert any(entry["token"] == "" for row in rows("chat_top20") for entry in row)
+
+
+def test_with_random_weights_rows_are_unsorted_longer_or_shorter_than_asked() -> None:
+    """An untrained model of the same shape shows what the trained one hides: rows are built from a dict keyed by
+    token text, so they are not ordered best first, the chosen token is appended when it is not among the top k
+    (k + 1 entries), and tokens of equal text (empty, or cut at 32 bytes) collapse into one entry (fewer than k)."""
+    top3 = rows("random_weights_chat_top3")
+    assert max(len(row) for row in top3) == 4
+    top20 = rows("random_weights_chat_top20")
+    assert min(len(row) for row in top20) < 20
     assert any([entry["logprob"] for entry in row] != sorted((entry["logprob"] for entry in row), reverse=True)
-               for row in rows("chat_top20"))
-    assert {len(row) for row in rows("chat_top3")} == {3}
+               for row in top20)
 
 
 def test_n_is_ignored_unknown_arguments_accepted_and_system_messages_dropped_by_the_template() -> None:
