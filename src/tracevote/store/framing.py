@@ -17,6 +17,7 @@ The key sits outside the payload so that listing what is stored never decompress
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import mmap
 import os
@@ -28,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tracevote.core.errors import DamagedLogError, DataError
+from tracevote.core.fileio import make_folder
 
 MAGIC = b"TVF1"
 KEYED_MAGIC = b"TVK1"
@@ -203,7 +205,7 @@ class FrameWriter:
     """
 
     def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        make_folder(path.parent)
         self.path = path
         created = not path.exists()
         self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -227,16 +229,33 @@ class FrameWriter:
         self._lock = threading.Lock()
         self._timer: threading.Timer | None = None
         self._sync_error: OSError | None = None
+        self._torn_at: int | None = None  # where a refused append began, when it could not be cut back
         self.synced = threading.Event()  # set by each fsync; a test waits on it instead of on the clock
 
     def append(self, key: Key, payload: bytes) -> None:
-        """Once this returns, a kill of this process cannot lose the frame (the OS holds the bytes)."""
+        """Once this returns, a kill of this process cannot lose the frame (the OS holds the bytes). A write the
+        disk refuses partway is cut back to where the frame began, so the log ends whole and the same frame can
+        be appended again once there is room (a cut that fails leaves a torn tail: the writer refuses more)."""
         self._raise_sync_error()
+        if self._torn_at is not None:
+            raise OSError(errno.EIO, f"an earlier append to {self.path} could not be cut back")
         frame = memoryview(frame_bytes(key, payload))
-        while frame:
-            frame = frame[os.write(self._fd, frame):]
+        start = os.lseek(self._fd, 0, os.SEEK_CUR)
+        try:
+            while frame:
+                frame = frame[os.write(self._fd, frame):]
+        except OSError:
+            self._cut_back(start)
+            raise
         self.keys.add(key)
         self._schedule_sync()
+
+    def _cut_back(self, start: int) -> None:
+        try:
+            os.ftruncate(self._fd, start)
+            os.lseek(self._fd, start, os.SEEK_SET)
+        except OSError:
+            self._torn_at = start
 
     def _schedule_sync(self) -> None:
         with self._lock:
