@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import FIXTURE_PARAMS
+from tests.conftest import FIXTURE_PARAMS, REPO_ROOT
 from tracevote.cli.demo import BUILTIN_DELTABENCH
 from tracevote.core.config import load_params
 from tracevote.core.config_datasets import DatasetConfig
@@ -65,9 +65,20 @@ def test_the_deltabench_recipe_converts_the_hub_csv_layout() -> None:
     assert set(records[0].meta) == {"task_l2", "final_correct"}
 
 
+def test_the_tinymath_recipe_normalizes_its_shipped_file() -> None:
+    """The shipped small model's held-out set is a file in the repository, read by its relative path."""
+    recipe = RECIPES["tinymath"]
+    path = REPO_ROOT / recipe.source.path
+    records = normalize_dataset(read_local_rows(path), recipe, str(path))
+    assert len(records) == 100 and records[0].id == "tinymath-0"
+    assert all(isinstance(record, Problem) and isinstance(record.answer, int) for record in records)
+    assert set(records[0].meta) == {"generator", "seed"}  # the steps (a list) stay in the file only
+
+
 def test_every_recipe_is_tested_and_fetches_from_the_hub() -> None:
-    assert {case[0] for case in CASES} | {"deltabench"} == set(RECIPES)
-    assert all(recipe.source.hf_dataset and recipe.source.path is None for recipe in RECIPES.values())
+    assert {case[0] for case in CASES} | {"deltabench", "tinymath"} == set(RECIPES)
+    hub = [recipe for name, recipe in RECIPES.items() if name != "tinymath"]
+    assert all(recipe.source.hf_dataset and recipe.source.path is None for recipe in hub)
 
 
 def test_integer_formats_give_integers_and_math_gives_text(shared_data: Path) -> None:

@@ -1,0 +1,90 @@
+"""Real replies of llama.cpp's server (llama-cpp-python 0.3.36) running the shipped tinymath model, recorded by
+train/record_engine_replies.py into tests/fixtures/llamacpp/: what the engine does, checked without it.
+
+Each case states one behaviour seen there, and the reply goes through tracevote's own parser.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import orjson
+
+from tracevote.answers.extract import extract_answer
+from tracevote.sampling.ingest import parse_completion
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "llamacpp"
+
+
+def load(name: str) -> dict[str, Any]:
+    return json.loads((FIXTURES / f"{name}.json").read_text(encoding="utf-8"))
+
+
+def choice(name: str) -> dict[str, Any]:
+    return load(name)["reply"]["choices"][0]
+
+
+def rows(name: str) -> list[list[dict[str, Any]]]:
+    return [entry["top_logprobs"] for entry in choice(name)["logprobs"]["content"]]
+
+
+def test_a_reply_parses_into_the_sample_the_engine_meant() -> None:
+    fixture = load("chat_top20")
+    reply = fixture["reply"]
+    sample = parse_completion(orjson.dumps(reply), problem_id="tinymath-0", sample_id=0, latency_s=0.0,
+                              keep_top_logprobs=True, expect_top_logprobs=20)
+    content = reply["choices"][0]["logprobs"]["content"]
+    assert sample.text == reply["choices"][0]["message"]["content"] == "".join(entry["token"] for entry in content)
+    assert sample.tokens == [entry["token"] for entry in content]
+    assert sample.finish_reason == "stop"  # the model's <|end|> is the GGUF's end-of-sequence token
+    assert sample.completion_tokens == reply["usage"]["completion_tokens"] == len(content)
+    assert sample.answer == extract_answer(sample.text) is not None
+
+
+def test_the_streamed_reply_is_the_same_trace_with_logprobs_per_chunk_and_no_usage() -> None:
+    streamed, plain = load("chat_top20_stream"), choice("chat_top20")
+    chunks = [chunk["choices"][0] for chunk in streamed["reply"]]
+    assert chunks[0]["delta"] == {"role": "assistant"} and chunks[-1]["finish_reason"] == "stop"
+    assert "".join(chunk["delta"].get("content", "") for chunk in chunks) == plain["message"]["content"]  # seeded
+    entries = [entry for chunk in chunks if chunk["logprobs"] for entry in chunk["logprobs"]["content"]]
+    expected = plain["logprobs"]["content"]
+    assert [(e["token"], e["logprob"]) for e in entries] == [(e["token"], e["logprob"]) for e in expected]
+    # subtle: the top entries differ from the unstreamed reply's in the sixth decimal
+    assert np.allclose([t["logprob"] for e in entries for t in e["top_logprobs"]],
+                       [t["logprob"] for e in expected for t in e["top_logprobs"]], atol=1e-4)
+    assert streamed["done"] and not any("usage" in chunk for chunk in streamed["reply"])
+
+
+def test_top_logprobs_rows_hold_k_entries_an_empty_token_among_them() -> None:
+    """The trained model's rows: k entries, best first; a control token (<|end|>) appears with empty text."""
+    for name, k in (("chat_top20", 20), ("chat_top3", 3)):
+        assert {len(row) for row in rows(name)} == {k}
+    assert any(entry["token"] == "" for row in rows("chat_top20") for entry in row)
+
+
+def test_with_random_weights_rows_are_unsorted_longer_or_shorter_than_asked() -> None:
+    """An untrained model of the same shape shows what the trained one hides: rows are built from a dict keyed by
+    token text, so they are not ordered best first, the chosen token is appended when it is not among the top k
+    (k + 1 entries), and tokens of equal text (empty, or cut at 32 bytes) collapse into one entry (fewer than k)."""
+    top3 = rows("random_weights_chat_top3")
+    assert max(len(row) for row in top3) == 4
+    top20 = rows("random_weights_chat_top20")
+    assert min(len(row) for row in top20) < 20
+    assert any([entry["logprob"] for entry in row] != sorted((entry["logprob"] for entry in row), reverse=True)
+               for row in top20)
+
+
+def test_n_is_ignored_unknown_arguments_accepted_and_system_messages_dropped_by_the_template() -> None:
+    assert len(load("chat_n3")["reply"]["choices"]) == 1
+    assert load("chat_unknown_arg")["status"] == 200
+    system, plain = load("chat_system")["reply"], load("chat_top20")["reply"]
+    assert system["usage"]["prompt_tokens"] == plain["usage"]["prompt_tokens"]
+
+
+def test_a_cut_reply_says_length_and_a_reply_without_logprobs_has_none() -> None:
+    cut = load("chat_length")["reply"]
+    assert cut["choices"][0]["finish_reason"] == "length" and cut["usage"]["completion_tokens"] == 5
+    assert choice("chat_no_logprobs")["logprobs"] is None
