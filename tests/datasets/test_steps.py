@@ -11,7 +11,8 @@ from tracevote.core.errors import DataError
 from tracevote.datasets.normalize import normalize_dataset
 from tracevote.datasets.steps import normalize_step_rows
 
-PROCESSBENCH = DatasetConfig(name="processbench_gsm8k", source=SourceConfig(None, "default", "gsm8k", "", "x.json", "x.json"),
+LOCAL_SOURCE = SourceConfig(None, "default", "gsm8k", "", "x.json", "x.json")
+PROCESSBENCH = DatasetConfig(name="processbench_gsm8k", source=LOCAL_SOURCE,
                              kind="steps", problem_key="problem", answer_key="label", id_key="id",
                              answer_format="integer")
 
@@ -53,7 +54,8 @@ def test_the_task_is_the_rows_own_else_the_param_else_the_hub_split_else_the_nam
 
     assert task({**GOOD, "task": "olympiadbench"}) == "olympiadbench"
     assert task(GOOD, dataclasses.replace(PROCESSBENCH, task="math")) == "math"
-    hub = dataclasses.replace(PROCESSBENCH, source=SourceConfig("Qwen/ProcessBench", "default", "gsm8k", "u", None, "stages/fetch.py"))
+    hub_source = SourceConfig("Qwen/ProcessBench", "default", "gsm8k", "u", None, "stages/fetch.py")
+    hub = dataclasses.replace(PROCESSBENCH, source=hub_source)
     assert task(GOOD, hub) == "gsm8k"
     assert task(GOOD) == "processbench_gsm8k"
 
