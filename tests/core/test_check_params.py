@@ -20,10 +20,10 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        ({"pool": {"concurency": 4}}, "pool.concurency: unknown key (known: allow_uninformative_logprobs, "
-                                      "concurrency, keep_raw,"),
-        ({"evall": {"k": [1]}}, "evall: unknown key (known: answers, confidence, critique, datasets, "
-                                "debate, decoding, deepconf,"),
+        ({"pool": {"concurency": 4}}, "pool.concurency: unknown key (did you mean concurrency? known: "
+                                      "allow_uninformative_logprobs, concurrency, keep_raw,"),
+        ({"evall": {"k": [1]}}, "evall: unknown key (did you mean eval? known: answers, confidence, critique, "
+                                "datasets, debate, decoding, deepconf,"),
         ({"decoding": {"temperature": "hot"}}, "decoding.temperature: expected a number, got 'hot'"),
         # issue 22 item 10: refused by check_params, not later by the client or the critique stage
         ({"decoding": {"max_tokens": 10**12}},

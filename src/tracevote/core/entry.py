@@ -7,13 +7,14 @@ import sys
 from collections.abc import Callable
 
 from tracevote.core.errors import TracevoteError
+from tracevote.core.hosts import redact_urls
 
 
 def stage_main(main: Callable[[], object]) -> None:
     """Run an entry point; a TracevoteError prints `error: <message>` and exits 2, with no traceback.
 
-    Under DVC (which names the running stage in DVC_STAGE), a stage fails only on the problems of params.yaml
-    in the keys it declares; check_params, declaring none, reports them all."""
+    Under DVC (which names the running stage in DVC_STAGE), an offline stage fails only on the problems of
+    params.yaml in the keys it declares; check_params and the paid stages (config.check_params) on them all."""
     stage = os.environ.get("DVC_STAGE")
     try:
         if stage:
@@ -25,7 +26,7 @@ def stage_main(main: Callable[[], object]) -> None:
         else:
             main()
     except TracevoteError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {redact_urls(str(exc))}", file=sys.stderr)
         raise SystemExit(2) from None
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

@@ -99,10 +99,10 @@ def _pointed_at(model: ModelConfig, base_url: str) -> ModelConfig:
 def api_key_for(model: ModelConfig, environ: Mapping[str, str], dotenv: Path, *, missing: int,
                 what: str = "samples", stage: str = "build_pool") -> str | None:
     """The API key, or a clear error when the endpoint needs one and calls are missing."""
-    if model.backend == "sim":
-        return None
+    if model.backend == "sim" or not model.needs_key:
+        return None  # a server that needs no key is sent none, whatever the environment holds
     key = resolve_api_key(model, environ, dotenv if dotenv.is_file() else None)
-    if key is None and model.needs_key:
+    if key is None:
         raise TracevoteError(
             f"{f'{missing} {what} are missing and ' if missing else ''}no API key is set for endpoint "
             f"{model.endpoint} ({model.name}): export {model.api_key_env}=... "

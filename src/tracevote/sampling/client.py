@@ -35,8 +35,9 @@ import requests
 import urllib3
 
 from tracevote.core.config_deepconf import DecodingConfig
-from tracevote.core.config_endpoints import ModelConfig, base_urls
+from tracevote.core.config_endpoints import ModelConfig, base_urls, url_host
 from tracevote.core.errors import ConfigError, EndpointError, EndpointNotFoundError, FatalAPIError, ModelNotFoundError
+from tracevote.core.hosts import forbidden_host, forbidden_resolution, key_hosts, redact_urls, serves
 from tracevote.core.limits import check_extra_body
 from tracevote.core.retry import (
     Backoff,
@@ -237,7 +238,7 @@ class ChatClient:
 
     def _post(self, slot: EndpointSlot, payload: bytes, sample_key: str, kind: str) -> RawCompletion:
         started = time.monotonic()
-        response = self._send(slot.endpoint.chat_url, payload, sample_key, kind)
+        response = self._send(slot.endpoint.post_url, payload, sample_key, kind)
         slot.reached()
         latency = time.monotonic() - started
         if response.status_code == 429:
@@ -305,7 +306,7 @@ class ChatClient:
                 f"in params.yaml.")
 
     def _redact(self, text: str) -> str:
-        return text.replace(self._api_key, "***") if self._api_key else text
+        return redact_urls(text.replace(self._api_key, "***") if self._api_key else text)
 
     def _session(self) -> requests.Session:
         session = getattr(self._local, "session", None)
@@ -328,6 +329,26 @@ def _check_settings(model: ModelConfig, decoding: DecodingConfig, api_key: str |
     if model.needs_key and not api_key:
         raise ConfigError(f"endpoints.{model.endpoint}.needs_key is true but ${model.api_key_env} is not set "
                           f"(environment or .env); set it, or set needs_key false for a local server")
+    for url in base_urls(model.base_url):
+        _check_destination(model, url, api_key)
+
+
+def _check_destination(model: ModelConfig, url: str, api_key: str | None) -> None:
+    """check_params's rules for where a request and its key go, again where they are sent (a ModelConfig made
+    in code skips check_params), plus the addresses the host's name resolves to."""
+    host = url_host(url)
+    where = f"endpoints.{model.endpoint}.base_url"
+    if host is None:
+        raise ConfigError(f"{where}: {redact_urls(url)!r} must be an http(s) URL with a host")
+    reason = forbidden_host(host) or forbidden_resolution(host)
+    if reason is not None:
+        raise ConfigError(f"{where}: {redact_urls(url)!r} must be a model server, not {reason}; nothing was sent")
+    domains = key_hosts(model.api_key_env)
+    if api_key and domains and not model.allow_foreign_key and not (
+            serves(host, domains) and url.lower().startswith("https://")):
+        raise ConfigError(f"{where}: {redact_urls(url)!r} is not an https URL of {' or '.join(domains)}, and "
+                          f"${model.api_key_env} is that provider's key; nothing was sent (set "
+                          f"endpoints.{model.endpoint}.allow_foreign_key: true for a gateway you trust with it)")
 
 
 def _complete_body(response: requests.Response) -> bytes:

@@ -15,7 +15,7 @@ from typing import Generic, TypeVar
 
 from tqdm import tqdm
 
-from tracevote.core.config import Params, load_params
+from tracevote.core.config import Params, check_params
 from tracevote.core.config_deepconf import DecodingConfig, PoolConfig
 from tracevote.core.config_endpoints import ModelConfig, base_urls
 from tracevote.core.costs import simulated_as, spent_text, worst_case_usd
@@ -64,7 +64,7 @@ def read_paid_stage_args(group: str, description: str, *, folder: str, folder_he
     parser.add_argument(f"--{folder}", required=True, type=Path, help=folder_help, dest="folder")
     parser.add_argument("--manifest", required=True, type=Path)
     args = parser.parse_args()
-    params = load_params(args.params)
+    params = check_params(args.params)  # the whole file, as the check_params stage: this stage pays
     params.dataset(args.dataset)
     return PaidStageArgs(f"{group}@{args.dataset}", args.params, params, args.dataset, load(args.records),
                          args.folder, args.manifest)
