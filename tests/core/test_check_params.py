@@ -17,29 +17,31 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return make_project(tmp_path_factory.mktemp("check_params") / "project", small_sim_params())
 
 
-@pytest.mark.parametrize(
-    ("change", "message"),
-    [
-        ({"pool": {"concurency": 4}}, "pool.concurency: unknown key (did you mean concurrency? known: "
-                                      "allow_uninformative_logprobs, concurrency, keep_raw,"),
-        ({"evall": {"k": [1]}}, "evall: unknown key (did you mean eval? known: answers, confidence, critique, "
-                                "datasets, debate, decoding, deepconf,"),
-        ({"decoding": {"temperature": "hot"}}, "decoding.temperature: expected a number, got 'hot'"),
-        # issue 22 item 10: refused by check_params, not later by the client or the critique stage
-        ({"decoding": {"max_tokens": 10**12}},
-         "decoding.max_tokens: 1000000000000 must be an integer in 1..1,000,000"),
-        ({"endpoints": {"deepseek": {"extra_body": {"temperature": 0.1}}}},
-         "endpoints.deepseek.extra_body: 'temperature' is set by the client"),
-        ({"endpoints": {"deepseek": {"api_key_env": ""}}},
-         "endpoints.deepseek.api_key_env: '' must be an environment variable name"),
-        # issue 23: what a method needs of its endpoint's provider, before any request
-        ({"critique": {"endpoint": "gpt-5-nano"}},
-         "critique.temperature: 0.7 must be 1: endpoint gpt-5-nano (gpt-5-nano, profile openai-reasoning) accepts "
-         "only the default temperature; set critique.temperature: 1"),
-        ({"critique": {"template": "{problem} {tagged_response} {solution}"}},
-         "critique.template: unknown placeholder {solution}"),
-    ],
-)
+# check_params's refusal table: each (change to params.yaml, the line it fails with). Every paid stage run alone
+# refuses the same rows with the same line (tests/test_paid_stage_refusals.py).
+REFUSALS: list[tuple[dict, str]] = [
+    ({"pool": {"concurency": 4}}, "pool.concurency: unknown key (did you mean concurrency? known: "
+                                  "allow_uninformative_logprobs, concurrency, keep_raw,"),
+    ({"evall": {"k": [1]}}, "evall: unknown key (did you mean eval? known: answers, confidence, critique, "
+                            "datasets, debate, decoding, deepconf,"),
+    ({"decoding": {"temperature": "hot"}}, "decoding.temperature: expected a number, got 'hot'"),
+    # issue 22 item 10: refused by check_params, not later by the client or the critique stage
+    ({"decoding": {"max_tokens": 10**12}},
+     "decoding.max_tokens: 1000000000000 must be an integer in 1..1,000,000"),
+    ({"endpoints": {"deepseek": {"extra_body": {"temperature": 0.1}}}},
+     "endpoints.deepseek.extra_body: 'temperature' is set by the client"),
+    ({"endpoints": {"deepseek": {"api_key_env": ""}}},
+     "endpoints.deepseek.api_key_env: '' must be an environment variable name"),
+    # issue 23: what a method needs of its endpoint's provider, before any request
+    ({"critique": {"endpoint": "gpt-5-nano"}},
+     "critique.temperature: 0.7 must be 1: endpoint gpt-5-nano (gpt-5-nano, profile openai-reasoning) accepts "
+     "only the default temperature; set critique.temperature: 1"),
+    ({"critique": {"template": "{problem} {tagged_response} {solution}"}},
+     "critique.template: unknown placeholder {solution}"),
+]
+
+
+@pytest.mark.parametrize(("change", "message"), REFUSALS)
 def test_a_bad_key_fails_with_the_known_keys(project: Path, change: dict, message: str) -> None:
     update_params(project, change)
     try:
