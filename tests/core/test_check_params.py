@@ -63,24 +63,29 @@ def test_valid_params_pass_and_nothing_depends_on_the_stage(project: Path) -> No
 
 def test_each_problem_fails_the_stage_that_owns_its_key(project: Path) -> None:
     """Issue 25: shrinking pool.n_pool failed fetch@<dataset>, one problem per run. check_params lists every
-    problem in one run; a stage fails only on the keys it declares, listing the others after its own, and a
-    stage whose keys are fine runs."""
-    update_params(project, {"pool": {"n_pool": 4}, "report": {"k": 3}})
-    eval_k = "params.yaml: eval.k: [8, 16] must be at most pool.n_pool (4)"
-    report_k = "report.k: 3 must be one of eval.k [1, 2, 4, 8, 16]"
+    problem in one run; an offline stage fails only on the keys it declares, listing the others after its own, and
+    one whose keys are fine runs. Issue 30: a paid stage is not one of them: it refuses every problem, as
+    check_params does, before any request."""
+    dvc(project, "repro", "score@toy")
+    update_params(project, {"eval": {"k": [1, 2, 4, 8, 32]}, "report": {"k": 3}})
+    eval_k = "params.yaml: eval.k: [32] must be at most pool.n_pool (16)"
+    report_k = "report.k: 3 must be one of eval.k [1, 2, 4, 8, 32]"
     try:
         checked = dvc(project, "repro", "check_params", check=False)
         assert checked.returncode != 0
         assert f"error: {eval_k}\nparams.yaml: {report_k}\n" in checked.stderr
-        fetched = dvc(project, "repro", "fetch@toy", check=False)
+        fetched = dvc(project, "repro", "-f", "fetch@toy", check=False)
         assert fetched.returncode == 0, fetched.stdout + fetched.stderr
         failed = dvc(project, "repro", "aggregate@toy", check=False)
         output = failed.stdout + failed.stderr
         assert failed.returncode != 0
-        assert "Running stage 'score@toy'" in output and "Running stage 'aggregate@toy'" in output
+        assert "Stage 'build_pool@toy' didn't change" in output and "Running stage 'aggregate@toy'" in output
         assert f"error: {eval_k}\nparams.yaml also has problems in keys this stage does not read" in output
         assert f"\n  {report_k}" in output
         assert "failed to reproduce 'aggregate@toy'" in output
         assert "Traceback" not in output
+        paid = dvc(project, "repro", "-s", "-f", "build_pool@toy", check=False)
+        assert paid.returncode != 0
+        assert f"error: {eval_k}\nparams.yaml: {report_k}\n" in paid.stderr
     finally:
         run(project, "git", "checkout", "--", "params.yaml")

@@ -11,7 +11,7 @@ from tracevote.core.config_datasets import KEY_NAME, KEY_NAME_RULE
 from tracevote.core.errors import ConfigError
 from tracevote.core.hosts import forbidden_host, key_hosts, redact_urls, serves
 from tracevote.core.limits import MAX_TOKENS_BOUND, check_extra_body, require_env_name
-from tracevote.core.profiles import PROFILES, Profile, ProfileName, infer_profile
+from tracevote.core.profiles import PROFILES, Profile, ProfileName, inferred_profile
 from tracevote.core.typedconfig import param, require
 
 Backend = Literal["openai", "sim"]
@@ -91,7 +91,11 @@ class EndpointConfig:
                 f"'thinking' is DeepSeek's own)")
 
     def resolved_profile(self) -> Profile:
-        return PROFILES[self.profile or infer_profile(base_urls(self.base_url)[0], self.name)]
+        return PROFILES[self.profile or inferred_profile(base_urls(self.base_url)[0], self.name)[0]]
+
+    def profile_why(self) -> str:
+        """Why the endpoint has its profile: "as set", "by its model name", "by its host api.deepseek.com"."""
+        return "as set" if self.profile else inferred_profile(base_urls(self.base_url)[0], self.name)[1]
 
 
 @dataclass(frozen=True)
@@ -109,6 +113,7 @@ class ModelConfig:
     pricing: PricingConfig | None = None  # None: not priced (a bare client in a test)
     endpoint: str = "deepseek"  # its key in `endpoints:`, for messages and reports (the default endpoint's)
     allow_foreign_key: bool = False  # a provider's key may go to a host not that provider's (a gateway)
+    profile_why: str = ""  # "as set", "by its model name", "by its host ...": for the opening line and hints
 
     def validate(self, where: str) -> None:
         require_endpoint(where, self.name, self.base_url)
@@ -121,9 +126,10 @@ class ModelConfig:
         return self.pricing
 
     def describe(self) -> str:
-        """"gpt-4o-mini (endpoint gpt-4o-mini, profile openai-chat, simulated)"."""
+        """"gpt-4o-mini (endpoint gpt-4o-mini, profile openai-chat by its model name, simulated)"."""
         sim = ", simulated" if self.backend == "sim" else ""
-        return f"{self.name} (endpoint {self.endpoint}, profile {self.profile.name}{sim})"
+        why = f" {self.profile_why}" if self.profile_why else ""
+        return f"{self.name} (endpoint {self.endpoint}, profile {self.profile.name}{why}{sim})"
 
 
 def server_keys(base_url: BaseUrl) -> list[tuple[str, str]]:

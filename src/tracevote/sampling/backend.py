@@ -59,18 +59,20 @@ def retry_report(client: ChatClient) -> str:
 @contextlib.contextmanager
 def open_client(model: ModelConfig, decoding: DecodingConfig, problems: list[Problem], api_key: str | None, *,
                 pool: PoolConfig, concurrency: int, first_errors: Mapping[str, int] | None = None,
-                reached: Mapping[str, bool] | None = None,
-                on_retry: Callable[[RetryNotice], None] | None = None) -> Iterator[ChatClient]:
+                reached: Mapping[str, bool] | None = None, on_retry: Callable[[RetryNotice], None] | None = None,
+                settings: str = "decoding") -> Iterator[ChatClient]:
     """A ChatClient for `model` with `decoding`, timeouts and retries from `pool`, `concurrency` requests in
     flight per endpoint (callers size their workers by `client.capacity`); for the simulator, a loopback server
     (knowing `problems`' answers, the solutions' `first_errors` and whether reasonings `reached` their gold,
-    see SimModel) runs while the block does. `on_retry` hears of every retried failure (the entry point shows it)."""
+    see SimModel) runs while the block does. `on_retry` hears of every retried failure (the entry point shows it).
+    `settings` names the params.yaml section `decoding` was made from (debate, grading.critic), for error hints."""
     with contextlib.ExitStack() as stack:
         if model.backend == "sim":
             base_url = stack.enter_context(_simulator(model, problems, first_errors, reached))
             model = _pointed_at(model, base_url)
         client = ChatClient(model, decoding, api_key=api_key, timeout_s=pool.request_timeout_s,
-                            max_retries=pool.max_retries, concurrency=concurrency, on_retry=on_retry)
+                            max_retries=pool.max_retries, concurrency=concurrency, on_retry=on_retry,
+                            settings=settings)
         stack.callback(client.close)
         yield client
 
