@@ -222,7 +222,8 @@ def test_a_new_judge_reruns_only_the_debates_branch_and_leaves_the_pool_alone(bu
     assert "build_debate" in changed and changed <= DEBATE_BRANCH, changed
     result = dvc(project, "repro", "compare")
     assert ran_stages(result.stdout) == DEBATE_BRANCH
-    assert ("judge on gpt-4o-mini (endpoint gpt-4o-mini, profile openai-chat, simulated)" in result.stdout)
+    assert ("judge on gpt-4o-mini (endpoint gpt-4o-mini, profile openai-chat by its model name, simulated)"
+            in result.stdout)
     assert tree(project / "pools") == pool and (project / "pools" / "toy.json").read_bytes() == manifest
     # a new ledger under the new judge model; the agents' calls are the same in number, and so are the judge's
     old = ledger(project / "debates" / "toy", judge_model=agents_model)
