@@ -138,7 +138,8 @@ def bench_params() -> dict[str, Any]:
     """The tests' fixture params with one problems dataset, `bench` (data/bench.jsonl), that every method runs on."""
     params_data = yaml.safe_load(FIXTURE_PARAMS.read_text())
     params_data["datasets"] = {DATASET: {**params_data["datasets"]["aime_2025"], "source": {
-        **params_data["datasets"]["aime_2025"]["source"], "hf_dataset": None, "path": "data/raw/bench.jsonl"}},
+        **params_data["datasets"]["aime_2025"]["source"], "hf_dataset": None, "path": "data/raw/bench.jsonl",
+        "watch": "data/raw/bench.jsonl"}},
         "processbench_gsm8k": params_data["datasets"]["processbench_gsm8k"]}  # the critique's, never read here
     params_data["critique"]["datasets"] = ["processbench_gsm8k"]
     params_data["deepconf"]["datasets"] = [DATASET]

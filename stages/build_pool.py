@@ -43,15 +43,16 @@ def main() -> None:
         args.refuse_if_already_built(partial=existing is not None)
     new_folders = missing_folders(pool_root := args.folder / setting.folder_name)
     pool = Pool.open_or_create(args.folder, setting, simulated=model.backend == "sim")
-    try:
-        _build(args, pool, setting)
-    except BaseException:
-        if existing is None and not pool.holds_calls():  # a first build that stored nothing leaves no empty pool
-            shutil.rmtree(pool_root, ignore_errors=True)
-            for folder in new_folders[1:]:  # then the folders made for it, innermost first, where left empty
-                if folder.is_dir() and not any(folder.iterdir()):
-                    folder.rmdir()
-        raise
+    with pool.exclusive():  # before the probe: a second build of this pool pays for nothing (and removes nothing)
+        try:
+            _build(args, pool, setting)
+        except BaseException:
+            if existing is None and not pool.holds_calls():  # a first build that stored nothing leaves no empty pool
+                shutil.rmtree(pool_root, ignore_errors=True)
+                for folder in new_folders[1:]:  # then the folders made for it, innermost first, where left empty
+                    if folder.is_dir() and not any(folder.iterdir()):
+                        folder.rmdir()
+            raise
 
 
 def _build(args: PaidStageArgs[Problem], pool: Pool, setting: Setting) -> None:
@@ -86,9 +87,8 @@ def _build(args: PaidStageArgs[Problem], pool: Pool, setting: Setting) -> None:
             backend.refuse_if_uninformative(report, params.pool.allow_uninformative_logprobs)
             pool.check_kind(report.simulated)  # before any sample is paid for: a pool never mixes real and simulated
             probe_usd = usd(report.prompt_tokens, report.completion_tokens, model.priced())
-        retries.quiet = True  # from here the progress bar counts retries
         cap = SpendCap(params.pool.max_cost_usd, "pool.max_cost_usd", spent_usd=probe_usd)  # the probe counts too
-        summary = _run_with_progress(pool, problems, plan, sampler, params, cap,
+        summary = _run_with_progress(pool, problems, plan, sampler, params, cap, retries,
                                      first_alone=plan.n_requests < params.pool.n_pool * len(problems))
         print(sampler.retry_report())
     _write_blocks(pool, ids)
@@ -108,8 +108,9 @@ def _write_blocks(pool: Pool, ids: list[str]) -> None:
 
 
 def _run_with_progress(pool: Pool, problems: list[Problem], plan: BuildPlan, sampler: backend.Sampler,
-                       params: Params, cap: SpendCap, *, first_alone: bool) -> RunSummary:
+                       params: Params, cap: SpendCap, retries: RetryLines, *, first_alone: bool) -> RunSummary:
     with CallProgress(plan.n_requests, desc="build_pool", unit="sample", retries=[sampler.client.retries]) as bar:
+        retries.progress = bar  # from here the progress bar counts retries and says why it waits
         return run_build(pool, problems, plan, sampler.sample, concurrency=sampler.client.capacity,
                          pricing=params.deepconf_model.priced(), max_tokens=params.decoding.max_tokens,
                          cap=cap, first_alone=first_alone,

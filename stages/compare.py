@@ -8,6 +8,7 @@ from pathlib import Path
 import orjson
 
 from tracevote.core.config import load_params
+from tracevote.core.csvtext import frame_csv
 from tracevote.core.entry import stage_main
 from tracevote.core.fileio import write_json, write_text
 from tracevote.report import compare
@@ -41,7 +42,7 @@ def main() -> None:
     write_text(args.out / "compare.md", table)
     write_json(args.out / "compare.json", {"simulated": simulated, "datasets": shared, "rows": rows})
     write_text(args.plots / "accuracy_vs_tokens.csv",
-               compare.curve_table(curve, point).to_csv(index=False, float_format="%.4f"))
+               frame_csv(compare.curve_table(curve, point), "%.4f"))
     compare.plot_accuracy_vs_tokens(curve, point, args.plots / "accuracy_vs_tokens.png", simulated=simulated,
                                     datasets=shown)
     print(f"compare: {args.out}/compare.md, compare.json; {args.plots}/accuracy_vs_tokens.png, .csv")

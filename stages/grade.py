@@ -7,6 +7,7 @@ from pathlib import Path
 
 from tracevote.core.config import load_params
 from tracevote.core.entry import stage_main
+from tracevote.core.fileio import check_output_folders
 from tracevote.grading.build import stored_critic_scores
 from tracevote.grading.critic import structured_replies
 from tracevote.grading.runs import grade_inputs, run_config, run_inputs, run_record, write_run
@@ -23,6 +24,7 @@ def main() -> None:
     parser.add_argument("--details", required=True, type=Path, help="one JSON line per graded prediction")
     args = parser.parse_args()
     params = load_params(args.params)
+    check_output_folders(args.out.parent, args.details.parent)
     run = run_config(params.grading.runs, args.run)
     inputs = run_inputs(run, args.gold, params.answers)
     critic, critic_simulated = stored_critic_scores(params, inputs.pairing(), args.critic,

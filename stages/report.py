@@ -8,6 +8,7 @@ import orjson
 import pandas as pd
 
 from tracevote.core.config import load_params
+from tracevote.core.csvtext import frame_csv
 from tracevote.core.entry import stage_main
 from tracevote.core.fileio import write_json, write_text
 from tracevote.datasets.problems import load_problems
@@ -53,7 +54,7 @@ def main() -> None:
     write_text(args.metrics / "online.csv", tables.table_csv(online, tables.ONLINE_COLUMNS))
     write_text(args.metrics / "online.md", tables.online_markdown(online, result, simulated=simulated)
                if online else "No online DeepConf result: every eval.k is below online.warmup.\n")
-    write_text(args.plots / "accuracy_vs_k.csv", curve.to_csv(index=False, float_format="%.6f"))
+    write_text(args.plots / "accuracy_vs_k.csv", frame_csv(curve, "%.6f"))
     plots.plot_accuracy(curve, result.methods, args.plots / "accuracy_vs_k.png", simulated=simulated,
                         online_methods=result.online_methods, ci_level=result.ci_level if result.bootstrap else None)
     plots.plot_confidence(scores, result.measures, args.plots / "confidence.png",

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import orjson
 
+from tracevote.core.csvtext import frame_csv
 from tracevote.core.entry import stage_main
 from tracevote.core.fileio import parse_json_object, write_text
 from tracevote.report import critique
@@ -29,7 +30,7 @@ def main() -> None:
     table = critique.render_markdown(rows, metrics, simulated=simulated, models=models)
     print(table)
     write_text(args.table, table)
-    write_text(args.plots / "f1_by_task.csv", critique.f1_table(rows).to_csv(index=False, float_format="%.2f"))
+    write_text(args.plots / "f1_by_task.csv", frame_csv(critique.f1_table(rows), "%.2f"))
     critique.plot_critique(rows, [r["label"] for r in results], [r["prediction"] for r in results],
                            args.plots / "critique.png", simulated=simulated)
     print(f"report_critiques: {args.table}; {args.plots}/critique.png, f1_by_task.csv")

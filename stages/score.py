@@ -16,6 +16,7 @@ import pyarrow as pa
 
 from tracevote.core.config import load_params
 from tracevote.core.entry import stage_main
+from tracevote.core.fileio import check_output_folders
 from tracevote.core.parquet import write_tables
 from tracevote.datasets.problems import load_problems
 from tracevote.deepconf.score import STOP_WRITE_OPTIONS, ScoredProblem, score_pool
@@ -31,6 +32,7 @@ def main() -> None:
     parser.add_argument("--stops", required=True, help="the stop table (Parquet)")
     args = parser.parse_args()
     params = load_params(args.params)
+    check_output_folders(Path(args.out).parent, Path(args.stops).parent)
     manifest = read_manifest(args.manifest)
     pool = Pool(manifest.pool_root(args.manifest))
     problems = load_problems(args.problems)

@@ -9,7 +9,7 @@ from pathlib import Path
 from tracevote.core.config import load_params
 from tracevote.core.entry import stage_main
 from tracevote.core.errors import DataError
-from tracevote.core.fileio import write_json, write_jsonl
+from tracevote.core.fileio import check_output_folders, write_json, write_jsonl
 from tracevote.critique import build
 from tracevote.critique.results import (
     CritiqueResult,
@@ -34,6 +34,7 @@ def main() -> None:
     parser.add_argument("--by-task", required=True, type=Path, help="CSV of the scores per dataset and task")
     args = parser.parse_args()
     params = load_params(args.params)
+    check_output_folders(args.metrics.parent, args.headline, args.details.parent, args.by_task.parent)
     n_votes = params.critique.n_votes
     results: list[CritiqueResult] = []
     simulated = False

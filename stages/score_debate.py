@@ -10,7 +10,7 @@ from pathlib import Path
 from tracevote.core.config import load_params
 from tracevote.core.entry import stage_main
 from tracevote.core.errors import DataError
-from tracevote.core.fileio import write_json, write_text
+from tracevote.core.fileio import check_output_folders, write_json, write_text
 from tracevote.debate import build
 from tracevote.debate.results import DebateResult, contest_of, debate_metrics, debate_totals, problem_result
 from tracevote.debate.table import debate_markdown
@@ -30,6 +30,7 @@ def main() -> None:
     parser.add_argument("--table", required=True, type=Path, help="the per-problem Markdown table")
     args = parser.parse_args()
     params = load_params(args.params)
+    check_output_folders(args.metrics.parent, args.headline.parent, args.details.parent, args.table.parent)
     results: list[DebateResult] = []
     simulated = False
     for dataset in params.debate.datasets:

@@ -143,3 +143,16 @@ def test_official_baseline_matches_trace_measures_on_random_traces() -> None:
                        for a, b in itertools.pairwise(offsets)])
     np.testing.assert_allclose(np.stack([ours.avg, ours.bottom10, ours.lowest, ours.tail], axis=1), theirs,
                                rtol=1e-9)
+
+
+def test_the_grade_stress_keeps_every_runs_output_and_counts_failures(tmp_path: Path, shared_data: Path,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """bench/stress_grade.py at two runs (the 200-run stress stays out of the suite: docs/benchmarks.md)."""
+    from bench import stress_grade
+
+    assert stress_grade.main(["--runs", "2", "--items", "3", "--out", str(tmp_path / "stress")]) == 0
+    outputs = sorted(path.name for path in (tmp_path / "stress").glob("run-*.txt"))
+    assert outputs == ["run-001.txt", "run-002.txt"]
+    assert all((tmp_path / "stress" / name).read_text().startswith("exit 0\n--- stdout\nLoaded 3 gold samples!")
+               for name in outputs)
+    assert "stress_grade: 2 runs in " in capsys.readouterr().out

@@ -1,13 +1,30 @@
 """The README stays a short first hour: at most 400 lines, a contents list whose anchors resolve, and every
 relative link pointing at a file of the repository or a page of the docs site. (`make test` builds the site
-itself with `mkdocs build --strict`, which checks the site's own links.)"""
+itself with `mkdocs build --strict`, which checks the site's own links.)
+
+Every shell command and YAML snippet of README.md and docs/ is checked (tests/docsnippets.py says how), and the
+checker is shown to fail on stale ones; the blocks marked to run are run in tests/test_docs_commands.py."""
 
 from __future__ import annotations
 
+import argparse
 import re
 from pathlib import Path
 
 import pytest
+
+from tests.conftest import committed_params_text
+from tests.docsnippets import (
+    DOC_FILES,
+    Checker,
+    Snippet,
+    every_snippet,
+    params_snippets,
+    shell_text,
+    snippets,
+    yaml_problems,
+)
+from tracevote.cli.main import build_parser
 
 REPO = Path(__file__).resolve().parents[1]
 README = REPO / "README.md"
@@ -81,3 +98,105 @@ def test_each_relative_link_of_the_readme_points_at_a_file_or_docs_page(target: 
     assert file.exists(), f"README.md links {target}, which does not exist"
     if anchor:
         assert anchor in anchors(file), f"README.md links {target}: {path} has no heading making #{anchor}"
+
+
+COMMANDS = [snippet for snippet in every_snippet() if shell_text(snippet) is not None]
+PARAMS_SNIPPETS = [snippet for path in DOC_FILES for snippet in params_snippets(path)]
+
+
+@pytest.fixture(scope="module")
+def checker(tmp_path_factory: pytest.TempPathFactory) -> Checker:
+    return Checker(committed_params_text(), tmp_path_factory.mktemp("docs"))
+
+
+def command_problems(snippet: Snippet, checker: Checker) -> list[str]:
+    return checker.problems(shell_text(snippet) or "", whole=snippet.lang != "inline")
+
+
+@pytest.mark.parametrize("snippet", COMMANDS, ids=lambda snippet: snippet.where)
+def test_each_documented_command_names_what_exists(snippet: Snippet, checker: Checker) -> None:
+    assert command_problems(snippet, checker) == [], snippet.text
+
+
+@pytest.mark.parametrize("snippet", PARAMS_SNIPPETS, ids=lambda snippet: snippet.where)
+def test_each_yaml_snippet_passes_check_params(snippet: Snippet, checker: Checker) -> None:
+    assert yaml_problems(snippet, checker) == [], snippet.text
+
+
+def test_the_docs_hold_commands_and_params_snippets_to_check() -> None:
+    blocks = [snippet for snippet in COMMANDS if snippet.lang != "inline"]
+    assert len(blocks) >= 20 and len(COMMANDS) > len(blocks) and len(PARAMS_SNIPPETS) >= 5
+    assert any(snippet.marker == "run" for snippet in blocks), "no block is marked <!-- docs-check: run -->"
+
+
+STALE_PAGE = """# A stale page
+
+<!-- docs-check: run -->
+```bash
+.venv/bin/python -m tracevote estimate --n-pools 8
+make repro ARGS=normalise@aime_2025
+make tri DATA=../shared/data
+make try DATAS=../shared/data
+dvc exp run -S confidence.windw=16 report
+dvc exp show --keeep 'pass1'
+pip-audit --strict
+nice -n 15 .venv/bin/python stages/score.py --problem data/x.jsonl
+python -m piip install pyyaml
+```
+
+```yaml
+model:
+  base_url: http://gpu-node-1:8000/v1
+```
+
+Run `dvc repro normalise@aime_2025`, then `python -m tracevote pool imprt samples.jsonl`.
+"""
+
+STALE_PROBLEMS = [
+    ["python -m tracevote estimate --n-pools 8: python -m tracevote: error: unrecognized arguments: --n-pools 8",
+     "dvc repro: no stage 'normalise@aime_2025' in dvc.yaml"],
+    ["make: no target 'tri' in the Makefile", "make: the Makefile reads no variable DATAS",
+     "-S confidence.windw=16: confidence.windw: unknown key (known: bottom_fraction, group_size, tail_tokens)",
+     "dvc exp show --keeep pass1: unrecognized arguments: --keeep pass1",
+     "pip-audit: not a command the checker knows",
+     "python stages/score.py: the script has no option --problem", "python -m piip: not a module the checker knows"],
+]
+
+
+def test_the_checker_fails_on_stale_snippets(tmp_path: Path, checker: Checker) -> None:
+    page = tmp_path / "stale.md"
+    page.write_text(STALE_PAGE, encoding="utf-8")
+    found = snippets(page)
+    block, fragment, *inline = found
+    assert block.marker == "run" and fragment.lang == "yaml" and [s.lang for s in inline] == ["inline"] * 2
+    problems = command_problems(block, checker)
+    for expected in [*STALE_PROBLEMS[0][:1], *STALE_PROBLEMS[1]]:
+        assert any(problem.startswith(expected) for problem in problems), (expected, problems)
+    assert "make repro ARGS=normalise@aime_2025" not in problems  # make passes ARGS on: dvc judges the stage
+    assert yaml_problems(fragment, checker) == ["model.base_url: unknown key (known: backend, sim)"]
+    assert command_problems(inline[0], checker) == ["dvc repro: no stage 'normalise@aime_2025' in dvc.yaml"]
+    assert "invalid choice: 'imprt'" in command_problems(inline[1], checker)[0]
+    assert checker.problems("make repro ARGS='a\n") != []  # not even shell
+    assert checker.problems("make repro ARGS='a", whole=False) == ["not valid shell: No closing quotation"]
+
+
+def help_texts(parser: argparse.ArgumentParser) -> list[str]:
+    """Every help text and description of a parser and its subcommands."""
+    texts = [parser.description or ""]
+    for action in parser._actions:
+        texts.append(action.help or "")
+        for sub in getattr(action, "choices", None) or {}:
+            if isinstance(action.choices, dict):
+                texts += help_texts(action.choices[sub])
+    return texts
+
+
+def test_the_command_line_help_points_at_docs_pages_that_exist() -> None:
+    pointers = [pointer for text in help_texts(build_parser()) for pointer in re.findall(r"docs/[\w/.-]+\.md\S*", text)]
+    assert pointers, "no help text points at a docs page"
+    for pointer in pointers:
+        page, _, anchor = pointer.rstrip(").,;").partition("#")
+        assert (REPO / page).is_file(), f"--help points at {pointer}, which does not exist"
+        assert not anchor or anchor in anchors(REPO / page), f"--help points at {pointer}: no such heading"
+    readme = [text for text in help_texts(build_parser()) if "README" in text]
+    assert readme == [], f"help texts point at README sections, which move: {readme}"

@@ -225,7 +225,7 @@ def test_a_new_judge_reruns_only_the_debates_branch_and_leaves_the_pool_alone(bu
     pool, manifest = tree(project / "pools"), (project / "pools" / "toy.json").read_bytes()
     agents_model = names(project)["deepseek"]
     update_params(project, {"debate": {"judge_endpoint": "gpt-4o-mini"}})
-    changed = changed_stages(project)  # score_debate reads all of debate:, compare waits for its new results
+    changed = changed_stages(project)  # score_debate declares debate.judge_endpoint; compare waits for it
     assert "build_debate" in changed and changed <= DEBATE_BRANCH, changed
     result = dvc(project, "repro", "compare")
     assert ran_stages(result.stdout) == DEBATE_BRANCH

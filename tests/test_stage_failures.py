@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.dvcproject import dvc, make_project, run, update_params
+from tests.dvcproject import dvc, make_project, run, run_stage, update_params
 from tests.test_pipeline import ran_stages, small_sim_params
 
 pytestmark = pytest.mark.slow
@@ -39,7 +39,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def empty_source(project: Path) -> None:
     empty = project.parent / "empty.jsonl"
     empty.write_text("")
-    update_params(project, {"datasets": {"toy": {"source": {"path": str(empty)}}}})
+    update_params(project, {"datasets": {"toy": {"source": {"path": str(empty), "watch": str(empty)}}}})
 
 
 CASES: list[tuple[str, Callable[[Path], None], str]] = [
@@ -97,3 +97,38 @@ def test_a_valid_undeclared_change_reruns_only_check_params(built: Path) -> None
         assert ran_stages(result.stdout) == set()
     finally:
         run(built, "git", "checkout", "--", "params.yaml")
+
+
+OCCUPIED = [  # (stage script and its arguments as dvc.yaml gives them, the output folder a file will occupy)
+    (["score.py", "--problems", "data/toy.jsonl", "--manifest", "pools/toy.json", "--out", "data/scores/toy.parquet",
+      "--stops", "data/scores/toy.stops.parquet"], "data/scores"),
+    (["score_debate.py", "--debates", "debates", "--metrics", "metrics/debate.json", "--headline",
+      "metrics/headline/debate.json", "--details", "metrics/debate_results.json", "--table", "metrics/debate.md"],
+     "metrics/headline"),
+    (["score_critiques.py", "--critiques", "critiques", "--metrics", "metrics/critique.json", "--headline",
+      "metrics/headline/critique", "--details", "metrics/critique_results.jsonl", "--by-task",
+      "metrics/critique_by_task.csv"], "metrics/headline/critique"),
+    (["grade.py", "--run", "pool_toy", "--gold", "data/toy.jsonl", "--critic", "grading/critic/pool_toy", "--out",
+      "grading/runs/pool_toy.json", "--details", "grading/runs/pool_toy.jsonl"], "grading/runs"),
+]
+
+
+@pytest.mark.parametrize(("command", "folder"), OCCUPIED, ids=[case[0][0].removesuffix(".py") for case in OCCUPIED])
+def test_a_file_where_an_output_folder_goes_is_one_line_naming_it(built: Path, command: list[str],
+                                                                 folder: str) -> None:
+    occupied = built / folder
+    aside = occupied.with_name(occupied.name + ".aside")
+    occupied.rename(aside)
+    occupied.write_text("a file where the stage's folder goes\n")
+    before = snapshot(built)
+    try:
+        failed = run_stage(built, *command, check=False)
+        after = snapshot(built)
+    finally:
+        occupied.unlink()
+        aside.rename(occupied)
+    output = failed.stdout + failed.stderr
+    assert failed.returncode == 2 and "Traceback" not in output
+    assert failed.stderr.splitlines() == [f"error: {folder}: a file sits where an output folder goes; move or delete "
+                                          f"it and run the stage again (nothing was written)"]
+    assert after == before  # nothing written

@@ -53,6 +53,12 @@ def test_make_demo_in_a_fresh_clone_leaves_git_status_clean(tmp_path: Path, venv
     listed = [line.strip() for line in result.stdout.split("demo: done. Its results, by method:\n")[1].splitlines()
               if line.startswith("    ")]
     assert listed and [path for path in listed if not (clone / path).is_file()] == []
+    # every method's ledger, the grading critic's included, passes verify
+    verified = subprocess.run([sys.executable, "-m", "tracevote", "ledger", "verify"], cwd=clone / "demo",
+                              env=project_env(), capture_output=True, text=True, timeout=600)
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+    checked = {line.split("/", 1)[0] for line in verified.stdout.splitlines() if line.endswith(": ok")}
+    assert checked == {"pools", "debates", "critiques", "grading"}, verified.stdout
     assert run(clone, "git", "status", "--porcelain").stdout == ""
 
 

@@ -3,6 +3,7 @@
 Limits here are generous (a warm worker compares these in milliseconds) and no test asserts elapsed time.
 """
 
+import threading
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 
@@ -88,6 +89,7 @@ def test_unparsable_sides_fall_back_to_strings(judge, gold, answer, verdict):
 
 
 def test_a_hanging_comparison_is_killed_and_falls_back():
+    before = set(threading.enumerate())
     with MathJudge(max_workers=1, timeout_s=10.0, chunk_size=4) as judge:
         # One chunk: it overruns, is killed, and its pairs are retried alone; only the tower overruns again.
         verdicts = judge.compare_many([("7", "7"), ("5", POWER_TOWER), ("\\frac{1}{2}", "0.5")])
@@ -98,6 +100,19 @@ def test_a_hanging_comparison_is_killed_and_falls_back():
         ]
         assert judge.fallbacks == Counter({"timeout": 1})
         assert judge.fallback_summary() == "1 comparison fell back to string comparison (timeout 1)"
+    assert set(threading.enumerate()) - before == set()  # the pools it killed left no thread behind
+
+
+@pytest.mark.parametrize("start_method", ["fork", "forkserver"])  # fork: grade's own judge (grading_judge)
+def test_closing_a_judge_leaves_no_pool_thread_to_race_the_interpreters_exit(start_method):
+    """Each pool's manager thread has ended when close returns. Left running, it closed its wake-up pipe while the
+    exit hook of concurrent.futures wrote to it, unlocked before Python 3.12.8 (CPython gh-125451): a `grade`
+    run could end in `OSError: [Errno 9] Bad file descriptor` (bench/stress_grade.py)."""
+    before = set(threading.enumerate())
+    with MathJudge(max_workers=2, timeout_s=60.0, rule="grading", start_method=start_method) as judge:
+        verdicts = judge.compare_many([(str(i), str(i)) for i in range(40)])
+    assert all(verdict.equal for verdict in verdicts)
+    assert set(threading.enumerate()) - before == set()
 
 
 def test_a_closed_judge_refuses_work():

@@ -44,7 +44,7 @@ def heavy_modules_loaded_by(argv: list[str], cwd: Path) -> list[str]:
     [
         ["--help"], ["--version"], ["estimate", "--help"], ["probe", "--help"], ["report", "--help"],
         ["pool", "--help"], ["pool", "import", "--help"], ["pool", "status", "--help"], ["sim-server", "--help"],
-        ["demo", "--help"], ["unlock", "--help"], ["estimate", "--n-pool", "0"],
+        ["demo", "--help"], ["unlock", "--help"], ["estimate", "--n-pool", "0"], ["datasets", "local", "--help"],
     ],
 )
 def test_help_version_and_bad_arguments_import_no_heavy_module(tmp_path: Path, argv: list[str]) -> None:
@@ -180,3 +180,14 @@ def test_report_not_made_yet_names_its_stage(tmp_path: Path, monkeypatch: pytest
     monkeypatch.chdir(tmp_path)
     assert main(["report"]) == 1
     assert capsys.readouterr().err.startswith("no report yet: run `dvc repro report@aime_2025` (or `make repro`)")
+
+
+def test_the_top_level_help_names_all_four_methods(capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 29: it described only voting."""
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    for method in ("DeepConf confidence voting", "multi-agent debate", "step-level critique", "grading"):
+        assert method in text
+
+

@@ -119,3 +119,26 @@ def test_a_terminal_shows_the_bar_unless_quiet(project: Path) -> None:
     assert exported == export(project).stdout.encode()  # the bar never reaches the exported lines
     quiet, _ = export_on_a_terminal(project, "--quiet")
     assert quiet == ""
+
+
+def test_scores_add_each_samples_confidence_measures(project: Path) -> None:
+    """Issue 29: DeepConf's write-up lists a confidence `score` among the per-sample fields. --scores joins the score
+    stage's table (here the real scorer's, of samples 0 and 1); a sample it does not score gets null."""
+    import pyarrow.parquet as pq
+
+    from tracevote.core.config_deepconf import MEASURES
+    from tracevote.deepconf.score import score_pool
+
+    params = load_params(project / "params.yaml")
+    [scored] = score_pool(Pool(project / "pool"), [("p-1", 7)], 2, params.confidence, params.answers, workers=1)
+    pq.write_table(scored.scores, project / "scores.parquet")
+    expected = {(row["problem_id"], row["sample_id"]): {name: row[name] for name in MEASURES}
+                for row in scored.scores.to_pylist()}
+
+    lines = lines_of(export(project, "--fields", "problem_id,sample_id", "--scores", "scores.parquet"))
+    assert [line["score"] for line in lines] == [expected[("p-1", 0)], expected[("p-1", 1)], None]
+    assert all(isinstance(value, float) for value in lines[0]["score"].values())
+    missing = export(project, "--scores", "absent.parquet")
+    assert missing.returncode == 2 and missing.stdout == ""
+    assert missing.stderr == ("error: --scores absent.parquet: not found (the score stage writes "
+                              "data/scores/<dataset>.parquet: `dvc repro score@<dataset>`)\n")

@@ -1,8 +1,10 @@
 """`python -m tracevote sim-server` as a user starts it: it says which gold answers it knows (from --problems, else
-the project's normalized problems), warns when it knows none, and a taken port or a bad fault spec is one line."""
+the project's normalized problems, of every answer format), warns when it knows none or cannot use a file or a
+gold, answers a MATH-500 problem with its LaTeX gold, and a taken port or a bad fault spec is one line."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import socket
 import subprocess
@@ -10,15 +12,19 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import orjson
 import pytest
+import requests
+import yaml
 
 from tests.conftest import FIXTURE_PARAMS
 from tests.dvcproject import project_env
-from tracevote.cli.demo import BUILTIN_PROBLEMS
+from tracevote.cli.demo import BUILTIN_PROBLEMS, find_local_file, local_recipe, write_params
 from tracevote.core.config import load_params
 from tracevote.core.fileio import write_jsonl
+from tracevote.core.simulated import SAMPLE_HEADER
 from tracevote.datasets.local import read_local_rows
-from tracevote.datasets.normalize import normalize_rows
+from tracevote.datasets.normalize import normalize_dataset, normalize_rows
 
 STARTUP_S = 120  # generous: a loaded machine imports slowly; the test waits for the line, never for the time
 
@@ -87,3 +93,70 @@ def test_a_bad_fault_spec_is_refused_before_the_banner(project: Path) -> None:
                             env=project_env(), capture_output=True, text=True, timeout=STARTUP_S)
     assert result.returncode == 2 and result.stdout == ""
     assert result.stderr.startswith("error: --faults 'bogus=0.5': unknown fault 'bogus'")
+
+
+# ---- every answer format: the simulator answers a MATH-500 problem, and skips what it cannot use with a warning ----
+
+MATH_FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "math_problems.jsonl"
+_BOXED_AT_END = re.compile(r"\\boxed\{(.*)\}\Z", re.DOTALL)
+
+
+def sure_project(project: Path, datasets: dict[str, Path] | None = None) -> Path:
+    """`project` with a simulator whose every trace is right (model.sim.accuracy 1), reading `datasets` from the
+    files named (the entries of the tests' params), each normalized into data/ as `dvc repro normalize` does."""
+    params = yaml.safe_load(FIXTURE_PARAMS.read_text(encoding="utf-8"))
+    params["model"]["sim"]["accuracy"] = 1.0
+    for name, path in (datasets or {}).items():
+        params["datasets"][name] = local_recipe(params["datasets"][name], path)
+    write_params(project / "params.yaml", params)
+    loaded = load_params(project / "params.yaml")
+    for name in datasets or {}:
+        records = normalize_dataset(read_local_rows(loaded.dataset(name).source.path), loaded.dataset(name), name)
+        write_jsonl(project / "data" / f"{name}.jsonl", (record.to_record() for record in records))
+    return project
+
+
+def boxed_reply(base_url: str, problem: str) -> str | None:
+    """What the server boxes for one solve call on `problem`, asked as the pool's prompts ask."""
+    body = {"model": "deepseek-v4-flash", "temperature": 0.6, "max_tokens": 32768,
+            "messages": [{"role": "user", "content": f"{problem}\n\nPlease reason step by step, and put your final "
+                                                     f"answer within \\boxed{{}}."}]}
+    reply = requests.post(f"{base_url}/chat/completions", json=body, headers={SAMPLE_HEADER: "math/0"},
+                          timeout=STARTUP_S)
+    reply.raise_for_status()
+    found = _BOXED_AT_END.search(reply.json()["choices"][0]["message"]["content"])
+    return found.group(1) if found else None
+
+
+def serve_and_ask(project: Path, problem: str) -> tuple[list[str], str | None]:
+    """sim-server's lines up to "listening on URL", and its boxed answer to `problem` asked at that URL."""
+    said: list[str] = []
+    for line in lines_until_listening(sim_server(project, "--port", str(free_port()))):
+        said.append(line)
+        if "listening on" in line:  # the server runs until this loop ends
+            return said, boxed_reply(line.rsplit(" ", 1)[-1], problem)
+    return said, None
+
+
+def test_it_answers_a_math_problem_with_its_latex_gold_and_warns_of_what_it_cannot_use(project: Path) -> None:
+    sure_project(project, {"math500": MATH_FIXTURE})
+    (project / "data" / "gsm8k.jsonl").write_text("not a problems file\n", encoding="utf-8")
+    said, answer = serve_and_ask(project, "Convert the point $(0,3)$ in rectangular coordinates to polar coordinates.")
+    assert answer == "\\left( 3, \\frac{\\pi}{2} \\right)", said
+    assert "sim-server: knows the gold answers of 5 problems (data/math500.jsonl)" in said
+    assert any(line.startswith("sim-server: WARNING: data/gsm8k.jsonl skipped, it cannot be read: ") for line in said)
+    assert ("sim-server: WARNING: data/math500.jsonl: 1 of 6 problems skipped, their gold cannot be simulated "
+            "(first: math500-06, '2π': characters other than printable ASCII); it answers them at random") in said
+    assert not any("Traceback" in line for line in said)
+
+
+def test_with_every_shared_dataset_normalized_it_starts_and_answers_math_500(project: Path, shared_data: Path) -> None:
+    names = ("aime_2025", "aime_2024", "gsm8k", "math500", "amc23", "processbench_gsm8k")
+    sure_project(project, {name: find_local_file(shared_data, name) for name in names})
+    first = orjson.loads((project / "data" / "math500.jsonl").read_bytes().splitlines()[0])
+    said, answer = serve_and_ask(project, first["problem"])
+    assert first["answer"] == "\\left( 3, \\frac{\\pi}{2} \\right)" and answer == first["answer"], said
+    problems = sum(len((project / "data" / f"{name}.jsonl").read_bytes().splitlines()) for name in names[:-1])
+    files = ", ".join(f"data/{name}.jsonl" for name in names[:-1])  # processbench holds steps, not problems
+    assert f"sim-server: knows the gold answers of {problems} problems ({files})" in said
+    assert not any("WARNING" in line or "Traceback" in line for line in said), said

@@ -8,6 +8,7 @@ import pytest
 
 from tests.dvcproject import dvc, make_project, run, update_params
 from tests.test_pipeline import small_sim_params
+from tracevote.cli.demo import BUILTIN_PROBLEMS
 
 pytestmark = pytest.mark.slow
 
@@ -38,6 +39,10 @@ REFUSALS: list[tuple[dict, str]] = [
      "only the default temperature; set critique.temperature: 1"),
     ({"critique": {"template": "{problem} {tagged_response} {solution}"}},
      "critique.template: unknown placeholder {solution}"),
+    # issue 29: fetch depends on source.watch, which must be the local source itself
+    ({"datasets": {"toy": {"source": {"watch": "stages/fetch.py"}}}},
+     f"datasets.toy.source.watch: 'stages/fetch.py' must be '{BUILTIN_PROBLEMS.resolve()}' (so that editing "
+     f"that file marks fetch stale); set watch: {BUILTIN_PROBLEMS.resolve()}"),
 ]
 
 

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from tests.rows_server import RowsAPI, serve_rows
-from tracevote.core.config_datasets import SourceConfig
+from tracevote.core.config_datasets import HUB_WATCH, SourceConfig
 from tracevote.core.errors import DataError, FetchError
 from tracevote.datasets.fetch import fetch_rows
 
@@ -16,7 +16,7 @@ ROWS = [{"problem_idx": i + 1, "problem": f"What is {i} + {i}?", "answer": str(2
 
 def hub_source(api_url: str) -> SourceConfig:
     return SourceConfig(hf_dataset="MathArena/aime_2025", hf_config="default", hf_split="train",
-                        api_url=api_url, path=None)
+                        api_url=api_url, path=None, watch=HUB_WATCH)
 
 
 def test_pages_until_num_rows_total() -> None:
@@ -68,7 +68,8 @@ def test_local_sources_round_trip(tmp_path: Path, suffix: str) -> None:
         path.write_text(json.dumps(rows))
     else:
         pd.DataFrame(rows).to_parquet(path)
-    source = SourceConfig(hf_dataset=None, hf_config="default", hf_split="train", api_url="", path=str(path))
+    source = SourceConfig(hf_dataset=None, hf_config="default", hf_split="train", api_url="", path=str(path),
+                          watch=str(path))
     assert fetch_rows(source) == rows
 
 
@@ -89,7 +90,8 @@ def test_local_sources_round_trip(tmp_path: Path, suffix: str) -> None:
 def test_local_source_errors_name_the_file(tmp_path: Path, name: str, content: str, message: str) -> None:
     path = tmp_path / name
     path.write_text(content)
-    source = SourceConfig(hf_dataset=None, hf_config="default", hf_split="train", api_url="", path=str(path))
+    source = SourceConfig(hf_dataset=None, hf_config="default", hf_split="train", api_url="", path=str(path),
+                          watch=str(path))
     with pytest.raises(DataError) as error:
         fetch_rows(source)
     assert str(path) in str(error.value)

@@ -14,6 +14,7 @@ import pytest
 from tracevote.core.config_datasets import DatasetConfig, SourceConfig
 from tracevote.core.errors import DataError
 from tracevote.datasets.fetch import fetch_rows
+from tracevote.datasets.folder import folder_summary
 from tracevote.datasets.normalize import normalize_dataset
 
 SOURCE = {"hf_dataset": None, "hf_config": "default", "hf_split": "train",
@@ -41,7 +42,7 @@ def aime_folder(root: Path, years: dict[str, int]) -> Path:
 
 
 def source(path: Path) -> SourceConfig:
-    return SourceConfig(**SOURCE, path=str(path))
+    return SourceConfig(**SOURCE, path=str(path), watch=str(path))
 
 
 def dataset(path: Path) -> DatasetConfig:
@@ -85,7 +86,7 @@ def test_one_year_folder_is_read_as_that_year(tmp_path: Path) -> None:
     ("2024/notes.txt", "hello", "2024/notes.txt: not a problem file"),
     ("2024/1.json/x", "nested", "2024/1.json: not a problem file"),
     ("stray.json", problem("2024", 0), "stray.json: not a year folder"),
-    ("bad year/0.json", problem("bad year", 0), "bad year: the year folder's name becomes part of each id, but"),
+    ("2023 bad/0.json", problem("2023 bad", 0), "2023 bad: the year folder's name becomes part of each id, but"),
     ("2023/README", "x", "2023/README: not a problem file"),
 ])
 def test_a_bad_file_is_refused_naming_it_and_the_field(tmp_path: Path, name: str, content: Any, says: str) -> None:
@@ -99,4 +100,21 @@ def test_an_empty_year_folder_is_refused(tmp_path: Path) -> None:
     root = aime_folder(tmp_path / "AIME", {"2024": 1})
     (root / "2025").mkdir()
     with pytest.raises(DataError, match=re.escape(f"{root / '2025'}: no problem files")):
+        fetch_rows(source(root))
+
+
+def test_the_write_ups_sample_folder_is_skipped_and_named(tmp_path: Path) -> None:
+    """Issue 29: the write-up's layout holds sample/0.json (a test problem) beside the years; it became a 31st
+    problem. A folder whose name does not start with a digit is not a year: skipped, and the summary says so."""
+    root = aime_folder(tmp_path / "AIME", {"2024": 15, "2025": 15, "sample": 1})
+    rows = fetch_rows(source(root))
+    assert len(rows) == 30 and not [row for row in rows if row["id"].startswith("sample")]
+    assert folder_summary(root) == ("2024/ (15 files), 2025/ (15 files); skipped sample/ (not a year folder: its "
+                                    "name does not start with a digit)")
+
+
+def test_a_folder_with_no_year_folder_is_refused_naming_what_it_holds(tmp_path: Path) -> None:
+    root = aime_folder(tmp_path / "AIME", {"sample": 1, "drafts": 1})
+    with pytest.raises(DataError, match=re.escape(f"{root}: no year folder (a name starting with a digit, such as "
+                                                  f"2024); it holds only drafts/, sample/")):
         fetch_rows(source(root))

@@ -10,7 +10,8 @@ from tracevote.core.config_datasets import DatasetConfig, SourceConfig
 from tracevote.core.errors import DataError
 from tracevote.datasets.problems import load_problems, normalize_rows
 
-SOURCE = SourceConfig(hf_dataset=None, hf_config="default", hf_split="train", api_url="", path="x.jsonl")
+SOURCE = SourceConfig(hf_dataset=None, hf_config="default", hf_split="train", api_url="", path="x.jsonl",
+                      watch="x.jsonl")
 
 
 def dataset(**overrides: object) -> DatasetConfig:

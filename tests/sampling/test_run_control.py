@@ -5,6 +5,7 @@ probe's "model does not exist" and a resumed build that sends no probe."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import re
 import resource
 import shutil
@@ -23,16 +24,17 @@ from tests.conftest import FIXTURE_PARAMS, REPO_ROOT
 from tests.dvcproject import one_dataset, project_env, update_endpoint
 from tests.sim_servers import requests_by_key
 from tracevote.cli.demo import with_overrides
+from tracevote.core.config import load_params
 from tracevote.core.config_endpoints import SimConfig
 from tracevote.core.costs import money
 from tracevote.core.errors import StorageError
-from tracevote.sampling.breaker import OUTAGE_ATTEMPTS
+from tracevote.sampling.breaker import LONG_LIMIT_ATTEMPTS, OUTAGE_ATTEMPTS
 from tracevote.sampling.paid import check_free_space
 from tracevote.sampling.runner import calls_at_risk
 from tracevote.sim.faults import FaultPlan, parse_faults
 from tracevote.sim.model import SimModel
 from tracevote.sim.server import ServerOptions, SimServer, start_server, stop_server
-from tracevote.store.pool import Pool
+from tracevote.store.pool import Pool, Setting
 from tracevote.store.records import Sample
 
 HANG_GUARD_S = 180  # only reached if a command hangs; no test asserts how long anything takes
@@ -105,7 +107,8 @@ def started_pool(tmp_path: Path, server: SimServer) -> Path:
 
 @pytest.mark.parametrize(("usd", "expected"), [
     (0.0075, "$0.0075"), (0.0155, "$0.0155"), (0.00012345, "$0.00012"), (0.5, "$0.5000"), (0.99999, "$1.0000"),
-    (1.0, "$1.00"), (12.345, "$12.35"), (1234.5, "$1,234.50"), (0.0, "$0")])
+    (1.0, "$1.00"), (12.345, "$12.35"), (1234.5, "$1,234.50"), (0.0, "$0"),
+    (2.4e-19, "$0"), (-1e-17, "$0"), (2.8e-8, "$0.000000028")])  # a float's residue; one token at $0.028/M
 def test_money_keeps_the_precision_a_small_amount_needs(usd: float, expected: str) -> None:
     assert money(usd) == expected
 
@@ -124,6 +127,41 @@ def test_a_full_outage_trips_the_breaker_after_a_bounded_number_of_requests(tmp_
     # every attempt after the trip is refused before it is sent; those already on the wire may land
     assert OUTAGE_ATTEMPTS <= sent <= OUTAGE_ATTEMPTS + CONCURRENCY, sent
     assert probes == PROBE_REQUESTS  # the resumed build did not probe again
+
+
+@pytest.mark.parametrize("started", [False, True], ids=["fresh build: in the probe", "resumed build"])
+def test_a_429_asking_for_a_day_ends_the_build_within_a_bounded_number_of_requests(tmp_path: Path,
+                                                                                  started: bool) -> None:
+    with sim_server() as server:
+        root = started_pool(tmp_path, server) if started else project(tmp_path, server.base_url, n_pool=8)
+        before = requests_sent(server)
+        server.faults = parse_faults("429=1.0,retry_after_s=86400,max_per_sample=1000000")
+        result = build_pool(root)  # the old client waited 30 s a time, 9 times a call: minutes, not seconds
+        sent = requests_sent(server) - before
+    line = error_line(result)
+    assert line.startswith(f"error: rate limited: HTTP 429 on {LONG_LIMIT_ATTEMPTS} attempts in a row over 1 "
+                           f"endpoint for "), line
+    assert "the last asking to wait 24 h (Retry-After: 86400)" in line
+    assert "Run the stage again once the limit lifts" in line and "what is missing" in line
+    # the probe and a resumed build's first call go one at a time: the breaker trips at exactly the bound
+    assert sent == LONG_LIMIT_ATTEMPTS, sent
+    if started:
+        assert "(0 samples received by this run are stored)" in line
+        assert f"HTTP 429, {LONG_LIMIT_ATTEMPTS - 1} in a row, the server asks for 86400 s" in result.stderr
+    else:
+        assert "attempt 2/9 failed (HTTP 429)" in result.stderr  # the probe's retries, before any progress bar
+
+
+def test_an_empty_balance_stops_the_build_at_its_first_request(tmp_path: Path) -> None:
+    with sim_server() as server:
+        root = started_pool(tmp_path, server)
+        before = requests_sent(server)
+        server.options = dataclasses.replace(server.options, no_balance=True)
+        result = build_pool(root)
+        sent = requests_sent(server) - before
+    line = error_line(result)
+    assert "HTTP 402, out of quota or balance: Insufficient Balance" in line and "stopped at once" in line, line
+    assert sent == 1
 
 
 def test_bursts_shorter_than_the_breaker_do_not_trip_it(tmp_path: Path) -> None:
@@ -168,12 +206,32 @@ def test_a_resumed_build_sends_no_probe(tmp_path: Path) -> None:
     assert probes == PROBE_REQUESTS  # the first build's probe only
 
 
+def test_a_second_build_of_a_pool_meets_the_first_ones_lock_before_its_probe(tmp_path: Path) -> None:
+    with sim_server() as server:
+        root = project(tmp_path, server.base_url, n_pool=8)
+        setting = Setting.from_params(load_params(root / "params.yaml"))
+        pool = Pool.open_or_create(root / "pools" / "toy", setting, simulated=False)
+        with pool.exclusive():  # what a running build holds from before its probe to its end
+            result = build_pool(root)
+        sent = requests_sent(server)
+    line = error_line(result)
+    assert f"pools/toy/{setting.folder_name}: another process is running a stage on this pool" in line, line
+    assert "nothing was sent" in line
+    assert sent == 0  # not even the probe
+    assert (pool.root / Pool.META).is_file()  # and the first build's pool is left as it was
+
+
 def test_too_little_free_space_is_refused_before_anything_is_sent(tmp_path: Path) -> None:
     folder = tmp_path / "pools" / "toy"  # not created yet: its nearest existing parent's disk is measured
     with pytest.raises(StorageError, match=r"pools/toy: only [0-9.]+ MiB free.*nothing was sent"):
         check_free_space(folder, 2**62)
     check_free_space(folder, 1)
     assert not folder.exists()
+
+
+# what makes a child process measure coverage: coverage's own `patch = subprocess` and COVERAGE_PROCESS_START, and
+# the COV_CORE_* variables of pytest-cov before version 7
+COVERAGE_SUBPROCESS_VARIABLES = ("COVERAGE_PROCESS_", "COV_CORE_")
 
 
 def build_pool_under_size_limit(cwd: Path, max_file_bytes: int) -> subprocess.CompletedProcess[str]:
@@ -186,8 +244,10 @@ def build_pool_under_size_limit(cwd: Path, max_file_bytes: int) -> subprocess.Co
     command = [sys.executable, str(REPO_ROOT / "stages" / "build_pool.py"), "--params", "params.yaml",
                "--dataset", "toy", "--problems", "data/toy.jsonl", "--pools", "pools/toy",
                "--manifest", "pools/toy.json"]
-    return subprocess.run(command, cwd=cwd, env=project_env(), capture_output=True, text=True,
-                          timeout=HANG_GUARD_S, preexec_fn=limited)
+    # out of coverage's reach: the limit would cap its data file too, and its save fail at exit with a traceback
+    env = {name: value for name, value in project_env().items() if not name.startswith(COVERAGE_SUBPROCESS_VARIABLES)}
+    return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=HANG_GUARD_S,
+                          preexec_fn=limited)
 
 
 def the_pool(root: Path) -> Pool:
@@ -221,7 +281,12 @@ def test_a_write_refused_partway_stops_the_run_and_a_rerun_completes_identically
     line = error_line(full)
     assert "pools/toy/" in line and "MiB free" in line, line
     assert stored < 7 * N_PROBLEMS  # the limit struck partway
-    assert sent <= stored + calls_at_risk(CONCURRENCY), (sent, stored)  # no reply it could not store was paid for
+    accounted = re.search(r"Of the (\d+) paid replies that landed once the disk refused, (\d+) were stored on a "
+                          r"second try and (\d+) could not be \(the rerun requests those again\)", line)
+    assert accounted is not None, line
+    kept, stored_late, lost = map(int, accounted.groups())
+    assert kept == stored_late + lost and lost <= calls_at_risk(CONCURRENCY), line
+    assert sent == stored + lost, (sent, stored, lost)  # every paid reply is stored, or counted in the line
     assert rerun.returncode == 0, rerun.stderr
     assert pool_samples(root) == pool_samples(clean)
 

@@ -41,3 +41,17 @@ def test_what_was_paid_before_the_calls_counts_against_the_cap() -> None:
     SpendCap(0.0075, "pool.max_cost_usd").reserve(0.0075, lambda: 0)
     with pytest.raises(SpendCapError, match=r"spent \$0\.0010 of \$0\.0075"):
         SpendCap(0.0075, "pool.max_cost_usd", spent_usd=0.001).reserve(0.0075, lambda: 1)
+
+
+def test_calls_that_all_landed_leave_nothing_in_flight_not_a_floats_residue() -> None:
+    """0.1 + 0.2 - 0.1 - 0.2 is 5.6e-17 in floats: the line once read "$0.000000000000000056 in flight"."""
+    cap = SpendCap(0.5, "critique.max_cost_usd")
+    for worst in (0.1, 0.2):
+        cap.reserve(worst, lambda: 0)
+    for worst in (0.1, 0.2):
+        cap.settle(worst, 0.0)
+    assert cap.reserved_usd == 0.0
+    with pytest.raises(SpendCapError) as caught:
+        cap.reserve(0.6, lambda: 3)
+    assert "in flight" not in str(caught.value)
+    assert "spent $0 of $0.5000, and the next call could cost up to $0.6000; 3 calls not sent" in str(caught.value)

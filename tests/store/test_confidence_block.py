@@ -9,12 +9,13 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from tests.conftest import REPO_ROOT, wait_for
+from tests.conftest import EVENT_TIMEOUT_S, REPO_ROOT, wait_for
 from tests.store.test_framing_codec import make_sample
 from tracevote.core.errors import DataError
 from tracevote.store import codec, confidence_block
@@ -151,18 +152,44 @@ def test_kill_9_while_blocks_are_written_leaves_whole_blocks_or_none(tmp_path: P
     writer = subprocess.Popen([sys.executable, "-c", WRITE_FOREVER, str(pool.root)], cwd=REPO_ROOT,
                               env={**os.environ, "PYTHONPATH": str(REPO_ROOT / "src")})
     try:
-        wait_for(lambda: any(pool.block_path(problem_id).exists() for problem_id in problems), "a first block")
+        torn = stop_mid_block(writer, [temporary(pool, problem_id) for problem_id in problems])
     finally:
         os.kill(writer.pid, signal.SIGKILL)
         writer.wait()
+    torn_problem = problems[[temporary(pool, problem_id) for problem_id in problems].index(torn)]
+    assert torn.exists() and not pool.block_path(torn_problem).exists()  # killed between the open and the rename
     for problem_id in problems:
         block = pool.block_path(problem_id)
         if block.exists():  # whole: it passes every check against its log
             expected = pool.read_frames(problem_id, check_every_crc=True)
             assert confidence_block.check_block(block, pool.log_path(problem_id), expected) is None
-    repair_ledger(pool.root)  # removes a leftover temporary file, writes the missing blocks
+    same(pool.read_problem(torn_problem, 6), pool.read_frames(torn_problem, 6))  # the torn file is never read
+    assert f"{torn}: left by a block write that was killed" in verify_ledger(pool.root).problems
+    repair_ledger(pool.root)  # removes the leftover temporary file, writes the missing blocks
     assert verify_ledger(pool.root).ok
-    assert all(pool.block_path(problem_id).exists() for problem_id in problems)
+    assert all(pool.block_path(problem_id).exists() for problem_id in problems) and not torn.exists()
+
+
+def temporary(pool: Pool, problem_id: str) -> Path:
+    block = pool.block_path(problem_id)
+    return block.with_name(block.name + confidence_block.TEMPORARY)
+
+
+def stop_mid_block(writer: subprocess.Popen, temporaries: list[Path]) -> Path:
+    """Stop `writer` (SIGSTOP, waited for) at a moment one of `temporaries` exists, i.e. between a block's open and
+    its rename; resumed and stopped again at the next temporary file as often as the stop lands after the rename.
+    Returns the temporary file of the block it is stopped in."""
+    deadline = time.monotonic() + EVENT_TIMEOUT_S
+    while time.monotonic() < deadline:
+        wait_for(lambda: any(path.exists() for path in temporaries) or writer.poll() is not None, "a block write")
+        assert writer.poll() is None, "the block writer ended"
+        os.kill(writer.pid, signal.SIGSTOP)
+        os.waitpid(writer.pid, os.WUNTRACED)  # returns once it is stopped
+        torn = [path for path in temporaries if path.exists()]
+        if torn:
+            return torn[0]
+        os.kill(writer.pid, signal.SIGCONT)
+    pytest.fail(f"the block writer was never stopped mid-block in {EVENT_TIMEOUT_S:g} s")
 
 
 def test_a_block_is_never_written_while_a_run_appends_to_its_log(tmp_path: Path) -> None:

@@ -195,3 +195,33 @@ def test_an_empty_file_leaves_an_existing_pool_unchanged(project: Path, capsys: 
         main(["pool", "import", "empty.jsonl", "--problems", "problems.jsonl"])
     after = {path: path.read_bytes() for path in (project / "pools").rglob("*") if path.is_file()}
     assert after == before and len(before) >= 2
+
+
+def test_a_new_pool_dir_is_created_with_the_params_setting(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 29: `pool import --pool-dir <new folder>` refused with "not a pool" and no hint."""
+    (project / "samples.jsonl").write_bytes(good_line(0) + good_line(1))
+    assert main(["pool", "import", "samples.jsonl", "--problems", "problems.jsonl", "--pool-dir", "new/pool"]) == 0
+    captured = capsys.readouterr()
+    assert "pool import: creating a new pool in new/pool (the params file's setting: model" in captured.err
+    assert "pool import: 2 samples read, 2 stored, 0 already in new/pool" in captured.out
+    assert main(["pool", "import", "samples.jsonl", "--problems", "problems.jsonl", "--pool-dir", "new/pool"]) == 0
+    assert "2 samples read, 0 stored, 2 already in new/pool" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("action", "says"), [
+    (["import", "samples.jsonl", "--problems", "problems.jsonl"],
+     "`pool import` creates a pool in a new or empty folder (with the params file's setting), so name one"),
+    (["export"], "`python -m tracevote pool status` lists the pools of a dataset; name one of them"),
+])
+def test_a_folder_that_is_not_a_pool_is_refused_saying_how(project: Path, capsys: pytest.CaptureFixture[str],
+                                                          action: list[str], says: str) -> None:
+    (project / "samples.jsonl").write_bytes(good_line(0))
+    (project / "notes").mkdir()
+    (project / "notes" / "todo.txt").write_text("not a pool")
+    with pytest.raises(SystemExit) as exit_:
+        main(["pool", *action, "--pool-dir", "notes"])
+    assert exit_.value.code == 2
+    assert capsys.readouterr().err == (f"error: --pool-dir notes: not a pool (no pool.json) and not an empty folder; "
+                                       f"{says}, or leave out --pool-dir to use pools/<dataset>/<the setting "
+                                       f"params.yaml describes>\n")
+    assert sorted(path.name for path in (project / "notes").iterdir()) == ["todo.txt"]

@@ -288,6 +288,7 @@ class MathJudge:
             return
         # ProcessPoolExecutor has no public way to stop a busy worker before Python 3.14 (`kill_workers`).
         processes = list((getattr(pool, "_processes", None) or {}).values())
+        manager = getattr(pool, "_executor_manager_thread", None)
         kill_workers = getattr(pool, "kill_workers", None)
         if kill_workers is not None:
             kill_workers()
@@ -297,6 +298,11 @@ class MathJudge:
         pool.shutdown(wait=False, cancel_futures=True)
         for process in processes:
             process.join(timeout=10)
+        # subtle: the pool's manager thread closes its wake-up pipe as it winds down; left running, it races with
+        # the interpreter's exit hook, which writes to that pipe unlocked before Python 3.12.8 (CPython gh-125451):
+        # "OSError: [Errno 9] Bad file descriptor" at exit. Its workers are dead, so it ends at once.
+        if manager is not None:
+            manager.join(timeout=10)
 
 
 def _expire(in_flight: InFlight, outcomes: list[Outcome | None]) -> tuple[bool, list[int]]:

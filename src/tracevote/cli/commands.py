@@ -106,12 +106,26 @@ def cmd_grade(args: argparse.Namespace) -> int:
     return run_grade(args)
 
 
+def cmd_datasets_local(args: argparse.Namespace) -> int:
+    from tracevote.cli.datasets_local import datasets_local
+
+    print(datasets_local(args.data, args.params))
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
+    from tracevote.cli import demo
+
+    scratch = Path.cwd() / "demo"
+    with demo.scratch_lock(scratch):
+        return _run_demo(args, scratch)
+
+
+def _run_demo(args: argparse.Namespace, scratch: Path) -> int:
     from tracevote.cli import demo
     from tracevote.cli.plots import DEFAULT_TEMPLATE
 
-    repo = Path.cwd()
-    scratch = repo / "demo"
+    repo = scratch.parent
     problems = Path(args.dataset) if args.dataset else demo.BUILTIN_PROBLEMS
     plan = demo.prepare(repo, scratch, problems, data=Path(args.data) if args.data else None)
     read_from = ", ".join(f"{name} from {path}" for name, path in plan.sources.items()) or str(problems)
@@ -186,7 +200,7 @@ def _pool_for(args: argparse.Namespace, *, create: bool) -> tuple[Params, Pool]:
 
     params = load_params(args.params)
     if args.pool_dir:
-        return params, Pool(Path(args.pool_dir))
+        return params, _pool_at(Path(args.pool_dir), params, create=create)
     dataset_dir = Path("pools") / _dataset_name(args, params)
     setting = Setting.from_params(params)
     if create:
@@ -196,6 +210,24 @@ def _pool_for(args: argparse.Namespace, *, create: bool) -> tuple[Params, Pool]:
         raise DataError(f"{dataset_dir / setting.folder_name}: no pool for the setting params.yaml describes "
                         f"(run `make repro`, or name one with --pool-dir)")
     return params, pool
+
+
+def _pool_at(root: Path, params: Params, *, create: bool) -> Pool:
+    """The pool in --pool-dir; for an import, a new pool with the params' setting when the folder is new or empty."""
+    from dataclasses import asdict
+
+    from tracevote.store.pool import Pool, Setting
+
+    if (root / Pool.META).is_file():
+        return Pool(root)
+    if create and (not root.exists() or (root.is_dir() and not any(root.iterdir()))):
+        print(f"pool import: creating a new pool in {root} (the params file's setting: model "
+              f"{params.deepconf_model.name}, backend {params.model.backend})", file=sys.stderr)
+        return Pool.open_at(root, asdict(Setting.from_params(params)), simulated=params.model.backend == "sim")
+    how = ("`pool import` creates a pool in a new or empty folder (with the params file's setting), so name one"
+           if create else "`python -m tracevote pool status` lists the pools of a dataset; name one of them")
+    raise DataError(f"--pool-dir {root}: not a pool (no {Pool.META}) and not an empty folder; {how}, or leave out "
+                    f"--pool-dir to use pools/<dataset>/<the setting params.yaml describes>")
 
 
 def _registered(pool: Pool, problems: list[Problem]) -> Pool:
@@ -213,6 +245,7 @@ def cmd_pool_export(args: argparse.Namespace) -> int:
     from tracevote.store.interchange import EXPORT_FIELDS, export_fields, export_pool
 
     fields = EXPORT_FIELDS if args.fields is None else export_fields(args.fields)
+    scores = None if args.scores is None else _read_scores(args.scores)  # before any line is written
     _, pool = _pool_for(args, create=False)
     problem_ids = pool.problem_ids()
     shown = not args.quiet and sys.stderr.isatty()
@@ -220,10 +253,30 @@ def cmd_pool_export(args: argparse.Namespace) -> int:
     total = sum(len(pool.stored_ids(problem_id)) for problem_id in problem_ids) if shown else None
     with tqdm(total=total, unit="sample", desc="pool export", file=sys.stderr, dynamic_ncols=True,
               disable=not shown) as bar:
-        count = export_pool(pool, problem_ids, sys.stdout.buffer, fields=fields, on_sample=lambda: bar.update())
+        count = export_pool(pool, problem_ids, sys.stdout.buffer, fields=fields, scores=scores,
+                            on_sample=lambda: bar.update())
     if not args.quiet:
         print(f"pool export: {count} samples from {pool.root}", file=sys.stderr)
     return 0
+
+
+def _read_scores(path: Path) -> dict[tuple[str, int], dict[str, float | None]]:
+    """{(problem_id, sample_id): {measure: value}} from a score stage's table (data/scores/<dataset>.parquet)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from tracevote.core.config_deepconf import MEASURES
+
+    if not path.is_file():
+        raise DataError(f"--scores {path}: not found (the score stage writes data/scores/<dataset>.parquet: "
+                        f"`dvc repro score@<dataset>`)")
+    try:
+        rows = pq.read_table(path, columns=["problem_id", "sample_id", *MEASURES]).to_pylist()
+    except (pa.ArrowException, OSError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise DataError(f"--scores {path}: not a score table with problem_id, sample_id, "
+                        f"{', '.join(MEASURES)} ({first})") from None
+    return {(row["problem_id"], row["sample_id"]): {name: row[name] for name in MEASURES} for row in rows}
 
 
 def cmd_pool_import(args: argparse.Namespace) -> int:
@@ -293,15 +346,16 @@ def cmd_sim_server(args: argparse.Namespace) -> int:
 
     params = load_params(args.params)
     faults = parse_faults(args.faults or "")  # before the banner: a bad spec is the only line printed
-    answers, known = _sim_answers(args.problems, params)
+    answer_sets, known = _sim_answers(args.problems, params)
     options = ServerOptions(api_key=args.api_key, models=tuple(args.models.split(",")) if args.models else None,
                             no_balance=args.no_balance, profile=args.profile)
     print(f"sim-server: SIMULATED model (seed {params.model.sim.seed}, signal {params.model.sim.signal}), "
           f"enforcing profile {PROFILES[args.profile].describe()}, "
           f"faults {args.faults or 'none'}; ^C stops it", flush=True)
-    print(known, file=sys.stderr if not answers else sys.stdout, flush=True)
+    for line in known:
+        print(line, file=sys.stdout if line.startswith("sim-server: knows") else sys.stderr, flush=True)
     try:
-        serve(args.host, args.port, SimModel(params.model.sim, answers), faults, options,
+        serve(args.host, args.port, SimModel(params.model.sim, answer_sets=answer_sets), faults, options,
               on_ready=lambda url: print(f"sim-server: listening on {url}", flush=True))
     except OSError as exc:
         if exc.errno not in _CANNOT_BIND:
@@ -314,23 +368,56 @@ def cmd_sim_server(args: argparse.Namespace) -> int:
 _CANNOT_BIND = (errno.EADDRINUSE, errno.EADDRNOTAVAIL, errno.EACCES)  # taken, not this machine's, privileged
 
 
-def _sim_answers(problems: str | None, params: Params) -> tuple[dict[str, int], str]:
-    """The gold answers the simulated model knows, and a line saying where they came from: `--problems`, else
-    every normalized problems file of the params' datasets under data/. Without any, its answers are random and
-    every accuracy measured against it is meaningless: the line says so."""
-    from tracevote.datasets.problems import load_problems
-
+def _sim_answers(problems: str | None, params: Params) -> tuple[list[dict[str, int | str]], list[str]]:
+    """The gold answers the simulated model knows, one map per file, and the lines saying where they came from:
+    `--problems`, else every normalized problems file of the params' datasets under data/ (of any answer format).
+    A project file it cannot read, or a gold it cannot write, is a warning naming it, never the end of the server.
+    Without any answers, its answers are random and every accuracy measured against it is meaningless: a line
+    says so."""
     if problems:
         paths = [Path(problems)]
     else:
         paths = [path for name, dataset in params.datasets.items()  # checked names
                  if dataset.kind == "problems" and (path := Path("data") / f"{name}.jsonl").is_file()]
-    answers = {p.problem: p.answer for path in paths for p in load_problems(path)}
-    if not answers:
-        return answers, ("sim-server: WARNING: it knows no gold answers (no --problems, and no normalized problems "
-                         "under data/: run `dvc repro normalize@<dataset>`), so its answers are random and any "
-                         "accuracy measured against it means nothing")
-    return answers, f"sim-server: knows the gold answers of {len(answers)} problems ({', '.join(map(str, paths))})"
+    answer_sets, learnt, warnings = [], [], []
+    for path in paths:
+        golds, skipped = _file_golds(path, strict=bool(problems))
+        warnings += skipped
+        if golds:
+            answer_sets.append(golds)
+            learnt.append(str(path))
+    known = sum(map(len, answer_sets))
+    if not known:
+        return [], [*warnings, "sim-server: WARNING: it knows no gold answers (no --problems, and no normalized "
+                    "problems under data/: run `dvc repro normalize@<dataset>`), so its answers are random and any "
+                    "accuracy measured against it means nothing"]
+    return answer_sets, [*warnings, f"sim-server: knows the gold answers of {known} problems ({', '.join(learnt)})"]
+
+
+def _file_golds(path: Path, *, strict: bool) -> tuple[dict[str, int | str], list[str]]:
+    """The golds of one normalized problems file the simulator can answer with, and a warning line when it cannot
+    answer some (naming the first); a file it cannot read is one warning, or with `strict` (--problems) the error."""
+    from tracevote.datasets.problems import load_problems
+    from tracevote.sim.golds import sim_gold
+
+    try:
+        problems = load_problems(path)
+    except DataError as exc:
+        if strict:
+            raise
+        return {}, [f"sim-server: WARNING: {path} skipped, it cannot be read: {str(exc).splitlines()[0]}"]
+    golds: dict[str, int | str] = {}
+    skipped: list[str] = []
+    for problem in problems:
+        gold, why_not = sim_gold(problem.answer)
+        if gold is None:
+            skipped.append(f"{problem.id}, {why_not}")
+        else:
+            golds[problem.problem] = gold
+    if not skipped:
+        return golds, []
+    return golds, [f"sim-server: WARNING: {path}: {len(skipped)} of {len(problems)} problems skipped, their gold "
+                   f"cannot be simulated (first: {skipped[0]}); it answers them at random"]
 
 
 def cmd_probe(args: argparse.Namespace) -> int:

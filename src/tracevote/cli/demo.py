@@ -8,14 +8,16 @@ same at the same sizes, on the datasets of the workspace's params.yaml read from
 
 from __future__ import annotations
 
+import fcntl
 import os
 import re
 import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import orjson
 import yaml
 
 from tracevote.core.config_datasets import DATASET_NAME, KEY_NAME_RULE
@@ -31,6 +33,7 @@ BUILTIN_PREDICTIONS = BUILTIN_DATA / "demo_predictions.jsonl"  # hand-written pr
 DEMO_PREDICTIONS = Path("predictions") / "demo_gsm8k.jsonl"  # where the scratch project keeps them
 PIPELINE_FILES = ("dvc.yaml", ".dvcignore", ".gitignore")  # .gitignore: ledger folders are never committed
 DEMO_POOL = 64
+LOCK_NAME = ".demo.lock"  # inside the scratch project, which git and DVC ignore
 LOCAL_SUFFIXES = (".jsonl", ".json", ".parquet", ".csv")  # the local files fetch reads (tracevote.datasets.local)
 METHOD_TARGETS = {"deepconf": "report", "debate": "score_debate", "critique": "report_critiques",
                   "grading": "report_grading"}  # the stage that runs a method and everything it needs
@@ -96,7 +99,8 @@ def small_scale() -> dict[str, Any]:
 def local_dataset(path: Path, *, problem_key: str = "problem", answer_format: str = "aime") -> dict[str, Any]:
     """A `datasets:` entry reading problems from a local file."""
     return {"source": {"hf_dataset": None, "hf_config": "default", "hf_split": "train",
-                       "api_url": "https://datasets-server.huggingface.co", "path": str(path.resolve())},
+                       "api_url": "https://datasets-server.huggingface.co", "path": str(path.resolve()),
+                       "watch": str(path.resolve())},
             "kind": "problems", "problem_key": problem_key, "answer_key": "answer", "id_key": None,
             "answer_format": answer_format}
 
@@ -125,10 +129,12 @@ def pool_grading_run(dataset: str) -> dict[str, dict[str, Any]]:
 
 
 def guess_problem_key(problems: Path) -> str:
-    """"problem", or "question" for files that use it (the shared AIME files do)."""
+    """"problem", or "question" for files that use it (the shared AIME files do); the file is any that fetch reads
+    (a .json list as well as JSON lines)."""
     if not problems.is_file():
         raise DataError(f"{problems}: demo dataset not found")
-    first = orjson.loads(problems.read_bytes().splitlines()[0])
+    rows = read_local_rows(problems)
+    first = rows[0] if rows else {}
     return "question" if "problem" not in first and "question" in first else "problem"
 
 
@@ -141,12 +147,45 @@ def prepare(repo: Path, scratch: Path, problems: Path, *, data: Path | None = No
         overrides = demo_overrides(problems, problem_key=guess_problem_key(problems))
     else:
         plan, overrides = local_overrides(params, data)
-    if scratch.exists():
-        shutil.rmtree(scratch)
+    clear_scratch(scratch)
     copy_pipeline(repo, scratch, repo / "params.yaml", overrides)
     (scratch / DEMO_PREDICTIONS).parent.mkdir(parents=True, exist_ok=True)
     shutil.copy(BUILTIN_PREDICTIONS, scratch / DEMO_PREDICTIONS)
     return plan
+
+
+def clear_scratch(scratch: Path) -> None:
+    """Everything in the scratch project but its lock (held by this run)."""
+    if not scratch.exists():
+        return
+    for entry in scratch.iterdir():
+        if entry.name == LOCK_NAME:
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry)
+        else:
+            entry.unlink()
+
+
+@contextmanager
+def scratch_lock(scratch: Path) -> Iterator[None]:
+    """Hold the scratch project for this run: a second `make demo` or `make try` in the same folder is refused in
+    one line instead of deleting the project under the first. An flock, so a killed run leaves no stale lock."""
+    scratch.mkdir(parents=True, exist_ok=True)
+    lock = scratch / LOCK_NAME
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
+            raise DataError(f"{scratch}: another `make demo` or `make try` (process {holder}) is running in it; wait "
+                            f"for it to end (its lock: {lock})") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        yield
+    finally:
+        os.close(fd)
 
 
 def repro_targets(method: str | None) -> list[str]:
@@ -213,14 +252,21 @@ def find_local_file(data: Path, name: str) -> Path | None:
 def local_recipe(recipe: dict[str, Any], path: Path) -> dict[str, Any]:
     """`recipe` reading `path`; a dataset of problems whose first row lacks the recipe's problem key but has
     "problem" or "question" reads that field (the shared AIME files say "question" where the hub's say "problem")."""
-    entry = {**recipe, "source": {**recipe["source"], "path": str(path.resolve())}}
-    if entry["kind"] == "problems":
-        rows = read_local_rows(path)
-        first = rows[0] if rows else {}
-        if entry["problem_key"] not in first:
-            entry["problem_key"] = next((key for key in ("problem", "question") if key in first),
-                                        entry["problem_key"])
-    return entry
+    entry = {**recipe, "source": {**recipe["source"], "hf_dataset": None, "path": str(path.resolve()),
+                                  "watch": str(path.resolve())}}
+    return {**entry, "problem_key": local_problem_key(recipe, path)}
+
+
+def local_problem_key(recipe: dict[str, Any], path: Path) -> str:
+    """The recipe's problem_key, or for a dataset of problems whose file's first row lacks it, "problem" or
+    "question", whichever the row has."""
+    if recipe["kind"] != "problems":
+        return recipe["problem_key"]
+    rows = read_local_rows(path)
+    first = rows[0] if rows else {}
+    if recipe["problem_key"] in first:
+        return recipe["problem_key"]
+    return next((key for key in ("problem", "question") if key in first), recipe["problem_key"])
 
 
 def copy_pipeline(repo: Path, dest: Path, params_source: Path, overrides: dict[str, Any]) -> None:

@@ -15,8 +15,11 @@ from tracevote.core.entry import stage_main
 from tracevote.core.profiles import PROFILES
 
 Handler = Callable[[argparse.Namespace], int]
-DESCRIPTION = ("tracevote: majority and DeepConf voting measured over tracked trace pools. `dvc repro` (or "
-               "`make repro`) runs the pipeline; these commands check, price, inspect and report around it.")
+DESCRIPTION = ("tracevote measures four test-time reasoning methods on math benchmarks: majority and DeepConf "
+               "confidence voting over tracked trace pools, DyLAN-style multi-agent debate, ProcessBench-style "
+               "step-level critique, and grading prediction files (Math-Verify accuracy, reasoning length, an LLM "
+               "critic). `dvc repro` (or `make repro`) runs the pipeline; these commands check, price, inspect and "
+               "report around it.")
 PARAMS_HELP = "the params file to read (default: %(default)s)"
 PROBLEMS_HELP = "normalized problems, one JSON object a line (default: data/<dataset>.jsonl)"
 DEMO_METHODS = ("critique", "debate", "deepconf", "grading")  # cli.demo.METHOD_TARGETS (not imported: light --help)
@@ -76,17 +79,24 @@ def add_pool_commands(subparsers: argparse._SubParsersAction[argparse.ArgumentPa
         action.add_argument("--params", default="params.yaml", help=PARAMS_HELP)
         action.add_argument("--dataset", help="dataset name (default: the first of deepconf.datasets)")
         if name != "status":
-            action.add_argument("--pool-dir", help="a pool folder, instead of the setting the params file describes")
+            action.add_argument("--pool-dir", help="a pool folder, instead of the setting the params file describes"
+                                + ("; a new or empty folder becomes a new pool with that setting"
+                                   if name == "import" else ""))
         if name == "export":
             action.add_argument("--fields", metavar="A,B,...",
                                 help="export only these fields, in this order (e.g. problem_id,sample_id,answer; "
                                      "default: all of them; an unknown name is an error listing the fields)")
+            action.add_argument("--scores", type=Path, metavar="FILE",
+                                help="add field score: each sample's confidence measures {avg, bottom10, lowest, "
+                                     "tail} from the score stage's table, FILE (data/scores/<dataset>.parquet, at "
+                                     "the confidence setting it was scored with); null for a sample it does not "
+                                     "score")
             action.add_argument("--quiet", action="store_true",
                                 help="no progress bar and no closing line on stderr (the bar shows only when "
                                      "stderr is a terminal)")
         if name == "import":
-            action.add_argument("samples", help="the JSON-lines file (format: README, Interchange format), or with "
-                                "--format deepconf-pickle the folder of the official offline runs' .pkl files")
+            action.add_argument("samples", help="the JSON-lines file (format: docs/pool-store.md#interchange-format), "
+                                "or with --format deepconf-pickle the folder of the official offline runs' .pkl files")
             action.add_argument("--format", choices=("jsonl", "deepconf-pickle"), default="jsonl",
                                 help="jsonl (default), or deepconf-pickle: facebookresearch/deepconf's "
                                      "deepconf_simple_qid<q>_rid<r>_<timestamp>.pkl, read with a restricted "
@@ -124,13 +134,27 @@ def add_run_commands(subparsers: argparse._SubParsersAction[argparse.ArgumentPar
 def add_other_commands(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     demo = subparsers.add_parser("demo", help="the whole pipeline on the simulated model, in ./demo")
     source = demo.add_mutually_exclusive_group()
-    source.add_argument("--dataset", help="a .jsonl of problems (default: the built-in demo set)")
+    source.add_argument("--dataset", help="a file of problems: .jsonl, .json (a list), .parquet or .csv (default: "
+                                          "the built-in demo set)")
     source.add_argument("--data", metavar="DIR",
                         help="a folder of dataset files: every dataset of params.yaml with a file <name>.jsonl "
                              "(.json, .parquet, .csv; or <name>_test.*) there is read from it (make try DATA=DIR)")
     demo.add_argument("--method", choices=DEMO_METHODS,
                       help="run one method and what it needs (default: all four)")
     demo.set_defaults(handler=commands.cmd_demo)
+
+    datasets = subparsers.add_parser("datasets", help="point params.yaml's datasets at local files",
+                                     description="Dataset tools for params.yaml.")
+    actions = datasets.add_subparsers(dest="datasets_command", required=True, metavar="ACTION")
+    local = actions.add_parser(
+        "local", help="the real project offline: every dataset with a file in DIR read from it, the rest removed",
+        description="Point every dataset of the params file with a file in DIR at it (<name>.jsonl, .json, "
+                    ".parquet or .csv, else <name>_test.*, as `make try DATA=DIR` finds them; problem_key as the "
+                    "file says it) and remove the others from datasets: and from every method that names them. "
+                    "The file is rewritten as `dvc exp run -S` writes it: its comments stay.")
+    local.add_argument("data", type=Path, metavar="DIR", help="a folder of dataset files, e.g. ../shared/data")
+    local.add_argument("--params", type=Path, default=Path("params.yaml"), help=PARAMS_HELP)
+    local.set_defaults(handler=commands.cmd_datasets_local)
 
     unlock = subparsers.add_parser("unlock", help="clear DVC stage locks left by killed `dvc repro` runs")
     unlock.add_argument("--rwlock", default=".dvc/tmp/rwlock", help="DVC's lock table (default: %(default)s)")
@@ -204,7 +228,7 @@ def add_sim_server(subparsers: argparse._SubParsersAction[argparse.ArgumentParse
     sim.add_argument("--host", default="127.0.0.1", help="address to listen on (default: %(default)s)")
     sim.add_argument("--port", type=int_between(1, 65535, "a TCP port"), default=8765,
                      help="port to listen on (default: %(default)s)")
-    sim.add_argument("--faults", help="e.g. all=0.2 or 429=0.05,drop=0.05,slow_s=0.2 (README: fault spec)")
+    sim.add_argument("--faults", help="e.g. all=0.2 or 429=0.05,drop=0.05,slow_s=0.2 (docs/simulator.md)")
     sim.add_argument("--problems", help="normalized problems whose gold answers the sim should know")
     sim.add_argument("--api-key", help="require this bearer key (401 otherwise)")
     sim.add_argument("--models", help="comma-separated model names to accept (400 Model Not Exist otherwise)")

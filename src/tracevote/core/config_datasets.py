@@ -25,6 +25,11 @@ KEY_NAME = re.compile(_KEY + r"\Z")
 KEY_NAME_PATTERN = f"^{_KEY}$"  # the same rule, as the JSON Schema writes it
 DATASET_NAME = KEY_NAME  # the name its importers know it by
 KEY_NAME_RULE = "1-64 letters, digits, '_', '-' (no '.', which DVC reads as a level of params.yaml)"
+# What fetch@<name> depends on in dvc.yaml (`deps: - ${item.source.watch}`) when its source is the hub. subtle: DVC
+# has no optional dependency (a null dep stops every dvc command with an AssertionError, and `deps:` cannot be
+# interpolated from a list), so every entry names one: its local `path`, or this stand-in, which a hub source
+# never reads
+HUB_WATCH = "stages/fetch.py"
 
 
 @dataclass(frozen=True)
@@ -36,11 +41,19 @@ class SourceConfig:
     hf_config: str = param("the Hugging Face dataset's config (subset)")
     hf_split: str = param("the Hugging Face dataset's split")
     api_url: str = param("the datasets-server that serves the rows")
-    path: str | None = param("a local .jsonl, .json or .parquet file (or a folder of them) read instead of the hub")
+    path: str | None = param("a local .jsonl, .json, .parquet or .csv file (or a folder of problem files) read "
+                             "instead of the hub")
+    watch: str = param("the file or folder fetch depends on in dvc.yaml, so that editing it marks fetch stale: "
+                       f"the same as `path` when that is set, else {HUB_WATCH} (DVC has no optional dependency)")
 
     def validate(self, where: str) -> None:
         if not self.hf_dataset and not self.path:
             report(where, "set hf_dataset or path (both are empty)")
+        expected = self.path or HUB_WATCH
+        if self.watch != expected:
+            why = ("so that editing that file marks fetch stale" if self.path else
+                   "the stand-in a hub source depends on")
+            report(f"{where}.watch", f"{self.watch!r} must be {expected!r} ({why}); set watch: {expected}")
 
 
 @dataclass(frozen=True)

@@ -14,11 +14,15 @@ BYTES_PER_PROMPT_TOKEN = 3.0
 CHAT_TEMPLATE_TOKENS = 16
 
 
+SMALLEST_USD = 1e-9  # below any real call (one token at $0.028/M is 2.8e-8): a float's residue, shown as $0
+
+
 def money(usd: float) -> str:
-    """Dollars at a precision that never hides a small amount: "$12.35", "$1.00", "$0.0075", "$0.00012", "$0"."""
+    """Every dollar amount the project prints, at a precision that never hides a small one: "$12.35", "$1.00",
+    "$0.0075", "$0.00012", "$0"; sums under SMALLEST_USD (what subtracting floats leaves, 2.4e-19) are "$0"."""
     if usd >= 1:
         return f"${usd:,.2f}"
-    if usd <= 0:
+    if usd < SMALLEST_USD:
         return "$0"
     decimals = max(4, 1 - math.floor(math.log10(usd)))  # 2 significant digits, at least 4 decimals
     return f"${usd:.{decimals}f}"

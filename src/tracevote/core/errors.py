@@ -31,6 +31,11 @@ class FatalAPIError(TracevoteError):
         self.status = status
 
 
+class QuotaError(FatalAPIError):
+    """The account is out of quota or balance (402, OpenAI's insufficient_quota): no call can succeed until it is
+    topped up, so the run stops at once."""
+
+
 class EndpointError(TracevoteError):
     """The endpoint could not be reached, or kept failing until its retries ran out."""
 

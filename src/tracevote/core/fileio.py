@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 
 import orjson
 
-from tracevote.core.errors import DataError
+from tracevote.core.errors import DataError, StorageError
 
 
 @contextlib.contextmanager
@@ -22,7 +22,7 @@ def atomic_path(target: str | Path) -> Iterator[Path]:
     ...     tmp.write_text("...")   # out.jsonl appears whole, or not at all
     """
     target = Path(target)
-    target.parent.mkdir(parents=True, exist_ok=True)
+    make_folder(target.parent)
     fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     os.close(fd)
     tmp = Path(name)
@@ -34,6 +34,24 @@ def atomic_path(target: str | Path) -> Iterator[Path]:
         os.replace(tmp, target)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def make_folder(folder: Path) -> None:
+    """mkdir -p, with StorageError naming the file that sits where the folder (or one of its parents) goes,
+    instead of FileExistsError or NotADirectoryError."""
+    check_output_folders(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+
+
+def check_output_folders(*folders: Path) -> None:
+    """StorageError when a file (not a folder) sits at any of `folders` or their parents: a stage calls it before
+    any work, so it writes nothing rather than some outputs and then a traceback."""
+    for folder in folders:
+        blocker = next((path for path in (folder, *folder.parents) if path.exists() and not path.is_dir()), None)
+        if blocker is not None:
+            where = "" if blocker == folder else f" (inside it goes {folder})"
+            raise StorageError(f"{blocker}: a file sits where an output folder goes{where}; move or delete it "
+                               f"and run the stage again (nothing was written)")
 
 
 def _created_mode() -> int:

@@ -4,6 +4,11 @@ and count every failure by its cause.
 An endpoint never reached (refused, unresolved, TLS failure, connect timeout before any response) is
 given up on sooner than a failure mid-build: Backoff.unreachable_attempts tries, waits of at most
 Backoff.unreachable_max_s, so a wrong base_url is reported within seconds rather than minutes.
+
+A Retry-After is honoured up to Backoff.max_s (30 s). One longer than LONG_RETRY_AFTER_S (10 minutes: a daily or
+billing-period limit) is not waited out at all: the call retries on the ordinary backoff (0.5 s, growing), only to
+confirm the limit holds, and the run's breaker (tracevote.sampling.breaker) stops the run after a few such answers
+in a row. Waiting 30 s at a time would only fetch the same answer more slowly.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from typing import TypeVar
 import tenacity
 
 T = TypeVar("T")
+LONG_RETRY_AFTER_S = 600.0  # a Retry-After over this says the limit will not lift within a run's patience
 
 
 class TransientError(Exception):
@@ -43,6 +49,7 @@ class RetryNotice:
     attempts: int
     wait_s: float
     where: str = ""  # the URL, filled in by the caller that knows it
+    in_a_row: int = 0  # failures of this cause in a row over the whole run (the breaker's count), 0: unknown
 
     def render(self) -> str:
         """"connecting to http://127.0.0.1:9/chat/completions: attempt 2/3 failed (connection refused),
@@ -50,6 +57,19 @@ class RetryNotice:
         where = f"connecting to {self.where}" if self.error.unreachable else self.where or "request"
         return (f"{where}: attempt {self.attempt}/{self.attempts} failed ({self.error.cause}), "
                 f"retrying in {self.wait_s:.1f} s")
+
+    def waiting(self) -> str:
+        """What a progress line shows while the retry waits: "waiting 30 s: HTTP 429, 12 in a row"."""
+        return f"waiting {self.wait_s:.0f} s: {self.why()}" if self.wait_s >= 1 else f"retrying: {self.why()}"
+
+    def why(self) -> str:
+        """"HTTP 429, 12 in a row, Retry-After 86400 s"; the cause alone when it is a first failure."""
+        parts = [self.error.cause]
+        if self.in_a_row > 1:
+            parts.append(f"{self.in_a_row} in a row")
+        if self.error.retry_after is not None and self.error.retry_after > self.wait_s + 0.5:
+            parts.append(f"the server asks for {self.error.retry_after:.0f} s")
+        return ", ".join(parts)
 
 
 @dataclass(frozen=True)
@@ -113,7 +133,7 @@ class _WaitRetryAfterOrBackoff(tenacity.wait.wait_base):
 
     def __call__(self, retry_state: tenacity.RetryCallState) -> float:
         exc = _last_error(retry_state)
-        if exc is not None and exc.retry_after is not None:
+        if exc is not None and exc.retry_after is not None and exc.retry_after <= LONG_RETRY_AFTER_S:
             return min(exc.retry_after, self.max_s)
         if exc is not None and exc.unreachable:
             return min(self.backoff(retry_state), self.unreachable_max_s)

@@ -10,6 +10,8 @@ tracevote.core.config.check_params).
 
 from __future__ import annotations
 
+from collections.abc import Collection
+from fnmatch import fnmatch
 from pathlib import Path
 
 
@@ -27,3 +29,83 @@ def declared_params(stage: str, root: Path | None = None) -> tuple[str, ...] | N
     keys = tuple(key for found in stages for dep in found.deps if isinstance(dep, ParamsDependency)
                  for key in dep.params)
     return keys or None
+
+
+def every_stage_params(root: Path) -> dict[str, tuple[str, ...]]:
+    """Each stage's declared params keys by its DVC address (one Repo for all: a stage at a time takes a second)."""
+    from dvc.dependency.param import ParamsDependency
+    from dvc.repo import Repo
+
+    with Repo(str(root)) as repo:
+        return {stage.name: tuple(key for dep in stage.deps if isinstance(dep, ParamsDependency)
+                                   for key in dep.params) for stage in repo.index.stages}
+
+
+# Keys a stage reads without declaring them, on purpose: they decide how the work is done (how fast, how often
+# retried, on which servers with which key, what it may spend), never what it writes. Declaring one would re-run
+# the stage for nothing, so no stage may declare a key that holds one (`debate` would hold debate.concurrency).
+OPERATIONAL_KEYS = {
+    "*.concurrency": "requests in flight",
+    "*.max_cost_usd": "a spending cap: the stage refuses before paying, or stops",
+    "pool.max_retries": "retries of a failed request",
+    "pool.request_timeout_s": "how long one request may take",
+    "pool.allow_uninformative_logprobs": "whether the probe's verdict stops the build, not what it stores",
+    "grading.workers": "Math-Verify processes",
+    "endpoints.*.base_url": "which servers answer (replicas of one model)",
+    "endpoints.*.api_key_env": "where the key is read from",
+    "endpoints.*.needs_key": "whether a key is required",
+    "endpoints.*.pricing.*": "list prices: the estimate and the spending cap",
+}
+
+# What the stage after a paid build reads of the setting its ledger was built under, only to check the ledger is
+# params.yaml's (and to write the model's name): the build stage declares those keys, and its new ledger re-runs
+# the later stage through its dependency on the ledger's folder. (One stage could not declare each of
+# critique.datasets' steps_format anyway.)
+LEDGER_CHECKS = {
+    "score_debate": ("model.*", "endpoints.*"),
+    "score_critiques": ("model.*", "endpoints.*", "critique.endpoint", "datasets.*.steps_format"),
+    "grade@*": ("model.*", "endpoints.*"),
+}
+
+# Keys particular stages read without declaring them, for another reason than OPERATIONAL_KEYS', by (stage, key)
+# patterns.
+STAGE_UNDECLARED = {
+    ("fetch@*", "datasets.*"): "the checks before the raw file is replaced decide whether fetch writes, not what "
+                               "(normalize declares the entry)",
+    **{(stage, key): "only to check each ledger's setting: the build stage declares it, and its new ledger re-runs "
+                     "this stage" for stage, keys in LEDGER_CHECKS.items() for key in keys},
+}
+
+
+def covers(outer: str, key: str) -> bool:
+    """covers("debate", "debate.agents") and covers("debate.agents", "debate.agents") hold; covers("eva", "eval")
+    not."""
+    return key == outer or key.startswith(outer + ".")
+
+
+def declaration_problems(stage: str, reads: Collection[str], declared: Collection[str],
+                         leaves: Collection[str]) -> list[str]:
+    """What is wrong with `stage`'s dvc.yaml params (`declared`) against the keys a run of it read (`reads`):
+    a read nothing declares (unless listed above), a declared key it never read, a declared key holding an
+    operational one. `leaves`: every key of the project's params.yaml, to find what a declared key holds.
+
+        declaration_problems("score_debate", ["debate.agents"], ["debate"], ["debate.agents", "debate.concurrency"])
+        -> ["score_debate declares debate, which holds debate.concurrency (requests in flight): ..."]
+    """
+    problems = []
+    for key in sorted(reads):
+        exempt = _operational(key) or any(fnmatch(stage, where) and fnmatch(key, pattern)
+                                          for (where, pattern) in STAGE_UNDECLARED)
+        if not exempt and not any(covers(outer, key) for outer in declared):
+            problems.append(f"{stage} reads {key}, which it does not declare in dvc.yaml's params")
+    for outer in declared:
+        if not any(covers(outer, key) or covers(key, outer) for key in reads):
+            problems.append(f"{stage} declares {outer}, which it never read")
+        for key in sorted(leaf for leaf in leaves if covers(outer, leaf) and _operational(leaf)):
+            problems.append(f"{stage} declares {outer}, which holds {key} ({_operational(key)}): a change to it "
+                            f"would re-run the stage for nothing; declare the keys it reads")
+    return problems
+
+
+def _operational(key: str) -> str | None:
+    return next((why for pattern, why in OPERATIONAL_KEYS.items() if fnmatch(key, pattern)), None)

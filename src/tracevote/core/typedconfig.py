@@ -11,6 +11,8 @@ construction, the object's own `validate(where)` runs.
 
 Inside `collecting()`, every problem is recorded (one per key) and building goes on, so one run reports them
 all; outside it, the first problem raises.
+
+Inside `tracevote.core.reads.recording_reads()`, build makes objects that note each key the program reads.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, Literal
 
+from tracevote.core import reads
 from tracevote.core.errors import ConfigError
 
 
@@ -164,9 +167,11 @@ def build(cls: type, raw: Any, where: str, **given: Any) -> Any:
     if missing or any(value is INVALID for value in values.values()):
         return INVALID
     bounded = [_within(fields[name], value, join(where, name)) for name, value in values.items()]
-    obj = cls(**values, **given)
-    if all(bounded) and hasattr(obj, "validate"):
-        obj.validate(where)
+    # recording, the fields the file sets are noted when read: `given` ones (an entry's name) are its key
+    obj = cls(**values, **given) if not reads.recording() else reads.noting(cls, values, given, where, set(fields))
+    with reads.paused_reads():  # validation is no read of the program's
+        if all(bounded) and hasattr(obj, "validate"):
+            obj.validate(where)
     return obj
 
 
@@ -240,7 +245,9 @@ def _coerce_mapping(args: tuple[Any, ...], value: Any, where: str) -> Any:
     # a named collection: each entry learns its key
     key_field = getattr(args[1], "KEY_FIELD", "name")
     entries = {key: build(args[1], entry, join(where, str(key)), **{key_field: key}) for key, entry in value.items()}
-    return INVALID if any(entry is INVALID for entry in entries.values()) else entries
+    if any(entry is INVALID for entry in entries.values()):
+        return INVALID
+    return reads.NotingDict(entries, where) if reads.recording() else entries
 
 
 def _coerce_union(alternatives: list[Any], value: Any, where: str) -> Any:

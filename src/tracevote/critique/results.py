@@ -13,13 +13,12 @@ empty subset's stays None (JSON null, an empty cell). critique.metrics computes 
 
 from __future__ import annotations
 
-import csv
-import io
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from tracevote.core.csvtext import csv_text
 from tracevote.core.fileio import write_text
 from tracevote.critique.build import CritiqueItem
 from tracevote.critique.metrics import Scored, Scores, by_task, scores
@@ -88,12 +87,9 @@ def by_task_rows(results: Sequence[CritiqueResult]) -> list[dict[str, Any]]:
 
 def write_by_task_csv(path: Path, rows: Sequence[dict[str, Any]]) -> None:
     """The rows as CSV, shares in percent to 2 decimals, a null share as an empty cell."""
-    text = io.StringIO()
-    writer = csv.DictWriter(text, fieldnames=BY_TASK_COLUMNS, extrasaction="ignore", lineterminator="\n")
-    writer.writeheader()
-    writer.writerows({key: f"{value:.2f}" if isinstance(value, float) else value for key, value in row.items()}
-                     for row in rows)
-    write_text(path, text.getvalue())
+    cells = ([f"{value:.2f}" if isinstance(value, float) else value for value in (row[key] for key in BY_TASK_COLUMNS)]
+             for row in rows)
+    write_text(path, csv_text(BY_TASK_COLUMNS, cells))
 
 
 def critique_metrics(results: Sequence[CritiqueResult], *, simulated: bool) -> dict[str, Any]:

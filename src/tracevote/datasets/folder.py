@@ -5,7 +5,9 @@
 
 Each file is {"problem", "solution", "answer", "year", "problem_number"}; 0.json is problem 1. A row is the
 file's fields plus `id` "<year folder>-<file number>" ("2024-0") and `file` ("2024/0.json"), so a dataset
-entry reads it with `id_key: id`. Files and folders starting with "." are skipped (.DS_Store).
+entry reads it with `id_key: id`. Files and folders starting with "." are skipped (.DS_Store). In a folder of year
+folders, a year folder's name starts with a digit (2024, 2025_II); any other folder, such as the write-up's
+`sample/` (its test problem), is skipped and named by folder_summary.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from tracevote.core.fileio import read_json_file
 from tracevote.datasets.problems import id_problem
 
 PROBLEM_FILE = re.compile(r"(0|[1-9][0-9]*)\.json")
+YEAR_FOLDER = re.compile(r"[0-9]")  # .match: the name starts with a digit
 FIELDS: dict[str, tuple[type, ...]] = {"problem": (str,), "solution": (str,), "answer": (str, int),
                                        "year": (str, int), "problem_number": (int,)}
 Row = dict[str, Any]
@@ -26,13 +29,37 @@ Row = dict[str, Any]
 
 def read_problem_folder(folder: Path) -> list[Row]:
     """Every problem of the folder, year folders in name order and files by number within each."""
+    years, _ = year_folders(folder)
+    if years == [folder]:
+        return _read_year(folder, folder.parent)
+    return [row for year in years for row in _read_year(year, folder)]
+
+
+def year_folders(folder: Path) -> tuple[list[Path], list[Path]]:
+    """(the year folders read, the other folders skipped); ([folder], []) for a folder of problem files."""
     entries = _visible(folder)
     if not any(entry.is_dir() for entry in entries):
-        return _read_year(folder, folder.parent)
+        return [folder], []
     stray = [entry for entry in entries if not entry.is_dir()]
     if stray:
         raise DataError(f"{stray[0]}: not a year folder; a folder of year folders holds only folders")
-    return [row for year in entries for row in _read_year(year, folder)]
+    years = [entry for entry in entries if YEAR_FOLDER.match(entry.name)]
+    skipped = [entry for entry in entries if not YEAR_FOLDER.match(entry.name)]
+    if not years:
+        raise DataError(f"{folder}: no year folder (a name starting with a digit, such as 2024); it holds only "
+                        f"{', '.join(entry.name + '/' for entry in skipped)}")
+    return years, skipped
+
+
+def folder_summary(folder: Path) -> str:
+    """What read_problem_folder reads and skips: "2024/ (15 files), 2025/ (15 files); skipped sample/ (...)"."""
+    years, skipped = year_folders(folder)
+    read = ", ".join(f"{year.name}/ ({sum(1 for e in _visible(year) if PROBLEM_FILE.fullmatch(e.name))} files)"
+                     for year in years)
+    if not skipped:
+        return read
+    return (f"{read}; skipped {', '.join(entry.name + '/' for entry in skipped)} (not a year folder: its name does "
+            f"not start with a digit)")
 
 
 def _read_year(year: Path, root: Path) -> list[Row]:

@@ -23,6 +23,7 @@ from tracevote.grading.critic import (
     missing_calls,
     open_ledger,
     read_scores,
+    register_items,
 )
 from tracevote.grading.runs import MANIFEST, CriticManifest, read_critic_manifest, write_critic_manifest
 from tracevote.sampling import backend
@@ -54,6 +55,7 @@ def build_critic(params: Params, run: str, pairing: Pairing, critic_dir: Path, *
     if not existed:
         refuse_if_already_built(False)  # before anything is written: the `dvc pull` it recommends finds a clean folder
     ledger = open_ledger(critic_dir, params, structured=structured)
+    register_items(ledger, items)  # also for a ledger built before items were registered
     missing = missing_calls(ledger, items, structured=structured)
     if not missing:
         print(f"{stage}: {ledger.root} holds all {len(items)} critic replies; no request sent")

@@ -108,6 +108,13 @@ def open_ledger(critic_dir: Path, params: Params, *, structured: bool = False) -
                               simulated=params.critic_model.backend == "sim")
 
 
+def register_items(ledger: CallLedger, items: Sequence[CriticItem]) -> None:
+    """Record each item's prompt digest in the ledger's items.json, as every ledger does, so that `ledger verify`
+    knows each of its logs."""
+    ledger.register_digests({item.item_id: hashlib.sha256(orjson.dumps(item.messages)).hexdigest() for item in items},
+                            what="critic prompt")
+
+
 def critic_calls(items: Sequence[CriticItem], *, structured: bool = False) -> list[Call]:
     """One call per item; `structured`: each asks for RESPONSE_FORMAT."""
     extra = {"response_format": RESPONSE_FORMAT} if structured else None

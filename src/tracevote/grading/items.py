@@ -9,14 +9,14 @@
 
 from __future__ import annotations
 
-import csv
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, astuple, dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
+from tracevote.core.csvtext import csv_text
 from tracevote.core.errors import ConfigError
-from tracevote.core.fileio import atomic_path, write_jsonl
+from tracevote.core.fileio import write_jsonl, write_text
 from tracevote.grading.accuracy import Grades, Pairing
 from tracevote.grading.gold import GoldItem
 from tracevote.grading.predictions import Prediction
@@ -118,11 +118,9 @@ def row_format(path: Path) -> RowFormat:
 
 
 def write_item_rows(path: Path, rows: Sequence[ItemRow]) -> None:
-    """`rows` as JSON lines or CSV (a header, then one line per row; None as an empty cell), whole or not at all."""
+    """`rows` as JSON lines (ids and answers exactly as read) or CSV (a header, then one line per row; None as an
+    empty cell; a formula-like text cell behind a leading quote, core.csvtext), whole or not at all."""
     if row_format(path) == "jsonl":
         write_jsonl(path, (asdict(row) for row in rows))
         return
-    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8", newline="") as out:
-        writer = csv.DictWriter(out, fieldnames=[field.name for field in fields(ItemRow)])
-        writer.writeheader()
-        writer.writerows(asdict(row) for row in rows)
+    write_text(path, csv_text([field.name for field in fields(ItemRow)], (astuple(row) for row in rows)))

@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
+from tracevote.core.csvtext import read_cell
 from tracevote.core.errors import DataError
 from tracevote.critique.results import BY_TASK_COLUMNS, PERCENT_KEYS
 from tracevote.report.plots import save_png, titled
@@ -30,6 +31,8 @@ def read_by_task_csv(path: Path) -> list[dict[str, Any]]:
     if missing:
         raise DataError(f"{path}: column {missing[0]!r} is missing (run score_critiques)")
     table = table.astype(object).where(table.notna(), None)
+    for column in ("dataset", "task"):  # as score_critiques read them, before core.csvtext made them safe
+        table[column] = table[column].map(read_cell, na_action="ignore")
     return table.to_dict(orient="records")
 
 

@@ -3,8 +3,6 @@ per run), and the word counts of correct and incorrect predictions per run."""
 
 from __future__ import annotations
 
-import csv
-import io
 import textwrap
 from collections.abc import Sequence
 from pathlib import Path
@@ -13,6 +11,7 @@ from typing import Any
 import numpy as np
 from matplotlib.figure import Figure
 
+from tracevote.core.csvtext import csv_text
 from tracevote.core.fileio import write_text
 from tracevote.report.plots import save_png, titled
 from tracevote.report.tables import SIMULATED_BANNER
@@ -89,13 +88,8 @@ def _cell(value: float | None) -> str:
 
 
 def write_table_csv(path: Path, records: Sequence[dict[str, Any]]) -> None:
-    rows = table_rows(records)
-    out = io.StringIO()
-    writer = csv.DictWriter(out, fieldnames=["dataset", "metric", *(record["run"] for record in records)],
-                            lineterminator="\n")
-    writer.writeheader()
-    writer.writerows([{key: "" if value is None else value for key, value in row.items()} for row in rows])
-    write_text(path, out.getvalue())
+    header = ["dataset", "metric", *(record["run"] for record in records)]
+    write_text(path, csv_text(header, ([row[key] for key in header] for row in table_rows(records))))
 
 
 def plot_word_counts(records: Sequence[dict[str, Any]], path: Path) -> None:

@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from tracevote.core.csvtext import csv_text
 from tracevote.core.errors import ConfigError
 from tracevote.core.simulated import SIMULATED_BANNER
 from tracevote.datasets.problems import Problem
@@ -292,10 +293,9 @@ def results_table(result: AggregateResult, k: int) -> list[dict[str, Any]]:
 
 
 def table_csv(records: list[dict[str, Any]], columns: tuple[str, ...] = TABLE_COLUMNS) -> str:
-    """CSV with a header of `columns`; floats with 6 decimals, None as an empty cell."""
-    lines = [",".join(columns)]
-    lines += [",".join(_cell(record[c], 6) for c in columns) for record in records]
-    return "\n".join(lines) + "\n"
+    """CSV with a header of `columns`; floats with 6 decimals, None as an empty cell (core.csvtext: safe to open
+    in a spreadsheet)."""
+    return csv_text(columns, ([_cell(record[c], 6) for c in columns] for record in records))
 
 
 def table_markdown(records: list[dict[str, Any]], k: int, tie_break: str, ci_level: float, *,

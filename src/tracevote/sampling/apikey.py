@@ -3,12 +3,14 @@ write-up's requirements name). Entry points pass both in."""
 
 from __future__ import annotations
 
+import io
 from collections.abc import Mapping
 from pathlib import Path
 
 from dotenv import dotenv_values
 
 from tracevote.core.config_endpoints import ModelConfig
+from tracevote.core.errors import ConfigError
 
 
 def resolve_api_key(model: ModelConfig, environ: Mapping[str, str], dotenv_path: Path | None) -> str | None:
@@ -19,4 +21,16 @@ def resolve_api_key(model: ModelConfig, environ: Mapping[str, str], dotenv_path:
         return value
     if dotenv_path is None or not dotenv_path.is_file():
         return None
-    return (dotenv_values(dotenv_path).get(model.api_key_env) or "").strip() or None
+    return (dotenv_values(stream=io.StringIO(read_dotenv(dotenv_path))).get(model.api_key_env) or "").strip() or None
+
+
+def read_dotenv(path: Path) -> str:
+    """The .env file's text; ConfigError naming the file and the byte when it is not UTF-8 (python-dotenv's own
+    read raises a bare UnicodeDecodeError). The message never quotes the file's content: it may hold keys."""
+    data = path.read_bytes()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise ConfigError(f"{path}: not UTF-8 text at byte {exc.start} (line {line}, byte 0x{data[exc.start]:02x}); "
+                          f"save it as UTF-8 (a key is plain ASCII)") from None

@@ -107,11 +107,33 @@ def api_key_for(model: ModelConfig, environ: Mapping[str, str], dotenv: Path, *,
     if key is None:
         raise TracevoteError(
             f"{f'{missing} {what} are missing and ' if missing else ''}no API key is set for endpoint "
-            f"{model.endpoint} ({model.name}): export {model.api_key_env}=... "
-            f"(or put it in .env). If a teammate has run {stage}, fetch its outputs instead with `dvc pull` "
-            f"(or `make repro`, which pulls before it runs anything). A local server that needs no key: "
+            f"{model.endpoint} ({model.name}): looked in the environment (${model.api_key_env} "
+            f"{'empty' if model.api_key_env in environ else 'not set'}) and in {dotenv.absolute()} "
+            f"({'no ' + model.api_key_env + ' in it' if dotenv.is_file() else 'no such file'}). "
+            f"{_where_to_put_the_key(model, dotenv)} If a teammate has run {stage}, fetch its outputs instead with "
+            f"`dvc pull` (or `make repro`, which pulls before it runs anything). A local server that needs no key: "
             f"set endpoints.{model.endpoint}.needs_key: false.")
     return key
+
+
+def dvc_temp_workspace(folder: Path) -> Path | None:
+    """The project whose DVC temporary workspace `folder` is (`dvc exp run --queue` or `--temp` run stages in
+    <project>/.dvc/tmp/exps/<tmp>/, a checkout of the commit holding only git-tracked files), else None."""
+    parts = folder.absolute().parts
+    for i in range(len(parts) - 3):
+        if parts[i:i + 3] == (".dvc", "tmp", "exps"):
+            return Path(*parts[:i])
+    return None
+
+
+def _where_to_put_the_key(model: ModelConfig, dotenv: Path) -> str:
+    project = dvc_temp_workspace(dotenv.absolute().parent)
+    if project is None:
+        return f"Export {model.api_key_env}=... or put it in .env (git-ignored)."
+    return (f"This stage runs in a DVC temporary workspace (dvc exp run --queue or --temp), which holds only "
+            f"git-tracked files, so {project / '.env'} is not here: queue with `dvc exp run --queue --copy-paths "
+            f".env ...` (DVC copies it in), or export {model.api_key_env}=... in the shell that runs "
+            f"`dvc queue start` (or `dvc exp run --temp`).")
 
 
 def refuse_if_uninformative(report: ProbeReport, allow: bool) -> None:

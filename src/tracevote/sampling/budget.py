@@ -26,6 +26,7 @@ class SpendCap:
         self.key = key
         self.spent_usd = spent_usd  # what the run paid before its calls (build_pool's probe)
         self.reserved_usd = 0.0
+        self._reserved_calls = 0  # when none is in flight, nothing is reserved (not a float's residue)
         self._refused = (0.0, 0)  # the worst case of the call refused, and how many calls were not sent
 
     def reserve(self, worst_usd: float, not_sent: Callable[[], int]) -> None:
@@ -34,6 +35,7 @@ class SpendCap:
             self._refused = (worst_usd, not_sent())
             raise self.stopped()
         self.reserved_usd += worst_usd
+        self._reserved_calls += 1
 
     def stopped(self) -> SpendCapError:
         """The error for a run the cap stopped, with what was spent so far (call it again once the calls in
@@ -47,7 +49,8 @@ class SpendCap:
 
     def settle(self, worst_usd: float, paid_usd: float) -> None:
         """A call held at `worst_usd` came back (paid_usd spent) or failed (0)."""
-        self.reserved_usd = max(0.0, self.reserved_usd - worst_usd)
+        self._reserved_calls = max(0, self._reserved_calls - 1)
+        self.reserved_usd = max(0.0, self.reserved_usd - worst_usd) if self._reserved_calls else 0.0
         self.spent_usd += paid_usd
 
 

@@ -1,9 +1,12 @@
 """The HTTP client for DeepSeek and any OpenAI-compatible server: one request in, one Sample out.
 
-Retried, with jittered backoff (Retry-After honoured): 429, 408, 5xx, timeouts, dropped connections,
-truncated or malformed JSON, missing or all-sentinel logprobs. Not retried: 400, 401, 402, 404, 422
+Retried, with jittered backoff (Retry-After honoured, see core.retry): 429, 408, 5xx, timeouts, dropped
+connections, truncated or malformed JSON, missing or all-sentinel logprobs. Not retried: 400, 401, 402, 404, 422
 and other 4xx, which raise FatalAPIError at once with what to do: ModelNotFoundError when the server
-says it lacks model.name, EndpointNotFoundError when a 404 does not mention the model (a wrong path).
+says it lacks model.name, EndpointNotFoundError when a 404 does not mention the model (a wrong path). A quota or
+billing refusal (402, OpenAI's 429 insufficient_quota, DeepSeek's "Insufficient Balance") raises QuotaError and
+stops the client: no other request is sent, so each call costs at most one request. 429s that do not lift trip
+the run's breaker (tracevote.sampling.breaker).
 When retries run out, the last TransientError propagates; its `cause` is the label counted in
 `retries` and `failures`. While no endpoint has ever been reached (refused, unresolved, TLS failure,
 connect timeout), a request gets only Backoff.unreachable_attempts tries (at least one per endpoint),
@@ -23,9 +26,11 @@ default, by which the simulated model knows what to answer).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import ssl
 import threading
 import time
+import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -36,7 +41,14 @@ import urllib3
 
 from tracevote.core.config_deepconf import DecodingConfig
 from tracevote.core.config_endpoints import ModelConfig, base_urls, url_host
-from tracevote.core.errors import ConfigError, EndpointError, EndpointNotFoundError, FatalAPIError, ModelNotFoundError
+from tracevote.core.errors import (
+    ConfigError,
+    EndpointError,
+    EndpointNotFoundError,
+    FatalAPIError,
+    ModelNotFoundError,
+    QuotaError,
+)
 from tracevote.core.hosts import forbidden_host, forbidden_resolution, key_hosts, redact_urls, serves
 from tracevote.core.limits import check_extra_body
 from tracevote.core.retry import (
@@ -57,6 +69,11 @@ _RETRIED_STATUS = (408, 429)  # and every 5xx
 _DEFAULT_BACKOFF = Backoff()
 CONNECT_TIMEOUT_S = 10.0  # a server that takes longer to accept a connection is not there
 UNCAPPED = 256  # requests in flight per endpoint when the caller sets no cap (the most pool.concurrency allows)
+_QUOTA_WORDS = ("insufficient balance", "insufficient_quota", "exceeded your current quota")
+_BILLING_PAGES = {  # host suffix -> where its account is topped up
+    "deepseek.com": "https://platform.deepseek.com/top_up",
+    "openai.com": "https://platform.openai.com/settings/organization/billing",
+}
 _UNREACHABLE_HINTS = {
     "connection refused": "is the server running, on that host and port?",
     "name not resolved": "is the host name spelled right, and is there a network?",
@@ -201,8 +218,13 @@ class ChatClient:
                 except TransientError as exc:
                     exc.where = slot.endpoint.chat_url
                     failed_on.append(slot.endpoint)
-                    if exc.cause != "HTTP 429":  # a rate limit is the limiter's to answer, not a failing server
+                    if exc.cause == "HTTP 429":  # a rate limit: the limiter's to answer, not a failing server
+                        slot.rate_limited(exc.retry_after)
+                    else:
                         slot.failed(exc.cause)
+                    raise
+                except QuotaError as refused:
+                    self.endpoints.stop(functools.partial(QuotaError, str(refused), refused.status))  # none is sent
                     raise
                 slot.succeeded()
                 return result
@@ -216,10 +238,13 @@ class ChatClient:
         tries = [1]
 
         def retried(notice: RetryNotice) -> None:
+            if self.endpoints.breaker.tripped:
+                return  # no retry follows: the next attempt raises the breaker's error before sending
             tries[0] += 1
             self.retries.add(notice.error.cause)
             if self.on_retry is not None:
-                self.on_retry(dataclasses.replace(notice, where=notice.error.where))
+                in_a_row = self.endpoints.breaker.in_a_row(notice.error.cause)
+                self.on_retry(dataclasses.replace(notice, where=notice.error.where, in_a_row=in_a_row))
 
         try:
             return call_with_retries(attempt, attempts=self.max_retries + 1, max_elapsed_s=max_elapsed,
@@ -242,8 +267,6 @@ class ChatClient:
         response = self._send(slot.endpoint.post_url, payload, sample_key, kind)
         slot.reached()
         latency = time.monotonic() - started
-        if response.status_code == 429:
-            slot.rate_limited()
         simulated = response.headers.get(SIMULATED_HEADER) == "1"
         return RawCompletion(self._check_response(response, slot.endpoint), latency, simulated)
 
@@ -274,6 +297,8 @@ class ChatClient:
         if status == 200:
             return _complete_body(response)
         detail = self._redact(_server_message(response))
+        if _is_quota_error(status, _error_code(response), detail):
+            raise QuotaError(self._quota_message(endpoint, status, detail), status)
         if status in _RETRIED_STATUS or status >= 500:
             raise TransientError(f"HTTP {status}", detail, parse_retry_after(response.headers.get("Retry-After")))
         if _error_code(response) == "model_not_found" or _says_no_such_model(detail) or (
@@ -292,14 +317,20 @@ class ChatClient:
                 f"endpoints.{self.model.endpoint}.name in params.yaml "
                 f"({_PROVIDERS[self.model.profile.name].model_hint}).")
 
+    def _quota_message(self, endpoint: Endpoint, status: int, detail: str) -> str:
+        host = urllib.parse.urlsplit(endpoint.base_url).hostname or ""
+        where = next((page for suffix, page in _BILLING_PAGES.items() if host.endswith(suffix)),
+                     "the provider's billing page")
+        return (f"{endpoint.chat_url} (model {self.model.name!r}): HTTP {status}, out of quota or balance: {detail}. "
+                f"No retry brings quota back, so the run stopped at once (every reply received is stored). Top up "
+                f"or raise the quota of the account whose key is in ${self.model.api_key_env} ({where}), then run "
+                f"the stage again: it requests only what is missing.")
+
     def _fatal_message(self, url: str, status: int, detail: str) -> str:
         where = f"{url} (model {self.model.name!r})"
         if status == 401:
             return (f"{where}: HTTP 401, authentication failed: {detail}. Check the API key in "
                     f"${self.model.api_key_env} (environment or .env).")
-        if status == 402:
-            return (f"{where}: HTTP 402, insufficient balance: {detail}. Top up the account "
-                    f"({_PROVIDERS[self.model.profile.name].billing}), then run the build again.")
         return (f"{where}: HTTP {status}, the server refused the request: {detail}. Check {self._settings_text()} "
                 f"and endpoints.{self.model.endpoint} (extra_body {self.model.extra_body}, profile "
                 f"{self.model.profile.name}) in params.yaml.{self._profile_hint(detail)}")
@@ -389,6 +420,14 @@ def _check_destination(model: ModelConfig, url: str, api_key: str | None) -> Non
         raise ConfigError(f"{where}: {redact_urls(url)!r} is not an https URL of {' or '.join(domains)}, and "
                           f"${model.api_key_env} is that provider's key; nothing was sent (set "
                           f"endpoints.{model.endpoint}.allow_foreign_key: true for a gateway you trust with it)")
+
+
+def _is_quota_error(status: int, code: str | None, message: str) -> bool:
+    """A quota or billing refusal, which no retry mends: HTTP 402 (DeepSeek's "Insufficient Balance"), OpenAI's
+    429 with code insufficient_quota ("You exceeded your current quota"), or those words under another status."""
+    lowered = message.lower()
+    return (status == 402 or code == "insufficient_quota"
+            or any(words in lowered for words in _QUOTA_WORDS))
 
 
 def _complete_body(response: requests.Response) -> bytes:

@@ -3,7 +3,7 @@
     endpoints = EndpointPool(("http://gpu1:8000/v1", "http://gpu2:8000/v1"), concurrency=16)
     with endpoints.slot() as slot:        # the endpoint with the most room, waiting while all are full
         ...                               # one request to slot.endpoint.chat_url
-        slot.succeeded()                  # or slot.rate_limited(), slot.failed(cause)
+        slot.succeeded()                  # or slot.rate_limited(retry_after), slot.failed(cause)
 
 Each endpoint has its own AdaptiveLimiter (`concurrency` requests in flight, halved on a 429), so the
 pool's capacity is `concurrency` per endpoint. A request goes to the endpoint with the most room; ties go
@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
 
+from tracevote.core.errors import TracevoteError
 from tracevote.core.hosts import redact_urls
 from tracevote.sampling.breaker import Breaker
 from tracevote.sampling.limiter import AdaptiveLimiter, LimiterSlot
@@ -165,6 +166,19 @@ class EndpointPool:
         endpoint.times_set_aside += 1
         self._cond.notify_all()  # waiters recompute when to look again
 
+    def record_rate_limit(self, retry_after: float | None) -> None:
+        """A 429: the limiter's to answer, and the breaker's once the limit does not lift."""
+        with self._cond:
+            self.breaker.rate_limited(retry_after)
+            if self.breaker.tripped:
+                self._cond.notify_all()  # requests waiting for room give up
+
+    def stop(self, error: Callable[[], TracevoteError]) -> None:
+        """No request is sent from now on: each raises `error()` (a refusal no retry can mend, for every call)."""
+        with self._cond:
+            self.breaker.stop(error)
+            self._cond.notify_all()
+
     def record_reached(self, endpoint: Endpoint) -> None:
         with self._cond:
             endpoint.reached = True
@@ -188,8 +202,9 @@ class EndpointSlot:
         self.pool.record_success(self.endpoint, self.trial)
         self.limiter_slot.succeeded()
 
-    def rate_limited(self) -> None:
+    def rate_limited(self, retry_after: float | None) -> None:
         self.limiter_slot.rate_limited()
+        self.pool.record_rate_limit(retry_after)
 
     def failed(self, cause: str) -> None:
         self.pool.record_failure(self.endpoint, cause, self.trial)

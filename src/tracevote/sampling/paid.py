@@ -114,29 +114,42 @@ def check_free_space(folder: Path, needed: int) -> None:
 
 class RetryLines:
     """Prints each retry on stderr ("connecting to http://…: attempt 2/3 failed (connection refused),
-    retrying in 1.3 s") until `quiet`; retries come from worker threads, hence one print per line."""
+    retrying in 1.3 s") until a progress bar takes over (`progress`), which then shows why it waits; retries
+    come from worker threads, hence one print per line."""
 
     def __init__(self) -> None:
-        self.quiet = False
+        self.progress: CallProgress | None = None
 
     def show(self, notice: RetryNotice) -> None:
-        if not self.quiet:
+        if self.progress is not None:
+            self.progress.waiting(notice)
+        else:
             print(notice.render(), file=sys.stderr, flush=True)
 
 
 class CallProgress:
     """A progress bar of calls with tokens, dollars (or what a simulated run would cost) and retries;
-    tqdm adds the rate and the time left. `total` is the most calls the run can make."""
+    tqdm adds the rate and the time left. `total` is the most calls the run can make. While a retry waits, the
+    line says why ("waiting 30 s: HTTP 429, 12 in a row") until the next call is stored."""
 
     def __init__(self, total: int, *, desc: str, unit: str, retries: Sequence[CauseCounter]) -> None:
         self._retries = retries  # one counter per client
         self._bar = tqdm(total=total, unit=unit, desc=desc, dynamic_ncols=True, mininterval=1.0)
+        self._counts = self._counts_text(0, "")
 
     def on_stored(self, paid: Paid, summary: RunSummary) -> None:
         self._bar.update(1)
         tokens = summary.prompt_tokens + summary.completion_tokens
-        self._bar.set_postfix_str(f"tokens={tokens}, retries={sum(counter.total for counter in self._retries)}, "
-                                  f"{spent_text(summary.usd, summary.simulated_as)}", refresh=False)
+        self._counts = self._counts_text(tokens, spent_text(summary.usd, summary.simulated_as))
+        self._bar.set_postfix_str(self._counts, refresh=False)
+
+    def waiting(self, notice: RetryNotice) -> None:
+        """Called from a worker thread as a retry starts its wait: shown at once (tqdm refreshes under its lock)."""
+        self._bar.set_postfix_str(f"{notice.waiting()}; {self._counts}", refresh=True)
+
+    def _counts_text(self, tokens: int, spent: str) -> str:
+        retries = sum(counter.total for counter in self._retries)
+        return f"tokens={tokens}, retries={retries}" + (f", {spent}" if spent else "")
 
     def __enter__(self) -> CallProgress:
         return self
@@ -164,6 +177,7 @@ def run_ledger_calls(ledger: CallLedger, conversations: Iterable[Conversation[Ca
     check_free_space(ledger.root, needed_free_bytes(concurrency * servers, decoding.max_tokens))
     retries = RetryLines()
     with contextlib.ExitStack() as stack:
+        stack.enter_context(ledger.exclusive())  # a second run of the same stage stops here, having paid nothing
         clients = {key: stack.enter_context(backend.open_client(
             each, decoding, problems or [], api_keys.get(key), pool=pool, concurrency=concurrency,
             first_errors=first_errors, reached=reached, on_retry=retries.show, settings=settings))
@@ -179,9 +193,9 @@ def run_ledger_calls(ledger: CallLedger, conversations: Iterable[Conversation[Ca
             chosen = model_for(call)
             return paid_reply(clients[chosen.endpoint], call, chosen.priced())
 
-        retries.quiet = True  # from here the progress bar counts retries
         counters = [client.retries for client in clients.values()]
         with CallProgress(total, desc=stage, unit=unit, retries=counters) as bar:
+            retries.progress = bar  # from here the progress bar counts retries and says why it waits
             summary = RunSummary(simulated_as=simulated_as(model), unit=f"{unit}s", priced_as=model.name)
             run_calls(ledger, conversations, pay, concurrency=sum(c.capacity for c in clients.values()),
                       summary=summary, on_stored=bar.on_stored, cap=cap, worst_usd=worst)

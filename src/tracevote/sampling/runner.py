@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Generic, Protocol, TypeVar
 
 from tracevote.core.costs import spent_text
-from tracevote.core.errors import DataError, StorageError, TracevoteError
+from tracevote.core.errors import DataError, QuotaError, StorageError, TracevoteError
 from tracevote.core.retry import TransientError
 from tracevote.sampling.breaker import OutageError
 from tracevote.sampling.budget import SpendCap, SpendCapError
@@ -133,8 +133,9 @@ def run_calls(store: CallStore[R], conversations: Iterable[Conversation[R]], cal
     """Run every conversation to its end, `concurrency` calls at a time; stop at once on a non-retryable error.
 
     With a `cap`, a call starts only while the cap holds its `worst_usd` on top of what was spent and what is in
-    flight. An outage (OutageError), a failed write (StorageError) or the cap (SpendCapError) stop the run
-    softly: nothing more is sent, the calls in flight land and are stored, then the error is raised.
+    flight. An outage (OutageError), an empty quota (QuotaError), a failed write (StorageError) or the cap
+    (SpendCapError) stop the run softly: nothing more is sent, the calls in flight land and are stored, then the
+    error is raised.
     `first_alone` sends one call at a time until a reply arrives, so `store.check_kind` judges the server's kind
     (simulated or real) before more than one call is paid for.
 
@@ -180,25 +181,28 @@ def run_calls(store: CallStore[R], conversations: Iterable[Conversation[R]], cal
                     if paid is None:
                         continue
                     store.check_kind(paid.simulated)
-                    if not stop.store(writers, thread.call, paid.payload, in_flight):
+                    if not stop.store(writers, thread.call, paid, in_flight):
                         continue
                     summary.add(paid)
                     if on_stored is not None:
                         on_stored(paid, summary)
                     thread.replies.append(paid.reply)
                     advance(thread)
+            stop.store_kept(writers, summary, on_stored)
         finally:
             # On a fatal error or ^C, drop what has not started; calls in flight finish on their own.
             executor.shutdown(wait=False, cancel_futures=True)
     summary.elapsed_s = time.monotonic() - started
     if isinstance(stop.error, SpendCapError) and cap is not None:
         raise cap.stopped()  # now that the calls in flight have landed: the final spend
+    if isinstance(stop.error, OutageError):
+        raise stop.error.with_stored(summary.stored, summary.unit)
     if stop.error is not None:
         raise stop.error
     return summary
 
 
-STOPPING_ERRORS = (OutageError, StorageError, SpendCapError)
+STOPPING_ERRORS = (OutageError, QuotaError, StorageError, SpendCapError)
 
 
 class _Stop:
@@ -208,6 +212,7 @@ class _Stop:
     def __init__(self) -> None:
         self.error: TracevoteError | None = None
         self._writes_failed = False
+        self._kept: list[tuple[Call, Paid]] = []  # paid replies not stored since the disk refused a write
 
     def result(self, future: cf.Future, summary: RunSummary, in_flight: dict) -> Paid | None:
         if future.cancelled():
@@ -218,22 +223,46 @@ class _Stop:
             self.halt(exc, in_flight)
             return None
 
-    def store(self, writers: _Writers, call: Call | None, payload: bytes, in_flight: dict) -> bool:
-        if self._writes_failed or call is None:
+    def store(self, writers: _Writers, call: Call | None, paid: Paid, in_flight: dict) -> bool:
+        """Store a reply; once the disk has refused a write, keep it (and the refused one) for store_kept."""
+        if call is None:
+            return False
+        if self._writes_failed:
+            self._kept.append((call, paid))
             return False
         try:
-            writers.store(call, payload)
-        except OSError as exc:
-            if exc.errno not in _DISK_ERRNOS:
+            writers.store(call, paid.payload)
+        except (OSError, StorageError) as exc:
+            if isinstance(exc, OSError) and exc.errno not in _DISK_ERRNOS:
                 raise
             self._writes_failed = True
-            self.halt(_storage_error(exc, writers.path(call)), in_flight)
-            return False
-        except StorageError as exc:
-            self._writes_failed = True
-            self.halt(exc, in_flight)
+            self._kept.append((call, paid))
+            self.halt(exc if isinstance(exc, StorageError) else _storage_error(exc, writers.path(call)), in_flight)
             return False
         return True
+
+    def store_kept(self, writers: _Writers, summary: RunSummary,
+                   on_stored: Callable[[Paid, RunSummary], None] | None) -> None:
+        """Once every call in flight has landed, append each kept reply once more: a refused append leaves its log
+        whole (framing cuts it back), and room may have come back (another log under a size limit, space freed
+        meanwhile). What still cannot be stored is counted in the error: at most calls_at_risk(concurrency)."""
+        kept, self._kept = self._kept, []
+        lost = 0
+        for call, paid in kept:
+            try:
+                writers.store(call, paid.payload)
+            except (OSError, StorageError) as exc:
+                if isinstance(exc, OSError) and exc.errno not in _DISK_ERRNOS:
+                    raise
+                lost += 1
+                continue
+            summary.add(paid)
+            if on_stored is not None:
+                on_stored(paid, summary)
+        if kept and isinstance(self.error, StorageError):
+            self.error = StorageError(
+                f"{self.error}. Of the {len(kept)} paid replies that landed once the disk refused, {len(kept) - lost} "
+                f"were stored on a second try and {lost} could not be (the rerun requests those again)")
 
     def halt(self, error: TracevoteError, in_flight: dict) -> None:
         if self.error is None:

@@ -3,15 +3,16 @@
 How one response is drawn; every draw is seeded by (cfg.seed, problem, sample_key), so the order and the
 threads of requests never change a response:
 
-1. The problem. Its gold answer comes from `answers`, else from a hash of the problem text. It draws a
-   chance p ~ Beta(3a, 3(1-a)) that one trace is right (a = cfg.accuracy) and 2-4 distractor answers
-   with uneven Dirichlet weights, so on hard problems the most common answer is wrong.
-   Wrong answers follow the gold answers' distribution: drawn from the gold answers of the other
-   problems in `answers` (the empirical distribution; AIME's has median ~220), or uniformly from
-   0-999 (how hash-drawn golds are spread) when `answers` holds fewer than 8 answers. So a tie between
-   the gold and a wrong answer is won by the smaller one half the time, and the smallest-wins tie rule
-   earns no more than a uniform random tie-break would (it used to: uniform distractors against
-   AIME's small golds).
+1. The problem. Its gold answer comes from `answers` (or `answer_sets`), else from a hash of the problem
+   text. It draws a chance p ~ Beta(3a, 3(1-a)) that one trace is right (a = cfg.accuracy) and 2-4
+   distractor answers with uneven Dirichlet weights, so on hard problems the most common answer is wrong.
+   Wrong answers follow the gold answers' distribution: drawn from the integer gold answers of the other
+   problems of its answer set (one dataset: the empirical distribution; AIME's has median ~220), or
+   uniformly from 0-999 (how hash-drawn golds are spread) when the set holds fewer than 8. So a tie
+   between the gold and a wrong answer is won by the smaller one half the time, and the smallest-wins tie
+   rule earns no more than a uniform random tie-break would (it used to: uniform distractors against
+   AIME's small golds). A LaTeX gold (MATH-500's "\\frac{14}{3}") is answered as text: its distractors
+   are near misses of it, its scattered wrong answers also the set's other LaTeX golds (golds.py).
 2. The trace. Right with chance p; else a distractor (15% of wrong traces: a scattered answer); 1% of
    traces box nothing. Its length is lognormal with mean cfg.mean_tokens; it ends "... \\boxed{N}",
    so a trace longer than the request's max_tokens is cut before its box (finish_reason "length").
@@ -37,7 +38,7 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,6 +48,7 @@ import orjson
 from tracevote.core.config_endpoints import SimConfig
 from tracevote.core.profiles import PROFILES, Profile
 from tracevote.core.simulated import SOLVE
+from tracevote.sim.golds import Gold, near_misses, sim_gold, text_wrong_pool
 from tracevote.sim.kinds import responder_for
 from tracevote.sim.render import Degrade, render
 from tracevote.sim.request import SimRequest, parse_request, problem_of
@@ -62,31 +64,42 @@ _MIN_EMPIRICAL = 8  # fewer known gold answers than this: wrong answers are unif
 
 @dataclass(frozen=True)
 class _Problem:
-    gold: int
+    gold: Gold
     p_correct: float
-    distractors: tuple[int, ...]
+    distractors: tuple[Gold, ...]
     weights: tuple[float, ...]
-    wrong_answers: np.ndarray  # int64: the distribution scattered wrong answers are drawn from (with repeats)
+    wrong_answers: np.ndarray  # int64 (object for a text gold): where scattered wrong answers come from (with repeats)
 
 
 class SimModel:
     """`complete(request, sample_key)` answers a chat-completions request the way DeepSeek does.
 
-    `answers` maps problem text to gold answer; a prompt matches the problem it starts with.
+    `answers` maps problem text to gold answer (an integer, or LaTeX text: golds.sim_gold); a prompt matches the
+    problem it starts with. `answer_sets` are more such maps, one per dataset: a problem's wrong answers are drawn
+    from the golds of its own set (GSM8K's large numbers never become AIME's distractors).
     `first_errors` maps a solution's steps digest (tracevote.critique.prompts.steps_digest) to its first
     wrong step, for critique calls. `reached` maps a reasoning's digest
     (tracevote.critique.critic_prompt.reasoning_digest) to whether it reached its gold answer, for grading critic
     calls.
     """
 
-    def __init__(self, cfg: SimConfig, answers: Mapping[str, int] | None = None,
-                 first_errors: Mapping[str, int] | None = None, reached: Mapping[str, bool] | None = None) -> None:
+    def __init__(self, cfg: SimConfig, answers: Mapping[str, int | str] | None = None,
+                 first_errors: Mapping[str, int] | None = None, reached: Mapping[str, bool] | None = None, *,
+                 answer_sets: Sequence[Mapping[str, int | str]] = ()) -> None:
         self.cfg = cfg
         self._first_errors = dict(first_errors or {})
         self._reached = dict(reached or {})
-        self._answers = {problem.strip(): int(answer) for problem, answer in (answers or {}).items()}
-        # sorted, so the draws do not depend on the order of `answers`
-        self._gold_pool = np.sort(np.fromiter(self._answers.values(), dtype=np.int64, count=len(self._answers)))
+        self._answers: dict[str, Gold] = {}
+        self._set_of: dict[str, int] = {}
+        for index, golds in enumerate([answers or {}, *answer_sets]):
+            for problem, answer in golds.items():
+                self._answers[problem.strip()] = _learnt(problem, answer)
+                self._set_of[problem.strip()] = index
+        sets = range(len(answer_sets) + 1)
+        # sorted, so the draws do not depend on the order of `answers`; the last pool (all sets) serves unknown problems
+        self._int_pools = [_sorted_ints(self._golds_of(index, int)) for index in sets]
+        self._int_pools.append(_sorted_ints([g for g in self._answers.values() if isinstance(g, int)]))
+        self._text_pools = [sorted(self._golds_of(index, str)) for index in sets]
         self._counters: dict[str, int] = {}
         self._lock = threading.Lock()
 
@@ -129,7 +142,7 @@ class SimModel:
         """Whether a known reasoning reached its gold answer, or None for a reasoning not known."""
         return self._reached.get(reasoning_digest)
 
-    def gold_answer(self, prompt: str) -> int:
+    def gold_answer(self, prompt: str) -> Gold:
         """The answer the sim counts as right for a prompt (or for a bare problem text)."""
         return self._problem(problem_of(prompt)).gold
 
@@ -144,18 +157,39 @@ class SimModel:
             self._counters[problem_text] = count + 1
         return f"#{count}"
 
-    def _problem(self, problem_text: str) -> _Problem:
-        gold = self._gold(problem_text)
-        return _draw_problem(gold, wrong_answer_pool(gold, self._gold_pool), self.cfg,
-                             seeded_rng(self.cfg.seed, problem_text, "problem"))
+    def _golds_of(self, index: int, kind: type) -> list[Gold]:
+        return [gold for problem, gold in self._answers.items() if self._set_of[problem] == index and
+                isinstance(gold, kind)]
 
-    def _gold(self, problem_text: str) -> int:
+    def _problem(self, problem_text: str) -> _Problem:
+        known = self._known_as(problem_text)
+        rng = seeded_rng(self.cfg.seed, problem_text, "problem")
+        if known is None:
+            gold = int.from_bytes(digest(problem_text, "gold")[:4], "little") % 1000
+            return _draw_problem(gold, wrong_answer_pool(gold, self._int_pools[-1]), self.cfg, rng)
+        gold, index = self._answers[known], self._set_of[known]
+        if isinstance(gold, str):
+            return _draw_problem(gold, text_wrong_pool(gold, self._text_pools[index]), self.cfg, rng,
+                                 near=near_misses(gold))
+        return _draw_problem(gold, wrong_answer_pool(gold, self._int_pools[index]), self.cfg, rng)
+
+    def _known_as(self, problem_text: str) -> str | None:
+        """The known problem a problem text is, or starts with ("Find x. Then y." before "Find x."), or None."""
         if problem_text in self._answers:
-            return self._answers[problem_text]
+            return problem_text
         known = [problem for problem in self._answers if problem_text.startswith(problem)]
-        if known:
-            return self._answers[max(known, key=len)]  # "Find x. Then y." before "Find x."
-        return int.from_bytes(digest(problem_text, "gold")[:4], "little") % 1000
+        return max(known, key=len) if known else None
+
+
+def _learnt(problem: str, answer: int | str) -> Gold:
+    gold, why_not = sim_gold(answer)
+    if gold is None:
+        raise ValueError(f"the simulator cannot answer with the gold of {problem[:60]!r}: {why_not}")
+    return gold
+
+
+def _sorted_ints(golds: Sequence[Gold]) -> np.ndarray:
+    return np.sort(np.fromiter(golds, dtype=np.int64, count=len(golds)))
 
 
 def wrong_answer_pool(gold: int, gold_pool: np.ndarray) -> np.ndarray:
@@ -172,29 +206,38 @@ def wrong_answer_pool(gold: int, gold_pool: np.ndarray) -> np.ndarray:
     return others
 
 
-def _draw_problem(gold: int, wrong_answers: np.ndarray, cfg: SimConfig, rng: np.random.Generator) -> _Problem:
+def _draw_problem(gold: Gold, wrong_answers: np.ndarray, cfg: SimConfig, rng: np.random.Generator, *,
+                  near: tuple[str, ...] | None = None) -> _Problem:
+    """A problem's chance of a right trace and its distractors: from `wrong_answers`, or for a text gold from its
+    `near` misses (golds.near_misses, four or more)."""
     a = cfg.accuracy
     p_correct = a if a in (0.0, 1.0) else float(rng.beta(_CONCENTRATION * a, _CONCENTRATION * (1 - a)))
     n = int(rng.integers(2, 5))
-    distractors = tuple(int(x) for x in rng.choice(wrong_answers, size=n, replace=False))
+    if near is None:
+        distractors: tuple[Gold, ...] = tuple(int(x) for x in rng.choice(wrong_answers, size=n, replace=False))
+    else:
+        distractors = tuple(near[i] for i in rng.choice(len(near), size=n, replace=False))
     weights = tuple(float(w) for w in rng.dirichlet(np.full(n, 0.7)))
     return _Problem(gold, p_correct, distractors, weights, wrong_answers)
 
 
 def _draw_trace(problem: _Problem, cfg: SimConfig, rng: np.random.Generator) -> Trace:
-    answer: int | None
+    answer: Gold | None
     if rng.random() < _NO_ANSWER:
         answer = None
     elif rng.random() < problem.p_correct:
         answer = problem.gold
     elif rng.random() < _SCATTERED:
-        answer = int(problem.wrong_answers[rng.integers(len(problem.wrong_answers))])
+        scattered = problem.wrong_answers[rng.integers(len(problem.wrong_answers))]
+        answer = scattered if isinstance(scattered, str) else int(scattered)
     else:
         answer = problem.distractors[int(rng.choice(len(problem.weights), p=problem.weights))]
     correct = answer == problem.gold
     mean = cfg.mean_tokens * (1.0 if correct else math.exp(0.2 * cfg.signal))
     raw = rng.lognormal(math.log(mean) - _LENGTH_SIGMA**2 / 2, _LENGTH_SIGMA)
-    length = int(min(max(raw, len(answer_tokens(0)) + 4), 8 * cfg.mean_tokens))
+    # subtle: a long LaTeX answer needs more tokens than an integer's box; the integers' bound is kept as it was
+    shortest = max(len(answer_tokens(0)), len(answer_tokens(answer))) + 4
+    length = int(min(max(raw, shortest), max(8 * cfg.mean_tokens, shortest)))
     z = float(rng.normal(0.0, _Z_SPREAD) + cfg.signal * (0.5 if correct else -0.5))
     return Trace(answer, correct, length, z)
 

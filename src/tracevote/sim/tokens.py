@@ -26,7 +26,7 @@ _GRID_MAX = round(math.log(100.0) * _GRID)
 
 @dataclass(frozen=True)
 class Trace:
-    answer: int | None
+    answer: int | str | None  # str: a LaTeX answer (sim/golds.py), boxed character by character
     correct: bool
     length: int  # tokens, including the closing answer
     z: float  # latent confidence
@@ -77,12 +77,13 @@ def _token_ids(trace: Trace, n: int, rng: np.random.Generator) -> np.ndarray:
     return np.concatenate([body, ending[: max(0, n - n_body)]])
 
 
-def answer_tokens(answer: int | None) -> list[str]:
+def answer_tokens(answer: int | str | None) -> list[str]:
     """How a trace ends; "}" comes last, so cutting even one token drops the box."""
     if answer is None:
         return ["\n\n", "I", " am", " not", " sure", " of", " the", " final", " value", "."]
-    number = [str(answer)] if 0 <= answer <= 999 else list(str(answer))  # AIME answers are one token
-    return ["\n\n", "Therefore", ",", " the", " answer", " is", " ", "\\", "boxed", "{", *number, "}"]
+    # AIME answers are one token; a LaTeX answer (printable ASCII, sim/golds.py) one token per character
+    content = list(answer) if isinstance(answer, str) else [str(answer)] if 0 <= answer <= 999 else list(str(answer))
+    return ["\n\n", "Therefore", ",", " the", " answer", " is", " ", "\\", "boxed", "{", *content, "}"]
 
 
 def _fork_rates(trace: Trace, n: int, rng: np.random.Generator) -> np.ndarray:
@@ -172,7 +173,8 @@ class Tables:
 @functools.cache
 def tables() -> Tables:
     ending = answer_tokens(None) + answer_tokens(0)
-    vocab = list(dict.fromkeys([*_WORDS, *ending, "-", *(str(i) for i in range(1000))]))
+    # subtle: the printable ASCII characters (LaTeX answers) come last, so every earlier token keeps its id
+    vocab = list(dict.fromkeys([*_WORDS, *ending, "-", *(str(i) for i in range(1000)), *map(chr, range(32, 127))]))
     body = list(dict.fromkeys(_WORDS))
     body_p = 1.0 / (np.arange(len(body)) + 3.0)
     as_json = [orjson.dumps(t) for t in vocab]

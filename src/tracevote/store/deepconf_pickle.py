@@ -6,7 +6,7 @@ Each file `deepconf_simple_qid<q>_rid<r>_<YYYYmmdd_HHMMSS>.pkl` holds one run on
 {`text`, `confs`, `num_tokens`, `stop_reason`, `extracted_answer`, ...}. `confs` are the per-token
 confidences C_i (the negated mean of the top-20 logprobs, rounded to 3 decimals by the official code).
 
-Mapping (documented in the README, "Importing the official DeepConf pickles"):
+Mapping (documented in docs/pool-store.md, "Importing the official DeepConf pickles"):
 - question_id q is the q-th problem of the dataset's normalized file, and the pickle's ground_truth must
   equal that problem's answer, else nothing is imported.
 - Sample ids number a problem's traces in run order: files sorted by (run id, timestamp), traces in

@@ -17,6 +17,7 @@ The key sits outside the payload so that listing what is stored never decompress
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import mmap
 import os
@@ -28,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tracevote.core.errors import DamagedLogError, DataError
+from tracevote.core.fileio import make_folder
 
 MAGIC = b"TVF1"
 KEYED_MAGIC = b"TVK1"
@@ -203,7 +205,8 @@ class FrameWriter:
     """
 
     def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        make_folder(path.parent)
+        refuse_non_file(path)
         self.path = path
         created = not path.exists()
         self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -227,16 +230,33 @@ class FrameWriter:
         self._lock = threading.Lock()
         self._timer: threading.Timer | None = None
         self._sync_error: OSError | None = None
+        self._torn_at: int | None = None  # where a refused append began, when it could not be cut back
         self.synced = threading.Event()  # set by each fsync; a test waits on it instead of on the clock
 
     def append(self, key: Key, payload: bytes) -> None:
-        """Once this returns, a kill of this process cannot lose the frame (the OS holds the bytes)."""
+        """Once this returns, a kill of this process cannot lose the frame (the OS holds the bytes). A write the
+        disk refuses partway is cut back to where the frame began, so the log ends whole and the same frame can
+        be appended again once there is room (a cut that fails leaves a torn tail: the writer refuses more)."""
         self._raise_sync_error()
+        if self._torn_at is not None:
+            raise OSError(errno.EIO, f"an earlier append to {self.path} could not be cut back")
         frame = memoryview(frame_bytes(key, payload))
-        while frame:
-            frame = frame[os.write(self._fd, frame):]
+        start = os.lseek(self._fd, 0, os.SEEK_CUR)
+        try:
+            while frame:
+                frame = frame[os.write(self._fd, frame):]
+        except OSError:
+            self._cut_back(start)
+            raise
         self.keys.add(key)
         self._schedule_sync()
+
+    def _cut_back(self, start: int) -> None:
+        try:
+            os.ftruncate(self._fd, start)
+            os.lseek(self._fd, start, os.SEEK_SET)
+        except OSError:
+            self._torn_at = start
 
     def _schedule_sync(self) -> None:
         with self._lock:
@@ -353,7 +373,17 @@ def salvage(data: memoryview) -> Salvage:
 
 def map_log(path: Path) -> memoryview:
     """The log's bytes, mapped read-only (empty when it does not exist)."""
+    refuse_non_file(path)
     return _map(path) if path.exists() else memoryview(b"")
+
+
+def refuse_non_file(path: Path) -> None:
+    """DataError when something other than a file (a directory, a socket) sits where the log `path` belongs: every
+    reader, the writer, verify and repair meet it as this one line."""
+    if path.exists() and not path.is_file():
+        what = "a directory" if path.is_dir() else "not a regular file"
+        raise DataError(f"{path}: {what} where a ledger log belongs; move it out of the way (the stage then "
+                        f"requests that item's calls again) or restore the log with `dvc checkout`")
 
 
 def key_named_at(data: memoryview, offset: int) -> Key | None:
@@ -376,6 +406,7 @@ def lock_log(path: Path, *, read_only: bool = False) -> int:
     """An fd of `path` holding its writer lock (DataError while a writer has it): repair rewrites under it.
     `read_only`: for a reader that only needs writers kept out (flock does not care how the file was opened),
     so a log DVC checked out read-only (a symlink or hardlink cache) can still be locked."""
+    refuse_non_file(path)
     fd = os.open(path, os.O_RDONLY if read_only else os.O_RDWR)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -20,7 +20,7 @@ per-token array has exactly one entry per token. An empty file is an error: it c
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -73,10 +73,12 @@ _EXPORTED: dict[str, Callable[[Sample, bool], Any]] = {
 EXPORT_FIELDS: tuple[str, ...] = tuple(_EXPORTED)
 
 
-def to_json_line(sample: Sample, *, simulated: bool, fields: Sequence[str] = EXPORT_FIELDS) -> bytes:
-    """The sample's line with `fields` (checked by export_fields), in that order; an optional field the sample
-    lacks (top_logprobs, top_tokens, token_confidence) is left out. Only the fields named are converted: a line
-    without the logprob arrays is far cheaper to make. A simulated sample's line always says so."""
+def to_json_line(sample: Sample, *, simulated: bool, fields: Sequence[str] = EXPORT_FIELDS,
+                 extra: Mapping[str, Any] | None = None) -> bytes:
+    """The sample's line with `fields` (checked by export_fields), in that order, then `extra` (the confidence
+    scores `pool export --scores` joins); an optional field the sample lacks (top_logprobs, top_tokens,
+    token_confidence) is left out. Only the fields named are converted: a line without the logprob arrays is far
+    cheaper to make. A simulated sample's line always says so."""
     record: dict[str, Any] = {}
     if simulated and "simulated" not in fields:
         fields = (*fields, "simulated")
@@ -84,6 +86,7 @@ def to_json_line(sample: Sample, *, simulated: bool, fields: Sequence[str] = EXP
         value = _EXPORTED[name](sample, simulated)
         if value is not _ABSENT:
             record[name] = value
+    record.update(extra or {})
     return orjson.dumps(record) + b"\n"
 
 
@@ -361,13 +364,16 @@ def for_storage(sample: Sample, keep_top_logprobs: bool) -> Sample:
 
 
 def export_pool(pool: Pool, problem_ids: list[str], out: BinaryIO, *, fields: Sequence[str] = EXPORT_FIELDS,
+                scores: Mapping[tuple[str, int], Mapping[str, float | None]] | None = None,
                 on_sample: Callable[[], None] = lambda: None) -> int:
-    """Every stored sample of `problem_ids` as a line of `fields` to `out`; `on_sample` is called after each line
-    (the CLI's progress bar). Returns how many were written."""
+    """Every stored sample of `problem_ids` as a line of `fields` to `out`, with `score` (its confidence measures,
+    by name; null for a sample the table does not score) when `scores` is given; `on_sample` is called after each
+    line (the CLI's progress bar). Returns how many were written."""
     count = 0
     for problem_id in problem_ids:
         for sample in pool.iter_samples(problem_id):
-            out.write(to_json_line(sample, simulated=pool.simulated, fields=fields))
+            extra = None if scores is None else {"score": scores.get((problem_id, sample.sample_id))}
+            out.write(to_json_line(sample, simulated=pool.simulated, fields=fields, extra=extra))
             count += 1
             on_sample()
     return count

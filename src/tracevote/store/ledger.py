@@ -15,7 +15,10 @@ folder, so changing it starts a new ledger beside the old one and switching back
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
+import os
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
@@ -152,6 +155,22 @@ class Ledger:
             if todo:
                 result[item_id] = todo
         return result
+
+    @contextlib.contextmanager
+    def exclusive(self) -> Iterator[None]:
+        """Hold the ledger's run lock (flock on its folder) for a whole run, so a second run of the same stage stops
+        before it pays for anything, a probe included; each log also has its own writer lock (framing)."""
+        fd = os.open(self.root, os.O_RDONLY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise DataError(f"{self.root}: another process is running a stage on this {self._what()} (a second run "
+                            f"of the same stage?); nothing was sent. Wait for it to end, then run again") from None
+        try:
+            yield
+        finally:
+            os.close(fd)
 
     def writer(self, item_id: str) -> framing.FrameWriter:
         return framing.FrameWriter(self.log_path(item_id))

@@ -105,7 +105,10 @@ def verify_ledger(root: Path, logs: list[Path] | None = None) -> LedgerReport:
     report.problems += _ledger_problems(ledger)
     check = frame_check(ledger)
     for path in logs if logs is not None else sorted((root / ledger.LOGS).glob(f"*{LOG_SUFFIX}")):
-        report.logs.append(verify_log(path, check))
+        try:
+            report.logs.append(verify_log(path, check))
+        except DataError as exc:  # not a file where a log belongs: the others are still checked
+            report.problems.append(str(exc))
     if isinstance(ledger, Pool):
         report.problems += block_problems(ledger, [log.path for log in report.logs if log.ok], whole=logs is None)
     return report
@@ -217,7 +220,13 @@ def verify_log(path: Path, check: FrameCheck) -> LogReport:
         named = "" if key is None else f", its header names key {key!r}"
         report.damage.append(f"byte {damage.offset:,}: {damage.reason}{named}; "
                              f"{damage.resumes_at - damage.offset:,} bytes to the next good frame")
-    for frame in framing.first_copies(found.frames):
+    first_at: dict[framing.Key, int] = {}
+    for frame in found.frames:
+        if frame.key in first_at:  # readers take the first copy; repair drops this one
+            report.bad_frames.append(f"byte {frame.offset:,}: a second copy of key {frame.key!r} (the one read is "
+                                     f"at byte {first_at[frame.key]:,}); repair drops it")
+            continue
+        first_at[frame.key] = frame.offset
         problem = check(frame)
         if problem is None:
             report.good_frames += 1
@@ -252,6 +261,8 @@ def repair_ledger(root: Path, logs: list[Path] | None = None) -> list[Repair]:
     ledger = _open(root)
     check = frame_check(ledger)
     paths = logs if logs is not None else sorted((root / ledger.LOGS).glob(f"*{LOG_SUFFIX}"))
+    for path in paths:  # before any log is rewritten: a repair refused is a repair not begun
+        framing.refuse_non_file(path)
     repairs = [repair for path in paths if (repair := repair_log(path, check)) is not None]
     if isinstance(ledger, Pool):
         repair_blocks(ledger, paths, whole=logs is None)

@@ -1,0 +1,105 @@
+"""A user's own input is never a pipeline output: a dataset's local `source.path` may not be, lie inside, or hold a
+path DVC tracks as an output (a dvc.yaml stage's, or a .dvc file's), which a run would overwrite.
+
+    clashes({"aime_2025": "data/aime_2025.jsonl"}, [Output(<root>/data/aime_2025.jsonl, "normalize@aime_2025")], root)
+    -> ["datasets.aime_2025.source.path: data/aime_2025.jsonl is an output of normalize@aime_2025, which ..."]
+
+The paths are read from params.yaml as plain YAML, before it is validated: a source that is an output is the problem
+to report first, whatever else the file says (its `watch` not matching it, say).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from tracevote.core.errors import ConfigError
+
+INPUTS_FOLDER = "inputs"  # where the messages suggest keeping one's own files
+
+
+@dataclass(frozen=True)
+class Output:
+    path: Path  # absolute
+    writer: str  # the stage that writes it (normalize@aime_2025) or the .dvc file that tracks it
+
+
+def local_sources(params_path: Path) -> dict[str, str]:
+    """{dataset: source.path} for every dataset of the params file with a local source (text), read as plain YAML;
+    {} when the file cannot be read (load_params then says why)."""
+    try:
+        datasets = (yaml.safe_load(params_path.read_text(encoding="utf-8")) or {}).get("datasets")
+    except (OSError, yaml.YAMLError, AttributeError):
+        return {}
+    if not isinstance(datasets, dict):
+        return {}
+    return {str(name): entry["source"]["path"] for name, entry in datasets.items()
+            if isinstance(entry, dict) and isinstance(entry.get("source"), dict)
+            and isinstance(entry["source"].get("path"), str) and entry["source"]["path"]}
+
+
+def output_sources(sources: Mapping[str, str], root: Path, params_path: Path) -> list[str]:
+    """`<params file>: <problem>`, one line per dataset of `sources` whose path clashes with an output of the
+    project at `root`."""
+    near = {name: path for name, path in sources.items() if _relation((root / path).resolve(), root.resolve())}
+    if not near:  # every output lies inside the project: a source outside it needs no look at DVC's index (a second)
+        return []
+    return [f"{params_path}: {line}" for line in clashes(near, tracked_outputs(root), root)]
+
+
+def refuse_output_sources(sources: Mapping[str, str], root: Path, params_path: Path) -> None:
+    lines = output_sources(sources, root, params_path)
+    if lines:
+        raise ConfigError("\n".join(lines))
+
+
+def tracked_outputs(root: Path) -> list[Output]:
+    """Every output DVC knows in the project at `root`: each dvc.yaml stage's (every foreach entry) and each
+    .dvc file's."""
+    from dvc.exceptions import DvcException  # slow to import: only where a local source is checked
+    from dvc.repo import Repo
+
+    try:
+        with Repo(str(root)) as repo:
+            return [Output(Path(out.fs_path).resolve(), out.stage.addressing) for out in repo.index.outs]
+    except DvcException:
+        return []  # subtle: a pipeline DVC cannot read (a source that is its own fetch's output makes a cycle) fails
+        # every dvc command with DVC's own message; run as a script, the params' problems are still reported
+
+
+def clashes(sources: Mapping[str, str], outputs: list[Output], root: Path) -> list[str]:
+    """One line per dataset whose local source (a path relative to `root`, or absolute) is, lies inside or holds
+    an output; [] when none does."""
+    lines, root = [], root.resolve()
+    for name, path in sources.items():
+        source = (root / path).resolve()
+        for output in outputs:
+            relation = _relation(source, output.path)
+            if relation:
+                lines.append(_message(name, path, relation, output, root))
+                break
+    return lines
+
+
+def _relation(source: Path, output: Path) -> str | None:
+    if source == output:
+        return "is"
+    if source.is_relative_to(output):
+        return "lies inside"
+    if output.is_relative_to(source):
+        return "holds"
+    return None
+
+
+def _message(name: str, path: str, relation: str, output: Output, root: Path) -> str:
+    shown = output.path.relative_to(root) if output.path.is_relative_to(root) else output.path
+    what = "an output" if relation == "is" else f"{shown}, an output"
+    place = f"{INPUTS_FOLDER}/{Path(path).name}"
+    # a .dvc file's output (`dvc add`) is replaced by `dvc checkout` and `dvc pull`; a stage's, by the stage
+    writer = (f"{output.writer}, whose checkout and pull would replace your file" if output.writer.endswith(".dvc")
+              else f"{output.writer}, which a run would write over your file")
+    return (f"datasets.{name}.source.path: {path} {relation} {what} of {writer}; keep it outside the pipeline's "
+            f"outputs, e.g. move it to {place} and set source.path and source.watch to {place}")

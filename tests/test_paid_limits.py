@@ -1,0 +1,67 @@
+"""Every paid stage, against a server whose rate limit never lifts or whose account is out of quota: one line, a
+bounded number of requests (the four stages share the client, its breaker and its quota rule)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.conftest import REPO_ROOT
+from tests.dvcproject import model_overrides, project_env
+from tests.sampling.test_rate_limits import DAILY_LIMIT, DEEPSEEK_BALANCE, OPENAI_QUOTA, counting_server
+from tests.test_hostile_ids import PAID_STAGES, write_stage_inputs
+from tracevote.cli.demo import deep_merge, write_params
+from tracevote.sampling.breaker import LONG_LIMIT_ATTEMPTS
+
+IDS = ["p1", "p2", "p3"]
+CONCURRENCY = 4  # each stage's, from test_hostile_ids.stage_params
+
+
+def pointed_at(project: Path, base_url: str) -> Path:
+    """The hostile-ids project (three problems, tiny builds of every method) with its endpoint at `base_url`."""
+    write_stage_inputs(project, IDS)
+    params = yaml.safe_load((project / "params.yaml").read_text())
+    write_params(project / "params.yaml", deep_merge(params, model_overrides(
+        backend="openai", base_url=base_url, needs_key=False, extra_body={})))
+    return project
+
+
+def run_stage(project: Path, stage: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, str(REPO_ROOT / "stages" / f"{stage}.py"), *PAID_STAGES[stage]],
+                          cwd=project, env=project_env(), capture_output=True, text=True, timeout=300)
+
+
+def one_error_line(result: subprocess.CompletedProcess[str]) -> str:
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    [line] = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
+    return line
+
+
+@pytest.mark.parametrize("stage", list(PAID_STAGES))
+def test_a_429_asking_for_a_day_stops_every_paid_stage_within_a_bounded_number_of_requests(tmp_path: Path,
+                                                                                          stage: str) -> None:
+    with counting_server(*DAILY_LIMIT) as server:
+        result = run_stage(pointed_at(tmp_path, server.base_url), stage)
+        sent = sum(server.by_key.values())
+    line = one_error_line(result)
+    assert line.startswith("error: rate limited: HTTP 429 on ") and "Retry-After: 86400" in line, line
+    assert "Run the stage again once the limit lifts" in line
+    # the breaker trips at the bound; requests already on the wire when it trips still land
+    assert LONG_LIMIT_ATTEMPTS <= sent <= LONG_LIMIT_ATTEMPTS + CONCURRENCY, sent
+
+
+@pytest.mark.parametrize("stage", list(PAID_STAGES))
+@pytest.mark.parametrize("refusal", [OPENAI_QUOTA, DEEPSEEK_BALANCE], ids=["insufficient_quota", "402"])
+def test_an_empty_quota_stops_every_paid_stage_with_at_most_one_request_per_call(tmp_path: Path, stage: str,
+                                                                                 refusal: tuple) -> None:
+    with counting_server(*refusal) as server:
+        result = run_stage(pointed_at(tmp_path, server.base_url), stage)
+        by_key = dict(server.by_key)
+    line = one_error_line(result)
+    assert f"HTTP {refusal[0]}, out of quota or balance" in line and "stopped at once" in line, line
+    assert by_key and max(by_key.values()) == 1, by_key
+    assert sum(by_key.values()) <= CONCURRENCY, by_key  # the calls already sent when the first refusal came back
