@@ -30,6 +30,7 @@ from tracevote.core.config_deepconf import (
 from tracevote.core.config_endpoints import BackendConfig, EndpointConfig, ModelConfig
 from tracevote.core.config_methods import CritiqueConfig, DebateConfig, GradingConfig
 from tracevote.core.errors import ConfigError
+from tracevote.core.inputs import local_sources, output_sources
 from tracevote.core.profiles import DEFAULT_TEMPERATURE
 from tracevote.core.typedconfig import INVALID, Problem, build, collecting, param, require
 
@@ -180,12 +181,21 @@ def stage_declaring(keys: DeclaredKeys) -> Iterator[None]:
         _DECLARED.reset(token)
 
 
-def check_params(path: str | Path = "params.yaml") -> Params:
+def check_params(path: str | Path = "params.yaml", root: Path | None = None) -> Params:
     """params.yaml with every problem of the whole file refused, whichever stage runs: the check_params stage
     and every paid stage (build_pool, build_debate, build_critiques, build_grading_critic) call it before any
-    request, so a typo anywhere (`debate.agnets`, `pool.n_poll`) or a bad endpoint never pays with a default."""
-    with stage_declaring(lambda: None):
-        return load_params(path)
+    request, so a typo anywhere (`debate.agnets`, `pool.n_poll`) or a bad endpoint never pays with a default.
+    A local source that a stage of the project at `root` (the working directory) would write over comes first."""
+    path = Path(path)
+    clashing = output_sources(local_sources(path), Path.cwd() if root is None else root, path)
+    try:
+        with stage_declaring(lambda: None):
+            params = load_params(path)
+    except ConfigError as exc:
+        raise ConfigError("\n".join([*clashing, str(exc)])) from None
+    if clashing:
+        raise ConfigError("\n".join(clashing))
+    return params
 
 
 def load_params(path: str | Path = "params.yaml") -> Params:
