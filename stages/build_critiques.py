@@ -53,7 +53,7 @@ def main() -> None:
                                concurrency=cfg.concurrency,
                                total=len(plan.missing), unit="critique",
                                first_errors={steps_digest(record.steps): record.label for record in records},
-                               cap=SpendCap(cfg.max_cost_usd, "critique.max_cost_usd"))
+                               cap=SpendCap(cfg.max_cost_usd, "critique.max_cost_usd"), settings="critique")
     manifest = build.write_manifest(args.manifest, ledger, args.dataset, records, cfg.n_votes)
     print(summary.render())
     if manifest.finished < len(records):

@@ -54,7 +54,8 @@ def main() -> None:
                                routes=build.judge_routes(params), pool=params.pool, stage=stage,
                                decoding=build.debate_decoding(params.debate), api_keys=api_keys,
                                concurrency=params.debate.concurrency, total=plan.cost.requests, unit="call",
-                               problems=problems, cap=SpendCap(params.debate.max_cost_usd, "debate.max_cost_usd"))
+                               problems=problems, cap=SpendCap(params.debate.max_cost_usd, "debate.max_cost_usd"),
+                               settings="debate")
     manifest = build.write_manifest(args.manifest, ledger, args.dataset, debates, selection)
     print(summary.render())
     if manifest.finished < len(debates):

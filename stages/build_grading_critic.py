@@ -9,7 +9,7 @@ import argparse
 import os
 from pathlib import Path
 
-from tracevote.core.config import load_params
+from tracevote.core.config import check_params
 from tracevote.core.entry import stage_main
 from tracevote.grading.build import build_critic, record_disabled_critic
 from tracevote.grading.critic import structured_replies
@@ -24,7 +24,7 @@ def main() -> None:
     parser.add_argument("--gold", required=True, type=Path, help="the run's dataset, normalized")
     parser.add_argument("--critic", required=True, type=Path, help="the run's critic folder (ledger and manifest)")
     args = parser.parse_args()
-    params = load_params(args.params)
+    params = check_params(args.params)  # the whole file, as the check_params stage: this stage pays
     run = run_config(params.grading.runs, args.run)
     stage = f"build_grading_critic@{run.name}"
     if not params.grading.critic.enabled:  # before the predictions are read: a pool's text is large

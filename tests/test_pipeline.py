@@ -177,7 +177,8 @@ STEPS = [
     # keys no stage declares re-run nothing (the pool's, the critique's and the servers, in one step)
     ({"pool": {"concurrency": 2, "max_cost_usd": 1.0, "request_timeout_s": 30},
       "critique": {"concurrency": 2, "max_cost_usd": 1.0},
-      **model_overrides(base_url=["http://gpu1:8000/v1", "http://gpu2:8000/v1"], needs_key=True, profile=None)},
+      **model_overrides(base_url=["http://gpu1:8000/v1", "http://gpu2:8000/v1"], needs_key=True, profile=None,
+                        api_key_env="VLLM_API_KEY")},
      set()),
     # the pool is also graded (grading run pool_toy): its manifest changes, so its grading stages follow
     ({"pool": {"n_pool": 20}}, {"build_pool", "score", "aggregate", "report", "compare", *GRADING}),

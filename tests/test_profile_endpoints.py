@@ -133,8 +133,8 @@ def test_the_agents_and_the_judge_each_call_their_own_endpoint_shaped_for_its_pr
         result = dvc(root, "repro", "build_debate@toy")
         asked = requests(running)
         outcomes = {endpoint: server.stats.snapshot()["outcomes"] for endpoint, server in running.items()}
-    assert ("build_debate: agents on gpt-4o-mini (endpoint gpt-4o-mini, profile openai-chat); judge on gpt-5-nano "
-            "(endpoint gpt-5-nano, profile openai-reasoning)") in result.stdout
+    assert ("build_debate: agents on gpt-4o-mini (endpoint gpt-4o-mini, profile openai-chat as set); judge on "
+            "gpt-5-nano (endpoint gpt-5-nano, profile openai-reasoning as set)") in result.stdout
     # each call stored was asked for once, of the server its endpoint names
     stored = Counter(record.kind for record in records(ledger(root / "debates" / "toy", judge_model="gpt-5-nano")))
     assert asked["gpt-4o-mini"] == Counter({kind: stored[kind] for kind in (ANSWER, REVISE) if stored[kind]})

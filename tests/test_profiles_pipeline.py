@@ -20,6 +20,7 @@ from tests.dvcproject import copy_project, dvc, make_project, run, update_params
 from tests.images import assert_not_blank
 from tests.test_pipeline import changed_stages, ran_stages, small_sim_params
 from tracevote.cli.demo import BUILTIN_GSM8K, BUILTIN_PREDICTIONS, local_dataset
+from tracevote.core.config import load_params
 from tracevote.debate.prompts import RANK
 from tracevote.store.calls import CallLedger, CallRecord
 
@@ -132,9 +133,14 @@ def records(of: CallLedger) -> list[CallRecord]:
     return [record for log in sorted((of.root / of.LOGS).glob("*.tvf")) for record in of.records(log.stem).values()]
 
 
-def described(endpoint: str, profile: str, name: str) -> str:
-    """How a stage names the model it calls (ModelConfig.describe)."""
-    return f"{name} (endpoint {endpoint}, profile {profile}, simulated)"
+def described(endpoint: str, profile: str, name: str, why: str) -> str:
+    """How a stage names the model it calls (ModelConfig.describe), with why it has its profile."""
+    return f"{name} (endpoint {endpoint}, profile {profile} {why}, simulated)"
+
+
+def profile_whys(project: Path) -> dict[str, str]:
+    """Each endpoint's reason for its profile ("as set", "by its model name", ...), by its key."""
+    return {key: entry.profile_why() for key, entry in load_params(project / "params.yaml").endpoints.items()}
 
 
 def names(project: Path) -> dict[str, str]:
@@ -155,11 +161,11 @@ def check_replies(stored: list[CallRecord], reasoning: bool, least: int) -> None
 def test_every_method_runs_on_the_profile(built: Callable[[str], Built], profile: str) -> None:
     project, output = built(profile).project, built(profile).output
     endpoints, _ = PROFILE_PROJECTS[profile]
-    model = names(project)
+    model, why = names(project), profile_whys(project)
     reasoning = profile == "openai-reasoning"
 
     def says(stage: str, endpoint: str) -> None:
-        assert f"{stage}: model {described(endpoint, profile, model[endpoint])}" in output, stage
+        assert f"{stage}: model {described(endpoint, profile, model[endpoint], why[endpoint])}" in output, stage
 
     # DeepConf: a full pool, scored, aggregated and plotted, and compared with the debate
     if endpoints.pool:
@@ -175,8 +181,9 @@ def test_every_method_runs_on_the_profile(built: Callable[[str], Built], profile
         assert "Running stage 'build_pool@" not in output
 
     # the debate: the agents on theirs, the judge on its own endpoint (the ranking calls in the same ledger)
-    assert (f"build_debate: agents on {described(endpoints.agents, profile, model[endpoints.agents])}; judge on "
-            f"{described(endpoints.judge, profile, model[endpoints.judge])}") in output
+    agents, judge = endpoints.agents, endpoints.judge
+    assert (f"build_debate: agents on {described(agents, profile, model[agents], why[agents])}; judge on "
+            f"{described(judge, profile, model[judge], why[judge])}") in output
     debate = ledger(project / "debates" / "toy", model=model[endpoints.agents], judge_model=model[endpoints.judge])
     turns = records(debate)
     check_replies(turns, reasoning, least=12 * 3)  # round 0 may end at 3 of 4 agreeing
@@ -222,7 +229,8 @@ def test_a_new_judge_reruns_only_the_debates_branch_and_leaves_the_pool_alone(bu
     assert "build_debate" in changed and changed <= DEBATE_BRANCH, changed
     result = dvc(project, "repro", "compare")
     assert ran_stages(result.stdout) == DEBATE_BRANCH
-    assert ("judge on gpt-4o-mini (endpoint gpt-4o-mini, profile openai-chat, simulated)" in result.stdout)
+    assert ("judge on gpt-4o-mini (endpoint gpt-4o-mini, profile openai-chat by its model name, simulated)"
+            in result.stdout)
     assert tree(project / "pools") == pool and (project / "pools" / "toy.json").read_bytes() == manifest
     # a new ledger under the new judge model; the agents' calls are the same in number, and so are the judge's
     old = ledger(project / "debates" / "toy", judge_model=agents_model)

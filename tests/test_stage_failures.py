@@ -83,7 +83,7 @@ def test_an_unknown_key_fails_repro_before_any_stage(built: Path, change: dict, 
         output = failed.stdout + failed.stderr
         assert failed.returncode != 0
         assert ran_stages(output) == set()
-        assert f"{key}: unknown key (known: " in output
+        assert f"{key}: unknown key (did you mean " in output
         assert snapshot(built) == before
     finally:
         run(built, "git", "checkout", "--", "params.yaml")

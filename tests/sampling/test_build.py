@@ -170,7 +170,9 @@ def test_over_budget_build_is_refused_before_any_request(tmp_path: Path) -> None
 
 def test_missing_key_fails_at_once_and_complete_pool_needs_none(tmp_path: Path) -> None:
     with sim_server(api_key="sk-canary-5f0c1e") as server:
-        workdir = make_workdir(tmp_path / "work", server.base_url, endpoints={"deepseek": {"needs_key": True}})
+        # the loopback server stands in for DeepSeek: a gateway trusted with DeepSeek's key
+        workdir = make_workdir(tmp_path / "work", server.base_url,
+                               endpoints={"deepseek": {"needs_key": True, "allow_foreign_key": True}})
         result = run_build(workdir)
         assert result.returncode == 2
         assert "DEEPSEEK_API_KEY" in result.stderr and "dvc pull" in result.stderr

@@ -30,6 +30,7 @@ from tracevote.core.config_deepconf import (
 from tracevote.core.config_endpoints import BackendConfig, EndpointConfig, ModelConfig
 from tracevote.core.config_methods import CritiqueConfig, DebateConfig, GradingConfig
 from tracevote.core.errors import ConfigError
+from tracevote.core.inputs import local_sources, output_sources
 from tracevote.core.profiles import DEFAULT_TEMPERATURE
 from tracevote.core.typedconfig import INVALID, Problem, build, collecting, param, require
 
@@ -68,7 +69,8 @@ class Params:
         return ModelConfig(backend=self.model.backend, base_url=endpoint.base_url, name=endpoint.name,
                            extra_body=endpoint.extra_body, api_key_env=endpoint.api_key_env,
                            needs_key=endpoint.needs_key, sim=self.model.sim, profile=endpoint.resolved_profile(),
-                           pricing=endpoint.pricing, endpoint=key)
+                           pricing=endpoint.pricing, endpoint=key, allow_foreign_key=endpoint.allow_foreign_key,
+                           profile_why=endpoint.profile_why())
 
     @property
     def deepconf_model(self) -> ModelConfig:
@@ -182,7 +184,7 @@ _DECLARED: ContextVar[DeclaredKeys | None] = ContextVar("declared_params", defau
 @contextmanager
 def stage_declaring(keys: DeclaredKeys) -> Iterator[None]:
     """Within the block, load_params fails only on problems with the keys `keys()` names, listing the others
-    after them; keys() returning None (a stage declaring no params, as check_params) keeps every problem."""
+    after them; keys() returning None (a stage declaring no params) keeps every problem."""
     token = _DECLARED.set(keys)
     try:
         yield
@@ -190,8 +192,26 @@ def stage_declaring(keys: DeclaredKeys) -> Iterator[None]:
         _DECLARED.reset(token)
 
 
+def check_params(path: str | Path = "params.yaml", root: Path | None = None) -> Params:
+    """params.yaml with every problem of the whole file refused, whichever stage runs: the check_params stage
+    and every paid stage (build_pool, build_debate, build_critiques, build_grading_critic) call it before any
+    request, so a typo anywhere (`debate.agnets`, `pool.n_poll`) or a bad endpoint never pays with a default.
+    A local source that a stage of the project at `root` (the working directory) would write over comes first."""
+    path = Path(path)
+    clashing = output_sources(local_sources(path), Path.cwd() if root is None else root, path)
+    try:
+        with stage_declaring(lambda: None):
+            params = load_params(path)
+    except ConfigError as exc:
+        raise ConfigError("\n".join([*clashing, str(exc)])) from None
+    if clashing:
+        raise ConfigError("\n".join(clashing))
+    return params
+
+
 def load_params(path: str | Path = "params.yaml") -> Params:
-    """Read and validate params.yaml; one error lists every problem, one line each naming the key and value."""
+    """Read and validate params.yaml; one error lists every problem, one line each naming the key and value.
+    Under an offline stage (stage_declaring), only the problems of its own keys stop it (see check_params)."""
     path = Path(path)
     try:
         raw = yaml.safe_load(path.read_text(encoding="utf-8"))
@@ -205,12 +225,18 @@ def load_params(path: str | Path = "params.yaml") -> Params:
         return params
     keys = _DECLARED.get()
     declared = None if keys is None else keys()
-    owned = problems if declared is None else [problem for problem in problems if owns(declared, problem.key)]
+    owned = problems if declared is None else [problem for problem in problems if owns_problem(declared, problem)]
     if owned:
         raise ConfigError(problems_message(path, owned, [problem for problem in problems if problem not in owned]))
     if params is INVALID:  # subtle: a key of another stage that cannot be read leaves no Params to run with
         raise ConfigError(problems_message(path, problems, []))
     return params
+
+
+def owns_problem(declared: Collection[str], problem: Problem) -> bool:
+    """A stage owns a problem with one of its keys, and an unknown key nearest to one of its keys (a typo of
+    what it reads: `debate.agnets` is compare's, which declares debate.agents)."""
+    return owns(declared, problem.key) or (problem.meant is not None and owns(declared, problem.meant))
 
 
 def owns(declared: Collection[str], key: str) -> bool:

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
+from urllib.parse import urlsplit
 
 from tracevote.core.config_datasets import KEY_NAME, KEY_NAME_RULE
 from tracevote.core.errors import ConfigError
+from tracevote.core.hosts import forbidden_host, key_hosts, redact_urls, serves
 from tracevote.core.limits import MAX_TOKENS_BOUND, check_extra_body, require_env_name
-from tracevote.core.profiles import PROFILES, Profile, ProfileName, infer_profile
+from tracevote.core.profiles import PROFILES, Profile, ProfileName, inferred_profile
 from tracevote.core.typedconfig import param, require
 
 Backend = Literal["openai", "sim"]
@@ -67,8 +69,10 @@ class EndpointConfig:
     name: str = param("the model name sent in every request")
     extra_body: dict[str, Any] = param("extra request fields, sent as they are (DeepSeek's thinking, say)")
     api_key_env: str = param("the environment variable (or .env entry) holding the API key")
-    needs_key: bool = param("false for a local vLLM / SGLang / llama.cpp server that needs no key")
+    needs_key: bool = param("false for a local vLLM / SGLang / llama.cpp server that needs no key (none is sent)")
     pricing: PricingConfig = param("list prices, USD per 1M tokens")
+    allow_foreign_key: bool = param("true: send a provider's key (OPENAI_API_KEY, DEEPSEEK_API_KEY, ...) to a host "
+                                    "that is not that provider's, such as a gateway that forwards to it", False)
 
     def validate(self, where: str) -> None:
         require(bool(KEY_NAME.match(self.key)), where, "key", self.key, f"{KEY_NAME_RULE}; methods name it")
@@ -77,6 +81,9 @@ class EndpointConfig:
         require_env_name(where, self.api_key_env)
         if not has_servers:
             return  # the profile is inferred from the first server
+        if self.needs_key and not self.allow_foreign_key:
+            for key, url in server_keys(self.base_url):
+                require_key_bound(where, key, url, self.api_key_env)
         profile = self.resolved_profile()
         unknown = sorted(set(self.extra_body) - profile.known_fields) if profile.known_fields is not None else []
         require(not unknown, where, "extra_body", unknown[0] if unknown else None,
@@ -84,7 +91,11 @@ class EndpointConfig:
                 f"'thinking' is DeepSeek's own)")
 
     def resolved_profile(self) -> Profile:
-        return PROFILES[self.profile or infer_profile(base_urls(self.base_url)[0], self.name)]
+        return PROFILES[self.profile or inferred_profile(base_urls(self.base_url)[0], self.name)[0]]
+
+    def profile_why(self) -> str:
+        """Why the endpoint has its profile: "as set", "by its model name", "by its host api.deepseek.com"."""
+        return "as set" if self.profile else inferred_profile(base_urls(self.base_url)[0], self.name)[1]
 
 
 @dataclass(frozen=True)
@@ -101,6 +112,8 @@ class ModelConfig:
     profile: Profile = PROFILES["deepseek"]
     pricing: PricingConfig | None = None  # None: not priced (a bare client in a test)
     endpoint: str = "deepseek"  # its key in `endpoints:`, for messages and reports (the default endpoint's)
+    allow_foreign_key: bool = False  # a provider's key may go to a host not that provider's (a gateway)
+    profile_why: str = ""  # "as set", "by its model name", "by its host ...": for the opening line and hints
 
     def validate(self, where: str) -> None:
         require_endpoint(where, self.name, self.base_url)
@@ -113,21 +126,62 @@ class ModelConfig:
         return self.pricing
 
     def describe(self) -> str:
-        """"gpt-4o-mini (endpoint gpt-4o-mini, profile openai-chat, simulated)"."""
+        """"gpt-4o-mini (endpoint gpt-4o-mini, profile openai-chat by its model name, simulated)"."""
         sim = ", simulated" if self.backend == "sim" else ""
-        return f"{self.name} (endpoint {self.endpoint}, profile {self.profile.name}{sim})"
+        why = f" {self.profile_why}" if self.profile_why else ""
+        return f"{self.name} (endpoint {self.endpoint}, profile {self.profile.name}{why}{sim})"
+
+
+def server_keys(base_url: BaseUrl) -> list[tuple[str, str]]:
+    """(its key in params.yaml, URL) for each server: base_url, or base_url[0], base_url[1], ..."""
+    if isinstance(base_url, str):
+        return [("base_url", base_url)]
+    return [(f"base_url[{i}]", url) for i, url in enumerate(base_url)]
 
 
 def require_endpoint(where: str, name: str, base_url: BaseUrl) -> bool:
-    """A model name and one or more distinct http(s) base URLs; False when there is no server at all."""
+    """A model name and one or more distinct http(s) base URLs, none link-local or a metadata service's; False
+    when a server cannot be called at all."""
     require(bool(name), where, "name", name, "a model name")
     urls = base_urls(base_url)
     if not require(len(urls) > 0, where, "base_url", list(urls), "an http(s) URL or a non-empty list of them"):
         return False
-    for i, url in enumerate(urls):
-        key = "base_url" if isinstance(base_url, str) else f"base_url[{i}]"
-        require(url.startswith(("http://", "https://")), where, key, url, "an http(s) URL")
+    callable_urls = [require_server_url(where, key, url) for key, url in server_keys(base_url)]
     stripped = [url.rstrip("/") for url in urls]
-    repeated = sorted({url for url in stripped if stripped.count(url) > 1})
+    repeated = sorted({redact_urls(url) for url in stripped if stripped.count(url) > 1})
     require(not repeated, where, "base_url", repeated[0] if repeated else None, "listed only once")
-    return True
+    return all(callable_urls)
+
+
+def url_host(url: str) -> str | None:
+    """The hostname of an http(s) URL ("http://GPU1:8000/v1" -> "gpu1"); None for any other URL or none."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname
+        parts.port  # noqa: B018 - subtle: a port that is not a number raises only when read
+    except ValueError:
+        return None
+    return host if parts.scheme.lower() in ("http", "https") and host else None
+
+
+def require_server_url(where: str, key: str, url: str) -> bool:
+    """An http(s) URL with a host that is not link-local nor a cloud metadata service (the credentials it may
+    hold are never shown)."""
+    host = url_host(url)
+    if not require(host is not None, where, key, redact_urls(url), "an http(s) URL with a host"):
+        return False
+    reason = forbidden_host(host or "")
+    return require(reason is None, where, key, redact_urls(url), f"a model server, not {reason}")
+
+
+def require_key_bound(where: str, key: str, url: str, api_key_env: str) -> None:
+    """A provider's key variable goes only to that provider's hosts, over https."""
+    domains = key_hosts(api_key_env)
+    host = url_host(url)
+    if domains is None or host is None:
+        return
+    own = serves(host, domains) and urlsplit(url).scheme.lower() == "https"
+    require(own, where, key, redact_urls(url),
+            f"an https URL of {' or '.join(domains)}: it would be sent ${api_key_env}, that provider's key. Name "
+            f"another variable in {where}.api_key_env (VLLM_API_KEY, say), set {where}.needs_key: false for a "
+            f"server that needs no key, or {where}.allow_foreign_key: true for a gateway you trust with it")

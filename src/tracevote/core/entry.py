@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tracevote.core.errors import TracevoteError
+from tracevote.core.hosts import redact_urls
 
 # A folder: each stage run under DVC writes there the params keys it read (<stage>.json), for the test that
 # compares them with dvc.yaml's declarations (tests/test_stage_params.py).
@@ -18,8 +19,8 @@ PARAMS_READS_ENV = "TRACEVOTE_PARAMS_READS"
 def stage_main(main: Callable[[], object]) -> None:
     """Run an entry point; a TracevoteError prints `error: <message>` and exits 2, with no traceback.
 
-    Under DVC (which names the running stage in DVC_STAGE), a stage fails only on the problems of params.yaml
-    in the keys it declares; check_params, declaring none, reports them all."""
+    Under DVC (which names the running stage in DVC_STAGE), an offline stage fails only on the problems of
+    params.yaml in the keys it declares; check_params and the paid stages (config.check_params) on them all."""
     stage = os.environ.get("DVC_STAGE")
     try:
         if stage:
@@ -31,7 +32,7 @@ def stage_main(main: Callable[[], object]) -> None:
         else:
             main()
     except TracevoteError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {redact_urls(str(exc))}", file=sys.stderr)
         raise SystemExit(2) from None
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

@@ -1,8 +1,12 @@
 """Provider profiles: what each kind of server accepts, so requests are shaped for it and refused before sending.
 
-    profile_of("https://api.openai.com/v1", "gpt-5-nano")   -> PROFILES["openai-reasoning"]
-    profile_of("https://api.deepseek.com", "deepseek-v4-flash") -> PROFILES["deepseek"]
-    profile_of("http://gpu1:8000/v1", "Qwen/Qwen3-8B")      -> PROFILES["local"]
+    infer_profile("https://api.openai.com/v1", "gpt-5-nano")    -> "openai-reasoning"
+    infer_profile("http://127.0.0.1:4000/v1", "gpt-4o-mini")    -> "openai-chat" (a gateway to OpenAI)
+    infer_profile("https://api.deepseek.com", "deepseek-v4-flash") -> "deepseek"
+    infer_profile("http://gpu1:8000/v1", "Qwen/Qwen3-8B")       -> "local"
+
+A model name only OpenAI serves decides wherever it is reached (a proxy, a company gateway, Azure); the host
+decides only for names it does not know.
 
 A profile decides the token-limit field, which sampling parameters may be sent, whether logprobs exist (and how
 many top entries), whether hidden reasoning tokens are reported (they are billed as output: OpenAI counts them
@@ -71,15 +75,30 @@ PROFILES: dict[str, Profile] = {
     "local": Profile("local", "max_tokens", True, 20, False, "json_schema", None),
 }
 DEFAULT_TEMPERATURE = 1.0  # the only temperature a reasoning model accepts
-_REASONING_MODEL = re.compile(r"^(o\d|gpt-5)", re.IGNORECASE)
+# Names only OpenAI serves (a fine-tuned one starts "ft:"): the o-series and the GPT-5 family reason (gpt-5-chat
+# is GPT-5's chat model); the GPT-4 family (gpt-4, gpt-4-turbo, gpt-4.1, gpt-4o, chatgpt-4o) and gpt-3.5 chat.
+# subtle: open-weight names (gpt-oss-20b, o-mini-something) do not match: vLLM serves those.
+_OPENAI_REASONING_NAME = re.compile(r"^(ft:)?(o\d+(-[\w.:-]+)?|gpt-5(\.\d+)?(-(?!chat)[\w.:-]+)?)$", re.IGNORECASE)
+_OPENAI_CHAT_NAME = re.compile(r"^(ft:)?(gpt-4(\.\d+)?o?(-[\w.:-]+)?|chatgpt-4o[\w.:-]*|gpt-3\.5-turbo[\w.:-]*|"
+                               r"gpt-5(\.\d+)?-chat[\w.:-]*)$", re.IGNORECASE)
+_OPENAI_HOSTS = ("openai.com", "openai.azure.com")  # Azure OpenAI serves OpenAI's models in OpenAI's shape
 
 
 def infer_profile(base_url: str, model_name: str) -> ProfileName:
-    """The profile a server's host and model name imply: api.deepseek.com -> deepseek; api.openai.com ->
-    openai-reasoning for o1/o3/o4-mini/gpt-5*, else openai-chat; any other host -> local."""
+    """The profile a model name only OpenAI serves implies, wherever it is reached; else the host's:
+    api.deepseek.com -> deepseek, OpenAI's and Azure OpenAI's hosts -> openai-chat, any other host -> local."""
+    return inferred_profile(base_url, model_name)[0]
+
+
+def inferred_profile(base_url: str, model_name: str) -> tuple[ProfileName, str]:
+    """infer_profile's answer and why, for the opening line: ("openai-reasoning", "by its model name")."""
+    if _OPENAI_REASONING_NAME.match(model_name):
+        return "openai-reasoning", "by its model name"
+    if _OPENAI_CHAT_NAME.match(model_name):
+        return "openai-chat", "by its model name"
     host = (urlsplit(base_url).hostname or "").lower()
-    if host == "api.deepseek.com" or host.endswith(".deepseek.com"):
-        return "deepseek"
-    if host == "api.openai.com" or host.endswith(".openai.com"):
-        return "openai-reasoning" if _REASONING_MODEL.match(model_name) else "openai-chat"
-    return "local"
+    if host == "deepseek.com" or host.endswith(".deepseek.com"):
+        return "deepseek", f"by its host {host}"
+    if any(host == domain or host.endswith("." + domain) for domain in _OPENAI_HOSTS):
+        return "openai-chat", f"by its host {host}"
+    return "local", f"by its host {host or base_url} (no known provider's)"

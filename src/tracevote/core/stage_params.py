@@ -3,8 +3,9 @@
     declared_params("fetch@aime_2025")  -> ("datasets.aime_2025.source",)
     declared_params("check_params")     -> None (it declares no params: it depends on the whole file)
 
-load_params asks it only when params.yaml has a problem, so that a stage fails on the problems of the keys it
-reads and leaves the others to the stages that read them.
+load_params asks it only when params.yaml has a problem, so that an offline stage fails on the problems of the
+keys it reads and leaves the others to the stages that read them (a paid stage refuses every problem:
+tracevote.core.config.check_params).
 """
 
 from __future__ import annotations

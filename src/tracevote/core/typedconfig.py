@@ -18,6 +18,7 @@ Inside `tracevote.core.reads.recording_reads()`, build makes objects that note e
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import math
 import types
 import typing
@@ -101,6 +102,7 @@ def config_fields(cls: type, *, entry: bool = False) -> list[ConfigField]:
 class Problem:
     key: str  # dotted, as the user writes it: "eval.k", "debate.problems[1]"
     message: str  # what is wrong, naming the value
+    meant: str | None = None  # an unknown key's nearest known key, dotted: "debate.agents" for "debate.agnets"
 
     def __str__(self) -> str:
         return f"{self.key}: {self.message}"
@@ -120,10 +122,10 @@ def collecting() -> Iterator[list[Problem]]:
         _PROBLEMS.reset(token)
 
 
-def report(key: str, message: str) -> None:
+def report(key: str, message: str, meant: str | None = None) -> None:
     """A problem with `key`: recorded inside collecting(), else raised as a ConfigError."""
     problems = _PROBLEMS.get()
-    problem = Problem(key, message)
+    problem = Problem(key, message, meant)
     if problems is None:
         raise ConfigError(str(problem))
     if problem not in problems:  # a rule a section checks again after its fields' bounds
@@ -157,7 +159,7 @@ def build(cls: type, raw: Any, where: str, **given: Any) -> Any:
     hints = typing.get_type_hints(cls)
     for name in raw:
         if name not in fields:
-            report(join(where, str(name)), f"unknown key (known: {', '.join(sorted(fields))})")
+            _unknown_key(where, str(name), sorted(fields))
     missing = [name for name, f in fields.items() if f.default is dataclasses.MISSING and name not in raw]
     for name in missing:
         report(join(where, name), "missing")
@@ -171,6 +173,17 @@ def build(cls: type, raw: Any, where: str, **given: Any) -> Any:
         if all(bounded) and hasattr(obj, "validate"):
             obj.validate(where)
     return obj
+
+
+def _unknown_key(where: str, name: str, known: list[str]) -> None:
+    """"debate.agnets: unknown key (did you mean agents? known: agents, ...)": the nearest known key, when one is
+    close, is named first and recorded, so the stage reading that key owns the typo."""
+    nearest = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+    if not nearest:
+        report(join(where, name), f"unknown key (known: {', '.join(known)})")
+        return
+    report(join(where, name), f"unknown key (did you mean {nearest[0]}? known: {', '.join(known)})",
+           meant=join(where, nearest[0]))
 
 
 def _within(field: dataclasses.Field, value: Any, where: str) -> bool:

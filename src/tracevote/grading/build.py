@@ -81,7 +81,7 @@ def build_critic(params: Params, run: str, pairing: Pairing, critic_dir: Path, *
     summary = run_ledger_calls(ledger, [OneCall(call) for call in missing], model=model, pool=params.pool,
                                stage=stage, decoding=critic_decoding(params), api_keys={model.endpoint: api_key},
                                concurrency=cfg.concurrency, total=len(missing), unit="critic call", reached=reached,
-                               cap=SpendCap(cfg.max_cost_usd, "grading.critic.max_cost_usd"))
+                               cap=SpendCap(cfg.max_cost_usd, "grading.critic.max_cost_usd"), settings="grading.critic")
     print(summary.render())
     stored = len(items) - len(missing_calls(CallLedger(ledger.root), items, structured=structured))
     manifest = _write_manifest(critic_dir, run, ledger, len(items), stored, cfg.max_samples)

@@ -59,18 +59,20 @@ def retry_report(client: ChatClient) -> str:
 @contextlib.contextmanager
 def open_client(model: ModelConfig, decoding: DecodingConfig, problems: list[Problem], api_key: str | None, *,
                 pool: PoolConfig, concurrency: int, first_errors: Mapping[str, int] | None = None,
-                reached: Mapping[str, bool] | None = None,
-                on_retry: Callable[[RetryNotice], None] | None = None) -> Iterator[ChatClient]:
+                reached: Mapping[str, bool] | None = None, on_retry: Callable[[RetryNotice], None] | None = None,
+                settings: str = "decoding") -> Iterator[ChatClient]:
     """A ChatClient for `model` with `decoding`, timeouts and retries from `pool`, `concurrency` requests in
     flight per endpoint (callers size their workers by `client.capacity`); for the simulator, a loopback server
     (knowing `problems`' answers, the solutions' `first_errors` and whether reasonings `reached` their gold,
-    see SimModel) runs while the block does. `on_retry` hears of every retried failure (the entry point shows it)."""
+    see SimModel) runs while the block does. `on_retry` hears of every retried failure (the entry point shows it).
+    `settings` names the params.yaml section `decoding` was made from (debate, grading.critic), for error hints."""
     with contextlib.ExitStack() as stack:
         if model.backend == "sim":
             base_url = stack.enter_context(_simulator(model, problems, first_errors, reached))
             model = _pointed_at(model, base_url)
         client = ChatClient(model, decoding, api_key=api_key, timeout_s=pool.request_timeout_s,
-                            max_retries=pool.max_retries, concurrency=concurrency, on_retry=on_retry)
+                            max_retries=pool.max_retries, concurrency=concurrency, on_retry=on_retry,
+                            settings=settings)
         stack.callback(client.close)
         yield client
 
@@ -99,10 +101,10 @@ def _pointed_at(model: ModelConfig, base_url: str) -> ModelConfig:
 def api_key_for(model: ModelConfig, environ: Mapping[str, str], dotenv: Path, *, missing: int,
                 what: str = "samples", stage: str = "build_pool") -> str | None:
     """The API key, or a clear error when the endpoint needs one and calls are missing."""
-    if model.backend == "sim":
-        return None
+    if model.backend == "sim" or not model.needs_key:
+        return None  # a server that needs no key is sent none, whatever the environment holds
     key = resolve_api_key(model, environ, dotenv if dotenv.is_file() else None)
-    if key is None and model.needs_key:
+    if key is None:
         raise TracevoteError(
             f"{f'{missing} {what} are missing and ' if missing else ''}no API key is set for endpoint "
             f"{model.endpoint} ({model.name}): looked in the environment (${model.api_key_env} "

@@ -40,7 +40,7 @@ import requests
 import urllib3
 
 from tracevote.core.config_deepconf import DecodingConfig
-from tracevote.core.config_endpoints import ModelConfig, base_urls
+from tracevote.core.config_endpoints import ModelConfig, base_urls, url_host
 from tracevote.core.errors import (
     ConfigError,
     EndpointError,
@@ -49,6 +49,7 @@ from tracevote.core.errors import (
     ModelNotFoundError,
     QuotaError,
 )
+from tracevote.core.hosts import forbidden_host, forbidden_resolution, key_hosts, redact_urls, serves
 from tracevote.core.limits import check_extra_body
 from tracevote.core.retry import (
     Backoff,
@@ -96,10 +97,11 @@ class ChatClient:
     def __init__(self, model: ModelConfig, decoding: DecodingConfig, *, api_key: str | None, timeout_s: float,
                  max_retries: int, concurrency: int = UNCAPPED, backoff: Backoff = _DEFAULT_BACKOFF,
                  connect_timeout_s: float = CONNECT_TIMEOUT_S, endpoint_policy: EndpointPolicy | None = None,
-                 on_retry: Callable[[RetryNotice], None] | None = None) -> None:
+                 on_retry: Callable[[RetryNotice], None] | None = None, settings: str = "decoding") -> None:
         _check_settings(model, decoding, api_key)
         self.model = model
         self.decoding = decoding
+        self.settings = settings  # the params.yaml section `decoding` comes from, for the hints of a refusal
         self.timeout_s = timeout_s
         self.connect_timeout_s = min(connect_timeout_s, timeout_s)
         self.on_retry = on_retry
@@ -262,7 +264,7 @@ class ChatClient:
 
     def _post(self, slot: EndpointSlot, payload: bytes, sample_key: str, kind: str) -> RawCompletion:
         started = time.monotonic()
-        response = self._send(slot.endpoint.chat_url, payload, sample_key, kind)
+        response = self._send(slot.endpoint.post_url, payload, sample_key, kind)
         slot.reached()
         latency = time.monotonic() - started
         simulated = response.headers.get(SIMULATED_HEADER) == "1"
@@ -307,13 +309,13 @@ class ChatClient:
                 f"the endpoint {endpoint.chat_url} answered 404 ({detail}): check "
                 f"endpoints.{self.model.endpoint}.base_url, now "
                 f"{endpoint.base_url!r} (OpenAI-compatible servers usually serve /v1/chat/completions, so "
-                f"base_url ends in /v1; DeepSeek: https://api.deepseek.com)", status)
+                f"base_url ends in /v1; {_PROVIDERS[self.model.profile.name].base_url_hint})", status)
         raise FatalAPIError(self._fatal_message(endpoint.chat_url, status, detail), status)
 
     def _model_not_found_message(self, url: str, status: int, detail: str) -> str:
         return (f"{url}: HTTP {status}, model {self.model.name!r} not found: {detail}. Check "
                 f"endpoints.{self.model.endpoint}.name in params.yaml "
-                f"(DeepSeek retired deepseek-chat in favour of deepseek-v4-flash).")
+                f"({_PROVIDERS[self.model.profile.name].model_hint}).")
 
     def _quota_message(self, endpoint: Endpoint, status: int, detail: str) -> str:
         host = urllib.parse.urlsplit(endpoint.base_url).hostname or ""
@@ -329,14 +331,32 @@ class ChatClient:
         if status == 401:
             return (f"{where}: HTTP 401, authentication failed: {detail}. Check the API key in "
                     f"${self.model.api_key_env} (environment or .env).")
-        return (f"{where}: HTTP {status}, the server refused the request: {detail}. Check decoding "
-                f"(temperature {self.decoding.temperature}, top_p {self.decoding.top_p}, max_tokens "
-                f"{self.decoding.max_tokens}, top_logprobs {self.decoding.top_logprobs}) and endpoints."
-                f"{self.model.endpoint} (extra_body {self.model.extra_body}, profile {self.model.profile.name}) "
-                f"in params.yaml.")
+        return (f"{where}: HTTP {status}, the server refused the request: {detail}. Check {self._settings_text()} "
+                f"and endpoints.{self.model.endpoint} (extra_body {self.model.extra_body}, profile "
+                f"{self.model.profile.name}) in params.yaml.{self._profile_hint(detail)}")
+
+    def _settings_text(self) -> str:
+        """"grading.critic (temperature 0.0, max_tokens 512)": the keys this method sets its requests with."""
+        values = {"temperature": self.decoding.temperature, "max_tokens": self.decoding.max_tokens}
+        if self.settings == "decoding":
+            values |= {"top_p": self.decoding.top_p, "top_logprobs": self.decoding.top_logprobs}
+        return f"{self.settings} ({', '.join(f'{key} {value}' for key, value in values.items())})"
+
+    def _profile_hint(self, detail: str) -> str:
+        """What `profile:` would change: the refusal may come from a profile that is not the server's provider's."""
+        key, profile = f"endpoints.{self.model.endpoint}.profile", self.model.profile.name
+        reasoning_words = ("max_completion_tokens", "max_tokens", "temperature", "top_p", "logprobs", "reasoning")
+        if profile != "openai-reasoning" and any(word in detail.lower() for word in reasoning_words):
+            fits = "openai-reasoning (OpenAI's GPT-5 and o-series: max_completion_tokens, the default temperature only)"
+        else:
+            fits = "the provider's: deepseek, openai-chat, openai-reasoning or local"
+        how = (f"is {profile}, as {key} sets it" if self.model.profile_why in ("", "as set")
+               else f"{profile} was inferred {self.model.profile_why}")
+        return (f" The profile {how}; if the server is another provider's (OpenAI's behind a gateway, say), set "
+                f"{key}: {fits}.")
 
     def _redact(self, text: str) -> str:
-        return text.replace(self._api_key, "***") if self._api_key else text
+        return redact_urls(text.replace(self._api_key, "***") if self._api_key else text)
 
     def _session(self) -> requests.Session:
         session = getattr(self._local, "session", None)
@@ -346,6 +366,27 @@ class ChatClient:
             with self._sessions_lock:
                 self._sessions.append(session)
         return session
+
+
+@dataclass(frozen=True)
+class _Provider:
+    """What a refusal's hints say of the provider a profile stands for."""
+
+    base_url_hint: str
+    model_hint: str
+    billing: str
+
+
+_OPENAI = _Provider("OpenAI's is https://api.openai.com/v1", "OpenAI lists its models at "
+                    "https://platform.openai.com/docs/models", "https://platform.openai.com/settings/organization/billing")
+_PROVIDERS = {
+    "deepseek": _Provider("DeepSeek's is https://api.deepseek.com",
+                          "DeepSeek retired deepseek-chat in favour of deepseek-v4-flash", "https://platform.deepseek.com/top_up"),
+    "openai-chat": _OPENAI,
+    "openai-reasoning": _OPENAI,
+    "local": _Provider("vLLM and SGLang serve http://<host>:<port>/v1",
+                       "vLLM serves the name given to --served-model-name, else the model's path", "the server's own"),
+}
 
 
 def _check_settings(model: ModelConfig, decoding: DecodingConfig, api_key: str | None) -> None:
@@ -359,6 +400,26 @@ def _check_settings(model: ModelConfig, decoding: DecodingConfig, api_key: str |
     if model.needs_key and not api_key:
         raise ConfigError(f"endpoints.{model.endpoint}.needs_key is true but ${model.api_key_env} is not set "
                           f"(environment or .env); set it, or set needs_key false for a local server")
+    for url in base_urls(model.base_url):
+        _check_destination(model, url, api_key)
+
+
+def _check_destination(model: ModelConfig, url: str, api_key: str | None) -> None:
+    """check_params's rules for where a request and its key go, again where they are sent (a ModelConfig made
+    in code skips check_params), plus the addresses the host's name resolves to."""
+    host = url_host(url)
+    where = f"endpoints.{model.endpoint}.base_url"
+    if host is None:
+        raise ConfigError(f"{where}: {redact_urls(url)!r} must be an http(s) URL with a host")
+    reason = forbidden_host(host) or forbidden_resolution(host)
+    if reason is not None:
+        raise ConfigError(f"{where}: {redact_urls(url)!r} must be a model server, not {reason}; nothing was sent")
+    domains = key_hosts(model.api_key_env)
+    if api_key and domains and not model.allow_foreign_key and not (
+            serves(host, domains) and url.lower().startswith("https://")):
+        raise ConfigError(f"{where}: {redact_urls(url)!r} is not an https URL of {' or '.join(domains)}, and "
+                          f"${model.api_key_env} is that provider's key; nothing was sent (set "
+                          f"endpoints.{model.endpoint}.allow_foreign_key: true for a gateway you trust with it)")
 
 
 def _is_quota_error(status: int, code: str | None, message: str) -> bool:

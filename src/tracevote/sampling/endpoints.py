@@ -27,6 +27,7 @@ from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
 
 from tracevote.core.errors import TracevoteError
+from tracevote.core.hosts import redact_urls
 from tracevote.sampling.breaker import Breaker
 from tracevote.sampling.limiter import AdaptiveLimiter, LimiterSlot
 
@@ -42,7 +43,8 @@ class Endpoint:
     """One server: where requests go, how many may be in flight, and how it has fared."""
 
     def __init__(self, base_url: str, concurrency: int, condition: threading.Condition) -> None:
-        self.base_url = base_url.rstrip("/")
+        self.post_url = f"{base_url.rstrip('/')}/chat/completions"  # where requests go; never shown
+        self.base_url = redact_urls(base_url.rstrip("/"))  # what messages and files show: no user:password@
         self.chat_url = f"{self.base_url}/chat/completions"
         self.limiter = AdaptiveLimiter(concurrency, condition=condition)
         self.reached = False  # any HTTP response, of any status, came back

@@ -15,7 +15,7 @@ from typing import Generic, TypeVar
 
 from tqdm import tqdm
 
-from tracevote.core.config import Params, load_params
+from tracevote.core.config import Params, check_params
 from tracevote.core.config_deepconf import DecodingConfig, PoolConfig
 from tracevote.core.config_endpoints import ModelConfig, base_urls
 from tracevote.core.costs import simulated_as, spent_text, worst_case_usd
@@ -64,7 +64,7 @@ def read_paid_stage_args(group: str, description: str, *, folder: str, folder_he
     parser.add_argument(f"--{folder}", required=True, type=Path, help=folder_help, dest="folder")
     parser.add_argument("--manifest", required=True, type=Path)
     args = parser.parse_args()
-    params = load_params(args.params)
+    params = check_params(args.params)  # the whole file, as the check_params stage: this stage pays
     params.dataset(args.dataset)
     return PaidStageArgs(f"{group}@{args.dataset}", args.params, params, args.dataset, load(args.records),
                          args.folder, args.manifest)
@@ -163,13 +163,15 @@ def run_ledger_calls(ledger: CallLedger, conversations: Iterable[Conversation[Ca
                      pool: PoolConfig, stage: str, decoding: DecodingConfig, api_keys: Mapping[str, str | None],
                      concurrency: int, total: int, unit: str, problems: list[Problem] | None = None,
                      first_errors: Mapping[str, int] | None = None, reached: Mapping[str, bool] | None = None,
-                     cap: SpendCap | None = None, routes: Mapping[str, ModelConfig] | None = None) -> RunSummary:
+                     cap: SpendCap | None = None, routes: Mapping[str, ModelConfig] | None = None,
+                     settings: str = "decoding") -> RunSummary:
     """Run text-only conversations into `ledger` on `model` with `decoding` (calls of a kind in `routes` go to
     that kind's model instead: the debate's judge): retry lines until the progress bar (at most `total` calls of
     `unit`) takes over, the retries by cause at the end, and the ledger marked simulated when the simulator
     answers (the runner refuses to mix its replies with real ones). `api_keys` holds each endpoint's key by its
     name; `problems`, `first_errors` and `reached` are what the simulator knows. `cap` is checked before each call
-    (see SpendCap); each call is priced at its own endpoint's prices."""
+    (see SpendCap); each call is priced at its own endpoint's prices. `settings` names the params.yaml section
+    `decoding` comes from (debate, critique, grading.critic), which a refusal's message points at."""
     models = {model.endpoint: model} | {routed.endpoint: routed for routed in (routes or {}).values()}
     servers = sum(len(base_urls(each.base_url)) for each in models.values())
     check_free_space(ledger.root, needed_free_bytes(concurrency * servers, decoding.max_tokens))
@@ -178,7 +180,8 @@ def run_ledger_calls(ledger: CallLedger, conversations: Iterable[Conversation[Ca
         stack.enter_context(ledger.exclusive())  # a second run of the same stage stops here, having paid nothing
         clients = {key: stack.enter_context(backend.open_client(
             each, decoding, problems or [], api_keys.get(key), pool=pool, concurrency=concurrency,
-            first_errors=first_errors, reached=reached, on_retry=retries.show)) for key, each in models.items()}
+            first_errors=first_errors, reached=reached, on_retry=retries.show, settings=settings))
+            for key, each in models.items()}
 
         def model_for(call: Call) -> ModelConfig:
             return (routes or {}).get(call.kind, model)
