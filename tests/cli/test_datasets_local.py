@@ -38,9 +38,13 @@ def test_every_dataset_with_a_file_is_pointed_at_it_and_the_rest_removed(tmp_pat
            f"says)" in done.stdout
     assert f"datasets local: gsm8k <- {shared_data / 'gsm8k_test.jsonl'}\n" in done.stdout
     assert "datasets local: removed deltabench (no file for it) from datasets:" in done.stdout
+    assert "datasets local: kept tinymath as they are (already read from a local file)" in done.stdout
     assert "datasets local: critique.datasets is now [processbench_gsm8k]" in done.stdout
     params = load_params(tmp_path / "params.yaml")
-    assert {name: Path(d.source.path).name for name, d in params.datasets.items()} == SHARED_FILES
+    tinymath_path = "src/tracevote/datasets/data/tinymath_heldout.jsonl"
+    assert {name: Path(d.source.path).name for name, d in params.datasets.items()} == {
+        **SHARED_FILES, "tinymath": Path(tinymath_path).name}
+    assert params.datasets["tinymath"].source.path == tinymath_path  # already local: left as it was
     assert all(d.source.hf_dataset is None and d.source.watch == d.source.path for d in params.datasets.values())
     assert params.critique.datasets == ("processbench_gsm8k",)
     text = (tmp_path / "params.yaml").read_text()
@@ -78,7 +82,7 @@ def test_a_relative_folder_is_written_relative_to_the_params_file(tmp_path: Path
     assert "datasets local: aime_2025 <- ../data/aime_2025.jsonl (problem_key: question" in said
     params = load_params(tmp_path / "project" / "params.yaml")
     assert params.datasets["aime_2025"].source.path == "../data/aime_2025.jsonl"
-    assert sorted(params.datasets) == ["aime_2024", "aime_2025", "processbench_gsm8k"]
+    assert sorted(params.datasets) == ["aime_2024", "aime_2025", "processbench_gsm8k", "tinymath"]
 
 
 @pytest.mark.slow
@@ -87,7 +91,8 @@ def test_the_project_then_fetches_and_normalizes_every_dataset_offline(tmp_path:
     assert datasets_local(project, shared_data).returncode == 0
     # no hub is reachable: every api_url points at a closed port
     ran = dvc(project, "repro", "check_params", "normalize", env=project_env({"HTTPS_PROXY": "http://127.0.0.1:9"}))
-    assert "check_params: params.yaml is valid (6 datasets;" in ran.stdout
+    assert "check_params: params.yaml is valid (7 datasets;" in ran.stdout  # the six files and the shipped tinymath
+    assert len(load_problems(project / "data" / "tinymath.jsonl")) == 100
     assert len(load_problems(project / "data" / "aime_2025.jsonl")) == 30
     assert dvc(project, "status", "normalize").stdout.strip() == "Data and pipelines are up to date."
 

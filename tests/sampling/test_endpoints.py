@@ -123,7 +123,7 @@ MODEL = {"backend": "openai", "name": "m", "extra_body": {}, "api_key_env": "K",
 @pytest.mark.parametrize(("base_url", "message"), [
     ([], "model.base_url: [] must be an http(s) URL or a non-empty list of them"),
     (["http://a/v1", 7], "model.base_url[1]: expected a string, got 7"),
-    (["http://a/v1", "ftp://b"], "model.base_url[1]: 'ftp://b' must be an http(s) URL"),
+    (["http://a/v1", "ftp://b"], "model.base_url[1]: 'ftp://b' must be an http(s) URL with a host"),
     (["http://a/v1", "http://a/v1/"], "model.base_url: 'http://a/v1' must be listed only once"),
     ({"url": "http://a/v1"}, "model.base_url: expected a single value or a list, got {'url': 'http://a/v1'}"),
 ])

@@ -149,13 +149,13 @@ def test_every_profile_is_played_by_the_same_model() -> None:
     ("https://api.openai.com/v1", "o3-mini", "openai-reasoning"),
     ("https://api.openai.com/v1", "o4-mini", "openai-reasoning"),
     ("https://eu.api.openai.com/v1", "gpt-5-nano", "openai-reasoning"),  # a regional host of OpenAI's
-    # the name alone decides nothing: the host says who serves it
+    # a name only OpenAI serves picks OpenAI's profile wherever it is reached (a proxy, a gateway, a look-alike)
+    ("http://127.0.0.1:8000/v1", "gpt-5-nano", "openai-reasoning"),
+    ("https://api.openai.com.example.net/v1", "gpt-5-nano", "openai-reasoning"),
+    # other names: the host says who serves it (open weights run anywhere)
     ("http://gpu1:8000/v1", "Qwen/Qwen3-8B", "local"),
-    ("http://127.0.0.1:8000/v1", "gpt-5-nano", "local"),
     ("http://localhost:30000/v1", "deepseek-v4-flash", "local"),
     ("https://openrouter.ai/api/v1", "openai/gpt-5-nano", "local"),
-    # a look-alike host is not the provider's
-    ("https://api.openai.com.example.net/v1", "gpt-5-nano", "local"),
     ("https://notdeepseek.com", "deepseek-v4-flash", "local"),
 ])
 def test_infer_profile(base_url: str, name: str, profile: str) -> None:

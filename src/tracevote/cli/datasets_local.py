@@ -33,6 +33,7 @@ class LocalChange:
     sources: dict[str, str]  # dataset -> its file (datasets_local writes a relative one from the params' folder)
     problem_keys: dict[str, str]  # dataset -> problem_key, where the file's differs from the recipe's
     removed: list[str]  # datasets with no file in DIR
+    kept_local: list[str]  # datasets with no file in DIR that already read a local file (e.g. the shipped tinymath)
     lists: dict[str, list[str]]  # "critique.datasets" -> what it keeps, for each list that lost a name
     runs_removed: list[str]  # grading runs of a removed dataset
 
@@ -46,11 +47,13 @@ def plan_local(params: dict[str, Any], data: Path) -> LocalChange:
     if not found:
         raise DataError(f"{data}: holds no file for any dataset of params.yaml: looked for <name> or <name>_test "
                         f"with {', '.join(LOCAL_SUFFIXES)}, for {', '.join(map(str, datasets))}; nothing written")
-    removed = [str(name) for name in datasets if name not in found]
+    kept_local = [str(name) for name in datasets if name not in found and datasets[name]["source"].get("path")]
+    removed = [str(name) for name in datasets if name not in found and name not in kept_local]
+    offline = {*found, *kept_local}
     lists = {}
     for section, key in METHOD_LISTS:
         names = list(params[section][key] or [])
-        kept = [name for name in names if name in found]
+        kept = [name for name in names if name in offline]
         if kept != names:
             if not kept and key == "datasets":
                 raise DataError(f"{section}.{key}: none of {', '.join(names)} has a file in {data} (<name> or "
@@ -59,8 +62,8 @@ def plan_local(params: dict[str, Any], data: Path) -> LocalChange:
             lists[f"{section}.{key}"] = kept
     keys = {name: key for name, path in found.items()
             if (key := local_problem_key(datasets[name], path)) != datasets[name]["problem_key"]}
-    runs = [str(run) for run, entry in (params["grading"]["runs"] or {}).items() if entry["dataset"] not in found]
-    return LocalChange({name: str(path) for name, path in found.items()}, keys, removed, lists, runs)
+    runs = [str(run) for run, entry in (params["grading"]["runs"] or {}).items() if entry["dataset"] not in offline]
+    return LocalChange({name: str(path) for name, path in found.items()}, keys, removed, kept_local, lists, runs)
 
 
 def as_written(path: Path, params_dir: Path) -> str:
@@ -91,6 +94,9 @@ def describe(change: LocalChange, params_path: Path) -> str:
     lines = [f"datasets local: {name} <- {path}" + (f" (problem_key: {change.problem_keys[name]}, as the file "
                                                       f"says)" if name in change.problem_keys else "")
              for name, path in change.sources.items()]
+    if change.kept_local:
+        lines.append(f"datasets local: kept {', '.join(change.kept_local)} as they are (already read from a local "
+                     f"file)")
     if change.removed:
         lines.append(f"datasets local: removed {', '.join(change.removed)} (no file for it) from datasets:")
     lines += [f"datasets local: {dotted} is now [{', '.join(kept)}]" for dotted, kept in change.lists.items()]

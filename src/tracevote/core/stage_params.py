@@ -54,6 +54,7 @@ OPERATIONAL_KEYS = {
     "endpoints.*.base_url": "which servers answer (replicas of one model)",
     "endpoints.*.api_key_env": "where the key is read from",
     "endpoints.*.needs_key": "whether a key is required",
+    "endpoints.*.allow_foreign_key": "whether a provider's key may go to another host",
     "endpoints.*.pricing.*": "list prices: the estimate and the spending cap",
 }
 
