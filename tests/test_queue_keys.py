@@ -36,6 +36,8 @@ def keyed_project(root: Path, base_url: str) -> Path:
     """A committed project whose endpoint needs DEEPSEEK_API_KEY, given only in the git-ignored .env."""
     params = small_sim_params(backend="openai", base_url=base_url, needs_key=True)
     params["pool"] = {"n_pool": 2, "concurrency": 4}
+    params["eval"]["k"], params["report"]["k"] = [1, 2], 2  # within the pool: paid stages check every key
+    params["endpoints"]["deepseek"]["allow_foreign_key"] = True  # DeepSeek's key, sent to this loopback server
     project = make_project(root, params)
     (project / ".env").write_text(f"DEEPSEEK_API_KEY={KEY}\n")
     assert run(project, "git", "check-ignore", ".env").returncode == 0  # the project's .gitignore keeps it out
