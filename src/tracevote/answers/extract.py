@@ -108,6 +108,16 @@ def answer_candidates(text: str) -> AnswerCandidates:
     return AnswerCandidates(box_found=True, boxed=_boxed_answer(content), last_number=None)
 
 
+def boxed_text(text: str) -> str | None:
+    """The content of the trace's last box with matched braces and non-blank content, stripped; None if none.
+
+    >>> boxed_text(r"so \\boxed{1} then \\boxed{ \\frac{1}{2} }")
+    '\\\\frac{1}{2}'
+    """
+    content = _last_box(text)
+    return None if content is None else content.strip()
+
+
 def resolve_answer(candidates: AnswerCandidates, finish_reason: str,
                    cfg: AnswersConfig) -> tuple[int | None, AnswerSource]:
     """The answer a trace votes with, and where it came from.
