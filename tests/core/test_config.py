@@ -331,3 +331,20 @@ def test_a_stage_fails_only_on_the_keys_it_declares(tmp_path: Path) -> None:
     with stage_declaring(lambda: ["datasets.aime_2025.source"]), pytest.raises(ConfigError) as caught:
         load_params(unreadable)
     assert str(caught.value) == f"{unreadable}: eval.k: expected a list, got 'all'"
+
+
+@pytest.mark.parametrize("debate_datasets", [["aime_2025"], ["aime_2024", "aime_2025"]])
+def test_deepconf_takes_a_math_dataset_and_debate_does_not(tmp_path: Path, debate_datasets: list[str]) -> None:
+    params = yaml.safe_load(FIXTURE_PARAMS.read_text(encoding="utf-8"))
+    params["datasets"]["aime_2024"]["answer_format"] = "math"
+    params["deepconf"]["datasets"] = ["aime_2024"]
+    params["debate"]["datasets"] = debate_datasets
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump(params, sort_keys=False), encoding="utf-8")
+    if "aime_2024" not in debate_datasets:
+        assert load_params(path).deepconf.datasets == ("aime_2024",)
+        return
+    with pytest.raises(ConfigError, match=re.escape("debate.datasets: 'aime_2024'")) as caught:
+        load_params(path)
+    assert "integer answers (agents agree on integers; aime_2024 is kind problems, answer_format math)" in str(
+        caught.value)

@@ -115,13 +115,16 @@ class Params:
     def _check_dataset_kinds(self) -> None:
         """Each method's datasets are known and of the kind it reads."""
         known = f"a key of datasets: ({', '.join(self.datasets) or 'none defined'})"
-        for method, names, why in (("deepconf", self.deepconf.datasets, "DeepConf votes over integers"),
-                                   ("debate", self.debate.datasets, "agents agree on integers")):
+        for method, names, formats, why in (
+                ("deepconf", self.deepconf.datasets, (*INTEGER_FORMATS, "math"),
+                 "DeepConf votes over integers, or over classes of equal LaTeX answers"),
+                ("debate", self.debate.datasets, INTEGER_FORMATS, "agents agree on integers")):
             for name in names:
                 if require(name in self.datasets, method, "datasets", name, known):
                     dataset = self.datasets[name]
-                    require(dataset.kind == "problems" and dataset.answer_format in INTEGER_FORMATS, method,
-                            "datasets", name, f"a dataset of problems with integer answers ({why}; "
+                    wanted = "integer or math answers" if "math" in formats else "integer answers"
+                    require(dataset.kind == "problems" and dataset.answer_format in formats, method,
+                            "datasets", name, f"a dataset of problems with {wanted} ({why}; "
                             f"{name} is kind {dataset.kind}, answer_format {dataset.answer_format})")
         for name in self.critique.datasets:
             if require(name in self.datasets, "critique", "datasets", name, known):

@@ -16,7 +16,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
-from tracevote.answers.extract import resolve_answer
+from tracevote.answers.classes import NO_CODE, answer_classes
+from tracevote.answers.extract import boxed_text, resolve_answer
+from tracevote.answers.mathverify import MathJudge
 from tracevote.core.config_datasets import AnswersConfig
 from tracevote.core.config_deepconf import MEASURES, ConfidenceConfig
 from tracevote.core.errors import DataError
@@ -95,19 +97,40 @@ def scored(traces: ProblemTraces, gold: int, cfg: ConfidenceConfig, answers: Ans
     (StopProfiles.within), so it depends on the traces scored together.
     """
     _check_lengths(traces)
-    measures = trace_measures(traces, cfg)
     resolved = [resolve_answer(c, finish, answers) for c, finish in zip(traces.candidates, traces.finish_reasons,
                                                                           strict=True)]
     missing = np.array([value is None for value, _ in resolved], dtype=bool)
     answer = np.array([-1 if value is None else value for value, _ in resolved], dtype=np.int64)
+    return _table(traces, cfg, answer, missing, [source for _, source in resolved], answer == gold)
+
+
+def scored_math(traces: ProblemTraces, texts: Sequence[str], gold: str, cfg: ConfidenceConfig,
+                judge: MathJudge) -> ScoredProblem:
+    """`scored` of a problem of `answer_format: math`, whose traces' `texts` are in the order of `traces`.
+
+    answer is the code of the trace's answer class (tracevote.answers.classes: the text of its last box,
+    Math-Verify-equal texts sharing a code), <NA> for no box; answer_source is boxed or none (a math answer
+    is never a last number); correct: valid and the class equals `gold`. The other columns are `scored`'s.
+    """
+    _check_lengths(traces)
+    boxed = [boxed_text(text) for text in texts]
+    classes = answer_classes(gold, boxed, judge)
+    missing = classes.codes == NO_CODE
+    sources = ["none" if text is None else "boxed" for text in boxed]
+    return _table(traces, cfg, classes.codes, missing, sources, classes.correct)
+
+
+def _table(traces: ProblemTraces, cfg: ConfidenceConfig, answer: np.ndarray, missing: np.ndarray,
+           sources: list[str], matches_gold: np.ndarray) -> ScoredProblem:
+    measures = trace_measures(traces, cfg)
     n_tokens = np.diff(np.asarray(traces.offsets)).astype(np.int64)
     valid = ~missing & (n_tokens > 0)
     columns = [
         repeated(traces.problem_id, len(traces)),
         numbers(np.asarray(traces.sample_ids, dtype=np.int64)),
         numbers(answer, missing=missing),
-        strings([source for _, source in resolved]),
-        booleans(valid & (answer == gold)),
+        strings(sources),
+        booleans(valid & matches_gold),
         booleans(valid),
         numbers(n_tokens),
         strings(list(traces.finish_reasons)),
@@ -130,14 +153,18 @@ def _stop_rows(traces: ProblemTraces, stops: StopProfiles) -> pa.Table:
     return pa.Table.from_arrays(columns, schema=STOP_SCHEMA)
 
 
-def score_pool(pool: Pool, problems: Sequence[tuple[str, int]], n_pool: int, cfg: ConfidenceConfig,
+def score_pool(pool: Pool, problems: Sequence[tuple[str, int | str]], n_pool: int, cfg: ConfidenceConfig,
                answers: AnswersConfig, *, workers: int) -> Iterator[ScoredProblem]:
     """`scored` of samples 0..n_pool-1 of each (problem id, gold), in the order given.
 
     With workers > 1, problems are read and scored in up to that many processes, as many as pay
     (`paying_workers`); the tables come back in the same order, so the table does not depend on the number of
-    workers.
+    workers. Problems with a LaTeX gold (`answer_format: math`) are scored by `scored_math` in this process,
+    their Math-Verify comparisons in up to `workers` worker processes.
     """
+    if any(isinstance(gold, str) for _, gold in problems):
+        yield from _score_math_pool(pool, problems, n_pool, cfg, workers=workers)
+        return
     jobs = [(pool, problem_id, gold, n_pool, cfg, answers) for problem_id, gold in problems]
     workers = paying_workers(pool, [problem_id for problem_id, _ in problems], workers)
     if workers <= 1 or len(jobs) <= 1:
@@ -145,6 +172,21 @@ def score_pool(pool: Pool, problems: Sequence[tuple[str, int]], n_pool: int, cfg
         return
     with ProcessPoolExecutor(max_workers=min(workers, len(jobs))) as executor:
         yield from executor.map(_score_job, jobs)
+
+
+def _score_math_pool(pool: Pool, problems: Sequence[tuple[str, int | str]], n_pool: int, cfg: ConfidenceConfig,
+                     *, workers: int) -> Iterator[ScoredProblem]:
+    with MathJudge(max_workers=workers) as judge:
+        for problem_id, gold in problems:
+            traces = pool.read_problem(problem_id, n_pool)
+            yield scored_math(traces, _texts(pool, problem_id, traces), str(gold), cfg, judge)
+
+
+def _texts(pool: Pool, problem_id: str, traces: ProblemTraces) -> list[str]:
+    """The texts of `traces`, in their order (the pool stores them; the score fields do not hold them)."""
+    wanted = set(np.asarray(traces.sample_ids).tolist())
+    by_id = {sample.sample_id: sample.text for sample in pool.iter_samples(problem_id) if sample.sample_id in wanted}
+    return [by_id[sample_id] for sample_id in np.asarray(traces.sample_ids).tolist()]
 
 
 def paying_workers(pool: Pool, problem_ids: list[str], workers: int) -> int:
