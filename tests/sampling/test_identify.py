@@ -4,14 +4,14 @@ list says so; any other server, one that does not answer, or a host on the inter
 from __future__ import annotations
 
 import dataclasses
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import orjson
 
 from tests.conftest import FIXTURE_PARAMS
+from tests.rows_server import serving
 from tracevote.core.config import load_params
 from tracevote.core.config_endpoints import ModelConfig
 from tracevote.core.costs import estimate
@@ -42,15 +42,8 @@ def vllm_like_server() -> Iterator[str]:
         def log_message(self, *args: object) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
+    with serving(Handler) as url:
+        yield f"{url}/v1"
 
 
 def test_a_sim_server_is_known_before_any_request_and_the_estimate_says_simulated() -> None:
