@@ -61,7 +61,7 @@ def forbidden_host(host: str) -> str | None:
     name = host.lower().rstrip(".")
     if name in METADATA_NAMES:
         return "a cloud metadata service's name"
-    address = _address(name)
+    address = host_address(name)
     if address is None:
         return None
     if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
@@ -87,7 +87,7 @@ def forbidden_resolution(host: str) -> str | None:
     return None
 
 
-def _address(name: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+def host_address(name: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
     """The IP address a hostname spells, counting the legacy IPv4 forms the resolver accepts (2852039166,
     0xa9fea9fe, 169.254.43518 all name 169.254.169.254)."""
     try:

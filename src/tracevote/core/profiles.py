@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from typing import Literal
 from urllib.parse import urlsplit
 
+from tracevote.core.hosts import serves
+
 ProfileName = Literal["deepseek", "openai-chat", "openai-reasoning", "local"]
 StructuredOutput = Literal["json_schema", "json_object", "none"]
 
@@ -97,8 +99,8 @@ def inferred_profile(base_url: str, model_name: str) -> tuple[ProfileName, str]:
     if _OPENAI_CHAT_NAME.match(model_name):
         return "openai-chat", "by its model name"
     host = (urlsplit(base_url).hostname or "").lower()
-    if host == "deepseek.com" or host.endswith(".deepseek.com"):
+    if serves(host, ("deepseek.com",)):
         return "deepseek", f"by its host {host}"
-    if any(host == domain or host.endswith("." + domain) for domain in _OPENAI_HOSTS):
+    if serves(host, _OPENAI_HOSTS):
         return "openai-chat", f"by its host {host}"
     return "local", f"by its host {host or base_url} (no known provider's)"

@@ -11,7 +11,6 @@ stage decides to, and anything that does not answer as the simulator within the 
 from __future__ import annotations
 
 import dataclasses
-import ipaddress
 from urllib.parse import urlsplit
 
 import orjson
@@ -19,6 +18,7 @@ import requests
 
 from tracevote.core.config_endpoints import ModelConfig, base_urls
 from tracevote.core.costs import CostEstimate
+from tracevote.core.hosts import host_address
 from tracevote.core.simulated import MODELS_OWNER
 
 ASK_TIMEOUT_S = 5.0  # a local server answers its model list at once; a busy machine still answers in this
@@ -44,11 +44,8 @@ def is_local(base_url: str) -> bool:
     host = urlsplit(base_url).hostname or ""
     if host == "localhost":
         return True
-    try:
-        address = ipaddress.ip_address(host)
-    except ValueError:
-        return False
-    return address.is_loopback or address.is_private
+    address = host_address(host)
+    return address is not None and (address.is_loopback or address.is_private)
 
 
 def _lists_as_simulator(base_url: str) -> bool:
