@@ -14,7 +14,8 @@ import numpy as np
 import orjson
 
 from tracevote.answers.extract import extract_answer
-from tracevote.sampling.ingest import parse_completion
+from tracevote.sampling.ingest import _parse_slow, parse_completion
+from tracevote.sampling.ingest_fast import parse_fast
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "llamacpp"
 
@@ -88,3 +89,45 @@ def test_a_cut_reply_says_length_and_a_reply_without_logprobs_has_none() -> None
     cut = load("chat_length")["reply"]
     assert cut["choices"][0]["finish_reason"] == "length" and cut["usage"]["completion_tokens"] == 5
     assert choice("chat_no_logprobs")["logprobs"] is None
+
+
+def test_an_unsorted_or_longer_row_keeps_its_k_best_entries_best_first() -> None:
+    """The engine's rows are sorted before they are cut to k, so column 0 is each token's best alternative and the
+    k kept are the k best (the random-weights reply has rows out of order and rows of k + 1)."""
+    reply = load("random_weights_chat_top3")["reply"]
+    sample = parse_completion(orjson.dumps(reply), problem_id="p", sample_id=0, latency_s=0.0,
+                              keep_top_logprobs=True, expect_top_logprobs=3)
+    raw = rows("random_weights_chat_top3")
+    expected = np.full((len(raw), 3), np.nan)
+    for i, row in enumerate(raw):
+        best = sorted((entry["logprob"] for entry in row), reverse=True)[:3]
+        expected[i, : len(best)] = best
+    values = [[entry["logprob"] for entry in row] for row in raw]
+    assert any(row != sorted(row, reverse=True) for row in values) and any(len(row) > 3 for row in values)
+    np.testing.assert_allclose(sample.top_logprobs, expected.astype(np.float32), rtol=1e-6)
+
+
+def test_both_parse_paths_sort_rows_that_are_all_one_entry_too_long() -> None:
+    """A compact reply whose every row holds k + 1 entries out of order takes the fast path; the slow path (a full
+    parse) must agree with it, tokens of the top entries included."""
+    rng = np.random.default_rng(3)
+    content = []
+    for i in range(40):
+        logprobs = rng.uniform(-8.0, 0.0, size=4).round(4).tolist()
+        content.append({"token": f"t{i}", "logprob": logprobs[2], "bytes": None,
+                        "top_logprobs": [{"token": f"c{i}_{j}", "logprob": value, "bytes": None}
+                                         for j, value in enumerate(logprobs)]})
+    reply = {"id": "x", "object": "chat.completion", "model": "m",
+             "choices": [{"index": 0, "message": {"role": "assistant", "content": "".join(c["token"] for c in content)},
+                          "logprobs": {"content": content}, "finish_reason": "stop"}],
+             "usage": {"prompt_tokens": 5, "completion_tokens": 40, "total_tokens": 45}}
+    body = orjson.dumps(reply)
+    fast = parse_fast(body, 3, True)
+    slow = _parse_slow(body, 3, True)
+    assert fast is not None
+    np.testing.assert_array_equal(fast.top, slow.top)
+    assert fast.top_tokens == slow.top_tokens
+    for row, top, names in zip(content, fast.top, fast.top_tokens, strict=True):
+        ranked = sorted(row["top_logprobs"], key=lambda entry: -entry["logprob"])[:3]
+        assert top.tolist() == [entry["logprob"] for entry in ranked]
+        assert names == [entry["token"] for entry in ranked]

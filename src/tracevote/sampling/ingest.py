@@ -18,7 +18,7 @@ import orjson
 from tracevote.answers.extract import extract_answer
 from tracevote.core.retry import TransientError
 from tracevote.core.simulated import FINGERPRINT_PREFIX
-from tracevote.sampling.ingest_fast import Parsed, message_text, parse_fast, usage_counts
+from tracevote.sampling.ingest_fast import Parsed, best_k, message_text, parse_fast, usage_counts
 from tracevote.store.logprobs import clean_logprobs, token_confidence
 from tracevote.store.records import Sample
 
@@ -121,10 +121,11 @@ def _parse_slow(body: bytes, k: int, keep_top_tokens: bool) -> Parsed:
         tokens = [item["token"] for item in items]
         chosen = np.array([item["logprob"] for item in items], dtype=np.float64)
         tops = [item.get("top_logprobs") or [] for item in items]
-        top = _pad([[entry["logprob"] for entry in row] for row in tops], k)
-        top_tokens = [[entry["token"] for entry in row][:k] for row in tops] if keep_top_tokens else None
+        top = _pad([[entry["logprob"] for entry in row] for row in tops])
+        top_tokens = [[entry["token"] for entry in row] for row in tops] if keep_top_tokens else None
     except (KeyError, TypeError, AttributeError) as exc:
         raise TransientError("malformed JSON", f"a logprobs.content item is not as expected ({exc!r})") from None
+    top, top_tokens = best_k(top, top_tokens, k)
     return Parsed(message_text(choice), choice.get("finish_reason"), usage_counts(doc), tokens, chosen, top,
                   top_tokens, sum(len(row) for row in tops))
 
@@ -164,12 +165,12 @@ def _first_choice(doc: Any) -> dict[str, Any]:
     return choices[0]
 
 
-def _pad(rows: list[list[Any]], k: int) -> np.ndarray:
-    """Rows of logprobs as float64 [n, k]: longer rows are cut, shorter ones padded with NaN."""
-    if all(len(row) == k for row in rows):
-        return np.array(rows, dtype=np.float64).reshape(len(rows), k)
-    out = np.full((len(rows), k), np.nan)
+def _pad(rows: list[list[Any]]) -> np.ndarray:
+    """Rows of logprobs as float64 [n, longest row], shorter rows padded with NaN."""
+    width = max((len(row) for row in rows), default=0)
+    if all(len(row) == width for row in rows):
+        return np.array(rows, dtype=np.float64).reshape(len(rows), width)
+    out = np.full((len(rows), width), np.nan)
     for i, row in enumerate(rows):
-        values = row[:k]
-        out[i, : len(values)] = np.array(values, dtype=np.float64)
+        out[i, : len(row)] = np.array(row, dtype=np.float64)
     return out

@@ -95,11 +95,12 @@ def parse_fast(body: bytes, k: int, keep_top_tokens: bool) -> Parsed | None:
     if tokens is None or choice is None:
         return None
     values = values.reshape(-1, per_item)
-    top_tokens = _top_tokens(body, keys.logprob, per_item, k) if keep_top_tokens else None
+    top_tokens = _top_tokens(body, keys.logprob, per_item) if keep_top_tokens else None
     if keep_top_tokens and top_tokens is None:
         return None
+    top, top_tokens = best_k(values[:, 1:], top_tokens, k)
     return Parsed(message_text(choice), choice.get("finish_reason"), usage_counts(doc), tokens, values[:, 0],
-                   _fit(values[:, 1:], k), top_tokens, values[:, 1:].size)
+                  top, top_tokens, values[:, 1:].size)
 
 
 def _find_keys(body: bytes, raw: np.ndarray) -> _Keys:
@@ -198,7 +199,7 @@ def _strings(body: bytes, token_keys: np.ndarray, logprob_keys: np.ndarray) -> l
     return strings
 
 
-def _top_tokens(body: bytes, logprob_keys: np.ndarray, per_item: int, k: int) -> list[list[str]] | None:
+def _top_tokens(body: bytes, logprob_keys: np.ndarray, per_item: int) -> list[list[str]] | None:
     width = per_item - 1
     if width == 0:
         return [[] for _ in range(len(logprob_keys))]
@@ -207,7 +208,7 @@ def _top_tokens(body: bytes, logprob_keys: np.ndarray, per_item: int, k: int) ->
     strings = _strings(body, token_keys, entries) if token_keys is not None else None
     if strings is None:
         return None
-    return [strings[start:start + width][:k] for start in range(0, len(strings), width)]
+    return [strings[start:start + width] for start in range(0, len(strings), width)]
 
 
 def _envelope(body: bytes, raw: np.ndarray, first: int, end: int,
@@ -241,8 +242,34 @@ def _closing_bracket(raw: np.ndarray, start: int, depth: int) -> int | None:
     return start + int(hits[0]) if len(hits) else None
 
 
-def _fit(top: np.ndarray, k: int) -> np.ndarray:
-    """[n, k]: extra columns cut, missing ones NaN."""
+def best_k(top: np.ndarray, top_tokens: list[list[str]] | None,
+           k: int) -> tuple[np.ndarray, list[list[str]] | None]:
+    """Each row's k highest logprobs, best first ([n, k], NaN where a row has fewer), and their tokens.
+
+    Hosted APIs send rows best first and k long. llama.cpp's server builds them from a dict keyed by token text:
+    not in order, k + 1 long when the chosen token is outside the top k, shorter when tokens share a text. Cutting
+    such a row at k could drop its best entry, so rows out of order are sorted first (NaN padding last).
+    """
+    order = _best_first_order(top)
+    if order is not None:
+        top = np.take_along_axis(top, order, axis=1)
+        if top_tokens is not None:
+            top_tokens = [[row[j] for j in ranks if j < len(row)] for row, ranks in zip(top_tokens, order.tolist(),
+                                                                                         strict=True)]
+    if top_tokens is not None:
+        top_tokens = [row[:k] for row in top_tokens]
     if top.shape[1] >= k:
-        return np.ascontiguousarray(top[:, :k])
-    return np.hstack([top, np.full((len(top), k - top.shape[1]), np.nan)])
+        return np.ascontiguousarray(top[:, :k]), top_tokens
+    return np.hstack([top, np.full((len(top), k - top.shape[1]), np.nan)]), top_tokens
+
+
+def _best_first_order(top: np.ndarray) -> np.ndarray | None:
+    """The column order that sorts every row descending, NaN last; None when every row already is."""
+    if top.shape[1] < 2:
+        return None
+    with np.errstate(invalid="ignore"):
+        rising = np.diff(top, axis=1) > 0
+    gap_before_value = np.isnan(top[:, :-1]) & ~np.isnan(top[:, 1:])
+    if not (rising.any() or gap_before_value.any()):
+        return None
+    return np.argsort(-top, axis=1, kind="stable")  # -NaN is NaN, which argsort puts last
