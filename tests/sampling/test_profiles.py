@@ -5,6 +5,7 @@ a reasoning model's hidden tokens carried into the ledger's CallRecord."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import Iterator
 from typing import Any
 
@@ -196,3 +197,18 @@ def test_reasoning_tokens_flow_into_the_call_record(profile: str, hidden: bool) 
     assert record.reasoning_tokens < record.completion_tokens <= 96
     assert paid.completion_tokens == record.completion_tokens
     assert record.usd == pytest.approx((record.prompt_tokens * 0.05 + record.completion_tokens * 0.40) / 1e6)
+
+
+@pytest.mark.parametrize("profile", ["deepseek", "openai-chat", "local"])
+def test_a_decoding_seed_sends_one_repeatable_seed_per_trace_where_sampling_parameters_are_taken(profile: str) -> None:
+    seeded = client(profile, dataclasses.replace(SAMPLING, seed=7))
+    first, again = (seeded.request_body(MESSAGES, sample_key="p-00/0") for _ in range(2))
+    other = seeded.request_body(MESSAGES, sample_key="p-00/1")
+    assert first["seed"] == again["seed"] != other["seed"]
+    assert 0 <= first["seed"] < 2**31
+    assert "seed" not in client(profile, SAMPLING).request_body(MESSAGES, sample_key="p-00/0")
+
+
+def test_a_reasoning_model_gets_no_seed_as_it_gets_no_temperature() -> None:
+    seeded = client("openai-reasoning", dataclasses.replace(DEFAULT_ONLY, seed=7))
+    assert "seed" not in seeded.request_body(MESSAGES, logprobs=False, sample_key="p-00/0")

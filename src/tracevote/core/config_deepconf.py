@@ -44,6 +44,9 @@ class DecodingConfig:
     max_tokens: int = param("the most tokens a trace may have; longer ones are cut off", **TOKENS)
     top_logprobs: int = param("alternatives per token whose log-probabilities are kept (at most what the endpoint's "
                               "profile returns)", ge=0, le=20)
+    seed: int | None = param("each request's `seed`: this number mixed with the trace's problem and sample id, so a "
+                             "server that honours it (llama.cpp, vLLM, SGLang) gives the same trace again; null: none "
+                             "sent", None, ge=0, le=2**31 - 1)
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import hashlib
 import ssl
 import threading
 import time
@@ -90,6 +91,17 @@ class RawCompletion:
     simulated: bool = False  # the server said it is tracevote's simulated model (SIMULATED_HEADER)
 
 
+
+def request_seed(seed: int, sample_key: str) -> int:
+    """decoding.seed mixed with a trace's "<problem>/<sample>" key: a different, repeatable seed per trace (31 bits,
+    which every engine's seed field holds).
+
+    >>> request_seed(0, "aime-00/3") == request_seed(0, "aime-00/3") != request_seed(0, "aime-00/4")
+    True
+    """
+    digest = hashlib.blake2b(f"{seed}\x00{sample_key}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little") & 0x7FFFFFFF
+
 class ChatClient:
     """Samples traces from `POST {model.base_url}/chat/completions` with logprobs and top-k; `concurrency`
     caps the requests in flight on each endpoint (halved on a 429, see AdaptiveLimiter)."""
@@ -131,10 +143,12 @@ class ChatClient:
         return f"ChatClient(model={self.model.name!r}, url={self.url!r}, api_key={key})"
 
     def request_body(self, messages: list[dict[str, str]], *, max_tokens: int | None = None,
-                     logprobs: bool = True, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+                     logprobs: bool = True, extra: dict[str, Any] | None = None,
+                     sample_key: str | None = None) -> dict[str, Any]:
         """The JSON body sent, shaped by the endpoint's profile: the token limit in its field, temperature and
-        top_p (when set) only where sampling parameters are accepted, logprobs and top_logprobs when `logprobs`
-        (a profile without logprobs refuses that), then `extra` (response_format) and model.extra_body."""
+        top_p (when set) and a seed (decoding.seed mixed with `sample_key`) only where sampling parameters are
+        accepted, logprobs and top_logprobs when `logprobs` (a profile without logprobs refuses that), then `extra`
+        (response_format) and model.extra_body."""
         profile = self.model.profile
         body: dict[str, Any] = {"model": self.model.name, "messages": messages}
         if profile.sampling_parameters:
@@ -148,6 +162,8 @@ class ChatClient:
             body["top_logprobs"] = self.decoding.top_logprobs
         if profile.sampling_parameters and self.decoding.top_p is not None:
             body["top_p"] = self.decoding.top_p
+        if profile.sampling_parameters and self.decoding.seed is not None and sample_key is not None:
+            body["seed"] = request_seed(self.decoding.seed, sample_key)
         return {**body, **(extra or {}), **self.model.extra_body}
 
     def sample(self, messages: list[dict[str, str]], *, problem_id: str, sample_id: int,
@@ -167,7 +183,8 @@ class ChatClient:
                 keep_top_tokens=keep_top_tokens)
             return sample, raw
 
-        return self._call(orjson.dumps(self.request_body(messages)), f"{problem_id}/{sample_id}", kind, parse)
+        key = f"{problem_id}/{sample_id}"
+        return self._call(orjson.dumps(self.request_body(messages, sample_key=key)), key, kind, parse)
 
     def complete_raw(self, messages: list[dict[str, str]], *, sample_key: str, max_tokens: int | None = None,
                      kind: str = SOLVE, logprobs: bool = True) -> RawCompletion:

@@ -49,6 +49,7 @@ class Setting:
     top_p: float | None
     max_tokens: int
     top_logprobs: int
+    seed: int | None = None  # decoding.seed; left out of the fingerprint when None, so older pools keep their folder
 
     @classmethod
     def from_params(cls, params: Params) -> Setting:
@@ -57,11 +58,18 @@ class Setting:
         return cls(backend=model.backend, model=model.name, extra_body=canonical_json(model.extra_body), sim=sim,
                    system=params.prompt.system, template=params.prompt.template,
                    temperature=decoding.temperature, top_p=decoding.top_p, max_tokens=decoding.max_tokens,
-                   top_logprobs=decoding.top_logprobs)
+                   top_logprobs=decoding.top_logprobs, seed=decoding.seed)
+
+    def record(self) -> dict[str, Any]:
+        """The fields pool.json keeps and the fingerprint hashes: seed only when set, as pools before it had none."""
+        fields = asdict(self)
+        if fields["seed"] is None:
+            del fields["seed"]
+        return fields
 
     @property
     def fingerprint(self) -> str:
-        return fingerprint_of(asdict(self))
+        return fingerprint_of(self.record())
 
     @property
     def folder_name(self) -> str:
@@ -82,7 +90,7 @@ class Pool(Ledger):
 
     @classmethod
     def open_or_create(cls, dataset_dir: Path, setting: Setting, *, simulated: bool) -> Pool:
-        return cls.open_at(dataset_dir / setting.folder_name, asdict(setting), simulated=simulated)
+        return cls.open_at(dataset_dir / setting.folder_name, setting.record(), simulated=simulated)
 
     def register(self, prompts: Mapping[str, list[dict[str, str]]]) -> None:
         """Record the digest of each problem's prompt (its messages, by problem id, from the caller, which knows
