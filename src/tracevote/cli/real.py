@@ -2,9 +2,9 @@
 
 A scratch DVC project (`real/`, ignored by git and DVC, rebuilt each run like `make demo`'s) gets this repository's
 pipeline and a params.yaml whose every method calls one named endpoint, `tinymath` (profile llama-cpp-python, no
-key, no price), at the server's address: the DeepConf pool on the held-out problems, score, aggregate and report; a short
-debate; critiques (of the built-in ProcessBench-style rows); grading of the pool's traces with Math-Verify and the
-critic. The server runs only while `dvc repro` does.
+key, no price), at the server's address: the DeepConf pool on the held-out problems, score, aggregate and report;
+a short debate; critiques (of the built-in ProcessBench-style rows); grading of the pool's traces with Math-Verify
+and the critic. The server runs only while `dvc repro` does.
 """
 
 from __future__ import annotations
