@@ -20,7 +20,14 @@ from tracevote.core.profiles import PROFILES
 from tracevote.core.retry import TransientError
 from tracevote.sampling.client import ChatClient, StreamBroken
 from tracevote.sampling.ingest import parse_completion
-from tracevote.sampling.stream import SSEDecoder, Streamed, TokenBatch, stream_body, stream_completion
+from tracevote.sampling.stream import (
+    SSEDecoder,
+    Streamed,
+    TokenBatch,
+    read_stream,
+    stream_body,
+    stream_completion,
+)
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 LLAMACPP = ("stream_top20_usage", "stream_top20_second", "stream_top3_length")
@@ -80,6 +87,15 @@ def test_each_providers_stream_is_the_non_streamed_trace_token_by_token(provider
     assert script.requests[0]["body"]["stream"] is True
 
 
+@pytest.mark.parametrize("provider", ["openai", "deepseek", "vllm"])
+def test_chunks_read_together_take_ingests_fast_path_and_give_the_same_trace(provider: str) -> None:
+    """Every chunk in one read (a client that fell behind): the tokens go through ingest_fast as one body."""
+    batches: list[TokenBatch] = []
+    result = read_stream([provider_stream(provider)], top_logprobs=20, observer=batches.append)
+    assert [len(batch.tokens) for batch in batches] == [41]
+    assert_same_trace(result, (FIXTURES / "streams" / f"{provider}.json").read_bytes(), 20)
+
+
 @pytest.mark.parametrize("name", LLAMACPP)
 def test_llamacpp_streams_recorded_from_the_engine_parse_as_their_completion(name: str) -> None:
     """The real engine's bytes; it ignores include_usage, so the client counts the completion tokens itself."""
@@ -128,10 +144,10 @@ def test_a_bad_stream_is_a_clear_error_naming_its_cause(tail: bytes, cause: str)
 def test_a_failure_after_tokens_reached_the_observer_keeps_them_and_is_not_retried() -> None:
     pieces = events(provider_stream("openai"))[:6]
     script = SSEScript([*pieces, b"data: {not json}\n\n"])
-    seen: list[int] = []
+    seen: list[str] = []
     with serve_sse(script) as url, client_for(url) as client, pytest.raises(StreamBroken) as raised:
-        stream_completion(client, messages(), sample_key="p/0", observer=lambda batch: seen.append(batch.offset))
-    assert raised.value.cause == "malformed chunk" and seen == [0, 1, 2, 3, 4]
+        stream_completion(client, messages(), sample_key="p/0", observer=lambda batch: seen.extend(batch.tokens))
+    assert raised.value.cause == "malformed chunk" and len(seen) == 5
     assert raised.value.received.n_tokens == 5 and len(script.requests) == 1
 
 

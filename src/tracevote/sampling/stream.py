@@ -8,10 +8,12 @@ lines, `: keep-alive` comment lines, blank lines between events, `data: [DONE]` 
 C_i is computed by store.logprobs.token_confidence, so a streamed trace has the tokens and confidences the
 non-streamed parse of the same completion gives.
 
-After each chunk that carries tokens the observer sees them (a TokenBatch); when it returns "stop" the
-connection is closed at once (the server stops generating) and what arrived is returned with stop reason
-"confidence". A server's usage is taken when it sends one; otherwise the completion tokens are the tokens
-received, labelled usage_source "client" and prompt_tokens None (the client does not tokenize the prompt).
+After each read that brought tokens the observer sees them (a TokenBatch): one chunk's when chunks arrive one
+at a time (a live stream), several chunks' when they arrived together (then ingest's fast path reads them at
+once, see bench/bench_stream.py). When it returns "stop" the connection is closed at once (the server stops
+generating) and what arrived is returned with stop reason "confidence". A server's usage is taken when it sends
+one; otherwise the completion tokens are the tokens received, labelled usage_source "client", and prompt_tokens
+is None (the client does not tokenize the prompt).
 
 Failures before any token reached the observer are retried as every call (TransientError); after that they raise
 client.StreamBroken with what arrived, since a retry would feed the observer the trace again.
@@ -19,9 +21,10 @@ client.StreamBroken with what arrived, since a retry would feed the observer the
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal, NoReturn
 
@@ -34,19 +37,25 @@ from tracevote.core.retry import TransientError
 from tracevote.core.simulated import FINGERPRINT_PREFIX, SIMULATED_HEADER, SOLVE
 from tracevote.sampling.client import ChatClient, StreamBroken
 from tracevote.sampling.ingest import read_items
-from tracevote.sampling.ingest_fast import usage_counts
+from tracevote.sampling.ingest_fast import parse_fast, usage_counts
 from tracevote.store.logprobs import clean_logprobs, token_confidence
 
 StopReason = Literal["finished", "length", "confidence"]
 UsageSource = Literal["server", "client"]
 Observer = Callable[["TokenBatch"], Literal["stop"] | None]
-_READ_SIZE = 1 << 16  # bytes asked of the socket at a time; read1 returns what has arrived
+_READ_SIZE = 1 << 20  # bytes asked of the socket at a time; read1 returns what has arrived, up to this
+_FAST_BATCH = 32  # chunks a read must bring for ingest's fast path, whose fixed cost (~0.5 ms) a few do not repay
 _DONE = b"[DONE]"
+_ITEMS_KEY = b'"logprobs":{"content":[{'
+# a completion body around a read's items, for ingest's fast path (it reads choices[0].logprobs.content)
+_BODY_HEAD = b'{"choices":[{"index":0,"message":{"role":"assistant","content":""},"logprobs":{"content":['
+_BODY_TAIL = b']},"finish_reason":"stop"}]}'
 
 
 @dataclass(frozen=True, eq=False)
 class TokenBatch:
-    """The tokens of one chunk, as the observer sees them; `offset` is the first one's index in the trace."""
+    """The tokens of the chunks one read brought, as the observer sees them; `offset` is the first one's index in
+    the trace."""
 
     offset: int
     tokens: list[str]
@@ -101,9 +110,16 @@ def stream_completion(client: ChatClient, messages: list[dict[str, str]], *, sam
     def read(response: requests.Response, started: float) -> Streamed:
         reader = _StreamReader(client.decoding.top_logprobs, keep_top_tokens, observer, client.redact)
         reader.simulated = response.headers.get(SIMULATED_HEADER) == "1"
-        return reader.read(response, started)
+        return reader.read(reader.pieces(response), started)
 
     return client.call_streamed(payload, sample_key, kind, read)
+
+
+def read_stream(pieces: Iterable[bytes], *, top_logprobs: int, observer: Observer | None = None,
+                keep_top_tokens: bool = False) -> Streamed:
+    """A stream's bytes, given as they were read, parsed as stream_completion parses a response (benchmarks and
+    tests feed it recorded bytes without a server)."""
+    return _StreamReader(top_logprobs, keep_top_tokens, observer, str).read(pieces, time.monotonic())
 
 
 class SSEDecoder:
@@ -154,41 +170,51 @@ class _StreamReader:
     usage: tuple[int, int] | None = None
     done: bool = False
     stopped: bool = False
+    # logprobs.content items read, not yet in a batch: a chunk's as bytes when cut out of it, else as parsed
+    pending: list[bytes | list[Any]] = field(default_factory=list)
 
-    def read(self, response: requests.Response, started: float) -> Streamed:
+    def read(self, pieces: Iterable[bytes], started: float) -> Streamed:
         decoder = SSEDecoder()
-        while not (self.done or self.stopped):
-            data = self._read_some(response)
-            events = decoder.feed(data) if data else decoder.close()
-            for event in events:
-                self._event(event)
-                if self.done or self.stopped:
-                    break
-            if not data:
+        for data in pieces:
+            self._piece(decoder.feed(data))
+            if self.done or self.stopped:
                 break
+        else:
+            self._piece(decoder.close())
         if not (self.done or self.stopped or self.finish_reason):
             self._fail("stream cut", f"the stream ended after {self.chunks} chunks without a finish_reason "
                                      f"or data: [DONE]")
         return self._result(started)
 
-    def _read_some(self, response: requests.Response) -> bytes:
-        try:
-            return response.raw.read1(_READ_SIZE)
-        except urllib3.exceptions.ReadTimeoutError as exc:
-            self._fail("timeout", self.redact(str(exc)))
-        except (urllib3.exceptions.ProtocolError, urllib3.exceptions.DecodeError, http.client.HTTPException,
-                OSError) as exc:
-            self._fail("connection", self.redact(str(exc)))
+    def _piece(self, events: list[bytes]) -> None:
+        """The events of one read: every chunk read, then their tokens handed to the observer as one batch."""
+        for event in events:
+            self._event(event)
+            if self.done:
+                break
+        if self.pending:
+            self._tokens()
+
+    def pieces(self, response: requests.Response) -> Iterator[bytes]:
+        """What arrives on the connection, a read at a time, until it ends."""
+        while True:
+            try:
+                data = response.raw.read1(_READ_SIZE)
+            except urllib3.exceptions.ReadTimeoutError as exc:
+                self._fail("timeout", self.redact(str(exc)))
+            except (urllib3.exceptions.ProtocolError, urllib3.exceptions.DecodeError, http.client.HTTPException,
+                    OSError) as exc:
+                self._fail("connection", self.redact(str(exc)))
+            if not data:
+                return
+            yield data
 
     def _event(self, data: bytes) -> None:
         if data == _DONE:
             self.done = True
             return
         self.chunks += 1
-        try:
-            chunk = orjson.loads(data)
-        except orjson.JSONDecodeError as exc:
-            self._fail("malformed chunk", f"chunk {self.chunks} is not JSON ({exc}): {data[:80]!r}")
+        chunk = self._chunk(data)
         if not isinstance(chunk, dict):
             self._fail("malformed chunk", f"chunk {self.chunks} is not a JSON object: {data[:80]!r}")
         if chunk.get("error") is not None:
@@ -204,6 +230,20 @@ class _StreamReader:
             if isinstance(choice, dict) and choice.get("index", 0) == 0:
                 self._choice(choice)
 
+    def _chunk(self, data: bytes) -> Any:
+        """The chunk parsed; its logprobs items, when they can be cut out as bytes, left in `pending` instead."""
+        cut = _cut_items(data)
+        if cut is not None:
+            with contextlib.suppress(orjson.JSONDecodeError):
+                rest = orjson.loads(cut[1])
+                if _empty_items(rest):
+                    self.pending.append(cut[0])
+                    return rest
+        try:
+            return orjson.loads(data)
+        except orjson.JSONDecodeError as exc:
+            self._fail("malformed chunk", f"chunk {self.chunks} is not JSON ({exc}): {data[:80]!r}")
+
     def _choice(self, choice: dict[str, Any]) -> None:
         delta = choice.get("delta")
         content = delta.get("content") if isinstance(delta, dict) else None
@@ -212,13 +252,16 @@ class _StreamReader:
         logprobs = choice.get("logprobs")
         items = logprobs.get("content") if isinstance(logprobs, dict) else None
         if items:
-            self._tokens(items)
+            if not isinstance(items, list):
+                self._fail("malformed chunk", f"chunk {self.chunks}: logprobs.content is not a list")
+            self.pending.append(items)
         if choice.get("finish_reason") is not None:
             self.finish_reason = choice["finish_reason"]
 
-    def _tokens(self, items: list[Any]) -> None:
+    def _tokens(self) -> None:
+        pending, self.pending = self.pending, []
         try:
-            tokens, chosen, top, top_tokens, _ = read_items(items, self.k, self.keep_top_tokens)
+            tokens, chosen, top, top_tokens = _read_batch(pending, self.k, self.keep_top_tokens)
         except TransientError as exc:
             self._fail("malformed chunk", f"chunk {self.chunks}: {exc.detail}")
         batch = TokenBatch(self.n_tokens, tokens, clean_logprobs(chosen), clean_logprobs(top),
@@ -229,6 +272,8 @@ class _StreamReader:
             self.stopped = True
 
     def _fail(self, cause: str, detail: str) -> NoReturn:
+        if self.pending:  # tokens that arrived in the same read as the failure: the observer sees them first
+            self._tokens()
         if self.n_tokens and self.observer is not None:
             raise StreamBroken(cause, detail, self._result(0.0))
         raise TransientError(cause, detail)
@@ -249,6 +294,53 @@ class _StreamReader:
             usage_source="server" if self.usage is not None else "client",
             latency_s=time.monotonic() - started if started else 0.0, chunks=self.chunks, done=self.done,
             simulated=self.simulated)
+
+
+def _cut_items(data: bytes) -> tuple[bytes, bytes] | None:
+    """(choices[0].logprobs.content's items, without brackets; the chunk with that list left empty), or None when
+    the chunk has no items or more than one choice. The items list ends at the last ']' before "finish_reason",
+    which follows logprobs in every layout (a bare `"key":` cannot occur inside a JSON string); a cut anywhere else
+    leaves the rest invalid JSON or the items not in ingest_fast's layout, and the chunk is read whole instead."""
+    start = data.find(_ITEMS_KEY)
+    if start < 0 or data.count(b'"logprobs":') != 1:
+        return None
+    finish = data.find(b'"finish_reason":', start)
+    end = data.rfind(b"]", start, finish) if finish > 0 else -1
+    first = start + len(_ITEMS_KEY) - 1
+    if end <= first or data[end - 1] != ord("}"):
+        return None
+    return data[first:end], data[:first] + data[end:]
+
+
+def _empty_items(chunk: Any) -> bool:
+    """Whether the chunk's one choice has `logprobs.content` and it is []."""
+    try:
+        choices = chunk["choices"]
+        return len(choices) == 1 and choices[0]["logprobs"]["content"] == []
+    except (KeyError, IndexError, TypeError):
+        return False
+
+
+def _read_batch(pending: list[bytes | list[Any]], k: int,
+                keep_top_tokens: bool) -> tuple[list[str], np.ndarray, np.ndarray, list[list[str]] | None]:
+    """Tokens, chosen and top logprobs (float64, rows best first, k wide) of the items of a read's chunks.
+
+    Items cut out as bytes go, together, through ingest's fast path as one completion body (the numpy work once
+    per read, not per chunk); any other, or bytes that path does not take, through ingest's item reader."""
+    if len(pending) >= _FAST_BATCH and all(isinstance(part, bytes) for part in pending):
+        body = _BODY_HEAD + b",".join(pending) + _BODY_TAIL  # type: ignore[arg-type]
+        parsed = parse_fast(body, k, keep_top_tokens)
+        if parsed is not None:
+            return parsed.tokens, parsed.chosen, parsed.top, parsed.top_tokens
+    items = [item for part in pending for item in (_loads_items(part) if isinstance(part, bytes) else part)]
+    return read_items(items, k, keep_top_tokens)[:4]
+
+
+def _loads_items(raw: bytes) -> list[Any]:
+    try:
+        return orjson.loads(b"[" + raw + b"]")
+    except orjson.JSONDecodeError as exc:
+        raise TransientError("malformed JSON", f"logprobs.content is not JSON ({exc})") from None
 
 
 def _joined(parts: list[np.ndarray], empty_shape: tuple[int, ...]) -> np.ndarray:
