@@ -96,6 +96,17 @@ def test_chunks_read_together_take_ingests_fast_path_and_give_the_same_trace(pro
     assert_same_trace(result, (FIXTURES / "streams" / f"{provider}.json").read_bytes(), 20)
 
 
+def test_batch_chunks_hands_the_observer_tokens_in_groups_with_the_same_trace() -> None:
+    sizes: list[int] = []
+    result = read_stream(events(provider_stream("deepseek")), top_logprobs=20, batch_chunks=16,
+                         observer=lambda batch: sizes.append(len(batch.tokens)))
+    assert sizes == [16, 16, 9]
+    assert_same_trace(result, (FIXTURES / "streams" / "deepseek.json").read_bytes(), 20)
+    stopped = read_stream(events(provider_stream("deepseek")), top_logprobs=20, batch_chunks=16,
+                          observer=lambda batch: "stop")
+    assert (stopped.n_tokens, stopped.stop_reason, stopped.usage_source) == (16, "confidence", "client")
+
+
 @pytest.mark.parametrize("name", LLAMACPP)
 def test_llamacpp_streams_recorded_from_the_engine_parse_as_their_completion(name: str) -> None:
     """The real engine's bytes; it ignores include_usage, so the client counts the completion tokens itself."""
