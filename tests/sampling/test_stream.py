@@ -4,6 +4,7 @@ provider's layout, split reads, keep-alives, the ends a stream may have, and a s
 from __future__ import annotations
 
 import json
+import traceback
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,7 @@ import orjson
 import pytest
 
 from tests.conftest import EVENT_TIMEOUT_S
-from tests.sampling.test_client import make_client, messages
+from tests.sampling.test_client import CANARY, make_client, messages
 from tests.sse_server import SSEScript, events, serve_sse, split_every
 from tracevote.core.config_deepconf import DecodingConfig
 from tracevote.core.errors import FatalAPIError
@@ -167,6 +168,16 @@ def test_a_dropped_connection_before_any_token_is_retried() -> None:
     with serve_sse(script) as url, client_for(url) as client, pytest.raises(TransientError) as raised:
         stream_completion(client, messages(), sample_key="p/0")
     assert raised.value.cause in ("connection", "stream cut") and len(script.requests) == 2  # max_retries=1
+
+
+def test_the_key_never_shows_in_a_stream_error_and_is_sent_as_a_bearer_token() -> None:
+    echo = f'data: {{"error": {{"message": "bad key {CANARY} for this model"}}}}\n\n'.encode()
+    script = SSEScript([*events(provider_stream("openai"))[:3], echo])
+    with serve_sse(script) as url, client_for(url, api_key=CANARY) as client, pytest.raises(StreamBroken) as raised:
+        stream_completion(client, messages(), sample_key="p/0", observer=lambda batch: None)
+    shown = str(raised.value) + repr(raised.value) + "".join(traceback.format_exception(raised.value))
+    assert raised.value.cause == "stream error" and "bad key *** for this model" in shown and CANARY not in shown
+    assert script.requests[0]["headers"]["Authorization"] == f"Bearer {CANARY}"
 
 
 def test_a_refusal_is_the_clients_own_error() -> None:
