@@ -145,6 +145,10 @@ def test_keepalives_and_a_stream_without_done_still_give_the_trace() -> None:
     (b"data: [1, 2]\n\n", "malformed chunk"),
     (b'data: {"choices": [{"index": 0, "logprobs": {"content": [{"token": "x"}]}}]}\n\n', "malformed chunk"),
     (b"", "stream cut"),
+    (b'data: {"choices": [{"index": 0, "delta": {"content": "x"}, "finish_reason": "content_filter"}]}\n\n',
+     "finish_reason content_filter"),
+    (b'data: {"choices": [{"index": 0, "delta": {"content": "x"}, "finish_reason": "stop"}]}\n\n',
+     "missing logprobs"),
 ])
 def test_a_bad_stream_is_a_clear_error_naming_its_cause(tail: bytes, cause: str) -> None:
     head = events(provider_stream("vllm"))[:1]  # the role chunk: no token reached the observer yet

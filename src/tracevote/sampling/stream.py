@@ -36,7 +36,7 @@ import urllib3
 from tracevote.core.retry import TransientError
 from tracevote.core.simulated import FINGERPRINT_PREFIX, SIMULATED_HEADER, SOLVE
 from tracevote.sampling.client import ChatClient, StreamBroken
-from tracevote.sampling.ingest import read_items
+from tracevote.sampling.ingest import FINISH_REASONS, read_items
 from tracevote.sampling.ingest_fast import parse_fast, usage_counts
 from tracevote.store.logprobs import clean_logprobs, token_confidence
 
@@ -189,10 +189,19 @@ class _StreamReader:
             self._piece(decoder.close())
         if self.pending and not self.stopped:
             self._tokens()
-        if not (self.done or self.stopped or self.finish_reason):
+        if not self.stopped:
+            self._check_end()
+        return self._result(started)
+
+    def _check_end(self) -> None:
+        """The checks ingest makes of a whole completion, on a stream that ran to its end."""
+        if not (self.done or self.finish_reason):
             self._fail("stream cut", f"the stream ended after {self.chunks} chunks without a finish_reason "
                                      f"or data: [DONE]")
-        return self._result(started)
+        if self.finish_reason not in FINISH_REASONS:
+            self._fail(f"finish_reason {self.finish_reason}", "the server ended the completion early")
+        if self.text and not self.n_tokens:
+            self._fail("missing logprobs", "the stream's chunks carry content but no logprobs.content")
 
     def _piece(self, events: list[bytes]) -> None:
         """The events of one read: every chunk read, then their tokens handed to the observer as one batch."""
