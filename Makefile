@@ -8,7 +8,7 @@ export PATH := $(abspath $(BIN)):$(PATH)
 RUNTIME_STAMP := $(VENV)/.runtime-installed
 DEV_STAMP := $(VENV)/.dev-installed
 
-.PHONY: setup dev demo try docs repro test test-random bench lint clean-venv
+.PHONY: setup dev demo try real engine docs repro test test-random bench lint clean-venv
 
 # uv resolves this dependency set in seconds where plain pip takes minutes; pip is the fallback
 # whenever uv is missing or fails (an unusual proxy or certificate setup, say). Both write the packages'
@@ -51,6 +51,23 @@ DATA ?= ../shared/data
 try: setup
 	$(compile_own)
 	$(BIN)/python -m tracevote demo --data $(DATA) $(if $(METHOD),--method $(METHOD),)
+
+# llama.cpp's server (llama-cpp-python[server], requirements-engine.txt) in the venv. With pip, not uv: pip keeps the
+# wheel it builds in its cache, so only the first install on a machine compiles llama.cpp (about 6 minutes on 2
+# cores, 25 on one busy core); later ones take seconds.
+ENGINE_STAMP := $(VENV)/.engine-installed
+
+engine: $(ENGINE_STAMP)
+
+$(ENGINE_STAMP): $(RUNTIME_STAMP) requirements-engine.txt
+	@$(BIN)/python -c "import llama_cpp.server" 2>/dev/null || echo "engine: building llama-cpp-python from source (the first time on this machine: minutes)"
+	CMAKE_BUILD_PARALLEL_LEVEL=$$(nproc) $(BIN)/python -m pip install -q -r requirements-engine.txt
+	touch $@
+
+# Every method on a real model: the shipped models/tinymath.gguf served by llama.cpp on loopback (real/, scratch).
+real: setup engine
+	$(compile_own)
+	$(BIN)/python -m tracevote real $(ARGS)
 
 # Pull what teammates pushed before running anything, so a fresh clone never pays for a pool twice.
 repro: setup

@@ -129,7 +129,7 @@ LAYERS: list[set[str]] = [
     {"datasets"},
     {"store"},
     {"deepconf", "debate", "critique"},
-    {"report", "sim"},
+    {"report", "sim", "engine"},
     {"sampling"},
     {"grading"},
     {"cli", "__main__"},

@@ -2,8 +2,9 @@
 
     .venv/bin/python train/tinymath_heldout.py --out src/tracevote/datasets/data/tinymath_heldout.jsonl
 
-Each row: id, problem, answer, the generator's version and seed, and the solution's steps with their values
-(the first-error labels of the model's own solutions come from them).
+Each row: id, problem, answer, the generator's version and seed, the solution's steps with their values (the
+first-error labels of the model's own solutions come from them) and the solution's text (the grading critic's
+reference solution).
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ HELDOUT_DIFFICULTY = dataclasses.replace(DEFAULT, min_operations=3, max_operatio
 def heldout_row(problem: Problem, seed: int) -> dict[str, object]:
     return {"id": problem.id, "problem": problem.problem, "answer": problem.answer,
             "generator": GENERATOR_VERSION, "seed": seed,
-            "steps": [{"text": step.text, "value": step.value} for step in problem.steps]}
+            "steps": [{"text": step.text, "value": step.value} for step in problem.steps],
+            "solution": problem.solution}
 
 
 def heldout_lines(seed: int = HELDOUT_SEED, count: int = HELDOUT_COUNT,

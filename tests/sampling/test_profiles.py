@@ -36,7 +36,7 @@ SAMPLING = DecodingConfig(temperature=0.6, top_p=0.95, max_tokens=128, top_logpr
 TEXT = DecodingConfig(temperature=0.3, top_p=None, max_tokens=128, top_logprobs=0)  # a debate's, a critique's
 DEFAULT_ONLY = DecodingConfig(temperature=1.0, top_p=None, max_tokens=128, top_logprobs=0)  # on a reasoning model
 # the extra_body each profile's endpoint carries in the tests below: what its provider (and only it) knows
-EXTRA_BODY = {"deepseek": THINKING, "openai-chat": {}, "openai-reasoning": {}, "local": VLLM}
+EXTRA_BODY = {"deepseek": THINKING, "openai-chat": {}, "openai-reasoning": {}, "local": VLLM, "llama-cpp-python": {}}
 NOWHERE = "http://127.0.0.1:9/v1"  # request_body sends nothing
 
 

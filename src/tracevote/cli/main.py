@@ -22,7 +22,8 @@ DESCRIPTION = ("tracevote measures four test-time reasoning methods on math benc
                "report around it.")
 PARAMS_HELP = "the params file to read (default: %(default)s)"
 PROBLEMS_HELP = "normalized problems, one JSON object a line (default: data/<dataset>.jsonl)"
-DEMO_METHODS = ("critique", "debate", "deepconf", "grading")  # cli.demo.METHOD_TARGETS (not imported: light --help)
+# the keys of cli.demo.METHOD_TARGETS and of cli.real.METHOD_TARGETS (not imported: light --help)
+DEMO_METHODS = ("critique", "debate", "deepconf", "grading")
 GRADING_FORMATS = ("gsm8k", "math500", "aime", "amc23")  # tracevote.grading.gold.GRADING_FORMATS (not imported: slow)
 GRADE_DESCRIPTION = ("Grade a predictions file as the grading scorer did: Math-Verify accuracy (gold first), the "
                      "reasoning's average word count and, with --enable-critic, the LLM critic (settings from the "
@@ -132,6 +133,13 @@ def add_run_commands(subparsers: argparse._SubParsersAction[argparse.ArgumentPar
 
 
 def add_other_commands(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    real = subparsers.add_parser("real", help="every method on the shipped model (models/tinymath.gguf) served by "
+                                              "llama.cpp's server on loopback, in ./real")
+    real.add_argument("--problems", type=int, default=100, help="held-out problems in the pool (default: 100)")
+    real.add_argument("--traces", type=int, default=64, help="traces per problem (default: 64)")
+    real.add_argument("--debates", type=int, default=10, help="problems debated (default: 10)")
+    real.add_argument("--method", choices=DEMO_METHODS, help="run only this method (and what it needs)")
+    real.set_defaults(handler=commands.cmd_real)
     demo = subparsers.add_parser("demo", help="the whole pipeline on the simulated model, in ./demo")
     source = demo.add_mutually_exclusive_group()
     source.add_argument("--dataset", help="a file of problems: .jsonl, .json (a list), .parquet or .csv (default: "

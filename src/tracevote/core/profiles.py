@@ -24,7 +24,7 @@ from urllib.parse import urlsplit
 
 from tracevote.core.hosts import serves
 
-ProfileName = Literal["deepseek", "openai-chat", "openai-reasoning", "local"]
+ProfileName = Literal["deepseek", "openai-chat", "openai-reasoning", "local", "llama-cpp-python"]
 StructuredOutput = Literal["json_schema", "json_object", "none"]
 
 # The request fields OpenAI's chat completions API documents (2026); anything else is "Unrecognized request
@@ -75,6 +75,9 @@ PROFILES: dict[str, Profile] = {
                                 OPENAI_FIELDS),
     # vLLM, SGLang, llama.cpp: OpenAI's shape, logprobs as configured, guided json_schema decoding
     "local": Profile("local", "max_tokens", True, 20, False, "json_schema", None),
+    # llama-cpp-python's server (llama_cpp.server, 0.3.36): as local, but its response_format takes only text and
+    # json_object (a json_schema one is refused, as HTTP 500), so structured critic replies are not asked of it
+    "llama-cpp-python": Profile("llama-cpp-python", "max_tokens", True, 20, False, "json_object", None),
 }
 DEFAULT_TEMPERATURE = 1.0  # the only temperature a reasoning model accepts
 # Names only OpenAI serves (a fine-tuned one starts "ft:"): the o-series and the GPT-5 family reason (gpt-5-chat

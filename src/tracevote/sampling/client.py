@@ -449,6 +449,9 @@ _PROVIDERS = {
     "openai-reasoning": _OPENAI,
     "local": _Provider("vLLM and SGLang serve http://<host>:<port>/v1",
                        "vLLM serves the name given to --served-model-name, else the model's path", "the server's own"),
+    "llama-cpp-python": _Provider("python -m llama_cpp.server serves http://<host>:<port>/v1",
+                                  "it serves the name given to --model_alias, else the model's path",
+                                  "the server's own"),
 }
 
 

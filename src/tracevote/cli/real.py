@@ -1,0 +1,123 @@
+"""`make real`: every method on a real model, the shipped tinymath model served by llama.cpp's server on loopback.
+
+A scratch DVC project (`real/`, ignored by git and DVC, rebuilt each run like `make demo`'s) gets this repository's
+pipeline and a params.yaml whose every method calls one named endpoint, `tinymath` (profile llama-cpp-python, no
+key, no price), at the server's address: the DeepConf pool on the held-out problems, score, aggregate and report;
+a short debate; critiques (of the built-in ProcessBench-style rows); grading of the pool's traces with Math-Verify
+and the critic. The server runs only while `dvc repro` does.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tracevote.cli.demo import BUILTIN_STEPS, clear_scratch, copy_pipeline, local_steps_dataset, results_by_method
+from tracevote.engine.llamacpp import EngineServer, llamacpp_server, stop_on_sigterm
+
+MODEL = Path("models") / "tinymath.gguf"
+DATASET = "tinymath"
+ENDPOINT = "tinymath"
+PROBLEMS_FILE = Path("inputs") / "tinymath.jsonl"  # the first --problems held-out problems, in the scratch project
+SERVER_CONTEXT = 2048  # the debate's later rounds quote other agents: far past the model's 128 trained positions
+METHOD_TARGETS = {"deepconf": "report", "debate": "score_debate", "critique": "report_critiques",
+                  "grading": "report_grading"}
+# The critique reads the built-in hand-written ProcessBench-style rows for now: critiques of the model's own
+# solutions, labelled by the generator, are the part of issue 31 still open.
+STEP_DATASETS = {"demo_steps": local_steps_dataset(BUILTIN_STEPS)}
+K_LADDER = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
+
+
+@dataclass(frozen=True)
+class RealRun:
+    problems: int  # held-out problems in the pool (the first ones of the file)
+    traces: int  # traces per problem
+    debates: int  # problems debated
+    method: str | None  # one of METHOD_TARGETS, or None: all
+
+
+def real_overrides(params: dict[str, Any], run: RealRun, base_url: str) -> dict[str, Any]:
+    """params.yaml changes: one dataset (the held-out file's first problems), one endpoint for every method, the
+    pool's sizes, and confidence windows for traces of ~50 tokens (the paper's 2048 would hold a whole trace)."""
+    recipe = params["datasets"][DATASET]
+    source = {**recipe["source"], "hf_dataset": None, "path": str(PROBLEMS_FILE), "watch": str(PROBLEMS_FILE)}
+    ks = [k for k in K_LADDER if k < run.traces] + [run.traces]
+    return {
+        "datasets": {DATASET: {**recipe, "source": source}, **STEP_DATASETS},
+        "endpoints": {ENDPOINT: endpoint(base_url)},
+        "model": {"backend": "openai"},
+        "deepconf": {"datasets": [DATASET], "endpoint": ENDPOINT},
+        "decoding": {"temperature": 0.6, "top_p": None, "max_tokens": 256, "top_logprobs": 20, "seed": 0},
+        "pool": {"n_pool": run.traces, "concurrency": 2, "max_cost_usd": 0.0},
+        "confidence": {"group_size": 16, "tail_tokens": 16},
+        "eval": {"k": ks},
+        "online": {"warmup": min(16, run.traces)},
+        "report": {"k": run.traces},
+        "debate": {"datasets": [DATASET], "contest_halves": [], "agents": 3, "rounds": 2, "max_tokens": 256,
+                   "temperature": 0.6, "system": None, "examples": None,
+                   "question": params["prompt"]["template"], "concurrency": 2, "max_cost_usd": 0.0,
+                   "endpoint": ENDPOINT, "judge_endpoint": ENDPOINT, "problems": [0, run.debates - 1]},
+        "critique": {"datasets": list(STEP_DATASETS), "endpoint": ENDPOINT, "n_votes": 2, "max_tokens": 128,
+                     "concurrency": 2, "max_cost_usd": 0.0},
+        "grading": {"runs": {f"pool_{DATASET}": {"dataset": DATASET, "predictions": f"pools/{DATASET}.json",
+                                                 "id_key": None}},
+                    "critic": {"enabled": True, "endpoint": ENDPOINT, "temperature": 0.6, "max_tokens": 64,
+                               "max_samples": 20, "concurrency": 2, "max_cost_usd": 0.0}},
+    }
+
+
+def endpoint(base_url: str) -> dict[str, Any]:
+    """The named endpoint of the launched server: profile llama-cpp-python, no key, free."""
+    return {"profile": "llama-cpp-python", "base_url": base_url, "name": "tinymath", "extra_body": {},
+            "api_key_env": "TINYMATH_API_KEY", "needs_key": False,
+            "pricing": {"checked": "2026-11", "input_cache_miss": 0.0, "input_cache_hit": 0.0, "output": 0.0}}
+
+
+def prepare(repo: Path, scratch: Path, run: RealRun, server: EngineServer) -> None:
+    """A fresh scratch project for `run` against `server`."""
+    params = yaml.safe_load((repo / "params.yaml").read_text(encoding="utf-8"))
+    held_out = repo / params["datasets"][DATASET]["source"]["path"]
+    rows = held_out.read_text(encoding="utf-8").splitlines()[: run.problems]
+    clear_scratch(scratch)
+    copy_pipeline(repo, scratch, repo / "params.yaml", real_overrides(params, run, server.base_url))
+    (scratch / PROBLEMS_FILE).parent.mkdir(parents=True, exist_ok=True)
+    (scratch / PROBLEMS_FILE).write_text("\n".join(rows) + "\n", encoding="utf-8")
+
+
+def repro_targets(method: str | None) -> list[str]:
+    return list(METHOD_TARGETS.values()) if method is None else [METHOD_TARGETS[method]]
+
+
+def run_real(repo: Path, scratch: Path, run: RealRun) -> int:
+    """Start the server, build and run the scratch project, stop the server; dvc's exit code."""
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    with stop_on_sigterm(), llamacpp_server(repo / MODEL, log=scratch.parent / "real-engine.log",
+                                            model_alias="tinymath", n_ctx=SERVER_CONTEXT) as server:
+        print(f"real: llama.cpp's server on {server.base_url} (pid {server.pid}) serving {MODEL}; "
+              f"{run.problems} problems x {run.traces} traces in the scratch project {scratch}")
+        prepare(repo, scratch, run, server)
+        for command in (["init", "--no-scm", "-q"], ["repro", *repro_targets(run.method)]):
+            completed = subprocess.run([sys.executable, "-m", "dvc", *command], cwd=scratch, env=env, check=False)
+            if completed.returncode != 0:
+                print(f"real: `dvc {' '.join(command)}` failed in {scratch}", file=sys.stderr)
+                return completed.returncode
+    print("real: the server is stopped\n" + listing(scratch, repo, run.method))
+    return 0
+
+
+def listing(scratch: Path, here: Path, method: str | None) -> str:
+    """The main outputs of the methods that ran, one per line, relative to `here`."""
+    ran = {"DeepConf": "deepconf", "Debate, and voting beside it": "debate", "Critique": "critique",
+           "Grading": "grading"}
+    lines = ["real: done. Its results, by method:"]
+    for title, paths in results_by_method(DATASET).items():
+        if ran.get(title) is not None and method in (None, ran[title]):
+            lines += [f"  {title}", *(f"    {os.path.relpath(scratch / path, here)}" for path in paths)]
+    return "\n".join(lines)
+

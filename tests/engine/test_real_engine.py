@@ -1,0 +1,175 @@
+"""tracevote against the real engine: llama.cpp's server (llama-cpp-python) running the shipped tinymath model.
+
+Skipped, with the reason, where the engine is not installed (`make engine` installs it; .ci/run does).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import orjson
+import pytest
+import requests
+
+from tests.gate_proxy import DIRECT, gate_proxy
+from tracevote.cli import real
+from tracevote.engine.llamacpp import EngineServer, llamacpp_server, missing_engine_reason
+from tracevote.sampling.ingest import parse_completion
+from tracevote.store.pool import read_manifest
+from tracevote.store.records import Sample
+
+REPO = Path(__file__).resolve().parents[2]
+MODEL = REPO / real.MODEL
+FIXTURES = REPO / "tests" / "fixtures" / "llamacpp"
+pytestmark = pytest.mark.skipif(missing_engine_reason() is not None, reason=str(missing_engine_reason()))
+
+
+@pytest.fixture(scope="module")
+def engine(tmp_path_factory: pytest.TempPathFactory) -> EngineServer:
+    with llamacpp_server(MODEL, log=tmp_path_factory.mktemp("engine") / "engine.log") as server:
+        yield server
+
+
+def test_the_server_answers_under_its_alias_and_is_gone_after_the_block(tmp_path: Path) -> None:
+    with pytest.raises(RuntimeError, match="inside the block"), \
+            llamacpp_server(MODEL, log=tmp_path / "engine.log", model_alias="tiny") as server:
+        models = requests.get(f"{server.base_url}/models", timeout=30, proxies=DIRECT).json()
+        assert [entry["id"] for entry in models["data"]] == ["tiny"]
+        pid = server.pid
+        raise RuntimeError("an error inside the block")
+    with pytest.raises(ProcessLookupError):
+        os.killpg(pid, 0)  # the whole process group is gone, not only the server
+    with pytest.raises(requests.ConnectionError):
+        requests.get(f"{server.base_url}/models", timeout=5, proxies=DIRECT)
+
+
+def test_a_server_that_cannot_start_is_reported_with_its_log(tmp_path: Path) -> None:
+    broken = tmp_path / "broken.gguf"
+    broken.write_bytes(b"GGUF" + b"\0" * 64)
+    with pytest.raises(Exception, match="exited with code") as caught, \
+            llamacpp_server(broken, log=tmp_path / "engine.log"):
+        pass
+    assert "engine.log" in str(caught.value)
+
+
+@pytest.mark.parametrize("name", ["chat_top20", "chat_top3", "chat_length"])
+def test_a_recorded_reply_parses_to_the_sample_the_live_server_gives_now(engine: EngineServer, name: str) -> None:
+    """The committed reply and the live server's reply to the same seeded request are the same sample: same tokens
+    and text, logprobs and confidence equal to float32 rounding (the fixtures stay true of the engine)."""
+    fixture = orjson.loads((FIXTURES / f"{name}.json").read_bytes())
+    request = fixture["request"]
+    if "seed" not in request:
+        pytest.skip(f"{name}: the recorded request carries no seed, so the live reply may differ")
+    live = requests.post(f"{engine.base_url}/chat/completions", json=request, timeout=120, proxies=DIRECT)
+    k = int(request.get("top_logprobs", 0))
+    recorded_sample, live_sample = (parse(body, k) for body in (orjson.dumps(fixture["reply"]), live.content))
+    assert live_sample.tokens == recorded_sample.tokens and live_sample.text == recorded_sample.text
+    assert live_sample.finish_reason == recorded_sample.finish_reason
+    np.testing.assert_allclose(live_sample.token_logprobs, recorded_sample.token_logprobs, atol=1e-4)
+    np.testing.assert_allclose(live_sample.token_confidence, recorded_sample.token_confidence, atol=1e-3)
+
+
+def parse(body: bytes, k: int) -> Sample:
+    return parse_completion(body, problem_id="p", sample_id=0, latency_s=0.0, keep_top_logprobs=True,
+                            expect_top_logprobs=k)
+
+
+def test_a_pool_killed_mid_build_resumes_to_the_pool_an_uninterrupted_build_makes(engine: EngineServer,
+                                                                                  tmp_path: Path) -> None:
+    """SIGKILL while requests wait at a gate, resume: only the missing samples are requested, and the pool is the
+    one a build without the kill gives (decoding.seed makes each trace repeatable on this engine)."""
+    run = real.RealRun(problems=4, traces=8, debates=1, method="deepconf")
+    total = run.problems * run.traces
+    with gate_proxy(engine.base_url.removesuffix("/v1")) as (proxy_url, gate):
+        behind_proxy = EngineServer(f"{proxy_url}/v1", engine.model_alias, engine.pid, engine.log)
+        killed, whole = (scratch_project(tmp_path / name, run, behind_proxy) for name in ("killed", "whole"))
+        gate.hold_after(10)
+        build = dvc(killed, "repro", "build_pool@tinymath", background=True)
+        gate.wait_for_waiting(1)
+        os.killpg(build.pid, signal.SIGKILL)
+        build.wait(timeout=60)
+        stored = len(pool_samples(killed))
+        assert 0 < stored < total
+        gate.release()
+        gate.reset()
+        dvc(killed, "repro", "build_pool@tinymath")
+        resumed_requests = gate.posts
+        gate.reset()
+        dvc(whole, "repro", "build_pool@tinymath")
+    assert resumed_requests == total - stored
+    whole_requests = gate.posts
+    resumed, uninterrupted = pool_samples(killed), pool_samples(whole)
+    assert sorted(resumed) == sorted(uninterrupted) and len(resumed) == total
+    for key, sample in uninterrupted.items():
+        again = resumed[key]
+        assert again.tokens == sample.tokens and again.answer == sample.answer, key
+        np.testing.assert_allclose(again.token_confidence, sample.token_confidence, atol=1e-3)
+    assert whole_requests > total  # every sample once, and the probe before them
+
+
+def scratch_project(where: Path, run: real.RealRun, server: EngineServer) -> Path:
+    """The `make real` project for `run` against `server`, its problems fetched and normalized."""
+    project = where / "real"
+    project.mkdir(parents=True)
+    real.prepare(copy_of_repo(where / "repo"), project, run, server)
+    dvc(project, "init", "--no-scm", "-q")
+    dvc(project, "repro", "normalize@tinymath")
+    return project
+
+
+def dvc(project: Path, *command: str, background: bool = False) -> subprocess.Popen[bytes] | None:
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    process = subprocess.Popen([sys.executable, "-m", "dvc", *command], cwd=project, env=env,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    if background:
+        return process
+    output, _ = process.communicate(timeout=600)
+    assert process.returncode == 0, output.decode(errors="replace")[-3000:]
+    return None
+
+
+def pool_samples(project: Path) -> dict[tuple[str, int], Sample]:
+    from tracevote.store.pool import Pool
+
+    roots = [path for path in (project / "pools" / "tinymath").iterdir() if path.is_dir()]
+    assert len(roots) == 1, roots
+    pool = Pool.open_at(roots[0], orjson.loads((roots[0] / Pool.META).read_bytes())["setting"], simulated=False)
+    return {(problem, sample.sample_id): sample for problem in pool.problem_ids()
+            for sample in pool.iter_samples(problem)}
+
+
+def test_make_real_runs_every_method_on_the_engine_and_stops_it(tmp_path: Path) -> None:
+    """`python -m tracevote real` at a tiny size: every method's report is written from the real model's replies,
+    and the server it started is gone when it returns."""
+    repo = copy_of_repo(tmp_path / "repo")
+    completed = subprocess.run([sys.executable, "-m", "tracevote", "real", "--problems", "3", "--traces", "4",
+                                "--debates", "1"], cwd=repo, capture_output=True, text=True, timeout=900,
+                               check=False)
+    assert completed.returncode == 0, (completed.stdout + completed.stderr)[-3000:]
+    pid = int(completed.stdout.split("(pid ", 1)[1].split(")", 1)[0])
+    with pytest.raises(ProcessLookupError):
+        os.killpg(pid, 0)
+    scratch = repo / "real"
+    report = (scratch / "metrics" / "deepconf" / "tinymath" / "report.txt").read_text(encoding="utf-8")
+    assert "Pass@1" in report and "AUROC" in report and "SIMULATED" not in report
+    for path in ("metrics/debate.md", "metrics/critique.md", "metrics/grading.md"):
+        assert (scratch / path).stat().st_size > 0, path
+    manifest = read_manifest(scratch / "pools" / "tinymath.json")
+    assert (manifest.n_pool, manifest.problems, manifest.samples, manifest.simulated) == (4, 3, 12, False)
+
+
+def copy_of_repo(dest: Path) -> Path:
+    """What `make real` reads of this repository (the pipeline, its sources, params.yaml, the model) under `dest`."""
+    dest.mkdir(parents=True)
+    for name in ("dvc.yaml", ".dvcignore", ".gitignore", "params.yaml", "stages", "src", "models"):
+        if (REPO / name).is_dir():
+            shutil.copytree(REPO / name, dest / name, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+        else:
+            shutil.copy(REPO / name, dest / name)
+    return dest
