@@ -215,7 +215,7 @@ def test_stopping_closes_the_connection_and_the_server_writes_no_more(stop_after
 
 @pytest.mark.parametrize(("profile", "options"), [
     ("deepseek", {"include_usage": True}), ("openai-chat", {"include_usage": True}),
-    ("local", {"include_usage": True})])
+    ("local", {"include_usage": True}), ("llama-cpp-python", {"include_usage": True})])
 def test_the_request_asks_for_a_stream_and_its_usage(profile: str, options: dict[str, bool]) -> None:
     body = stream_body(client_for("http://127.0.0.1:9", profile=profile), messages(), sample_key="p/0")
     assert body["stream"] is True and body["stream_options"] == options and body["top_logprobs"] == 20
