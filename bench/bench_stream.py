@@ -4,9 +4,10 @@ The same completions both ways: the simulated model's 3,000-token responses with
 exact layout (bench_ingest.sim_bodies), and each one written again as the stream DeepSeek sends (a role chunk, one
 chunk per token, a finish chunk with the usage, data: [DONE]). The non-streamed side is parse_completion on the
 body (ingest_fast); the streamed side is sampling.stream.read_stream on the stream's bytes, given as the client
-reads them: one chunk per read (a live stream, tokens arriving one at a time), 64 KiB reads, and 1 MiB reads (a
-client that fell behind, or a server faster than it), and one chunk per read with the observer called every 16
-chunks (batch_chunks=16). No HTTP on either side. Every side runs in the same process
+reads them: one chunk per read (a live stream; also every read from a server using chunked transfer encoding,
+as http.client's read1 returns at most one HTTP chunk, and servers send an event per HTTP chunk), 64 KiB and
+1 MiB reads (a server without chunked encoding, with the client behind), and one chunk per read with the
+observer called every 16 or 64 chunks (batch_chunks). No HTTP on either side. Every side runs in the same process
 on the same completions, in interleaved rounds (median, min, max; wall and CPU).
     python -m bench.run --only bench_stream [--quick]
 """
@@ -27,7 +28,7 @@ from tracevote.sampling.stream import read_stream
 SCALES = {"quick": (1, 600, 2), "full": (2, 3000, 5)}  # completions, tokens each, rounds
 BASELINE = "stream_baseline_nonstreamed_ingest"
 READS = {"stream_one_chunk_per_read": None, "stream_64KiB_reads": 1 << 16, "stream_1MiB_reads": 1 << 20}
-BATCHED = "stream_one_chunk_per_read_batch_16"  # the observer called every 16 chunks (batch_chunks=16)
+BATCHES = (16, 64)  # one chunk per read, the observer called every n chunks (batch_chunks=n)
 
 
 def as_stream(body: bytes) -> list[bytes]:
@@ -55,7 +56,7 @@ def reads(events: list[bytes], size: int | None) -> list[bytes]:
 
 def check_agreement(body: bytes, events: list[bytes]) -> None:
     plain = fast(body)
-    for size, batch in [*((size, 1) for size in READS.values()), (None, 16)]:
+    for size, batch in [*((size, 1) for size in READS.values()), *((None, batch) for batch in BATCHES)]:
         streamed = read_stream(reads(events, size), top_logprobs=TOP_K, batch_chunks=batch)
         if streamed.tokens != plain.tokens or not np.array_equal(streamed.token_confidence, plain.token_confidence,
                                                                  equal_nan=True):
@@ -73,7 +74,9 @@ def run(scale: str = "full") -> list[dict[str, Any]]:
     methods: dict[str, Callable[[], Any]] = {BASELINE: lambda: [fast(body) for body in bodies]}
     for name, per_body in pieces.items():
         methods[name] = lambda per_body=per_body: [read_stream(p, top_logprobs=TOP_K) for p in per_body]
-    methods[BATCHED] = lambda: [read_stream(events, top_logprobs=TOP_K, batch_chunks=16) for events in streams]
+    for batch in BATCHES:
+        methods[f"stream_one_chunk_per_read_batch_{batch}"] = lambda batch=batch: [
+            read_stream(events, top_logprobs=TOP_K, batch_chunks=batch) for events in streams]
     runs = interleaved({name: (lambda method=method: timed(method)) for name, method in methods.items()}, rounds)
     total = sum(len(fast(body).tokens) for body in bodies)
     note = f"{n} completions x {tokens} tokens, top-{TOP_K}; {rounds} interleaved rounds"
