@@ -23,8 +23,8 @@ from bench.figures import Figure, table_lines
 from bench.goals import verdicts
 from bench.measure import load_average
 
-BENCHMARKS = ("bench_ingest", "bench_pool", "bench_stage", "bench_score", "bench_aggregate", "bench_endpoints",
-              "bench_grade")
+BENCHMARKS = ("bench_ingest", "bench_stream", "bench_pool", "bench_stage", "bench_score", "bench_aggregate",
+              "bench_endpoints", "bench_grade")
 PAPER = "bench_paper"  # only with --paper (or --only bench_paper): it needs disk and minutes
 
 

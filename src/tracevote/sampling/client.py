@@ -25,6 +25,7 @@ default, by which the simulated model knows what to answer).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import hashlib
@@ -34,7 +35,7 @@ import time
 import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import orjson
 import requests
@@ -82,6 +83,18 @@ _UNREACHABLE_HINTS = {
     "TLS error": "https to a plain-http port, or a proxy with its own certificate?",
     "cannot connect": "is there a route to that host?",
 }
+
+
+class StreamBroken(Exception):
+    """A streamed reply that failed after part of it reached the caller's observer: not retried (a retry would
+    hand the observer the same trace again from its start). `received` is what arrived (billed by the server);
+    `cause` is the label the endpoint's failure count gets."""
+
+    def __init__(self, cause: str, detail: str, received: object) -> None:
+        super().__init__(f"{cause}: {detail}" if detail else cause)
+        self.cause = cause
+        self.detail = detail
+        self.received = received
 
 
 @dataclass(frozen=True)
@@ -223,15 +236,39 @@ class ChatClient:
                 session.close()
             self._sessions.clear()
 
+    def call_streamed(self, payload: bytes, sample_key: str, kind: str,
+                      read: Callable[[requests.Response, float], T]) -> T:
+        """POST `payload` as a streamed request and hand the open 200 response and its start time (monotonic) to
+        `read`; retried as every call (a refusal raises at once), and the response closed when `read` returns or
+        raises, which closes the connection if the body was not read to its end (the server sees the client go)."""
+        def exchange(slot: EndpointSlot) -> T:
+            started = time.monotonic()
+            response = self._send(slot.endpoint.post_url, payload, sample_key, kind, stream=True)
+            slot.reached()
+            with contextlib.closing(response):
+                if response.status_code != 200:
+                    self._refuse(response, slot.endpoint)
+                try:
+                    return read(response, started)
+                except StreamBroken as broken:
+                    slot.failed(broken.cause)
+                    raise
+
+        return self._attempts(exchange)
+
     def _call(self, payload: bytes, sample_key: str, kind: str, parse: Callable[[RawCompletion], T]) -> T:
-        """POST `payload` and parse the body, retrying transient failures, each attempt on an endpoint of its own
+        """POST `payload` and parse the body, retrying transient failures."""
+        return self._attempts(lambda slot: parse(self._post(slot, payload, sample_key, kind)))
+
+    def _attempts(self, exchange: Callable[[EndpointSlot], T]) -> T:
+        """`exchange` on an endpoint slot, retrying transient failures, each attempt on an endpoint of its own
         choosing (one this call has not failed on, while there is one)."""
         failed_on: list[Endpoint] = []
 
         def attempt() -> T:
             with self.endpoints.slot(failed_on) as slot:
                 try:
-                    result = parse(self._post(slot, payload, sample_key, kind))
+                    result = exchange(slot)
                 except TransientError as exc:
                     exc.where = slot.endpoint.chat_url
                     failed_on.append(slot.endpoint)
@@ -287,13 +324,14 @@ class ChatClient:
         simulated = response.headers.get(SIMULATED_HEADER) == "1"
         return RawCompletion(self._check_response(response, slot.endpoint), latency, simulated)
 
-    def _send(self, url: str, payload: bytes, sample_key: str, kind: str) -> requests.Response:
+    def _send(self, url: str, payload: bytes, sample_key: str, kind: str, *,
+              stream: bool = False) -> requests.Response:
         headers = {"Content-Type": "application/json", SAMPLE_HEADER: sample_key, KIND_HEADER: kind}
         if self._api_key:
             headers["Authorization"] = f"Bearer {self._api_key}"
         timeout = (self.connect_timeout_s, self.timeout_s)
         try:
-            return self._session().post(url, data=payload, headers=headers, timeout=timeout)
+            return self._session().post(url, data=payload, headers=headers, timeout=timeout, stream=stream)
         except requests.exceptions.ConnectTimeout as exc:
             raise self._connect_failure("connect timeout", exc) from None
         except requests.Timeout as exc:
@@ -310,9 +348,13 @@ class ChatClient:
         return TransientError(cause, self._redact(_innermost_reason(exc)), unreachable=not self.endpoints.reached_any())
 
     def _check_response(self, response: requests.Response, endpoint: Endpoint) -> bytes:
-        status = response.status_code
-        if status == 200:
+        if response.status_code == 200:
             return _complete_body(response)
+        self._refuse(response, endpoint)
+
+    def _refuse(self, response: requests.Response, endpoint: Endpoint) -> NoReturn:
+        """The error a response other than 200 raises: QuotaError, TransientError, or a FatalAPIError."""
+        status = response.status_code
         detail = self._redact(_server_message(response))
         if _is_quota_error(status, _error_code(response), detail):
             raise QuotaError(self._quota_message(endpoint, status, detail), status)
@@ -371,6 +413,10 @@ class ChatClient:
                else f"{profile} was inferred {self.model.profile_why}")
         return (f" The profile {how}; if the server is another provider's (OpenAI's behind a gateway, say), set "
                 f"{key}: {fits}.")
+
+    def redact(self, text: str) -> str:
+        """`text` with the API key and URL credentials blanked, for a message."""
+        return self._redact(text)
 
     def _redact(self, text: str) -> str:
         return redact_urls(text.replace(self._api_key, "***") if self._api_key else text)

@@ -117,17 +117,26 @@ def _parse_slow(body: bytes, k: int, keep_top_tokens: bool) -> Parsed:
     items = logprobs.get("content") if isinstance(logprobs, dict) else None
     if not isinstance(items, list):
         raise TransientError("missing logprobs", "the response has no logprobs.content")
+    tokens, chosen, top, top_tokens, entries = read_items(items, k, keep_top_tokens)
+    return Parsed(message_text(choice), choice.get("finish_reason"), usage_counts(doc), tokens, chosen, top,
+                  top_tokens, entries)
+
+
+def read_items(items: list[Any], k: int, keep_top_tokens: bool) -> tuple[
+        list[str], np.ndarray, np.ndarray, list[list[str]] | None, int]:
+    """logprobs.content items as (tokens, chosen float64 [n], top float64 [n, k] best first, top tokens, entries
+    sent); TransientError("malformed JSON") for an item not as OpenAI's layout has it. A streamed chunk's items
+    are read by the same function (sampling.stream)."""
     try:
         tokens = [item["token"] for item in items]
         chosen = np.array([item["logprob"] for item in items], dtype=np.float64)
         tops = [item.get("top_logprobs") or [] for item in items]
         top = _pad([[entry["logprob"] for entry in row] for row in tops])
         top_tokens = [[entry["token"] for entry in row] for row in tops] if keep_top_tokens else None
-    except (KeyError, TypeError, AttributeError) as exc:
+    except (KeyError, TypeError, AttributeError, ValueError) as exc:
         raise TransientError("malformed JSON", f"a logprobs.content item is not as expected ({exc!r})") from None
     top, top_tokens = best_k(top, top_tokens, k)
-    return Parsed(message_text(choice), choice.get("finish_reason"), usage_counts(doc), tokens, chosen, top,
-                  top_tokens, sum(len(row) for row in tops))
+    return tokens, chosen, top, top_tokens, sum(len(row) for row in tops)
 
 
 def load_json(body: bytes) -> Any:

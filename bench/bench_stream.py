@@ -1,0 +1,91 @@
+"""Client CPU per token of a streamed completion (sampling.stream) against today's non-streamed ingest path.
+
+The same completions both ways: the simulated model's 3,000-token responses with top-20 logprobs in DeepSeek's
+exact layout (bench_ingest.sim_bodies), and each one written again as the stream DeepSeek sends (a role chunk, one
+chunk per token, a finish chunk with the usage, data: [DONE]). The non-streamed side is parse_completion on the
+body (ingest_fast); the streamed side is sampling.stream.read_stream on the stream's bytes, given as the client
+reads them: one chunk per read (a live stream; also every read from a server using chunked transfer encoding,
+as http.client's read1 returns at most one HTTP chunk, and servers send an event per HTTP chunk), 64 KiB and
+1 MiB reads (a server without chunked encoding, with the client behind), and one chunk per read with the
+observer called every 16 or 64 chunks (batch_chunks). No HTTP on either side. Every side runs in the same process
+on the same completions, in interleaved rounds (median, min, max; wall and CPU).
+    python -m bench.run --only bench_stream [--quick]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import orjson
+
+from bench.bench_ingest import TOP_K, fast, sim_bodies
+from bench.figures import Figure
+from bench.measure import Run, interleaved, timed
+from tracevote.sampling.stream import read_stream
+
+SCALES = {"quick": (1, 600, 2), "full": (2, 3000, 5)}  # completions, tokens each, rounds
+BASELINE = "stream_baseline_nonstreamed_ingest"
+READS = {"stream_one_chunk_per_read": None, "stream_64KiB_reads": 1 << 16, "stream_1MiB_reads": 1 << 20}
+BATCHES = (16, 64)  # one chunk per read, the observer called every n chunks (batch_chunks=n)
+
+
+def as_stream(body: bytes) -> list[bytes]:
+    """The completion as DeepSeek streams it, one server-sent event per element."""
+    doc = orjson.loads(body)
+    choice = doc["choices"][0]
+    head = {key: doc[key] for key in ("id", "created", "model") if key in doc} | {"object": "chat.completion.chunk"}
+
+    def event(delta: dict[str, Any], logprobs: Any, finish: str | None, **extra: Any) -> bytes:
+        chunk = head | {"choices": [{"index": 0, "delta": delta, "logprobs": logprobs, "finish_reason": finish}]}
+        return b"data: " + orjson.dumps(chunk | extra) + b"\n\n"
+
+    events = [event({"role": "assistant", "content": ""}, None, None)]
+    events += [event({"content": item["token"]}, {"content": [item]}, None) for item in choice["logprobs"]["content"]]
+    events.append(event({"content": ""}, None, choice["finish_reason"], usage=doc["usage"]))
+    return [*events, b"data: [DONE]\n\n"]
+
+
+def reads(events: list[bytes], size: int | None) -> list[bytes]:
+    if size is None:
+        return events
+    stream = b"".join(events)
+    return [stream[i:i + size] for i in range(0, len(stream), size)]
+
+
+def check_agreement(body: bytes, events: list[bytes]) -> None:
+    plain = fast(body)
+    for size, batch in [*((size, 1) for size in READS.values()), *((None, batch) for batch in BATCHES)]:
+        streamed = read_stream(reads(events, size), top_logprobs=TOP_K, batch_chunks=batch)
+        if streamed.tokens != plain.tokens or not np.array_equal(streamed.token_confidence, plain.token_confidence,
+                                                                 equal_nan=True):
+            raise AssertionError(f"the streamed parse ({size} B reads) and ingest disagree")
+
+
+def run(scale: str = "full") -> list[dict[str, Any]]:
+    """Tokens per CPU second of each side over the same completions, rounds interleaved."""
+    n, tokens, rounds = SCALES[scale]
+    bodies = sim_bodies(n, tokens)
+    streams = [as_stream(body) for body in bodies]
+    for body, events in zip(bodies, streams, strict=True):
+        check_agreement(body, events)
+    pieces = {name: [reads(events, size) for events in streams] for name, size in READS.items()}
+    methods: dict[str, Callable[[], Any]] = {BASELINE: lambda: [fast(body) for body in bodies]}
+    for name, per_body in pieces.items():
+        methods[name] = lambda per_body=per_body: [read_stream(p, top_logprobs=TOP_K) for p in per_body]
+    for batch in BATCHES:
+        methods[f"stream_one_chunk_per_read_batch_{batch}"] = lambda batch=batch: [
+            read_stream(events, top_logprobs=TOP_K, batch_chunks=batch) for events in streams]
+    runs = interleaved({name: (lambda method=method: timed(method)) for name, method in methods.items()}, rounds)
+    total = sum(len(fast(body).tokens) for body in bodies)
+    note = f"{n} completions x {tokens} tokens, top-{TOP_K}; {rounds} interleaved rounds"
+    return [stream_figure(name, side, runs[BASELINE], total, note).to_json() for name, side in runs.items()]
+
+
+def stream_figure(name: str, runs: list[Run], baseline: list[Run], total: int, note: str) -> Figure:
+    own = runs is baseline
+    return Figure(f"streaming: {name}", "tokens/s", [total / r.wall for r in runs],
+                  None if own else [total / r.wall for r in baseline], cpu=[total / r.cpu for r in runs],
+                  baseline_cpu=None if own else [total / r.cpu for r in baseline], cpu_unit="tokens/CPU-s",
+                  baseline_name="parse_completion on the non-streamed body (ingest_fast)", note=note)

@@ -1,0 +1,371 @@
+"""A streamed chat completion (`stream: true`), read token by token so the caller can stop it early.
+
+The request is the one ChatClient.sample sends, plus `stream: true` and `stream_options: {include_usage: true}`
+(every profile accepts it: OpenAI and DeepSeek send the usage in a last chunk whose `choices` is empty, vLLM and
+SGLang too; llama.cpp's server ignores it and sends none). The reply is Server-Sent Events: `data: {chunk}`
+lines, `: keep-alive` comment lines, blank lines between events, `data: [DONE]` at the end. Each chunk's
+`logprobs.content` items are read by ingest's own reader (rows sorted best first and cut to k) and each token's
+C_i is computed by store.logprobs.token_confidence, so a streamed trace has the tokens and confidences the
+non-streamed parse of the same completion gives.
+
+After each read that brought tokens the observer sees them (a TokenBatch): one chunk's when chunks arrive one at a
+time (a live stream, and every read from a server using chunked transfer encoding: http.client's read1 returns at
+most one HTTP chunk), several chunks' when one read brought them (then ingest's fast path reads them at once, see
+bench/bench_stream.py), or every `batch_chunks` chunks. When it returns "stop" the connection is closed at once
+(the server stops generating) and what arrived is returned with stop reason "confidence". A server's usage is taken
+when it sends one; otherwise the completion tokens are the tokens received, labelled usage_source "client", and
+prompt_tokens is None (the client does not tokenize the prompt).
+
+Failures before any token reached the observer are retried as every call (TransientError); after that they raise
+client.StreamBroken with what arrived, since a retry would feed the observer the trace again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, Literal, NoReturn
+
+import numpy as np
+import orjson
+import requests
+import urllib3
+
+from tracevote.core.retry import TransientError
+from tracevote.core.simulated import FINGERPRINT_PREFIX, SIMULATED_HEADER, SOLVE
+from tracevote.sampling.client import ChatClient, StreamBroken
+from tracevote.sampling.ingest import FINISH_REASONS, read_items
+from tracevote.sampling.ingest_fast import parse_fast, usage_counts
+from tracevote.store.logprobs import clean_logprobs, token_confidence
+
+StopReason = Literal["finished", "length", "confidence"]
+UsageSource = Literal["server", "client"]
+Observer = Callable[["TokenBatch"], Literal["stop"] | None]
+_READ_SIZE = 1 << 20  # bytes asked of the socket at a time; read1 returns what has arrived, up to this
+_FAST_BATCH = 32  # chunks a read must bring for ingest's fast path, whose fixed cost (~0.5 ms) a few do not repay
+_DONE = b"[DONE]"
+_ITEMS_KEY = b'"logprobs":{"content":[{'
+# a completion body around a read's items, for ingest's fast path (it reads choices[0].logprobs.content)
+_BODY_HEAD = b'{"choices":[{"index":0,"message":{"role":"assistant","content":""},"logprobs":{"content":['
+_BODY_TAIL = b']},"finish_reason":"stop"}]}'
+
+
+@dataclass(frozen=True, eq=False)
+class TokenBatch:
+    """The tokens of the chunks one read brought, as the observer sees them; `offset` is the first one's index in
+    the trace."""
+
+    offset: int
+    tokens: list[str]
+    token_logprobs: np.ndarray  # float32 [m], NaN where absent
+    top_logprobs: np.ndarray  # float32 [m, k], best first, NaN where absent
+    token_confidence: np.ndarray  # float32 [m]: C_i, as ingest computes it
+    top_tokens: list[list[str]] | None
+
+
+@dataclass(frozen=True, eq=False)
+class Streamed:
+    """A streamed trace as received: whole, or up to the chunk at which the observer stopped it."""
+
+    text: str
+    tokens: list[str]
+    token_logprobs: np.ndarray  # float32 [n]
+    top_logprobs: np.ndarray  # float32 [n, k]
+    top_tokens: list[list[str]] | None
+    token_confidence: np.ndarray  # float32 [n]
+    finish_reason: str | None  # the server's; None when the observer stopped the stream first
+    stop_reason: StopReason
+    prompt_tokens: int | None  # None: the server sent no usage
+    completion_tokens: int
+    usage_source: UsageSource  # "client": completion_tokens are the tokens received, counted here
+    latency_s: float
+    chunks: int  # data events read (chunks), [DONE] not counted
+    done: bool  # the server's `data: [DONE]` arrived
+    simulated: bool
+
+    @property
+    def n_tokens(self) -> int:
+        return len(self.tokens)
+
+
+def stream_body(client: ChatClient, messages: list[dict[str, str]], *, sample_key: str,
+                max_tokens: int | None = None) -> dict[str, Any]:
+    """The non-streamed request body plus stream and stream_options (where the profile knows the field)."""
+    body = client.request_body(messages, max_tokens=max_tokens, sample_key=sample_key)
+    body["stream"] = True
+    known = client.model.profile.known_fields
+    if known is None or "stream_options" in known:
+        body["stream_options"] = {"include_usage": True}
+    return body
+
+
+def stream_completion(client: ChatClient, messages: list[dict[str, str]], *, sample_key: str,
+                      observer: Observer | None = None, max_tokens: int | None = None, kind: str = SOLVE,
+                      keep_top_tokens: bool = False, batch_chunks: int = 1) -> Streamed:
+    """One streamed trace through `client` (its endpoints, headers, key, timeouts, retries and breaker).
+
+    `batch_chunks` > 1 holds tokens back until that many chunks arrived (or the stream ended) and hands them to
+    the observer at once: 3-5x less client CPU per token at 16 when tokens arrive one at a time
+    (bench/bench_stream.py), and a stop at most batch_chunks - 1 chunks later. A stop rule that cannot fire yet
+    (no full window) loses nothing by it."""
+    payload = orjson.dumps(stream_body(client, messages, sample_key=sample_key, max_tokens=max_tokens))
+
+    def read(response: requests.Response, started: float) -> Streamed:
+        reader = _StreamReader(client.decoding.top_logprobs, keep_top_tokens, observer, client.redact, batch_chunks)
+        reader.simulated = response.headers.get(SIMULATED_HEADER) == "1"
+        return reader.read(reader.pieces(response), started)
+
+    return client.call_streamed(payload, sample_key, kind, read)
+
+
+def read_stream(pieces: Iterable[bytes], *, top_logprobs: int, observer: Observer | None = None,
+                keep_top_tokens: bool = False, batch_chunks: int = 1) -> Streamed:
+    """A stream's bytes, given as they were read, parsed as stream_completion parses a response (benchmarks and
+    tests feed it recorded bytes without a server)."""
+    return _StreamReader(top_logprobs, keep_top_tokens, observer, str, batch_chunks).read(pieces, time.monotonic())
+
+
+class SSEDecoder:
+    """Server-Sent Events, fed bytes as they arrive, out as each event's data (its `data:` lines joined by "\\n").
+
+    >>> decoder = SSEDecoder()
+    >>> decoder.feed(b': keep-alive\\n\\ndata: {"a"'), decoder.feed(b':1}\\r\\n\\ndata: [DONE]\\n\\n')
+    ([], [b'{"a":1}', b'[DONE]'])
+    """
+
+    def __init__(self) -> None:
+        self._pending = b""  # an incomplete line
+        self._data: list[bytes] = []  # the current event's data lines
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        lines = (self._pending + chunk).split(b"\n")
+        self._pending = lines.pop()
+        events = []
+        for line in lines:
+            line = line.removesuffix(b"\r")
+            if not line:
+                if self._data:
+                    events.append(b"\n".join(self._data))
+                    self._data = []
+            elif line.startswith(b"data:"):
+                self._data.append(line[6:] if line[5:6] == b" " else line[5:])
+            # comment lines (": ...") and the fields event, id and retry carry nothing a completion needs
+        return events
+
+    def close(self) -> list[bytes]:
+        """The last event when the stream ended without its blank line."""
+        events = self.feed(b"\n\n") if self._pending or self._data else []
+        return events
+
+
+@dataclass
+class _StreamReader:
+    k: int
+    keep_top_tokens: bool
+    observer: Observer | None
+    redact: Callable[[str], str]
+    batch_chunks: int = 1
+    simulated: bool = False
+    text: list[str] = field(default_factory=list)
+    batches: list[TokenBatch] = field(default_factory=list)
+    n_tokens: int = 0
+    chunks: int = 0
+    finish_reason: str | None = None
+    usage: tuple[int, int] | None = None
+    done: bool = False
+    stopped: bool = False
+    # logprobs.content items read, not yet in a batch: a chunk's as bytes when cut out of it, else as parsed
+    pending: list[bytes | list[Any]] = field(default_factory=list)
+
+    def read(self, pieces: Iterable[bytes], started: float) -> Streamed:
+        decoder = SSEDecoder()
+        for data in pieces:
+            self._piece(decoder.feed(data))
+            if self.done or self.stopped:
+                break
+        else:
+            self._piece(decoder.close())
+        if self.pending and not self.stopped:
+            self._tokens()
+        if not self.stopped:
+            self._check_end()
+        return self._result(started)
+
+    def _check_end(self) -> None:
+        """The checks ingest makes of a whole completion, on a stream that ran to its end."""
+        if not (self.done or self.finish_reason):
+            self._fail("stream cut", f"the stream ended after {self.chunks} chunks without a finish_reason "
+                                     f"or data: [DONE]")
+        if self.finish_reason not in FINISH_REASONS:
+            self._fail(f"finish_reason {self.finish_reason}", "the server ended the completion early")
+        if self.text and not self.n_tokens:
+            self._fail("missing logprobs", "the stream's chunks carry content but no logprobs.content")
+
+    def _piece(self, events: list[bytes]) -> None:
+        """The events of one read: every chunk read, then their tokens handed to the observer as one batch."""
+        for event in events:
+            self._event(event)
+            if self.done:
+                break
+        if len(self.pending) >= self.batch_chunks:
+            self._tokens()
+
+    def pieces(self, response: requests.Response) -> Iterator[bytes]:
+        """What arrives on the connection, a read at a time, until it ends."""
+        while True:
+            try:
+                data = response.raw.read1(_READ_SIZE)
+            except urllib3.exceptions.ReadTimeoutError as exc:
+                self._fail("timeout", self.redact(str(exc)))
+            except (urllib3.exceptions.ProtocolError, urllib3.exceptions.DecodeError, http.client.HTTPException,
+                    OSError) as exc:
+                self._fail("connection", self.redact(str(exc)))
+            if not data:
+                return
+            yield data
+
+    def _event(self, data: bytes) -> None:
+        if data == _DONE:
+            self.done = True
+            return
+        self.chunks += 1
+        chunk = self._chunk(data)
+        if not isinstance(chunk, dict):
+            self._fail("malformed chunk", f"chunk {self.chunks} is not a JSON object: {data[:80]!r}")
+        if chunk.get("error") is not None:
+            self._fail("stream error", f"the server sent an error in chunk {self.chunks}: "
+                                       f"{self.redact(_error_text(chunk['error']))}")
+        if str(chunk.get("system_fingerprint", "")).startswith(FINGERPRINT_PREFIX):
+            self.simulated = True
+        self.usage = usage_counts(chunk) or self.usage
+        choices = chunk.get("choices")
+        if not isinstance(choices, list):
+            self._fail("malformed chunk", f"chunk {self.chunks} has no choices list")
+        for choice in choices:
+            if isinstance(choice, dict) and choice.get("index", 0) == 0:
+                self._choice(choice)
+
+    def _chunk(self, data: bytes) -> Any:
+        """The chunk parsed; its logprobs items, when they can be cut out as bytes, left in `pending` instead."""
+        cut = _cut_items(data)
+        if cut is not None:
+            with contextlib.suppress(orjson.JSONDecodeError):
+                rest = orjson.loads(cut[1])
+                if _empty_items(rest):
+                    self.pending.append(cut[0])
+                    return rest
+        try:
+            return orjson.loads(data)
+        except orjson.JSONDecodeError as exc:
+            self._fail("malformed chunk", f"chunk {self.chunks} is not JSON ({exc}): {data[:80]!r}")
+
+    def _choice(self, choice: dict[str, Any]) -> None:
+        delta = choice.get("delta")
+        content = delta.get("content") if isinstance(delta, dict) else None
+        if isinstance(content, str):
+            self.text.append(content)
+        logprobs = choice.get("logprobs")
+        items = logprobs.get("content") if isinstance(logprobs, dict) else None
+        if items:
+            if not isinstance(items, list):
+                self._fail("malformed chunk", f"chunk {self.chunks}: logprobs.content is not a list")
+            self.pending.append(items)
+        if choice.get("finish_reason") is not None:
+            self.finish_reason = choice["finish_reason"]
+
+    def _tokens(self) -> None:
+        pending, self.pending = self.pending, []
+        try:
+            tokens, chosen, top, top_tokens = _read_batch(pending, self.k, self.keep_top_tokens)
+        except TransientError as exc:
+            self._fail("malformed chunk", f"chunk {self.chunks}: {exc.detail}")
+        batch = TokenBatch(self.n_tokens, tokens, clean_logprobs(chosen), clean_logprobs(top),
+                           token_confidence(top, chosen).astype(np.float32), top_tokens)
+        self.batches.append(batch)
+        self.n_tokens += len(tokens)
+        if self.observer is not None and self.observer(batch) == "stop":
+            self.stopped = True
+
+    def _fail(self, cause: str, detail: str) -> NoReturn:
+        if self.pending:  # tokens that arrived in the same read as the failure: the observer sees them first
+            self._tokens()
+        if self.n_tokens and self.observer is not None:
+            raise StreamBroken(cause, detail, self._result(0.0))
+        raise TransientError(cause, detail)
+
+    def _result(self, started: float) -> Streamed:
+        stop_reason: StopReason = "confidence" if self.stopped else (
+            "length" if self.finish_reason == "length" else "finished")
+        prompt, completion = self.usage if self.usage is not None else (None, self.n_tokens)
+        batches = self.batches
+        return Streamed(
+            text="".join(self.text), tokens=[token for batch in batches for token in batch.tokens],
+            token_logprobs=_joined([batch.token_logprobs for batch in batches], (0,)),
+            top_logprobs=_joined([batch.top_logprobs for batch in batches], (0, self.k)),
+            top_tokens=[row for batch in batches for row in batch.top_tokens or []] if self.keep_top_tokens else None,
+            token_confidence=_joined([batch.token_confidence for batch in batches], (0,)),
+            finish_reason=None if self.stopped else self.finish_reason, stop_reason=stop_reason,
+            prompt_tokens=prompt, completion_tokens=completion,
+            usage_source="server" if self.usage is not None else "client",
+            latency_s=time.monotonic() - started if started else 0.0, chunks=self.chunks, done=self.done,
+            simulated=self.simulated)
+
+
+def _cut_items(data: bytes) -> tuple[bytes, bytes] | None:
+    """(choices[0].logprobs.content's items, without brackets; the chunk with that list left empty), or None when
+    the chunk has no items or more than one choice. The items list ends at the last ']' before "finish_reason",
+    which follows logprobs in every layout (a bare `"key":` cannot occur inside a JSON string); a cut anywhere else
+    leaves the rest invalid JSON or the items not in ingest_fast's layout, and the chunk is read whole instead."""
+    start = data.find(_ITEMS_KEY)
+    if start < 0 or data.count(b'"logprobs":') != 1:
+        return None
+    finish = data.find(b'"finish_reason":', start)
+    end = data.rfind(b"]", start, finish) if finish > 0 else -1
+    first = start + len(_ITEMS_KEY) - 1
+    if end <= first or data[end - 1] != ord("}"):
+        return None
+    return data[first:end], data[:first] + data[end:]
+
+
+def _empty_items(chunk: Any) -> bool:
+    """Whether the chunk's one choice has `logprobs.content` and it is []."""
+    try:
+        choices = chunk["choices"]
+        return len(choices) == 1 and choices[0]["logprobs"]["content"] == []
+    except (KeyError, IndexError, TypeError):
+        return False
+
+
+def _read_batch(pending: list[bytes | list[Any]], k: int,
+                keep_top_tokens: bool) -> tuple[list[str], np.ndarray, np.ndarray, list[list[str]] | None]:
+    """Tokens, chosen and top logprobs (float64, rows best first, k wide) of the items of a read's chunks.
+
+    Items cut out as bytes go, together, through ingest's fast path as one completion body (the numpy work once
+    per read, not per chunk); any other, or bytes that path does not take, through ingest's item reader."""
+    if len(pending) >= _FAST_BATCH and all(isinstance(part, bytes) for part in pending):
+        body = _BODY_HEAD + b",".join(pending) + _BODY_TAIL  # type: ignore[arg-type]
+        parsed = parse_fast(body, k, keep_top_tokens)
+        if parsed is not None:
+            return parsed.tokens, parsed.chosen, parsed.top, parsed.top_tokens
+    items = [item for part in pending for item in (_loads_items(part) if isinstance(part, bytes) else part)]
+    return read_items(items, k, keep_top_tokens)[:4]
+
+
+def _loads_items(raw: bytes) -> list[Any]:
+    try:
+        return orjson.loads(b"[" + raw + b"]")
+    except orjson.JSONDecodeError as exc:
+        raise TransientError("malformed JSON", f"logprobs.content is not JSON ({exc})") from None
+
+
+def _joined(parts: list[np.ndarray], empty_shape: tuple[int, ...]) -> np.ndarray:
+    return np.concatenate(parts) if parts else np.empty(empty_shape, dtype=np.float32)
+
+
+def _error_text(error: Any) -> str:
+    """error.message of an OpenAI-style error object, else the object itself, shortened."""
+    message = error.get("message") if isinstance(error, dict) else error
+    return " ".join(str(message).split())[:300]

@@ -1,0 +1,108 @@
+"""A loopback chat-completions server that writes recorded server-sent-event bytes, piece by piece.
+
+Each piece goes out as its own HTTP/1.1 chunk and is flushed, so the client reads a split exactly where the
+script splits it. `paced` holds each next piece back until the test says go (`go()`, from the client's
+observer) or the client closes the connection, which the handler records: `written` pieces, `client_closed`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import select
+import socket
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from tests.conftest import EVENT_TIMEOUT_S
+
+
+@dataclass
+class SSEScript:
+    pieces: list[bytes]
+    paced: bool = False
+    drop: bool = False  # end by closing the connection without the last (empty) HTTP chunk
+    status: int = 200
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    written: int = 0  # pieces written
+    client_closed: threading.Event = field(default_factory=threading.Event)
+    finished: threading.Event = field(default_factory=threading.Event)  # the handler is done, either way
+
+    def __post_init__(self) -> None:
+        self._go_read, self._go_write = os.pipe()
+
+    def go(self) -> None:
+        """Let the next piece out (paced scripts)."""
+        os.write(self._go_write, b"g")
+
+    def wait_for_turn(self, connection: socket.socket) -> bool:
+        """True to write the next piece; False when the client has closed the connection."""
+        ready, _, _ = select.select([connection, self._go_read], [], [], EVENT_TIMEOUT_S)
+        if connection in ready and not connection.recv(1, socket.MSG_PEEK):
+            self.client_closed.set()
+            return False
+        if self._go_read in ready:
+            os.read(self._go_read, 1)
+            return True
+        return False  # nothing at all within the timeout: the test fails on what it expected
+
+
+def split_every(text: bytes, size: int) -> list[bytes]:
+    """`text` cut every `size` bytes, regardless of lines, events or UTF-8 characters."""
+    return [text[i:i + size] for i in range(0, len(text), size)]
+
+
+def events(text: bytes) -> list[bytes]:
+    """`text` cut after each event's blank line: one piece per server-sent event."""
+    pieces = [piece + b"\n\n" for piece in text.split(b"\n\n") if piece]
+    return pieces
+
+
+@contextlib.contextmanager
+def serve_sse(script: SSEScript) -> Iterator[str]:
+    """The script served at {url}/v1/chat/completions; yields the base URL ending in /v1."""
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_POST(self) -> None:
+            length = int(self.headers.get("Content-Length", "0"))
+            script.requests.append({"body": json.loads(self.rfile.read(length)), "headers": dict(self.headers)})
+            self.close_connection = True
+            try:
+                self._stream()
+            finally:
+                script.finished.set()
+
+        def _stream(self) -> None:
+            self.send_response(script.status)
+            self.send_header("Content-Type", "text/event-stream" if script.status == 200 else "application/json")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            for n, piece in enumerate(script.pieces):
+                if script.paced and n > 1 and not script.wait_for_turn(self.connection):
+                    return
+                try:
+                    self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
+                    self.wfile.flush()
+                except OSError:
+                    script.client_closed.set()
+                    return
+                script.written += 1
+            if not script.drop:
+                self.wfile.write(b"0\r\n\r\n")
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()  # a quick shutdown
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    finally:
+        server.shutdown()
+        server.server_close()
