@@ -150,7 +150,7 @@ class Params:
             require(dataset.kind == "steps", where, "kind", dataset.kind,
                     f"steps: source.pool ({pool}) makes solutions labelled with their first wrong step")
             if not require(pool in self.datasets and pool != name, f"{where}.source", "pool", pool,
-                           f"another {known}"):
+                           f"{known}, other than {name} itself"):
                 continue
             source = self.datasets[pool]
             require(source.kind == "problems" and source.source.pool is None, f"{where}.source", "pool", pool,
