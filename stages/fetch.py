@@ -20,7 +20,7 @@ from tracevote.core.entry import stage_main
 from tracevote.core.errors import DataError, FetchError
 from tracevote.core.fileio import write_jsonl
 from tracevote.core.inputs import local_sources, refuse_output_sources
-from tracevote.core.names import inside
+from tracevote.core.names import check_inside
 from tracevote.datasets.fetch import fetch_rows
 from tracevote.datasets.folder import folder_summary
 from tracevote.datasets.local import read_local_rows
@@ -65,7 +65,8 @@ def main() -> None:
 def _pool_rows(name: str, source: SourceConfig, pool: DatasetConfig, raw_folder: Path) -> list[dict[str, Any]]:
     """The rows of dataset `name` made of the traces of its source's pool (datasets.pool_steps.derive_rows)."""
     assert source.pool is not None
-    raw = inside(raw_folder, source.pool, ".jsonl")
+    raw = raw_folder / f"{source.pool}.jsonl"  # as dvc.yaml names fetch@<pool>'s output: a dataset key, no path
+    check_inside(raw_folder, raw)
     rows = read_local_rows(raw) if raw.is_file() else []
     if not rows:
         raise DataError(f"{raw}: the raw rows of datasets.{name}.source.pool ({source.pool}) are missing or empty; "
