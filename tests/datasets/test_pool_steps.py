@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from tests.conftest import FIXTURE_PARAMS, FIXTURES, REPO_ROOT
+from tests.dvcproject import run_stage
 from tracevote.core.config import load_params
 from tracevote.core.errors import ConfigError, DataError
 from tracevote.datasets.pool_steps import (
@@ -224,3 +225,22 @@ def test_a_bad_pool_source_is_refused_in_one_line(tmp_path: Path, own: dict[str,
         load_params(params_file(tmp_path, own, **extra))
     assert line in str(error.value)
     assert PROBLEMS_ENTRY["kind"] == "problems"
+
+
+def test_check_params_refuses_a_pool_file_without_the_generators_steps(tmp_path: Path) -> None:
+    """The check_params stage reads a pool dataset's local file; the line names the file, row, field and value."""
+    plain = tmp_path / "inputs" / "plain.jsonl"
+    plain.parent.mkdir()
+    plain.write_text(json.dumps({"id": "p1", "problem": "What is 2 + 2?", "answer": 4}) + "\n", encoding="utf-8")
+    entry = {**PROBLEMS_ENTRY, "source": {**PROBLEMS_ENTRY["source"], "path": str(plain), "watch": str(plain)}}
+    params_file(tmp_path, OWN, tinymath=entry)
+    failed = run_stage(tmp_path, "check_params.py", "--params", "params.yaml", check=False)
+    assert failed.returncode == 2 and "Traceback" not in failed.stderr
+    assert failed.stderr.startswith(
+        f"error: {plain}: 1 row(s) do not come from the tinymath generator, which datasets.tinymath_own.source.pool "
+        f"(tinymath) needs (it labels each solution by the generator's step values):\n  row 1: field 'steps': "
+        f"expected the generator's steps, a list of {{\"text\", \"value\"}} with integer values, got None")
+    entry["source"] = {**entry["source"], "path": str(HELDOUT), "watch": str(HELDOUT)}
+    params_file(tmp_path, OWN, tinymath=entry)
+    assert run_stage(tmp_path, "check_params.py", "--params", "params.yaml").stdout.startswith(
+        "check_params: params.yaml is valid")
