@@ -244,3 +244,26 @@ def test_check_params_refuses_a_pool_file_without_the_generators_steps(tmp_path:
     params_file(tmp_path, OWN, tinymath=entry)
     assert run_stage(tmp_path, "check_params.py", "--params", "params.yaml").stdout.startswith(
         "check_params: params.yaml is valid")
+
+
+def test_the_models_own_recorded_solutions_are_labelled_as_first_error_says() -> None:
+    """800 replies of the shipped model (100 held-out problems x 8 seeds, temperature 0.6) recorded through llama.cpp's
+    server by train/record_own_solutions.py: every one ends in a box, every label is first_error's, and a label of -1
+    goes with a right answer but in 9 solutions that reach the gold through a wrong step."""
+    fixture = json.loads((FIXTURES / "llamacpp" / "own_solutions.json").read_text(encoding="utf-8"))
+    rows = [json.loads(line) for line in HELDOUT.read_text(encoding="utf-8").splitlines()]
+    problems = {row["id"]: heldout(index) for index, row in enumerate(rows)}
+    generated = {problem.id: problem for problem in generate(31, 100, HELDOUT_DIFFICULTY)}
+    traces: dict[str, list[Trace]] = {}
+    lucky = []
+    for reply in fixture["replies"]:
+        trace = Trace(reply["seed"], reply["content"], reply["finish_reason"])
+        traces.setdefault(reply["problem_id"], []).append(trace)
+        solution = label_trace(problems[reply["problem_id"]], trace)
+        assert isinstance(solution, Solution)
+        assert solution.label == first_error(generated[reply["problem_id"]], trace.text), reply
+        if (solution.label == -1) != (solution.boxed == problems[reply["problem_id"]].answer):
+            lucky.append(solution)
+    assert len(fixture["replies"]) == 800 and len(lucky) == 9 and all(s.label >= 0 for s in lucky)
+    derived = derive_rows(list(problems.values()), traces, task="tinymath", per_problem=4, seed=0, simulated=False)
+    assert derived.summary() == "800 traces: 621 duplicate; 177 solutions (65 without an error, 112 with one)"
