@@ -7,9 +7,13 @@ they declare). It writes nothing, so no other stage depends on it and it never m
 """
 
 import argparse
+from pathlib import Path
 
 from tracevote.core.config import check_params
 from tracevote.core.entry import stage_main
+from tracevote.datasets.local import read_local_rows
+from tracevote.datasets.pool_steps import generator_problems
+from tracevote.datasets.problems import normalize_rows
 
 
 def main() -> None:
@@ -17,6 +21,12 @@ def main() -> None:
     parser.add_argument("--params", default="params.yaml")
     args = parser.parse_args()
     params = check_params(args.params)  # a source a stage would write over first, then every other problem
+    for name, dataset in params.datasets.items():  # a pool read from a local file: are its rows the generator's?
+        pool = params.datasets[dataset.source.pool] if dataset.source.pool else None
+        if pool is not None and pool.source.path:
+            rows = read_local_rows(Path(pool.source.path))
+            generator_problems(rows, normalize_rows(rows, pool, pool.source.path), pool.source.path,
+                               f"datasets.{name}.source.pool ({pool.name})")
     print(f"check_params: {args.params} is valid ({len(params.datasets)} datasets; DeepConf on "
           f"{', '.join(params.deepconf.datasets)}; backend {params.model.backend})")
     for method, model in (("DeepConf pool", params.deepconf_model), ("debate agents", params.debate_model),

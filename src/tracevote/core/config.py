@@ -126,6 +126,7 @@ class Params:
                     require(dataset.kind == "problems" and dataset.answer_format in formats, method,
                             "datasets", name, f"a dataset of problems with {wanted} ({why}; "
                             f"{name} is kind {dataset.kind}, answer_format {dataset.answer_format})")
+        self._check_pool_sources(known)
         for name in self.critique.datasets:
             if require(name in self.datasets, "critique", "datasets", name, known):
                 kind = self.datasets[name].kind
@@ -137,6 +138,25 @@ class Params:
                 kind = self.datasets[run.dataset].kind
                 require(kind == "problems", where, "dataset", run.dataset,
                         f"a dataset of kind problems (its normalized file is the gold; {run.dataset} is kind {kind})")
+
+    def _check_pool_sources(self, known: str) -> None:
+        """A dataset made of a pool's traces is of kind steps, and its pool a dataset of problems read from a file or
+        the hub (whether the rows carry the generator's steps is checked where they are read: datasets.pool_steps)."""
+        for name, dataset in self.datasets.items():
+            pool = dataset.source.pool
+            if pool is None:
+                continue
+            where = f"datasets.{name}"
+            require(dataset.kind == "steps", where, "kind", dataset.kind,
+                    f"steps: source.pool ({pool}) makes solutions labelled with their first wrong step")
+            if not require(pool in self.datasets and pool != name, f"{where}.source", "pool", pool,
+                           f"{known}, other than {name} itself"):
+                continue
+            source = self.datasets[pool]
+            require(source.kind == "problems" and source.source.pool is None, f"{where}.source", "pool", pool,
+                    f"a dataset of kind problems read from a file or the hub, whose DeepConf pool holds the traces "
+                    f"({pool} is kind {source.kind}" + (f", itself made of pool {source.source.pool})"
+                                                        if source.source.pool else ")"))
 
     def _endpoint_uses(self) -> list[tuple[str, str, str]]:
         """(section, key, endpoint) for every endpoint a method names."""

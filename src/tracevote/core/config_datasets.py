@@ -30,6 +30,9 @@ KEY_NAME_RULE = "1-64 letters, digits, '_', '-' (no '.', which DVC reads as a le
 # interpolated from a list), so every entry names one: its local `path`, or this stand-in, which a hub source
 # never reads
 HUB_WATCH = "stages/fetch.py"
+# What fetch@<name> depends on when its source is another dataset's pool: build_pool@<pool>'s manifest (dvc.yaml's
+# pools/${item}.json), which changes whenever the pool's setting, size or problems do
+POOL_MANIFEST = "pools/{pool}.json"
 
 
 @dataclass(frozen=True)
@@ -44,9 +47,20 @@ class SourceConfig:
     path: str | None = param("a local .jsonl, .json, .parquet or .csv file (or a folder of problem files) read "
                              "instead of the hub")
     watch: str = param("the file or folder fetch depends on in dvc.yaml, so that editing it marks fetch stale: "
-                       f"the same as `path` when that is set, else {HUB_WATCH} (DVC has no optional dependency)")
+                       f"the same as `path` when that is set, {POOL_MANIFEST} when `pool` is, else {HUB_WATCH} "
+                       "(DVC has no optional dependency)")
+    pool: str | None = param("kind steps only: a dataset of kind problems from the tinymath generator whose DeepConf "
+                             "pool's traces become this dataset's solutions, each labelled with its first wrong line "
+                             "by the generator's step values (docs/methods/critique.md); null: hf_dataset or path",
+                             None)
+    per_problem: int | None = param("with `pool`: at most this many distinct solutions per problem, half without an "
+                                    "error and half with one where the pool has both; null: every one", 4, ge=1)
+    sample_seed: int = param("with `pool`: the seed of the choice of solutions per problem", 0, ge=0)
 
     def validate(self, where: str) -> None:
+        if self.pool is not None:
+            self._validate_pool(where)
+            return
         if not self.hf_dataset and not self.path:
             report(where, "set hf_dataset or path (both are empty)")
         expected = self.path or HUB_WATCH
@@ -54,6 +68,16 @@ class SourceConfig:
             why = ("so that editing that file marks fetch stale" if self.path else
                    "the stand-in a hub source depends on")
             report(f"{where}.watch", f"{self.watch!r} must be {expected!r} ({why}); set watch: {expected}")
+
+    def _validate_pool(self, where: str) -> None:
+        for key, value in (("hf_dataset", self.hf_dataset), ("path", self.path)):
+            if value:
+                report(f"{where}.{key}", f"{value!r} must be null when pool is set ({self.pool!r}): a dataset's rows "
+                                         "come from one source")
+        expected = POOL_MANIFEST.format(pool=self.pool)
+        if self.watch != expected:
+            report(f"{where}.watch", f"{self.watch!r} must be {expected!r} (the manifest of the pool it reads, so "
+                                     f"that a changed pool marks fetch stale); set watch: {expected}")
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ True
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -150,8 +151,15 @@ def first_error(problem: Problem, text: str) -> int:
 
     A solution with fewer lines than steps is wrong at the first missing step.
     """
+    return first_wrong_value([step.value for step in problem.steps], text)
+
+
+def first_wrong_value(values: Sequence[int], text: str) -> int:
+    """first_error from the generator's step values alone: the index of the first stated value (lines without
+    one skipped) that differs from `values` there, or the first value missing; -1: none (values stated beyond
+    the last step are not compared)."""
     stated = [value for value in step_values(text) if value is not None]
-    for index, step in enumerate(problem.steps):
-        if index >= len(stated) or stated[index] != step.value:
+    for index, value in enumerate(values):
+        if index >= len(stated) or stated[index] != value:
             return index
     return -1

@@ -257,6 +257,9 @@ class Manifest:
     samples: int
     simulated: bool
     setting: dict[str, Any]
+    # sha256 of the problems' ids and prompt digests, so the manifest (what fetch of a dataset made of this pool's
+    # traces depends on) changes when the problems do, even to as many others; None in manifests written before it
+    problems_digest: str | None = None
 
     def pool_root(self, manifest_path: Path) -> Path:
         return recorded_path(manifest_path.parent, self.pool, source=manifest_path)
@@ -264,11 +267,33 @@ class Manifest:
 
 def write_manifest(path: Path, pool: Pool, dataset: str, n_pool: int, problem_ids: list[str]) -> Manifest:
     samples = sum(len([i for i in pool.stored_ids(pid) if i < n_pool]) for pid in problem_ids)
+    digests = orjson.loads((pool.root / pool.ITEMS).read_bytes())
+    problems = canonical_json({pid: digests.get(pid) for pid in problem_ids})
+    problems_digest = hashlib.sha256(problems.encode()).hexdigest()
     manifest = Manifest(dataset=dataset, pool=str(pool.root.relative_to(path.parent)),
                         fingerprint=pool.meta["fingerprint"], n_pool=n_pool, problems=len(problem_ids),
-                        samples=samples, simulated=pool.simulated, setting=pool.meta["setting"])
+                        samples=samples, simulated=pool.simulated, setting=pool.meta["setting"],
+                        problems_digest=problems_digest)
     write_json(path, asdict(manifest))
     return manifest
+
+
+def pool_texts(manifest_path: Path, problem_ids: Iterable[str]) -> tuple[Manifest, dict[str, list[codec.TextFields]]]:
+    """The manifest and, per problem, the text fields of samples 0..n_pool-1 of the pool it names; a problem the
+    pool lacks is a DataError naming the stage that builds it."""
+    manifest = read_manifest(manifest_path)
+    pool = Pool(manifest.pool_root(manifest_path))
+    texts: dict[str, list[codec.TextFields]] = {}
+    for problem_id in problem_ids:
+        if not pool.log_path(problem_id).is_file():
+            raise DataError(f"{manifest_path}: the pool {pool.root} holds no trace of problem {problem_id!r}; run "
+                            f"`dvc repro build_pool@{manifest.dataset}`")
+        texts[problem_id] = []
+        for frame in pool.frames_within(problem_id, manifest.n_pool):
+            fields = codec.text_fields(frame.payload)  # type: ignore[arg-type]
+            pool.check_sample_key(problem_id, frame, fields.sample_id)
+            texts[problem_id].append(fields)
+    return manifest, texts
 
 
 def read_manifest(path: Path) -> Manifest:
