@@ -3,8 +3,8 @@
 A scratch DVC project (`real/`, ignored by git and DVC, rebuilt each run like `make demo`'s) gets this repository's
 pipeline and a params.yaml whose every method calls one named endpoint, `tinymath` (profile llama-cpp-python, no
 key, no price), at the server's address: the DeepConf pool on the held-out problems, score, aggregate and report;
-a short debate; critiques (of the built-in ProcessBench-style rows); grading of the pool's traces with Math-Verify
-and the critic. The server runs only while `dvc repro` does.
+a short debate; critiques of the model's own solutions, labelled by the generator; grading of the pool's traces
+with Math-Verify and the critic. The server runs only while `dvc repro` does.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from tracevote.cli.demo import BUILTIN_STEPS, clear_scratch, copy_pipeline, local_steps_dataset, results_by_method
+from tracevote.cli.demo import clear_scratch, copy_pipeline, results_by_method
 from tracevote.engine.llamacpp import EngineServer, llamacpp_server, stop_on_sigterm
 
 MODEL = Path("models") / "tinymath.gguf"
@@ -28,9 +28,8 @@ PROBLEMS_FILE = Path("inputs") / "tinymath.jsonl"  # the first --problems held-o
 SERVER_CONTEXT = 2048  # the debate's later rounds quote other agents: far past the model's 128 trained positions
 METHOD_TARGETS = {"deepconf": "report", "debate": "score_debate", "critique": "report_critiques",
                   "grading": "report_grading"}
-# The critique reads the built-in hand-written ProcessBench-style rows for now: critiques of the model's own
-# solutions, labelled by the generator, are the part of issue 31 still open.
-STEP_DATASETS = {"demo_steps": local_steps_dataset(BUILTIN_STEPS)}
+OWN_SOLUTIONS = "tinymath_own"  # the pool's own traces cut into steps, labelled by the generator (source.pool)
+PER_PROBLEM = 4  # solutions critiqued per problem, half right and half wrong where the pool has both
 K_LADDER = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
 
 
@@ -49,7 +48,7 @@ def real_overrides(params: dict[str, Any], run: RealRun, base_url: str) -> dict[
     source = {**recipe["source"], "hf_dataset": None, "path": str(PROBLEMS_FILE), "watch": str(PROBLEMS_FILE)}
     ks = [k for k in K_LADDER if k < run.traces] + [run.traces]
     return {
-        "datasets": {DATASET: {**recipe, "source": source}, **STEP_DATASETS},
+        "datasets": {DATASET: {**recipe, "source": source}, OWN_SOLUTIONS: own_solutions(recipe)},
         "endpoints": {ENDPOINT: endpoint(base_url)},
         "model": {"backend": "openai"},
         "deepconf": {"datasets": [DATASET], "endpoint": ENDPOINT},
@@ -63,13 +62,21 @@ def real_overrides(params: dict[str, Any], run: RealRun, base_url: str) -> dict[
                    "temperature": 0.6, "system": None, "examples": None,
                    "question": params["prompt"]["template"], "concurrency": 2, "max_cost_usd": 0.0,
                    "endpoint": ENDPOINT, "judge_endpoint": ENDPOINT, "problems": [0, run.debates - 1]},
-        "critique": {"datasets": list(STEP_DATASETS), "endpoint": ENDPOINT, "n_votes": 2, "max_tokens": 128,
+        "critique": {"datasets": [OWN_SOLUTIONS], "endpoint": ENDPOINT, "n_votes": 2, "max_tokens": 128,
                      "concurrency": 2, "max_cost_usd": 0.0},
         "grading": {"runs": {f"pool_{DATASET}": {"dataset": DATASET, "predictions": f"pools/{DATASET}.json",
                                                  "id_key": None}},
                     "critic": {"enabled": True, "endpoint": ENDPOINT, "temperature": 0.6, "max_tokens": 64,
                                "max_samples": 20, "concurrency": 2, "max_cost_usd": 0.0}},
     }
+
+
+def own_solutions(recipe: dict[str, Any]) -> dict[str, Any]:
+    """The steps dataset of the pool's own traces (docs/methods/critique.md: a model's own solutions)."""
+    source = {**recipe["source"], "hf_dataset": None, "path": None, "pool": DATASET,
+              "watch": f"pools/{DATASET}.json", "per_problem": PER_PROBLEM, "sample_seed": 0}
+    return {"source": source, "kind": "steps", "problem_key": "problem", "answer_key": "label", "id_key": "id",
+            "answer_format": "integer"}
 
 
 def endpoint(base_url: str) -> dict[str, Any]:
