@@ -72,7 +72,8 @@ LEDGER_CHECKS = {
 # patterns.
 STAGE_UNDECLARED = {
     ("fetch@*", "datasets.*"): "the checks before the raw file is replaced decide whether fetch writes, not what "
-                               "(normalize declares the entry)",
+                               "(normalize declares the entry); a source.pool's dataset entry reaches fetch through "
+                               "the pool's manifest, which its normalize and build_pool rewrite",
     **{(stage, key): "only to check each ledger's setting: the build stage declares it, and its new ledger re-runs "
                      "this stage" for stage, keys in LEDGER_CHECKS.items() for key in keys},
 }
