@@ -33,6 +33,10 @@ def variants(problem: str) -> dict[str, dict[str, Any]]:
         "chat_top20": base,
         "chat_top20_stream": {**base, "stream": True},
         "chat_top3": {**base, "top_logprobs": 3},
+        "chat_top0": {**base, "top_logprobs": 0},
+        "chat_top1": {**base, "top_logprobs": 1},
+        "chat_top5": {**base, "top_logprobs": 5},
+        "chat_top25": {**base, "top_logprobs": 25},
         "chat_n3": {**base, "n": 3},
         "chat_length": {**base, "max_tokens": 5},
         "chat_unknown_arg": {**base, "not_a_real_argument": 1, "thinking": {"type": "disabled"}},
@@ -68,11 +72,14 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--base-url", required=True)
     parser.add_argument("--heldout", type=Path, required=True)
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--only", nargs="*", help="record only these fixtures (default: every one)")
     args = parser.parse_args(argv)
     problem = json.loads(args.heldout.read_text().splitlines()[0])["problem"]
     args.out.mkdir(parents=True, exist_ok=True)
     with requests.Session() as session:
         for name, request in variants(problem).items():
+            if args.only and name not in args.only:
+                continue
             fixture = record(session, args.base_url, request)
             (args.out / f"{name}.json").write_text(json.dumps(fixture, ensure_ascii=False) + "\n")
             print(f"{name}: HTTP {fixture['status']}")

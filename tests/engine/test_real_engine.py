@@ -58,7 +58,7 @@ def test_a_server_that_cannot_start_is_reported_with_its_log(tmp_path: Path) -> 
     assert "engine.log" in str(caught.value)
 
 
-@pytest.mark.parametrize("name", ["chat_top20", "chat_top3", "chat_length"])
+@pytest.mark.parametrize("name", ["chat_top20", "chat_top3", "chat_top1", "chat_top25", "chat_length"])
 def test_a_recorded_reply_parses_to_the_sample_the_live_server_gives_now(engine: EngineServer, name: str) -> None:
     """The committed reply and the live server's reply to the same seeded request are the same sample: same tokens
     and text, logprobs and confidence equal to float32 rounding (the fixtures stay true of the engine)."""

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 import orjson
+import pytest
 
 from tracevote.answers.extract import extract_answer
 from tracevote.sampling.ingest import _parse_slow, parse_completion
@@ -131,3 +132,39 @@ def test_both_parse_paths_sort_rows_that_are_all_one_entry_too_long() -> None:
         ranked = sorted(row["top_logprobs"], key=lambda entry: -entry["logprob"])[:3]
         assert top.tolist() == [entry["logprob"] for entry in ranked]
         assert names == [entry["token"] for entry in ranked]
+
+
+def test_the_top_logprobs_count_asked_is_honoured_past_openais_20_and_0_means_one() -> None:
+    """Rows hold k entries for k = 5, 20 and 25 (past OpenAI's cap of 20; tokens of equal text make a row shorter),
+    k + 1 for k = 1 when the chosen token is outside the best one, and one entry for k = 0, not none."""
+    assert {len(row) for row in rows("chat_top0")} == {1}
+    assert {len(row) for row in rows("chat_top1")} == {1, 2}
+    assert {len(row) for row in rows("chat_top5")} == {5}
+    assert {len(row) for row in rows("chat_top25")} == {24, 25}
+    assert load("chat_top25")["request"]["top_logprobs"] == 25
+
+
+@pytest.mark.parametrize(("name", "k"), [("chat_top0", 0), ("chat_top1", 1), ("chat_top5", 5), ("chat_top25", 25)])
+def test_each_count_parses_to_k_columns_best_first_the_same_on_both_paths(name: str, k: int) -> None:
+    """Whatever the row length, the sample keeps k columns, the k best (NaN-padded where a row is shorter), and its
+    confidence is minus the mean of the entries present (k = 0: minus the chosen token's logprob); the fast and
+    the slow path agree where the fast one reads the reply (rows of unequal length send it to the slow one). All four
+    are the same seeded trace, so they share their tokens."""
+    body = orjson.dumps(load(name)["reply"])
+    sample = parse_completion(body, problem_id="p", sample_id=0, latency_s=0.0, keep_top_logprobs=True,
+                              expect_top_logprobs=k)
+    expected = np.full((len(rows(name)), k), np.nan)
+    for i, row in enumerate(rows(name)):
+        best = sorted((entry["logprob"] for entry in row), reverse=True)[:k]
+        expected[i, : len(best)] = best
+    np.testing.assert_allclose(sample.top_logprobs, expected.astype(np.float32), rtol=1e-6)
+    chosen = np.array([entry["logprob"] for entry in choice(name)["logprobs"]["content"]])
+    wanted = -np.nanmean(expected, axis=1) if k else -chosen
+    np.testing.assert_allclose(sample.token_confidence, wanted.astype(np.float32), rtol=1e-5)
+    fast, slow = parse_fast(body, k, True), _parse_slow(body, k, True)
+    ragged = len({len(row) for row in rows(name)}) > 1
+    assert (fast is None) == ragged
+    if fast is not None:
+        np.testing.assert_array_equal(fast.top, slow.top)
+        assert fast.top_tokens == slow.top_tokens
+    assert sample.tokens == [entry["token"] for entry in choice("chat_top20")["logprobs"]["content"]]
