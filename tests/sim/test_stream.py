@@ -16,7 +16,8 @@ from tests.conftest import EVENT_TIMEOUT_S, wait_for
 from tracevote.core.config_endpoints import SimConfig
 from tracevote.core.profiles import PROFILES
 from tracevote.core.simulated import SAMPLE_HEADER
-from tracevote.sim.faults import FaultPlan
+from tracevote.debate.prompts import ANSWER
+from tracevote.sim.faults import FaultPlan, parse_faults
 from tracevote.sim.model import SimModel
 from tracevote.sim.request import SimRequestError
 from tracevote.sim.server import ServerOptions, running_server
@@ -193,3 +194,18 @@ def test_a_truncated_stream_ends_cleanly_without_finish_or_done() -> None:
     assert "[DONE]" not in chunks
     assert all(c["choices"][0]["finish_reason"] is None for c in chunks)
     assert streams == {"truncated": 1}
+
+
+def test_another_kind_of_call_streams_its_whole_text_in_one_chunk() -> None:
+    request = chat("deepseek", stream=True, stream_options={"include_usage": True})
+    request = {key: value for key, value in request.items() if key not in ("logprobs", "top_logprobs")}
+    plain = {key: value for key, value in request.items() if key not in ("stream", "stream_options")}
+    whole = orjson.loads(MODEL.complete_bytes(plain, "k1", kind=ANSWER))
+    chunks = events(e.data.strip() for e in MODEL.stream(request, "k1", kind=ANSWER))
+    assert [c["choices"][0]["delta"]["content"] for c in content_chunks(chunks)] == [
+        whole["choices"][0]["message"]["content"]]
+    assert chunks[-2]["usage"] == whole["usage"]
+
+
+def test_the_fault_spec_takes_stream_after() -> None:
+    assert parse_faults("drop=0.5,stream_after=3") == FaultPlan(rates=(("drop", 0.5),), stream_after=3)

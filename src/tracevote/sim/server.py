@@ -12,8 +12,12 @@ registered in kinds.py), so the model answers each kind without reading the prom
 the known kinds. Every completion carries X-Tracevote-Simulated: 1, so a client always knows a simulated
 reply from a real one (ledgers never mix them).
 
-Faults (429s, drops, truncated bodies, ...) follow a FaultPlan: see faults.py for the spec.
-`GET /_stats` returns the request counts per sample, per kind and per outcome.
+A request with `stream: true` gets server-sent events in HTTP chunks (sim/stream.py has the layout), made one at
+a time: before each chunk the handler checks whether the client hung up, and stops making chunks when it has.
+
+Faults (429s, drops, truncated bodies, ...) follow a FaultPlan: see faults.py for the spec (a stream meets them
+mid-stream). `GET /_stats` returns the request counts per sample, per kind and per outcome, the tokens streamed
+per sample (generated_tokens) and how streams ended (streams).
 """
 
 from __future__ import annotations
