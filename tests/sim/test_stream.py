@@ -209,3 +209,12 @@ def test_another_kind_of_call_streams_its_whole_text_in_one_chunk() -> None:
 
 def test_the_fault_spec_takes_stream_after() -> None:
     assert parse_faults("drop=0.5,stream_after=3") == FaultPlan(rates=(("drop", 0.5),), stream_after=3)
+
+
+def test_a_fault_set_to_strike_after_the_last_chunk_leaves_the_stream_whole() -> None:
+    with running_server(MODEL, FaultPlan(rates=(("truncated", 1.0),), stream_after=10**6)) as url:
+        chunks = events(_post(url).iter_lines())
+        stats = requests.get(f"{url}/_stats", timeout=EVENT_TIMEOUT_S).json()
+    assert chunks[-1] == "[DONE]"
+    assert stats["streams"] == {"finished": 1}
+    assert stats["generated_tokens"] == {"f": len(content_chunks(chunks))}

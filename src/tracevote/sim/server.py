@@ -272,19 +272,17 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         ending = self._stream_events(events, counted_key, fault)
         self.server.stats.stream_ended(ending)
-        if ending in ("finished", "malformed", "slow"):
+        if ending in ("finished", "malformed", "slow", "truncated"):
             self.wfile.write(b"0\r\n\r\n")
-            if fault is None:
-                self.server.stats.delivered_to(counted_key)
-        elif ending == "truncated":
-            self.wfile.write(b"0\r\n\r\n")
-        else:
-            self.close_connection = True  # dropped, or the client went away: no end of the chunked body
+        if ending in ("finished", "slow") and fault not in ("nologprobs", "sentinel"):
+            self.server.stats.delivered_to(counted_key)  # whole and valid, as a slow whole reply is
+        if ending in ("drop", "client gone"):
+            self.close_connection = True  # no end of the chunked body
 
     def _stream_events(self, events: Iterator[StreamEvent], counted_key: str, fault: str | None) -> str:
         """Writes the events; returns how the stream ended: "finished", "client gone" or the fault's kind."""
         pace, stats, strike_at = self.server.options.pace, self.server.stats, self.server.faults.stream_after
-        content_sent = 0
+        content_sent, struck = 0, False
         for event in events:
             if pace is not None:
                 pace()
@@ -292,6 +290,7 @@ class _Handler(BaseHTTPRequestHandler):
                 return "client gone"
             data = event.data
             if event.tokens and content_sent == strike_at:
+                struck = True
                 if fault in ("drop", "truncated"):
                     return fault
                 if fault == "slow" and _stalled(self.connection, self.server.faults.slow_s):
@@ -305,7 +304,7 @@ class _Handler(BaseHTTPRequestHandler):
             if event.tokens:
                 content_sent += 1
                 stats.streamed(counted_key, event.tokens)
-        return fault if fault in ("malformed", "slow") else "finished"
+        return fault if struck and fault in ("malformed", "slow") else "finished"
 
     def _send_not_found(self) -> None:
         self.send_response(404)
