@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 import orjson
 
@@ -37,22 +37,27 @@ _BYTES_ARRAY = re.compile(rb'"bytes":\[[0-9,]*\]')
 
 @dataclass(frozen=True)
 class StreamLayout:
-    """How a provider's chunks differ from OpenAI's."""
+    """How a provider's chunks differ from OpenAI's (the client's fixtures, tests/fixtures/streams/, show each)."""
 
-    token_bytes: bool  # each token's "bytes" as an array of UTF-8 bytes; False: null (llama.cpp)
-    usage_chunk: bool  # a usage chunk when stream_options.include_usage asks; False: never (llama.cpp)
-    refusal_field: bool  # logprobs carries "refusal": null beside "content" (llama.cpp)
+    token_bytes: bool = True  # each token's "bytes" as an array of UTF-8 bytes; False: null (llama.cpp)
+    usage: Literal["chunk", "finish", "none"] = "chunk"  # chunk: a last chunk with choices [] when
+    # stream_options.include_usage asks; finish: always on the finish chunk (DeepSeek); none: never (llama.cpp)
+    usage_null: bool = False  # with include_usage, every other chunk carries "usage": null (OpenAI)
+    refusal_field: bool = False  # logprobs carries "refusal": null beside "content" (OpenAI, llama.cpp)
+    keep_alive_every: int = 0  # a ": keep-alive" comment line before every this many content chunks (DeepSeek)
+    finish_content: bool = False  # the finish chunk's delta is {"content": ""} (DeepSeek), else {}
 
 
-OPENAI_LAYOUT = StreamLayout(token_bytes=True, usage_chunk=True, refusal_field=False)
+_OPENAI = StreamLayout(usage_null=True, refusal_field=True)
 LAYOUTS: dict[str, StreamLayout] = {
-    "deepseek": OPENAI_LAYOUT,
-    "openai-chat": OPENAI_LAYOUT,
-    "openai-reasoning": OPENAI_LAYOUT,  # no logprobs: content deltas carry "logprobs": null
-    "local": OPENAI_LAYOUT,  # vLLM and SGLang: -9999.0 for a -inf logprob, bytes arrays, usage on request
+    "deepseek": StreamLayout(usage="finish", keep_alive_every=15, finish_content=True),
+    "openai-chat": _OPENAI,
+    "openai-reasoning": _OPENAI,  # no logprobs: content deltas carry "logprobs": null
+    "local": StreamLayout(),  # vLLM and SGLang: -9999.0 for a -inf logprob, bytes arrays, usage on request
     # llama-cpp-python's server as tests/fixtures/llamacpp/chat_top20_stream.json recorded it
-    "llama-cpp-python": StreamLayout(token_bytes=False, usage_chunk=False, refusal_field=True),
+    "llama-cpp-python": StreamLayout(token_bytes=False, usage="none", refusal_field=True),
 }
+KEEP_ALIVE = b": keep-alive\n\n"
 
 
 class StreamEvent(NamedTuple):
@@ -87,9 +92,10 @@ def stream_request(request: Mapping[str, Any]) -> StreamRequest:
 class _Chunks:
     """Renders one reply's chunks: every chunk shares its head (id, created, model, fingerprint)."""
 
-    def __init__(self, req: SimRequest, seed: tuple, layout: StreamLayout) -> None:
+    def __init__(self, req: SimRequest, seed: tuple, layout: StreamLayout, options: StreamRequest) -> None:
         self.req = req
         self.layout = layout
+        self.tail = b',"usage":null}\n\n' if options.include_usage and layout.usage_null else b"}\n\n"
         self.head = (b'data: {"id":' + completion_id(req, seed) + b',"object":"chat.completion.chunk","created":'
                      + str(CREATED).encode() + b',"model":' + orjson.dumps(req.model)
                      + b',"system_fingerprint":' + fingerprint(seed) + b',"choices":[')
@@ -107,8 +113,13 @@ class _Chunks:
             logprobs = b'{"content":[' + item + b"]" + refusal + b"}"
         return self._choice(b'{"content":' + orjson.dumps(text) + b"}", logprobs, b"null", tokens)
 
-    def finish(self, reason: str) -> StreamEvent:
-        return self._choice(b"{}", b"null", b'"' + reason.encode() + b'"', 0)
+    def finish(self, reason: str, completion_tokens: int) -> StreamEvent:
+        delta = b'{"content":""}' if self.layout.finish_content else b"{}"
+        event = self._choice(delta, b"null", b'"' + reason.encode() + b'"', 0)
+        if self.layout.usage != "finish":
+            return event
+        usage = orjson.dumps(usage_of(self.req, completion_tokens))
+        return StreamEvent(event.data[: -len(self.tail)] + b',"usage":' + usage + b"}\n\n", 0)
 
     def usage(self, completion_tokens: int) -> StreamEvent:
         return StreamEvent(self.head + b'],"usage":' + orjson.dumps(usage_of(self.req, completion_tokens))
@@ -116,19 +127,22 @@ class _Chunks:
 
     def _choice(self, delta: bytes, logprobs: bytes, finish: bytes, tokens: int) -> StreamEvent:
         return StreamEvent(self.head + b'{"index":0,"delta":' + delta + b',"logprobs":' + logprobs
-                           + b',"finish_reason":' + finish + b"}]}\n\n", tokens)
+                           + b',"finish_reason":' + finish + b"}]" + self.tail, tokens)
 
 
 def stream_trace(req: SimRequest, trace: Trace, tokens: Tokens, seed: tuple, options: StreamRequest,
                  layout: StreamLayout, degrade: Degrade = "none") -> Iterator[StreamEvent]:
     """A solve call's reply, one token per content chunk (render.render's reply, streamed)."""
-    chunks = _Chunks(req, seed, layout)
+    chunks = _Chunks(req, seed, layout, options)
     yield chunks.role()
     texts = tables().text[tokens.ids].tolist()
     items = _item_rows(req, degraded(tokens, degrade), degrade)
+    every = layout.keep_alive_every
     for index, text in enumerate(texts):
+        if every and index % every == 0:
+            yield StreamEvent(KEEP_ALIVE, 0)
         yield chunks.content(text, None if items is None else b"".join(items[index])[:-1], 1)
-    yield chunks.finish("length" if len(texts) < trace.length else "stop")
+    yield chunks.finish("length" if len(texts) < trace.length else "stop", len(texts))
     yield from _closing(chunks, options, len(texts))
 
 
@@ -138,15 +152,15 @@ def stream_whole(req: SimRequest, body: bytes, seed: tuple, options: StreamReque
     reply = orjson.loads(body)
     choice = reply["choices"][0]
     completion_tokens = reply["usage"]["completion_tokens"]
-    chunks = _Chunks(req, seed, layout)
+    chunks = _Chunks(req, seed, layout, options)
     yield chunks.role()
     yield chunks.content(choice["message"]["content"], None, completion_tokens)
-    yield chunks.finish(choice["finish_reason"])
+    yield chunks.finish(choice["finish_reason"], completion_tokens)
     yield from _closing(chunks, options, completion_tokens)
 
 
 def _closing(chunks: _Chunks, options: StreamRequest, completion_tokens: int) -> Iterator[StreamEvent]:
-    if options.include_usage and chunks.layout.usage_chunk:
+    if options.include_usage and chunks.layout.usage == "chunk":
         yield chunks.usage(completion_tokens)
     yield StreamEvent(DONE, 0)
 
