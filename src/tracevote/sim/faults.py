@@ -4,7 +4,11 @@ Faults are drawn per (seed, sample, attempt), so a run is reproducible whatever 
 sample gets at most `max_per_sample` faults, so none fails forever. Fault spec (see parse_faults):
     429=0.05,500=0.05,503=0.05,slow=0.05,drop=0.05,malformed=0.05,truncated=0.05,nologprobs=0.05,sentinel=0.05
     all=0.2                        20% spread evenly over the nine kinds
-    seed=1,retry_after_s=0.05,slow_s=0.05,max_per_sample=3   options
+    seed=1,retry_after_s=0.05,slow_s=0.05,max_per_sample=3,stream_after=8   options
+
+A streamed reply (`stream: true`) meets drop, slow, malformed and truncated mid-stream, after `stream_after`
+content chunks: the connection dropped without ending the body, no bytes for slow_s, half an event, the body
+ended without a finish chunk or [DONE]. The other kinds strike as they do a whole reply.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from typing import Any
 from tracevote.core.errors import ConfigError
 
 FAULT_KINDS = ("429", "500", "503", "slow", "drop", "malformed", "truncated", "nologprobs", "sentinel")
-_OPTIONS = {"seed": int, "retry_after_s": float, "slow_s": float, "max_per_sample": int}
+_OPTIONS = {"seed": int, "retry_after_s": float, "slow_s": float, "max_per_sample": int, "stream_after": int}
 
 
 @dataclass(frozen=True)
@@ -28,6 +32,7 @@ class FaultPlan:
     retry_after_s: float = 0.5
     slow_s: float = 0.5
     max_per_sample: int = 3
+    stream_after: int = 8  # a streamed reply's fault strikes after this many content chunks
 
     def choose(self, sample_key: str, attempt: int) -> str | None:
         """The fault for this attempt at this sample, or None; attempts past max_per_sample get none."""

@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,7 +52,8 @@ from tracevote.sim.golds import Gold, near_misses, sim_gold, text_wrong_pool
 from tracevote.sim.kinds import responder_for
 from tracevote.sim.render import Degrade, render
 from tracevote.sim.request import SimRequest, parse_request, problem_of
-from tracevote.sim.tokens import Trace, answer_tokens, digest, draw_tokens, seeded_rng
+from tracevote.sim.stream import LAYOUTS, StreamEvent, stream_request, stream_trace, stream_whole
+from tracevote.sim.tokens import Tokens, Trace, answer_tokens, digest, draw_tokens, seeded_rng
 
 _LENGTH_SIGMA = 0.45
 _CONCENTRATION = 3.0  # of the per-problem Beta: lower spreads difficulties further
@@ -116,12 +117,29 @@ class SimModel:
     def solve(self, req: SimRequest, sample_key: str | None, *, degrade: Degrade = "none") -> bytes:
         """A "solve" call: one reasoning trace boxing an answer, drawn as the module docstring says.
         `sample_key` None takes the prompt's next counter value."""
+        return render(req, *self._draw(req, sample_key), degrade)
+
+    def stream(self, request: Mapping[str, Any], sample_key: str | None = None, *, degrade: Degrade = "none",
+               kind: str = SOLVE, profile: Profile = PROFILES["deepseek"]) -> Iterator[StreamEvent]:
+        """The reply to a `stream: true` request as server-sent events, rendered one per next() (sim/stream.py).
+        Refuses (SimRequestError, UnknownKindError) before the first event exactly what complete_bytes refuses.
+        A solve call streams the tokens complete_bytes returns for the same request and key, one per chunk."""
+        options = stream_request(request)
+        req = parse_request(request, profile)
+        layout = LAYOUTS[profile.name]
+        if kind != SOLVE:
+            body = responder_for(kind)(req, sample_key, self, degrade=degrade)
+            return stream_whole(req, body, (self.cfg.seed, kind, sample_key), options, layout)
+        trace, tokens, seed = self._draw(req, sample_key)
+        return stream_trace(req, trace, tokens, seed, options, layout, degrade)
+
+    def _draw(self, req: SimRequest, sample_key: str | None) -> tuple[Trace, Tokens, tuple]:
+        """A solve call's trace, its tokens and its seed: from (cfg.seed, problem, key) alone."""
         problem_text = problem_of(req.prompt)
         greedy = req.temperature == 0.0
         seed = (self.cfg.seed, problem_text, self._key(problem_text, sample_key, greedy))
         trace = _draw_trace(self._problem(problem_text), self.cfg, seeded_rng(*seed, "trace"))
-        tokens = draw_tokens(trace, req, seed, greedy)
-        return render(req, trace, tokens, seed, degrade)
+        return trace, draw_tokens(trace, req, seed, greedy), seed
 
     def draw_outline(self, problem_text: str, key: str) -> Trace:
         """A trace's outline (answer, length) for a text-only call, drawn as a solve trace is (no tokens)."""

@@ -43,6 +43,26 @@ def render_text(req: SimRequest, text: str, completion_tokens: int, finish: str,
 
 def _envelope(req: SimRequest, text: str, completion_tokens: int, finish: str, seed: tuple, logprobs: bytes) -> bytes:
     """The response around its logprobs field: id, message, finish reason, usage, fingerprint."""
+    usage = usage_of(req, completion_tokens)
+    head = (b'{"id":' + completion_id(req, seed) + b',"object":"chat.completion",'
+            b'"created":' + str(CREATED).encode() + b',"model":' + orjson.dumps(req.model)
+            + b',"choices":[{"index":0,"message":{"role":"assistant","content":' + orjson.dumps(text) + b"},")
+    tail = (b'"finish_reason":"' + finish.encode() + b'"}],"usage":' + orjson.dumps(usage)
+            + b',"system_fingerprint":' + fingerprint(seed) + b"}")
+    return head + logprobs + tail
+
+
+def completion_id(req: SimRequest, seed: tuple) -> bytes:
+    """The reply's id as JSON, the same for a streamed and a whole reply."""
+    return b'"chatcmpl-sim-' + digest(*seed, req.model).hex().encode() + b'"'
+
+
+def fingerprint(seed: tuple) -> bytes:
+    return b'"' + f"{FINGERPRINT_PREFIX}-s{seed[0]}".encode() + b'"'
+
+
+def usage_of(req: SimRequest, completion_tokens: int) -> dict[str, object]:
+    """The usage block: a whole reply's, and a streamed reply's usage chunk."""
     prompt_tokens = len(req.prompt.encode()) // 4 + 8
     usage: dict[str, object] = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
                                 "total_tokens": prompt_tokens + completion_tokens,
@@ -53,12 +73,7 @@ def _envelope(req: SimRequest, text: str, completion_tokens: int, finish: str, s
         usage["completion_tokens"] = completion_tokens + hidden
         usage["total_tokens"] = prompt_tokens + completion_tokens + hidden
         usage["completion_tokens_details"] = {"reasoning_tokens": hidden}
-    head = (b'{"id":"chatcmpl-sim-' + digest(*seed, req.model).hex().encode() + b'","object":"chat.completion",'
-            b'"created":' + str(CREATED).encode() + b',"model":' + orjson.dumps(req.model)
-            + b',"choices":[{"index":0,"message":{"role":"assistant","content":' + orjson.dumps(text) + b"},")
-    tail = (b'"finish_reason":"' + finish.encode() + b'"}],"usage":' + orjson.dumps(usage)
-            + b',"system_fingerprint":"' + f"{FINGERPRINT_PREFIX}-s{seed[0]}".encode() + b'"}')
-    return head + logprobs + tail
+    return usage
 
 
 def _logprobs_json(req: SimRequest, tokens: Tokens, degrade: Degrade) -> bytes:
@@ -66,13 +81,25 @@ def _logprobs_json(req: SimRequest, tokens: Tokens, degrade: Degrade) -> bytes:
         return b""
     if not req.logprobs:
         return b'"logprobs":null,'
-    if degrade == "sentinel":
-        tokens = Tokens(tokens.ids, np.ones_like(tokens.chosen), tokens.candidates, np.ones_like(tokens.top))
-    return b'"logprobs":{"content":[' + _items_json(tokens, req.top_logprobs) + b"]},"
+    return b'"logprobs":{"content":[' + _items_json(degraded(tokens, degrade), req.top_logprobs) + b"]},"
+
+
+def degraded(tokens: Tokens, degrade: Degrade) -> Tokens:
+    """The sentinel fault's tokens: every logprob -9999, as a provider's bad replica sends."""
+    if degrade != "sentinel":
+        return tokens
+    return Tokens(tokens.ids, np.ones_like(tokens.chosen), tokens.candidates, np.ones_like(tokens.top))
 
 
 def _items_json(tokens: Tokens, k: int) -> bytes:
     """The logprobs.content items, joined from per-token fragments tabulated once per vocabulary."""
+    parts = item_parts(tokens, k)
+    parts[-1, -1] = parts[-1, -1][:-1]  # no comma after the last item
+    return b"".join(parts.ravel().tolist())
+
+
+def item_parts(tokens: Tokens, k: int) -> np.ndarray:
+    """object [n, 3 + 3k]: one row of byte fragments per logprobs.content item, each row ending in a comma."""
     t = tables()
     n = len(tokens.ids)
     parts = np.empty((n, 3 + 3 * k), dtype=object)
@@ -87,6 +114,5 @@ def _items_json(tokens: Tokens, k: int) -> bytes:
         parts[:, 4::3] = t.logprob_text[tokens.top[:, :k]]
         parts[:, 5::3] = t.entry_close[candidates]
         parts[:, -1] = t.entry_close_last[candidates[:, -1]]
-    parts[-1, -1] = parts[-1, -1][:-1]  # no comma after the last item
-    return b"".join(parts.ravel().tolist())
+    return parts
 

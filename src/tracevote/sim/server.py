@@ -12,14 +12,20 @@ registered in kinds.py), so the model answers each kind without reading the prom
 the known kinds. Every completion carries X-Tracevote-Simulated: 1, so a client always knows a simulated
 reply from a real one (ledgers never mix them).
 
-Faults (429s, drops, truncated bodies, ...) follow a FaultPlan: see faults.py for the spec.
-`GET /_stats` returns the request counts per sample, per kind and per outcome.
+A request with `stream: true` gets server-sent events in HTTP chunks (sim/stream.py has the layout), made one at
+a time: before each chunk the handler checks whether the client hung up, and stops making chunks when it has.
+
+Faults (429s, drops, truncated bodies, ...) follow a FaultPlan: see faults.py for the spec (a stream meets them
+mid-stream). `GET /_stats` returns the request counts per sample, per kind and per outcome, the tokens streamed
+per sample (generated_tokens) and how streams ended (streams).
 """
 
 from __future__ import annotations
 
 import collections
 import contextlib
+import select
+import socket
 import sys
 import threading
 import time
@@ -37,6 +43,7 @@ from tracevote.sim.kinds import KNOWN_KINDS, UnknownKindError
 from tracevote.sim.model import SimModel
 from tracevote.sim.render import Degrade
 from tracevote.sim.request import SimRequestError, parse_request
+from tracevote.sim.stream import StreamEvent, stream_request
 
 _CHAT_PATHS = ("/chat/completions", "/v1/chat/completions")
 _MODELS_PATHS = ("/models", "/v1/models")
@@ -54,6 +61,7 @@ class ServerOptions:
     no_balance: bool = False
     max_top_logprobs: int = 20
     profile: str = "deepseek"
+    pace: Callable[[], None] | None = None  # called before each streamed chunk is made: a test steps a stream with it
 
 
 @dataclass
@@ -67,6 +75,8 @@ class ServerStats:
     by_kind: collections.Counter[str] = field(default_factory=collections.Counter)
     delivered: collections.Counter[str] = field(default_factory=collections.Counter)
     outcomes: collections.Counter[str] = field(default_factory=collections.Counter)
+    generated: collections.Counter[str] = field(default_factory=collections.Counter)
+    streams: collections.Counter[str] = field(default_factory=collections.Counter)
     anonymous: int = 0
 
     def begin(self, sample_key: str | None, kind: str = SOLVE) -> tuple[str, int]:
@@ -88,11 +98,20 @@ class ServerStats:
         with self.lock:
             self.delivered[sample_key] += 1
 
+    def streamed(self, sample_key: str, tokens: int) -> None:
+        with self.lock:
+            self.generated[sample_key] += tokens
+
+    def stream_ended(self, ending: str) -> None:
+        with self.lock:
+            self.streams[ending] += 1
+
     def snapshot(self) -> dict[str, Any]:
         with self.lock:
             return {"requests": sum(self.by_sample.values()), "outcomes": dict(self.outcomes),
                     "by_sample": dict(self.by_sample), "by_kind": dict(self.by_kind),
-                    "delivered": dict(self.delivered)}
+                    "delivered": dict(self.delivered), "generated_tokens": dict(self.generated),
+                    "streams": dict(self.streams)}
 
 
 class SimServer(ThreadingHTTPServer):
@@ -197,8 +216,10 @@ class _Handler(BaseHTTPRequestHandler):
         self.server.stats.outcome(fault or "ok")
         if fault in ("429", "500", "503"):
             self._send_status_fault(fault)
-        elif fault == "drop":
+        elif fault == "drop" and not request.get("stream"):
             self.close_connection = True  # hang up without a word
+        elif request.get("stream"):
+            self._send_stream(request, sample_key, counted_key, kind, fault)
         else:
             self._send_completion(request, sample_key, kind, fault)
             if fault in (None, "slow"):
@@ -236,6 +257,55 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.flush()
             self.close_connection = True
 
+    def _send_stream(self, request: dict[str, Any], sample_key: str | None, counted_key: str, kind: str,
+                     fault: str | None) -> None:
+        """Server-sent events in HTTP chunks, made one at a time: a client gone stops the making. A fault
+        (drop, slow, malformed, truncated) strikes after faults.stream_after content chunks."""
+        degrade: Degrade = "sentinel" if fault == "sentinel" else "nologprobs" if fault == "nologprobs" else "none"
+        events = self.server.model.stream(request, sample_key, degrade=degrade, kind=kind,
+                                          profile=PROFILES[self.server.options.profile])
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.send_header(SIMULATED_HEADER, "1")
+        self.end_headers()
+        ending = self._stream_events(events, counted_key, fault)
+        self.server.stats.stream_ended(ending)
+        if ending in ("finished", "malformed", "slow", "truncated"):
+            self.wfile.write(b"0\r\n\r\n")
+        if ending in ("finished", "slow") and fault not in ("nologprobs", "sentinel"):
+            self.server.stats.delivered_to(counted_key)  # whole and valid, as a slow whole reply is
+        if ending in ("drop", "client gone"):
+            self.close_connection = True  # no end of the chunked body
+
+    def _stream_events(self, events: Iterator[StreamEvent], counted_key: str, fault: str | None) -> str:
+        """Writes the events; returns how the stream ended: "finished", "client gone" or the fault's kind."""
+        pace, stats, strike_at = self.server.options.pace, self.server.stats, self.server.faults.stream_after
+        content_sent, struck = 0, False
+        for event in events:
+            if pace is not None:
+                pace()
+            if _client_gone(self.connection):
+                return "client gone"
+            data = event.data
+            if event.tokens and content_sent == strike_at:
+                struck = True
+                if fault in ("drop", "truncated"):
+                    return fault
+                if fault == "slow" and _stalled(self.connection, self.server.faults.slow_s):
+                    return "client gone"
+                if fault == "malformed":  # half an event, as a proxy that cut it sends it
+                    data = data[: len(data) // 2] + b"\n\n"
+            try:
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+            except ConnectionError:
+                return "client gone"
+            if event.tokens:
+                content_sent += 1
+                stats.streamed(counted_key, event.tokens)
+        return fault if struck and fault in ("malformed", "slow") else "finished"
+
     def _send_not_found(self) -> None:
         self.send_response(404)
         self.send_header("Content-Type", "text/html")
@@ -270,6 +340,7 @@ def _check_request(options: ServerOptions, authorization: str | None, kind: str,
         if not isinstance(request, dict):
             raise ValueError("not an object")
         parsed = parse_request(request, PROFILES[options.profile])
+        stream_request(request)
     except (orjson.JSONDecodeError, ValueError) as exc:
         status = exc.status if isinstance(exc, SimRequestError) else 400
         message = str(exc) if isinstance(exc, SimRequestError) else "Invalid request body: not a JSON object"
@@ -280,6 +351,27 @@ def _check_request(options: ServerOptions, authorization: str | None, kind: str,
     if options.models is not None and parsed.model not in options.models:
         return {}, (400, _error("Model Not Exist", "invalid_request_error", "invalid_request_error"))
     return request, None
+
+
+def _client_gone(connection: socket.socket) -> bool:
+    """Whether the client closed its end: the socket reads as end of file (vLLM checks the same per step)."""
+    readable, _, _ = select.select([connection], [], [], 0)
+    if not readable:
+        return False
+    try:
+        return connection.recv(1, socket.MSG_PEEK) == b""
+    except OSError:
+        return True
+
+
+def _stalled(connection: socket.socket, seconds: float) -> bool:
+    """Sends nothing for `seconds`; True when the client went away meanwhile (so the stall ends early)."""
+    deadline = time.monotonic() + seconds
+    while (left := deadline - time.monotonic()) > 0:
+        if _client_gone(connection):
+            return True
+        time.sleep(min(left, 0.02))
+    return False
 
 
 def _auth_refusal(options: ServerOptions, authorization: str | None) -> tuple[int, dict[str, Any]] | None:
