@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -75,15 +76,20 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--only", nargs="*", help="record only these fixtures (default: every one)")
     args = parser.parse_args(argv)
     problem = json.loads(args.heldout.read_text().splitlines()[0])["problem"]
-    args.out.mkdir(parents=True, exist_ok=True)
-    with requests.Session() as session:
-        for name, request in variants(problem).items():
-            if args.only and name not in args.only:
-                continue
-            fixture = record(session, args.base_url, request)
-            (args.out / f"{name}.json").write_text(json.dumps(fixture, ensure_ascii=False) + "\n")
-            print(f"{name}: HTTP {fixture['status']}")
+    wanted = {name: request for name, request in variants(problem).items() if not args.only or name in args.only}
+    record_all(wanted, args.base_url, args.out, record)
     return 0
+
+
+def record_all(requests_by_name: dict[str, dict[str, Any]], base_url: str, out: Path,
+               record_one: Callable[[requests.Session, str, dict[str, Any]], dict[str, Any]]) -> None:
+    """Each request sent through `record_one` and its fixture written to out/<name>.json."""
+    out.mkdir(parents=True, exist_ok=True)
+    with requests.Session() as session:
+        for name, request in requests_by_name.items():
+            fixture = record_one(session, base_url, request)
+            (out / f"{name}.json").write_text(json.dumps(fixture, ensure_ascii=False) + "\n")
+            print(f"{name}: HTTP {fixture['status']}")
 
 
 if __name__ == "__main__":

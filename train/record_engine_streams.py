@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import requests
-from record_engine_replies import ENGINE, base_request
+from record_engine_replies import ENGINE, base_request, record_all
 
 
 def variants(problems: list[str]) -> dict[str, dict[str, Any]]:
@@ -44,12 +44,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
     problems = [json.loads(line)["problem"] for line in args.heldout.read_text().splitlines()[:3]]
-    args.out.mkdir(parents=True, exist_ok=True)
-    with requests.Session() as session:
-        for name, request in variants(problems).items():
-            fixture = record(session, args.base_url, request)
-            (args.out / f"{name}.json").write_text(json.dumps(fixture, ensure_ascii=False) + "\n")
-            print(f"{name}: HTTP {fixture['status']}, {len(fixture['sse'])} characters")
+    record_all(variants(problems), args.base_url, args.out, record)
     return 0
 
 
