@@ -19,6 +19,7 @@ import requests
 
 from tests.gate_proxy import DIRECT, gate_proxy
 from tracevote.cli import real
+from tracevote.core.errors import DataError
 from tracevote.engine.llamacpp import EngineServer, llamacpp_server, missing_engine_reason
 from tracevote.sampling.ingest import parse_completion
 from tracevote.store.pool import read_manifest
@@ -54,7 +55,7 @@ def test_the_server_answers_under_its_alias_and_is_gone_after_the_block(tmp_path
 def test_a_server_that_cannot_start_is_reported_with_its_log(tmp_path: Path) -> None:
     broken = tmp_path / "broken.gguf"
     broken.write_bytes(b"GGUF" + b"\0" * 64)
-    with pytest.raises(Exception, match="exited with code") as caught, \
+    with pytest.raises(DataError, match="exited with code") as caught, \
             llamacpp_server(broken, log=tmp_path / "engine.log"):
         pass
     assert "engine.log" in str(caught.value)
