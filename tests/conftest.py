@@ -47,3 +47,26 @@ def wait_for(condition: Callable[[], bool], what: str, timeout_s: float = EVENT_
         if time.monotonic() > deadline:
             pytest.fail(f"waited {timeout_s:g} s for {what}")
         time.sleep(0.01)
+
+
+# `make test` hands whole files to two workers (--dist loadfile) in collection order (--no-loadscope-reorder, since
+# xdist's own order, most tests first, leaves a two-test file of DVC runs for last, one worker idle meanwhile): the
+# files that drive DVC or subprocesses go first, the longest measured first, so the many quick files fill the end.
+# Measured 2026-11-26 (per-file totals of one --junitxml run); paths under tests/.
+LONGEST_FIRST = ("test_pipeline.py", "test_profiles_pipeline.py", "test_ledgers_ignored.py",
+                 "datasets/test_data_stages.py", "test_stage_failures.py", "test_profile_endpoints.py",
+                 "critique/test_build.py", "test_remote.py", "test_pipeline_experiments.py", "sampling/test_build.py",
+                 "sampling/test_run_control.py", "core/test_check_params.py", "test_bench.py")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.getoption("random_order_enabled", default=False):  # `make test-random` shuffles the files on purpose
+        return
+
+    def cost_rank(item: pytest.Item) -> tuple[int, int]:
+        name = item.path.relative_to(FIXTURES.parent).as_posix()
+        if name in LONGEST_FIRST:
+            return 0, LONGEST_FIRST.index(name)
+        return (1 if item.get_closest_marker("slow") else 2), 0
+
+    items.sort(key=cost_rank)  # stable: each file's tests keep their order
