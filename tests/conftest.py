@@ -52,11 +52,14 @@ def wait_for(condition: Callable[[], bool], what: str, timeout_s: float = EVENT_
 # `make test` hands whole files to two workers (--dist loadfile) in collection order (--no-loadscope-reorder, since
 # xdist's own order, most tests first, leaves a two-test file of DVC runs for last, one worker idle meanwhile): the
 # files that drive DVC or subprocesses go first, the longest measured first, so the many quick files fill the end.
-# Measured 2026-11-26 (per-file totals of one --junitxml run); paths under tests/.
+# Measured 2026-11-26 (per-file totals of one --junitxml run; the engine file and the pool-steps pipeline, added
+# after it, placed by their own durations); paths under tests/.
 LONGEST_FIRST = ("test_pipeline.py", "test_profiles_pipeline.py", "test_ledgers_ignored.py",
-                 "datasets/test_data_stages.py", "test_stage_failures.py", "test_profile_endpoints.py",
+                 "engine/test_real_engine.py", "datasets/test_data_stages.py", "test_stage_failures.py",
+                 "test_profile_endpoints.py",
                  "critique/test_build.py", "test_remote.py", "test_pipeline_experiments.py", "sampling/test_build.py",
-                 "sampling/test_run_control.py", "core/test_check_params.py", "test_bench.py")
+                 "sampling/test_run_control.py", "core/test_check_params.py", "test_bench.py",
+                 "test_pool_steps_pipeline.py")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

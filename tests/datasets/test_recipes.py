@@ -72,7 +72,9 @@ def test_the_tinymath_recipe_normalizes_its_shipped_file() -> None:
     records = normalize_dataset(read_local_rows(path), recipe, str(path))
     assert len(records) == 100 and records[0].id == "tinymath-0"
     assert all(isinstance(record, Problem) and isinstance(record.answer, int) for record in records)
-    assert set(records[0].meta) == {"generator", "seed"}  # the steps (a list) stay in the file only
+    # the steps (a list) stay in the file only; the solution is the grading critic's reference
+    assert set(records[0].meta) == {"generator", "seed", "solution"}
+    assert records[0].meta["solution"].splitlines()[-1] == f"\\boxed{{{records[0].answer}}}"
 
 
 def test_every_recipe_is_tested_and_fetches_from_the_hub() -> None:
