@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import errno
 import os
-import subprocess
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -143,14 +142,12 @@ def _run_demo(args: argparse.Namespace, scratch: Path) -> int:
     print(f"demo: simulated model on {read_from} in the scratch project {scratch} (your workspace is untouched)")
     for method in plan.fallbacks:
         print(f"demo: {method}: none of its datasets has a file in {args.data}; it runs on the built-in demo files")
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
     offline_page = repo / DEFAULT_TEMPLATE  # written by make setup: `dvc plots show` draws offline
     page = [["config", "plots.html_template", str(offline_page)]] if offline_page.is_file() else []
-    for command in (["init", "--no-scm", "-q"], *page, ["repro", *demo.repro_targets(args.method)]):
-        completed = subprocess.run([sys.executable, "-m", "dvc", *command], cwd=scratch, env=env, check=False)
-        if completed.returncode != 0:
-            print(f"demo: `dvc {' '.join(command)}` failed in {scratch}", file=sys.stderr)
-            return completed.returncode
+    failed = demo.run_dvc(scratch, [["init", "--no-scm", "-q"], *page, ["repro", *demo.repro_targets(args.method)]],
+                          "demo")
+    if failed:
+        return failed
     if args.method:  # one method ran: the other methods' outputs listed below do not exist
         where = os.path.relpath(scratch, repo)
         print(f"\ndemo: done ({args.method}). Metrics under {where}/metrics, plots under {where}/plots")

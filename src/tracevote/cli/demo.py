@@ -12,6 +12,8 @@ import fcntl
 import os
 import re
 import shutil
+import subprocess
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -58,16 +60,34 @@ def results_by_method(name: str) -> dict[str, list[Path]]:
     }
 
 
-def results_listing(scratch: Path, name: str, here: Path) -> str:
-    """The demo's closing lines: its main outputs, one per line, grouped by method, relative to `here`.
+METHOD_TITLES = {"deepconf": "DeepConf", "debate": "Debate, and voting beside it", "critique": "Critique",
+                 "grading": "Grading"}  # results_by_method's groups, by METHOD_TARGETS key
+
+
+def results_listing(scratch: Path, name: str, here: Path, *, label: str = "demo", method: str | None = None) -> str:
+    """The closing lines of `make demo` (or `make real`: `label`): the main outputs of every method (or of
+    `method`), one per line, grouped by method, relative to `here`.
 
     >>> print(results_listing(Path("/repo/demo"), "demo", Path("/repo")).splitlines()[2])
         demo/metrics/deepconf/demo/report.txt
     """
-    lines = ["demo: done. Its results, by method:"]
-    for method, paths in results_by_method(name).items():
-        lines += [f"  {method}", *(f"    {os.path.relpath(scratch / path, here)}" for path in paths)]
+    lines = [f"{label}: done. Its results, by method:"]
+    for title, paths in results_by_method(name).items():
+        if method is None or METHOD_TITLES[method] == title:
+            lines += [f"  {title}", *(f"    {os.path.relpath(scratch / path, here)}" for path in paths)]
     return "\n".join(lines)
+
+
+def run_dvc(scratch: Path, commands: list[list[str]], label: str) -> int:
+    """Each `dvc` command in the scratch project with this venv's python first on PATH (DVC's stages run
+    `python ...`); 0, or the first failure's exit code, said in one line."""
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    for command in commands:
+        completed = subprocess.run([sys.executable, "-m", "dvc", *command], cwd=scratch, env=env, check=False)
+        if completed.returncode != 0:
+            print(f"{label}: `dvc {' '.join(command)}` failed in {scratch}", file=sys.stderr)
+            return completed.returncode
+    return 0
 
 
 def demo_overrides(problems: Path, *, problem_key: str) -> dict[str, Any]:

@@ -22,7 +22,7 @@ DESCRIPTION = ("tracevote measures four test-time reasoning methods on math benc
                "report around it.")
 PARAMS_HELP = "the params file to read (default: %(default)s)"
 PROBLEMS_HELP = "normalized problems, one JSON object a line (default: data/<dataset>.jsonl)"
-# the keys of cli.demo.METHOD_TARGETS and of cli.real.METHOD_TARGETS (not imported: light --help)
+# the keys of cli.demo.METHOD_TARGETS, for make demo and make real (not imported: light --help)
 DEMO_METHODS = ("critique", "debate", "deepconf", "grading")
 GRADING_FORMATS = ("gsm8k", "math500", "aime", "amc23")  # tracevote.grading.gold.GRADING_FORMATS (not imported: slow)
 GRADE_DESCRIPTION = ("Grade a predictions file as the grading scorer did: Math-Verify accuracy (gold first), the "

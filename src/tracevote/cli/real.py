@@ -9,16 +9,13 @@ with Math-Verify and the critic. The server runs only while `dvc repro` does.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from tracevote.cli.demo import clear_scratch, copy_pipeline, results_by_method
+from tracevote.cli.demo import clear_scratch, copy_pipeline, repro_targets, results_listing, run_dvc
 from tracevote.engine.llamacpp import EngineServer, llamacpp_server, stop_on_sigterm
 
 MODEL = Path("models") / "tinymath.gguf"
@@ -26,8 +23,6 @@ DATASET = "tinymath"
 ENDPOINT = "tinymath"
 PROBLEMS_FILE = Path("inputs") / "tinymath.jsonl"  # the first --problems held-out problems, in the scratch project
 SERVER_CONTEXT = 2048  # the debate's later rounds quote other agents: far past the model's 128 trained positions
-METHOD_TARGETS = {"deepconf": "report", "debate": "score_debate", "critique": "report_critiques",
-                  "grading": "report_grading"}
 OWN_SOLUTIONS = "tinymath_own"  # the pool's own traces cut into steps, labelled by the generator (source.pool)
 PER_PROBLEM = 4  # solutions critiqued per problem, half right and half wrong where the pool has both
 K_LADDER = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
@@ -38,7 +33,7 @@ class RealRun:
     problems: int  # held-out problems in the pool (the first ones of the file)
     traces: int  # traces per problem
     debates: int  # problems debated
-    method: str | None  # one of METHOD_TARGETS, or None: all
+    method: str | None  # a key of cli.demo.METHOD_TARGETS, or None: every stage
 
 
 def real_overrides(params: dict[str, Any], run: RealRun, base_url: str) -> dict[str, Any]:
@@ -97,34 +92,15 @@ def prepare(repo: Path, scratch: Path, run: RealRun, server: EngineServer) -> No
     (scratch / PROBLEMS_FILE).write_text("\n".join(rows) + "\n", encoding="utf-8")
 
 
-def repro_targets(method: str | None) -> list[str]:
-    return list(METHOD_TARGETS.values()) if method is None else [METHOD_TARGETS[method]]
-
-
 def run_real(repo: Path, scratch: Path, run: RealRun) -> int:
     """Start the server, build and run the scratch project, stop the server; dvc's exit code."""
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
     with stop_on_sigterm(), llamacpp_server(repo / MODEL, log=scratch.parent / "real-engine.log",
                                             model_alias="tinymath", n_ctx=SERVER_CONTEXT) as server:
         print(f"real: llama.cpp's server on {server.base_url} (pid {server.pid}) serving {MODEL}; "
               f"{run.problems} problems x {run.traces} traces in the scratch project {scratch}")
         prepare(repo, scratch, run, server)
-        for command in (["init", "--no-scm", "-q"], ["repro", *repro_targets(run.method)]):
-            completed = subprocess.run([sys.executable, "-m", "dvc", *command], cwd=scratch, env=env, check=False)
-            if completed.returncode != 0:
-                print(f"real: `dvc {' '.join(command)}` failed in {scratch}", file=sys.stderr)
-                return completed.returncode
-    print("real: the server is stopped\n" + listing(scratch, repo, run.method))
+        failed = run_dvc(scratch, [["init", "--no-scm", "-q"], ["repro", *repro_targets(run.method)]], "real")
+        if failed:
+            return failed
+    print("real: the server is stopped\n" + results_listing(scratch, DATASET, repo, label="real", method=run.method))
     return 0
-
-
-def listing(scratch: Path, here: Path, method: str | None) -> str:
-    """The main outputs of the methods that ran, one per line, relative to `here`."""
-    ran = {"DeepConf": "deepconf", "Debate, and voting beside it": "debate", "Critique": "critique",
-           "Grading": "grading"}
-    lines = ["real: done. Its results, by method:"]
-    for title, paths in results_by_method(DATASET).items():
-        if ran.get(title) is not None and method in (None, ran[title]):
-            lines += [f"  {title}", *(f"    {os.path.relpath(scratch / path, here)}" for path in paths)]
-    return "\n".join(lines)
-
