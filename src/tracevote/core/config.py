@@ -118,6 +118,8 @@ class Params:
         for method, names, formats, why in (
                 ("deepconf", self.deepconf.datasets, (*INTEGER_FORMATS, "math"),
                  "DeepConf votes over integers, or over classes of equal LaTeX answers"),
+                ("online.live", self.online.live.datasets, (*INTEGER_FORMATS, "math"),
+                 "DeepConf votes over integers, or over classes of equal LaTeX answers"),
                 ("debate", self.debate.datasets, INTEGER_FORMATS, "agents agree on integers")):
             for name in names:
                 if require(name in self.datasets, method, "datasets", name, known):

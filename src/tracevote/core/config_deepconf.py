@@ -101,8 +101,25 @@ def eta_percent(eta: float) -> int | None:
 
 
 @dataclass(frozen=True)
+class LiveConfig:
+    """Online DeepConf run live (stage build_online): traces streamed and closed as their confidence falls."""
+
+    datasets: tuple[str, ...] = param("the datasets run live, each with its own build_online stage (kind problems); "
+                                      "[]: none", unique=True)
+    methods: tuple[str, ...] = param("which online.percentiles run live (low, high, ...); the warmup traces are "
+                                     "shared by them", unique=True)
+    budget: int = param("traces per problem and method at most, the warmup included", **COUNT)
+    concurrency: int = param("streams in flight at once (the stop rule stays the sequential one)", **CONCURRENCY)
+    max_cost_usd: float = param("refuse a run whose worst case (every missing trace runs to decoding.max_tokens) "
+                                "is estimated above this many dollars", ge=0)
+
+
+NO_LIVE_RUN = LiveConfig(datasets=(), methods=(), budget=1, concurrency=1, max_cost_usd=0.0)
+
+
+@dataclass(frozen=True)
 class OnlineConfig:
-    """Online DeepConf replayed on the pool (tracevote.deepconf.online)."""
+    """Online DeepConf replayed on the pool (tracevote.deepconf.online), and run live (`live:`)."""
 
     warmup: int = param("traces per working set that run in full and set the threshold", **COUNT)
     percentiles: dict[str, float] = param("method online_<name> -> the percentile of the warmup's lowest group "
@@ -111,6 +128,8 @@ class OnlineConfig:
     consensus: float | None = param("stop sampling once the leading answer holds this share of the vote weight "
                                     "(the paper's tau, e.g. 0.95); null: never stop early", gt=0.5, le=1)
 
+    live: LiveConfig = param("online DeepConf run live against the endpoint: stage build_online", NO_LIVE_RUN)
+
     def validate(self, where: str) -> None:
         require(len(self.percentiles) > 0, where, "percentiles", self.percentiles, "at least one method")
         for name, value in self.percentiles.items():
@@ -118,6 +137,15 @@ class OnlineConfig:
                     "a name of letters, digits and _ (it names the method online_<name>)")
             require(isinstance(value, int | float) and not isinstance(value, bool) and 0 <= value <= 100,
                     f"{where}.percentiles", str(name), value, "a percentile in [0, 100]")
+        if not self.live.datasets:
+            return
+        require(len(self.live.methods) > 0, f"{where}.live", "methods", list(self.live.methods),
+                "at least one key of online.percentiles when live.datasets names any")
+        for method in self.live.methods:
+            require(method in self.percentiles, f"{where}.live", "methods", method,
+                    f"a key of online.percentiles ({', '.join(map(str, self.percentiles)) or 'none'})")
+        require(self.live.budget >= self.warmup, f"{where}.live", "budget", self.live.budget,
+                f"at least online.warmup ({self.warmup}): the warmup traces are part of the budget")
 
     def method_names(self) -> tuple[str, ...]:
         return tuple(f"online_{name}" for name in self.percentiles)

@@ -141,6 +141,18 @@ def _before_consensus(codes: np.ndarray, weights: np.ndarray, warmup: int, tau: 
     The share is checked after the warmup and after each later trace; sampling stops at the first check
     that reaches tau (never when no weight was cast yet).
     """
+    k = codes.shape[1]
+    reached = consensus_checks(codes, weights, warmup, tau)
+    reached[:, -1] = True  # the budget ends sampling anyway
+    last = reached.argmax(axis=1)
+    return np.arange(k)[None, :] <= last[:, None]
+
+
+def consensus_checks(codes: np.ndarray, weights: np.ndarray, warmup: int, tau: float) -> np.ndarray:
+    """bool [S, K]: whether the check after trace i (i >= warmup - 1) finds the leading answer's share of the vote
+    weight of traces 0..i at or above tau. A trace votes where its weight is a number and its code >= 0; the share
+    after trace i depends on traces 0..i alone, summed in their order (so a live run deciding trace by trace
+    reaches the same numbers)."""
     n_sets, k = codes.shape
     n_answers = int(codes.max(initial=-1)) + 1
     counted = ~np.isnan(weights) & (codes >= 0)
@@ -148,11 +160,9 @@ def _before_consensus(codes: np.ndarray, weights: np.ndarray, warmup: int, tau: 
     rows, columns = np.nonzero(counted)
     per_answer[rows, columns, codes[rows, columns]] = weights[rows, columns]
     running = per_answer.cumsum(axis=1)
-    total = running.sum(axis=2)
+    total = np.where(counted, weights, 0.0).cumsum(axis=1)  # in trace order, whatever the number of answers
     with np.errstate(invalid="ignore", divide="ignore"):
         share = np.where(total > 0, running.max(axis=2) / total, 0.0)
     reached = share >= tau
     reached[:, :warmup - 1] = False  # the first check follows the warmup
-    reached[:, -1] = True  # the budget ends sampling anyway
-    last = reached.argmax(axis=1)
-    return np.arange(k)[None, :] <= last[:, None]
+    return reached

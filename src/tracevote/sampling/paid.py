@@ -138,9 +138,12 @@ class CallProgress:
         self._counts = self._counts_text(0, "")
 
     def on_stored(self, paid: Paid, summary: RunSummary) -> None:
+        self.advance(summary.prompt_tokens + summary.completion_tokens, summary.usd, summary.simulated_as)
+
+    def advance(self, tokens: int, usd: float, simulated_as: str | None) -> None:
+        """One more call stored; the run's tokens and dollars so far."""
         self._bar.update(1)
-        tokens = summary.prompt_tokens + summary.completion_tokens
-        self._counts = self._counts_text(tokens, spent_text(summary.usd, summary.simulated_as))
+        self._counts = self._counts_text(tokens, spent_text(usd, simulated_as))
         self._bar.set_postfix_str(self._counts, refresh=False)
 
     def waiting(self, notice: RetryNotice) -> None:

@@ -1,0 +1,119 @@
+"""Online DeepConf's rules as a live run applies them, one trace and one token batch at a time.
+
+The replay (tracevote.deepconf.online) decides from whole stored traces; a live run decides while tokens
+arrive. Both reach the same numbers by the same operations, so on traces with the same tokens they stop at the
+same token and end sampling at the same trace:
+- `warmup_threshold`: np.percentile (linear) of the warmup traces' lowest-group confidences, as
+  deepconf.voting.row_percentile computes it; NaN (never stop) when no warmup trace has a confidence.
+- `WindowStop`: a trace's window sums are differences of its prefix sums of C_i (float32 values summed in float64
+  in token order, tokens without a confidence left out), as deepconf.confidence computes them; the trace stops at
+  the first full window whose sum / width is below the threshold, having spent the tokens up to and including
+  that window's last one. (That window is always one of the replay's record lows: every earlier window's mean is
+  at least the threshold, so its sum is a new low.)
+- `consensus_reached`: the leading answer's share of the vote weight after the warmup and after each later trace,
+  in trace order (deepconf.online.consensus_checks on the traces so far).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+from tracevote.answers.classes import answer_classes
+from tracevote.answers.extract import answer_candidates, boxed_text, resolve_answer
+from tracevote.answers.mathverify import MathJudge
+from tracevote.core.config_datasets import AnswersConfig
+from tracevote.deepconf.online import consensus_checks
+from tracevote.deepconf.voting import row_percentile
+from tracevote.store.live import LiveTrace
+
+
+def warmup_threshold(lowest: np.ndarray, percentile: float) -> float:
+    """The stop threshold s: the `percentile` of the warmup traces' lowest-group confidences (NaN ones left out)."""
+    return float(row_percentile(np.asarray(lowest, dtype=np.float64)[None, :], percentile)[0])
+
+
+class WindowStop:
+    """The stop rule on one streaming trace: feed it each batch's C_i; it says where the trace stops.
+
+    >>> rule = WindowStop(threshold=0.5, group_size=2)
+    >>> rule.feed(np.array([0.9, 0.8], dtype=np.float32)), rule.feed(np.array([np.nan, 0.1], dtype=np.float32))
+    (None, 4)
+    """
+
+    def __init__(self, threshold: float, group_size: int, capacity: int = 1024) -> None:
+        self.threshold = threshold
+        self.width = group_size
+        self._prefix = np.zeros(capacity + 1)  # prefix sums of the confident tokens' C_i; _prefix[0] = 0
+        self._positions = np.zeros(capacity, dtype=np.int64)  # each confident token's index in the trace
+        self._confident = 0
+        self._seen = 0
+        self.spent: int | None = None  # tokens spent when the trace stopped
+
+    def feed(self, confidence: np.ndarray) -> int | None:
+        """The tokens the trace has spent if it stops within these (its next) tokens, else None; after a stop,
+        the same number again."""
+        if self.spent is not None:
+            return self.spent
+        kept = ~np.isnan(confidence)
+        values = confidence[kept]
+        first, end = self._confident, self._confident + len(values)
+        self._reserve(end)
+        self._positions[first:end] = np.flatnonzero(kept) + self._seen
+        self._seen += len(confidence)
+        # continuing the running sum token by token reproduces a cumsum of the whole trace bit for bit
+        running = np.concatenate((self._prefix[first:first + 1], values.astype(np.float64)))
+        np.cumsum(running, out=running)
+        self._prefix[first + 1:end + 1] = running[1:]
+        self._confident = end
+        self.spent = self._stop_within(first, end)
+        return self.spent
+
+    def _stop_within(self, first: int, end: int) -> int | None:
+        """Among the windows ending at confident tokens first+1..end, the first whose mean is below the threshold."""
+        w = self.width
+        ends = np.arange(max(w, first + 1), end + 1)
+        if not len(ends) or np.isnan(self.threshold):
+            return None
+        sums = self._prefix[ends] - self._prefix[ends - w]
+        below = np.flatnonzero(sums / w < self.threshold)
+        if not len(below):
+            return None
+        return int(self._positions[ends[below[0]] - 1]) + 1
+
+    def _reserve(self, confident: int) -> None:
+        if confident < len(self._positions):
+            return
+        size = max(confident + 1, 2 * len(self._positions))
+        self._prefix = np.concatenate((self._prefix, np.zeros(size + 1 - len(self._prefix))))
+        self._positions = np.concatenate((self._positions, np.zeros(size - len(self._positions), dtype=np.int64)))
+
+
+def consensus_reached(codes: np.ndarray, weights: np.ndarray, warmup: int, tau: float | None) -> bool:
+    """Whether sampling ends after the last of these traces (in trace order): the check after it finds the leading
+    answer's share of the vote weight at or above tau. A trace votes where its code is >= 0 and its weight a number;
+    the first check follows the warmup (trace warmup - 1); tau None never ends sampling."""
+    if tau is None or len(codes) < warmup:
+        return False
+    return bool(consensus_checks(np.asarray(codes, dtype=np.int64)[None, :],
+                                 np.asarray(weights, dtype=np.float64)[None, :], warmup, tau)[0, -1])
+
+
+class LiveAnswers:
+    """The answer codes of one problem's live traces, as the score stage finds them (-1: no answer): the integer
+    of `resolve_answer` under `answers:`, or for math answers the code of the trace's class of Math-Verify-equal
+    boxed texts (answers.classes, with the problem's gold). A trace stopped early keeps its code; it never votes."""
+
+    def __init__(self, answers: AnswersConfig, golds: Mapping[str, int | str], judge: MathJudge | None) -> None:
+        self.answers = answers
+        self.golds = golds
+        self.judge = judge
+
+    def __call__(self, problem_id: str, traces: list[LiveTrace]) -> np.ndarray:
+        if self.judge is not None:
+            boxed = [boxed_text(trace.sample.text) for trace in traces]
+            return answer_classes(str(self.golds[problem_id]), boxed, self.judge).codes
+        resolved = (resolve_answer(answer_candidates(t.sample.text), t.sample.finish_reason, self.answers)[0]
+                    for t in traces)
+        return np.array([-1 if value is None else value for value in resolved], dtype=np.int64)

@@ -1,0 +1,448 @@
+"""A live online DeepConf run: traces streamed from the endpoint and closed as their confidence falls.
+
+Per problem (as the replay, tracevote.deepconf.online, on the working set 0..budget-1):
+1. Traces 0..warmup-1 are generated in full (streamed, never stopped); they are shared by every method.
+2. Each method's threshold is the percentile of their lowest-group confidences (deepconf.live.warmup_threshold).
+3. Traces warmup..budget-1 of each method stream under its threshold; each is closed at the first full window
+   whose mean is below it (deepconf.live.WindowStop), which stops the server generating.
+4. With online.consensus (tau), after the warmup and after each later trace, in trace order, the leading answer's
+   share of the vote weight is checked; once it reaches tau no later trace starts, and those already streaming
+   are closed (stop reason "consensus-cancelled"). Traces stream `concurrency` at a time, so some start before the
+   check that ends sampling: they are paid and stored, and never vote (the sequential rule decides alone).
+
+Every trace is stored the moment it ends (store.live), from this thread only, so a kill -9 loses at most the
+streams in flight. A rerun loads what is stored, rebuilds the thresholds and the consensus checks from it (the
+same numbers, no request) and streams only the missing traces. A trace whose stream broke after tokens arrived is
+not stored (its tokens were billed: the run counts them) and is streamed again by the next run.
+"""
+
+from __future__ import annotations
+
+import collections
+import concurrent.futures as cf
+import contextlib
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+
+from tracevote.core.config_deepconf import ConfidenceConfig
+from tracevote.core.config_endpoints import PricingConfig
+from tracevote.core.costs import prompt_bytes, prompt_tokens, spent_text, usd, worst_case_usd
+from tracevote.core.errors import DataError, QuotaError, StorageError, TracevoteError
+from tracevote.core.retry import TransientError
+from tracevote.deepconf.confidence import trace_measures
+from tracevote.deepconf.live import WindowStop, consensus_reached, warmup_threshold
+from tracevote.sampling.breaker import OutageError
+from tracevote.sampling.budget import SpendCap, SpendCapError
+from tracevote.sampling.client import ChatClient, StreamBroken
+from tracevote.sampling.stream import Streamed, TokenBatch, stream_completion
+from tracevote.store.framing import FrameWriter
+from tracevote.store.live import LiveLedger, LiveTrace, StopReason, encode
+from tracevote.store.records import ProblemTraces, Sample
+
+# answer codes (-1: none) of one problem's traces, given in trace order
+CodesFn = Callable[[str, list[LiveTrace]], np.ndarray]
+_STOPPING = (OutageError, QuotaError, StorageError, SpendCapError)
+
+
+@dataclass(frozen=True)
+class LiveRules:
+    """What decides where a live run's traces stop and how many start."""
+
+    warmup: int
+    budget: int
+    percentiles: dict[str, float]  # the live methods: name -> percentile
+    confidence: ConfidenceConfig
+    consensus: float | None
+    max_tokens: int
+
+
+@dataclass
+class LiveSummary:
+    """What a run did: traces stored by how they ended, tokens received and billed, dollars, failures."""
+
+    started: int = 0
+    stored: int = 0
+    by_reason: collections.Counter[str] = field(default_factory=collections.Counter)
+    received_tokens: int = 0
+    kept_tokens: int = 0
+    billed_completion: int = 0
+    counted_by_client: int = 0  # billed completion tokens counted by the client (the server sent no usage)
+    usd: float = 0.0
+    broken_tokens: int = 0  # tokens received on streams that broke (billed, not stored)
+    failures: collections.Counter[str] = field(default_factory=collections.Counter)
+    elapsed_s: float = 0.0
+    simulated_as: str | None = None
+
+    def add(self, trace: LiveTrace, paid_usd: float) -> None:
+        self.stored += 1
+        self.by_reason[trace.stop_reason] += 1
+        self.received_tokens += trace.received
+        self.kept_tokens += trace.sample.n_tokens
+        self.billed_completion += trace.completion_tokens
+        self.counted_by_client += trace.completion_tokens if trace.usage_source == "client" else 0
+        self.usd += paid_usd
+
+    def render(self) -> str:
+        reasons = ", ".join(f"{count} {reason}" for reason, count in sorted(self.by_reason.items())) or "none"
+        lines = [f"stored {self.stored} of {self.started} traces started in {self.elapsed_s:.1f}s ({reasons}); "
+                 f"{self.received_tokens} completion tokens received, {self.kept_tokens} kept; billed "
+                 f"{self.billed_completion} completion tokens ({self.counted_by_client} counted by the client: the "
+                 f"server sent no usage), {spent_text(self.usd, self.simulated_as)}"]
+        if self.broken_tokens:
+            lines.append(f"  {self.broken_tokens} tokens arrived on streams that broke (billed; those traces are "
+                         f"streamed again by the next run)")
+        lines += [f"  failed: {count} x {cause}" for cause, count in self.failures.most_common()]
+        return "\n".join(lines)
+
+
+@dataclass
+class _Method:
+    """One method's traces of one problem (warmup..budget-1) and where its consensus checks stand."""
+
+    name: str
+    percentile: float
+    traces: dict[int, LiveTrace]
+    threshold: float = float("nan")
+    decided: int = 0  # traces 0..decided-1 checked, in order (warmup ones included)
+    ended_at: int | None = None  # the trace after which the consensus check ended sampling
+    in_flight: dict[int, threading.Event] = field(default_factory=dict)
+    failed: set[int] = field(default_factory=set)
+
+
+@dataclass
+class _Problem:
+    problem_id: str
+    messages: list[dict[str, str]]
+    warmup: dict[int, LiveTrace]
+    methods: dict[str, _Method]
+    in_flight: set[int] = field(default_factory=set)  # warmup traces streaming
+    failed: set[int] = field(default_factory=set)
+    lowest: dict[tuple[str, int], float] = field(default_factory=dict)  # cached per (ledger, index)
+
+    def warmed_up(self, warmup: int) -> bool:
+        return len(self.warmup) >= warmup and all(i in self.warmup for i in range(warmup))
+
+
+@dataclass(frozen=True)
+class _Job:
+    problem: _Problem
+    method: _Method | None  # None: a warmup trace
+    index: int
+    cancel: threading.Event
+
+
+def missing_traces(warmup: LiveLedger, methods: dict[str, LiveLedger], problem_ids: list[str],
+                   rules: LiveRules, codes: CodesFn) -> int:
+    """How many traces a run could still start: each missing warmup trace, and each method's missing traces until
+    the consensus check (replayed on what is stored) ends its sampling; the worst case the spend guard prices."""
+    return sum(_missing(problem, rules) for problem in _load(warmup, methods, problem_ids, {}, rules, codes))
+
+
+def _missing(problem: _Problem, rules: LiveRules) -> int:
+    count = sum(1 for i in range(rules.warmup) if i not in problem.warmup)
+    for method in problem.methods.values():
+        last = rules.budget - 1 if method.ended_at is None else method.ended_at
+        count += sum(1 for i in range(rules.warmup, last + 1) if i not in method.traces)
+    return count
+
+
+def run_live(client: ChatClient, warmup: LiveLedger, methods: dict[str, LiveLedger],
+             messages: dict[str, list[dict[str, str]]], rules: LiveRules, codes: CodesFn, *, concurrency: int,
+             pricing: PricingConfig, cap: SpendCap | None = None, batch_chunks: int = 1,
+             on_stored: Callable[[LiveTrace, LiveSummary], None] | None = None,
+             summary: LiveSummary | None = None) -> LiveSummary:
+    """Stream every missing trace of every problem in `messages` (see the module docstring), `concurrency` at a
+    time, problems in order; stores each trace as it ends. An outage, an empty quota, a failed write or the spend
+    cap stop the run softly (streams in flight end and are stored), then raise."""
+    summary = summary or LiveSummary()
+    started = time.monotonic()
+    problems = _load(warmup, methods, list(messages), messages, rules, codes)
+    ledgers = {None: warmup, **methods}
+    executor = cf.ThreadPoolExecutor(concurrency, thread_name_prefix="stream")
+    in_flight: dict[cf.Future[tuple[Streamed, StopReason, int]], _Job] = {}
+    stop: TracevoteError | None = None
+    with contextlib.ExitStack() as stack:
+        writers = _Writers(ledgers, stack)
+        try:
+            while True:
+                while stop is None and len(in_flight) < concurrency:
+                    job = _next_job(problems, rules)
+                    if job is None:
+                        break
+                    if cap is not None:
+                        try:
+                            cap.reserve(worst_case_usd(job.problem.messages, rules.max_tokens, pricing),
+                                        lambda: _count_missing(problems, rules))
+                        except SpendCapError as exc:
+                            stop = exc
+                            break
+                    _claim(job)
+                    summary.started += 1
+                    in_flight[executor.submit(_stream, client, job, rules, batch_chunks)] = job
+                if not in_flight:
+                    break
+                done, _ = cf.wait(in_flight, return_when=cf.FIRST_COMPLETED)
+                for future in done:
+                    job = in_flight.pop(future)
+                    _release(job)
+                    worst = worst_case_usd(job.problem.messages, rules.max_tokens, pricing)
+                    try:
+                        streamed, reason, kept = future.result()
+                    except _STOPPING as exc:
+                        stop = stop or exc
+                        _fail(job, summary, type(exc).__name__, cap, worst)
+                        continue
+                    except StreamBroken as broken:
+                        received = broken.received
+                        summary.broken_tokens += received.n_tokens if isinstance(received, Streamed) else 0
+                        _fail(job, summary, broken.cause, cap, worst,
+                              paid=_paid(received, job, pricing) if isinstance(received, Streamed) else 0.0)
+                        continue
+                    except TransientError as exc:
+                        _fail(job, summary, exc.cause, cap, worst)
+                        continue
+                    trace = _trace(job, streamed, reason, kept)
+                    paid = _paid(streamed, job, pricing)
+                    if cap is not None:
+                        cap.settle(worst, paid)
+                    try:
+                        writers.store(job, trace, streamed.simulated)
+                    except (OSError, StorageError) as exc:
+                        stop = stop or (exc if isinstance(exc, StorageError) else StorageError(
+                            f"{writers.path(job)}: {exc.strerror or exc} while storing a trace; the run stopped "
+                            f"streaming. Free some space and run the stage again: it streams only what is missing"))
+                        continue
+                    summary.add(trace, paid)
+                    _record(job, trace, rules, codes)
+                    if on_stored is not None:
+                        on_stored(trace, summary)
+        finally:
+            for job in in_flight.values():
+                job.cancel.set()  # a fatal error or ^C: every open stream closes at its next read
+            executor.shutdown(wait=False, cancel_futures=True)
+    summary.elapsed_s = time.monotonic() - started
+    if isinstance(stop, SpendCapError) and cap is not None:
+        raise cap.stopped()
+    if stop is not None:
+        raise stop
+    return summary
+
+
+def _load(warmup: LiveLedger, methods: dict[str, LiveLedger], problem_ids: list[str],
+          messages: dict[str, list[dict[str, str]]], rules: LiveRules, codes: CodesFn) -> list[_Problem]:
+    """Every problem's stored traces, thresholds and consensus checks, as a run left them."""
+    problems = []
+    for problem_id in problem_ids:
+        problem = _Problem(problem_id, messages.get(problem_id, []), warmup.traces(problem_id), {
+            name: _Method(name, rules.percentiles[name], ledger.traces(problem_id))
+            for name, ledger in methods.items()})
+        _after_warmup(problem, rules, codes)
+        problems.append(problem)
+    return problems
+
+
+def _after_warmup(problem: _Problem, rules: LiveRules, codes: CodesFn) -> None:
+    """Once every warmup trace is in: each method's threshold, then its consensus checks as far as traces are in."""
+    if not problem.warmed_up(rules.warmup):
+        return
+    lowest = _lowest(problem, "", [problem.warmup[i] for i in range(rules.warmup)], rules)
+    for method in problem.methods.values():
+        method.threshold = warmup_threshold(lowest, method.percentile)
+        _check_threshold(problem, method)
+        _check_consensus(problem, method, rules, codes)
+
+
+def _check_threshold(problem: _Problem, method: _Method) -> None:
+    """The threshold rebuilt from the stored warmup is the one the method's stored traces were streamed under."""
+    for trace in method.traces.values():
+        same = trace.threshold == method.threshold or (np.isnan(method.threshold) and trace.threshold is None)
+        if not same:
+            raise DataError(f"problem {problem.problem_id}, method {method.name}: trace {trace.index} was streamed "
+                            f"under threshold {trace.threshold!r}, but the stored warmup gives {method.threshold!r}; "
+                            f"the warmup ledger and this method's ledger do not belong together")
+
+
+def _record(job: _Job, trace: LiveTrace, rules: LiveRules, codes: CodesFn) -> None:
+    problem = job.problem
+    if job.method is None:
+        problem.warmup[job.index] = trace
+        _after_warmup(problem, rules, codes)
+    else:
+        job.method.traces[job.index] = trace
+        _check_consensus(problem, job.method, rules, codes)
+
+
+def _check_consensus(problem: _Problem, method: _Method, rules: LiveRules, codes: CodesFn) -> None:
+    """Check after each trace in order, as far as traces are stored; once a check ends sampling, close the streams
+    of later traces."""
+    if rules.consensus is None or method.ended_at is not None:
+        return
+    ordered = [problem.warmup[i] for i in range(rules.warmup)]
+    ordered += [method.traces[i] for i in range(rules.warmup, rules.budget) if i in method.traces]
+    contiguous = next((n for n, trace in enumerate(ordered) if trace.index != n), len(ordered))
+    if contiguous <= method.decided:
+        return
+    lowest = _lowest(problem, method.name, ordered[:contiguous], rules)
+    answer = codes(problem.problem_id, ordered[:contiguous])
+    with np.errstate(invalid="ignore"):
+        weights = np.where(lowest >= method.threshold, lowest, np.nan)
+    for n in range(max(method.decided + 1, rules.warmup), contiguous + 1):
+        if consensus_reached(answer[:n], weights[:n], rules.warmup, rules.consensus):
+            method.ended_at = n - 1
+            break
+    method.decided = contiguous
+    if method.ended_at is not None:
+        for index, cancel in method.in_flight.items():
+            if index > method.ended_at:
+                cancel.set()
+
+
+def _lowest(problem: _Problem, method: str, traces: list[LiveTrace], rules: LiveRules) -> np.ndarray:
+    """Each trace's lowest-group confidence (deepconf.confidence.trace_measures), cached per trace: the warmup's
+    under "", a method's under its name."""
+    def key(trace: LiveTrace) -> tuple[str, int]:
+        return ("" if trace.index < rules.warmup else method, trace.index)
+
+    missing = [trace for trace in traces if key(trace) not in problem.lowest]
+    if missing:
+        lowest = trace_measures(_as_traces(problem.problem_id, missing), rules.confidence).lowest
+        for trace, value in zip(missing, lowest.tolist(), strict=True):
+            problem.lowest[key(trace)] = value
+    return np.array([problem.lowest[key(trace)] for trace in traces], dtype=np.float64)
+
+
+def _as_traces(problem_id: str, traces: list[LiveTrace]) -> ProblemTraces:
+    confidence = [np.asarray(t.sample.token_confidence, dtype=np.float32) for t in traces]
+    offsets = np.concatenate(([0], np.cumsum([len(c) for c in confidence]))).astype(np.int64)
+    return ProblemTraces(problem_id, np.array([t.index for t in traces], dtype=np.int64), [], [], offsets,
+                         np.concatenate(confidence) if confidence else np.empty(0, dtype=np.float32))
+
+
+def _next_job(problems: list[_Problem], rules: LiveRules) -> _Job | None:
+    """The first trace that may start: problems in order, a problem's warmup first, then each method's next."""
+    for problem in problems:
+        for index in range(rules.warmup):
+            if index not in problem.warmup and index not in problem.in_flight and index not in problem.failed:
+                return _Job(problem, None, index, threading.Event())
+        if not problem.warmed_up(rules.warmup):
+            continue
+        for method in problem.methods.values():
+            if method.ended_at is not None:
+                continue
+            for index in range(rules.warmup, rules.budget):
+                if index not in method.traces and index not in method.in_flight and index not in method.failed:
+                    return _Job(problem, method, index, threading.Event())
+    return None
+
+
+def _count_missing(problems: list[_Problem], rules: LiveRules) -> int:
+    return sum(_missing(problem, rules) for problem in problems)
+
+
+def _claim(job: _Job) -> None:
+    if job.method is None:
+        job.problem.in_flight.add(job.index)
+    else:
+        job.method.in_flight[job.index] = job.cancel
+
+
+def _release(job: _Job) -> None:
+    if job.method is None:
+        job.problem.in_flight.discard(job.index)
+    else:
+        job.method.in_flight.pop(job.index, None)
+
+
+def _fail(job: _Job, summary: LiveSummary, cause: str, cap: SpendCap | None, worst: float, *,
+          paid: float = 0.0) -> None:
+    (job.problem.failed if job.method is None else job.method.failed).add(job.index)
+    summary.failures[cause] += 1
+    summary.usd += paid
+    if cap is not None:
+        cap.settle(worst, paid)
+
+
+def _stream(client: ChatClient, job: _Job, rules: LiveRules,
+            batch_chunks: int) -> tuple[Streamed, StopReason, int]:
+    """One trace streamed, how it ended and how many of its tokens are kept; closed when the stop rule fires or
+    the run cancels it."""
+    rule = None if job.method is None else WindowStop(job.method.threshold, rules.confidence.group_size)
+    why: list[StopReason] = []
+
+    def observe(batch: TokenBatch) -> Literal["stop"] | None:
+        if rule is not None and rule.feed(batch.token_confidence) is not None:
+            why.append("confidence")
+            return "stop"
+        if job.cancel.is_set():
+            why.append("consensus-cancelled")
+            return "stop"
+        return None
+
+    streamed = stream_completion(client, job.problem.messages, sample_key=f"{job.problem.problem_id}/{job.index}",
+                                 observer=observe, max_tokens=rules.max_tokens, batch_chunks=batch_chunks)
+    reason: StopReason = why[0] if why else streamed.stop_reason  # type: ignore[assignment]
+    if reason == "confidence" and rule is not None and rule.spent is not None:
+        return streamed, reason, rule.spent
+    return streamed, reason, streamed.n_tokens
+
+
+def _cut(streamed: Streamed, spent: int) -> Streamed:
+    """The trace as kept: its tokens up to and including the one it stopped at."""
+    if spent == streamed.n_tokens:
+        return streamed
+    return replace(streamed, tokens=streamed.tokens[:spent], text="".join(streamed.tokens[:spent]),
+                   token_logprobs=streamed.token_logprobs[:spent], top_logprobs=streamed.top_logprobs[:spent],
+                   token_confidence=streamed.token_confidence[:spent],
+                   top_tokens=None if streamed.top_tokens is None else streamed.top_tokens[:spent])
+
+
+def _trace(job: _Job, received: Streamed, reason: StopReason, kept: int) -> LiveTrace:
+    streamed = _cut(received, kept)
+    sample = Sample(problem_id=job.problem.problem_id, sample_id=job.index, text=streamed.text,
+                    tokens=streamed.tokens, token_logprobs=streamed.token_logprobs, top_logprobs=None,
+                    top_tokens=None, token_confidence=streamed.token_confidence, answer=None,
+                    finish_reason=streamed.finish_reason or reason, prompt_tokens=streamed.prompt_tokens or 0,
+                    completion_tokens=streamed.completion_tokens, latency_s=streamed.latency_s)
+    return LiveTrace(sample=sample, stop_reason=reason, received=received.n_tokens,
+                     prompt_tokens=streamed.prompt_tokens, completion_tokens=streamed.completion_tokens,
+                     usage_source=streamed.usage_source,
+                     threshold=None if job.method is None else job.method.threshold)
+
+
+def _paid(streamed: Streamed, job: _Job, pricing: PricingConfig) -> float:
+    """What the trace cost: the server's usage, else its prompt estimated as the spend guard does and the tokens
+    received."""
+    prompt = streamed.prompt_tokens
+    if prompt is None:
+        prompt = prompt_tokens(prompt_bytes(job.problem.messages))
+    return usd(prompt, streamed.completion_tokens, pricing)
+
+
+class _Writers:
+    """One frame writer per (ledger, problem), opened when first needed."""
+
+    def __init__(self, ledgers: dict[str | None, LiveLedger], stack: contextlib.ExitStack) -> None:
+        self._ledgers = ledgers
+        self._stack = stack
+        self._open: dict[tuple[str | None, str], FrameWriter] = {}
+
+    def store(self, job: _Job, trace: LiveTrace, simulated: bool) -> None:
+        ledger = self._ledgers[None if job.method is None else job.method.name]
+        ledger.check_kind(simulated)
+        self._writer(job).append(job.index, encode(trace, simulated=simulated))
+
+    def path(self, job: _Job) -> Path:
+        return self._ledgers[None if job.method is None else job.method.name].log_path(job.problem.problem_id)
+
+    def _writer(self, job: _Job) -> FrameWriter:
+        key = (None if job.method is None else job.method.name, job.problem.problem_id)
+        if key not in self._open:
+            self._open[key] = self._stack.enter_context(self._ledgers[key[0]].writer(key[1]))
+        return self._open[key]
+
