@@ -5,6 +5,7 @@ Streams only the traces its ledgers lack; stores each one as it ends; a complete
 
 import contextlib
 import os
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -14,12 +15,20 @@ from tracevote.core.config_endpoints import base_urls
 from tracevote.core.costs import CostEstimate, prompt_bytes, prompt_tokens, simulated_as, usd, worst_case_usd
 from tracevote.core.entry import stage_main
 from tracevote.core.errors import TracevoteError
+from tracevote.core.fileio import missing_folders
 from tracevote.datasets.problems import Problem
 from tracevote.deepconf.live import LiveAnswers
 from tracevote.sampling import backend
 from tracevote.sampling.budget import SpendCap, check_budget
 from tracevote.sampling.live import LiveRules, LiveSummary, missing_traces, run_live
-from tracevote.sampling.paid import CallProgress, RetryLines, check_free_space, needed_free_bytes, read_paid_stage_args
+from tracevote.sampling.paid import (
+    CallProgress,
+    PaidStageArgs,
+    RetryLines,
+    check_free_space,
+    needed_free_bytes,
+    read_paid_stage_args,
+)
 from tracevote.sampling.probe import run_probe
 from tracevote.sampling.prompts import setting_messages
 from tracevote.store.live import (
@@ -45,9 +54,33 @@ def main() -> None:
     settings = ledger_settings(params, rules)
     simulated = params.deepconf_model.backend == "sim"
     roots = {name: ledger_root(args.folder, name, setting, simulated=simulated) for name, setting in settings.items()}
-    if not all((root / LiveLedger.META).is_file() for root in roots.values()):
+    new_roots = [root for root in roots.values() if not (root / LiveLedger.META).is_file()]
+    if new_roots:
         args.refuse_if_already_built()  # before anything is written, so the `dvc pull` it recommends finds it clean
+    new_folders = missing_folders(args.folder)
     ledgers = {name: open_ledger(args.folder, name, setting, simulated=simulated) for name, setting in settings.items()}
+    try:
+        _build(args, params, problems, rules, ledgers, settings, partial=not new_roots)
+    except BaseException:
+        _remove_empty(new_roots, new_folders)  # a run refused or stopped before storing a trace leaves nothing
+        raise
+
+
+def _remove_empty(roots: list[Path], folders: list[Path]) -> None:
+    """The ledgers this run created that hold no trace, then the folders made for them where left empty."""
+    for root in roots:
+        if root.is_dir() and not LiveLedger(root).holds_calls():
+            shutil.rmtree(root, ignore_errors=True)
+    for folder in folders:
+        if folder.is_dir() and not any(folder.iterdir()):
+            folder.rmdir()
+
+
+def _build(args: PaidStageArgs[Problem], params: Params, problems: list[Problem], rules: LiveRules,
+           ledgers: dict[str, LiveLedger], settings: dict[str, dict[str, Any]], *, partial: bool) -> None:
+    """Everything after the ledgers are open: the traces missing, the run, the manifest. `partial`: every ledger
+    was there before this run."""
+    ledgers = dict(ledgers)
     warmup, methods = ledgers.pop(WARMUP), ledgers
     messages = setting_messages(problems, Setting.from_params(params))
     for ledger in (warmup, *methods.values()):
@@ -58,7 +91,7 @@ def main() -> None:
         codes = LiveAnswers(params.answers, {p.id: p.answer for p in problems}, judge)
         missing = missing_traces(warmup, methods, ids, rules, codes)
         if missing:
-            args.refuse_if_already_built(partial=True)
+            args.refuse_if_already_built(partial=partial)
             _run(params, problems, messages, rules, warmup, methods, codes, missing)
         else:
             print(f"build_online: every trace of {len(ids)} problems is stored; no request sent")

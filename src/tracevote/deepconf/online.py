@@ -99,7 +99,7 @@ def replay(trace: OnlineTrace, sets: np.ndarray, percentile: float, cfg: OnlineC
     warmup = cfg.warmup
     lowest = trace.lowest[sets]
     threshold = row_percentile(lowest[:, :warmup], percentile)
-    spent, stopped = _spent_tokens(trace, sets, threshold)
+    spent, stopped = spent_tokens(trace, sets, threshold)
     stopped[:, :warmup] = False
     spent[:, :warmup] = trace.n_tokens[sets[:, :warmup]]
     codes = trace.codes[sets]
@@ -120,7 +120,7 @@ def replay(trace: OnlineTrace, sets: np.ndarray, percentile: float, cfg: OnlineC
                       stopped=(stopped & generated).sum(axis=1).astype(np.float64), threshold=threshold)
 
 
-def _spent_tokens(trace: OnlineTrace, sets: np.ndarray, threshold: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def spent_tokens(trace: OnlineTrace, sets: np.ndarray, threshold: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Tokens each trace of each set spends under its set's threshold, and whether it stopped early.
 
     A trace stops at its first record low below s: the number of its records >= s indexes that record.

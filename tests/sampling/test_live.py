@@ -1,0 +1,204 @@
+"""The live online run (sampling.live) against the simulator over real HTTP streams: trace by trace the same
+stops as the replay (deepconf.online) on the same traces sampled in full, the consensus stop decided in trace order
+whatever the concurrency, and a rerun that rebuilds everything from its ledgers and streams nothing."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.sampling.test_client import make_client, messages, stats
+from tracevote.answers.extract import answer_candidates, resolve_answer
+from tracevote.core.config_datasets import AnswersConfig
+from tracevote.core.config_deepconf import ConfidenceConfig, DecodingConfig, OnlineConfig
+from tracevote.core.config_endpoints import PricingConfig, SimConfig
+from tracevote.deepconf.confidence import trace_measures
+from tracevote.deepconf.live import LiveAnswers, WindowStop
+from tracevote.deepconf.online import OnlineTrace, consensus_checks, replay, spent_tokens
+from tracevote.deepconf.voting import row_percentile
+from tracevote.sampling.client import ChatClient
+from tracevote.sampling.live import LiveRules, missing_traces, run_live
+from tracevote.sim.model import SimModel
+from tracevote.sim.server import SimServer, start_server, stop_server
+from tracevote.store.live import LiveLedger, LiveTrace
+from tracevote.store.records import ProblemTraces, Sample
+
+SIM = SimConfig(seed=3, signal=1.0, accuracy=0.5, mean_tokens=260, critique_noise=0.3)
+DECODING = DecodingConfig(temperature=0.6, top_p=None, max_tokens=900, top_logprobs=20)
+CONFIDENCE = ConfidenceConfig(group_size=24, bottom_fraction=0.1, tail_tokens=24)
+ANSWERS = AnswersConfig(fallback="last_integer", truncated_fallback=False)
+PRICING = PricingConfig(input_cache_miss=0.14, input_cache_hit=0.0028, output=0.28, checked="2026-07",
+                        expected_output_fraction=1.0)
+GOLDS = {f"q{i}": 100 + 37 * i for i in range(4)}
+PERCENTILES = {"low": 90.0, "high": 10.0}
+
+
+def problem_text(problem_id: str) -> str:
+    return f"Problem {problem_id}: find the number."
+
+
+MESSAGES = {pid: messages(problem_text(pid)) for pid in GOLDS}
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[SimServer]:
+    sim = SimModel(SIM, answers={problem_text(pid): gold for pid, gold in GOLDS.items()})
+    server = start_server(sim)
+    try:
+        yield server
+    finally:
+        stop_server(server)
+
+
+def client_for(server: SimServer, concurrency: int) -> ChatClient:
+    return make_client(server.base_url, decoding=DECODING, concurrency=concurrency, timeout_s=60.0)
+
+
+def rules(budget: int = 12, warmup: int = 4, consensus: float | None = None) -> LiveRules:
+    return LiveRules(warmup=warmup, budget=budget, percentiles=PERCENTILES, confidence=CONFIDENCE,
+                     consensus=consensus, max_tokens=DECODING.max_tokens)
+
+
+def ledgers(root: Path, live: LiveRules) -> tuple[LiveLedger, dict[str, LiveLedger]]:
+    warmup = LiveLedger.open_at(root / "warmup", {"part": "warmup"}, simulated=False)
+    methods = {name: LiveLedger.open_at(root / name, {"part": name, "budget": live.budget,
+                                                      "consensus": live.consensus}, simulated=False)
+               for name in live.percentiles}
+    return warmup, methods
+
+
+CODES = LiveAnswers(ANSWERS, GOLDS, None)
+
+
+def live_run(root: Path, server: SimServer, live: LiveRules, concurrency: int) -> dict[str, dict[str, list[LiveTrace]]]:
+    """Every problem's traces by method, warmup traces first, in trace order."""
+    warmup, methods = ledgers(root, live)
+    with client_for(server, concurrency) as client:
+        run_live(client, warmup, methods, MESSAGES, live, CODES, concurrency=concurrency, pricing=PRICING)
+    return read_run(warmup, methods)
+
+
+def read_run(warmup: LiveLedger, methods: dict[str, LiveLedger]) -> dict[str, dict[str, list[LiveTrace]]]:
+    runs: dict[str, dict[str, list[LiveTrace]]] = {}
+    for name, ledger in methods.items():
+        runs[name] = {}
+        for pid in GOLDS:
+            traces = warmup.traces(pid) | ledger.traces(pid)
+            runs[name][pid] = [traces[i] for i in sorted(traces)]
+    return runs
+
+
+@pytest.fixture(scope="module")
+def pool(server: SimServer) -> dict[str, list[Sample]]:
+    """Traces 0..15 of each problem sampled in full, non-streamed: what a pool holds."""
+    with client_for(server, 4) as client:
+        return {pid: [client.sample(MESSAGES[pid], problem_id=pid, sample_id=i, keep_top_logprobs=False)
+                      for i in range(16)] for pid in GOLDS}
+
+
+def online_trace(samples: list[Sample], gold: int) -> OnlineTrace:
+    confidence = [np.asarray(s.token_confidence, dtype=np.float32) for s in samples]
+    traces = ProblemTraces("p", np.arange(len(samples)), [], [], np.concatenate(([0], np.cumsum(
+        [len(c) for c in confidence]))).astype(np.int64), np.concatenate(confidence))
+    measures = trace_measures(traces, CONFIDENCE)
+    codes = [resolve_answer(answer_candidates(s.text), s.finish_reason, ANSWERS)[0] for s in samples]
+    return OnlineTrace(codes=np.array([-1 if c is None else c for c in codes], dtype=np.int64), gold_code=gold,
+                       lowest=measures.lowest, n_tokens=np.array([s.n_tokens for s in samples], dtype=np.int64),
+                       stops=measures.stops)
+
+
+def test_live_traces_stop_at_the_token_the_replay_stops_at_trace_by_trace(
+        tmp_path: Path, server: SimServer, pool: dict[str, list[Sample]]) -> None:
+    live = rules()
+    runs = live_run(tmp_path, server, live, concurrency=3)
+    stopped_somewhere = 0
+    for name, percentile in PERCENTILES.items():
+        for pid, gold in GOLDS.items():
+            samples = pool[pid][:live.budget]
+            trace = online_trace(samples, gold)
+            sets = np.arange(live.budget)[None, :]
+            threshold = row_percentile(trace.lowest[None, :live.warmup], percentile)
+            spent, stopped = spent_tokens(trace, sets, threshold)
+            spent[:, :live.warmup], stopped[:, :live.warmup] = trace.n_tokens[:live.warmup], False
+            traces = runs[name][pid]
+            assert [t.index for t in traces] == list(range(live.budget))
+            for i, (kept, full) in enumerate(zip(traces, samples, strict=True)):
+                where = f"{name} {pid} trace {i}"
+                assert kept.sample.n_tokens == spent[0, i], where
+                assert (kept.stop_reason == "confidence") == stopped[0, i], where
+                assert kept.sample.tokens == full.tokens[:spent[0, i]], where
+                np.testing.assert_array_equal(kept.sample.token_confidence, full.token_confidence[:spent[0, i]])
+                assert kept.received >= kept.sample.n_tokens
+                assert kept.usage_source == ("client" if kept.stop_reason == "confidence" else "server"), where
+            stopped_somewhere += int(stopped.sum())
+            expected = replay(trace, sets, percentile, OnlineConfig(live.warmup, {name: percentile}, None), "smallest")
+            assert sum(t.sample.n_tokens for t in traces) == expected.tokens[0]
+    assert stopped_somewhere > 0, "no trace stopped: the test would prove nothing"
+
+
+def test_the_consensus_stop_is_the_sequential_one_at_any_concurrency(
+        tmp_path: Path, server: SimServer, pool: dict[str, list[Sample]]) -> None:
+    live = replace(rules(budget=16, consensus=0.7), percentiles={"high": 10.0})
+    decided = {}
+    for concurrency in (1, 4):
+        runs = live_run(tmp_path / str(concurrency), server, live, concurrency=concurrency)
+        for pid, gold in GOLDS.items():
+            traces = runs["high"][pid]
+            trace = online_trace(pool[pid][:live.budget], gold)
+            expected = replay(trace, np.arange(live.budget)[None, :], 10.0, OnlineConfig(live.warmup, {"high": 10.0},
+                                                                                          0.7), "smallest")
+            generated = int(expected.generated[0])
+            ended = ended_at(traces, live)
+            assert ended + 1 == generated, f"{pid} at concurrency {concurrency}"
+            assert len(traces) >= generated  # traces started before the check that ended sampling are stored too
+            if concurrency == 1:
+                assert len(traces) == generated  # one at a time: nothing starts before the check
+            decided[pid, concurrency] = ended
+    assert any(decided[pid, 1] < live.budget - 1 for pid in GOLDS), "the consensus stop never fired"
+
+
+def ended_at(traces: list[LiveTrace], live: LiveRules) -> int:
+    """The trace after which the consensus check ended sampling (the budget's last when none did)."""
+    lowest = np.array([lowest_of(t) for t in traces])
+    threshold = row_percentile(lowest[None, :live.warmup], 10.0)[0]
+    codes = CODES("q", traces)
+    with np.errstate(invalid="ignore"):
+        weights = np.where(lowest >= threshold, lowest, np.nan)
+    reached = consensus_checks(codes[None, :], weights[None, :], live.warmup, live.consensus or 1.0)[0]
+    return int(np.argmax(reached)) if reached.any() else live.budget - 1
+
+
+def lowest_of(trace: LiveTrace) -> float:
+    confidence = np.asarray(trace.sample.token_confidence, dtype=np.float32)
+    one = ProblemTraces("p", np.arange(1), [], [], np.array([0, len(confidence)]), confidence)
+    return float(trace_measures(one, CONFIDENCE).lowest[0])
+
+
+def test_a_rerun_rebuilds_the_thresholds_from_its_ledgers_and_streams_nothing(
+        tmp_path: Path, server: SimServer) -> None:
+    live = replace(rules(budget=8), percentiles={"low": 90.0})
+    first = live_run(tmp_path, server, live, concurrency=2)
+    before = stats(server)["requests"]
+    warmup, methods = ledgers(tmp_path, live)
+    assert missing_traces(warmup, methods, list(GOLDS), live, CODES) == 0
+    again = live_run(tmp_path, server, live, concurrency=2)
+    assert stats(server)["requests"] == before
+    assert [[t.sample.tokens for t in ts] for ts in again["low"].values()] == \
+        [[t.sample.tokens for t in ts] for ts in first["low"].values()]
+
+
+def test_window_stop_fed_in_any_batches_stops_where_the_whole_trace_says() -> None:
+    rng = np.random.default_rng(0)
+    confidence = rng.uniform(1, 10, 500).astype(np.float32)
+    confidence[rng.choice(500, 40, replace=False)] = np.nan
+    threshold = 4.9
+    whole = WindowStop(threshold, 16).feed(confidence)
+    assert whole is not None
+    for size in (1, 7, 64):
+        rule = WindowStop(threshold, 16, capacity=8)
+        stops = [rule.feed(confidence[i:i + size]) for i in range(0, len(confidence), size)]
+        assert next(s for s in stops if s is not None) == whole

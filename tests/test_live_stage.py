@@ -1,0 +1,106 @@
+"""Stage build_online against a loopback simulated server: killed with -9 at random moments and resumed, it ends
+with the traces an uninterrupted run stores and never streams a stored trace again; over its spend cap it refuses
+before the first request."""
+
+from __future__ import annotations
+
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.conftest import FIXTURE_PARAMS, REPO_ROOT
+from tests.dvcproject import model_overrides, one_dataset, run_stage
+from tests.sim_servers import kill_at_random_moments, kill_once_stored, requests_by_key, watched_server
+from tracevote.cli.demo import BUILTIN_PROBLEMS, deep_merge, write_params
+from tracevote.core.config_endpoints import SimConfig
+from tracevote.sim.faults import parse_faults
+from tracevote.sim.model import SimModel
+from tracevote.sim.server import running_server
+from tracevote.store.live import LiveLedger
+
+pytestmark = pytest.mark.slow
+
+SIM = SimConfig(seed=0, signal=1.0, accuracy=0.45, mean_tokens=150, critique_noise=0.3)
+CONCURRENCY = 3
+WARMUP, BUDGET = 4, 10
+
+
+def project(root: Path, base_url: str, **live: Any) -> Path:
+    """A folder with params.yaml (the fixture's, one local dataset `toy` of the 12 demo problems, an endpoint at
+    `base_url`, one live method) and the dataset normalized."""
+    params = deep_merge(yaml.safe_load(FIXTURE_PARAMS.read_text()), deep_merge(one_dataset("toy", BUILTIN_PROBLEMS), {
+        **model_overrides(backend="openai", base_url=base_url, name="tracevote-sim", needs_key=False, extra_body={}),
+        "decoding": {"max_tokens": 600}, "confidence": {"group_size": 16},
+        "online": {"warmup": WARMUP, "live": {"datasets": ["toy"], "methods": ["low"], "budget": BUDGET,
+                                              "concurrency": CONCURRENCY, "max_cost_usd": 5.0, **live}}}))
+    root.mkdir(parents=True)
+    write_params(root / "params.yaml", params)
+    run_stage(root, "fetch.py", "--dataset", "toy", "--out", "data/raw/toy.jsonl")
+    run_stage(root, "normalize.py", "--dataset", "toy", "--raw", "data/raw/toy.jsonl", "--out", "data/toy.jsonl")
+    return root
+
+
+COMMAND = [sys.executable, str(REPO_ROOT / "stages" / "build_online.py"), "--dataset", "toy", "--problems",
+           "data/toy.jsonl", "--online", "online/toy", "--manifest", "online/toy.json"]
+
+
+def stored(root: Path) -> set[str]:
+    """"<problem>/<trace>" of every stored trace: the sample key its request carried."""
+    keys = set()
+    for meta in (root / "online" / "toy").glob("*/ledger.json"):
+        ledger = LiveLedger(meta.parent)
+        for log in (meta.parent / "calls").glob("*.tvf"):
+            keys |= {f"{log.stem}/{key}" for key in ledger.stored_keys(log.stem)}
+    return keys
+
+
+def traces(root: Path) -> dict[str, tuple]:
+    """Every stored trace as kept (its tokens, how it ended, its threshold), by sample key."""
+    kept = {}
+    for meta in sorted((root / "online" / "toy").glob("*/ledger.json")):
+        ledger = LiveLedger(meta.parent)
+        for problem_id in ledger.item_ids():
+            for index, trace in ledger.traces(problem_id).items():
+                kept[f"{problem_id}/{index}"] = (trace.sample.tokens, trace.stop_reason, trace.threshold)
+    return kept
+
+
+def test_killed_at_random_moments_it_resumes_to_what_an_uninterrupted_run_stores(tmp_path: Path) -> None:
+    with running_server(SimModel(SIM), parse_faults("")) as base_url:
+        uninterrupted = project(tmp_path / "whole", base_url)
+        run_stage(uninterrupted, "build_online.py", *COMMAND[2:])
+    expected = traces(uninterrupted)
+    assert len(expected) == 12 * BUDGET
+    assert any(reason == "confidence" for _, reason, _ in expected.values()), "no trace stopped early"
+    with watched_server(SIM) as slow:
+        root = project(tmp_path / "killed", slow.base_url)
+
+        def run_until(target: int, round_number: int) -> None:
+            kill_once_stored(COMMAND, root, lambda: len(stored(root)), target, tmp_path / f"run-{round_number}.log")
+
+        partial = kill_at_random_moments(slow, run_until, lambda: stored(root), lambda: probe_free(slow),
+                                         total=len(expected), in_flight=CONCURRENCY, seed=11)
+        before, requests_before = stored(root), probe_free(slow)
+        run_stage(root, "build_online.py", *COMMAND[2:])
+        assert not set(probe_free(slow) - requests_before) & before, "a stored trace was streamed again"
+    assert partial >= 1, "no kill landed in the middle of a run; the test proved nothing"
+    assert traces(root) == expected
+
+
+def probe_free(server: Any) -> Counter[str]:
+    """The server's requests by sample key, but the probe's."""
+    return Counter({key: n for key, n in requests_by_key(server).items() if not key.startswith("probe/")})
+
+
+def test_over_its_spend_cap_it_refuses_before_any_request(tmp_path: Path) -> None:
+    with running_server(SimModel(SIM), parse_faults("")) as base_url:
+        root = project(tmp_path / "capped", base_url, max_cost_usd=0.0001)
+        refused = run_stage(root, "build_online.py", *COMMAND[2:], check=False)
+        assert requests_by_key(base_url) == Counter()
+    assert refused.returncode != 0
+    assert "online.live.max_cost_usd" in refused.stderr and "every one to decoding.max_tokens" in refused.stdout
+    assert not (root / "online").exists()  # no empty ledger left behind
