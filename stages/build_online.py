@@ -4,6 +4,7 @@ Streams only the traces its ledgers lack; stores each one as it ends; a complete
 """
 
 import contextlib
+import dataclasses
 import os
 import shutil
 from pathlib import Path
@@ -96,7 +97,8 @@ def _build(args: PaidStageArgs[Problem], params: Params, problems: list[Problem]
         else:
             print(f"build_online: every trace of {len(ids)} problems is stored; no request sent")
         left = missing_traces(warmup, methods, ids, rules, codes) if missing else 0
-    _write_manifest(args.manifest, args.dataset, ids, rules, warmup, methods, settings[WARMUP])
+    _write_manifest(args.manifest, args.dataset, ids, rules, warmup, methods, settings[WARMUP],
+                    answers=dataclasses.asdict(params.answers))
     if left:
         raise TracevoteError(f"{left} traces are still missing after retries ran out (causes above). Run the stage "
                              f"again: it streams only the missing ones.")
@@ -109,28 +111,30 @@ def ledger_settings(params: Params, rules: LiveRules) -> dict[str, dict[str, Any
     """The warmup ledger's setting (WARMUP) and each live method's, by name."""
     pool = Setting.from_params(params).record()
     return {WARMUP: warmup_setting(pool)} | {
-        name: method_setting(pool, percentile=percentile, group_size=rules.confidence.group_size,
+        name: method_setting(pool, percentile=percentile, group_size=rules.group_size,
                              warmup=rules.warmup, budget=rules.budget, consensus=rules.consensus)
         for name, percentile in rules.percentiles.items()}
 
 
 def _write_manifest(path: Path, dataset: str, ids: list[str], rules: LiveRules, warmup: LiveLedger,
-                    methods: dict[str, LiveLedger], setting: dict[str, Any]) -> None:
+                    methods: dict[str, LiveLedger], setting: dict[str, Any], *, answers: dict[str, Any]) -> None:
+    """The manifest; `answers` are the rules the consensus check read answers by (when online.consensus is set)."""
     write_manifest(path, LiveManifest(
         dataset=dataset, warmup_ledger=os.path.relpath(warmup.root, path.parent),
         method_ledgers={name: os.path.relpath(ledger.root, path.parent) for name, ledger in methods.items()},
         problems=ids, warmup=rules.warmup, budget=rules.budget, percentiles=rules.percentiles,
-        group_size=rules.confidence.group_size, consensus=rules.consensus,
+        group_size=rules.group_size, consensus=rules.consensus,
         traces=sum(len(ledger.stored_keys(pid)) for ledger in (warmup, *methods.values()) for pid in ids
                    if ledger.log_path(pid).is_file()),
-        simulated=warmup.simulated, setting=setting))
+        simulated=warmup.simulated, setting=setting, answers=answers))
 
 
 def live_rules(params: Params) -> LiveRules:
     online = params.online
     return LiveRules(warmup=online.warmup, budget=online.live.budget,
                      percentiles={name: online.percentiles[name] for name in online.live.methods},
-                     confidence=params.confidence, consensus=online.consensus, max_tokens=params.decoding.max_tokens)
+                     group_size=params.confidence.group_size, consensus=online.consensus,
+                     max_tokens=params.decoding.max_tokens)
 
 
 def _run(params: Params, problems: list[Problem], messages: dict[str, list[dict[str, str]]], rules: LiveRules,

@@ -49,6 +49,7 @@ def documented_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path
     # the README's dataset name, on the built-in problems; the critic on, so every stage reads what it can
     params = {**small_sim_params(), **one_dataset("aime_2025", BUILTIN_PROBLEMS)}
     params["grading"]["critic"] = {"enabled": True}
+    params["online"] = {"warmup": 4, "live": {"datasets": ["aime_2025"], "methods": ["low", "high"], "budget": 16}}
     project = make_project(base / "project", params)
     for name in SETUP_FILES:
         shutil.copy(REPO_ROOT / name, project / name)

@@ -29,7 +29,8 @@ from tracevote.sim.server import running_server
 
 pytestmark = pytest.mark.slow
 
-PAID_STAGES = ("build_pool@toy", "build_debate@toy", "build_critiques@toy_steps", "build_grading_critic@gsm")
+PAID_STAGES = ("build_pool@toy", "build_online@toy", "build_debate@toy", "build_critiques@toy_steps",
+               "build_grading_critic@gsm")
 SIM = SimConfig(seed=0, signal=1.0, accuracy=0.45, mean_tokens=60)
 SECRET = "s3cret-pw"
 DEEPSEEK_ENTRY = yaml.safe_load(FIXTURE_PARAMS.read_text(encoding="utf-8"))["endpoints"]["deepseek"]
@@ -106,6 +107,7 @@ def project(tmp_path_factory: pytest.TempPathFactory, server: str) -> Path:
                                              needs_key=False, extra_body={}, sim={"mean_tokens": 60}),
               "decoding": {"max_tokens": 200, "top_logprobs": 5}, "pool": {"n_pool": 2, "concurrency": 4},
               "eval": {"k": [1, 2], "repeat": 2}, "report": {"k": 2},
+              "online": {"warmup": 1, "live": {"datasets": ["toy"], "methods": ["low"], "budget": 2}},
               "debate": {**overrides["debate"], "agents": 3, "problems": [0, 0], "max_tokens": 200},
               "critique": {**overrides["critique"], "n_votes": 1, "max_tokens": 200},
               "grading": {**overrides["grading"], "critic": {"enabled": True, "max_samples": 2}}}

@@ -59,7 +59,7 @@ def client_for(server: SimServer, concurrency: int) -> ChatClient:
 
 
 def rules(budget: int = 12, warmup: int = 4, consensus: float | None = None) -> LiveRules:
-    return LiveRules(warmup=warmup, budget=budget, percentiles=PERCENTILES, confidence=CONFIDENCE,
+    return LiveRules(warmup=warmup, budget=budget, percentiles=PERCENTILES, group_size=CONFIDENCE.group_size,
                      consensus=consensus, max_tokens=DECODING.max_tokens)
 
 

@@ -24,9 +24,23 @@ from tracevote.answers.classes import answer_classes
 from tracevote.answers.extract import answer_candidates, boxed_text, resolve_answer
 from tracevote.answers.mathverify import MathJudge
 from tracevote.core.config_datasets import AnswersConfig
+from tracevote.core.config_deepconf import ConfidenceConfig
+from tracevote.deepconf.confidence import trace_measures
 from tracevote.deepconf.online import consensus_checks
 from tracevote.deepconf.voting import row_percentile
 from tracevote.store.live import LiveTrace
+from tracevote.store.records import ProblemTraces
+
+
+def lowest_groups(confidences: list[np.ndarray], group_size: int) -> np.ndarray:
+    """float64 [traces]: each trace's lowest-group confidence (`trace_measures`' lowest: the lowest mean of a full
+    window of `group_size` tokens with a confidence, or of all of them when fewer; NaN when none has one)."""
+    confidence = [np.asarray(c, dtype=np.float32) for c in confidences]
+    offsets = np.concatenate(([0], np.cumsum([len(c) for c in confidence]))).astype(np.int64)
+    traces = ProblemTraces("", np.arange(len(confidence)), [], [], offsets,
+                           np.concatenate(confidence) if confidence else np.empty(0, dtype=np.float32))
+    # lowest depends on the window alone; the other measures' settings are placeholders
+    return trace_measures(traces, ConfidenceConfig(group_size, bottom_fraction=1.0, tail_tokens=group_size)).lowest
 
 
 def warmup_threshold(lowest: np.ndarray, percentile: float) -> float:

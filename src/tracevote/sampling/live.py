@@ -30,20 +30,18 @@ from typing import Literal
 
 import numpy as np
 
-from tracevote.core.config_deepconf import ConfidenceConfig
 from tracevote.core.config_endpoints import PricingConfig
 from tracevote.core.costs import prompt_bytes, prompt_tokens, spent_text, usd, worst_case_usd
 from tracevote.core.errors import DataError, QuotaError, StorageError, TracevoteError
 from tracevote.core.retry import TransientError
-from tracevote.deepconf.confidence import trace_measures
-from tracevote.deepconf.live import WindowStop, consensus_reached, warmup_threshold
+from tracevote.deepconf.live import WindowStop, consensus_reached, lowest_groups, warmup_threshold
 from tracevote.sampling.breaker import OutageError
 from tracevote.sampling.budget import SpendCap, SpendCapError
 from tracevote.sampling.client import ChatClient, StreamBroken
 from tracevote.sampling.stream import Streamed, TokenBatch, stream_completion
 from tracevote.store.framing import FrameWriter
 from tracevote.store.live import LiveLedger, LiveTrace, StopReason, encode
-from tracevote.store.records import ProblemTraces, Sample
+from tracevote.store.records import Sample
 
 # answer codes (-1: none) of one problem's traces, given in trace order
 CodesFn = Callable[[str, list[LiveTrace]], np.ndarray]
@@ -57,7 +55,7 @@ class LiveRules:
     warmup: int
     budget: int
     percentiles: dict[str, float]  # the live methods: name -> percentile
-    confidence: ConfidenceConfig
+    group_size: int  # confidence.group_size: the window
     consensus: float | None
     max_tokens: int
 
@@ -304,24 +302,17 @@ def _check_consensus(problem: _Problem, method: _Method, rules: LiveRules, codes
 
 
 def _lowest(problem: _Problem, method: str, traces: list[LiveTrace], rules: LiveRules) -> np.ndarray:
-    """Each trace's lowest-group confidence (deepconf.confidence.trace_measures), cached per trace: the warmup's
-    under "", a method's under its name."""
+    """Each trace's lowest-group confidence (deepconf.live.lowest_groups), cached per trace: the warmup's under "",
+    a method's under its name."""
     def key(trace: LiveTrace) -> tuple[str, int]:
         return ("" if trace.index < rules.warmup else method, trace.index)
 
     missing = [trace for trace in traces if key(trace) not in problem.lowest]
     if missing:
-        lowest = trace_measures(_as_traces(problem.problem_id, missing), rules.confidence).lowest
+        lowest = lowest_groups([trace.sample.token_confidence for trace in missing], rules.group_size)
         for trace, value in zip(missing, lowest.tolist(), strict=True):
             problem.lowest[key(trace)] = value
     return np.array([problem.lowest[key(trace)] for trace in traces], dtype=np.float64)
-
-
-def _as_traces(problem_id: str, traces: list[LiveTrace]) -> ProblemTraces:
-    confidence = [np.asarray(t.sample.token_confidence, dtype=np.float32) for t in traces]
-    offsets = np.concatenate(([0], np.cumsum([len(c) for c in confidence]))).astype(np.int64)
-    return ProblemTraces(problem_id, np.array([t.index for t in traces], dtype=np.int64), [], [], offsets,
-                         np.concatenate(confidence) if confidence else np.empty(0, dtype=np.float32))
 
 
 def _next_job(problems: list[_Problem], rules: LiveRules) -> _Job | None:
@@ -372,7 +363,7 @@ def _stream(client: ChatClient, job: _Job, rules: LiveRules,
             batch_chunks: int) -> tuple[Streamed, StopReason, int]:
     """One trace streamed, how it ended and how many of its tokens are kept; closed when the stop rule fires or
     the run cancels it."""
-    rule = None if job.method is None else WindowStop(job.method.threshold, rules.confidence.group_size)
+    rule = None if job.method is None else WindowStop(job.method.threshold, rules.group_size)
     why: list[StopReason] = []
 
     def observe(batch: TokenBatch) -> Literal["stop"] | None:

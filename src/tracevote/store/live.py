@@ -139,6 +139,7 @@ class LiveManifest:
     traces: int  # stored, every ledger
     simulated: bool
     setting: dict[str, Any]
+    answers: dict[str, Any]  # the `answers:` rules the consensus check read answers by
 
     def root(self, manifest_path: Path, relative: str) -> Path:
         return recorded_path(manifest_path.parent, relative, source=manifest_path)
