@@ -40,6 +40,7 @@ from tracevote.datasets.problems import Problem, load_problems, normalize_rows
 from tracevote.store.calls import CallLedger
 from tracevote.store.interchange import to_json_line
 from tracevote.store.ledger import Ledger
+from tracevote.store.live import LiveLedger
 from tracevote.store.pool import Pool
 from tracevote.store.records import Sample
 
@@ -262,7 +263,8 @@ def stage_params(project: Path) -> dict[str, Any]:
         "model": {"backend": "sim", "sim": {"mean_tokens": 40}},
         "decoding": {"max_tokens": 200, "top_logprobs": 5},
         "pool": {"n_pool": N_POOL, "concurrency": 4},
-        "eval": {"k": [1, N_POOL]}, "report": {"k": N_POOL}, "online": {"warmup": 1},
+        "eval": {"k": [1, N_POOL]}, "report": {"k": N_POOL},
+        "online": {"warmup": 1, "live": {"datasets": ["toy"], "methods": ["low"], "budget": N_POOL, "concurrency": 4}},
         "debate": {"agents": 3, "rounds": 1, "max_tokens": 200, "concurrency": 4},
         "critique": {"n_votes": 1, "max_tokens": 200, "concurrency": 4},
         "grading": {"runs": {"toy_run": {"dataset": "toy", "predictions": "predictions/toy.jsonl",
@@ -290,6 +292,8 @@ def write_stage_inputs(project: Path, ids: list[str]) -> None:
 PAID_STAGES = {
     "build_pool": ["--dataset", "toy", "--problems", "data/toy.jsonl", "--pools", "pools/toy",
                    "--manifest", "pools/toy.json"],
+    "build_online": ["--dataset", "toy", "--problems", "data/toy.jsonl", "--online", "online/toy",
+                     "--manifest", "online/toy.json"],
     "build_debate": ["--dataset", "toy", "--problems", "data/toy.jsonl", "--debates", "debates/toy",
                      "--manifest", "debates/toy.json"],
     "build_critiques": ["--dataset", "toy_steps", "--steps", "data/toy_steps.jsonl", "--critiques",
@@ -299,7 +303,7 @@ PAID_STAGES = {
 
 
 def run_paid_stages(project: Path) -> dict[str, subprocess.CompletedProcess]:
-    """The four paid stages at once (each has its own folders and its own simulator), as DVC runs them."""
+    """The five paid stages at once (each has its own folders and its own simulator), as DVC runs them."""
     running = {stage: subprocess.Popen([sys.executable, str(REPO_ROOT / "stages" / f"{stage}.py"), *args],
                                        cwd=project, env=project_env(), text=True, stdout=subprocess.PIPE,
                                        stderr=subprocess.PIPE)
@@ -340,6 +344,12 @@ def test_every_paid_stage_stores_admitted_ids_inside_and_reads_them_back(tmp_pat
             ledger = CallLedger(root)
             one_log_per_id(ledger, ADMITTED)
             assert all(ledger.records(item_id) for item_id in ADMITTED)
+        live_roots = [path.parent for path in (project / "online" / "toy").glob("*/ledger.json")]
+        assert len(live_roots) == 2  # the warmup's and method low's
+        for root in live_roots:
+            live = LiveLedger(root)
+            one_log_per_id(live, ADMITTED)
+            assert all(sorted(live.traces(item_id)) for item_id in ADMITTED)
         assert critic_replies(project / "grading/critic/toy_run") == len(ADMITTED)
 
 
