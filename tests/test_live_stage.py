@@ -4,6 +4,7 @@ before the first request."""
 
 from __future__ import annotations
 
+import shutil
 import sys
 from collections import Counter
 from pathlib import Path
@@ -13,7 +14,7 @@ import pytest
 import yaml
 
 from tests.conftest import FIXTURE_PARAMS, REPO_ROOT
-from tests.dvcproject import model_overrides, one_dataset, run_stage
+from tests.dvcproject import dvc, make_project, model_overrides, one_dataset, run_stage
 from tests.sim_servers import kill_at_random_moments, kill_once_stored, requests_by_key, watched_server
 from tracevote.cli.demo import BUILTIN_PROBLEMS, deep_merge, write_params
 from tracevote.core.config_endpoints import SimConfig
@@ -104,3 +105,36 @@ def test_over_its_spend_cap_it_refuses_before_any_request(tmp_path: Path) -> Non
     assert refused.returncode != 0
     assert "online.live.max_cost_usd" in refused.stderr and "every one to decoding.max_tokens" in refused.stdout
     assert not (root / "online").exists()  # no empty ledger left behind
+
+
+def test_a_changed_budget_starts_a_new_method_ledger_and_reuses_the_warmup(tmp_path: Path) -> None:
+    with running_server(SimModel(SIM), parse_faults("")) as base_url:
+        root = project(tmp_path / "budgets", base_url)
+        run_stage(root, "build_online.py", *COMMAND[2:])
+        first = traces(root)
+        before = probe_free(base_url)
+        params = yaml.safe_load((root / "params.yaml").read_text())
+        params["online"]["live"]["budget"] = BUDGET + 2
+        write_params(root / "params.yaml", params)
+        run_stage(root, "build_online.py", *COMMAND[2:])
+        new_requests = probe_free(base_url) - before
+    folders = sorted(path.name.split("-")[0] for path in (root / "online" / "toy").iterdir())
+    assert folders == ["low", "low", "warmup"]
+    assert not any(int(key.rsplit("/", 1)[1]) < WARMUP for key in new_requests), "the warmup was streamed again"
+    assert sum(new_requests.values()) == 12 * (BUDGET + 2 - WARMUP)
+    again = traces(root)
+    assert {key: value for key, value in first.items() if int(key.rsplit("/", 1)[1]) < WARMUP} == \
+        {key: value for key, value in again.items() if int(key.rsplit("/", 1)[1]) < WARMUP}
+
+
+def test_in_a_fresh_clone_it_refuses_to_pay_for_what_dvc_lock_records(tmp_path: Path) -> None:
+    params = deep_merge(one_dataset("toy", BUILTIN_PROBLEMS), {
+        **model_overrides(backend="sim", name="tracevote-sim", needs_key=False, extra_body={}, sim={"mean_tokens": 80}),
+        "decoding": {"max_tokens": 300}, "confidence": {"group_size": 16},
+        "online": {"warmup": 2, "live": {"datasets": ["toy"], "methods": ["low"], "budget": 4}}})
+    root = make_project(tmp_path / "clone", params)
+    dvc(root, "repro", "build_online@toy")
+    shutil.rmtree(root / "online" / "toy")  # what a fresh clone lacks until `dvc pull`
+    refused = dvc(root, "repro", "build_online@toy", check=False)
+    assert refused.returncode != 0 and "dvc pull" in refused.stdout + refused.stderr
+    assert not (root / "online" / "toy").exists()
