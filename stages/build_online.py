@@ -13,7 +13,7 @@ from typing import Any
 from tracevote.answers.mathverify import MathJudge
 from tracevote.core.config import Params
 from tracevote.core.config_endpoints import base_urls
-from tracevote.core.costs import CostEstimate, prompt_bytes, prompt_tokens, simulated_as, usd, worst_case_usd
+from tracevote.core.costs import simulated_as, usd
 from tracevote.core.entry import stage_main
 from tracevote.core.errors import TracevoteError
 from tracevote.core.fileio import missing_folders
@@ -21,7 +21,16 @@ from tracevote.datasets.problems import Problem
 from tracevote.deepconf.live import LiveAnswers
 from tracevote.sampling import backend
 from tracevote.sampling.budget import SpendCap, check_budget
-from tracevote.sampling.live import LiveRules, LiveSummary, missing_traces, run_live
+from tracevote.sampling.live import (
+    WARMUP,
+    LiveRules,
+    LiveSummary,
+    ledger_settings,
+    live_rules,
+    missing_traces,
+    run_live,
+    worst_case,
+)
 from tracevote.sampling.paid import (
     CallProgress,
     PaidStageArgs,
@@ -37,9 +46,7 @@ from tracevote.store.live import (
     LiveManifest,
     LiveTrace,
     ledger_root,
-    method_setting,
     open_ledger,
-    warmup_setting,
     write_manifest,
 )
 from tracevote.store.pool import Setting, prompt_digest
@@ -104,18 +111,6 @@ def _build(args: PaidStageArgs[Problem], params: Params, problems: list[Problem]
                              f"again: it streams only the missing ones.")
 
 
-WARMUP = "warmup"
-
-
-def ledger_settings(params: Params, rules: LiveRules) -> dict[str, dict[str, Any]]:
-    """The warmup ledger's setting (WARMUP) and each live method's, by name."""
-    pool = Setting.from_params(params).record()
-    return {WARMUP: warmup_setting(pool)} | {
-        name: method_setting(pool, percentile=percentile, group_size=rules.group_size,
-                             warmup=rules.warmup, budget=rules.budget, consensus=rules.consensus)
-        for name, percentile in rules.percentiles.items()}
-
-
 def _write_manifest(path: Path, dataset: str, ids: list[str], rules: LiveRules, warmup: LiveLedger,
                     methods: dict[str, LiveLedger], setting: dict[str, Any], *, answers: dict[str, Any]) -> None:
     """The manifest; `answers` are the rules the consensus check read answers by (when online.consensus is set)."""
@@ -129,18 +124,10 @@ def _write_manifest(path: Path, dataset: str, ids: list[str], rules: LiveRules, 
         simulated=warmup.simulated, setting=setting, answers=answers))
 
 
-def live_rules(params: Params) -> LiveRules:
-    online = params.online
-    return LiveRules(warmup=online.warmup, budget=online.live.budget,
-                     percentiles={name: online.percentiles[name] for name in online.live.methods},
-                     group_size=params.confidence.group_size, consensus=online.consensus,
-                     max_tokens=params.decoding.max_tokens)
-
-
 def _run(params: Params, problems: list[Problem], messages: dict[str, list[dict[str, str]]], rules: LiveRules,
          warmup: LiveLedger, methods: dict[str, LiveLedger], codes: LiveAnswers, missing: int) -> None:
     model, live = params.deepconf_model, params.online.live
-    worst = _worst_case(messages, missing, rules.max_tokens, params)
+    worst = worst_case(messages, missing, rules.max_tokens, params.deepconf_model)
     print(f"build_online: up to {missing} traces to stream into {warmup.root.parent}; worst case (every one to "
           f"decoding.max_tokens): {worst.render()}")
     print(f"build_online: model {model.describe()}")
@@ -172,17 +159,6 @@ def _run(params: Params, problems: list[Problem], messages: dict[str, list[dict[
             finally:
                 print(summary.render())
         print(backend.retry_report(client))
-
-
-def _worst_case(messages: dict[str, list[dict[str, str]]], missing: int, max_tokens: int,
-                params: Params) -> CostEstimate:
-    """Every missing trace at the longest prompt and decoding.max_tokens: the spend guard's estimate."""
-    pricing = params.deepconf_model.priced()
-    longest = max(messages.values(), key=prompt_bytes)
-    input_tokens = missing * prompt_tokens(prompt_bytes(longest))
-    return CostEstimate(missing, input_tokens, missing * max_tokens,
-                        missing * worst_case_usd(longest, max_tokens, pricing), pricing.checked,
-                        simulated_as(params.deepconf_model))
 
 
 if __name__ == "__main__":

@@ -146,3 +146,24 @@ def test_a_critique_dataset_once_normalized_is_priced_for_every_critique(project
     n_votes = yaml.safe_load((project / "params.yaml").read_text())["critique"]["n_votes"]
     assert rows["build_critiques@toy_steps"][0] == str(solutions * n_votes)  # 12 solutions x 8 critiques
     assert rows["total"][4:] == []  # every row priced
+
+
+def test_the_live_run_is_priced_at_its_worst_case_until_its_ledgers_hold_every_trace(project: Path) -> None:
+    params = yaml.safe_load((project / "params.yaml").read_text())
+    params["online"]["warmup"] = 1
+    params["online"]["live"] = {"datasets": ["toy"], "methods": ["low"], "budget": 3, "concurrency": 2,
+                                "max_cost_usd": 1.0}
+    (project / "params.yaml").write_text(yaml.safe_dump(params))
+    before, _ = estimate(project)
+    setting = Setting.from_params(load_params(project / "params.yaml"))
+    prompts = setting_messages(load_problems(project / "data" / "toy.jsonl"), setting).values()
+    longest = max(16 + math.ceil(prompt_bytes(messages) / 3) for messages in prompts)
+    traces = 2 * 3  # two problems: the warmup trace, then two streamed ones
+    usd = traces * (longest * PRICE_IN + MAX_TOKENS * PRICE_OUT) / 1e6
+    assert before["build_online@toy"] == [str(traces), str(traces * longest), str(traces * MAX_TOKENS), money(usd),
+                                          "at most (no trace stopping early)"]
+    built = run_stage(project, "build_online.py", "--dataset", "toy", "--problems", "data/toy.jsonl", "--online",
+                      "online/toy", "--manifest", "online/toy.json")
+    assert built.returncode == 0, built.stderr
+    after, _ = estimate(project)
+    assert after["build_online@toy"] == ["0", "0", "0", "$0", "nothing missing"]

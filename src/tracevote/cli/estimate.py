@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
+import numpy as np
 from tabulate import SEPARATING_LINE, tabulate
 
 from tracevote.core.config import Params
@@ -56,6 +57,7 @@ class Row:
 def estimate_rows(params: Params, n_pool: int) -> list[Row]:
     """Every paid stage's row: the pools (at `n_pool` samples per problem), debates, critiques, then the critic."""
     return [*(pool_row(params, name, n_pool) for name in params.deepconf.datasets),
+            *(online_row(params, name) for name in params.online.live.datasets),
             *(debate_row(params, name) for name in params.debate.datasets),
             *(critique_row(params, name) for name in params.critique.datasets),
             *(critic_row(params, run) for run in params.grading.runs.values())]
@@ -100,6 +102,43 @@ def pool_row(params: Params, name: str, n_pool: int) -> Row:
     else:
         cost = plan_build(pool, problems, setting, n_pool, model.priced(), simulated_as=simulated_as(model)).cost
     return _capped(stage, cost, (model,), params.pool.max_cost_usd, "pool.max_cost_usd")
+
+
+def online_row(params: Params, name: str) -> Row:
+    """build_online@<name>: the traces its ledgers lack, each as long as decoding.max_tokens (no trace stopping
+    early, no consensus stop: the worst case the stage checks against online.live.max_cost_usd)."""
+    import dataclasses
+
+    from tracevote.datasets.problems import load_problems
+    from tracevote.sampling import live
+    from tracevote.sampling.prompts import setting_messages
+    from tracevote.store.live import LiveLedger, ledger_root
+    from tracevote.store.pool import Setting
+
+    stage = f"build_online@{name}"
+    problems = _normalized(name, load_problems)
+    if problems is None:
+        return _not_normalized(stage, name)
+    model, rules = params.deepconf_model, live.live_rules(params)
+    folder, simulated = Path("online") / name, model.backend == "sim"
+    roots = {part: ledger_root(folder, part, setting, simulated=simulated)
+             for part, setting in live.ledger_settings(params, rules).items()}
+    rules = dataclasses.replace(rules, consensus=None)  # the worst case: no consensus stop
+    ledgers = {part: LiveLedger(root) for part, root in roots.items() if (root / LiveLedger.META).is_file()}
+    warmup = ledgers.pop(live.WARMUP, None)
+    ids = [problem.id for problem in problems]
+    missing = len(ids) * (rules.warmup + len(rules.percentiles) * (rules.budget - rules.warmup))
+    if warmup is not None and len(ledgers) == len(rules.percentiles):
+        missing = live.missing_traces(warmup, ledgers, ids, rules, _no_answers)
+    messages = setting_messages(problems, Setting.from_params(params))
+    cost = live.worst_case(messages, missing, rules.max_tokens, model)
+    return _capped(stage, cost, (model,), params.online.live.max_cost_usd, "online.live.max_cost_usd",
+                   "at most (no trace stopping early)")
+
+
+def _no_answers(problem_id: str, traces: list) -> np.ndarray:
+    """Answer codes for a count that never checks consensus: none are read."""
+    return np.full(len(traces), -1, dtype=np.int64)
 
 
 def debate_row(params: Params, name: str) -> Row:

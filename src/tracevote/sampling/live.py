@@ -26,12 +26,21 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
-from tracevote.core.config_endpoints import PricingConfig
-from tracevote.core.costs import prompt_bytes, prompt_tokens, spent_text, usd, worst_case_usd
+from tracevote.core.config import Params
+from tracevote.core.config_endpoints import ModelConfig, PricingConfig
+from tracevote.core.costs import (
+    CostEstimate,
+    prompt_bytes,
+    prompt_tokens,
+    simulated_as,
+    spent_text,
+    usd,
+    worst_case_usd,
+)
 from tracevote.core.errors import DataError, QuotaError, StorageError, TracevoteError
 from tracevote.core.retry import TransientError
 from tracevote.deepconf.live import WindowStop, consensus_reached, lowest_groups, warmup_threshold
@@ -40,7 +49,8 @@ from tracevote.sampling.budget import SpendCap, SpendCapError
 from tracevote.sampling.client import ChatClient, StreamBroken
 from tracevote.sampling.stream import Streamed, TokenBatch, stream_completion
 from tracevote.store.framing import FrameWriter
-from tracevote.store.live import LiveLedger, LiveTrace, StopReason, encode
+from tracevote.store.live import LiveLedger, LiveTrace, StopReason, encode, method_setting, warmup_setting
+from tracevote.store.pool import Setting
 from tracevote.store.records import Sample
 
 # answer codes (-1: none) of one problem's traces, given in trace order
@@ -133,6 +143,36 @@ class _Job:
     method: _Method | None  # None: a warmup trace
     index: int
     cancel: threading.Event
+
+
+WARMUP = "warmup"
+
+
+def live_rules(params: Params) -> LiveRules:
+    online = params.online
+    return LiveRules(warmup=online.warmup, budget=online.live.budget,
+                     percentiles={name: online.percentiles[name] for name in online.live.methods},
+                     group_size=params.confidence.group_size, consensus=online.consensus,
+                     max_tokens=params.decoding.max_tokens)
+
+
+def ledger_settings(params: Params, rules: LiveRules) -> dict[str, dict[str, Any]]:
+    """The warmup ledger's setting (WARMUP) and each live method's, by name."""
+    pool = Setting.from_params(params).record()
+    return {WARMUP: warmup_setting(pool)} | {
+        name: method_setting(pool, percentile=percentile, group_size=rules.group_size,
+                             warmup=rules.warmup, budget=rules.budget, consensus=rules.consensus)
+        for name, percentile in rules.percentiles.items()}
+
+
+def worst_case(messages: dict[str, list[dict[str, str]]], missing: int, max_tokens: int,
+               model: ModelConfig) -> CostEstimate:
+    """Every missing trace at the longest prompt and `max_tokens`: the spend guard's estimate."""
+    pricing = model.priced()
+    longest = max(messages.values(), key=prompt_bytes)
+    return CostEstimate(missing, missing * prompt_tokens(prompt_bytes(longest)), missing * max_tokens,
+                        missing * worst_case_usd(longest, max_tokens, pricing), pricing.checked,
+                        simulated_as(model))
 
 
 def missing_traces(warmup: LiveLedger, methods: dict[str, LiveLedger], problem_ids: list[str],
