@@ -123,6 +123,7 @@ class LiveAnswers:
         self.answers = answers
         self.golds = golds
         self.judge = judge
+        self.per_trace = judge is None  # an integer answer is the trace's own; a class code depends on the others
 
     def __call__(self, problem_id: str, traces: list[LiveTrace]) -> np.ndarray:
         if self.judge is not None:

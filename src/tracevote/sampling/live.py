@@ -23,7 +23,7 @@ import concurrent.futures as cf
 import contextlib
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Container
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -43,7 +43,8 @@ from tracevote.core.costs import (
 )
 from tracevote.core.errors import DataError, QuotaError, StorageError, TracevoteError
 from tracevote.core.retry import TransientError
-from tracevote.deepconf.live import WindowStop, consensus_reached, lowest_groups, warmup_threshold
+from tracevote.deepconf.live import WindowStop, lowest_groups, warmup_threshold
+from tracevote.deepconf.online import consensus_checks
 from tracevote.sampling.breaker import OutageError
 from tracevote.sampling.budget import SpendCap, SpendCapError
 from tracevote.sampling.client import ChatClient, StreamBroken
@@ -121,6 +122,8 @@ class _Method:
     ended_at: int | None = None  # the trace after which the consensus check ended sampling
     in_flight: dict[int, threading.Event] = field(default_factory=dict)
     failed: set[int] = field(default_factory=set)
+    cursor: int = 0  # every index below it has started (or is stored)
+    codes: list[int] = field(default_factory=list)  # answer codes of traces 0..len-1, when a code is per trace
 
 
 @dataclass
@@ -132,6 +135,7 @@ class _Problem:
     in_flight: set[int] = field(default_factory=set)  # warmup traces streaming
     failed: set[int] = field(default_factory=set)
     lowest: dict[tuple[str, int], float] = field(default_factory=dict)  # cached per (ledger, index)
+    cursor: int = 0  # every warmup index below it has started (or is stored)
 
     def warmed_up(self, warmup: int) -> bool:
         return len(self.warmup) >= warmup and all(i in self.warmup for i in range(warmup))
@@ -201,6 +205,7 @@ def run_live(client: ChatClient, warmup: LiveLedger, methods: dict[str, LiveLedg
     summary = summary or LiveSummary()
     started = time.monotonic()
     problems = _load(warmup, methods, list(messages), messages, rules, codes)
+    pending = list(problems)  # those that may still start a trace, in order
     ledgers = {None: warmup, **methods}
     executor = cf.ThreadPoolExecutor(concurrency, thread_name_prefix="stream")
     in_flight: dict[cf.Future[tuple[Streamed, StopReason, int]], _Job] = {}
@@ -210,7 +215,7 @@ def run_live(client: ChatClient, warmup: LiveLedger, methods: dict[str, LiveLedg
         try:
             while True:
                 while stop is None and len(in_flight) < concurrency:
-                    job = _next_job(problems, rules)
+                    job = _next_job(pending, rules)
                     if job is None:
                         break
                     if cap is not None:
@@ -324,16 +329,21 @@ def _check_consensus(problem: _Problem, method: _Method, rules: LiveRules, codes
     ordered = [problem.warmup[i] for i in range(rules.warmup)]
     ordered += [method.traces[i] for i in range(rules.warmup, rules.budget) if i in method.traces]
     contiguous = next((n for n, trace in enumerate(ordered) if trace.index != n), len(ordered))
-    if contiguous <= method.decided:
+    if contiguous <= method.decided or contiguous < rules.warmup:
         return
     lowest = _lowest(problem, method.name, ordered[:contiguous], rules)
-    answer = codes(problem.problem_id, ordered[:contiguous])
+    if getattr(codes, "per_trace", False):  # a trace's code is its own: only the new traces' are read
+        method.codes += codes(problem.problem_id, ordered[len(method.codes):contiguous]).tolist()
+        answer = np.array(method.codes, dtype=np.int64)
+    else:
+        answer = codes(problem.problem_id, ordered[:contiguous])
     with np.errstate(invalid="ignore"):
         weights = np.where(lowest >= method.threshold, lowest, np.nan)
-    for n in range(max(method.decided + 1, rules.warmup), contiguous + 1):
-        if consensus_reached(answer[:n], weights[:n], rules.warmup, rules.consensus):
-            method.ended_at = n - 1
-            break
+    # the check after trace i reads traces 0..i alone, so one pass over the stored prefix gives every check
+    reached = consensus_checks(answer[None, :], weights[None, :], rules.warmup, rules.consensus)[0]
+    first = np.flatnonzero(reached[max(method.decided, rules.warmup - 1):])
+    if len(first):
+        method.ended_at = int(first[0]) + max(method.decided, rules.warmup - 1)
     method.decided = contiguous
     if method.ended_at is not None:
         for index, cancel in method.in_flight.items():
@@ -356,20 +366,43 @@ def _lowest(problem: _Problem, method: str, traces: list[LiveTrace], rules: Live
 
 
 def _next_job(problems: list[_Problem], rules: LiveRules) -> _Job | None:
-    """The first trace that may start: problems in order, a problem's warmup first, then each method's next."""
+    """The first trace that may start: problems in order, a problem's warmup first, then each method's next.
+
+    An index once started is stored, in flight or failed for the rest of the run, so each cursor only moves
+    forward, and a problem with nothing left to start is never looked at again."""
+    while problems and _started_all(problems[0], rules):
+        problems.pop(0)
     for problem in problems:
-        for index in range(rules.warmup):
-            if index not in problem.warmup and index not in problem.in_flight and index not in problem.failed:
-                return _Job(problem, None, index, threading.Event())
+        problem.cursor = _advance(problem.cursor, rules.warmup, problem.warmup, problem.in_flight, problem.failed)
+        if problem.cursor < rules.warmup:
+            return _Job(problem, None, problem.cursor, threading.Event())
         if not problem.warmed_up(rules.warmup):
             continue
         for method in problem.methods.values():
             if method.ended_at is not None:
                 continue
-            for index in range(rules.warmup, rules.budget):
-                if index not in method.traces and index not in method.in_flight and index not in method.failed:
-                    return _Job(problem, method, index, threading.Event())
+            method.cursor = _advance(max(method.cursor, rules.warmup), rules.budget, method.traces,
+                                     method.in_flight, method.failed)
+            if method.cursor < rules.budget:
+                return _Job(problem, method, method.cursor, threading.Event())
     return None
+
+
+def _advance(cursor: int, end: int, *taken: Container[int]) -> int:
+    """The first index from `cursor` below `end` in none of `taken` (or `end`)."""
+    while cursor < end and any(cursor in each for each in taken):
+        cursor += 1
+    return cursor
+
+
+def _started_all(problem: _Problem, rules: LiveRules) -> bool:
+    """Every trace the problem may still need has started (its warmup, and each method up to its budget or the
+    consensus stop): nothing is left to start, though some may still stream."""
+    if problem.cursor < rules.warmup:
+        return False
+    if not problem.warmed_up(rules.warmup):  # a warmup trace streaming, or failed: no method trace starts this run
+        return not problem.in_flight
+    return all(method.ended_at is not None or method.cursor >= rules.budget for method in problem.methods.values())
 
 
 def _count_missing(problems: list[_Problem], rules: LiveRules) -> int:
