@@ -10,8 +10,8 @@ same token and end sampling at the same trace:
   the first full window whose sum / width is below the threshold, having spent the tokens up to and including
   that window's last one. (That window is always one of the replay's record lows: every earlier window's mean is
   at least the threshold, so its sum is a new low.)
-- `consensus_reached`: the leading answer's share of the vote weight after the warmup and after each later trace,
-  in trace order (deepconf.online.consensus_checks on the traces so far).
+- The consensus stop: deepconf.online.consensus_checks on the traces stored so far, in trace order (the check
+  after trace i reads traces 0..i alone, so the same numbers whenever it is made).
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ from tracevote.answers.mathverify import MathJudge
 from tracevote.core.config_datasets import AnswersConfig
 from tracevote.core.config_deepconf import ConfidenceConfig
 from tracevote.deepconf.confidence import trace_measures
-from tracevote.deepconf.online import consensus_checks
 from tracevote.deepconf.voting import row_percentile
 from tracevote.store.live import LiveTrace
 from tracevote.store.records import ProblemTraces
@@ -102,16 +101,6 @@ class WindowStop:
         size = max(confident + 1, 2 * len(self._positions))
         self._prefix = np.concatenate((self._prefix, np.zeros(size + 1 - len(self._prefix))))
         self._positions = np.concatenate((self._positions, np.zeros(size - len(self._positions), dtype=np.int64)))
-
-
-def consensus_reached(codes: np.ndarray, weights: np.ndarray, warmup: int, tau: float | None) -> bool:
-    """Whether sampling ends after the last of these traces (in trace order): the check after it finds the leading
-    answer's share of the vote weight at or above tau. A trace votes where its code is >= 0 and its weight a number;
-    the first check follows the warmup (trace warmup - 1); tau None never ends sampling."""
-    if tau is None or len(codes) < warmup:
-        return False
-    return bool(consensus_checks(np.asarray(codes, dtype=np.int64)[None, :],
-                                 np.asarray(weights, dtype=np.float64)[None, :], warmup, tau)[0, -1])
 
 
 class LiveAnswers:
