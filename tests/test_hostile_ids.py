@@ -344,7 +344,7 @@ def test_every_paid_stage_stores_admitted_ids_inside_and_reads_them_back(tmp_pat
             ledger = CallLedger(root)
             one_log_per_id(ledger, ADMITTED)
             assert all(ledger.records(item_id) for item_id in ADMITTED)
-        live_roots = [path.parent for path in (project / "online" / "toy").glob("*/ledger.json")]
+        live_roots = [path.parent for path in (project / "online" / "toy").glob("*/live.json")]
         assert len(live_roots) == 2  # the warmup's and method low's
         for root in live_roots:
             live = LiveLedger(root)

@@ -16,6 +16,7 @@ import yaml
 from tests.conftest import FIXTURE_PARAMS, REPO_ROOT
 from tests.dvcproject import dvc, make_project, model_overrides, one_dataset, run_stage
 from tests.sim_servers import kill_at_random_moments, kill_once_stored, requests_by_key, watched_server
+from tests.store.test_ledger_tools import tracevote
 from tracevote.cli.demo import BUILTIN_PROBLEMS, deep_merge, write_params
 from tracevote.core.config_endpoints import SimConfig
 from tracevote.sim.faults import parse_faults
@@ -52,7 +53,7 @@ COMMAND = [sys.executable, str(REPO_ROOT / "stages" / "build_online.py"), "--dat
 def stored(root: Path) -> set[str]:
     """"<problem>/<trace>" of every stored trace: the sample key its request carried."""
     keys = set()
-    for meta in (root / "online" / "toy").glob("*/ledger.json"):
+    for meta in (root / "online" / "toy").glob("*/live.json"):
         ledger = LiveLedger(meta.parent)
         for log in (meta.parent / "calls").glob("*.tvf"):
             keys |= {f"{log.stem}/{key}" for key in ledger.stored_keys(log.stem)}
@@ -62,7 +63,7 @@ def stored(root: Path) -> set[str]:
 def traces(root: Path) -> dict[str, tuple]:
     """Every stored trace as kept (its tokens, how it ended, its threshold), by sample key."""
     kept = {}
-    for meta in sorted((root / "online" / "toy").glob("*/ledger.json")):
+    for meta in sorted((root / "online" / "toy").glob("*/live.json")):
         ledger = LiveLedger(meta.parent)
         for problem_id in ledger.item_ids():
             for index, trace in ledger.traces(problem_id).items():
@@ -138,3 +139,28 @@ def test_in_a_fresh_clone_it_refuses_to_pay_for_what_dvc_lock_records(tmp_path: 
     refused = dvc(root, "repro", "build_online@toy", check=False)
     assert refused.returncode != 0 and "dvc pull" in refused.stdout + refused.stderr
     assert not (root / "online" / "toy").exists()
+
+
+def test_ledger_verify_checks_the_live_ledgers_and_repair_lets_the_next_run_stream_only_what_it_dropped(
+        tmp_path: Path) -> None:
+    with running_server(SimModel(SIM), parse_faults("")) as base_url:
+        root = project(tmp_path / "verified", base_url)
+        run_stage(root, "build_online.py", *COMMAND[2:])
+        verified = tracevote(root, "ledger", "verify")
+        assert verified.returncode == 0, verified.stdout
+        assert verified.stdout.count(": 12 logs, ") == 2 and "PROBLEMS" not in verified.stdout
+        expected = traces(root)
+        [warmup] = (root / "online" / "toy").glob("warmup-*")
+        log = next((warmup / "calls").glob("*.tvf"))
+        data = bytearray(log.read_bytes())
+        data[len(data) // 2] ^= 0xFF  # one flipped byte in the middle of a frame
+        log.write_bytes(bytes(data))
+        damaged = tracevote(root, "ledger", "verify")
+        assert damaged.returncode == 1 and f"{log.name}: DAMAGED at byte" in damaged.stdout
+        assert tracevote(root, "ledger", "repair", str(log)).returncode == 0
+        dropped = expected.keys() - traces(root).keys()
+        assert dropped and all(key.startswith(log.stem + "/") for key in dropped)
+        before = probe_free(base_url)
+        run_stage(root, "build_online.py", *COMMAND[2:])
+        assert set(probe_free(base_url) - before) == dropped
+    assert traces(root) == expected

@@ -1,6 +1,6 @@
 """The ledgers of a live online run: its warmup traces, and each method's streamed traces, with how each ended.
 
-    online/<dataset>/<model>-<fingerprint>/ledger.json      the setting (what decides what is generated)
+    online/<dataset>/<model>-<fingerprint>/live.json        the setting (what decides what is generated)
     online/<dataset>/<model>-<fingerprint>/items.json       problem id -> sha256 of its prompt
     online/<dataset>/<model>-<fingerprint>/calls/<id>.tvf   one frame per trace, keyed by its index
 
@@ -56,6 +56,7 @@ class LiveTrace:
     completion_tokens: int
     usage_source: UsageSource
     threshold: float | None  # the stop threshold the trace was streamed under; None for a warmup trace
+    simulated: bool = False  # tracevote's simulator answered (read back from the stored payload)
 
     @property
     def index(self) -> int:
@@ -80,10 +81,11 @@ def decode(payload: bytes | memoryview, where: str) -> LiveTrace:
         if magic != MAGIC:
             raise ValueError(f"magic {bytes(magic)!r}")
         header = orjson.loads(view[_HEAD.size:_HEAD.size + size])
-        sample = codec.to_sample(codec.decode(view[_HEAD.size + size:]))
-        return LiveTrace(sample=sample, stop_reason=header["stop_reason"], received=int(header["received"]),
-                         prompt_tokens=header["prompt_tokens"], completion_tokens=int(header["completion_tokens"]),
-                         usage_source=header["usage_source"], threshold=header["threshold"])
+        decoded = codec.decode(view[_HEAD.size + size:])
+        return LiveTrace(sample=codec.to_sample(decoded), stop_reason=header["stop_reason"],
+                         received=int(header["received"]), prompt_tokens=header["prompt_tokens"],
+                         completion_tokens=int(header["completion_tokens"]), usage_source=header["usage_source"],
+                         threshold=header["threshold"], simulated=bool(decoded.header.get("simulated")))
     except (ValueError, KeyError, TypeError, struct.error, orjson.JSONDecodeError) as exc:
         raise DataError(f"{where}: not a live trace ({exc})") from None
 
@@ -91,6 +93,7 @@ def decode(payload: bytes | memoryview, where: str) -> LiveTrace:
 class LiveLedger(Ledger):
     """A live run's ledger: items are problems, keys trace indices, records LiveTraces."""
 
+    META = "live.json"  # not ledger.json: a tool telling ledgers apart by it reads these traces as such
     FORMAT = LIVE_FORMAT
 
     def traces(self, problem_id: str) -> dict[int, LiveTrace]:

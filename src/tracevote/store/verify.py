@@ -23,14 +23,15 @@ import orjson
 
 from tracevote.core.errors import DataError
 from tracevote.core.names import safe_name
-from tracevote.store import calls, codec, confidence_block, framing
+from tracevote.store import calls, codec, confidence_block, framing, live
 from tracevote.store.calls import CallLedger
 from tracevote.store.framing import Frame
 from tracevote.store.ledger import LOG_SUFFIX, Ledger, fingerprint_of
+from tracevote.store.live import LiveLedger
 from tracevote.store.pool import Pool
 
-DEFAULT_FOLDERS = ("pools", "debates", "critiques", "grading/critic")  # where the paid stages keep their ledgers
-LEDGER_CLASSES: tuple[type[Ledger], ...] = (Pool, CallLedger)
+DEFAULT_FOLDERS = ("pools", "online", "debates", "critiques", "grading/critic")  # where the paid stages keep ledgers
+LEDGER_CLASSES: tuple[type[Ledger], ...] = (Pool, LiveLedger, CallLedger)
 SKIPPED_FOLDERS = frozenset({".git", ".dvc", ".venv", "node_modules", "__pycache__"})
 FrameCheck = Callable[[Frame], str | None]
 
@@ -182,6 +183,8 @@ def frame_check(ledger: Ledger) -> FrameCheck:
     """The per-frame check for this kind of ledger: None when the frame is good, else what is wrong."""
     if isinstance(ledger, Pool):
         return lambda frame: _check_sample(frame, ledger.simulated)
+    if isinstance(ledger, LiveLedger):
+        return lambda frame: _check_trace(frame, ledger.simulated)
     return lambda frame: _check_call(frame, ledger.simulated)
 
 
@@ -196,6 +199,23 @@ def _check_sample(frame: Frame, ledger_simulated: bool) -> str | None:
         return f"sample {frame.key} holds sample {header.get('sample_id')}"
     if header.get("simulated") and not ledger_simulated:
         return f"sample {frame.key} was answered by the simulator, in a real pool"
+    return None
+
+
+def _check_trace(frame: Frame, ledger_simulated: bool) -> str | None:
+    """A live run's trace: it decodes, holds the trace its key names, and how it ended is one of the known ways."""
+    if not isinstance(frame.key, int):
+        return f"key {frame.key!r} is text, but a live run's keys are trace indices"
+    try:
+        trace = live.decode(frame.payload, f"trace {frame.key}")
+    except DataError as exc:
+        return str(exc)
+    if trace.index != frame.key:
+        return f"trace {frame.key} holds trace {trace.index}"
+    if trace.stop_reason not in live.STOP_REASONS:
+        return f"trace {frame.key} ended in an unknown way: {trace.stop_reason!r}"
+    if trace.simulated and not ledger_simulated:
+        return f"trace {frame.key} was answered by the simulator, in a real ledger"
     return None
 
 
