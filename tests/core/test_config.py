@@ -348,3 +348,25 @@ def test_deepconf_takes_a_math_dataset_and_debate_does_not(tmp_path: Path, debat
         load_params(path)
     assert "integer answers (agents agree on integers; aime_2024 is kind problems, answer_format math)" in str(
         caught.value)
+
+
+def test_a_live_run_names_methods_of_percentiles_a_budget_holding_the_warmup_and_datasets_of_problems(
+        tmp_path: Path) -> None:
+    params = yaml.safe_load(FIXTURE_PARAMS.read_text(encoding="utf-8"))
+    params["datasets"]["steps"] = {**params["datasets"]["aime_2025"], "kind": "steps", "steps_format": "processbench",
+                                   "answer_format": "integer"}
+    params["online"]["live"] = {"datasets": ["aime_2025", "steps", "nowhere"], "methods": ["low", "medium"],
+                                "budget": 8, "concurrency": 2, "max_cost_usd": 1.0}
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump(params, sort_keys=False), encoding="utf-8")
+    with pytest.raises(ConfigError) as caught:
+        load_params(path)
+    lines = [line.removeprefix(f"{path}: ") for line in str(caught.value).splitlines()]
+    assert "online.live.methods: 'medium' must be a key of online.percentiles (low, high)" in lines
+    assert "online.live.budget: 8 must be at least online.warmup (16): the warmup traces are part of the budget" \
+        in lines
+    assert any(line.startswith("online.live.datasets: 'steps' must be a dataset of problems") for line in lines)
+    assert any(line.startswith("online.live.datasets: 'nowhere' must be a key of datasets:") for line in lines)
+    params["online"]["live"] = {"datasets": [], "methods": [], "budget": 1, "concurrency": 1, "max_cost_usd": 0}
+    path.write_text(yaml.safe_dump(params, sort_keys=False), encoding="utf-8")
+    assert load_params(path).online.live.datasets == ()  # no live run: nothing else is asked of it
