@@ -82,6 +82,7 @@ class LiveSummary:
     kept_tokens: int = 0
     billed_completion: int = 0
     counted_by_client: int = 0  # billed completion tokens counted by the client (the server sent no usage)
+    prompts_estimated: int = 0  # traces without the server's usage: their prompt priced as the spend guard does
     usd: float = 0.0
     broken_tokens: int = 0  # tokens received on streams that broke (billed, not stored)
     failures: collections.Counter[str] = field(default_factory=collections.Counter)
@@ -95,6 +96,7 @@ class LiveSummary:
         self.kept_tokens += trace.sample.n_tokens
         self.billed_completion += trace.completion_tokens
         self.counted_by_client += trace.completion_tokens if trace.usage_source == "client" else 0
+        self.prompts_estimated += trace.prompt_tokens is None
         self.usd += paid_usd
 
     def render(self) -> str:
@@ -102,7 +104,9 @@ class LiveSummary:
         lines = [f"stored {self.stored} of {self.started} traces started in {self.elapsed_s:.1f}s ({reasons}); "
                  f"{self.received_tokens} completion tokens received, {self.kept_tokens} kept; billed "
                  f"{self.billed_completion} completion tokens ({self.counted_by_client} counted by the client: the "
-                 f"server sent no usage), {spent_text(self.usd, self.simulated_as)}"]
+                 f"server sent no usage), {spent_text(self.usd, self.simulated_as)}"
+                 + (f" (the prompts of {self.prompts_estimated} traces without usage estimated as the spend guard "
+                    f"does)" if self.prompts_estimated else "")]
         if self.broken_tokens:
             lines.append(f"  {self.broken_tokens} tokens arrived on streams that broke (billed; those traces are "
                          f"streamed again by the next run)")
