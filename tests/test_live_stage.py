@@ -74,8 +74,11 @@ def traces(root: Path) -> dict[str, tuple]:
 def test_killed_at_random_moments_it_resumes_to_what_an_uninterrupted_run_stores(tmp_path: Path) -> None:
     with running_server(SimModel(SIM), parse_faults("")) as base_url:
         uninterrupted = project(tmp_path / "whole", base_url)
-        run_stage(uninterrupted, "build_online.py", *COMMAND[2:])
+        whole = run_stage(uninterrupted, "build_online.py", *COMMAND[2:])
     expected = traces(uninterrupted)
+    stopped = sum(reason == "confidence" for _, reason, _ in expected.values())
+    assert f"stored {len(expected)} of {len(expected)} traces started" in whole.stdout
+    assert f"{stopped} confidence" in whole.stdout and "counted by the client: the server sent no usage" in whole.stdout
     assert len(expected) == 12 * BUDGET
     assert any(reason == "confidence" for _, reason, _ in expected.values()), "no trace stopped early"
     with watched_server(SIM) as slow:
