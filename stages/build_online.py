@@ -104,7 +104,7 @@ def _build(args: PaidStageArgs[Problem], params: Params, problems: list[Problem]
         else:
             print(f"build_online: every trace of {len(ids)} problems is stored; no request sent")
         left = missing_traces(warmup, methods, ids, rules, codes) if missing else 0
-    _write_manifest(args.manifest, args.dataset, ids, rules, warmup, methods, settings[WARMUP],
+    _write_manifest(args.manifest, args.dataset, ids, rules, warmup, methods, Setting.from_params(params).record(),
                     answers=dataclasses.asdict(params.answers))
     if left:
         raise TracevoteError(f"{left} traces are still missing after retries ran out (causes above). Run the stage "

@@ -222,7 +222,7 @@ def aggregate(scores: pd.DataFrame, cfg: EvalConfig, measures: tuple[str, ...] =
     _check_pool_sizes(problems, cfg.k)
     replayed, traces = None, []  # online DeepConf runs only with a stop table
     if online is not None and stops is not None:
-        replayed, traces = online, _online_traces(problems, stops)
+        replayed, traces = online, online_traces(problems, stops)
     accuracy: list[MethodAccuracy] = []
     online_rows: list[OnlineAccuracy] = []
     paired_rows: list[PairedComparison] = []
@@ -261,7 +261,7 @@ def aggregate(scores: pd.DataFrame, cfg: EvalConfig, measures: tuple[str, ...] =
         paired=tuple(paired_rows))
 
 
-def _online_traces(problems: list[ProblemScores], stops: pd.DataFrame | StopTable) -> list[OnlineTrace]:
+def online_traces(problems: list[ProblemScores], stops: pd.DataFrame | StopTable) -> list[OnlineTrace]:
     table = stops if isinstance(stops, StopTable) else StopTable.of_frame(stops)
     return [OnlineTrace(codes=p.codes, gold_code=p.gold_code, lowest=p.lowest, n_tokens=p.n_tokens,
                         stops=stop_profiles(table.rows_of(p.problem_id), p.problem_id, p.sample_ids, p.n_tokens))

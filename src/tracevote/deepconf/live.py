@@ -115,9 +115,16 @@ class LiveAnswers:
         self.per_trace = judge is None  # an integer answer is the trace's own; a class code depends on the others
 
     def __call__(self, problem_id: str, traces: list[LiveTrace]) -> np.ndarray:
+        return self.coded(problem_id, traces)[0]
+
+    def coded(self, problem_id: str, traces: list[LiveTrace]) -> tuple[np.ndarray, int]:
+        """The traces' codes and the gold answer's code (-1 when no trace's answer equals a math gold)."""
+        gold = self.golds[problem_id]
         if self.judge is not None:
             boxed = [boxed_text(trace.sample.text) for trace in traces]
-            return answer_classes(str(self.golds[problem_id]), boxed, self.judge).codes
+            classes = answer_classes(str(gold), boxed, self.judge)
+            right = np.flatnonzero(classes.correct)
+            return classes.codes, int(classes.codes[right[0]]) if len(right) else -1
         resolved = (resolve_answer(answer_candidates(t.sample.text), t.sample.finish_reason, self.answers)[0]
                     for t in traces)
-        return np.array([-1 if value is None else value for value in resolved], dtype=np.int64)
+        return np.array([-1 if value is None else value for value in resolved], dtype=np.int64), int(gold)

@@ -12,6 +12,9 @@ quantity is the same. Accuracy in percent to two decimals (`accuracy_pct`), toke
                                          k 1 (one trace's tokens), cons and each confidence measure's weighted,
                                          top-10% and top-90% votes at report.k (K traces' tokens each)
     deepconf/<dataset>/online_low.json  the same, and "saved_pct": the share of Cons@K's tokens it did not spend
+    online_live/<dataset>/online_<m>.json  a live run's method: the same keys (tokens billed), "usd_per_problem", how
+                                         its traces ended, and on the same traces of a pool "saved_pct",
+                                         "cons_accuracy_pct", "replay_accuracy_pct", "replay_tokens_per_problem"
     debate.json                         {"simulated", "problems", "accuracy_pct", "tokens_per_problem"}
     critique/<dataset>.json             {"simulated", "solutions", "f1_pct"}
     grading/<run>.json                  {"simulated", "predictions", "accuracy_pct", "words_per_prediction",
@@ -52,6 +55,30 @@ def deepconf_headlines(result: AggregateResult, k: int, tokens_per_trace: float,
         headlines[online.method] = {**common, "k": k, **_accuracy(online.mean, online.ci_low, online.ci_high),
                                     "tokens_per_problem": round(online.tokens, 1),
                                     "saved_pct": percent(online.savings)}
+    return headlines
+
+
+def live_headlines(live: Mapping[str, Any], comparison: Any, *, problems: int, budget: int,
+                   simulated: bool) -> dict[str, dict[str, Any]]:
+    """Each live method (report.live.LiveMethod by name) as online_<name>: its accuracy and interval, the
+    completion tokens billed per problem, what it cost and how its traces ended; and where a pool holds the same
+    traces (report.live.Comparison), the share of Cons@K's tokens it did not spend ("saved_pct", measured) and the
+    replay's accuracy and tokens on them."""
+    headlines = {}
+    for name, method in live.items():
+        headline = {"simulated": simulated, "problems": problems, "k": budget,
+                    "accuracy_pct": round(method.accuracy_pct, 2), "ci_low_pct": round(method.ci_low_pct, 2),
+                    "ci_high_pct": round(method.ci_high_pct, 2),
+                    "tokens_per_problem": round(method.completion_tokens, 1),
+                    "usd_per_problem": round(method.usd, 6), "traces_started": method.traces_started,
+                    "traces_stopped": method.traces_stopped, "traces_cancelled": method.traces_cancelled,
+                    "started_before_decision": method.started_before_decision}
+        if comparison is not None:
+            headline |= {"saved_pct": round(comparison.saving_vs_cons_pct[name], 2),
+                         "cons_accuracy_pct": round(comparison.cons_accuracy_pct, 2),
+                         "replay_accuracy_pct": round(comparison.replay_accuracy_pct[name], 2),
+                         "replay_tokens_per_problem": round(comparison.replay_tokens[name], 1)}
+        headlines[f"online_{name}"] = headline
     return headlines
 
 

@@ -254,8 +254,8 @@ def run_live(client: ChatClient, warmup: LiveLedger, methods: dict[str, LiveLedg
                     except TransientError as exc:
                         _fail(job, summary, exc.cause, cap, worst)
                         continue
-                    trace = _trace(job, streamed, reason, kept)
                     paid = _paid(streamed, job, pricing)
+                    trace = _trace(job, streamed, reason, kept, paid)
                     if cap is not None:
                         cap.settle(worst, paid)
                     try:
@@ -470,7 +470,7 @@ def _cut(streamed: Streamed, spent: int) -> Streamed:
                    top_tokens=None if streamed.top_tokens is None else streamed.top_tokens[:spent])
 
 
-def _trace(job: _Job, received: Streamed, reason: StopReason, kept: int) -> LiveTrace:
+def _trace(job: _Job, received: Streamed, reason: StopReason, kept: int, paid: float) -> LiveTrace:
     streamed = _cut(received, kept)
     sample = Sample(problem_id=job.problem.problem_id, sample_id=job.index, text=streamed.text,
                     tokens=streamed.tokens, token_logprobs=streamed.token_logprobs, top_logprobs=None,
@@ -480,7 +480,7 @@ def _trace(job: _Job, received: Streamed, reason: StopReason, kept: int) -> Live
     return LiveTrace(sample=sample, stop_reason=reason, received=received.n_tokens,
                      prompt_tokens=streamed.prompt_tokens, completion_tokens=streamed.completion_tokens,
                      usage_source=streamed.usage_source,
-                     threshold=None if job.method is None else job.method.threshold)
+                     threshold=None if job.method is None else job.method.threshold, usd=paid)
 
 
 def _paid(streamed: Streamed, job: _Job, pricing: PricingConfig) -> float:

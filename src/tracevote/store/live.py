@@ -57,6 +57,7 @@ class LiveTrace:
     usage_source: UsageSource
     threshold: float | None  # the stop threshold the trace was streamed under; None for a warmup trace
     simulated: bool = False  # tracevote's simulator answered (read back from the stored payload)
+    usd: float = 0.0  # priced when stored: the server's usage, else the tokens received and the prompt estimated
 
     @property
     def index(self) -> int:
@@ -65,7 +66,7 @@ class LiveTrace:
     def header(self) -> dict[str, Any]:
         return {"stop_reason": self.stop_reason, "received": self.received, "prompt_tokens": self.prompt_tokens,
                 "completion_tokens": self.completion_tokens, "usage_source": self.usage_source,
-                "threshold": self.threshold}
+                "threshold": self.threshold, "usd": self.usd}
 
 
 def encode(trace: LiveTrace, *, simulated: bool) -> bytes:
@@ -85,7 +86,8 @@ def decode(payload: bytes | memoryview, where: str) -> LiveTrace:
         return LiveTrace(sample=codec.to_sample(decoded), stop_reason=header["stop_reason"],
                          received=int(header["received"]), prompt_tokens=header["prompt_tokens"],
                          completion_tokens=int(header["completion_tokens"]), usage_source=header["usage_source"],
-                         threshold=header["threshold"], simulated=bool(decoded.header.get("simulated")))
+                         threshold=header["threshold"], simulated=bool(decoded.header.get("simulated")),
+                         usd=float(header["usd"]))
     except (ValueError, KeyError, TypeError, struct.error, orjson.JSONDecodeError) as exc:
         raise DataError(f"{where}: not a live trace ({exc})") from None
 
@@ -141,7 +143,7 @@ class LiveManifest:
     consensus: float | None
     traces: int  # stored, every ledger
     simulated: bool
-    setting: dict[str, Any]
+    setting: dict[str, Any]  # the pool's setting (model, prompt, decoding) the traces were generated under
     answers: dict[str, Any]  # the `answers:` rules the consensus check read answers by
 
     def root(self, manifest_path: Path, relative: str) -> Path:

@@ -1,0 +1,127 @@
+"""A live online run scored as the replay scores a working set, and the same traces of a pool beside it.
+
+Per problem and live method, from the stored traces (store.live), in trace order:
+- The threshold s from the warmup traces (deepconf.live.warmup_threshold of their lowest-group confidences).
+- The consensus check after the warmup and after each later trace (deepconf.online.consensus_checks), when
+  online.consensus is set: the traces after the check that ended sampling were started before it was decided;
+  they are counted and paid and never vote.
+- The vote: a trace votes when it has an answer and its lowest-group confidence is >= s (a trace stopped by the
+  rule never does: its last window is below s), weighted by that confidence, under eval.tie_break.
+- What it cost: completion tokens received (every token that arrived), kept (up to each stop) and billed (the
+  server's usage, else the tokens received, "counted by the client"); prompt tokens where the server said.
+
+`same_traces` puts beside it, when a pool of the same setting holds traces 0..budget-1 of each problem: Cons@K
+(a majority over those traces, generated in full) and the replay (deepconf.online.replay on that working set),
+so the live run and its prediction are compared on exactly the traces the live run saw.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from tracevote.core.config_deepconf import OnlineConfig, TieBreak
+from tracevote.deepconf.evaluate import online_traces, split_problems
+from tracevote.deepconf.live import LiveAnswers, lowest_groups, warmup_threshold
+from tracevote.deepconf.online import OnlineTrace, consensus_checks, replay
+from tracevote.deepconf.voting import majority_vote, tie_credit, weighted_vote
+from tracevote.store.live import LiveTrace
+
+NO_ANSWER = -1
+
+
+@dataclass(frozen=True)
+class LiveProblem:
+    """One problem's live run under one method."""
+
+    problem_id: str
+    method: str
+    correct: float  # 1/0, or the tie credit under tie_break fractional
+    answered: bool
+    threshold: float
+    started: int  # traces started (and stored): the warmup's and the method's
+    stopped: int  # closed by the confidence rule
+    cancelled: int  # closed when the consensus check ended sampling
+    after_decision: int  # started before the check that ended sampling was decided (cancelled or not)
+    voted: int
+    received: int  # completion tokens that arrived
+    kept: int  # up to and including each trace's stop
+    billed: int  # completion tokens billed: the server's usage, else those received
+    counted_by_client: int  # the part of `billed` the client counted (no usage from the server)
+    prompt_tokens: int  # the server's counts, where it sent them
+    prompts_unknown: int  # traces whose prompt tokens the server did not report
+    usd: float  # as priced when each trace was stored
+
+
+def score_problem(problem_id: str, method: str, percentile: float, traces: Sequence[LiveTrace], *, warmup: int,
+                  group_size: int, consensus: float | None, answers: LiveAnswers, tie_break: TieBreak) -> LiveProblem:
+    """The live run of one problem under one method; `traces` are its stored traces 0..n-1 in order (the warmup's
+    first)."""
+    lowest = lowest_groups([trace.sample.token_confidence for trace in traces], group_size)
+    threshold = warmup_threshold(lowest[:warmup], percentile)
+    codes, gold = answers.coded(problem_id, list(traces))
+    with np.errstate(invalid="ignore"):
+        weights = np.where((codes >= 0) & (lowest >= threshold), lowest, np.nan)
+    decided = _decided(codes, weights, warmup, consensus)
+    weights[decided + 1:] = np.nan
+    vote = weighted_vote(codes[None, :], weights[None, :], tie_break)
+    credit = tie_credit(vote, gold)[0] if gold >= 0 else 0.0
+    answered = bool(vote.prediction[0] >= 0)
+    correct = credit if tie_break == "fractional" else float(answered and vote.prediction[0] == gold)
+    reasons = [trace.stop_reason for trace in traces]
+    return LiveProblem(
+        problem_id=problem_id, method=method, correct=float(correct), answered=answered, threshold=threshold,
+        started=len(traces), stopped=reasons.count("confidence"), cancelled=reasons.count("consensus-cancelled"),
+        after_decision=len(traces) - decided - 1, voted=int((~np.isnan(weights)).sum()),
+        received=sum(t.received for t in traces), kept=sum(t.sample.n_tokens for t in traces),
+        billed=sum(t.completion_tokens for t in traces),
+        counted_by_client=sum(t.completion_tokens for t in traces if t.usage_source == "client"),
+        prompt_tokens=sum(t.prompt_tokens for t in traces if t.prompt_tokens is not None),
+        prompts_unknown=sum(t.prompt_tokens is None for t in traces), usd=sum(t.usd for t in traces))
+
+
+def _decided(codes: np.ndarray, weights: np.ndarray, warmup: int, consensus: float | None) -> int:
+    """The trace after which the consensus check ended sampling; the last trace when none did."""
+    if consensus is None or len(codes) < warmup:
+        return len(codes) - 1
+    reached = np.flatnonzero(consensus_checks(codes[None, :], weights[None, :], warmup, consensus)[0])
+    return int(reached[0]) if len(reached) else len(codes) - 1
+
+
+@dataclass(frozen=True)
+class SameTraces:
+    """Pool samples 0..budget-1 of one problem, generated in full: Cons@K on them, and the replay's prediction."""
+
+    problem_id: str
+    cons_correct: float
+    cons_tokens: int  # every token of every trace
+    replay_correct: dict[str, float]  # by live method
+    replay_tokens: dict[str, float]
+
+
+def same_traces(trace: OnlineTrace, problem_id: str, budget: int, percentiles: dict[str, float], warmup: int,
+                consensus: float | None, tie_break: TieBreak) -> SameTraces:
+    """Cons@budget and each method's replay on the working set 0..budget-1 of a pool problem (`trace` holds
+    exactly its samples 0..budget-1, in order)."""
+    sets = np.arange(budget)[None, :]
+    majority = majority_vote(trace.codes[None, :], tie_break)
+    credit = tie_credit(majority, trace.gold_code)[0]
+    right = trace.gold_code >= 0 and majority.prediction[0] == trace.gold_code
+    cons = credit if tie_break == "fractional" else float(right)
+    replays = {name: replay(trace, sets, percentile, OnlineConfig(warmup, {name: percentile}, consensus), tie_break)
+               for name, percentile in percentiles.items()}
+    return SameTraces(problem_id=problem_id, cons_correct=float(cons), cons_tokens=int(trace.n_tokens.sum()),
+                      replay_correct={name: float(r.correct[0]) for name, r in replays.items()},
+                      replay_tokens={name: float(r.tokens[0]) for name, r in replays.items()})
+
+
+def pool_traces(scores: pd.DataFrame, stops: pd.DataFrame, budget: int) -> dict[str, OnlineTrace]:
+    """Each pool problem's samples 0..budget-1 as the replay reads them (score and stop tables of those samples
+    alone); a problem holding fewer is left out."""
+    kept = scores[scores["sample_id"] < budget]
+    problems = [p for p in split_problems(kept) if len(p) == budget]
+    traces = online_traces(problems, stops[stops["sample_id"] < budget])
+    return {problem.problem_id: trace for problem, trace in zip(problems, traces, strict=True)}

@@ -1,0 +1,134 @@
+"""Stage score_online: a live online run scored as the replay scores a working set; beside it Cons@K and the replay
+on the same traces of a pool of the same setting, when the DeepConf stages scored one. Offline: reads the ledgers.
+"""
+
+import argparse
+import contextlib
+from pathlib import Path
+
+import orjson
+import pandas as pd
+import pyarrow.parquet as pq
+
+from tracevote.answers.mathverify import MathJudge
+from tracevote.core.config import Params, load_params
+from tracevote.core.entry import stage_main
+from tracevote.core.errors import DataError
+from tracevote.core.fileio import write_json, write_text
+from tracevote.core.parquet import read_parquet_metadata
+from tracevote.datasets.problems import load_problems
+from tracevote.deepconf.live import LiveAnswers
+from tracevote.deepconf.live_results import LiveProblem, SameTraces, pool_traces, same_traces, score_problem
+from tracevote.deepconf.results import AggregateResult
+from tracevote.report import live as report
+from tracevote.report.compare import tokens_per_trace
+from tracevote.report.headline import live_headlines, write_headlines
+from tracevote.store.ledger import fingerprint_of, folder_name
+from tracevote.store.live import LiveLedger, LiveManifest, LiveTrace, read_manifest
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--params", default="params.yaml")
+    parser.add_argument("--dataset", required=True)
+    parser.add_argument("--problems", required=True, type=Path, help="the dataset's normalized file (the golds)")
+    parser.add_argument("--manifest", required=True, type=Path, help="build_online's manifest")
+    parser.add_argument("--scores", required=True, type=Path, help="the score stage's folder (a pool's tables)")
+    parser.add_argument("--aggregate", required=True, type=Path, help="the aggregate stage's folder")
+    parser.add_argument("--metrics", required=True, type=Path)
+    parser.add_argument("--headline", required=True, type=Path, help="the dataset's folder of headline metrics")
+    parser.add_argument("--plots", required=True, type=Path)
+    args = parser.parse_args()
+    params = load_params(args.params)
+    manifest = read_manifest(args.manifest)
+    if manifest.dataset != args.dataset:
+        raise DataError(f"{args.manifest}: a live run of {manifest.dataset!r}, not of {args.dataset!r}")
+    golds = {problem.id: problem.answer for problem in load_problems(args.problems)}
+    math = params.dataset(args.dataset).answer_format == "math"
+    with MathJudge(max_workers=1) if math else contextlib.nullcontext() as judge:
+        answers = LiveAnswers(params.answers, golds, judge)
+        problems = _score(args.manifest, manifest, answers, params)
+    live = report.summarize(problems, list(manifest.percentiles), bootstrap=params.eval.bootstrap,
+                            seed=params.eval.seed, level=params.eval.ci_level, budget=manifest.budget)
+    same, absent = _same_traces(args.scores / f"{args.dataset}.parquet", manifest, params)
+    comparison = report.compare(same, live) if same else None
+    context = {"dataset": args.dataset, "simulated": manifest.simulated, "model": manifest.setting["model"],
+               "problems": len(manifest.problems), "warmup": manifest.warmup, "budget": manifest.budget,
+               "consensus": manifest.consensus, "group_size": manifest.group_size,
+               "percentiles": manifest.percentiles}
+    write_json(args.metrics / "summary.json", report.summary_json(live, comparison, absent, context))
+    write_headlines(args.headline, live_headlines(live, comparison, problems=len(manifest.problems),
+                                                  budget=manifest.budget, simulated=manifest.simulated))
+    write_text(args.metrics / "live.md", report.table_markdown(live, comparison, absent, budget=manifest.budget,
+                                                              simulated=manifest.simulated))
+    write_text(args.metrics / "problems.csv", report.problems_csv(problems))
+    report.plot_accuracy_vs_tokens(_curves(args, manifest) if same else [], live,
+                                   args.plots / "accuracy_vs_tokens.png", dataset=args.dataset,
+                                   simulated=manifest.simulated)
+    print(f"score_online: {len(manifest.problems)} problems x {len(live)} live methods -> {args.metrics}"
+          + ("" if same else f" (no comparison: {absent})") + (" (SIMULATED model)" if manifest.simulated else ""))
+
+
+def _score(path: Path, manifest: LiveManifest, answers: LiveAnswers, params: Params) -> list[LiveProblem]:
+    warmup = LiveLedger(manifest.root(path, manifest.warmup_ledger))
+    scored = []
+    for name, relative in manifest.method_ledgers.items():
+        ledger = LiveLedger(manifest.root(path, relative))
+        for problem_id in manifest.problems:
+            traces = _in_order(path, problem_id, name, warmup.traces(problem_id) | ledger.traces(problem_id),
+                               manifest.warmup)
+            scored.append(score_problem(problem_id, name, manifest.percentiles[name], traces,
+                                        warmup=manifest.warmup, group_size=manifest.group_size,
+                                        consensus=manifest.consensus, answers=answers,
+                                        tie_break=params.eval.tie_break))
+    return scored
+
+
+def _in_order(path: Path, problem_id: str, method: str, traces: dict[int, LiveTrace], warmup: int) -> list[LiveTrace]:
+    """The problem's traces 0..n-1; a gap, or a warmup not whole, means the run was cut short."""
+    ordered = [traces[i] for i in range(len(traces)) if i in traces]
+    if len(ordered) != len(traces) or len(ordered) < warmup:
+        raise DataError(f"{path}: the live run of problem {problem_id!r} (method {method}) lacks traces (it holds "
+                        f"{sorted(traces)[:8]}...): run `dvc repro build_online@...` to finish it")
+    return ordered
+
+
+def _same_traces(scores: Path, manifest: LiveManifest, params: Params) -> tuple[list[SameTraces], str | None]:
+    """Cons@K and the replay on the live run's traces in a pool of the same setting, or why there are none."""
+    if not scores.is_file():
+        return [], f"no pool of {manifest.dataset} was scored ({scores} is missing: add it to deepconf.datasets)"
+    metadata = read_parquet_metadata(scores)
+    setting = manifest.setting  # the pool's setting: a pool of it is named as build_pool names it
+    expected = folder_name(setting["model"], fingerprint_of(setting), simulated=setting["backend"] == "sim")
+    if Path(str(metadata.get("pool"))).name != expected:
+        return [], f"the scored pool ({metadata.get('pool')}) is of another setting than the live run ({expected})"
+    if metadata.get("group_size") != str(manifest.group_size):
+        return [], f"the pool was scored with windows of {metadata.get('group_size')} tokens, the live run used " \
+                   f"{manifest.group_size}"
+    budget = manifest.budget
+    table = pd.read_parquet(scores, filters=[("sample_id", "<", budget)])
+    stops = pq.read_table(scores.with_suffix(".stops.parquet"), filters=[("sample_id", "<", budget)]).to_pandas()
+    traces = pool_traces(table, stops, budget)
+    lacking = [pid for pid in manifest.problems if pid not in traces]
+    if lacking:
+        return [], f"the pool holds fewer than {budget} traces of {len(lacking)} problems (pool.n_pool)"
+    return [same_traces(traces[pid], pid, budget, manifest.percentiles, manifest.warmup, manifest.consensus,
+                        params.eval.tie_break) for pid in manifest.problems], None
+
+
+def _curves(args: argparse.Namespace, manifest: LiveManifest) -> list[report.Curve]:
+    """Cons@K and the replayed online methods at each K from the aggregate stage, tokens per problem."""
+    stored = orjson.loads((args.aggregate / f"{args.dataset}.json").read_bytes())
+    result = AggregateResult.from_json(stored["result"])
+    per_trace = tokens_per_trace([pd.read_parquet(args.scores / f"{args.dataset}.parquet",
+                                                  columns=["problem_id", "n_tokens"])])
+    cons = ([k * per_trace for k in result.k], [result.accuracy_at("cons", k).mean for k in result.k])
+    online = {}
+    for method in result.online_methods:
+        rows = [(k, row) for k in result.k if (row := result.online_at(method, k)) is not None]
+        online[method] = ([row.tokens for _, row in rows], [row.mean for _, row in rows])
+    return report.pool_curves(cons, online)
+
+
+if __name__ == "__main__":
+    stage_main(main)
