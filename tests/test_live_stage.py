@@ -4,6 +4,7 @@ before the first request."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import sys
 from collections import Counter
@@ -14,7 +15,7 @@ import pytest
 import yaml
 
 from tests.conftest import FIXTURE_PARAMS, REPO_ROOT
-from tests.dvcproject import dvc, make_project, model_overrides, one_dataset, run_stage
+from tests.dvcproject import dvc, make_project, model_overrides, one_dataset, run, run_stage
 from tests.sim_servers import kill_at_random_moments, kill_once_stored, requests_by_key, watched_server
 from tests.store.test_ledger_tools import tracevote
 from tracevote.cli.demo import BUILTIN_PROBLEMS, deep_merge, write_params
@@ -167,3 +168,28 @@ def test_ledger_verify_checks_the_live_ledgers_and_repair_lets_the_next_run_stre
         run_stage(root, "build_online.py", *COMMAND[2:])
         assert set(probe_free(base_url) - before) == dropped
     assert traces(root) == expected
+
+
+def test_the_results_match_the_replay_on_the_same_traces_and_a_changed_budget_shows_in_metrics_diff(
+        tmp_path: Path) -> None:
+    params = deep_merge(one_dataset("toy", BUILTIN_PROBLEMS), {
+        **model_overrides(backend="sim", name="tracevote-sim", needs_key=False, extra_body={}, sim={"mean_tokens": 80}),
+        "decoding": {"max_tokens": 300}, "pool": {"n_pool": 8}, "confidence": {"group_size": 16, "tail_tokens": 16},
+        "eval": {"k": [1, 4, 8], "repeat": 4, "bootstrap": 100}, "report": {"k": 8},
+        "online": {"warmup": 4, "live": {"datasets": ["toy"], "methods": ["low"], "budget": 8}}})
+    root = make_project(tmp_path / "results", params)
+    dvc(root, "repro", "score_online@toy")
+    summary = json.loads((root / "metrics" / "online_live" / "toy" / "summary.json").read_text())
+    live, same = summary["live"]["low"], summary["same_traces"]
+    assert summary["simulated"] and summary["same_traces_absent"] is None
+    assert live["kept_tokens"] == pytest.approx(same["replay_tokens"]["low"])  # stopped where the replay stops
+    assert live["accuracy_pct"] == pytest.approx(same["replay_accuracy_pct"]["low"])
+    assert live["traces_stopped"] > 0 and same["saving_vs_cons_pct"]["low"] > 0
+    assert "SIMULATED" in (root / "metrics" / "online_live" / "toy" / "live.md").read_text()
+    run(root, "git", "add", "-A")
+    run(root, "git", "commit", "-qm", "built")
+    dvc(root, "exp", "run", "-S", "online.live.budget=6", "score_online@toy")
+    diff = dvc(root, "metrics", "diff", "--json").stdout
+    changed = json.loads(diff)["metrics/headline/online_live/toy/online_low.json"]
+    assert changed["k"] == {"old": 8, "new": 6, "diff": -2}
+    assert "tokens_per_problem" in changed
