@@ -10,6 +10,7 @@ import shutil
 import signal
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -17,11 +18,17 @@ import orjson
 import pytest
 import requests
 
+from tests.conftest import wait_for
 from tests.gate_proxy import DIRECT, gate_proxy
 from tracevote.cli import real
+from tracevote.core.config_deepconf import DecodingConfig
+from tracevote.core.config_endpoints import ModelConfig, SimConfig
 from tracevote.core.errors import DataError
+from tracevote.core.profiles import PROFILES
 from tracevote.engine.llamacpp import EngineServer, llamacpp_server, missing_engine_reason
+from tracevote.sampling.client import ChatClient
 from tracevote.sampling.ingest import parse_completion
+from tracevote.sampling.stream import stream_completion
 from tracevote.store.pool import read_manifest
 from tracevote.store.records import Sample
 
@@ -176,3 +183,35 @@ def copy_of_repo(dest: Path) -> Path:
         else:
             shutil.copy(REPO / name, dest / name)
     return dest
+
+
+def test_streams_in_flight_together_each_end_with_their_closing_chunk(engine: EngineServer) -> None:
+    """llama-cpp-python ends a stream early, without its last chunk, whenever another request waits for the model,
+    unless started with --interrupt_requests False (as tracevote.engine.llamacpp starts it): then every stream of a
+    live run's concurrency ends whole, and a stream the client closes is logged as a disconnect."""
+    client = ChatClient(engine_model(engine), DecodingConfig(temperature=0.6, top_p=None, max_tokens=256,
+                                                             top_logprobs=5, seed=0),
+                        api_key=None, timeout_s=120.0, max_retries=0, concurrency=4)
+    messages = [[{"role": "user", "content": row["problem"]}] for row in held_out_rows(4)]
+    with client, ThreadPoolExecutor(4) as pool:
+        whole = list(pool.map(lambda m: stream_completion(client, m[1], sample_key=f"p/{m[0]}"),
+                              enumerate(messages)))
+        assert [s.finish_reason for s in whole] == ["stop"] * 4 and all(s.done for s in whole)
+        before = engine.log.read_text(errors="replace").count("Disconnected from client")
+        cut = stream_completion(client, messages[0], sample_key="p/0",
+                                observer=lambda batch: "stop" if batch.offset + len(batch.tokens) >= 3 else None)
+    assert cut.stop_reason == "confidence" and cut.usage_source == "client" and cut.n_tokens < whole[0].n_tokens
+    wait_for(lambda: engine.log.read_text(errors="replace").count("Disconnected from client") > before,
+             "the server to log the closed stream")
+
+
+def engine_model(engine: EngineServer) -> ModelConfig:
+    return ModelConfig(backend="openai", base_url=engine.base_url, name=engine.model_alias, extra_body={},
+                       api_key_env="TINYMATH_API_KEY", needs_key=False, sim=SimConfig(seed=0, signal=1.0, accuracy=0.5,
+                                                                                     mean_tokens=50),
+                       profile=PROFILES["llama-cpp-python"], endpoint="tinymath")
+
+
+def held_out_rows(n: int) -> list[dict]:
+    path = REPO / "src" / "tracevote" / "datasets" / "data" / "tinymath_heldout.jsonl"
+    return [orjson.loads(line) for line in path.read_text(encoding="utf-8").splitlines()[:n]]

@@ -37,8 +37,9 @@ PIPELINE_FILES = ("dvc.yaml", ".dvcignore", ".gitignore")  # .gitignore: ledger 
 DEMO_POOL = 64
 LOCK_NAME = ".demo.lock"  # inside the scratch project, which git and DVC ignore
 LOCAL_SUFFIXES = (".jsonl", ".json", ".parquet", ".csv")  # the local files fetch reads (tracevote.datasets.local)
+# the stage that runs a method and everything it needs; online (a live run) is make real's alone
 METHOD_TARGETS = {"deepconf": "report", "debate": "score_debate", "critique": "report_critiques",
-                  "grading": "report_grading"}  # the stage that runs a method and everything it needs
+                  "grading": "report_grading", "online": "score_online"}
 
 
 def demo_name(problems: Path) -> str:
@@ -46,10 +47,13 @@ def demo_name(problems: Path) -> str:
     return "demo" if problems == BUILTIN_PROBLEMS else "demo_" + re.sub(r"[^A-Za-z0-9_-]", "_", problems.stem)[:59]
 
 
-def results_by_method(name: str) -> dict[str, list[Path]]:
-    """The demo's main outputs (dvc.yaml's paths for the dataset `name`), by method, relative to its project."""
+def results_by_method(name: str, *, live: bool = False) -> dict[str, list[Path]]:
+    """The demo's main outputs (dvc.yaml's paths for the dataset `name`), by method, relative to its project; with
+    `live`, a live online run's too (`make real` runs one)."""
     deepconf_metrics, deepconf_plots = Path("metrics", "deepconf", name), Path("plots", "deepconf", name)
-    return {
+    live_results = {"Live online DeepConf": [Path("metrics", "online_live", name, "live.md"),
+                                             Path("plots", "online_live", name, "accuracy_vs_tokens.png")]}
+    return {**({} if not live else live_results), **{
         "DeepConf": [deepconf_metrics / "report.txt", deepconf_metrics / "summary.json",
                      deepconf_metrics / "online.md", deepconf_plots / "accuracy_vs_k.png",
                      deepconf_plots / "confidence.png"],
@@ -57,14 +61,15 @@ def results_by_method(name: str) -> dict[str, list[Path]]:
                                          Path("plots", "accuracy_vs_tokens.png")],
         "Critique": [Path("metrics", "critique.md"), Path("plots", "critique", "critique.png")],
         "Grading": [Path("metrics", "grading.md"), Path("plots", "grading", "word_counts.png")],
-    }
+    }}
 
 
 METHOD_TITLES = {"deepconf": "DeepConf", "debate": "Debate, and voting beside it", "critique": "Critique",
-                 "grading": "Grading"}  # results_by_method's groups, by METHOD_TARGETS key
+                 "grading": "Grading", "online": "Live online DeepConf"}  # results_by_method's groups, by key
 
 
-def results_listing(scratch: Path, name: str, here: Path, *, label: str = "demo", method: str | None = None) -> str:
+def results_listing(scratch: Path, name: str, here: Path, *, label: str = "demo", method: str | None = None,
+                    live: bool = False) -> str:
     """The closing lines of `make demo` (or `make real`: `label`): the main outputs of every method (or of
     `method`), one per line, grouped by method, relative to `here`.
 
@@ -72,7 +77,7 @@ def results_listing(scratch: Path, name: str, here: Path, *, label: str = "demo"
         demo/metrics/deepconf/demo/report.txt
     """
     lines = [f"{label}: done. Its results, by method:"]
-    for title, paths in results_by_method(name).items():
+    for title, paths in results_by_method(name, live=live).items():
         if method is None or METHOD_TITLES[method] == title:
             lines += [f"  {title}", *(f"    {os.path.relpath(scratch / path, here)}" for path in paths)]
     return "\n".join(lines)

@@ -24,6 +24,7 @@ PARAMS_HELP = "the params file to read (default: %(default)s)"
 PROBLEMS_HELP = "normalized problems, one JSON object a line (default: data/<dataset>.jsonl)"
 # the keys of cli.demo.METHOD_TARGETS, for make demo and make real (not imported: light --help)
 DEMO_METHODS = ("critique", "debate", "deepconf", "grading")
+REAL_METHODS = (*DEMO_METHODS, "online")  # make real also runs online DeepConf live
 GRADING_FORMATS = ("gsm8k", "math500", "aime", "amc23")  # tracevote.grading.gold.GRADING_FORMATS (not imported: slow)
 GRADE_DESCRIPTION = ("Grade a predictions file as the grading scorer did: Math-Verify accuracy (gold first), the "
                      "reasoning's average word count and, with --enable-critic, the LLM critic (settings from the "
@@ -138,7 +139,7 @@ def add_other_commands(subparsers: argparse._SubParsersAction[argparse.ArgumentP
     real.add_argument("--problems", type=int, default=100, help="held-out problems in the pool (default: 100)")
     real.add_argument("--traces", type=int, default=64, help="traces per problem (default: 64)")
     real.add_argument("--debates", type=int, default=10, help="problems debated (default: 10)")
-    real.add_argument("--method", choices=DEMO_METHODS, help="run only this method (and what it needs)")
+    real.add_argument("--method", choices=REAL_METHODS, help="run only this method (and what it needs)")
     real.set_defaults(handler=commands.cmd_real)
     demo = subparsers.add_parser("demo", help="the whole pipeline on the simulated model, in ./demo")
     source = demo.add_mutually_exclusive_group()

@@ -3,8 +3,9 @@
 A scratch DVC project (`real/`, ignored by git and DVC, rebuilt each run like `make demo`'s) gets this repository's
 pipeline and a params.yaml whose every method calls one named endpoint, `tinymath` (profile llama-cpp-python, no
 key, no price), at the server's address: the DeepConf pool on the held-out problems, score, aggregate and report;
-a short debate; critiques of the model's own solutions, labelled by the generator; grading of the pool's traces
-with Math-Verify and the critic. The server runs only while `dvc repro` does.
+online DeepConf run live on the same problems and seeds (the pool's traces are its traces in full); a short
+debate; critiques of the model's own solutions, labelled by the generator; grading of the pool's traces with
+Math-Verify and the critic. The server runs only while `dvc repro` does.
 """
 
 from __future__ import annotations
@@ -51,7 +52,9 @@ def real_overrides(params: dict[str, Any], run: RealRun, base_url: str) -> dict[
         "pool": {"n_pool": run.traces, "concurrency": 2, "max_cost_usd": 0.0},
         "confidence": {"group_size": 16, "tail_tokens": 16},
         "eval": {"k": ks},
-        "online": {"warmup": min(16, run.traces)},
+        "online": {"warmup": min(16, run.traces),
+                   "live": {"datasets": [DATASET], "methods": ["low", "high"], "budget": run.traces, "concurrency": 2,
+                            "max_cost_usd": 0.0}},
         "report": {"k": run.traces},
         "debate": {"datasets": [DATASET], "contest_halves": [], "agents": 3, "rounds": 2, "max_tokens": 256,
                    "temperature": 0.6, "system": None, "examples": None,
@@ -102,5 +105,6 @@ def run_real(repo: Path, scratch: Path, run: RealRun) -> int:
         failed = run_dvc(scratch, [["init", "--no-scm", "-q"], ["repro", *repro_targets(run.method)]], "real")
         if failed:
             return failed
-    print("real: the server is stopped\n" + results_listing(scratch, DATASET, repo, label="real", method=run.method))
+    print("real: the server is stopped\n" + results_listing(scratch, DATASET, repo, label="real", method=run.method,
+                                                                live=True))
     return 0

@@ -64,7 +64,10 @@ def llamacpp_server(model: Path, *, log: Path, model_alias: str = "tinymath", n_
     port = _free_port()
     command = [sys.executable, "-m", "llama_cpp.server", "--model", str(model), "--model_alias", model_alias,
                "--host", "127.0.0.1", "--port", str(port), "--n_ctx", str(n_ctx), "--n_threads", str(threads),
-               "--verbose", "False"]
+               "--verbose", "False",
+               # by default the server ends a stream early whenever another request waits for the model, without
+               # its closing chunk: with two streams in flight nearly every one broke (docs/tinymath.md)
+               "--interrupt_requests", "False"]
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("wb") as sink:
         process = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
