@@ -27,7 +27,7 @@ import http.client
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Literal, NoReturn
+from typing import Any, BinaryIO, Literal, NoReturn
 
 import numpy as np
 import orjson
@@ -214,7 +214,16 @@ class _StreamReader:
             self._tokens()
 
     def pieces(self, response: requests.Response) -> Iterator[bytes]:
-        """What arrives on the connection, a read at a time, until it ends."""
+        """What arrives on the connection, a read at a time, until it ends.
+
+        A chunked body (every server's SSE) is read straight from the connection's buffered socket and its framing
+        taken off here: http.client's read1 returns one HTTP chunk a call, and servers send an event a chunk, so
+        each token cost a call through urllib3 and http.client; one read now takes every chunk that has arrived.
+        The connection is not reused after (http.client did not see its body end), which costs a connect a trace."""
+        raw = _chunked_socket(response)
+        if raw is not None:
+            yield from self._dechunked(raw)
+            return
         while True:
             try:
                 data = response.raw.read1(_READ_SIZE)
@@ -226,6 +235,26 @@ class _StreamReader:
             if not data:
                 return
             yield data
+
+    def _dechunked(self, raw: BinaryIO) -> Iterator[bytes]:
+        """The payloads of the HTTP chunks on `raw`, joined per socket read, until the last (empty) chunk."""
+        buffer = b""
+        while True:
+            try:
+                data = raw.read1(_READ_SIZE)
+            except TimeoutError as exc:
+                self._fail("timeout", self.redact(str(exc) or "read timed out"))
+            except OSError as exc:
+                self._fail("connection", self.redact(str(exc)))
+            if not data:
+                if buffer:
+                    self._fail("connection", f"the connection closed inside an HTTP chunk ({len(buffer)} bytes left)")
+                return
+            payloads, buffer, ended = _unchunk(buffer + data)
+            if payloads:
+                yield payloads
+            if ended:
+                return
 
     def _event(self, data: bytes) -> None:
         if data == _DONE:
@@ -312,6 +341,43 @@ class _StreamReader:
             usage_source="server" if self.usage is not None else "client",
             latency_s=time.monotonic() - started if started else 0.0, chunks=self.chunks, done=self.done,
             simulated=self.simulated)
+
+
+def _chunked_socket(response: requests.Response) -> BinaryIO | None:
+    """The buffered socket under a chunked, unencoded body not read yet (None otherwise: read it through urllib3)."""
+    conn = getattr(response.raw, "_fp", None)
+    socket_file = getattr(conn, "fp", None)
+    if not getattr(conn, "chunked", False) or getattr(conn, "chunk_left", 0) is not None or socket_file is None:
+        return None
+    if response.headers.get("Content-Encoding", "identity") != "identity" or not hasattr(socket_file, "read1"):
+        return None
+    return socket_file
+
+
+def _unchunk(data: bytes) -> tuple[bytes, bytes, bool]:
+    r"""(the payloads of the whole chunks at the start of `data`, joined; what is left; whether the last chunk came).
+
+    >>> _unchunk(b"3\r\nabc\r\n2\r\nde\r\n1\r\nf")
+    (b'abcde', b'1\r\nf', False)
+    >>> _unchunk(b"1;x=y\r\nz\r\n0\r\n\r\n")
+    (b'z', b'', True)
+    """
+    payloads, at = [], 0
+    while True:
+        line_end = data.find(b"\r\n", at)
+        if line_end < 0:
+            return b"".join(payloads), data[at:], False
+        try:
+            size = int(data[at:line_end].split(b";", 1)[0], 16)
+        except ValueError:
+            raise TransientError("malformed chunk", f"an HTTP chunk size {data[at:line_end][:20]!r}") from None
+        if size == 0:
+            return b"".join(payloads), b"", True
+        end = line_end + 2 + size
+        if len(data) < end + 2:
+            return b"".join(payloads), data[at:], False
+        payloads.append(data[line_end + 2:end])
+        at = end + 2
 
 
 def _cut_items(data: bytes) -> tuple[bytes, bytes] | None:
