@@ -15,7 +15,7 @@ from bench.bench_paper import drop_page_cache
 from bench.figures import Figure, number, table_lines
 from bench.goals import GOALS, Goal, verdicts
 from bench.measure import Spread, fit_rate
-from bench.run import BENCHMARKS, PAPER, run_isolated
+from bench.run import BENCHMARKS, LIVE, PAPER, run_isolated
 from tracevote.core.config_deepconf import ConfidenceConfig
 from tracevote.deepconf.confidence import trace_measures
 from tracevote.store.records import ProblemTraces
@@ -23,14 +23,14 @@ from tracevote.store.records import ProblemTraces
 
 @pytest.fixture(scope="module")
 def quick_rows() -> dict[str, list[dict]]:
-    return {name: run_isolated(name, "quick") for name in (*BENCHMARKS, PAPER)}
+    return {name: run_isolated(name, "quick") for name in (*BENCHMARKS, PAPER, LIVE)}
 
 
 def figures_of(rows: list[dict]) -> list[Figure]:
     return [Figure.from_json(row) for row in rows if "skipped" not in row]
 
 
-@pytest.mark.parametrize("name", (*BENCHMARKS, PAPER))
+@pytest.mark.parametrize("name", (*BENCHMARKS, PAPER, LIVE))
 def test_benchmark_runs_and_reports_figures(quick_rows: dict[str, list[dict]], name: str) -> None:
     rows = quick_rows[name]
     assert rows, f"{name} reported nothing"
