@@ -25,6 +25,7 @@ from tracevote.sampling.stream import (
     SSEDecoder,
     Streamed,
     TokenBatch,
+    _unchunk,
     read_stream,
     stream_body,
     stream_completion,
@@ -234,3 +235,18 @@ def test_sse_decoder(pieces: list[bytes], expected: list[bytes]) -> None:
     decoder = SSEDecoder()
     out = [event for piece in pieces for event in decoder.feed(piece)]
     assert out + decoder.close() == expected
+
+
+def test_the_chunked_framing_comes_off_whole_wherever_the_reads_split_it() -> None:
+    """The client reads a chunked body straight from the socket (stream._unchunk): cut at every byte, with a chunk
+    extension and the last chunk, the payloads come out whole and in order, and the end is seen once."""
+    body = b"5\r\ndata:\r\n3;ext=1\r\n x\n\r\nA\r\n{\"a\": 1}\n\n\r\n0\r\n\r\n"
+    for cut in range(len(body) + 1):
+        out, left, ended = b"", b"", False
+        for part in (body[:cut], body[cut:]):
+            if not ended:  # the reader stops at the last chunk
+                payloads, left, ended = _unchunk(left + part)
+                out += payloads
+        assert (out, left, ended) == (b'data: x\n{"a": 1}\n\n', b"", True), cut
+    with pytest.raises(TransientError, match="HTTP chunk size"):
+        _unchunk(b"zz\r\nabc\r\n")
