@@ -8,22 +8,19 @@ from pathlib import Path
 
 import orjson
 import pandas as pd
-import pyarrow.parquet as pq
 
 from tracevote.answers.mathverify import MathJudge
 from tracevote.core.config import Params, load_params
 from tracevote.core.entry import stage_main
 from tracevote.core.errors import DataError
 from tracevote.core.fileio import write_json, write_text
-from tracevote.core.parquet import read_parquet_metadata
 from tracevote.datasets.problems import load_problems
 from tracevote.deepconf.live import LiveAnswers
-from tracevote.deepconf.live_results import LiveProblem, SameTraces, pool_traces, same_traces, score_problem
+from tracevote.deepconf.live_results import LiveProblem, pool_beside, score_problem
 from tracevote.deepconf.results import AggregateResult
 from tracevote.report import live as report
 from tracevote.report.compare import tokens_per_trace
 from tracevote.report.headline import live_headlines, write_headlines
-from tracevote.store.ledger import fingerprint_of, folder_name
 from tracevote.store.live import LiveLedger, LiveManifest, LiveTrace, read_manifest
 
 
@@ -50,21 +47,27 @@ def main() -> None:
         problems = _score(args.manifest, manifest, answers, params)
     live = report.summarize(problems, list(manifest.percentiles), bootstrap=params.eval.bootstrap,
                             seed=params.eval.seed, level=params.eval.ci_level, budget=manifest.budget)
-    same, absent = _same_traces(args.scores / f"{args.dataset}.parquet", manifest, params)
+    same, absent = pool_beside(args.scores / f"{args.dataset}.parquet", manifest, params.eval.tie_break)
     comparison = report.compare(same, live) if same else None
+    aggregate = _aggregate(args.aggregate / f"{args.dataset}.json") if same else None
+    repeated, repeated_absent = (None, absent) if aggregate is None else report.repeated_replay(
+        aggregate, budget=manifest.budget, percentiles=manifest.percentiles, warmup=manifest.warmup,
+        consensus=manifest.consensus)
     context = {"dataset": args.dataset, "simulated": manifest.simulated, "model": manifest.setting["model"],
                "problems": len(manifest.problems), "warmup": manifest.warmup, "budget": manifest.budget,
                "consensus": manifest.consensus, "group_size": manifest.group_size,
                "percentiles": manifest.percentiles}
-    write_json(args.metrics / "summary.json", report.summary_json(live, comparison, absent, context))
+    write_json(args.metrics / "summary.json",
+               report.summary_json(live, comparison, absent, context, repeated, repeated_absent))
     write_headlines(args.headline, live_headlines(live, comparison, problems=len(manifest.problems),
-                                                  budget=manifest.budget, simulated=manifest.simulated))
+                                                  budget=manifest.budget, simulated=manifest.simulated,
+                                                  repeated=repeated))
     write_text(args.metrics / "live.md", report.table_markdown(live, comparison, absent, budget=manifest.budget,
-                                                              simulated=manifest.simulated))
-    write_text(args.metrics / "problems.csv", report.problems_csv(problems))
-    report.plot_accuracy_vs_tokens(_curves(args, manifest) if same else [], live,
-                                   args.plots / "accuracy_vs_tokens.png", dataset=args.dataset,
-                                   simulated=manifest.simulated)
+                                                              simulated=manifest.simulated, repeated=repeated))
+    write_text(args.metrics / "problems.csv", report.problems_csv(problems, simulated=manifest.simulated))
+    curves = [] if aggregate is None else _curves(aggregate, args.scores / f"{args.dataset}.parquet")
+    report.plot_accuracy_vs_tokens(curves, live, args.plots / "accuracy_vs_tokens.png", dataset=args.dataset,
+                                   simulated=manifest.simulated, comparison=comparison, budget=manifest.budget)
     print(f"score_online: {len(manifest.problems)} problems x {len(live)} live methods -> {args.metrics}"
           + ("" if same else f" (no comparison: {absent})") + (" (SIMULATED model)" if manifest.simulated else ""))
 
@@ -93,41 +96,21 @@ def _in_order(path: Path, problem_id: str, method: str, traces: dict[int, LiveTr
     return ordered
 
 
-def _same_traces(scores: Path, manifest: LiveManifest, params: Params) -> tuple[list[SameTraces], str | None]:
-    """Cons@K and the replay on the live run's traces in a pool of the same setting, or why there are none."""
-    if not scores.is_file():
-        return [], f"no pool of {manifest.dataset} was scored ({scores} is missing: add it to deepconf.datasets)"
-    metadata = read_parquet_metadata(scores)
-    setting = manifest.setting  # the pool's setting: a pool of it is named as build_pool names it
-    expected = folder_name(setting["model"], fingerprint_of(setting), simulated=setting["backend"] == "sim")
-    if Path(str(metadata.get("pool"))).name != expected:
-        return [], f"the scored pool ({metadata.get('pool')}) is of another setting than the live run ({expected})"
-    if metadata.get("group_size") != str(manifest.group_size):
-        return [], f"the pool was scored with windows of {metadata.get('group_size')} tokens, the live run used " \
-                   f"{manifest.group_size}"
-    budget = manifest.budget
-    table = pd.read_parquet(scores, filters=[("sample_id", "<", budget)])
-    stops = pq.read_table(scores.with_suffix(".stops.parquet"), filters=[("sample_id", "<", budget)]).to_pandas()
-    traces = pool_traces(table, stops, budget)
-    lacking = [pid for pid in manifest.problems if pid not in traces]
-    if lacking:
-        return [], f"the pool holds fewer than {budget} traces of {len(lacking)} problems (pool.n_pool)"
-    return [same_traces(traces[pid], pid, budget, manifest.percentiles, manifest.warmup, manifest.consensus,
-                        params.eval.tie_break) for pid in manifest.problems], None
+def _aggregate(path: Path) -> AggregateResult:
+    if not path.is_file():
+        raise DataError(f"{path}: missing, while the pool's scores beside it are there: run `dvc repro` (aggregate)")
+    return AggregateResult.from_json(orjson.loads(path.read_bytes())["result"])
 
 
-def _curves(args: argparse.Namespace, manifest: LiveManifest) -> list[report.Curve]:
+def _curves(result: AggregateResult, scores: Path) -> list[report.Curve]:
     """Cons@K and the replayed online methods at each K from the aggregate stage, tokens per problem."""
-    stored = orjson.loads((args.aggregate / f"{args.dataset}.json").read_bytes())
-    result = AggregateResult.from_json(stored["result"])
-    per_trace = tokens_per_trace([pd.read_parquet(args.scores / f"{args.dataset}.parquet",
-                                                  columns=["problem_id", "n_tokens"])])
+    per_trace = tokens_per_trace([pd.read_parquet(scores, columns=["problem_id", "n_tokens"])])
     cons = ([k * per_trace for k in result.k], [result.accuracy_at("cons", k).mean for k in result.k])
     online = {}
     for method in result.online_methods:
         rows = [(k, row) for k in result.k if (row := result.online_at(method, k)) is not None]
         online[method] = ([row.tokens for _, row in rows], [row.mean for _, row in rows])
-    return report.pool_curves(cons, online)
+    return report.pool_curves(cons, online, result.k)
 
 
 if __name__ == "__main__":

@@ -19,16 +19,20 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow.parquet as pq
 
 from tracevote.core.config_deepconf import OnlineConfig, TieBreak
+from tracevote.core.parquet import read_parquet_metadata
 from tracevote.deepconf.evaluate import online_traces, split_problems
 from tracevote.deepconf.live import LiveAnswers, lowest_groups, warmup_threshold
 from tracevote.deepconf.online import OnlineTrace, consensus_checks, replay
 from tracevote.deepconf.voting import majority_vote, tie_credit, weighted_vote
-from tracevote.store.live import LiveTrace
+from tracevote.store.ledger import fingerprint_of, folder_name
+from tracevote.store.live import LiveManifest, LiveTrace
 
 NO_ANSWER = -1
 
@@ -125,3 +129,29 @@ def pool_traces(scores: pd.DataFrame, stops: pd.DataFrame, budget: int) -> dict[
     problems = [p for p in split_problems(kept) if len(p) == budget]
     traces = online_traces(problems, stops[stops["sample_id"] < budget])
     return {problem.problem_id: trace for problem, trace in zip(problems, traces, strict=True)}
+
+
+def pool_beside(scores: Path, manifest: LiveManifest, tie_break: TieBreak) -> tuple[list[SameTraces], str | None]:
+    """Cons@K and the replay on the live run's traces, read from the score stage's tables of a pool of the same
+    setting (`scores`: data/scores/<dataset>.parquet, its stop table beside it); or none, and why."""
+    stops_path = scores.with_suffix(".stops.parquet")
+    if not scores.is_file() or not stops_path.is_file():
+        return [], (f"no pool of {manifest.dataset} was scored ({scores if not scores.is_file() else stops_path} is "
+                    f"missing: add {manifest.dataset} to deepconf.datasets)")
+    metadata = read_parquet_metadata(scores)
+    setting = manifest.setting  # the pool's setting: a pool of it is named as build_pool names it
+    expected = folder_name(setting["model"], fingerprint_of(setting), simulated=setting["backend"] == "sim")
+    if Path(str(metadata.get("pool"))).name != expected:
+        return [], f"the scored pool ({metadata.get('pool')}) is of another setting than the live run ({expected})"
+    if metadata.get("group_size") != str(manifest.group_size):
+        return [], (f"the pool was scored with windows of {metadata.get('group_size')} tokens, the live run used "
+                    f"{manifest.group_size}")
+    budget = manifest.budget
+    table = pd.read_parquet(scores, filters=[("sample_id", "<", budget)])
+    stops = pq.read_table(stops_path, filters=[("sample_id", "<", budget)]).to_pandas()
+    traces = pool_traces(table, stops, budget)
+    lacking = [pid for pid in manifest.problems if pid not in traces]
+    if lacking:
+        return [], f"the pool holds fewer than {budget} traces of {len(lacking)} problems (pool.n_pool)"
+    return [same_traces(traces[pid], pid, budget, manifest.percentiles, manifest.warmup, manifest.consensus,
+                        tie_break) for pid in manifest.problems], None

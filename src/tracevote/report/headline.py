@@ -14,7 +14,10 @@ quantity is the same. Accuracy in percent to two decimals (`accuracy_pct`), toke
     deepconf/<dataset>/online_low.json  the same, and "saved_pct": the share of Cons@K's tokens it did not spend
     online_live/<dataset>/online_<m>.json  a live run's method: the same keys (tokens billed), "usd_per_problem", how
                                          its traces ended, and on the same traces of a pool "saved_pct",
-                                         "cons_accuracy_pct", "replay_accuracy_pct", "replay_tokens_per_problem"
+                                         "cons_accuracy_pct", "cons_tokens_per_problem", "replay_accuracy_pct",
+                                         "replay_tokens_per_problem"; the replay's means over eval.repeat working
+                                         sets at K = budget "replay_mean_accuracy_pct",
+                                         "replay_mean_tokens_per_problem"
     debate.json                         {"simulated", "problems", "accuracy_pct", "tokens_per_problem"}
     critique/<dataset>.json             {"simulated", "solutions", "f1_pct"}
     grading/<run>.json                  {"simulated", "predictions", "accuracy_pct", "words_per_prediction",
@@ -59,11 +62,12 @@ def deepconf_headlines(result: AggregateResult, k: int, tokens_per_trace: float,
 
 
 def live_headlines(live: Mapping[str, Any], comparison: Any, *, problems: int, budget: int,
-                   simulated: bool) -> dict[str, dict[str, Any]]:
+                   simulated: bool, repeated: Any = None) -> dict[str, dict[str, Any]]:
     """Each live method (report.live.LiveMethod by name) as online_<name>: its accuracy and interval, the
     completion tokens billed per problem, what it cost and how its traces ended; and where a pool holds the same
-    traces (report.live.Comparison), the share of Cons@K's tokens it did not spend ("saved_pct", measured) and the
-    replay's accuracy and tokens on them."""
+    traces (report.live.Comparison), the share of Cons@K's tokens it did not spend ("saved_pct", measured), Cons@K's
+    and the replay's accuracy and tokens on them; and the replay's means over the aggregate's working sets at
+    K = budget (report.live.RepeatedReplay) when there are."""
     headlines = {}
     for name, method in live.items():
         headline = {"simulated": simulated, "problems": problems, "k": budget,
@@ -77,7 +81,11 @@ def live_headlines(live: Mapping[str, Any], comparison: Any, *, problems: int, b
             headline |= {"saved_pct": round(comparison.saving_vs_cons_pct[name], 2),
                          "cons_accuracy_pct": round(comparison.cons_accuracy_pct, 2),
                          "replay_accuracy_pct": round(comparison.replay_accuracy_pct[name], 2),
+                         "cons_tokens_per_problem": round(comparison.cons_tokens, 1),
                          "replay_tokens_per_problem": round(comparison.replay_tokens[name], 1)}
+        if repeated is not None:
+            headline |= {"replay_mean_accuracy_pct": round(repeated.accuracy_pct[name], 2),
+                         "replay_mean_tokens_per_problem": round(repeated.tokens[name], 1)}
         headlines[f"online_{name}"] = headline
     return headlines
 

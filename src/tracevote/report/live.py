@@ -19,6 +19,7 @@ from matplotlib.figure import Figure
 
 from tracevote.core.csvtext import frame_csv
 from tracevote.deepconf.live_results import LiveProblem, SameTraces
+from tracevote.deepconf.results import AggregateResult
 from tracevote.deepconf.uncertainty import bootstrap_rng, intervals, resample_weights
 from tracevote.report.plots import BASELINE_STYLES, ONLINE_COLOURS, save_png, titled
 from tracevote.report.tables import method_label
@@ -54,6 +55,44 @@ class Comparison:
     replay_accuracy_pct: dict[str, float]
     replay_tokens: dict[str, float]
     saving_vs_cons_pct: dict[str, float]  # 1 - live billed / Cons@K's tokens, measured
+
+
+@dataclass(frozen=True)
+class RepeatedReplay:
+    """The aggregate stage's replay at K = budget: means over its eval.repeat working sets (K of the pool's samples
+    each, drawn at random), the prediction for a live run on other traces of the same setting."""
+
+    repeat: int
+    distinct_sets: int  # the fewest distinct working sets among the problems (1 when K is the whole pool)
+    accuracy_pct: dict[str, float]
+    ci_low_pct: dict[str, float]
+    ci_high_pct: dict[str, float]
+    tokens: dict[str, float]  # per problem
+    cons_tokens: float  # Cons@K on the same working sets
+    saving_vs_cons_pct: dict[str, float]  # predicted
+
+
+def repeated_replay(result: AggregateResult, *, budget: int, percentiles: dict[str, float], warmup: int,
+                    consensus: float | None) -> tuple[RepeatedReplay | None, str | None]:
+    """The replay at K = budget under the live run's settings, or none and why (budget not one of eval.k, or the
+    aggregate replayed other settings)."""
+    if budget not in result.k:
+        return None, f"the budget {budget} is not one of eval.k {list(result.k)}"
+    if (result.online_warmup, result.online_consensus) != (warmup, consensus):
+        return None, (f"the aggregate replayed warmup {result.online_warmup}, consensus {result.online_consensus}; "
+                      f"the live run used {warmup}, {consensus}")
+    rows = {name: result.online_at(f"online_{name}", budget) for name in percentiles}
+    other = [name for name, row in rows.items() if row is None or row.percentile != percentiles[name]]
+    if other:
+        return None, f"the aggregate did not replay online_{other[0]} at percentile {percentiles[other[0]]}"
+    return RepeatedReplay(
+        repeat=result.repeat, distinct_sets=result.working_sets_at(budget).fewest,
+        accuracy_pct={name: 100 * row.mean for name, row in rows.items()},
+        ci_low_pct={name: 100 * row.ci_low for name, row in rows.items()},
+        ci_high_pct={name: 100 * row.ci_high for name, row in rows.items()},
+        tokens={name: row.tokens for name, row in rows.items()},
+        cons_tokens=next(iter(rows.values())).cons_tokens,
+        saving_vs_cons_pct={name: 100 * row.savings for name, row in rows.items()}), None
 
 
 def summarize(problems: Sequence[LiveProblem], methods: Sequence[str], *, bootstrap: int, seed: int,
@@ -96,15 +135,18 @@ def compare(same: Sequence[SameTraces], live: dict[str, LiveMethod]) -> Comparis
 
 
 def summary_json(live: dict[str, LiveMethod], comparison: Comparison | None, absent: str | None,
-                 context: dict[str, Any]) -> dict[str, Any]:
-    """The metrics file: `context` (dataset, model, budget, ...), each live method, and the comparison on the same
-    traces, or null with the reason it could not be made."""
+                 context: dict[str, Any], repeated: RepeatedReplay | None = None,
+                 repeated_absent: str | None = None) -> dict[str, Any]:
+    """The metrics file: `context` (dataset, model, budget, ...), each live method, the comparison on the same
+    traces and the replay's means over the aggregate's working sets, each null with the reason it is missing."""
     return {**context, "live": {name: asdict(method) for name, method in live.items()},
-            "same_traces": None if comparison is None else asdict(comparison), "same_traces_absent": absent}
+            "same_traces": None if comparison is None else asdict(comparison), "same_traces_absent": absent,
+            "replay_working_sets": None if repeated is None else asdict(repeated),
+            "replay_working_sets_absent": repeated_absent}
 
 
 def table_markdown(live: dict[str, LiveMethod], comparison: Comparison | None, absent: str | None, *, budget: int,
-                   simulated: bool) -> str:
+                   simulated: bool, repeated: RepeatedReplay | None = None) -> str:
     """The methods side by side: accuracy, tokens and dollars per problem, how the traces ended."""
     head = "SIMULATED model: these figures say the pipeline works, nothing about a real model.\n\n" if simulated else ""
     lines = ["| method | accuracy % (interval) | completion tokens / problem | received | kept | $ / problem | "
@@ -121,6 +163,12 @@ def table_markdown(live: dict[str, LiveMethod], comparison: Comparison | None, a
         for name in live:
             lines.append(f"| replay {name} on the same traces | {comparison.replay_accuracy_pct[name]:.1f} | "
                          f"{comparison.replay_tokens[name]:,.0f} | | | | | | | |")
+    if repeated is not None:
+        for name in live:
+            lines.append(f"| replay {name}, mean of {repeated.repeat} working sets of {budget} (at least "
+                         f"{repeated.distinct_sets} distinct) | "
+                         f"{repeated.accuracy_pct[name]:.1f} ({repeated.ci_low_pct[name]:.1f}–"
+                         f"{repeated.ci_high_pct[name]:.1f}) | {repeated.tokens[name]:,.0f} | | | | | | | |")
     notes = ["", "Completion tokens are those billed: the server's usage where it sent one, else the tokens the client "
              "received (counted by the client)."]
     for name, m in live.items():
@@ -135,8 +183,11 @@ def table_markdown(live: dict[str, LiveMethod], comparison: Comparison | None, a
     return head + "\n".join(lines + notes) + "\n"
 
 
-def problems_csv(problems: Sequence[LiveProblem]) -> str:
-    return frame_csv(pd.DataFrame([asdict(p) for p in problems]), "%.6g")
+def problems_csv(problems: Sequence[LiveProblem], *, simulated: bool) -> str:
+    """One row per problem and live method; column `simulated` says whether the simulator answered."""
+    rows = pd.DataFrame([asdict(p) for p in problems])
+    rows["simulated"] = "SIMULATED" if simulated else "real"
+    return frame_csv(rows, "%.6g")
 
 
 @dataclass(frozen=True)
@@ -148,40 +199,54 @@ class Curve:
     accuracy: list[float]
     colour: str
     style: str
+    ks: tuple[int, ...] = ()  # the K of each point, written beside it (Cons@K's curve)
 
 
 def plot_accuracy_vs_tokens(curves: Sequence[Curve], live: dict[str, LiveMethod], path: Path, *, dataset: str,
-                            simulated: bool) -> None:
-    """The pool's curves (Cons@K, the replayed online methods at each K) and a point per live method, with its
-    interval, on completion tokens per problem (log scale)."""
-    figure = Figure(figsize=(7.5, 4.8), layout="constrained")
+                            simulated: bool, comparison: Comparison | None = None, budget: int = 0) -> None:
+    """The pool's curves (Cons@K, the replayed online methods at each K), Cons@K and the replay on the live run's
+    own traces (hollow), and a star per live method with its interval, on completion tokens per problem (log)."""
+    figure = Figure(figsize=(8, 5.6), layout="constrained")
     axis = figure.subplots()
     for curve in curves:
         axis.plot(curve.tokens, [100 * a for a in curve.accuracy], color=curve.colour, linestyle=curve.style,
-                  marker=".", label=curve.label)
+                  marker=".", linewidth=1.2, alpha=0.8, label=curve.label)
+        for k, x, y in zip(curve.ks, curve.tokens, curve.accuracy, strict=False):
+            axis.annotate(f"K={k}", (x, 100 * y), textcoords="offset points", xytext=(0, -12), ha="center",
+                          fontsize=7, color=curve.colour)
+    if comparison is not None:
+        axis.plot([comparison.cons_tokens], [comparison.cons_accuracy_pct], "s", markersize=9, fillstyle="none",
+                  color=BASELINE_STYLES["cons"][1], markeredgewidth=1.5,
+                  label=f"{method_label('cons', budget)} on the live run's traces")
+        for name in live:
+            axis.plot([comparison.replay_tokens[name]], [comparison.replay_accuracy_pct[name]], "D", markersize=9,
+                      fillstyle="none", color=method_colour(name), markeredgewidth=1.5,
+                      label=f"online_{name} replayed on the live run's traces")
     for name, method in live.items():
-        colour = method_colour(name)
         errors = [[method.accuracy_pct - method.ci_low_pct], [method.ci_high_pct - method.accuracy_pct]]
         axis.errorbar([method.completion_tokens], [method.accuracy_pct], yerr=errors, fmt="*", markersize=14,
-                      color=colour, markeredgecolor="black", capsize=4, label=f"live online_{name} (billed tokens)")
+                      color=method_colour(name), markeredgecolor="black", capsize=4, elinewidth=1, alpha=0.9,
+                      label=f"live online_{name}: billed tokens, interval {method.ci_low_pct:.0f}–"
+                            f"{method.ci_high_pct:.0f}%")
     axis.set_xscale("log")
     axis.set_xlabel("completion tokens per problem (log scale)")
     axis.set_ylabel("accuracy (%)")
-    axis.grid(alpha=0.3)
-    axis.legend(fontsize=8, loc="best")
+    axis.grid(alpha=0.3, which="both")
+    figure.legend(fontsize=8, loc="outside lower center", ncols=2, frameon=False)
     axis.set_title(titled(f"{dataset}: live online DeepConf beside the pool's curves", simulated), fontsize=10)
     save_png(figure, path)
 
 
 def pool_curves(cons: tuple[list[float], list[float]] | None,
-                online: dict[str, tuple[list[float], list[float]]]) -> list[Curve]:
-    """Cons@K and each replayed online method as curves ((tokens, accuracy) at each K)."""
+                online: dict[str, tuple[list[float], list[float]]], ks: Sequence[int] = ()) -> list[Curve]:
+    """Cons@K (its K beside each point) and each replayed online method as curves ((tokens, accuracy) at each K,
+    means over the aggregate's working sets)."""
     curves = []
     if cons is not None:
         label, colour, style = BASELINE_STYLES["cons"]
-        curves.append(Curve(label, cons[0], cons[1], colour, style))
+        curves.append(Curve(f"{label}, mean of working sets", cons[0], cons[1], colour, style, tuple(ks)))
     for method, (tokens, accuracy) in online.items():
-        curves.append(Curve(f"{method} replayed on the pool, at each K", tokens, accuracy,
+        curves.append(Curve(f"{method} replayed, mean of working sets at each K", tokens, accuracy,
                             method_colour(method.removeprefix("online_")), ":"))
     return curves
 
