@@ -10,18 +10,18 @@ import orjson
 import pandas as pd
 
 from tracevote.answers.mathverify import MathJudge
-from tracevote.core.config import Params, load_params
+from tracevote.core.config import load_params
 from tracevote.core.entry import stage_main
 from tracevote.core.errors import DataError
 from tracevote.core.fileio import write_json, write_text
 from tracevote.datasets.problems import load_problems
 from tracevote.deepconf.live import LiveAnswers
-from tracevote.deepconf.live_results import LiveProblem, pool_beside, score_problem
+from tracevote.deepconf.live_results import pool_beside, score_run
 from tracevote.deepconf.results import AggregateResult
 from tracevote.report import live as report
 from tracevote.report.compare import tokens_per_trace
 from tracevote.report.headline import live_headlines, write_headlines
-from tracevote.store.live import LiveLedger, LiveManifest, LiveTrace, read_manifest
+from tracevote.store.live import read_manifest
 
 
 def main() -> None:
@@ -44,7 +44,7 @@ def main() -> None:
     math = params.dataset(args.dataset).answer_format == "math"
     with MathJudge(max_workers=1) if math else contextlib.nullcontext() as judge:
         answers = LiveAnswers(params.answers, golds, judge)
-        problems = _score(args.manifest, manifest, answers, params)
+        problems = score_run(args.manifest, manifest, answers, params.eval.tie_break)
     live = report.summarize(problems, list(manifest.percentiles), bootstrap=params.eval.bootstrap,
                             seed=params.eval.seed, level=params.eval.ci_level, budget=manifest.budget)
     same, absent = pool_beside(args.scores / f"{args.dataset}.parquet", manifest, params.eval.tie_break)
@@ -70,30 +70,6 @@ def main() -> None:
                                    simulated=manifest.simulated, comparison=comparison, budget=manifest.budget)
     print(f"score_online: {len(manifest.problems)} problems x {len(live)} live methods -> {args.metrics}"
           + ("" if same else f" (no comparison: {absent})") + (" (SIMULATED model)" if manifest.simulated else ""))
-
-
-def _score(path: Path, manifest: LiveManifest, answers: LiveAnswers, params: Params) -> list[LiveProblem]:
-    warmup = LiveLedger(manifest.root(path, manifest.warmup_ledger))
-    scored = []
-    for name, relative in manifest.method_ledgers.items():
-        ledger = LiveLedger(manifest.root(path, relative))
-        for problem_id in manifest.problems:
-            traces = _in_order(path, problem_id, name, warmup.traces(problem_id) | ledger.traces(problem_id),
-                               manifest.warmup)
-            scored.append(score_problem(problem_id, name, manifest.percentiles[name], traces,
-                                        warmup=manifest.warmup, group_size=manifest.group_size,
-                                        consensus=manifest.consensus, answers=answers,
-                                        tie_break=params.eval.tie_break))
-    return scored
-
-
-def _in_order(path: Path, problem_id: str, method: str, traces: dict[int, LiveTrace], warmup: int) -> list[LiveTrace]:
-    """The problem's traces 0..n-1; a gap, or a warmup not whole, means the run was cut short."""
-    ordered = [traces[i] for i in range(len(traces)) if i in traces]
-    if len(ordered) != len(traces) or len(ordered) < warmup:
-        raise DataError(f"{path}: the live run of problem {problem_id!r} (method {method}) lacks traces (it holds "
-                        f"{sorted(traces)[:8]}...): run `dvc repro build_online@...` to finish it")
-    return ordered
 
 
 def _aggregate(path: Path) -> AggregateResult:

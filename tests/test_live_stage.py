@@ -186,6 +186,10 @@ def test_the_results_match_the_replay_on_the_same_traces_and_a_changed_budget_sh
     assert live["accuracy_pct"] == pytest.approx(same["replay_accuracy_pct"]["low"])
     assert live["traces_stopped"] > 0 and same["saving_vs_cons_pct"]["low"] > 0
     assert "SIMULATED" in (root / "metrics" / "online_live" / "toy" / "live.md").read_text()
+    # K = budget = the whole pool: the aggregate's working sets are the live run's traces
+    assert summary["replay_working_sets"]["tokens"]["low"] == pytest.approx(same["replay_tokens"]["low"])
+    headline = json.loads((root / "metrics" / "headline" / "online_live" / "toy" / "online_low.json").read_text())
+    assert headline["replay_mean_accuracy_pct"] == pytest.approx(live["accuracy_pct"], abs=0.01)
     run(root, "git", "add", "-A")
     run(root, "git", "commit", "-qm", "built")
     dvc(root, "exp", "run", "-S", "online.live.budget=6", "score_online@toy")
@@ -193,3 +197,5 @@ def test_the_results_match_the_replay_on_the_same_traces_and_a_changed_budget_sh
     changed = json.loads(diff)["metrics/headline/online_live/toy/online_low.json"]
     assert changed["k"] == {"old": 8, "new": 6, "diff": -2}
     assert "tokens_per_problem" in changed
+    summary = json.loads((root / "metrics" / "online_live" / "toy" / "summary.json").read_text())
+    assert summary["replay_working_sets"] is None and "not one of eval.k" in summary["replay_working_sets_absent"]

@@ -4,15 +4,20 @@ the replay on the same traces."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 from tracevote.core.config_datasets import AnswersConfig
+from tracevote.core.errors import DataError
 from tracevote.deepconf.confidence import StopProfiles
 from tracevote.deepconf.live import LiveAnswers
-from tracevote.deepconf.live_results import same_traces, score_problem
+from tracevote.deepconf.live_results import pool_beside, same_traces, score_problem, score_run
 from tracevote.deepconf.online import OnlineTrace
-from tracevote.store.live import LiveTrace, StopReason
+from tracevote.report.headline import live_headlines
+from tracevote.report.live import summarize, summary_json, table_markdown
+from tracevote.store.live import LiveManifest, LiveTrace, StopReason, encode, open_ledger
 from tracevote.store.records import Sample
 
 ANSWERS = LiveAnswers(AnswersConfig(fallback="none", truncated_fallback=False), {"p": 7}, None)
@@ -69,3 +74,69 @@ def test_cons_and_the_replay_on_the_same_traces() -> None:
     assert (same.cons_correct, same.cons_tokens) == (1.0, 12)
     assert same.replay_tokens == {"low": 12.0}
     assert same.replay_correct == {"low": 1.0}  # threshold 2.9: trace 0 alone votes, for 1
+
+
+def manifest(dataset: str) -> LiveManifest:
+    return LiveManifest(dataset=dataset, warmup_ledger="w", method_ledgers={"low": "l"}, problems=["p"], warmup=2,
+                        budget=5, percentiles={"low": 90.0}, group_size=2, consensus=None, traces=5, simulated=True,
+                        setting={"model": "m", "backend": "sim"}, answers={})
+
+
+def test_without_a_pool_no_saving_is_reported_and_the_reason_is_given(tmp_path: Path) -> None:
+    same, absent = pool_beside(tmp_path / "toy.parquet", manifest("toy"), "smallest")
+    assert same == [] and absent is not None and "add toy to deepconf.datasets" in absent
+    traces = [trace(0, [5, 5, 5], 7), trace(1, [1, 1, 1], 3), trace(2, [6, 6, 6], 7)]
+    scored = score_problem("p", "low", 90.0, traces, warmup=2, group_size=2, consensus=None, answers=ANSWERS,
+                           tie_break="smallest")
+    live = summarize([scored], ["low"], bootstrap=50, seed=0, level=0.95, budget=5)
+    table = table_markdown(live, None, absent, budget=5, simulated=True)
+    assert f"No saving is reported: {absent}." in table and "fewer completion tokens" not in table
+    assert table.startswith("SIMULATED")
+    headline = live_headlines(live, None, problems=1, budget=5, simulated=True)["online_low"]
+    assert headline["tokens_per_problem"] == 9 and not {"saved_pct", "cons_tokens_per_problem"} & set(headline)
+    summary = summary_json(live, None, absent, {"simulated": True}, None, absent)
+    assert summary["same_traces"] is None and summary["same_traces_absent"] == absent
+
+
+def test_a_pool_with_scores_but_no_stop_table_is_no_pool(tmp_path: Path) -> None:
+    (tmp_path / "toy.parquet").write_bytes(b"not read")
+    same, absent = pool_beside(tmp_path / "toy.parquet", manifest("toy"), "smallest")
+    assert same == [] and absent is not None and "toy.stops.parquet is missing" in absent
+
+
+def stored_run(folder: Path, warmup: list[LiveTrace], streamed: list[LiveTrace], *, consensus: float | None,
+               percentile: float) -> tuple[Path, LiveManifest]:
+    """A live run of problem "p" on disk: the warmup's traces on one ledger, the method's on another, encoded as
+    build_online stores them, and the manifest that names both."""
+    setting = {"model": "m", "backend": "sim"}
+    ledgers = {"warmup": open_ledger(folder / "online", "warmup", {"part": "warmup", **setting}, simulated=True),
+               "high": open_ledger(folder / "online", "high", {"part": "stream", **setting}, simulated=True)}
+    for name, traces in (("warmup", warmup), ("high", streamed)):
+        with ledgers[name].writer("p") as writer:
+            for stored in traces:
+                writer.append(stored.index, encode(stored, simulated=True))
+    relative = {name: str(ledger.root.relative_to(folder)) for name, ledger in ledgers.items()}
+    manifest = LiveManifest(dataset="toy", warmup_ledger=relative["warmup"], method_ledgers={"high": relative["high"]},
+                            problems=["p"], warmup=len(warmup), budget=len(warmup) + len(streamed),
+                            percentiles={"high": percentile}, group_size=2, consensus=consensus,
+                            traces=len(warmup) + len(streamed), simulated=True, setting=setting, answers={})
+    return folder / "toy.json", manifest
+
+
+def test_a_run_read_from_its_ledgers_is_scored_as_the_traces_themselves(tmp_path: Path) -> None:
+    warmup = [trace(0, [2, 2], 3), trace(1, [2, 2], 3)]
+    streamed = [trace(2, [9, 9], 7, server_usage=False, received=3), trace(3, [9, 9], 7),
+                trace(4, [9, 9], 7, "consensus-cancelled", server_usage=False)]
+    path, manifest = stored_run(tmp_path, warmup, streamed, consensus=0.9, percentile=10.0)
+    [scored] = score_run(path, manifest, ANSWERS, "smallest")
+    assert scored == score_problem("p", "high", 10.0, warmup + streamed, warmup=2, group_size=2, consensus=0.9,
+                                   answers=ANSWERS, tie_break="smallest")
+    assert (scored.after_decision, scored.cancelled, scored.voted, scored.correct) == (3, 1, 2, 0.0)
+    assert (scored.billed, scored.counted_by_client, scored.prompts_unknown) == (2 + 2 + 3 + 2 + 2, 3 + 2, 2)
+
+
+def test_a_run_with_a_gap_in_its_traces_is_refused_naming_the_problem(tmp_path: Path) -> None:
+    path, manifest = stored_run(tmp_path, [trace(0, [2, 2], 3), trace(1, [2, 2], 3)], [trace(3, [9, 9], 7)],
+                                consensus=None, percentile=10.0)
+    with pytest.raises(DataError, match=r"problem 'p' .* lacks traces"):
+        score_run(path, manifest, ANSWERS, "smallest")

@@ -26,13 +26,14 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from tracevote.core.config_deepconf import OnlineConfig, TieBreak
+from tracevote.core.errors import DataError
 from tracevote.core.parquet import read_parquet_metadata
 from tracevote.deepconf.evaluate import online_traces, split_problems
 from tracevote.deepconf.live import LiveAnswers, lowest_groups, warmup_threshold
 from tracevote.deepconf.online import OnlineTrace, consensus_checks, replay
 from tracevote.deepconf.voting import majority_vote, tie_credit, weighted_vote
 from tracevote.store.ledger import fingerprint_of, folder_name
-from tracevote.store.live import LiveManifest, LiveTrace
+from tracevote.store.live import LiveLedger, LiveManifest, LiveTrace
 
 NO_ANSWER = -1
 
@@ -85,6 +86,32 @@ def score_problem(problem_id: str, method: str, percentile: float, traces: Seque
         counted_by_client=sum(t.completion_tokens for t in traces if t.usage_source == "client"),
         prompt_tokens=sum(t.prompt_tokens for t in traces if t.prompt_tokens is not None),
         prompts_unknown=sum(t.prompt_tokens is None for t in traces), usd=sum(t.usd for t in traces))
+
+
+def score_run(manifest_path: Path, manifest: LiveManifest, answers: LiveAnswers,
+              tie_break: TieBreak) -> list[LiveProblem]:
+    """Every problem of a live run under each of its methods, read from its ledgers: traces 0..warmup-1 from the
+    warmup's (shared by every method), the rest from the method's."""
+    warmup = LiveLedger(manifest.root(manifest_path, manifest.warmup_ledger))
+    scored = []
+    for name, relative in manifest.method_ledgers.items():
+        ledger = LiveLedger(manifest.root(manifest_path, relative))
+        for problem_id in manifest.problems:
+            stored = warmup.traces(problem_id) | ledger.traces(problem_id)
+            traces = _in_order(manifest_path, problem_id, name, stored, manifest.warmup)
+            scored.append(score_problem(problem_id, name, manifest.percentiles[name], traces,
+                                        warmup=manifest.warmup, group_size=manifest.group_size,
+                                        consensus=manifest.consensus, answers=answers, tie_break=tie_break))
+    return scored
+
+
+def _in_order(path: Path, problem_id: str, method: str, traces: dict[int, LiveTrace], warmup: int) -> list[LiveTrace]:
+    """The problem's traces 0..n-1; a gap, or a warmup not whole, means the run was cut short."""
+    ordered = [traces[i] for i in range(len(traces)) if i in traces]
+    if len(ordered) != len(traces) or len(ordered) < warmup:
+        raise DataError(f"{path}: the live run of problem {problem_id!r} (method {method}) lacks traces (it holds "
+                        f"{sorted(traces)[:8]}...): run `dvc repro build_online@...` to finish it")
+    return ordered
 
 
 def _decided(codes: np.ndarray, weights: np.ndarray, warmup: int, consensus: float | None) -> int:
