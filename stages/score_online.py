@@ -67,7 +67,8 @@ def main() -> None:
     write_text(args.metrics / "problems.csv", report.problems_csv(problems, simulated=manifest.simulated))
     curves = [] if aggregate is None else _curves(aggregate, args.scores / f"{args.dataset}.parquet")
     report.plot_accuracy_vs_tokens(curves, live, args.plots / "accuracy_vs_tokens.png", dataset=args.dataset,
-                                   simulated=manifest.simulated, comparison=comparison, budget=manifest.budget)
+                                   simulated=manifest.simulated, comparison=comparison, budget=manifest.budget,
+                                   absent=absent)
     print(f"score_online: {len(manifest.problems)} problems x {len(live)} live methods -> {args.metrics}"
           + ("" if same else f" (no comparison: {absent})") + (" (SIMULATED model)" if manifest.simulated else ""))
 

@@ -8,6 +8,7 @@ traces (Cons@K at K = budget). Without one, the summary says why and prints no s
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -203,7 +204,8 @@ class Curve:
 
 
 def plot_accuracy_vs_tokens(curves: Sequence[Curve], live: dict[str, LiveMethod], path: Path, *, dataset: str,
-                            simulated: bool, comparison: Comparison | None = None, budget: int = 0) -> None:
+                            simulated: bool, comparison: Comparison | None = None, budget: int = 0,
+                            absent: str | None = None) -> None:
     """The pool's curves (Cons@K, the replayed online methods at each K), Cons@K and the replay on the live run's
     own traces (hollow), and a star per live method with its interval, on completion tokens per problem (log)."""
     figure = Figure(figsize=(8, 5.6), layout="constrained")
@@ -228,12 +230,16 @@ def plot_accuracy_vs_tokens(curves: Sequence[Curve], live: dict[str, LiveMethod]
                       color=method_colour(name), markeredgecolor="black", capsize=4, elinewidth=1, alpha=0.9,
                       label=f"live online_{name}: billed tokens, interval {method.ci_low_pct:.0f}–"
                             f"{method.ci_high_pct:.0f}%")
+    if absent is not None:  # no pool beside the live points: say why rather than leave the reader guessing
+        axis.text(0.02, 0.03, textwrap.fill(f"No Cons@K or replay beside the live run: {absent}.", 90),
+                  transform=axis.transAxes, fontsize=8, va="bottom")
     axis.set_xscale("log")
     axis.set_xlabel("completion tokens per problem (log scale)")
     axis.set_ylabel("accuracy (%)")
     axis.grid(alpha=0.3, which="both")
     figure.legend(fontsize=8, loc="outside lower center", ncols=2, frameon=False)
-    axis.set_title(titled(f"{dataset}: live online DeepConf beside the pool's curves", simulated), fontsize=10)
+    beside = " beside the pool's curves" if curves else ""
+    axis.set_title(titled(f"{dataset}: live online DeepConf{beside}", simulated), fontsize=10)
     save_png(figure, path)
 
 
