@@ -133,7 +133,9 @@ def test_a_changed_budget_starts_a_new_method_ledger_and_reuses_the_warmup(tmp_p
 
 
 def test_in_a_fresh_clone_it_refuses_to_pay_for_what_dvc_lock_records(tmp_path: Path) -> None:
-    params = deep_merge(one_dataset("toy", BUILTIN_PROBLEMS), {
+    problems = tmp_path / "toy.jsonl"  # 4 problems keep it short
+    problems.write_text("".join(BUILTIN_PROBLEMS.read_text().splitlines(keepends=True)[:4]))
+    params = deep_merge(one_dataset("toy", problems), {
         **model_overrides(backend="sim", name="tracevote-sim", needs_key=False, extra_body={}, sim={"mean_tokens": 80}),
         "decoding": {"max_tokens": 300}, "confidence": {"group_size": 16},
         "online": {"warmup": 2, "live": {"datasets": ["toy"], "methods": ["low"], "budget": 4}}})
@@ -172,7 +174,9 @@ def test_ledger_verify_checks_the_live_ledgers_and_repair_lets_the_next_run_stre
 
 def test_the_results_match_the_replay_on_the_same_traces_and_a_changed_budget_shows_in_metrics_diff(
         tmp_path: Path) -> None:
-    params = deep_merge(one_dataset("toy", BUILTIN_PROBLEMS), {
+    problems = tmp_path / "toy.jsonl"  # 4 problems keep it short
+    problems.write_text("".join(BUILTIN_PROBLEMS.read_text().splitlines(keepends=True)[:4]))
+    params = deep_merge(one_dataset("toy", problems), {
         **model_overrides(backend="sim", name="tracevote-sim", needs_key=False, extra_body={}, sim={"mean_tokens": 80}),
         "decoding": {"max_tokens": 300}, "pool": {"n_pool": 8}, "confidence": {"group_size": 16, "tail_tokens": 16},
         "eval": {"k": [1, 4, 8], "repeat": 4, "bootstrap": 100}, "report": {"k": 8},
