@@ -91,7 +91,7 @@ def test_without_a_pool_no_saving_is_reported_and_the_reason_is_given(tmp_path: 
     live = summarize([scored], ["low"], bootstrap=50, seed=0, level=0.95, budget=5)
     table = table_markdown(live, None, absent, budget=5, simulated=True)
     assert f"No saving is reported: {absent}." in table and "fewer completion tokens" not in table
-    assert table.startswith("SIMULATED")
+    assert table.startswith("SIMULATED") and "$ / problem (SIMULATED: list prices, nothing spent)" in table
     headline = live_headlines(live, None, problems=1, budget=5, simulated=True)["online_low"]
     assert headline["tokens_per_problem"] == 9 and not {"saved_pct", "cons_tokens_per_problem"} & set(headline)
     summary = summary_json(live, None, absent, {"simulated": True}, None, absent)

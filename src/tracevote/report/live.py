@@ -150,7 +150,8 @@ def table_markdown(live: dict[str, LiveMethod], comparison: Comparison | None, a
                    simulated: bool, repeated: RepeatedReplay | None = None) -> str:
     """The methods side by side: accuracy, tokens and dollars per problem, how the traces ended."""
     head = "SIMULATED model: these figures say the pipeline works, nothing about a real model.\n\n" if simulated else ""
-    lines = ["| method | accuracy % (interval) | completion tokens / problem | received | kept | $ / problem | "
+    dollars = "$ / problem (SIMULATED: list prices, nothing spent)" if simulated else "$ / problem"
+    lines = [f"| method | accuracy % (interval) | completion tokens / problem | received | kept | {dollars} | "
              "traces started | stopped | cancelled | started before the consensus decision |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     for name, m in live.items():
