@@ -172,7 +172,8 @@ def table_markdown(live: dict[str, LiveMethod], comparison: Comparison | None, a
                          f"{repeated.accuracy_pct[name]:.1f} ({repeated.ci_low_pct[name]:.1f}–"
                          f"{repeated.ci_high_pct[name]:.1f}) | {repeated.tokens[name]:,.0f} | | | | | | | |")
     notes = ["", "Completion tokens are those billed: the server's usage where it sent one, else the tokens the client "
-             "received (counted by the client)."]
+             "received (counted by the client). Each method's figures include the warmup's traces, as a run of that "
+             "method alone would pay them; the methods share one warmup, paid once."]
     for name, m in live.items():
         if m.counted_by_client_pct:
             notes.append(f"live {name}: {m.counted_by_client_pct:.1f}% of its completion tokens were counted by the "
