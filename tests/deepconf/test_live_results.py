@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.deepconf.test_online import small_online_aggregate
 from tracevote.core.config_datasets import AnswersConfig
 from tracevote.core.errors import DataError
 from tracevote.deepconf.confidence import StopProfiles
@@ -16,7 +17,7 @@ from tracevote.deepconf.live import LiveAnswers
 from tracevote.deepconf.live_results import pool_beside, same_traces, score_problem, score_run
 from tracevote.deepconf.online import OnlineTrace
 from tracevote.report.headline import live_headlines
-from tracevote.report.live import summarize, summary_json, table_markdown
+from tracevote.report.live import repeated_replay, summarize, summary_json, table_markdown
 from tracevote.store.live import LiveManifest, LiveTrace, StopReason, encode, open_ledger
 from tracevote.store.records import Sample
 
@@ -140,3 +141,16 @@ def test_a_run_with_a_gap_in_its_traces_is_refused_naming_the_problem(tmp_path: 
                                 consensus=None, percentile=10.0)
     with pytest.raises(DataError, match=r"problem 'p' .* lacks traces"):
         score_run(path, manifest, ANSWERS, "smallest")
+
+
+def test_the_replays_mean_over_working_sets_is_read_only_under_the_live_runs_settings() -> None:
+    result = small_online_aggregate()[0]  # warmup 4, low 90 and high 10, no consensus, K 2, 4, 8, 12
+    settings = {"percentiles": {"low": 90.0}, "warmup": 4, "consensus": None}
+    repeated, absent = repeated_replay(result, budget=8, **settings)
+    low = result.online_at("online_low", 8)
+    assert absent is None and repeated is not None and repeated.repeat == 6
+    assert (repeated.accuracy_pct["low"], repeated.tokens["low"]) == (100 * low.mean, low.tokens)
+    assert repeated_replay(result, budget=6, **settings) == (None, "the budget 6 is not one of eval.k [2, 4, 8, 12]")
+    for other in ({"warmup": 8}, {"consensus": 0.95}, {"percentiles": {"low": 80.0}}):
+        repeated, absent = repeated_replay(result, budget=8, **(settings | other))
+        assert repeated is None and absent is not None
