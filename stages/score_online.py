@@ -65,6 +65,8 @@ def main() -> None:
     write_text(args.metrics / "live.md", report.table_markdown(live, comparison, absent, budget=manifest.budget,
                                                               simulated=manifest.simulated, repeated=repeated))
     write_text(args.metrics / "problems.csv", report.problems_csv(problems, simulated=manifest.simulated))
+    write_text(args.metrics / "live.csv", report.table_csv(live, comparison, repeated, budget=manifest.budget,
+                                                          simulated=manifest.simulated))
     curves = [] if aggregate is None else _curves(aggregate, args.scores / f"{args.dataset}.parquet")
     report.plot_accuracy_vs_tokens(curves, live, args.plots / "accuracy_vs_tokens.png", dataset=args.dataset,
                                    simulated=manifest.simulated, comparison=comparison, budget=manifest.budget,

@@ -17,7 +17,7 @@ from tracevote.deepconf.live import LiveAnswers
 from tracevote.deepconf.live_results import pool_beside, same_traces, score_problem, score_run
 from tracevote.deepconf.online import OnlineTrace
 from tracevote.report.headline import live_headlines
-from tracevote.report.live import repeated_replay, summarize, summary_json, table_markdown
+from tracevote.report.live import repeated_replay, summarize, summary_json, table_csv, table_markdown
 from tracevote.store.live import LiveManifest, LiveTrace, StopReason, encode, open_ledger
 from tracevote.store.records import Sample
 
@@ -93,6 +93,9 @@ def test_without_a_pool_no_saving_is_reported_and_the_reason_is_given(tmp_path: 
     table = table_markdown(live, None, absent, budget=5, simulated=True)
     assert f"No saving is reported: {absent}." in table and "fewer completion tokens" not in table
     assert table.startswith("SIMULATED") and "$ / problem (SIMULATED: list prices, nothing spent)" in table
+    header, row = table_csv(live, None, None, budget=5, simulated=True).splitlines()
+    assert dict(zip(header.split(","), row.split(","), strict=True))["saved_vs_cons_pct"] == ""
+    assert row.startswith("live online_low,") and row.endswith(",SIMULATED")
     headline = live_headlines(live, None, problems=1, budget=5, simulated=True)["online_low"]
     assert headline["tokens_per_problem"] == 9 and not {"saved_pct", "cons_tokens_per_problem"} & set(headline)
     summary = summary_json(live, None, absent, {"simulated": True}, None, absent)

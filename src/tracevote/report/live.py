@@ -186,6 +186,35 @@ def table_markdown(live: dict[str, LiveMethod], comparison: Comparison | None, a
     return head + "\n".join(lines + notes) + "\n"
 
 
+def table_csv(live: dict[str, LiveMethod], comparison: Comparison | None, repeated: RepeatedReplay | None, *,
+              budget: int, simulated: bool) -> str:
+    """live.md's rows as CSV: each live method, then Cons@K and each replay on the same traces, then the replay's
+    means over working sets; a figure a row has not is an empty cell."""
+    rows: list[dict[str, Any]] = [
+        {"row": f"live online_{name}", "accuracy_pct": m.accuracy_pct, "ci_low_pct": m.ci_low_pct,
+         "ci_high_pct": m.ci_high_pct, "tokens_per_problem": m.completion_tokens,
+         "received_per_problem": m.received_tokens, "kept_per_problem": m.kept_tokens,
+         "counted_by_client_pct": m.counted_by_client_pct, "usd_per_problem": m.usd,
+         "traces_started": m.traces_started, "traces_stopped": m.traces_stopped,
+         "traces_cancelled": m.traces_cancelled, "started_before_decision": m.started_before_decision,
+         "saved_vs_cons_pct": None if comparison is None else comparison.saving_vs_cons_pct[name]}
+        for name, m in live.items()]
+    if comparison is not None:
+        rows.append({"row": f"{method_label('cons', budget)} on the same traces",
+                     "accuracy_pct": comparison.cons_accuracy_pct, "tokens_per_problem": comparison.cons_tokens})
+        rows += [{"row": f"online_{name} replayed on the same traces",
+                  "accuracy_pct": comparison.replay_accuracy_pct[name],
+                  "tokens_per_problem": comparison.replay_tokens[name]} for name in live]
+    if repeated is not None:
+        rows += [{"row": f"online_{name} replayed, mean of {repeated.repeat} working sets",
+                  "accuracy_pct": repeated.accuracy_pct[name], "ci_low_pct": repeated.ci_low_pct[name],
+                  "ci_high_pct": repeated.ci_high_pct[name], "tokens_per_problem": repeated.tokens[name]}
+                 for name in live]
+    table = pd.DataFrame(rows).reindex(columns=list(rows[0]))
+    table["simulated"] = "SIMULATED" if simulated else "real"
+    return frame_csv(table, "%.6g")
+
+
 def problems_csv(problems: Sequence[LiveProblem], *, simulated: bool) -> str:
     """One row per problem and live method; column `simulated` says whether the simulator answered."""
     rows = pd.DataFrame([asdict(p) for p in problems])
