@@ -250,3 +250,26 @@ def test_the_chunked_framing_comes_off_whole_wherever_the_reads_split_it() -> No
         assert (out, left, ended) == (b'data: x\n{"a": 1}\n\n', b"", True), cut
     with pytest.raises(TransientError, match="HTTP chunk size"):
         _unchunk(b"zz\r\nabc\r\n")
+
+
+def test_chunks_of_the_learned_layout_and_chunks_that_leave_it_give_the_same_trace() -> None:
+    """After the first token chunk, the next ones are cut by its layout; one that leaves it (a longer id, a
+    delta with a role) is read in full, in its place in the trace."""
+    chunks = events(provider_stream("deepseek"))
+    changed = [chunks[5].replace(b'"delta":{"content":', b'"delta":{"role":"assistant","content":'),
+               chunks[9].replace(b'"id":"', b'"id":"x')]
+    assert changed[0] != chunks[5] and changed[1] != chunks[9]
+    mixed = [*chunks[:5], changed[0], *chunks[6:9], changed[1], *chunks[10:]]
+    for pieces in (mixed, [b"".join(mixed)]):
+        assert_same_trace(read_stream(pieces, top_logprobs=20), (FIXTURES / "streams" / "deepseek.json").read_bytes(),
+                          20)
+
+
+def test_a_chunk_of_the_learned_layout_whose_content_is_not_one_string_is_a_malformed_chunk() -> None:
+    chunks = events(provider_stream("deepseek"))
+    content = b'"delta":{"content":'
+    at = chunks[6].index(content) + len(content)
+    bad = chunks[6][:at] + b'"a","b"' + chunks[6][chunks[6].index(b'},"logprobs"', at):]
+    with pytest.raises(TransientError) as raised:
+        read_stream([*chunks[:6], bad, *chunks[7:]], top_logprobs=20)
+    assert raised.value.cause == "malformed chunk"

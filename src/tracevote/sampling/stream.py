@@ -179,6 +179,8 @@ class _StreamReader:
     stopped: bool = False
     # logprobs.content items read, not yet in a batch: a chunk's as bytes when cut out of it, else as parsed
     pending: list[bytes | list[Any]] = field(default_factory=list)
+    template: _Template | None = None  # the layout of this stream's token chunks, once one was read in full
+    raw_text: list[bytes] = field(default_factory=list)  # delta.content of templated chunks, JSON, not decoded
 
     def read(self, pieces: Iterable[bytes], started: float) -> Streamed:
         decoder = SSEDecoder()
@@ -206,10 +208,16 @@ class _StreamReader:
 
     def _piece(self, events: list[bytes]) -> None:
         """The events of one read: every chunk read, then their tokens handed to the observer as one batch."""
+        template = self.template
         for event in events:
+            if template is not None and template.cut(event, self.raw_text, self.pending):
+                self.chunks += 1
+                continue
             self._event(event)
             if self.done:
                 break
+            template = self.template
+        self._flush_text()
         if len(self.pending) >= self.batch_chunks:
             self._tokens()
 
@@ -285,16 +293,31 @@ class _StreamReader:
                 rest = orjson.loads(cut[1])
                 if _empty_items(rest):
                     self.pending.append(cut[0])
+                    self.template = self.template or _Template.learn(rest, cut[1])
                     return rest
         try:
             return orjson.loads(data)
         except orjson.JSONDecodeError as exc:
             self._fail("malformed chunk", f"chunk {self.chunks} is not JSON ({exc}): {data[:80]!r}")
 
+    def _flush_text(self) -> None:
+        """The contents of the templated chunks read so far, decoded in one call, onto `text`."""
+        if not self.raw_text:
+            return
+        raw, self.raw_text = self.raw_text, []
+        try:
+            strings = orjson.loads(b"[" + b",".join(raw) + b"]")
+        except orjson.JSONDecodeError:
+            strings = None
+        if not isinstance(strings, list) or len(strings) != len(raw) or not all(isinstance(s, str) for s in strings):
+            self._fail("malformed chunk", f"a delta.content before chunk {self.chunks + 1} is not a JSON string")
+        self.text += strings
+
     def _choice(self, choice: dict[str, Any]) -> None:
         delta = choice.get("delta")
         content = delta.get("content") if isinstance(delta, dict) else None
         if isinstance(content, str):
+            self._flush_text()
             self.text.append(content)
         logprobs = choice.get("logprobs")
         items = logprobs.get("content") if isinstance(logprobs, dict) else None
@@ -319,6 +342,9 @@ class _StreamReader:
             self.stopped = True
 
     def _fail(self, cause: str, detail: str) -> NoReturn:
+        if self.raw_text:
+            with contextlib.suppress(TransientError, StreamBroken):
+                self._flush_text()
         if self.pending:  # tokens that arrived in the same read as the failure: the observer sees them first
             self._tokens()
         if self.n_tokens and self.observer is not None:
@@ -341,6 +367,60 @@ class _StreamReader:
             usage_source="server" if self.usage is not None else "client",
             latency_s=time.monotonic() - started if started else 0.0, chunks=self.chunks, done=self.done,
             simulated=self.simulated)
+
+
+@dataclass(frozen=True)
+class _Template:
+    """The bytes every token chunk of a stream shares: `head` + delta.content + `middle` + the logprobs.content
+    items + `tail`. Servers repeat one layout (id, model, fingerprint, index, a null finish_reason) for every token,
+    so once a chunk was parsed in full the next ones are checked against it with a few bytes operations, their
+    content strings decoded together per read and their items read with the rest of the read's.
+
+    >>> t = _Template(b'{"c":[{"delta":{"content":', b'},"logprobs":{"content":[', b']},"f":null}]}')
+    >>> text, items = [], []
+    >>> t.cut(b'{"c":[{"delta":{"content":"hi"},"logprobs":{"content":[{"token":"hi"}]},"f":null}]}', text, items)
+    True
+    >>> text, items
+    ([b'"hi"'], [b'{"token":"hi"}'])
+    """
+
+    head: bytes  # up to delta.content's value
+    middle: bytes  # from after it to the first item
+    tail: bytes  # from after the last item to the end
+
+    def cut(self, event: bytes, text: list[bytes], items: list[bytes | list[Any]]) -> bool:
+        """Whether `event` has this layout; if it has, its content (JSON) and items (bytes) appended.
+
+        subtle: `middle` starts `},"` and a bare quote is never inside a JSON string, so its first occurrence after
+        the content is the one that ends it; a content that is not one JSON string fails in _flush_text."""
+        if not (event.startswith(self.head) and event.endswith(self.tail)):
+            return False
+        start = len(self.head)
+        end = event.find(self.middle, start)
+        first, last = end + len(self.middle), len(event) - len(self.tail)
+        if end <= start or last <= first:
+            return False
+        text.append(event[start:end])
+        items.append(event[first:last])
+        return True
+
+    @classmethod
+    def learn(cls, chunk: dict[str, Any], rest: bytes) -> _Template | None:
+        """The layout of a chunk parsed in full (`rest`: its bytes with the items cut out, as _cut_items cuts), when
+        it is a plain token chunk: one choice, a delta of content alone, no finish_reason, usage or error."""
+        at = rest.find(_ITEMS_KEY[:-1]) + len(_ITEMS_KEY) - 1  # where the items were
+        choice = chunk["choices"][0]
+        delta = choice.get("delta")
+        if set(chunk) & {"usage", "error"} or choice.get("finish_reason") is not None or choice.get("index", 0) != 0:
+            return None
+        if not isinstance(delta, dict) or list(delta) != ["content"] or not isinstance(delta["content"], str):
+            return None
+        needle = b'"content":' + orjson.dumps(delta["content"])
+        found = rest.find(needle)
+        end = found + len(needle)
+        if found < 0 or rest.find(needle, end) >= 0 or not end < at or not rest[end:at].startswith(b'},"'):
+            return None
+        return cls(rest[:found + 10], rest[end:at], rest[at:])
 
 
 def _chunked_socket(response: requests.Response) -> BinaryIO | None:
