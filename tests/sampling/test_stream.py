@@ -230,6 +230,9 @@ def test_the_request_asks_for_a_stream_and_its_usage(profile: str, options: dict
     ([b"data: a\ndata: b\n\n"], [b"a\nb"]),
     ([b"data: a\n\ndata: [DONE]\n\n"], [b"a", b"[DONE]"]),
     ([b"data: a"], [b"a"]),  # cut before its blank line: close() gives it
+    ([b"data: a\n\ndata: b\n", b"\ndata: c\n\ndata: d"], [b"a", b"b", b"c", b"d"]),  # one-line events, in bulk
+    ([b"data: a\n\n\n\ndata: b\n\n"], [b"a", b"b"]),
+    ([b"data: a\n\ndata:b\n\n: c\n\n"], [b"a", b"b"]),
 ])
 def test_sse_decoder(pieces: list[bytes], expected: list[bytes]) -> None:
     decoder = SSEDecoder()

@@ -141,7 +141,12 @@ class SSEDecoder:
         self._data: list[bytes] = []  # the current event's data lines
 
     def feed(self, chunk: bytes) -> list[bytes]:
-        lines = (self._pending + chunk).split(b"\n")
+        buffer = self._pending + chunk
+        if not self._data and b"\r" not in buffer:
+            events = self._single_lines(buffer)
+            if events is not None:
+                return events
+        lines = buffer.split(b"\n")
         self._pending = lines.pop()
         events = []
         for line in lines:
@@ -154,6 +159,18 @@ class SSEDecoder:
                 self._data.append(line[6:] if line[5:6] == b" " else line[5:])
             # comment lines (": ...") and the fields event, id and retry carry nothing a completion needs
         return events
+
+    def _single_lines(self, buffer: bytes) -> list[bytes] | None:
+        """The events of `buffer` when each is one `data: ` line (as servers send them), split in bulk; None for
+        any other buffer (a comment, a multi-line event, blank lines), which goes line by line."""
+        end = buffer.rfind(b"\n\n")
+        if end < 0:
+            return None
+        blocks = buffer[:end].split(b"\n\n")
+        if buffer.count(b"\n", 0, end) != 2 * (len(blocks) - 1) or not all(b.startswith(b"data: ") for b in blocks):
+            return None
+        self._pending = buffer[end + 2:]
+        return [block[6:] for block in blocks]
 
     def close(self) -> list[bytes]:
         """The last event when the stream ended without its blank line."""
