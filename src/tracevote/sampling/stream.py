@@ -459,15 +459,15 @@ def _unchunk(data: bytes) -> tuple[bytes, bytes, bool]:
     >>> _unchunk(b"1;x=y\r\nz\r\n0\r\n\r\n")
     (b'z', b'', True)
     """
-    payloads, at = [], 0
+    payloads, at, find = [], 0, data.find
     while True:
-        line_end = data.find(b"\r\n", at)
+        line_end = find(b"\r\n", at)
         if line_end < 0:
             return b"".join(payloads), data[at:], False
         try:
-            size = int(data[at:line_end].split(b";", 1)[0], 16)
+            size = int(data[at:line_end], 16)
         except ValueError:
-            raise TransientError("malformed chunk", f"an HTTP chunk size {data[at:line_end][:20]!r}") from None
+            size = _chunk_size(data[at:line_end])
         if size == 0:
             return b"".join(payloads), b"", True
         end = line_end + 2 + size
@@ -475,6 +475,14 @@ def _unchunk(data: bytes) -> tuple[bytes, bytes, bool]:
             return b"".join(payloads), data[at:], False
         payloads.append(data[line_end + 2:end])
         at = end + 2
+
+
+def _chunk_size(line: bytes) -> int:
+    """An HTTP chunk's size line with extensions (`1a;name=value`), which few servers send."""
+    try:
+        return int(line.split(b";", 1)[0], 16)
+    except ValueError:
+        raise TransientError("malformed chunk", f"an HTTP chunk size {line[:20]!r}") from None
 
 
 def _cut_items(data: bytes) -> tuple[bytes, bytes] | None:
