@@ -2,7 +2,8 @@
 
 A 4096-token response with top-20 is ~5 MB of JSON and ~86k logprob objects; building those objects is
 what makes any JSON parser slow. The fast path never builds them. It finds the `"logprob":` and
-`"top_logprobs":` keys with numpy on the raw bytes, reads the numbers with Arrow's CSV parser, decodes
+`"top_logprobs":` keys with numpy on the raw bytes, reads the numbers with Arrow's CSV parser (with one orjson
+call when there are few: a streamed read's), decodes
 the chosen tokens in one orjson call, and parses the small rest of the document (the envelope: text,
 finish_reason, usage) with orjson. It accepts only the compact layout DeepSeek, vLLM and SGLang write
 ({"token", "logprob", "bytes", "top_logprobs"}, no spaces) and checks it as it goes; for any other

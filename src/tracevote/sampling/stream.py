@@ -8,13 +8,20 @@ lines, `: keep-alive` comment lines, blank lines between events, `data: [DONE]` 
 C_i is computed by store.logprobs.token_confidence, so a streamed trace has the tokens and confidences the
 non-streamed parse of the same completion gives.
 
-After each read that brought tokens the observer sees them (a TokenBatch): one chunk's when chunks arrive one at a
-time (a live stream, and every read from a server using chunked transfer encoding: http.client's read1 returns at
-most one HTTP chunk), several chunks' when one read brought them (then ingest's fast path reads them at once, see
-bench/bench_stream.py), or every `batch_chunks` chunks. When it returns "stop" the connection is closed at once
-(the server stops generating) and what arrived is returned with stop reason "confidence". A server's usage is taken
-when it sends one; otherwise the completion tokens are the tokens received, labelled usage_source "client", and
-prompt_tokens is None (the client does not tokenize the prompt).
+After each read that brought tokens the observer sees them (a TokenBatch, in order): one chunk's when chunks
+arrive one at a time (a slow server), several chunks' when one read brought them, or, with `batch_chunks` n > 1,
+whenever n chunks have been read (checked at the end of each read, so a batch may hold more than n; the stream's end
+hands over the rest). When it returns "stop" the connection is closed at once (the server stops generating) and what
+arrived is returned with stop reason "confidence". A server's usage is taken when it sends one; otherwise the
+completion tokens are the tokens received, labelled usage_source "client", and prompt_tokens is None (the client does
+not tokenize the prompt).
+
+Client CPU (bench/bench_stream.py, docs/benchmarks.md): a chunked body is read from the socket a megabyte at a time
+and its framing taken off in bulk, so one read brings every event that has arrived; one-line events are split in
+bulk; the first token chunk is parsed in full and its layout kept (_Template), so the next ones are cut with a few
+bytes operations, their contents decoded together per read and their items read together by ingest's fast path
+(32 chunks or more) or its item reader. The more the client falls behind, the more a read brings and the less a
+token costs.
 
 Failures before any token reached the observer are retried as every call (TransientError); after that they raise
 client.StreamBroken with what arrived, since a retry would feed the observer the trace again.
@@ -107,10 +114,11 @@ def stream_completion(client: ChatClient, messages: list[dict[str, str]], *, sam
                       keep_top_tokens: bool = False, batch_chunks: int = 1) -> Streamed:
     """One streamed trace through `client` (its endpoints, headers, key, timeouts, retries and breaker).
 
-    `batch_chunks` > 1 holds tokens back until that many chunks arrived (or the stream ended) and hands them to
-    the observer at once: 3-5x less client CPU per token at 16 when tokens arrive one at a time
-    (bench/bench_stream.py), and a stop at most batch_chunks - 1 chunks later. A stop rule that cannot fire yet
-    (no full window) loses nothing by it."""
+    `batch_chunks` > 1 holds tokens back until at least that many chunks were read (or the stream ended) and hands
+    them to the observer at once: ~3.5x less client CPU per token at 16 when chunks arrive one per read
+    (bench/bench_stream.py), and a stop at most batch_chunks - 1 chunks later than with 1. A stop rule that cannot
+    fire yet (no full window) loses nothing by it. When a read brings many chunks it changes little: they are one
+    batch anyway."""
     payload = orjson.dumps(stream_body(client, messages, sample_key=sample_key, max_tokens=max_tokens))
 
     def read(response: requests.Response, started: float) -> Streamed:
