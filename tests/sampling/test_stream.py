@@ -4,6 +4,7 @@ provider's layout, split reads, keep-alives, the ends a stream may have, and a s
 from __future__ import annotations
 
 import json
+import time
 import traceback
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,7 @@ from tracevote.sampling.stream import (
     SSEDecoder,
     Streamed,
     TokenBatch,
+    _StreamReader,
     _unchunk,
     read_stream,
     stream_body,
@@ -276,3 +278,16 @@ def test_a_chunk_of_the_learned_layout_whose_content_is_not_one_string_is_a_malf
     with pytest.raises(TransientError) as raised:
         read_stream([*chunks[:6], bad, *chunks[7:]], top_logprobs=20)
     assert raised.value.cause == "malformed chunk"
+
+
+def test_a_stream_whose_layout_changes_midway_is_cut_by_the_new_one() -> None:
+    """`created` ticking over mid-stream: the chunks after it share the new layout, which is learned from the first."""
+    chunks = events(provider_stream("deepseek"))
+    created = chunks[3].split(b'"created":', 1)[1].split(b",", 1)[0]
+    later = [chunk.replace(b'"created":' + created, b'"created":' + str(int(created) + 1).encode()) for chunk in
+             chunks[20:]]
+    assert later[0] != chunks[20]
+    reader = _StreamReader(20, False, None, str)
+    result = reader.read([b"".join([*chunks[:20], *later])], time.monotonic())
+    assert reader.template is not None and str(int(created) + 1).encode() in reader.template.head
+    assert_same_trace(result, (FIXTURES / "streams" / "deepseek.json").read_bytes(), 20)

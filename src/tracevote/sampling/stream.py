@@ -318,7 +318,8 @@ class _StreamReader:
                 rest = orjson.loads(cut[1])
                 if _empty_items(rest):
                     self.pending.append(cut[0])
-                    self.template = self.template or _Template.learn(rest, cut[1])
+                    # a chunk that left the layout may start a new one (a server whose `created` ticks)
+                    self.template = _Template.learn(rest, cut[1]) or self.template
                     return rest
         try:
             return orjson.loads(data)
