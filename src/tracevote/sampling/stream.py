@@ -180,6 +180,15 @@ class SSEDecoder:
         self._pending = buffer[end + 2:]
         return [block[6:] for block in blocks]
 
+    def idle(self) -> bool:
+        """Whether no event is half read (a partial line may be)."""
+        return not self._data
+
+    def take(self, chunk: bytes) -> bytes:
+        """The partial line held, then `chunk`; the decoder holds nothing after."""
+        buffer, self._pending = self._pending + chunk, b""
+        return buffer
+
     def close(self) -> list[bytes]:
         """The last event when the stream ended without its blank line."""
         events = self.feed(b"\n\n") if self._pending or self._data else []
@@ -210,7 +219,7 @@ class _StreamReader:
     def read(self, pieces: Iterable[bytes], started: float) -> Streamed:
         decoder = SSEDecoder()
         for data in pieces:
-            self._piece(decoder.feed(data))
+            self._piece(decoder.feed(self._templated(decoder, data)))
             if self.done or self.stopped:
                 break
         else:
@@ -230,6 +239,16 @@ class _StreamReader:
             self._fail(f"finish_reason {self.finish_reason}", "the server ended the completion early")
         if self.text and not self.n_tokens:
             self._fail("missing logprobs", "the stream's chunks carry content but no logprobs.content")
+
+    def _templated(self, decoder: SSEDecoder, data: bytes) -> bytes:
+        """The read's leading events of the learned layout cut straight from its bytes (no copy of each event),
+        counted; what follows them, for the decoder."""
+        if self.template is None or not decoder.idle():
+            return data
+        buffer = decoder.take(data)
+        at, cut = self.template.cut_lines(buffer, self.raw_text, self.pending)
+        self.chunks += cut
+        return buffer[at:] if at else buffer
 
     def _piece(self, events: list[bytes]) -> None:
         """The events of one read: every chunk read, then their tokens handed to the observer as one batch."""
@@ -429,6 +448,24 @@ class _Template:
         text.append(event[start:end])
         items.append(event[first:last])
         return True
+
+    def cut_lines(self, buffer: bytes, text: list[bytes], items: list[bytes | list[Any]]) -> tuple[int, int]:
+        """As `cut`, on the one-line `data: ` events at the start of an SSE buffer, as long as they have this
+        layout: (the offset after the last one, how many)."""
+        head, at, count = b"data: " + self.head, 0, 0
+        while buffer.startswith(head, at):
+            end = buffer.find(b"\n", at)  # the line's end: the event's, when a blank line follows
+            if end < 0 or not buffer.startswith(b"\n", end + 1) or not buffer.endswith(self.tail, at, end):
+                break
+            start = at + len(head)
+            middle = buffer.find(self.middle, start, end)
+            first, last = middle + len(self.middle), end - len(self.tail)
+            if middle <= start or last <= first:
+                break
+            text.append(buffer[start:middle])
+            items.append(buffer[first:last])
+            at, count = end + 2, count + 1
+        return at, count
 
     @classmethod
     def learn(cls, chunk: dict[str, Any], rest: bytes) -> _Template | None:
