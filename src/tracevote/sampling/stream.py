@@ -474,7 +474,8 @@ class _Template:
         at = rest.find(_ITEMS_KEY[:-1]) + len(_ITEMS_KEY) - 1  # where the items were
         choice = chunk["choices"][0]
         delta = choice.get("delta")
-        if set(chunk) & {"usage", "error"} or choice.get("finish_reason") is not None or choice.get("index", 0) != 0:
+        if chunk.get("usage") is not None or chunk.get("error") is not None or choice.get("finish_reason") is not None \
+                or choice.get("index", 0) != 0:
             return None
         if not isinstance(delta, dict) or list(delta) != ["content"] or not isinstance(delta["content"], str):
             return None
