@@ -9,23 +9,34 @@ as http.client's read1 returns at most one HTTP chunk, and servers send an event
 1 MiB reads (a server without chunked encoding, with the client behind), and one chunk per read with the
 observer called every 16 or 64 chunks (batch_chunks). No HTTP on either side. Every side runs in the same process
 on the same completions, in interleaved rounds (median, min, max; wall and CPU).
+
+Then over real HTTP: the simulator as its own process (`python -m tracevote sim-server`, DeepSeek's layout, the same
+3,000-token mean), its completions fetched one at a time by ChatClient.sample non-streamed and by stream_completion
+(one batch per read, and batch_chunks=16), interleaved; CPU is this process's alone (time.process_time), so the
+server's is not counted, and both sides pay their HTTP.
     python -m bench.run --only bench_stream [--quick]
 """
 
 from __future__ import annotations
 
+import tempfile
+import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import orjson
 
 from bench.bench_ingest import TOP_K, fast, sim_bodies
+from bench.bench_online_live import client, messages, problems, sim_server
 from bench.figures import Figure
 from bench.measure import Run, interleaved, timed
-from tracevote.sampling.stream import read_stream
+from tracevote.sampling.stream import read_stream, stream_completion
 
 SCALES = {"quick": (1, 600, 2), "full": (2, 3000, 5)}  # completions, tokens each, rounds
+HTTP_SCALES = {"quick": (3, 600, 2), "full": (6, 3000, 5)}  # completions, mean tokens, rounds
+HTTP_BASELINE = "http_nonstreamed_ChatClient.sample"
 BASELINE = "stream_baseline_nonstreamed_ingest"
 READS = {"stream_one_chunk_per_read": None, "stream_64KiB_reads": 1 << 16, "stream_1MiB_reads": 1 << 20}
 BATCHES = (16, 64)  # one chunk per read, the observer called every n chunks (batch_chunks=n)
@@ -80,7 +91,44 @@ def run(scale: str = "full") -> list[dict[str, Any]]:
     runs = interleaved({name: (lambda method=method: timed(method)) for name, method in methods.items()}, rounds)
     total = sum(len(fast(body).tokens) for body in bodies)
     note = f"{n} completions x {tokens} tokens, top-{TOP_K}; {rounds} interleaved rounds"
-    return [stream_figure(name, side, runs[BASELINE], total, note).to_json() for name, side in runs.items()]
+    figures = [stream_figure(name, side, runs[BASELINE], total, note).to_json() for name, side in runs.items()]
+    return figures + http_figures(scale)
+
+
+def http_figures(scale: str) -> list[dict[str, Any]]:
+    """Client CPU per token over loopback HTTP from the simulator, non-streamed against streamed, interleaved."""
+    n, mean_tokens, rounds = HTTP_SCALES[scale]
+    rows = problems(n)
+    tokens: dict[str, int] = {}
+    with tempfile.TemporaryDirectory() as scratch, sim_server(rows, mean_tokens, Path(scratch)) as url, \
+            client(url, 4 * mean_tokens) as chat:
+        def side(name: str, fetch: Callable[[dict[str, Any]], int]) -> Callable[[], Run]:
+            def one_round() -> Run:
+                wall, cpu = time.perf_counter(), time.process_time()
+                tokens[name] = sum(fetch(row) for row in rows)
+                return Run(time.perf_counter() - wall, time.process_time() - cpu)
+            return one_round
+
+        sides = {
+            HTTP_BASELINE: side(HTTP_BASELINE, lambda row: chat.sample(
+                messages(row), problem_id=row["id"], sample_id=0, keep_top_logprobs=False).n_tokens),
+            "http_stream_completion": side("http_stream_completion", lambda row: stream_completion(
+                chat, messages(row), sample_key=f"{row['id']}/0").n_tokens),
+            "http_stream_completion_batch_16": side("http_stream_completion_batch_16", lambda row: stream_completion(
+                chat, messages(row), sample_key=f"{row['id']}/0", batch_chunks=16).n_tokens),
+        }
+        runs = interleaved(sides, rounds)
+    if len(set(tokens.values())) != 1:
+        raise AssertionError(f"the sides received different tokens: {tokens}")
+    total = tokens[HTTP_BASELINE]
+    note = (f"loopback HTTP from sim-server (its own process), {n} completions, {total} tokens, top-{TOP_K}, one at a "
+            f"time; {rounds} interleaved rounds; CPU: this process (time.process_time)")
+    return [Figure(f"streaming: {name}", "tokens/s", [total / r.wall for r in side_runs],
+                   None if name == HTTP_BASELINE else [total / r.wall for r in runs[HTTP_BASELINE]],
+                   cpu=[total / r.cpu for r in side_runs],
+                   baseline_cpu=None if name == HTTP_BASELINE else [total / r.cpu for r in runs[HTTP_BASELINE]],
+                   cpu_unit="tokens/CPU-s", baseline_name="ChatClient.sample on the same completions, non-streamed",
+                   note=note).to_json() for name, side_runs in runs.items()]
 
 
 def stream_figure(name: str, runs: list[Run], baseline: list[Run], total: int, note: str) -> Figure:

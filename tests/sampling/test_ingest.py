@@ -100,8 +100,10 @@ def test_every_layout_gives_the_same_sample(layout: str) -> None:
         assert_same(parse(LAYOUTS[layout](body), **options), parse(body, **options))
 
 
+@pytest.mark.parametrize("arrow_min", [0, 1 << 30])  # the numbers read by Arrow's CSV reader, or by orjson
 @pytest.mark.parametrize("k", [0, 1, 20])
-def test_fast_and_slow_paths_agree(k: int) -> None:
+def test_fast_and_slow_paths_agree(k: int, arrow_min: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ingest_fast, "_ARROW_MIN_NUMBERS", arrow_min)
     body = sim_body("p/6", top_logprobs=k)
     fast, slow = ingest_fast.parse_fast(body, k, True), ingest._parse_slow(body, k, True)
     assert fast is not None

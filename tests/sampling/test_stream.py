@@ -4,6 +4,7 @@ provider's layout, split reads, keep-alives, the ends a stream may have, and a s
 from __future__ import annotations
 
 import json
+import time
 import traceback
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,7 @@ from tracevote.sampling.stream import (
     SSEDecoder,
     Streamed,
     TokenBatch,
+    _StreamReader,
     _unchunk,
     read_stream,
     stream_body,
@@ -230,6 +232,9 @@ def test_the_request_asks_for_a_stream_and_its_usage(profile: str, options: dict
     ([b"data: a\ndata: b\n\n"], [b"a\nb"]),
     ([b"data: a\n\ndata: [DONE]\n\n"], [b"a", b"[DONE]"]),
     ([b"data: a"], [b"a"]),  # cut before its blank line: close() gives it
+    ([b"data: a\n\ndata: b\n", b"\ndata: c\n\ndata: d"], [b"a", b"b", b"c", b"d"]),  # one-line events, in bulk
+    ([b"data: a\n\n\n\ndata: b\n\n"], [b"a", b"b"]),
+    ([b"data: a\n\ndata:b\n\n: c\n\n"], [b"a", b"b"]),
 ])
 def test_sse_decoder(pieces: list[bytes], expected: list[bytes]) -> None:
     decoder = SSEDecoder()
@@ -250,3 +255,39 @@ def test_the_chunked_framing_comes_off_whole_wherever_the_reads_split_it() -> No
         assert (out, left, ended) == (b'data: x\n{"a": 1}\n\n', b"", True), cut
     with pytest.raises(TransientError, match="HTTP chunk size"):
         _unchunk(b"zz\r\nabc\r\n")
+
+
+def test_chunks_of_the_learned_layout_and_chunks_that_leave_it_give_the_same_trace() -> None:
+    """After the first token chunk, the next ones are cut by its layout; one that leaves it (a longer id, a
+    delta with a role) is read in full, in its place in the trace."""
+    chunks = events(provider_stream("deepseek"))
+    changed = [chunks[5].replace(b'"delta":{"content":', b'"delta":{"role":"assistant","content":'),
+               chunks[9].replace(b'"id":"', b'"id":"x')]
+    assert changed[0] != chunks[5] and changed[1] != chunks[9]
+    mixed = [*chunks[:5], changed[0], *chunks[6:9], changed[1], *chunks[10:]]
+    for pieces in (mixed, [b"".join(mixed)]):
+        assert_same_trace(read_stream(pieces, top_logprobs=20), (FIXTURES / "streams" / "deepseek.json").read_bytes(),
+                          20)
+
+
+def test_a_chunk_of_the_learned_layout_whose_content_is_not_one_string_is_a_malformed_chunk() -> None:
+    chunks = events(provider_stream("deepseek"))
+    content = b'"delta":{"content":'
+    at = chunks[6].index(content) + len(content)
+    bad = chunks[6][:at] + b'"a","b"' + chunks[6][chunks[6].index(b'},"logprobs"', at):]
+    with pytest.raises(TransientError) as raised:
+        read_stream([*chunks[:6], bad, *chunks[7:]], top_logprobs=20)
+    assert raised.value.cause == "malformed chunk"
+
+
+def test_a_stream_whose_layout_changes_midway_is_cut_by_the_new_one() -> None:
+    """`created` ticking over mid-stream: the chunks after it share the new layout, which is learned from the first."""
+    chunks = events(provider_stream("deepseek"))
+    created = chunks[3].split(b'"created":', 1)[1].split(b",", 1)[0]
+    later = [chunk.replace(b'"created":' + created, b'"created":' + str(int(created) + 1).encode()) for chunk in
+             chunks[20:]]
+    assert later[0] != chunks[20]
+    reader = _StreamReader(20, False, None, str)
+    result = reader.read([b"".join([*chunks[:20], *later])], time.monotonic())
+    assert reader.template is not None and str(int(created) + 1).encode() in reader.template.head
+    assert_same_trace(result, (FIXTURES / "streams" / "deepseek.json").read_bytes(), 20)

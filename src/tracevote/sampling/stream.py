@@ -8,13 +8,20 @@ lines, `: keep-alive` comment lines, blank lines between events, `data: [DONE]` 
 C_i is computed by store.logprobs.token_confidence, so a streamed trace has the tokens and confidences the
 non-streamed parse of the same completion gives.
 
-After each read that brought tokens the observer sees them (a TokenBatch): one chunk's when chunks arrive one at a
-time (a live stream, and every read from a server using chunked transfer encoding: http.client's read1 returns at
-most one HTTP chunk), several chunks' when one read brought them (then ingest's fast path reads them at once, see
-bench/bench_stream.py), or every `batch_chunks` chunks. When it returns "stop" the connection is closed at once
-(the server stops generating) and what arrived is returned with stop reason "confidence". A server's usage is taken
-when it sends one; otherwise the completion tokens are the tokens received, labelled usage_source "client", and
-prompt_tokens is None (the client does not tokenize the prompt).
+After each read that brought tokens the observer sees them (a TokenBatch, in order): one chunk's when chunks
+arrive one at a time (a slow server), several chunks' when one read brought them, or, with `batch_chunks` n > 1,
+whenever n chunks have been read (checked at the end of each read, so a batch may hold more than n; the stream's end
+hands over the rest). When it returns "stop" the connection is closed at once (the server stops generating) and what
+arrived is returned with stop reason "confidence". A server's usage is taken when it sends one; otherwise the
+completion tokens are the tokens received, labelled usage_source "client", and prompt_tokens is None (the client does
+not tokenize the prompt).
+
+Client CPU (bench/bench_stream.py, docs/benchmarks.md): a chunked body is read from the socket a megabyte at a time
+and its framing taken off in bulk, so one read brings every event that has arrived; one-line events are split in
+bulk; the first token chunk is parsed in full and its layout kept (_Template), so the next ones are cut with a few
+bytes operations, their contents decoded together per read and their items read together by ingest's fast path
+(32 chunks or more) or its item reader. The more the client falls behind, the more a read brings and the less a
+token costs.
 
 Failures before any token reached the observer are retried as every call (TransientError); after that they raise
 client.StreamBroken with what arrived, since a retry would feed the observer the trace again.
@@ -107,10 +114,11 @@ def stream_completion(client: ChatClient, messages: list[dict[str, str]], *, sam
                       keep_top_tokens: bool = False, batch_chunks: int = 1) -> Streamed:
     """One streamed trace through `client` (its endpoints, headers, key, timeouts, retries and breaker).
 
-    `batch_chunks` > 1 holds tokens back until that many chunks arrived (or the stream ended) and hands them to
-    the observer at once: 3-5x less client CPU per token at 16 when tokens arrive one at a time
-    (bench/bench_stream.py), and a stop at most batch_chunks - 1 chunks later. A stop rule that cannot fire yet
-    (no full window) loses nothing by it."""
+    `batch_chunks` > 1 holds tokens back until at least that many chunks were read (or the stream ended) and hands
+    them to the observer at once: ~3.5x less client CPU per token at 16 when chunks arrive one per read
+    (bench/bench_stream.py), and a stop at most batch_chunks - 1 chunks later than with 1. A stop rule that cannot
+    fire yet (no full window) loses nothing by it. When a read brings many chunks it changes little: they are one
+    batch anyway."""
     payload = orjson.dumps(stream_body(client, messages, sample_key=sample_key, max_tokens=max_tokens))
 
     def read(response: requests.Response, started: float) -> Streamed:
@@ -141,7 +149,12 @@ class SSEDecoder:
         self._data: list[bytes] = []  # the current event's data lines
 
     def feed(self, chunk: bytes) -> list[bytes]:
-        lines = (self._pending + chunk).split(b"\n")
+        buffer = self._pending + chunk
+        if not self._data and b"\r" not in buffer:
+            events = self._single_lines(buffer)
+            if events is not None:
+                return events
+        lines = buffer.split(b"\n")
         self._pending = lines.pop()
         events = []
         for line in lines:
@@ -154,6 +167,27 @@ class SSEDecoder:
                 self._data.append(line[6:] if line[5:6] == b" " else line[5:])
             # comment lines (": ...") and the fields event, id and retry carry nothing a completion needs
         return events
+
+    def _single_lines(self, buffer: bytes) -> list[bytes] | None:
+        """The events of `buffer` when each is one `data: ` line (as servers send them), split in bulk; None for
+        any other buffer (a comment, a multi-line event, blank lines), which goes line by line."""
+        end = buffer.rfind(b"\n\n")
+        if end < 0:
+            return None
+        blocks = buffer[:end].split(b"\n\n")
+        if buffer.count(b"\n", 0, end) != 2 * (len(blocks) - 1) or not all(b.startswith(b"data: ") for b in blocks):
+            return None
+        self._pending = buffer[end + 2:]
+        return [block[6:] for block in blocks]
+
+    def idle(self) -> bool:
+        """Whether no event is half read (a partial line may be)."""
+        return not self._data
+
+    def take(self, chunk: bytes) -> bytes:
+        """The partial line held, then `chunk`; the decoder holds nothing after."""
+        buffer, self._pending = self._pending + chunk, b""
+        return buffer
 
     def close(self) -> list[bytes]:
         """The last event when the stream ended without its blank line."""
@@ -179,11 +213,13 @@ class _StreamReader:
     stopped: bool = False
     # logprobs.content items read, not yet in a batch: a chunk's as bytes when cut out of it, else as parsed
     pending: list[bytes | list[Any]] = field(default_factory=list)
+    template: _Template | None = None  # the layout of this stream's token chunks, once one was read in full
+    raw_text: list[bytes] = field(default_factory=list)  # delta.content of templated chunks, JSON, not decoded
 
     def read(self, pieces: Iterable[bytes], started: float) -> Streamed:
         decoder = SSEDecoder()
         for data in pieces:
-            self._piece(decoder.feed(data))
+            self._piece(decoder.feed(self._templated(decoder, data)))
             if self.done or self.stopped:
                 break
         else:
@@ -204,12 +240,28 @@ class _StreamReader:
         if self.text and not self.n_tokens:
             self._fail("missing logprobs", "the stream's chunks carry content but no logprobs.content")
 
+    def _templated(self, decoder: SSEDecoder, data: bytes) -> bytes:
+        """The read's leading events of the learned layout cut straight from its bytes (no copy of each event),
+        counted; what follows them, for the decoder."""
+        if self.template is None or not decoder.idle():
+            return data
+        buffer = decoder.take(data)
+        at, cut = self.template.cut_lines(buffer, self.raw_text, self.pending)
+        self.chunks += cut
+        return buffer[at:] if at else buffer
+
     def _piece(self, events: list[bytes]) -> None:
         """The events of one read: every chunk read, then their tokens handed to the observer as one batch."""
+        template = self.template
         for event in events:
+            if template is not None and template.cut(event, self.raw_text, self.pending):
+                self.chunks += 1
+                continue
             self._event(event)
             if self.done:
                 break
+            template = self.template
+        self._flush_text()
         if len(self.pending) >= self.batch_chunks:
             self._tokens()
 
@@ -285,16 +337,32 @@ class _StreamReader:
                 rest = orjson.loads(cut[1])
                 if _empty_items(rest):
                     self.pending.append(cut[0])
+                    # a chunk that left the layout may start a new one (a server whose `created` ticks)
+                    self.template = _Template.learn(rest, cut[1]) or self.template
                     return rest
         try:
             return orjson.loads(data)
         except orjson.JSONDecodeError as exc:
             self._fail("malformed chunk", f"chunk {self.chunks} is not JSON ({exc}): {data[:80]!r}")
 
+    def _flush_text(self) -> None:
+        """The contents of the templated chunks read so far, decoded in one call, onto `text`."""
+        if not self.raw_text:
+            return
+        raw, self.raw_text = self.raw_text, []
+        try:
+            strings = orjson.loads(b"[" + b",".join(raw) + b"]")
+        except orjson.JSONDecodeError:
+            strings = None
+        if not isinstance(strings, list) or len(strings) != len(raw) or not all(isinstance(s, str) for s in strings):
+            self._fail("malformed chunk", f"a delta.content before chunk {self.chunks + 1} is not a JSON string")
+        self.text += strings
+
     def _choice(self, choice: dict[str, Any]) -> None:
         delta = choice.get("delta")
         content = delta.get("content") if isinstance(delta, dict) else None
         if isinstance(content, str):
+            self._flush_text()
             self.text.append(content)
         logprobs = choice.get("logprobs")
         items = logprobs.get("content") if isinstance(logprobs, dict) else None
@@ -319,6 +387,9 @@ class _StreamReader:
             self.stopped = True
 
     def _fail(self, cause: str, detail: str) -> NoReturn:
+        if self.raw_text:
+            with contextlib.suppress(TransientError, StreamBroken):
+                self._flush_text()
         if self.pending:  # tokens that arrived in the same read as the failure: the observer sees them first
             self._tokens()
         if self.n_tokens and self.observer is not None:
@@ -343,6 +414,79 @@ class _StreamReader:
             simulated=self.simulated)
 
 
+@dataclass(frozen=True)
+class _Template:
+    """The bytes every token chunk of a stream shares: `head` + delta.content + `middle` + the logprobs.content
+    items + `tail`. Servers repeat one layout (id, model, fingerprint, index, a null finish_reason) for every token,
+    so once a chunk was parsed in full the next ones are checked against it with a few bytes operations, their
+    content strings decoded together per read and their items read with the rest of the read's.
+
+    >>> t = _Template(b'{"c":[{"delta":{"content":', b'},"logprobs":{"content":[', b']},"f":null}]}')
+    >>> text, items = [], []
+    >>> t.cut(b'{"c":[{"delta":{"content":"hi"},"logprobs":{"content":[{"token":"hi"}]},"f":null}]}', text, items)
+    True
+    >>> text, items
+    ([b'"hi"'], [b'{"token":"hi"}'])
+    """
+
+    head: bytes  # up to delta.content's value
+    middle: bytes  # from after it to the first item
+    tail: bytes  # from after the last item to the end
+
+    def cut(self, event: bytes, text: list[bytes], items: list[bytes | list[Any]]) -> bool:
+        """Whether `event` has this layout; if it has, its content (JSON) and items (bytes) appended.
+
+        subtle: `middle` starts `},"` and a bare quote is never inside a JSON string, so its first occurrence after
+        the content is the one that ends it; a content that is not one JSON string fails in _flush_text."""
+        if not (event.startswith(self.head) and event.endswith(self.tail)):
+            return False
+        start = len(self.head)
+        end = event.find(self.middle, start)
+        first, last = end + len(self.middle), len(event) - len(self.tail)
+        if end <= start or last <= first:
+            return False
+        text.append(event[start:end])
+        items.append(event[first:last])
+        return True
+
+    def cut_lines(self, buffer: bytes, text: list[bytes], items: list[bytes | list[Any]]) -> tuple[int, int]:
+        """As `cut`, on the one-line `data: ` events at the start of an SSE buffer, as long as they have this
+        layout: (the offset after the last one, how many)."""
+        head, at, count = b"data: " + self.head, 0, 0
+        while buffer.startswith(head, at):
+            end = buffer.find(b"\n", at)  # the line's end: the event's, when a blank line follows
+            if end < 0 or not buffer.startswith(b"\n", end + 1) or not buffer.endswith(self.tail, at, end):
+                break
+            start = at + len(head)
+            middle = buffer.find(self.middle, start, end)
+            first, last = middle + len(self.middle), end - len(self.tail)
+            if middle <= start or last <= first:
+                break
+            text.append(buffer[start:middle])
+            items.append(buffer[first:last])
+            at, count = end + 2, count + 1
+        return at, count
+
+    @classmethod
+    def learn(cls, chunk: dict[str, Any], rest: bytes) -> _Template | None:
+        """The layout of a chunk parsed in full (`rest`: its bytes with the items cut out, as _cut_items cuts), when
+        it is a plain token chunk: one choice, a delta of content alone, no finish_reason, usage or error."""
+        at = rest.find(_ITEMS_KEY[:-1]) + len(_ITEMS_KEY) - 1  # where the items were
+        choice = chunk["choices"][0]
+        delta = choice.get("delta")
+        if chunk.get("usage") is not None or chunk.get("error") is not None or choice.get("finish_reason") is not None \
+                or choice.get("index", 0) != 0:
+            return None
+        if not isinstance(delta, dict) or list(delta) != ["content"] or not isinstance(delta["content"], str):
+            return None
+        needle = b'"content":' + orjson.dumps(delta["content"])
+        found = rest.find(needle)
+        end = found + len(needle)
+        if found < 0 or rest.find(needle, end) >= 0 or not end < at or not rest[end:at].startswith(b'},"'):
+            return None
+        return cls(rest[:found + 10], rest[end:at], rest[at:])
+
+
 def _chunked_socket(response: requests.Response) -> BinaryIO | None:
     """The buffered socket under a chunked, unencoded body not read yet (None otherwise: read it through urllib3)."""
     conn = getattr(response.raw, "_fp", None)
@@ -362,15 +506,15 @@ def _unchunk(data: bytes) -> tuple[bytes, bytes, bool]:
     >>> _unchunk(b"1;x=y\r\nz\r\n0\r\n\r\n")
     (b'z', b'', True)
     """
-    payloads, at = [], 0
+    payloads, at, find = [], 0, data.find
     while True:
-        line_end = data.find(b"\r\n", at)
+        line_end = find(b"\r\n", at)
         if line_end < 0:
             return b"".join(payloads), data[at:], False
         try:
-            size = int(data[at:line_end].split(b";", 1)[0], 16)
+            size = int(data[at:line_end], 16)
         except ValueError:
-            raise TransientError("malformed chunk", f"an HTTP chunk size {data[at:line_end][:20]!r}") from None
+            size = _chunk_size(data[at:line_end])
         if size == 0:
             return b"".join(payloads), b"", True
         end = line_end + 2 + size
@@ -378,6 +522,14 @@ def _unchunk(data: bytes) -> tuple[bytes, bytes, bool]:
             return b"".join(payloads), data[at:], False
         payloads.append(data[line_end + 2:end])
         at = end + 2
+
+
+def _chunk_size(line: bytes) -> int:
+    """An HTTP chunk's size line with extensions (`1a;name=value`), which few servers send."""
+    try:
+        return int(line.split(b";", 1)[0], 16)
+    except ValueError:
+        raise TransientError("malformed chunk", f"an HTTP chunk size {line[:20]!r}") from None
 
 
 def _cut_items(data: bytes) -> tuple[bytes, bytes] | None:
