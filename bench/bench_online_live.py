@@ -68,6 +68,7 @@ AIME_2025 = REPO.parent / "shared" / "data" / "aime_2025.jsonl"
 DEMO_PROBLEMS = REPO / "src" / "tracevote" / "datasets" / "data" / "demo_problems.jsonl"
 # problems, warmup, budget, windows, mean tokens of a trace, CPU rounds, traces per CPU round
 SCALES = {"quick": (3, 4, 8, (32,), 200, 2, 6), "small": (6, 16, 48, (512, 2048), 3000, 1, 8),
+          "medium": (10, 16, 96, (512, 2048), 3000, 1, 8),
           "full": (30, 16, 256, (512, 2048), 3000, 3, 48)}
 METHODS = {"low": 90.0, "high": 10.0}  # DeepConf-low keeps the top 10% of the warmup, DeepConf-high 90%
 CONCURRENCY = 8
@@ -142,21 +143,22 @@ def sim_model(rows: list[dict[str, Any]], mean_tokens: int) -> SimModel:
     return SimModel(sim_config(mean_tokens), answer_sets=[{row["problem"]: row["answer"] for row in rows}])
 
 
+def pool_samples(model: SimModel, row: dict[str, Any], budget: int, max_tokens: int) -> list[Sample]:
+    """Traces 0..budget-1 of one problem in full, drawn in-process from the sample keys a live run's traces carry
+    ("<problem>/<i>"): the request the client sends, the response parsed as build_pool parses it."""
+    body = client("http://127.0.0.1:9", max_tokens).request_body(messages(row))  # only the body: nothing is sent
+    return [parse_completion(model.complete_bytes(body, f"{row['id']}/{i}"), problem_id=row["id"], sample_id=i,
+                             latency_s=0.0, keep_top_logprobs=False, expect_top_logprobs=TOP_K) for i in range(budget)]
+
+
 def pool_traces(model: SimModel, rows: list[dict[str, Any]], budget: int, max_tokens: int,
                 windows: tuple[int, ...]) -> dict[int, dict[str, OnlineTrace]]:
-    """Traces 0..budget-1 of every problem in full, drawn in-process from the sample keys a live run's traces carry
-    ("<problem>/<i>", the request the client sends, parsed as build_pool parses a response), as the replay reads
-    them at each window."""
-    chat = client("http://127.0.0.1:9", max_tokens)  # only its request_body: nothing is sent
-    golds = {row["id"]: row["answer"] for row in rows}
+    """Every problem's pool_samples as the replay reads them at each window (the samples are not kept)."""
     online: dict[int, dict[str, OnlineTrace]] = {window: {} for window in windows}
     for row in rows:
-        body = chat.request_body(messages(row))
-        samples = [parse_completion(model.complete_bytes(body, f"{row['id']}/{i}"), problem_id=row["id"], sample_id=i,
-                                    latency_s=0.0, keep_top_logprobs=False, expect_top_logprobs=TOP_K)
-                   for i in range(budget)]
+        samples = pool_samples(model, row, budget, max_tokens)
         for window in windows:
-            online[window][row["id"]] = online_trace(samples, golds[row["id"]], window)
+            online[window][row["id"]] = online_trace(samples, row["answer"], window)
     return online
 
 
