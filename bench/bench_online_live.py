@@ -230,15 +230,17 @@ def check_against_replay(traces: dict[int, LiveTrace], trace: OnlineTrace, rules
 
 
 def method_result(rows: list[dict[str, Any]], online: dict[str, OnlineTrace], rules: LiveRules, name: str,
-                  traces: dict[str, dict[int, LiveTrace]], warmup: Phase, streams: Phase) -> MethodResult:
-    """Score the live method as the replay scores the working set 0..budget-1, after checking every trace."""
+                  ledgers: tuple[LiveLedger, LiveLedger], warmup: Phase, streams: Phase) -> MethodResult:
+    """Score the live method (its traces read back from the warmup's and its own ledger, one problem at a time) as
+    the replay scores the working set 0..budget-1, after checking every trace."""
     percentile, n = rules.percentiles[name], len(rows)
     golds = {row["id"]: row["answer"] for row in rows}
     live, same = [], []
     for row in rows:
         pid = row["id"]
-        check_against_replay(traces[pid], online[pid], rules, percentile, f"window {rules.group_size}, {name}, {pid}")
-        ordered = [traces[pid][i] for i in range(rules.budget)]
+        traces = ledgers[0].traces(pid) | ledgers[1].traces(pid)
+        check_against_replay(traces, online[pid], rules, percentile, f"window {rules.group_size}, {name}, {pid}")
+        ordered = [traces[i] for i in range(rules.budget)]
         live.append(score_problem(pid, name, percentile, ordered, warmup=rules.warmup, group_size=rules.group_size,
                                   consensus=None, answers=LiveAnswers(ANSWERS, golds, None), tie_break="smallest"))
         same.append(same_traces(online[pid], pid, rules.budget, {name: percentile}, rules.warmup, None, "smallest"))
@@ -307,8 +309,8 @@ def measure(scale: str) -> tuple[list[dict[str, Any]], list[MethodResult]]:
                                             simulated=True)
                 method_rules = replace(rules, percentiles={name: percentile})
                 streams = live_phase(url, rows, method_rules, warmup_ledger, {name: ledger})
-                traces = {row["id"]: warmup_ledger.traces(row["id"]) | ledger.traces(row["id"]) for row in rows}
-                results.append(method_result(rows, online[window], method_rules, name, traces, warmup_phase, streams))
+                results.append(method_result(rows, online[window], method_rules, name, (warmup_ledger, ledger),
+                                             warmup_phase, streams))
         cpu = cpu_rounds(url, rows, cpu_traces, rounds, max_tokens)
     setting = (f"{n} problems, warmup {warmup}, budget {budget}, traces of ~{mean_tokens} tokens (max_tokens "
                f"{max_tokens}), top-{TOP_K}, T=0.6, {CONCURRENCY} streams at once; the pool for Cons@{budget} and the "
