@@ -2,24 +2,31 @@
 budget, and the client CPU a streamed token costs against the non-streamed path a pool build takes.
 
 The simulator runs as its own process (`python -m tracevote sim-server`, DeepSeek's wire format), so the client's
-CPU is this process's alone. Per problem it draws a trace from its sample key alone, so pool sample i is live trace
-i in full:
-- The pool: traces 0..budget-1 of every problem, sampled non-streamed (ChatClient.sample, as build_pool does).
-  Cons@budget spends every token of them.
-- Per window (confidence.group_size) and method: the live run (sampling.live.run_live, warmup traces in full, the
-  others streamed and closed at their first window below the threshold), scored as the replay scores the working
-  set 0..budget-1 (deepconf.live_results), and checked trace by trace against the replay on the pool: the tokens
-  kept must be the replay's (an AssertionError names the first trace that differs). The tokens the server
-  generated are its own count (`/_stats` generated_tokens), beside those the client received and kept.
+CPU is this process's alone. Its traces average 3,000 tokens (SimConfig.mean_tokens; lengths spread log-normally),
+as the paper's do, so a 2,048-token window fits inside most of them (a trace shorter than one window never stops
+early). Per problem it draws a trace from its sample key alone, so pool sample i is live trace i in full:
+- The pool: traces 0..budget-1 of every problem, drawn from the same model in-process (no HTTP: the request the
+  client sends, the response parsed as build_pool parses it). Cons@budget spends every token of them; the replay
+  (deepconf.online.replay on the working set 0..budget-1) predicts the live run on them.
+- The warmup: traces 0..warmup-1 of every problem streamed in full once (run_live with no method); every window
+  and method reuses them from the ledger, as a rerun of build_online does.
+- Per window (confidence.group_size) and method (low 90, high 10): the live run (sampling.live.run_live, the
+  traces after the warmup streamed and closed at their first window below the threshold), scored as the replay
+  scores the working set (deepconf.live_results), and checked against the replay trace by trace: the tokens kept
+  must be those the replay spends (an AssertionError names the window, method, problem and trace). The tokens the
+  server generated are its own count (`/_stats` generated_tokens, the warmup's included), beside those the client
+  received and kept.
 - Client CPU per token, streamed against non-streamed, over the same completions in interleaved rounds (no stop:
   every token of each trace crosses the wire both ways).
     python -m bench.run --only bench_online_live [--quick]
+    python -m bench.bench_online_live full      the figures as JSON, and the table of docs/benchmarks.md on stderr
 """
 
 from __future__ import annotations
 
 import concurrent.futures as cf
 import contextlib
+import dataclasses
 import itertools
 import json
 import os
@@ -29,6 +36,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +45,7 @@ import requests
 import yaml
 
 from bench.figures import Figure
-from bench.measure import Run, interleaved
+from bench.measure import Run, interleaved, load_average
 from tracevote.core.config_datasets import AnswersConfig
 from tracevote.core.config_deepconf import ConfidenceConfig, DecodingConfig
 from tracevote.core.config_endpoints import ModelConfig, PricingConfig, SimConfig
@@ -48,8 +56,10 @@ from tracevote.deepconf.live_results import same_traces, score_problem
 from tracevote.deepconf.online import OnlineTrace, spent_tokens
 from tracevote.deepconf.voting import row_percentile
 from tracevote.sampling.client import ChatClient
+from tracevote.sampling.ingest import parse_completion
 from tracevote.sampling.live import LiveRules, run_live
 from tracevote.sampling.stream import stream_completion
+from tracevote.sim.model import SimModel
 from tracevote.store.live import LiveLedger, LiveTrace
 from tracevote.store.records import ProblemTraces, Sample
 
@@ -57,12 +67,18 @@ REPO = Path(__file__).resolve().parents[1]
 AIME_2025 = REPO.parent / "shared" / "data" / "aime_2025.jsonl"
 DEMO_PROBLEMS = REPO / "src" / "tracevote" / "datasets" / "data" / "demo_problems.jsonl"
 # problems, warmup, budget, windows, mean tokens of a trace, CPU rounds, traces per CPU round
-SCALES = {"quick": (3, 4, 8, (32,), 200, 2, 6), "full": (30, 16, 256, (512, 2048), 3000, 3, 48)}
-METHODS = {"low": 90.0}  # DeepConf-low: the paper's headline saving
+SCALES = {"quick": (3, 4, 8, (32,), 200, 2, 6), "small": (6, 16, 48, (512, 2048), 3000, 1, 8),
+          "medium": (10, 16, 96, (512, 2048), 3000, 1, 8), "wide": (30, 16, 96, (512, 2048), 3000, 1, 8),
+          "full": (30, 16, 256, (512, 2048), 3000, 3, 48)}
+METHODS = {"low": 90.0, "high": 10.0}  # DeepConf-low keeps the top 10% of the warmup, DeepConf-high 90%
 CONCURRENCY = 8
 TOP_K = 20
 ANSWERS = AnswersConfig(fallback="none", truncated_fallback=False)
 PRICING = PricingConfig(checked="2026-07", input_cache_miss=0.14, input_cache_hit=0.0028, output=0.28)
+
+
+def sim_config(mean_tokens: int) -> SimConfig:
+    return SimConfig(seed=0, signal=1.0, accuracy=0.45, mean_tokens=mean_tokens, critique_noise=0.3)
 
 
 def problems(n: int) -> list[dict[str, Any]]:
@@ -83,8 +99,7 @@ def messages(problem: dict[str, Any]) -> list[dict[str, str]]:
 def sim_server(rows: list[dict[str, Any]], mean_tokens: int, folder: Path) -> Iterator[str]:
     """`python -m tracevote sim-server` knowing the problems' answers, on a free port, for the block."""
     params = yaml.safe_load((REPO / "tests" / "fixtures" / "params.yaml").read_text(encoding="utf-8"))
-    params["model"]["sim"] = {"seed": 0, "signal": 1.0, "accuracy": 0.45, "mean_tokens": mean_tokens,
-                              "critique_noise": 0.3}
+    params["model"]["sim"] = dataclasses.asdict(sim_config(mean_tokens))
     (folder / "params.yaml").write_text(yaml.safe_dump(params), encoding="utf-8")
     (folder / "problems.jsonl").write_text("".join(json.dumps({**row, "meta": {}}) + "\n" for row in rows))
     with socket.socket() as probe:
@@ -123,16 +138,28 @@ def generated(url: str) -> int:
     return sum(requests.get(f"{url}/_stats", timeout=30).json()["generated_tokens"].values())
 
 
-def sample_pool(chat: ChatClient, rows: list[dict[str, Any]], budget: int) -> dict[str, list[Sample]]:
-    """Traces 0..budget-1 of every problem, non-streamed (the sample keys a live run's traces carry)."""
-    keys = [(row, i) for row in rows for i in range(budget)]
-    with cf.ThreadPoolExecutor(CONCURRENCY) as pool:
-        samples = list(pool.map(lambda key: chat.sample(messages(key[0]), problem_id=key[0]["id"], sample_id=key[1],
-                                                        keep_top_logprobs=False), keys))
-    by_problem: dict[str, list[Sample]] = {row["id"]: [] for row in rows}
-    for sample in samples:
-        by_problem[sample.problem_id].append(sample)
-    return by_problem
+def sim_model(rows: list[dict[str, Any]], mean_tokens: int) -> SimModel:
+    """The model sim_server runs (its config; the problems' answers as `--problems` gives them), in-process."""
+    return SimModel(sim_config(mean_tokens), answer_sets=[{row["problem"]: row["answer"] for row in rows}])
+
+
+def pool_samples(model: SimModel, row: dict[str, Any], budget: int, max_tokens: int) -> list[Sample]:
+    """Traces 0..budget-1 of one problem in full, drawn in-process from the sample keys a live run's traces carry
+    ("<problem>/<i>"): the request the client sends, the response parsed as build_pool parses it."""
+    body = client("http://127.0.0.1:9", max_tokens).request_body(messages(row))  # only the body: nothing is sent
+    return [parse_completion(model.complete_bytes(body, f"{row['id']}/{i}"), problem_id=row["id"], sample_id=i,
+                             latency_s=0.0, keep_top_logprobs=False, expect_top_logprobs=TOP_K) for i in range(budget)]
+
+
+def pool_traces(model: SimModel, rows: list[dict[str, Any]], budget: int, max_tokens: int,
+                windows: tuple[int, ...]) -> dict[int, dict[str, OnlineTrace]]:
+    """Every problem's pool_samples as the replay reads them at each window (the samples are not kept)."""
+    online: dict[int, dict[str, OnlineTrace]] = {window: {} for window in windows}
+    for row in rows:
+        samples = pool_samples(model, row, budget, max_tokens)
+        for window in windows:
+            online[window][row["id"]] = online_trace(samples, row["answer"], window)
+    return online
 
 
 def online_trace(samples: list[Sample], gold: int, group_size: int) -> OnlineTrace:
@@ -147,11 +174,38 @@ def online_trace(samples: list[Sample], gold: int, group_size: int) -> OnlineTra
                        n_tokens=np.array([s.n_tokens for s in samples], dtype=np.int64), stops=measures.stops)
 
 
-def live_run(url: str, rows: list[dict[str, Any]], rules: LiveRules, folder: Path) -> tuple[dict, Run, int]:
-    """The live run's traces by problem, its wall and client CPU, and the tokens the server generated for it."""
-    warmup = LiveLedger.open_at(folder / "warmup", {"part": "warmup", "w": rules.group_size}, simulated=True)
-    methods = {name: LiveLedger.open_at(folder / name, {"part": name, "w": rules.group_size}, simulated=True)
-               for name in rules.percentiles}
+@dataclass(frozen=True)
+class Phase:
+    """One run_live call: the tokens the server generated for it (its own count), its wall and client CPU."""
+
+    generated: int
+    elapsed: Run
+
+
+@dataclass(frozen=True)
+class MethodResult:
+    """One live method at one window, per problem on average, beside Cons@budget and the replay on the same traces."""
+
+    window: int
+    method: str
+    percentile: float
+    generated: float  # by the server for the live run: the warmup's and this method's streams
+    received: float
+    kept: float
+    replay_tokens: float
+    cons_tokens: float
+    accuracy: float
+    replay_accuracy: float
+    cons_accuracy: float
+    stopped: int
+    streamed: int
+    warmup: Phase
+    streams: Phase
+
+
+def live_phase(url: str, rows: list[dict[str, Any]], rules: LiveRules, warmup: LiveLedger,
+               methods: dict[str, LiveLedger]) -> Phase:
+    """run_live over HTTP streams for `methods` (none: the warmup alone), measured."""
     golds = {row["id"]: row["answer"] for row in rows}
     before = generated(url)
     wall, cpu = time.perf_counter(), time.process_time()
@@ -159,14 +213,12 @@ def live_run(url: str, rows: list[dict[str, Any]], rules: LiveRules, folder: Pat
         run_live(chat, warmup, methods, {row["id"]: messages(row) for row in rows}, rules,
                  LiveAnswers(ANSWERS, golds, None), concurrency=CONCURRENCY, pricing=PRICING)
     elapsed = Run(time.perf_counter() - wall, time.process_time() - cpu)
-    traces = {name: {row["id"]: warmup.traces(row["id"]) | ledger.traces(row["id"]) for row in rows}
-              for name, ledger in methods.items()}
-    return traces, elapsed, generated(url) - before
+    return Phase(generated(url) - before, elapsed)
 
 
 def check_against_replay(traces: dict[int, LiveTrace], trace: OnlineTrace, rules: LiveRules, percentile: float,
                          where: str) -> None:
-    """Every live trace kept exactly the tokens the replay spends on it."""
+    """Every live trace kept exactly the tokens the replay spends on it (replay's own spent_tokens)."""
     sets = np.arange(rules.budget)[None, :]
     threshold = row_percentile(trace.lowest[None, :rules.warmup], percentile)
     spent, _ = spent_tokens(trace, sets, threshold)
@@ -175,6 +227,34 @@ def check_against_replay(traces: dict[int, LiveTrace], trace: OnlineTrace, rules
         if traces[i].sample.n_tokens != spent[0, i]:
             raise AssertionError(f"{where} trace {i}: live kept {traces[i].sample.n_tokens} tokens, the replay "
                                  f"spends {spent[0, i]}")
+
+
+def method_result(rows: list[dict[str, Any]], online: dict[str, OnlineTrace], rules: LiveRules, name: str,
+                  ledgers: tuple[LiveLedger, LiveLedger], warmup: Phase, streams: Phase) -> MethodResult:
+    """Score the live method (its traces read back from the warmup's and its own ledger, one problem at a time) as
+    the replay scores the working set 0..budget-1, after checking every trace."""
+    percentile, n = rules.percentiles[name], len(rows)
+    golds = {row["id"]: row["answer"] for row in rows}
+    live, same = [], []
+    for row in rows:
+        pid = row["id"]
+        traces = ledgers[0].traces(pid) | ledgers[1].traces(pid)
+        check_against_replay(traces, online[pid], rules, percentile, f"window {rules.group_size}, {name}, {pid}")
+        ordered = [traces[i] for i in range(rules.budget)]
+        live.append(score_problem(pid, name, percentile, ordered, warmup=rules.warmup, group_size=rules.group_size,
+                                  consensus=None, answers=LiveAnswers(ANSWERS, golds, None), tie_break="smallest"))
+        same.append(same_traces(online[pid], pid, rules.budget, {name: percentile}, rules.warmup, None, "smallest"))
+        if live[-1].kept != same[-1].replay_tokens[name]:
+            raise AssertionError(f"window {rules.group_size}, {name}, {pid}: live kept {live[-1].kept} tokens, the "
+                                 f"replay spends {same[-1].replay_tokens[name]:.0f}")
+    return MethodResult(
+        window=rules.group_size, method=name, percentile=percentile,
+        generated=(warmup.generated + streams.generated) / n, received=sum(p.received for p in live) / n,
+        kept=sum(p.kept for p in live) / n, replay_tokens=sum(s.replay_tokens[name] for s in same) / n,
+        cons_tokens=sum(s.cons_tokens for s in same) / n, accuracy=100 * sum(p.correct for p in live) / n,
+        replay_accuracy=100 * sum(s.replay_correct[name] for s in same) / n,
+        cons_accuracy=100 * sum(s.cons_correct for s in same) / n, stopped=sum(p.stopped for p in live),
+        streamed=n * (rules.budget - rules.warmup), warmup=warmup, streams=streams)
 
 
 def cpu_rounds(url: str, rows: list[dict[str, Any]], n_traces: int, rounds: int, max_tokens: int) -> dict[str, list]:
@@ -203,54 +283,81 @@ def cpu_rounds(url: str, rows: list[dict[str, Any]], n_traces: int, rounds: int,
 
 
 def run(scale: str = "full") -> list[dict[str, Any]]:
+    figures, _ = measure(scale)
+    return figures
+
+
+def measure(scale: str) -> tuple[list[dict[str, Any]], list[MethodResult]]:
     n, warmup, budget, windows, mean_tokens, rounds, cpu_traces = SCALES[scale]
     rows = problems(n)
     max_tokens = 4 * mean_tokens
-    figures: list[dict[str, Any]] = []
+    results: list[MethodResult] = []
     with tempfile.TemporaryDirectory() as scratch, sim_server(rows, mean_tokens, Path(scratch)) as url:
-        with client(url, max_tokens) as chat:
-            pool = sample_pool(chat, rows, budget)
-        golds = {row["id"]: row["answer"] for row in rows}
-        cons_tokens = sum(s.n_tokens for samples in pool.values() for s in samples) / n
+        pool_started = Run(time.perf_counter(), time.process_time())
+        online = pool_traces(sim_model(rows, mean_tokens), rows, budget, max_tokens, windows)
+        pool_elapsed = Run(time.perf_counter() - pool_started.wall, time.process_time() - pool_started.cpu)
+        # the warmup traces run in full whatever the window: one warmup ledger serves every window and method
+        warmup_ledger = LiveLedger.open_at(Path(scratch) / "warmup", {"part": "warmup"}, simulated=True)
+        warmup_phase: Phase | None = None
         for window in windows:
             rules = LiveRules(warmup=warmup, budget=budget, percentiles=METHODS, group_size=window, consensus=None,
                               max_tokens=max_tokens)
-            traces, elapsed, server_tokens = live_run(url, rows, rules, Path(scratch) / f"w{window}")
-            figures += window_figures(traces, pool, golds, rules, elapsed, server_tokens, cons_tokens, n)
+            if warmup_phase is None:
+                warmup_phase = live_phase(url, rows, replace(rules, percentiles={}), warmup_ledger, {})
+            for name, percentile in METHODS.items():
+                ledger = LiveLedger.open_at(Path(scratch) / f"w{window}-{name}", {"part": name, "w": window},
+                                            simulated=True)
+                method_rules = replace(rules, percentiles={name: percentile})
+                streams = live_phase(url, rows, method_rules, warmup_ledger, {name: ledger})
+                results.append(method_result(rows, online[window], method_rules, name, (warmup_ledger, ledger),
+                                             warmup_phase, streams))
         cpu = cpu_rounds(url, rows, cpu_traces, rounds, max_tokens)
+    setting = (f"{n} problems, warmup {warmup}, budget {budget}, traces of ~{mean_tokens} tokens (max_tokens "
+               f"{max_tokens}), top-{TOP_K}, T=0.6, {CONCURRENCY} streams at once; the pool for Cons@{budget} and the "
+               f"replay sampled in-process in {pool_elapsed.wall:.0f} s")
+    figures = [result_figure(result, setting).to_json() for result in results]
     figures.append(cpu_figure(cpu["runs"], cpu["tokens"], f"{cpu_traces} completions of ~{mean_tokens} tokens, "
                                                           f"top-{TOP_K}, {CONCURRENCY} in flight; {rounds} "
                                                           f"interleaved rounds").to_json())
-    return figures
+    return figures, results
 
 
-def window_figures(traces: dict, pool: dict[str, list[Sample]], golds: dict[str, int], rules: LiveRules,
-                   elapsed: Run, server_tokens: int, cons_tokens: float, n: int) -> list[dict[str, Any]]:
-    """Per method: completion tokens per problem, the live run's (generated by the server, received, kept) against
-    Cons@budget on the same traces, and the accuracy of each, after checking every trace against the replay."""
-    figures = []
-    for name, percentile in rules.percentiles.items():
-        live, same = [], []
-        for pid, samples in pool.items():
-            by_index = traces[name][pid]
-            trace = online_trace(samples, golds[pid], rules.group_size)
-            check_against_replay(by_index, trace, rules, percentile, f"window {rules.group_size}, {name}, {pid}")
-            ordered = [by_index[i] for i in range(rules.budget)]
-            live.append(score_problem(pid, name, percentile, ordered, warmup=rules.warmup, group_size=rules.group_size,
-                                      consensus=None, answers=LiveAnswers(ANSWERS, golds, None), tie_break="smallest"))
-            same.append(same_traces(trace, pid, rules.budget, {name: percentile}, rules.warmup, None, "smallest"))
-        received, kept = sum(p.received for p in live) / n, sum(p.kept for p in live) / n
-        accuracy, cons_accuracy = (100 * sum(p.correct for p in live) / n, 100 * sum(s.cons_correct for s in same) / n)
-        note = (f"{n} problems, warmup {rules.warmup}, budget {rules.budget}, window {rules.group_size}; "
-                f"live generated {server_tokens / n:,.0f} (server's count, both methods' traces if several), "
-                f"received {received:,.0f}, kept {kept:,.0f} tokens per problem (kept = the replay's, trace by "
-                f"trace); {sum(p.stopped for p in live)} of {n * (rules.budget - rules.warmup)} streamed traces "
-                f"stopped; accuracy {accuracy:.1f}% live, {cons_accuracy:.1f}% Cons@{rules.budget}; "
-                f"{elapsed.wall:.0f} s wall, {elapsed.cpu:.0f} s client CPU")
-        figures.append(Figure(f"live online_{name} (window {rules.group_size}): completion tokens per problem",
-                              "tokens", [received], [cons_tokens], higher_is_better=False,
-                              baseline_name=f"Cons@{rules.budget} on the same traces", note=note).to_json())
-    return figures
+def saving(tokens: float, cons_tokens: float) -> float:
+    return 100 * (1 - tokens / cons_tokens) if cons_tokens else 0.0
+
+
+def result_figure(r: MethodResult, setting: str) -> Figure:
+    """Completion tokens per problem the server generated for the live run, against Cons@budget on the same traces."""
+    note = (f"{setting}; window {r.window}: generated {r.generated:,.0f} (server's count, warmup included), "
+            f"received {r.received:,.0f}, kept {r.kept:,.0f} = replay {r.replay_tokens:,.0f}, Cons "
+            f"{r.cons_tokens:,.0f} tokens per problem (saving {saving(r.generated, r.cons_tokens):.1f}%); "
+            f"{r.stopped} of {r.streamed} streamed traces stopped; accuracy live {r.accuracy:.1f}%, replay "
+            f"{r.replay_accuracy:.1f}%, Cons {r.cons_accuracy:.1f}%; streams {r.streams.elapsed.wall:.0f} s wall, "
+            f"{r.streams.elapsed.cpu:.0f} s client CPU (warmup {r.warmup.elapsed.wall:.0f} s, "
+            f"{r.warmup.elapsed.cpu:.0f} s)")
+    return Figure(f"live online_{r.method} (window {r.window}): completion tokens per problem", "tokens",
+                  [r.generated], [r.cons_tokens], higher_is_better=False,
+                  baseline_name="Cons@K on the same traces", note=note)
+
+
+def table(results: list[MethodResult]) -> str:
+    """The results as a markdown table (docs/benchmarks.md): per window, Cons@K once, then each method's replay
+    and live run."""
+    lines = ["| window | method | accuracy | completion tokens per problem | saving vs Cons@K | traces stopped | "
+             "wall (client CPU) |", "|---|---|---|---|---|---|---|"]
+    for window in dict.fromkeys(r.window for r in results):
+        of_window = [r for r in results if r.window == window]
+        first = of_window[0]
+        lines.append(f"| {window} | Cons@K | {first.cons_accuracy:.1f}% | {first.cons_tokens:,.0f} | — | — | — |")
+        for r in of_window:
+            lines.append(f"| {window} | online_{r.method} ({r.percentile:g}), replay | {r.replay_accuracy:.1f}% | "
+                         f"{r.replay_tokens:,.0f} | {saving(r.replay_tokens, r.cons_tokens):.1f}% | — | — |")
+            lines.append(f"| {window} | online_{r.method} ({r.percentile:g}), live | {r.accuracy:.1f}% | "
+                         f"generated {r.generated:,.0f}, received {r.received:,.0f}, kept {r.kept:,.0f} | "
+                         f"{saving(r.generated, r.cons_tokens):.1f}% | {r.stopped} of {r.streamed} | "
+                         f"{r.warmup.elapsed.wall + r.streams.elapsed.wall:.0f} s "
+                         f"({r.warmup.elapsed.cpu + r.streams.elapsed.cpu:.0f} s) |")
+    return "\n".join(lines)
 
 
 def cpu_figure(runs: dict[str, list[Run]], tokens: int, note: str) -> Figure:
@@ -263,4 +370,8 @@ def cpu_figure(runs: dict[str, list[Run]], tokens: int, note: str) -> Figure:
 
 if __name__ == "__main__":
     os.environ.setdefault("PYTHONHASHSEED", "0")
-    print(json.dumps(run(sys.argv[1] if len(sys.argv) > 1 else "quick"), indent=1))
+    scale = sys.argv[1] if len(sys.argv) > 1 else "quick"
+    started = load_average()
+    rows, results = measure(scale)
+    print(json.dumps(rows, indent=1))
+    print(f"{table(results)}\n\nload average {started:.2f} at start, {load_average():.2f} at end", file=sys.stderr)

@@ -4,7 +4,7 @@
     python -m bench.run --paper      also paper scale: 30 x 4096 traces x ~3,000 tokens on disk (~3.3 GB, minutes)
     python -m bench.run --quick      small scale, seconds (its figures mean nothing; no guard)
     python -m bench.run --only bench_stage
-    python -m bench.run --only bench_online_live   live online DeepConf at 30 problems x 256 traces (~40 min)
+    python -m bench.run --only bench_online_live   live online DeepConf at 30 problems x 256 traces (~1 h)
 
 Each benchmark runs in a fresh process, so peak-memory figures are its own; the machine's load average is
 printed at its start and end. Goals: bench/goals.py.
@@ -27,7 +27,7 @@ from bench.measure import load_average
 BENCHMARKS = ("bench_ingest", "bench_stream", "bench_pool", "bench_stage", "bench_score", "bench_aggregate",
               "bench_endpoints", "bench_grade")
 PAPER = "bench_paper"  # only with --paper (or --only bench_paper): it needs disk and minutes
-LIVE = "bench_online_live"  # only with --only bench_online_live: ~40 minutes of streaming at full scale
+LIVE = "bench_online_live"  # only with --only bench_online_live: ~1 hour of streaming at full scale (docs)
 
 
 class BenchmarkFailed(RuntimeError):

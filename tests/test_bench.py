@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import itertools
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from bench import official_offline
+from bench import bench_online_live, official_offline
 from bench.bench_paper import drop_page_cache
 from bench.figures import Figure, number, table_lines
 from bench.goals import GOALS, Goal, verdicts
@@ -18,6 +19,10 @@ from bench.measure import Spread, fit_rate
 from bench.run import BENCHMARKS, LIVE, PAPER, run_isolated
 from tracevote.core.config_deepconf import ConfidenceConfig
 from tracevote.deepconf.confidence import trace_measures
+from tracevote.deepconf.online import spent_tokens
+from tracevote.deepconf.voting import row_percentile
+from tracevote.sampling.live import LiveRules
+from tracevote.store.live import LiveTrace
 from tracevote.store.records import ProblemTraces
 
 
@@ -156,3 +161,27 @@ def test_the_grade_stress_keeps_every_runs_output_and_counts_failures(tmp_path: 
     assert all((tmp_path / "stress" / name).read_text().startswith("exit 0\n--- stdout\nLoaded 3 gold samples!")
                for name in outputs)
     assert "stress_grade: 2 runs in " in capsys.readouterr().out
+
+
+def test_the_live_bench_names_a_trace_that_kept_other_tokens_than_the_replay_spends() -> None:
+    rows = bench_online_live.problems(1)
+    samples = bench_online_live.pool_samples(bench_online_live.sim_model(rows, 200), rows[0], 8, 800)
+    trace = bench_online_live.online_trace(samples, rows[0]["answer"], 32)
+    rules = LiveRules(warmup=4, budget=8, percentiles={"low": 90.0}, group_size=32, consensus=None, max_tokens=800)
+    threshold = row_percentile(trace.lowest[None, :4], 90.0)
+    spent, stopped = spent_tokens(trace, np.arange(8)[None, :], threshold)
+    stopped[:, :4], spent[:, :4] = False, trace.n_tokens[:4]
+    assert stopped.any(), "the replay stops some trace of this problem"
+
+    def live(kept: np.ndarray) -> dict[int, LiveTrace]:
+        return {i: LiveTrace(sample=replace(s, tokens=s.tokens[:k], token_logprobs=s.token_logprobs[:k],
+                                            token_confidence=s.token_confidence[:k]),
+                             stop_reason="finished", received=k, prompt_tokens=None, completion_tokens=k,
+                             usage_source="client", threshold=None)
+                for i, (s, k) in enumerate(zip(samples, kept, strict=True))}
+
+    bench_online_live.check_against_replay(live(spent[0]), trace, rules, 90.0, "p00")  # the replay's own cut passes
+    first = int(np.flatnonzero(stopped[0])[0])
+    with pytest.raises(AssertionError, match=rf"^p00 trace {first}: live kept {trace.n_tokens[first]} tokens, the "
+                                             rf"replay spends {spent[0, first]}$"):
+        bench_online_live.check_against_replay(live(trace.n_tokens), trace, rules, 90.0, "p00")
