@@ -19,6 +19,7 @@ import orjson
 import pytest
 import requests
 
+from bench import real_live
 from tests.conftest import wait_for
 from tests.gate_proxy import DIRECT, gate_proxy
 from tracevote.cli import real
@@ -173,6 +174,11 @@ def test_make_real_runs_every_method_on_the_engine_and_stops_it(tmp_path: Path) 
         assert (scratch / path).stat().st_size > 0, path
     manifest = read_manifest(scratch / "pools" / "tinymath.json")
     assert (manifest.n_pool, manifest.problems, manifest.samples, manifest.simulated) == (4, 3, 12, False)
+    # the live run (at 4 traces all warmup): each trace streamed whole, the engine's count of it logged, its tokens
+    # the pool's trace of the same key and seed
+    warmup = real_live.compare(scratch, repo / "real-engine.log")["warmup"]
+    assert (warmup.traces, warmup.unmatched, warmup.differ, dict(warmup.by_reason)) == (12, 0, [], {"finished": 12})
+    assert warmup.received == warmup.kept == warmup.pool_tokens and warmup.ahead == [1] * 12  # and <|end|>
 
 
 def copy_of_repo(dest: Path) -> Path:
