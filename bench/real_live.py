@@ -20,13 +20,16 @@ import collections
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import orjson
+import yaml
 
 from tracevote.engine.llamacpp import read_counts
 from tracevote.store.live import LiveLedger, LiveTrace
 from tracevote.store.live import read_manifest as read_live_manifest
 from tracevote.store.pool import Pool
 from tracevote.store.pool import read_manifest as read_pool_manifest
+from tracevote.store.records import Sample
 
 DATASET = "tinymath"
 
@@ -44,9 +47,10 @@ class Part:
     unmatched: int = 0  # traces without an engine count
     pool_tokens: int = 0  # the pool's same traces, in full
     differ: list[str] = field(default_factory=list)  # traces whose kept tokens are not the pool's prefix
+    confidence_differ: list[str] = field(default_factory=list)  # same tokens, a C_i differing by more than 1e-4
     ahead: list[int] = field(default_factory=list)  # per trace: engine-sampled minus received
 
-    def add(self, trace: LiveTrace, sampled: int | None, pool_tokens: list[str] | None, key: str) -> None:
+    def add(self, trace: LiveTrace, sampled: int | None, pooled: Sample | None, key: str) -> None:
         self.traces += 1
         self.by_reason[trace.stop_reason] += 1
         self.received += trace.received
@@ -57,9 +61,13 @@ class Part:
         else:
             self.sampled += sampled
             self.ahead.append(sampled - trace.received)
-        if pool_tokens is None or list(trace.sample.tokens) != pool_tokens[:trace.sample.n_tokens]:
+        kept = trace.sample.n_tokens
+        if pooled is None or list(trace.sample.tokens) != list(pooled.tokens[:kept]):
             self.differ.append(key)
-        self.pool_tokens += 0 if pool_tokens is None else len(pool_tokens)
+        elif not np.allclose(trace.sample.token_confidence, pooled.token_confidence[:kept], atol=1e-4,
+                             equal_nan=True):
+            self.confidence_differ.append(key)
+        self.pool_tokens += 0 if pooled is None else pooled.n_tokens
 
 
 def engine_counts(log: Path) -> dict[str, list[int]]:
@@ -71,21 +79,23 @@ def engine_counts(log: Path) -> dict[str, list[int]]:
     return counts
 
 
-def pool_tokens(real: Path) -> dict[str, dict[int, list[str]]]:
+def pool_samples(real: Path) -> dict[str, dict[int, Sample]]:
     manifest_path = real / "pools" / f"{DATASET}.json"
     manifest = read_pool_manifest(manifest_path)
     pool = Pool(manifest.pool_root(manifest_path))
-    return {problem: {sample.sample_id: list(sample.tokens) for sample in pool.iter_samples(problem)}
+    return {problem: {sample.sample_id: sample for sample in pool.iter_samples(problem)}
             for problem in pool.problem_ids()}
 
 
 def compare(real: Path, log: Path) -> dict[str, Part]:
     manifest_path = real / "online" / f"{DATASET}.json"
     manifest = read_live_manifest(manifest_path)
-    pool = pool_tokens(real)
+    pool = pool_samples(real)
     counts = engine_counts(log)
     seen: collections.Counter[str] = collections.Counter()
-    ledgers = {"warmup": manifest.warmup_ledger, **manifest.method_ledgers}
+    # the order the run streams a key's requests in: the warmup, then online.live.methods in order
+    methods = yaml.safe_load((real / "params.yaml").read_text(encoding="utf-8"))["online"]["live"]["methods"]
+    ledgers = {"warmup": manifest.warmup_ledger, **{name: manifest.method_ledgers[name] for name in methods}}
     parts = {name: Part() for name in ledgers}
     for problem in manifest.problems:
         for name, relative in ledgers.items():
@@ -101,18 +111,21 @@ def compare(real: Path, log: Path) -> dict[str, Part]:
 
 def render(parts: dict[str, Part]) -> str:
     lines = ["| part | traces | ended | tokens received | kept | billed (client) | engine sampled | engine - "
-             "received per trace (min/median/max) | the pool's same traces, whole | traces not the pool's prefix |",
-             "|---|---:|---|---:|---:|---:|---:|---|---:|---:|"]
+             "received per trace (min/median/max) | the pool's same traces, whole | traces not the pool's prefix | "
+             "same tokens, other C_i |",
+             "|---|---:|---|---:|---:|---:|---:|---|---:|---:|---:|"]
     for name, part in parts.items():
         ended = ", ".join(f"{count} {reason}" for reason, count in sorted(part.by_reason.items()))
         ahead = sorted(part.ahead)
         spread = f"{ahead[0]} / {ahead[len(ahead) // 2]} / {ahead[-1]}" if ahead else "-"
         lines.append(f"| {name} | {part.traces} | {ended} | {part.received:,} | {part.kept:,} | {part.billed:,} | "
                      f"{part.sampled:,}{f' ({part.unmatched} unmatched)' if part.unmatched else ''} | {spread} | "
-                     f"{part.pool_tokens:,} | {len(part.differ)} |")
+                     f"{part.pool_tokens:,} | {len(part.differ)} | {len(part.confidence_differ)} |")
     for name, part in parts.items():
         if part.differ:
             lines.append(f"{name}: kept tokens differ from the pool's trace: {', '.join(part.differ[:20])}")
+        if part.confidence_differ:
+            lines.append(f"{name}: same tokens, other confidences: {', '.join(part.confidence_differ[:10])}")
     return "\n".join(lines)
 
 
