@@ -3,8 +3,8 @@
     python -m tracevote.engine.counting --model models/tinymath.gguf ...   # llama_cpp.server's own options
 
 A streamed reply the client closes ends without usage, and llama.cpp prints its perf lines only after a whole
-completion; so nothing the server says tells how far it went. This launcher wraps two functions of
-llama-cpp-python 0.3.36 (no behaviour changed) and prints, when each completion ends, a line
+completion; so nothing the server says tells how far it went. This launcher wraps three functions of
+llama-cpp-python 0.3.36, the pinned version (no behaviour changed) and prints, when each completion ends, a line
 
     tracevote-engine-count {"request": 7, "key": "p/3", "seed": ..., "stream": true, "sampled": 18, ...}
 
@@ -25,7 +25,6 @@ from __future__ import annotations
 import contextvars
 import itertools
 import sys
-import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -41,7 +40,6 @@ class _Counts:
     def __init__(self) -> None:
         self.sampled = 0
         self.requests = itertools.count()
-        self.lock = threading.Lock()
 
 
 def install(llama_cpp: Any, app: Any, out: Callable[[str], None]) -> None:
