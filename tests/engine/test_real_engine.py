@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +19,7 @@ import orjson
 import pytest
 import requests
 
+from bench import real_live
 from tests.conftest import wait_for
 from tests.gate_proxy import DIRECT, gate_proxy
 from tracevote.cli import real
@@ -25,7 +27,7 @@ from tracevote.core.config_deepconf import DecodingConfig
 from tracevote.core.config_endpoints import ModelConfig, SimConfig
 from tracevote.core.errors import DataError
 from tracevote.core.profiles import PROFILES
-from tracevote.engine.llamacpp import EngineServer, llamacpp_server, missing_engine_reason
+from tracevote.engine.llamacpp import EngineServer, llamacpp_server, missing_engine_reason, read_counts
 from tracevote.sampling.client import ChatClient
 from tracevote.sampling.ingest import parse_completion
 from tracevote.sampling.stream import stream_completion
@@ -172,6 +174,11 @@ def test_make_real_runs_every_method_on_the_engine_and_stops_it(tmp_path: Path) 
         assert (scratch / path).stat().st_size > 0, path
     manifest = read_manifest(scratch / "pools" / "tinymath.json")
     assert (manifest.n_pool, manifest.problems, manifest.samples, manifest.simulated) == (4, 3, 12, False)
+    # the live run (at 4 traces all warmup): each trace streamed whole, the engine's count of it logged, its tokens
+    # the pool's trace of the same key and seed
+    warmup = real_live.compare(scratch, repo / "real-engine.log")["warmup"]
+    assert (warmup.traces, warmup.unmatched, warmup.differ, dict(warmup.by_reason)) == (12, 0, [], {"finished": 12})
+    assert warmup.received == warmup.kept == warmup.pool_tokens and warmup.ahead == [1] * 12  # and <|end|>
 
 
 def copy_of_repo(dest: Path) -> Path:
@@ -215,3 +222,38 @@ def engine_model(engine: EngineServer) -> ModelConfig:
 def held_out_rows(n: int) -> list[dict]:
     path = REPO / "src" / "tracevote" / "datasets" / "data" / "tinymath_heldout.jsonl"
     return [orjson.loads(line) for line in path.read_text(encoding="utf-8").splitlines()[:n]]
+
+
+@pytest.fixture(scope="module")
+def counting_engine(tmp_path_factory: pytest.TempPathFactory) -> EngineServer:
+    with llamacpp_server(MODEL, log=tmp_path_factory.mktemp("engine") / "engine.log", count_tokens=True) as server:
+        yield server
+
+
+def test_a_closed_stream_stops_the_engine_generating(counting_engine: EngineServer) -> None:
+    """The engine's own count (tracevote.engine.counting) of the tokens it sampled: a whole stream's tokens and its
+    end-of-text token; for a stream the client closes after its first tokens, at least what the client received
+    and far below the 1,000 tokens the completion would run to (its end-of-text token banned). The server pulls a
+    streamed completion a chunk at a time as it sends it, so it can run ahead of the client only by what the
+    connection buffers: it stops once it sees the client gone, however late the client reads."""
+    decoding = DecodingConfig(temperature=0.6, top_p=None, max_tokens=LONG, top_logprobs=20, seed=0)
+    model = engine_model(counting_engine)
+    endless = replace(model, extra_body={"logit_bias": {str(END_TOKEN): -100.0}})
+    messages = [{"role": "user", "content": held_out_rows(1)[0]["problem"]}]
+    with ChatClient(model, decoding, api_key=None, timeout_s=120.0, max_retries=0, concurrency=1) as client:
+        whole = stream_completion(client, messages, sample_key="p/0")
+    wait_for(lambda: len(read_counts(counting_engine.log)) >= 1, "the server to count the whole stream")
+    with ChatClient(endless, decoding, api_key=None, timeout_s=120.0, max_retries=0, concurrency=1) as client:
+        cut = stream_completion(client, messages, sample_key="p/1",
+                                observer=lambda batch: "stop" if batch.offset + len(batch.tokens) >= 3 else None)
+    wait_for(lambda: len(read_counts(counting_engine.log)) >= 2, "the server to count the closed stream")
+    whole_count, cut_count = read_counts(counting_engine.log)[:2]
+    assert whole.finish_reason == "stop" and whole_count["ended"] == "whole" and whole_count["key"] == "p/0"
+    assert whole_count["sampled"] == whole.n_tokens + 1  # the end-of-text token is sampled and never sent
+    assert cut.stop_reason == "confidence" and cut.usage_source == "client" and cut.n_tokens >= 3
+    assert cut_count["ended"] == "closed" and cut_count["key"] == "p/1"
+    assert cut.n_tokens <= cut_count["sampled"] < LONG // 2
+
+
+LONG = 1000  # tokens a completion with its end-of-text token banned runs to
+END_TOKEN = 4  # tinymath's <|end|> (llama_cpp.Llama.token_eos)

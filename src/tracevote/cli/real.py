@@ -98,7 +98,7 @@ def prepare(repo: Path, scratch: Path, run: RealRun, server: EngineServer) -> No
 def run_real(repo: Path, scratch: Path, run: RealRun) -> int:
     """Start the server, build and run the scratch project, stop the server; dvc's exit code."""
     with stop_on_sigterm(), llamacpp_server(repo / MODEL, log=scratch.parent / "real-engine.log",
-                                            model_alias="tinymath", n_ctx=SERVER_CONTEXT) as server:
+                                            model_alias="tinymath", n_ctx=SERVER_CONTEXT, count_tokens=True) as server:
         print(f"real: llama.cpp's server on {server.base_url} (pid {server.pid}) serving {MODEL}; "
               f"{run.problems} problems x {run.traces} traces in the scratch project {scratch}")
         prepare(repo, scratch, run, server)

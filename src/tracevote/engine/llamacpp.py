@@ -21,10 +21,13 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+import orjson
 import requests
 
 from tracevote.core.errors import DataError
+from tracevote.engine.counting import PREFIX as COUNT_PREFIX
 
 PIN = "llama-cpp-python[server]==0.3.36"  # requirements-engine.txt: the version whose replies tests/fixtures hold
 LOG_TAIL_LINES = 20
@@ -50,8 +53,12 @@ def missing_engine_reason() -> str | None:
 
 @contextlib.contextmanager
 def llamacpp_server(model: Path, *, log: Path, model_alias: str = "tinymath", n_ctx: int = 2048,
-                    threads: int = 2, ready_timeout_s: float = 300.0) -> Iterator[EngineServer]:
+                    threads: int = 2, ready_timeout_s: float = 300.0, count_tokens: bool = False
+                    ) -> Iterator[EngineServer]:
     """The server for `model` on a free loopback port, ready; stopped (its whole process group) on leaving.
+
+    `count_tokens`: started through tracevote.engine.counting, which logs the tokens the engine generated for each
+    chat completion (read_counts reads them back), a closed stream's included.
 
     `n_ctx` may exceed the context the model was trained with: llama.cpp then warns and runs anyway, and text past
     that length is what the model makes of positions it never saw.
@@ -62,7 +69,8 @@ def llamacpp_server(model: Path, *, log: Path, model_alias: str = "tinymath", n_
     if reason:
         raise DataError(reason)
     port = _free_port()
-    command = [sys.executable, "-m", "llama_cpp.server", "--model", str(model), "--model_alias", model_alias,
+    launcher = "tracevote.engine.counting" if count_tokens else "llama_cpp.server"
+    command = [sys.executable, "-m", launcher, "--model", str(model), "--model_alias", model_alias,
                "--host", "127.0.0.1", "--port", str(port), "--n_ctx", str(n_ctx), "--n_threads", str(threads),
                "--verbose", "False",
                # by default the server ends a stream early whenever another request waits for the model, without
@@ -123,6 +131,12 @@ def _wait_ready(process: subprocess.Popen[bytes], base_url: str, log: Path, time
         time.sleep(0.2)
     raise DataError(f"llama.cpp's server did not answer {base_url}/models within {timeout_s:.0f} s; the end of its "
                     f"log ({log}):\n{log_tail(log)}")
+
+
+def read_counts(log: Path) -> list[dict[str, Any]]:
+    """The per-completion token counts a server started with `count_tokens` logged, in the order they ended."""
+    text = log.read_text(encoding="utf-8", errors="replace") if log.is_file() else ""
+    return [orjson.loads(line[len(COUNT_PREFIX):]) for line in text.splitlines() if line.startswith(COUNT_PREFIX)]
 
 
 def log_tail(log: Path, lines: int = LOG_TAIL_LINES) -> str:
