@@ -13,7 +13,7 @@ from tracevote.answers.mathverify import MathJudge
 from tracevote.core.config import load_params
 from tracevote.core.entry import stage_main
 from tracevote.core.errors import DataError
-from tracevote.core.fileio import write_json, write_text
+from tracevote.core.fileio import check_output_folders, write_json, write_text
 from tracevote.datasets.problems import load_problems
 from tracevote.deepconf.live import LiveAnswers
 from tracevote.deepconf.live_results import pool_beside, score_run
@@ -37,6 +37,7 @@ def main() -> None:
     parser.add_argument("--plots", required=True, type=Path)
     args = parser.parse_args()
     params = load_params(args.params)
+    check_output_folders(args.metrics, args.headline, args.plots)
     manifest = read_manifest(args.manifest)
     if manifest.dataset != args.dataset:
         raise DataError(f"{args.manifest}: a live run of {manifest.dataset!r}, not of {args.dataset!r}")

@@ -203,3 +203,16 @@ def test_the_results_match_the_replay_on_the_same_traces_and_a_changed_budget_sh
     assert "tokens_per_problem" in changed
     summary = json.loads((root / "metrics" / "online_live" / "toy" / "summary.json").read_text())
     assert summary["replay_working_sets"] is None and "not one of eval.k" in summary["replay_working_sets_absent"]
+    # a file where an output folder goes: one line naming it, and nothing written
+    plots = root / "plots" / "online_live" / "toy"
+    shutil.rmtree(plots)
+    plots.write_text("a file where the stage's folder goes\n")
+    before = (root / "metrics" / "online_live" / "toy" / "summary.json").read_bytes()
+    failed = run_stage(root, "score_online.py", "--dataset", "toy", "--problems", "data/toy.jsonl", "--manifest",
+                       "online/toy.json", "--scores", "data/scores", "--aggregate", "data/aggregate", "--metrics",
+                       "metrics/online_live/toy", "--headline", "metrics/headline/online_live/toy", "--plots",
+                       "plots/online_live/toy", check=False)
+    assert failed.returncode == 2 and "Traceback" not in failed.stdout + failed.stderr
+    assert failed.stderr.splitlines() == ["error: plots/online_live/toy: a file sits where an output folder goes; "
+                                          "move or delete it and run the stage again (nothing was written)"]
+    assert (root / "metrics" / "online_live" / "toy" / "summary.json").read_bytes() == before
