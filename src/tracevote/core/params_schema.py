@@ -48,7 +48,9 @@ def _section(cls: type, *, entry: bool) -> dict[str, Any]:
 
 def _field(field: ConfigField) -> dict[str, Any]:
     schema = {"description": field.spec.doc, **_value(field.hint, field.spec)}
-    if field.default is not dataclasses.MISSING:
+    if dataclasses.is_dataclass(field.default):  # a section params.yaml may leave out: its keys' defaults
+        schema["default"] = dataclasses.asdict(field.default)  # type: ignore[arg-type]
+    elif field.default is not dataclasses.MISSING:
         schema["default"] = field.default
     return schema
 
