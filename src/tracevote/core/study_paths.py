@@ -1,0 +1,41 @@
+"""Where each model's DeepConf files live, so the stages that write them and the study that reads them agree.
+
+`deepconf.endpoint`, the project's main model, keeps the paths it has always had (pools/<dataset>, data/scores/,
+data/aggregate/); each model of `deepconf.endpoints` has the same files under study/<endpoint>/. dvc.yaml spells
+the same paths out; tests/core/test_study_paths.py holds the two together.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+STUDY_ROOT = Path("study")
+
+
+@dataclass(frozen=True)
+class ModelPaths:
+    """One (model, dataset)'s DeepConf files, relative to the project's root."""
+
+    endpoint: str
+    dataset: str
+    pools: Path
+    manifest: Path
+    scores: Path
+    stops: Path
+    aggregate: Path
+
+
+def model_paths(endpoint: str, dataset: str, main_endpoint: str) -> ModelPaths:
+    """The files of `endpoint`'s DeepConf run on `dataset`; `main_endpoint` is deepconf.endpoint."""
+    root = Path(".") if endpoint == main_endpoint else STUDY_ROOT / endpoint
+    data = Path("data") if endpoint == main_endpoint else root
+    return ModelPaths(
+        endpoint=endpoint,
+        dataset=dataset,
+        pools=root / "pools" / dataset,
+        manifest=root / "pools" / f"{dataset}.json",
+        scores=data / "scores" / f"{dataset}.parquet",
+        stops=data / "scores" / f"{dataset}.stops.parquet",
+        aggregate=data / "aggregate" / f"{dataset}.json",
+    )
