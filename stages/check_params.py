@@ -33,6 +33,8 @@ def main() -> None:
                           ("debate judge", params.judge_model), ("critique", params.critique_model),
                           ("grading critic", params.critic_model)):
         print(f"  {method}: {model.describe()}")
+    for key in params.deepconf.endpoints:  # the study's other models (stages build_pool_model@<dataset>-<key>)
+        print(f"  DeepConf pool, other model: {params.study_model(key).describe()}")
 
 
 if __name__ == "__main__":
