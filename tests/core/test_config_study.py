@@ -75,3 +75,20 @@ def test_a_bad_study_model_is_one_line_naming_the_key(tmp_path: Path, models: li
         load_params(study_params(tmp_path, models, **changes))
     lines = [line for line in str(refused.value).splitlines() if says in line]
     assert len(lines) == 1, str(refused.value)
+
+
+def test_two_models_whose_stage_names_meet_are_refused(tmp_path: Path) -> None:
+    """aime_2025 with endpoint a-qwen and aime_2025-a with endpoint qwen are both build_pool_model@aime_2025-a-qwen."""
+    path = study_params(tmp_path, ["a-qwen", "qwen"])
+    params = yaml.safe_load(path.read_text(encoding="utf-8"))
+    params["endpoints"] = {**params["endpoints"], "a-qwen": QWEN, "qwen": QWEN}
+    del params["endpoints"]["qwen-local"]
+    params["datasets"]["aime_2025-a"] = params["datasets"]["aime_2025"]
+    params["deepconf"]["datasets"] = ["aime_2025", "aime_2025-a"]
+    path.write_text(yaml.safe_dump(params, sort_keys=False), encoding="utf-8")
+    with pytest.raises(ConfigError) as refused:
+        load_params(path)
+    assert str(refused.value).splitlines() == [
+        f"{path}: deepconf.endpoints: ['a-qwen', 'qwen'] must be models whose stage names differ: dataset aime_2025-a "
+        f"with endpoint qwen and dataset aime_2025 with endpoint a-qwen are both build_pool_model@aime_2025-a-qwen "
+        f"(rename one endpoint)"]

@@ -205,6 +205,7 @@ class Params:
                 report(f"endpoints.{key}.sim", "missing: a model of deepconf.endpoints needs it, as its DeepConf "
                        "stages declare it (null: model.sim as it is; or the keys of model.sim to replace, e.g. "
                        "{accuracy: 0.3})")
+        self._check_stage_names()
         for key, endpoint in self.endpoints.items():
             if key in self.deepconf.endpoints and key != self.deepconf.endpoint:
                 continue
@@ -212,6 +213,18 @@ class Params:
                     dataclasses.asdict(endpoint.sim) if endpoint.sim else None,
                     "null or absent: only a model of deepconf.endpoints has its own simulated model (model.sim "
                     "simulates every other endpoint)")
+
+    def _check_stage_names(self) -> None:
+        """DVC names a study stage <dataset>-<endpoint>: names with '-' may meet (a-b + c, a + b-c), and of two
+        matrix instances of one name DVC keeps the last without a word (checked with DVC 3.67): a pool never built."""
+        seen: dict[str, tuple[str, str]] = {}
+        for dataset in self.deepconf.datasets:
+            for endpoint in self.deepconf.endpoints:
+                other = seen.setdefault(f"{dataset}-{endpoint}", (dataset, endpoint))
+                require(other == (dataset, endpoint), "deepconf", "endpoints", list(self.deepconf.endpoints),
+                        f"models whose stage names differ: dataset {dataset} with endpoint {endpoint} and dataset "
+                        f"{other[0]} with endpoint {other[1]} are both build_pool_model@{dataset}-{endpoint} "
+                        f"(rename one endpoint)")
 
     def _check_profiles(self) -> None:
         """What a method needs of its endpoint's provider, refused here, before any request."""
