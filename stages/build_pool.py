@@ -80,7 +80,8 @@ def _build(args: PaidStageArgs[Problem], pool: Pool, setting: Setting, model: Mo
     opening = as_served(plan.cost, model)
     print(f"build_pool: {plan.n_requests} samples missing in {pool.root}; estimate: {opening.render()}")
     print(f"build_pool: model {model.describe()}")
-    api_key = backend.api_key_for(model, os.environ, Path(".env"), missing=plan.n_requests)
+    api_key = backend.api_key_for(model, os.environ, Path(".env"), missing=plan.n_requests,
+                                  stage=args.stage.split("@")[0])  # build_pool, or build_pool_model
     check_budget(plan.cost, params.pool.max_cost_usd)
     check_free_space(pool.root, needed_free_bytes(params.pool.concurrency * len(base_urls(model.base_url)),
                                                   params.decoding.max_tokens, params.decoding.top_logprobs))

@@ -269,7 +269,8 @@ def stage_declaring(keys: DeclaredKeys) -> Iterator[None]:
 
 def check_params(path: str | Path = "params.yaml", root: Path | None = None) -> Params:
     """params.yaml with every problem of the whole file refused, whichever stage runs: the check_params stage
-    and every paid stage (build_pool, build_debate, build_critiques, build_grading_critic) call it before any
+    and every paid stage (build_pool and build_pool_model, build_online, build_debate, build_critiques,
+    build_grading_critic) call it before any
     request, so a typo anywhere (`debate.agnets`, `pool.n_poll`) or a bad endpoint never pays with a default.
     A local source that a stage of the project at `root` (the working directory) would write over comes first."""
     path = Path(path)
