@@ -1,6 +1,7 @@
 """Several models in one DeepConf study (issue 33, item 1), as a real DVC project against a loopback simulator that
-records every request: adding a model to deepconf.endpoints builds only its pool (requests for its model only), the
-first model's stage instances stay cached with the same dvc.lock entries, and a price change re-runs nothing."""
+records every request: adding a model to deepconf.endpoints builds only its pool (requests for its model only) and
+runs its own scoring and aggregation, the first model's pool stays cached with the same dvc.lock entry, and a
+price change re-runs nothing. (docs_commands runs every stage, the main model's and a second model's, end to end.)"""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ pytestmark = pytest.mark.slow
 
 MAIN, OTHER, OTHER_NAME = "deepseek", "qwen-local", "qwen-sim"
 PROBLEMS, N_POOL = 3, 4
-DEEPCONF = {"build_pool", "score", "aggregate"}
+MAIN_POOL = "build_pool"
 SIM = SimConfig(seed=0, signal=1.0, accuracy=0.5, mean_tokens=60)
 
 
@@ -60,20 +61,20 @@ def lock_entries(project: Path, group: str) -> dict[str, Any]:
 def test_adding_a_model_builds_only_its_pool(tmp_path: Path) -> None:
     with recording_server(SIM) as server:
         project = make_project(tmp_path / "project", small_study(tmp_path, server.base_url))
-        first = dvc(project, "repro", *DEEPCONF)
-        assert ran_stages(first.stdout) == {"fetch", "normalize", *DEEPCONF}
+        first = dvc(project, "repro", MAIN_POOL)
+        assert ran_stages(first.stdout) == {"fetch", "normalize", MAIN_POOL}
         assert set(models_requested(server, 0)) == {"deepseek-v4-flash"}
         run(project, "git", "add", "-A")
         run(project, "git", "commit", "-qm", "the first model")
-        before, sent = {group: lock_entries(project, group) for group in DEEPCONF}, len(server.bodies)
+        before, sent = lock_entries(project, MAIN_POOL), len(server.bodies)
 
         update_params(project, second_model(server.base_url, output_price=0.9))
-        second = dvc(project, "repro", *DEEPCONF, *MODEL_STAGES)
+        second = dvc(project, "repro", MAIN_POOL, "aggregate_model")  # the new model's whole chain
         assert ran_stages(second.stdout) == MODEL_STAGES
         assert "Stage 'build_pool@toy' didn't change, skipping" in second.stdout
         requested = models_requested(server, sent)
         assert set(requested) == {OTHER_NAME} and requested[OTHER_NAME] >= PROBLEMS * N_POOL  # and the probe
-        assert {group: lock_entries(project, group) for group in DEEPCONF} == before
+        assert lock_entries(project, MAIN_POOL) == before
 
         paths = model_paths(OTHER, "toy", MAIN)
         assert json.loads((project / paths.manifest).read_text())["samples"] == PROBLEMS * N_POOL
@@ -83,4 +84,4 @@ def test_adding_a_model_builds_only_its_pool(tmp_path: Path) -> None:
         assert not run(project, "git", "status", "--porcelain", "--", "study/qwen-local/pools/toy").stdout
 
         update_params(project, second_model(server.base_url, output_price=2.5))  # a new price: no new result
-        assert not changed_stages(project) & {*DEEPCONF, *MODEL_STAGES}  # the others never ran here
+        assert not changed_stages(project) & {MAIN_POOL, *MODEL_STAGES}  # the others never ran here
