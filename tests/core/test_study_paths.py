@@ -10,7 +10,15 @@ import pytest
 import yaml
 
 from tests.conftest import REPO_ROOT
-from tracevote.core.study_paths import AGGREGATE_STAGE, POOL_STAGE, SCORE_STAGE, ModelPaths, model_paths, model_stage
+from tracevote.core.study_paths import (
+    AGGREGATE_STAGE,
+    POOL_STAGE,
+    SCORE_STAGE,
+    ModelPaths,
+    model_paths,
+    model_stage,
+    pool_stage,
+)
 
 DATASET, MAIN, OTHER = "aime_2025", "deepseek", "qwen-local"
 STAGES = yaml.safe_load((REPO_ROOT / "dvc.yaml").read_text(encoding="utf-8"))["stages"]
@@ -71,3 +79,10 @@ def test_a_model_stage_declares_only_its_own_endpoint() -> None:
     endpoints = [key for key in declared if key.startswith("endpoints.")]
     assert endpoints == [f"endpoints.${{item.endpoint}}.{key}" for key in ("name", "extra_body", "profile", "sim")]
     assert not any(key.startswith("deepconf") for key in declared)  # the list and the main model: none re-runs it
+
+
+@pytest.mark.parametrize(("endpoint", "stage"), [(MAIN, "build_pool@aime_2025"),
+                                                 (OTHER, "build_pool_model@aime_2025-qwen-local")])
+def test_a_manifest_names_the_stage_that_writes_it(endpoint: str, stage: str) -> None:
+    manifest = model_paths(endpoint, DATASET, MAIN).manifest
+    assert pool_stage(manifest, DATASET) == pool_stage(Path("/work/project") / manifest, DATASET) == stage

@@ -47,3 +47,12 @@ def model_stage(group: str, dataset: str, endpoint: str) -> str:
     """The stage as DVC names a matrix's instance: model_stage("build_pool_model", "aime_2025", "qwen-local") ->
     "build_pool_model@aime_2025-qwen-local" (dvc.yaml's matrix lists dataset before endpoint)."""
     return f"{group}@{dataset}-{endpoint}"
+
+
+def pool_stage(manifest: Path, dataset: str) -> str:
+    """The stage that writes a pool manifest, for messages: pool_stage(Path("pools/x.json"), "x") -> "build_pool@x";
+    study/qwen/pools/x.json -> "build_pool_model@x-qwen"."""
+    parts = manifest.parts
+    if len(parts) >= 4 and parts[-4] == STUDY_ROOT.name and parts[-2] == "pools":
+        return model_stage(POOL_STAGE, dataset, parts[-3])
+    return f"build_pool@{dataset}"

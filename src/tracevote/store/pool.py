@@ -27,6 +27,7 @@ from tracevote.core.config_endpoints import ModelConfig
 from tracevote.core.errors import DataError
 from tracevote.core.fileio import read_json_record, write_json
 from tracevote.core.names import inside, recorded_path
+from tracevote.core.study_paths import pool_stage
 from tracevote.store import codec, confidence_block, framing
 from tracevote.store.calls import Call
 from tracevote.store.ledger import Ledger, canonical_json, fingerprint_of, folder_name
@@ -289,7 +290,7 @@ def pool_texts(manifest_path: Path, problem_ids: Iterable[str]) -> tuple[Manifes
     for problem_id in problem_ids:
         if not pool.log_path(problem_id).is_file():
             raise DataError(f"{manifest_path}: the pool {pool.root} holds no trace of problem {problem_id!r}; run "
-                            f"`dvc repro build_pool@{manifest.dataset}`")
+                            f"`dvc repro {pool_stage(manifest_path, manifest.dataset)}`")
         texts[problem_id] = []
         for frame in pool.frames_within(problem_id, manifest.n_pool):
             fields = codec.text_fields(frame.payload)  # type: ignore[arg-type]
