@@ -115,11 +115,16 @@ class Params:
         self._check_study()
 
     def study_models(self) -> tuple[str, ...]:
-        """The endpoints a study compares: deepconf.endpoint first."""
-        return (self.deepconf.endpoint,)
+        """The endpoints a study compares: deepconf.endpoint first, then deepconf.endpoints."""
+        return (self.deepconf.endpoint, *self.deepconf.endpoints)
 
     def _check_study(self) -> None:
-        """The study's datasets are DeepConf's, its K eval's and its reference one of the models it compares."""
+        """The study's datasets are DeepConf's, its K eval's and its reference one of the models it compares; a study
+        compares at least two models (its stage depends on the others' folder, study/, which one model lacks)."""
+        if self.study.datasets:
+            require(len(self.deepconf.endpoints) > 0, "deepconf", "endpoints", [],
+                    f"at least one model beside deepconf.endpoint when study.datasets names any "
+                    f"({list(self.study.datasets)}): a study compares models")
         for name in self.study.datasets:
             require(name in self.deepconf.datasets, "study", "datasets", name,
                     f"one of deepconf.datasets {list(self.deepconf.datasets)} (the study reads their aggregates)")
