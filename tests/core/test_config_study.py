@@ -40,8 +40,8 @@ def study_params(tmp_path: Path, models: list[str], **endpoint_changes: dict[str
 def test_a_study_model_is_simulated_with_its_own_keys_replaced(tmp_path: Path) -> None:
     params: Params = load_params(study_params(tmp_path, ["qwen-local"]))
     assert params.deepconf.endpoints == ("qwen-local",)
-    main, other = params.deepconf_model_of("deepseek"), params.deepconf_model_of("qwen-local")
-    assert main == params.deepconf_model and main.sim == params.model.sim
+    main, other = params.deepconf_model, params.study_model("qwen-local")
+    assert main.sim == params.model.sim
     assert (other.sim.accuracy, other.sim.mean_tokens) == (0.3, 900)
     assert (other.sim.signal, other.sim.seed) == (params.model.sim.signal, params.model.sim.seed)
     assert (other.endpoint, other.name, other.profile.name) == ("qwen-local", "Qwen/Qwen3-8B", "local")
@@ -50,7 +50,7 @@ def test_a_study_model_is_simulated_with_its_own_keys_replaced(tmp_path: Path) -
 def test_sim_null_is_model_sim_as_it_is(tmp_path: Path) -> None:
     params = load_params(study_params(tmp_path, ["qwen-local"], qwen_local={"sim": None}))
     assert params.endpoints["qwen-local"].sim is None
-    assert params.deepconf_model_of("qwen-local").sim == params.model.sim
+    assert params.study_model("qwen-local").sim == params.model.sim
 
 
 @pytest.mark.parametrize(("models", "changes", "says"), [

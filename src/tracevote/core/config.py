@@ -80,12 +80,12 @@ class Params:
     def deepconf_model(self) -> ModelConfig:
         return self.endpoint_model(self.deepconf.endpoint)
 
-    def deepconf_model_of(self, key: str) -> ModelConfig:
-        """DeepConf's model `key`: deepconf.endpoint (deepconf_model), or one of deepconf.endpoints, simulated (when
-        model.backend is sim) by model.sim with its own `sim:` keys replaced."""
+    def study_model(self, key: str) -> ModelConfig:
+        """One of deepconf.endpoints as DeepConf calls it: simulated (when model.backend is sim) by model.sim with
+        its own `sim:` keys replaced. (deepconf.endpoint has none: validate refuses one, and model.sim is its.)"""
         model = self.endpoint_model(key)
         override = self.endpoints[key].sim
-        if key == self.deepconf.endpoint or override is None or override is NO_SIM_KEY:
+        if override is None or override is NO_SIM_KEY:
             return model
         return dataclasses.replace(model, sim=override.applied_to(self.model.sim))
 
