@@ -6,13 +6,11 @@ debate joins with study.debate. Reads each model's aggregate, score table and po
 import argparse
 from pathlib import Path
 
-import orjson
-
 from tracevote.core.config import Params, load_params
 from tracevote.core.entry import stage_main
 from tracevote.core.fileio import write_json, write_text
 from tracevote.core.study_paths import model_paths
-from tracevote.deepconf.study import ModelRun, StudyPoint, paired_differences, run_points
+from tracevote.deepconf.study import ModelRun, paired_differences, run_points
 from tracevote.report import study
 from tracevote.report.plots import dvc_plot_csv
 
@@ -32,13 +30,16 @@ def main() -> None:
     points = [point for run in runs for point in run_points(run, ks)]
     notes = [study.CRITIQUE_NOTE]
     simulated = any(run.simulated for run in runs)
-    if params.study.debate:
-        debate, note = join_debate(params, args.debate_results, args.dataset)
-        points += [debate] if debate is not None else []
-        notes.insert(0, note)
-        simulated |= debate is not None and bool(orjson.loads(args.debate_results.read_bytes())["simulated"])
-    reference = params.study.reference or params.deepconf.endpoint
     ev = params.eval
+    if params.study.debate:
+        cfg = params.debate
+        debate = study.join_debate(study.read_debate(args.debate_results), args.dataset, cfg.datasets, cfg.endpoint,
+                                   cfg.judge_endpoint, cfg.agents, resamples=ev.bootstrap, seed=ev.seed,
+                                   level=ev.ci_level)
+        points += [debate.point] if debate.point is not None else []
+        notes.insert(0, debate.note)
+        simulated |= debate.simulated
+    reference = params.study.reference or params.deepconf.endpoint
     differences = study.difference_table(paired_differences(runs, reference, ks, resamples=ev.bootstrap,
                                                             seed=ev.seed, level=ev.ci_level))
     table = study.study_table(points)
@@ -63,22 +64,6 @@ def load(params: Params, endpoint: str, dataset: str) -> ModelRun:
     run = study.load_run(endpoint, paths, params.endpoints[endpoint].pricing)
     study.check_ks(run, params.study.k, paths.aggregate)
     return run
-
-
-def join_debate(params: Params, results: Path, dataset: str) -> tuple[StudyPoint | None, str]:
-    """The debate's point on the dataset, and the note saying whether it joined and why not."""
-    if dataset not in params.debate.datasets:
-        return None, f"The debate did not run on {dataset} (debate.datasets {list(params.debate.datasets)})."
-    model = params.debate.endpoint
-    if params.debate.judge_endpoint != model:
-        model = f"{model}+{params.debate.judge_endpoint}"
-    ev = params.eval
-    point = study.debate_point(orjson.loads(results.read_bytes()), dataset, model, resamples=ev.bootstrap,
-                               seed=ev.seed, level=ev.ci_level)
-    if point is None:
-        return None, f"The debate debated no problem of {dataset} (debate.problems)."
-    return point, (f"The debate (DyLAN, {params.debate.agents} agents) joins as model {model}: {point.problems} "
-                   f"problems of {dataset}, dollars as its ledger priced each call.")
 
 
 if __name__ == "__main__":

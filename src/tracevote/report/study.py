@@ -9,6 +9,7 @@ scores solutions of steps datasets (ProcessBench, DeltaBench), not answers to th
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -75,6 +76,36 @@ def debate_point(results: Mapping[str, Any], dataset: str, model: str, *, resamp
     return StudyPoint(model, "debate", None, float(interval.mean[0]), float(interval.low[0]), float(interval.high[0]),
                       float(np.mean([p["completion_tokens"] for p in problems])),
                       float(np.mean([p["usd"] for p in problems])), len(problems))
+
+
+@dataclass(frozen=True)
+class DebateJoin:
+    point: StudyPoint | None  # None: it did not run on the dataset
+    note: str  # whether it joined, and why not
+    simulated: bool
+
+
+def read_debate(path: Path) -> dict[str, Any]:
+    """metrics/debate_results.json (score_debate's)."""
+    if not path.is_file():
+        raise DataError(f"{path}: missing, study.debate is true; run `dvc repro score_debate` (or set study.debate: "
+                        f"false)")
+    return orjson.loads(path.read_bytes())
+
+
+def join_debate(results: Mapping[str, Any], dataset: str, debated: Sequence[str], endpoint: str, judge: str,
+                agents: int, *, resamples: int, seed: int, level: float) -> DebateJoin:
+    """The debate's point on `dataset` when it ran there (`debated`: debate.datasets), as model `endpoint`, or
+    `<endpoint>+<judge>` when the judge's endpoint differs; and the note the report prints."""
+    if dataset not in debated:
+        return DebateJoin(None, f"The debate did not run on {dataset} (debate.datasets {list(debated)}).", False)
+    model = endpoint if judge == endpoint else f"{endpoint}+{judge}"
+    point = debate_point(results, dataset, model, resamples=resamples, seed=seed, level=level)
+    if point is None:
+        return DebateJoin(None, f"The debate debated no problem of {dataset} (debate.problems).", False)
+    return DebateJoin(point, f"The debate (DyLAN, {agents} agents) joins as model {model}: {point.problems} "
+                             f"problems of {dataset}, dollars as its ledger priced each call.",
+                      bool(results["simulated"]))
 
 
 TABLE_COLUMNS = ("model", "method", "label", "k", "problems", "accuracy_pct", "ci_low_pct", "ci_high_pct",
