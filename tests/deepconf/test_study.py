@@ -25,6 +25,8 @@ from tracevote.deepconf.study import ModelRun, frontier, paired_differences, run
     # every step up in price buys accuracy: all on it, whatever the order given
     ([8.0, 1.0, 4.0, 2.0], [0.9, 0.2, 0.7, 0.5], [True, True, True, True]),
     ([3.0], [0.0], [True]),
+    # the same accuracy but for the last bit (a mean over working sets and online's) buys nothing dearer
+    ([0.00080684, 0.00081034], [0.8385416666666666, 0.8385416666666667], [True, False]),
 ])
 def test_the_frontier_is_the_cheapest_way_to_each_accuracy(dollars: list[float], accuracy: list[float],
                                                            on: list[bool]) -> None:
