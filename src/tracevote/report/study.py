@@ -192,7 +192,8 @@ def plot_accuracy_vs_usd(table: pd.DataFrame, path: Path, *, dataset: str, simul
     axis.grid(alpha=0.3)
     axis.set_xlabel("dollars per problem (log)")
     axis.set_ylabel("accuracy (%)")
-    axis.legend(fontsize=8, loc="lower right")
+    axis.set_xlim(right=float(table["usd_per_problem"].max()) * 3)  # room for the last frontier point's label
+    figure.legend(*axis.get_legend_handles_labels(), loc="outside lower center", ncol=3, fontsize=8, frameon=False)
     axis.set_title(titled(f"Accuracy vs dollars per problem, every model's methods over K ({dataset})", simulated),
                    fontsize=10)
     save_png(figure, path)
