@@ -270,8 +270,11 @@ def stage_params(project: Path) -> dict[str, Any]:
         "grading": {"runs": {"toy_run": {"dataset": "toy", "predictions": "predictions/toy.jsonl",
                                          "id_key": "unique_id"}},
                     "critic": {"enabled": True, "max_samples": 50, "concurrency": 4}},
+        "deepconf": {"endpoints": ["qwen"]},  # a second model of the study: build_pool_model
     })
-    return deep_merge(yaml.safe_load(FIXTURE_PARAMS.read_text()), overrides)
+    params = deep_merge(yaml.safe_load(FIXTURE_PARAMS.read_text()), overrides)
+    params["endpoints"]["qwen"] = {**params["endpoints"]["deepseek"], "name": "qwen-sim", "sim": {"accuracy": 0.2}}
+    return params
 
 
 def write_stage_inputs(project: Path, ids: list[str]) -> None:
@@ -292,6 +295,8 @@ def write_stage_inputs(project: Path, ids: list[str]) -> None:
 PAID_STAGES = {
     "build_pool": ["--dataset", "toy", "--problems", "data/toy.jsonl", "--pools", "pools/toy",
                    "--manifest", "pools/toy.json"],
+    "build_pool_model": ["--dataset", "toy", "--endpoint", "qwen", "--problems", "data/toy.jsonl", "--pools",
+                         "study/qwen/pools/toy", "--manifest", "study/qwen/pools/toy.json"],
     "build_online": ["--dataset", "toy", "--problems", "data/toy.jsonl", "--online", "online/toy",
                      "--manifest", "online/toy.json"],
     "build_debate": ["--dataset", "toy", "--problems", "data/toy.jsonl", "--debates", "debates/toy",
@@ -302,9 +307,13 @@ PAID_STAGES = {
 }
 
 
+SCRIPTS = {"build_pool_model": "build_pool"}  # a stage whose script is another's
+
+
 def run_paid_stages(project: Path) -> dict[str, subprocess.CompletedProcess]:
-    """The five paid stages at once (each has its own folders and its own simulator), as DVC runs them."""
-    running = {stage: subprocess.Popen([sys.executable, str(REPO_ROOT / "stages" / f"{stage}.py"), *args],
+    """The six paid stages at once (each has its own folders and its own simulator), as DVC runs them."""
+    running = {stage: subprocess.Popen([sys.executable, str(REPO_ROOT / "stages" / f"{SCRIPTS.get(stage, stage)}.py"),
+                                        *args],
                                        cwd=project, env=project_env(), text=True, stdout=subprocess.PIPE,
                                        stderr=subprocess.PIPE)
                for stage, args in PAID_STAGES.items()}
@@ -334,11 +343,12 @@ def test_every_paid_stage_stores_admitted_ids_inside_and_reads_them_back(tmp_pat
         write_stage_inputs(project, ADMITTED)
         for stage, result in run_paid_stages(project).items():
             assert result.returncode == 0, f"{stage}: {result.stdout}{result.stderr}"
-        [pool_root] = [path.parent for path in (project / "pools" / "toy").glob("*/pool.json")]
-        pool = Pool(pool_root)
-        one_log_per_id(pool, ADMITTED)
-        for item_id in ADMITTED:
-            assert sorted(sample.sample_id for sample in pool.iter_samples(item_id)) == list(range(N_POOL))
+        for folder in ("pools/toy", "study/qwen/pools/toy"):
+            [pool_root] = [path.parent for path in (project / folder).glob("*/pool.json")]
+            pool = Pool(pool_root)
+            one_log_per_id(pool, ADMITTED)
+            for item_id in ADMITTED:
+                assert sorted(sample.sample_id for sample in pool.iter_samples(item_id)) == list(range(N_POOL))
         for folder in ("debates/toy", "critiques/toy_steps"):
             [root] = [path.parent for path in (project / folder).glob("*/ledger.json")]
             ledger = CallLedger(root)

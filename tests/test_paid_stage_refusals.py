@@ -29,8 +29,8 @@ from tracevote.sim.server import running_server
 
 pytestmark = pytest.mark.slow
 
-PAID_STAGES = ("build_pool@toy", "build_online@toy", "build_debate@toy", "build_critiques@toy_steps",
-               "build_grading_critic@gsm")
+PAID_STAGES = ("build_pool@toy", "build_online@toy", "build_pool_model@toy-qwen", "build_debate@toy",
+               "build_critiques@toy_steps", "build_grading_critic@gsm")
 SIM = SimConfig(seed=0, signal=1.0, accuracy=0.45, mean_tokens=60)
 SECRET = "s3cret-pw"
 DEEPSEEK_ENTRY = yaml.safe_load(FIXTURE_PARAMS.read_text(encoding="utf-8"))["endpoints"]["deepseek"]
@@ -111,6 +111,9 @@ def project(tmp_path_factory: pytest.TempPathFactory, server: str) -> Path:
               "debate": {**overrides["debate"], "agents": 3, "problems": [0, 0], "max_tokens": 200},
               "critique": {**overrides["critique"], "n_votes": 1, "max_tokens": 200},
               "grading": {**overrides["grading"], "critic": {"enabled": True, "max_samples": 2}}}
+    params["deepconf"] = {**overrides["deepconf"], "endpoints": ["qwen"]}  # a second model: build_pool_model
+    params["endpoints"]["qwen"] = {**DEEPSEEK_ENTRY, "profile": "deepseek", "base_url": server, "name": "qwen-sim",
+                                   "extra_body": {}, "api_key_env": "QWEN_API_KEY", "needs_key": False, "sim": None}
     project = make_project(root / "project", params)
     dvc(project, "repro", "normalize")
     return project

@@ -167,3 +167,19 @@ def test_the_live_run_is_priced_at_its_worst_case_until_its_ledgers_hold_every_t
     assert built.returncode == 0, built.stderr
     after, _ = estimate(project)
     assert after["build_online@toy"] == ["0", "0", "0", "$0", "nothing missing"]
+
+
+def test_each_model_of_the_study_has_its_row_at_its_own_prices(project: Path) -> None:
+    params = yaml.safe_load((project / "params.yaml").read_text())
+    params["deepconf"]["endpoints"] = ["qwen"]
+    params["endpoints"]["qwen"] = {**params["endpoints"]["deepseek"], "name": "qwen-sim", "sim": {"accuracy": 0.2},
+                                   "pricing": {"checked": "2026-07", "input_cache_miss": 0.5, "input_cache_hit": 0.1,
+                                               "output": 2.0}}
+    (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    rows, stdout = estimate(project)
+    assert list(rows)[:2] == ["build_pool@toy", "build_pool_model@toy-qwen"]
+    tokens_in, main_usd = pool_cost_by_hand(project, 2)
+    assert rows["build_pool@toy"][3] == money(main_usd)  # the main model's row as without the other
+    qwen_usd = (tokens_in * 0.5 + 4 * MAX_TOKENS * 2.0) / 1e6
+    assert rows["build_pool_model@toy-qwen"][:4] == ["4", str(tokens_in), str(4 * MAX_TOKENS), money(qwen_usd)]
+    assert "  qwen-sim (endpoint qwen): $0.5 in, $2 out, checked 2026-07" in stdout

@@ -57,6 +57,8 @@ class Row:
 def estimate_rows(params: Params, n_pool: int) -> list[Row]:
     """Every paid stage's row: the pools (at `n_pool` samples per problem), debates, critiques, then the critic."""
     return [*(pool_row(params, name, n_pool) for name in params.deepconf.datasets),
+            *(pool_row(params, name, n_pool, endpoint) for name in params.deepconf.datasets
+              for endpoint in params.deepconf.endpoints),
             *(online_row(params, name) for name in params.online.live.datasets),
             *(debate_row(params, name) for name in params.debate.datasets),
             *(critique_row(params, name) for name in params.critique.datasets),
@@ -82,20 +84,24 @@ def _capped(stage: str, cost: CostEstimate, models: tuple[ModelConfig, ...], cap
     return Row(stage, cost, models, "; ".join(part for part in (note, over) if part))
 
 
-def pool_row(params: Params, name: str, n_pool: int) -> Row:
-    """build_pool@<name>: the samples below `n_pool` the dataset's pool (of this setting) lacks."""
+def pool_row(params: Params, name: str, n_pool: int, endpoint: str | None = None) -> Row:
+    """build_pool@<name>: the samples below `n_pool` the dataset's pool (of this setting) lacks; with `endpoint`
+    (one of deepconf.endpoints), build_pool_model@<name>-<endpoint>'s, at that endpoint's prices."""
     from tracevote.core.costs import prompt_bytes
+    from tracevote.core.study_paths import POOL_STAGE, model_paths, model_stage
     from tracevote.datasets.problems import load_problems
     from tracevote.sampling.build import plan_build
     from tracevote.sampling.prompts import setting_messages
     from tracevote.store.pool import Setting, find_pool
 
-    stage = f"build_pool@{name}"
+    stage = f"build_pool@{name}" if endpoint is None else model_stage(POOL_STAGE, name, endpoint)
     problems = _normalized(name, load_problems)
     if problems is None:
         return _not_normalized(stage, name)
-    model, setting = params.deepconf_model, Setting.from_params(params)
-    pool = find_pool(Path("pools") / name, setting)
+    model = params.deepconf_model if endpoint is None else params.study_model(endpoint)
+    setting = Setting.from_params(params, model)
+    folder = Path("pools") / name if endpoint is None else model_paths(endpoint, name, params.deepconf.endpoint).pools
+    pool = find_pool(folder, setting)
     if pool is None:
         sizes = [prompt_bytes(messages) for messages in setting_messages(problems, setting).values()]
         cost = estimate(sizes * n_pool, setting.max_tokens, model.priced(), simulated_as=simulated_as(model))
