@@ -50,6 +50,12 @@ def documented_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path
     params = {**small_sim_params(), **one_dataset("aime_2025", BUILTIN_PROBLEMS)}
     params["grading"]["critic"] = {"enabled": True}
     params["online"] = {"warmup": 4, "live": {"datasets": ["aime_2025"], "methods": ["low", "high"], "budget": 16}}
+    # a second model of the DeepConf study, simulated with its own accuracy: its matrix stages run and are checked too
+    params["deepconf"] = {**params["deepconf"], "endpoints": ["qwen-local"]}
+    params["endpoints"] = {**params["endpoints"], "qwen-local": {
+        "profile": "local", "base_url": "http://127.0.0.1:8000/v1", "name": "Qwen/Qwen3-8B", "extra_body": {},
+        "api_key_env": "VLLM_API_KEY", "needs_key": False, "sim": {"accuracy": 0.3},
+        "pricing": {"checked": "2026-07", "input_cache_miss": 0.05, "input_cache_hit": 0.05, "output": 0.2}}}
     project = make_project(base / "project", params)
     for name in SETUP_FILES:
         shutil.copy(REPO_ROOT / name, project / name)

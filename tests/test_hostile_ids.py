@@ -361,6 +361,10 @@ def test_every_paid_stage_stores_admitted_ids_inside_and_reads_them_back(tmp_pat
             one_log_per_id(live, ADMITTED)
             assert all(sorted(live.traces(item_id)) for item_id in ADMITTED)
         assert critic_replies(project / "grading/critic/toy_run") == len(ADMITTED)
+        verified = subprocess.run([sys.executable, "-m", "tracevote", "ledger", "verify"], cwd=project,
+                                  env=project_env(), capture_output=True, text=True, timeout=600)
+        assert verified.returncode == 0, verified.stdout + verified.stderr
+        assert re.search(rf"^study/qwen/pools/toy/\S+: {len(ADMITTED)} logs, .*: ok$", verified.stdout, re.MULTILINE)
 
 
 def critic_replies(critic_dir: Path) -> int:

@@ -25,6 +25,8 @@ def is_ledger(path: str) -> bool:
 @pytest.mark.parametrize(("path", "ignored"), [
     ("pools/aime_2025/deepseek-v4-flash-0123abcd/samples/aime_2025-01.tvf", True),
     ("pools/aime_2025.json", False),  # a manifest: committed
+    ("study/qwen-local/pools/aime_2025/qwen-0123abcd/samples/aime_2025-01.tvf", True),  # deepconf.endpoints'
+    ("study/qwen-local/pools/aime_2025.json", False),
     ("debates/aime_2025/log.tvf", True),
     ("debates/aime_2025.json", False),
     ("critiques/processbench_gsm8k/log.tvf", True),
