@@ -25,8 +25,10 @@ pytestmark = pytest.mark.slow
 LIVE_STAGES = {"build_online", "score_online"}
 # the study's other models' stages exist only for deepconf.endpoints, empty here too (tests/test_study_models.py)
 MODEL_STAGES = {"build_pool_model", "score_model", "aggregate_model"}
+# the study report's exist only for study.datasets, empty here (tests/test_study_pipeline.py runs it)
+STUDY_STAGES = {"study"}
 ALL_STAGES = (set(yaml.safe_load((REPO_ROOT / "dvc.yaml").read_text())["stages"]) - {"check_params"} - LIVE_STAGES
-              - MODEL_STAGES)
+              - MODEL_STAGES - STUDY_STAGES)
 
 
 def small_sim_params(problems: Path = BUILTIN_PROBLEMS, **model: Any) -> dict[str, Any]:

@@ -49,7 +49,8 @@ def test_covers(outer: str, key: str, expected: bool) -> None:
 
 
 LEAVES = ["debate.agents", "debate.rounds", "debate.concurrency", "debate.max_cost_usd", "pool.n_pool",
-          "pool.keep_raw", "pool.concurrency", "datasets.a.kind", "datasets.a.source.path", "eval.k"]
+          "pool.keep_raw", "pool.concurrency", "datasets.a.kind", "datasets.a.source.path", "eval.k",
+          "endpoints.e.name", "endpoints.e.base_url", "endpoints.e.pricing.output"]
 
 
 @pytest.mark.parametrize(("stage", "reads", "declared", "problems"), [
@@ -67,6 +68,14 @@ LEAVES = ["debate.agents", "debate.rounds", "debate.concurrency", "debate.max_co
     ("score_debate", ["debate.agents", "debate.rounds", "debate.concurrency"], ["debate.agents", "debate.rounds"], []),
     ("fetch@a", ["datasets.a.source.path", "datasets.a.kind"], ["datasets.a.source"], []),
     ("normalize@a", ["datasets.a.kind"], ["datasets.a"], []),
+    # the study prices its dollars at every model's pricing, which DVC cannot name one by one: it declares all of
+    # endpoints, servers included; no other stage may
+    ("study@a", ["endpoints.e.pricing.output"], ["endpoints"], []),
+    ("report@a", ["endpoints.e.name"], ["endpoints"],
+     ["report@a declares endpoints, which holds endpoints.e.base_url (which servers answer (replicas of one model)): "
+      "a change to it would re-run the stage for nothing; declare the keys it reads",
+      "report@a declares endpoints, which holds endpoints.e.pricing.output (list prices: the estimate and the "
+      "spending cap): a change to it would re-run the stage for nothing; declare the keys it reads"]),
 ])
 def test_declaration_problems(stage: str, reads: list[str], declared: list[str], problems: list[str]) -> None:
     assert declaration_problems(stage, reads, declared, LEAVES) == problems

@@ -93,6 +93,12 @@ def test_the_codec_gives_back_every_field(sample: Sample) -> None:
                        top_quantised=True)
 
 
+@settings(max_examples=50, deadline=None)
+@given(samples())
+def test_the_header_alone_gives_the_prompt_tokens(sample: Sample) -> None:
+    assert codec.prompt_tokens_of(codec.encode(sample)) == sample.prompt_tokens
+
+
 @settings(max_examples=150, deadline=None)
 @given(samples(), st.booleans())
 def test_an_export_line_reads_back_as_the_sample(sample: Sample, simulated: bool) -> None:

@@ -30,6 +30,7 @@ from tracevote.core.config_deepconf import (
 )
 from tracevote.core.config_endpoints import NO_SIM_KEY, BackendConfig, EndpointConfig, ModelConfig
 from tracevote.core.config_methods import CritiqueConfig, DebateConfig, GradingConfig
+from tracevote.core.config_study import NO_STUDY, StudyConfig
 from tracevote.core.errors import ConfigError
 from tracevote.core.inputs import local_sources, output_sources
 from tracevote.core.profiles import DEFAULT_TEMPERATURE
@@ -57,6 +58,8 @@ class Params:
     eval: EvalConfig = param("voting at each working-set size K")
     online: OnlineConfig = param("online DeepConf replayed on the pool, at every eval.k >= warmup")
     report: ReportConfig = param("the report's headline K")
+    study: StudyConfig = param("the study report: every DeepConf model of a dataset in one table, in dollars, "
+                               "compared on the same problems (stage study@<dataset>)", NO_STUDY)
 
     def dataset(self, name: str) -> DatasetConfig:
         """The `datasets:` entry `name`, or a ConfigError listing the names there are."""
@@ -109,6 +112,28 @@ class Params:
             self._check_profiles()
             self._check_study_models()
         self._check_ks()
+        self._check_study()
+
+    def study_models(self) -> tuple[str, ...]:
+        """The endpoints a study compares: deepconf.endpoint first, then deepconf.endpoints."""
+        return (self.deepconf.endpoint, *self.deepconf.endpoints)
+
+    def _check_study(self) -> None:
+        """The study's datasets are DeepConf's, its K eval's and its reference one of the models it compares; a study
+        compares at least two models (its stage depends on the others' folder, study/, which one model lacks)."""
+        if self.study.datasets:
+            require(len(self.deepconf.endpoints) > 0, "deepconf", "endpoints", [],
+                    f"at least one model beside deepconf.endpoint when study.datasets names any "
+                    f"({list(self.study.datasets)}): a study compares models")
+        for name in self.study.datasets:
+            require(name in self.deepconf.datasets, "study", "datasets", name,
+                    f"one of deepconf.datasets {list(self.deepconf.datasets)} (the study reads their aggregates)")
+        for k in self.study.k:
+            require(k in self.eval.k, "study", "k", k, f"one of eval.k {list(self.eval.k)}")
+        models = self.study_models()
+        if self.study.reference is not None:
+            require(self.study.reference in models, "study", "reference", self.study.reference,
+                    f"one of the models the study compares ({', '.join(models)}), or null")
 
     def _check_ks(self) -> None:
         """Every K within the pool. A shrunken pool.n_pool invalidates eval.k and report.k at once: both are

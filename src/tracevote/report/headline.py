@@ -18,6 +18,10 @@ quantity is the same. Accuracy in percent to two decimals (`accuracy_pct`), toke
                                          "replay_tokens_per_problem"; the replay's means over eval.repeat working
                                          sets at K = budget "replay_mean_accuracy_pct",
                                          "replay_mean_tokens_per_problem"
+    study/<dataset>/<model>/<method>.json  each model's methods at the study's largest K (report.study): the same
+                                         keys, "usd_per_problem", "on_frontier", and for a model other than the
+                                         reference "vs_reference_pts", "vs_reference_ci_low_pts",
+                                         "vs_reference_ci_high_pts"
     debate.json                         {"simulated", "problems", "accuracy_pct", "tokens_per_problem"}
     critique/<dataset>.json             {"simulated", "solutions", "f1_pct"}
     grading/<run>.json                  {"simulated", "predictions", "accuracy_pct", "words_per_prediction",

@@ -188,6 +188,13 @@ def sample_id_of(payload: bytes | memoryview) -> int | None:
     return None if _is_format_1(view) else int(_header(view)[0]["sample_id"])
 
 
+def prompt_tokens_of(payload: bytes | memoryview) -> int:
+    """The prompt tokens the server billed for the sample, reading only the header (format 1: the whole record)."""
+    view = memoryview(payload)
+    header = _decode_format_1(view).header if _is_format_1(view) else _header(view)[0]
+    return int(header["prompt_tokens"])
+
+
 @dataclass(frozen=True)
 class TextFields:
     """What grading reads of one sample: its text and what decides its answer."""

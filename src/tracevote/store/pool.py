@@ -299,6 +299,26 @@ def pool_texts(manifest_path: Path, problem_ids: Iterable[str]) -> tuple[Manifes
     return manifest, texts
 
 
+def prompt_tokens(manifest_path: Path, problem_ids: Iterable[str]) -> dict[str, int]:
+    """Per problem, the prompt tokens its first stored sample was billed for: every trace of a problem is sent the
+    same prompt, so one header says what each costs in input (the study's dollars). A problem the pool lacks is a
+    DataError naming the stage that builds it."""
+    manifest = read_manifest(manifest_path)
+    pool = Pool(manifest.pool_root(manifest_path))
+    tokens = {}
+    for problem_id in problem_ids:
+        frame = next(pool.frames_within(problem_id, manifest.n_pool, check_every_crc=False), None) \
+            if pool.log_path(problem_id).is_file() else None
+        if frame is None:
+            raise DataError(f"{manifest_path}: the pool {pool.root} holds no trace of problem {problem_id!r}; run "
+                            f"`dvc repro build_pool@{manifest.dataset}`")
+        try:
+            tokens[problem_id] = codec.prompt_tokens_of(frame.payload)  # type: ignore[arg-type]
+        except ValueError as exc:
+            raise framing.damaged(pool.log_path(problem_id), frame.offset, f"sample {frame.key}: {exc}") from None
+    return tokens
+
+
 def read_manifest(path: Path) -> Manifest:
     return read_json_record(path, Manifest, what="pool manifest",
                             missing="run `make repro`, which pulls or builds the pool")
