@@ -189,6 +189,22 @@ def sample_id_of(payload: bytes | memoryview) -> int | None:
 
 
 @dataclass(frozen=True)
+class Usage:
+    """What one request cost and took: its usage counts and seconds, as the header keeps them."""
+
+    prompt_tokens: int
+    completion_tokens: int
+    latency_s: float
+
+
+def usage_of(payload: bytes | memoryview) -> Usage:
+    """The sample's usage and latency, reading only the header (formats 2, 3; format 1 decodes its body)."""
+    view = memoryview(payload)
+    header = _decode_format_1(view).header if _is_format_1(view) else _header(view)[0]
+    return Usage(int(header["prompt_tokens"]), int(header["completion_tokens"]), float(header["latency_s"]))
+
+
+@dataclass(frozen=True)
 class TextFields:
     """What grading reads of one sample: its text and what decides its answer."""
 
