@@ -1,6 +1,8 @@
 """Stage build_pool: sample the traces the pool lacks, from DeepSeek, an OpenAI-compatible server or the simulator.
 
 Requests only missing samples; stores each one as it arrives; a complete pool needs no key and sends nothing.
+As stage build_pool_model, `--endpoint` names one of deepconf.endpoints, the other models of the study: its pool,
+priced and simulated as that endpoint, under study/<endpoint>/.
 """
 
 import os
@@ -8,11 +10,12 @@ import shutil
 from pathlib import Path
 
 from tracevote.core.config import Params
-from tracevote.core.config_endpoints import base_urls
+from tracevote.core.config_endpoints import ModelConfig, base_urls
 from tracevote.core.costs import simulated_as, usd
 from tracevote.core.entry import stage_main
 from tracevote.core.errors import TracevoteError
 from tracevote.core.fileio import missing_folders
+from tracevote.core.study_paths import POOL_STAGE
 from tracevote.datasets.problems import Problem
 from tracevote.sampling import backend
 from tracevote.sampling.budget import SpendCap, check_budget
@@ -33,10 +36,10 @@ from tracevote.store.pool import Pool, Setting, find_pool, write_manifest
 
 def main() -> None:
     args = read_paid_stage_args("build_pool", __doc__ or "", folder="pools",
-                                folder_help="this dataset's pools folder")
+                                folder_help="this dataset's pools folder", study_group=POOL_STAGE)
     params, problems = args.params, args.records
-    model = params.deepconf_model
-    setting = Setting.from_params(params)
+    model = pool_model(args)
+    setting = Setting.from_params(params, model)
     ids = [p.id for p in problems]
     existing = find_pool(args.folder, setting)
     if existing is None or existing.missing_samples(ids, params.pool.n_pool):
@@ -46,7 +49,7 @@ def main() -> None:
     pool = Pool.open_or_create(args.folder, setting, simulated=model.backend == "sim")
     with pool.exclusive():  # before the probe: a second build of this pool pays for nothing (and removes nothing)
         try:
-            _build(args, pool, setting)
+            _build(args, pool, setting, model)
         except BaseException:
             if existing is None and not pool.holds_calls():  # a first build that stored nothing leaves no empty pool
                 shutil.rmtree(pool_root, ignore_errors=True)
@@ -56,10 +59,15 @@ def main() -> None:
             raise
 
 
-def _build(args: PaidStageArgs[Problem], pool: Pool, setting: Setting) -> None:
+def pool_model(args: PaidStageArgs[Problem]) -> ModelConfig:
+    """The model this pool is of: deepconf.endpoint's, or `--endpoint`'s (one of deepconf.endpoints)."""
+    return args.params.deepconf_model if args.endpoint is None else args.params.study_model(args.endpoint)
+
+
+def _build(args: PaidStageArgs[Problem], pool: Pool, setting: Setting, model: ModelConfig) -> None:
     """Everything after the pool is open: the plan, the key, the budget, the probe, the run, the manifest."""
     params, problems = args.params, args.records
-    model, ids = params.deepconf_model, [p.id for p in problems]
+    ids = [p.id for p in problems]
     pool.register(setting_messages(problems, setting))
     plan = plan_build(pool, problems, setting, params.pool.n_pool, model.priced(), simulated_as=simulated_as(model))
     if plan.n_requests == 0:
@@ -78,7 +86,7 @@ def _build(args: PaidStageArgs[Problem], pool: Pool, setting: Setting) -> None:
                                                   params.decoding.max_tokens, params.decoding.top_logprobs))
     retries = RetryLines()
     probe_usd = 0.0
-    with backend.open_sampler(params, problems, api_key, on_retry=retries.show) as sampler:
+    with backend.open_sampler(params, problems, api_key, on_retry=retries.show, model=model) as sampler:
         if plan.n_requests < params.pool.n_pool * len(problems):
             # this pool holds samples, so it passed the probe when they were built; the first sample goes alone
             # instead, and the pool judges the server's kind from it before another is paid for
@@ -90,7 +98,7 @@ def _build(args: PaidStageArgs[Problem], pool: Pool, setting: Setting) -> None:
             pool.check_kind(report.simulated)  # before any sample is paid for: a pool never mixes real and simulated
             probe_usd = usd(report.prompt_tokens, report.completion_tokens, model.priced())
         cap = SpendCap(params.pool.max_cost_usd, "pool.max_cost_usd", spent_usd=probe_usd)  # the probe counts too
-        summary = _run_with_progress(pool, problems, plan, sampler, params, cap, retries,
+        summary = _run_with_progress(pool, problems, plan, sampler, params, model, cap, retries,
                                      first_alone=plan.n_requests < params.pool.n_pool * len(problems))
         print(sampler.retry_report())
     _write_blocks(pool, ids)
@@ -110,11 +118,12 @@ def _write_blocks(pool: Pool, ids: list[str]) -> None:
 
 
 def _run_with_progress(pool: Pool, problems: list[Problem], plan: BuildPlan, sampler: backend.Sampler,
-                       params: Params, cap: SpendCap, retries: RetryLines, *, first_alone: bool) -> RunSummary:
+                       params: Params, model: ModelConfig, cap: SpendCap, retries: RetryLines, *,
+                       first_alone: bool) -> RunSummary:
     with CallProgress(plan.n_requests, desc="build_pool", unit="sample", retries=[sampler.client.retries]) as bar:
         retries.progress = bar  # from here the progress bar counts retries and says why it waits
         return run_build(pool, problems, plan, sampler.sample, concurrency=sampler.client.capacity,
-                         pricing=params.deepconf_model.priced(), max_tokens=params.decoding.max_tokens,
+                         pricing=model.priced(), max_tokens=params.decoding.max_tokens,
                          cap=cap, first_alone=first_alone,
                          on_sample=bar.on_stored)
 

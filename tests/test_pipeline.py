@@ -23,7 +23,10 @@ pytestmark = pytest.mark.slow
 # the live online run's stages exist only for online.live.datasets, empty in these projects (tests/test_live_stage.py
 # runs them)
 LIVE_STAGES = {"build_online", "score_online"}
-ALL_STAGES = set(yaml.safe_load((REPO_ROOT / "dvc.yaml").read_text())["stages"]) - {"check_params"} - LIVE_STAGES
+# the study's other models' stages exist only for deepconf.endpoints, empty here too (tests/test_study_models.py)
+MODEL_STAGES = {"build_pool_model", "score_model", "aggregate_model"}
+ALL_STAGES = (set(yaml.safe_load((REPO_ROOT / "dvc.yaml").read_text())["stages"]) - {"check_params"} - LIVE_STAGES
+              - MODEL_STAGES)
 
 
 def small_sim_params(problems: Path = BUILTIN_PROBLEMS, **model: Any) -> dict[str, Any]:

@@ -253,7 +253,8 @@ def add_ledger_commands(subparsers: argparse._SubParsersAction[argparse.Argument
         action = actions.add_parser(name, help=text, description=text[0].upper() + text[1:] + ".")
         action.add_argument("paths", nargs="*", type=Path, metavar="PATH",
                             help="a ledger folder, one of its .tvf logs, or a folder holding ledgers (default: "
-                                 "whichever of pools/, debates/, critiques/ and grading/critic/ exist)")
+                                 "whichever of pools/, study/, online/, debates/, critiques/ and grading/critic/ "
+                                 "exist)")
         action.set_defaults(handler=handler)
 
 

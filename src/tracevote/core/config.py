@@ -8,6 +8,7 @@ of the file in one error, one line each naming the key and the value.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -27,12 +28,12 @@ from tracevote.core.config_deepconf import (
     PromptConfig,
     ReportConfig,
 )
-from tracevote.core.config_endpoints import BackendConfig, EndpointConfig, ModelConfig
+from tracevote.core.config_endpoints import NO_SIM_KEY, BackendConfig, EndpointConfig, ModelConfig
 from tracevote.core.config_methods import CritiqueConfig, DebateConfig, GradingConfig
 from tracevote.core.errors import ConfigError
 from tracevote.core.inputs import local_sources, output_sources
 from tracevote.core.profiles import DEFAULT_TEMPERATURE
-from tracevote.core.typedconfig import INVALID, Problem, build, collecting, param, require
+from tracevote.core.typedconfig import INVALID, Problem, build, collecting, param, report, require
 
 
 @dataclass(frozen=True)
@@ -76,6 +77,15 @@ class Params:
     def deepconf_model(self) -> ModelConfig:
         return self.endpoint_model(self.deepconf.endpoint)
 
+    def study_model(self, key: str) -> ModelConfig:
+        """One of deepconf.endpoints as DeepConf calls it: simulated (when model.backend is sim) by model.sim with
+        its own `sim:` keys replaced. (deepconf.endpoint has none: validate refuses one, and model.sim is its.)"""
+        model = self.endpoint_model(key)
+        override = self.endpoints[key].sim
+        if override is None or override is NO_SIM_KEY:
+            return model
+        return dataclasses.replace(model, sim=override.applied_to(self.model.sim))
+
     @property
     def debate_model(self) -> ModelConfig:
         return self.endpoint_model(self.debate.endpoint)
@@ -97,6 +107,7 @@ class Params:
         self._check_dataset_kinds()
         if self._check_endpoint_names():
             self._check_profiles()
+            self._check_study_models()
         self._check_ks()
 
     def _check_ks(self) -> None:
@@ -162,8 +173,9 @@ class Params:
 
     def _endpoint_uses(self) -> list[tuple[str, str, str]]:
         """(section, key, endpoint) for every endpoint a method names."""
-        return [("deepconf", "endpoint", self.deepconf.endpoint), ("debate", "endpoint", self.debate.endpoint),
-                ("debate", "judge_endpoint", self.debate.judge_endpoint),
+        return [("deepconf", "endpoint", self.deepconf.endpoint),
+                *(("deepconf", f"endpoints[{i}]", key) for i, key in enumerate(self.deepconf.endpoints)),
+                ("debate", "endpoint", self.debate.endpoint), ("debate", "judge_endpoint", self.debate.judge_endpoint),
                 ("critique", "endpoint", self.critique.endpoint),
                 ("grading.critic", "endpoint", self.grading.critic.endpoint)]
 
@@ -172,17 +184,42 @@ class Params:
         return all([require(endpoint in self.endpoints, section, key, endpoint, known)
                     for section, key, endpoint in self._endpoint_uses()])
 
-    def _check_profiles(self) -> None:
-        """What a method needs of its endpoint's provider, refused here, before any request."""
-        pool = self.endpoints[self.deepconf.endpoint]
+    def _check_pool_profile(self, key: str, where: str) -> None:
+        """DeepConf's model `key` (named at deepconf.<where>) returns logprobs, as many as decoding.top_logprobs."""
+        pool = self.endpoints[key]
         profile = pool.resolved_profile()
-        require(profile.logprobs, "deepconf", "endpoint", self.deepconf.endpoint,
+        require(profile.logprobs, "deepconf", where, key,
                 f"an endpoint that returns logprobs: DeepConf's confidence is made of them, and "
                 f"{pool.name} (profile {profile.name}) returns none")
         limit = profile.max_top_logprobs or 0
         require(self.decoding.top_logprobs <= limit, "decoding", "top_logprobs", self.decoding.top_logprobs,
-                f"at most {limit}, the most {pool.name} (profile {profile.name}) returns")
+                f"at most {limit}, the most {pool.name} (endpoint {key}, profile {profile.name}) returns")
+
+    def _check_study_models(self) -> None:
+        """deepconf.endpoints lists only the other models, each with a sim: key (its stages declare it); a sim
+        override anywhere else would be read by no stage."""
+        for i, key in enumerate(self.deepconf.endpoints):
+            require(key != self.deepconf.endpoint, "deepconf", f"endpoints[{i}]", key,
+                    f"another model than deepconf.endpoint ({key} is it): list only the other models")
+            if self.endpoints[key].sim is NO_SIM_KEY:
+                report(f"endpoints.{key}.sim", "missing: a model of deepconf.endpoints needs it, as its DeepConf "
+                       "stages declare it (null: model.sim as it is; or the keys of model.sim to replace, e.g. "
+                       "{accuracy: 0.3})")
+        for key, endpoint in self.endpoints.items():
+            if key in self.deepconf.endpoints and key != self.deepconf.endpoint:
+                continue
+            require(endpoint.sim is None or endpoint.sim is NO_SIM_KEY, f"endpoints.{key}", "sim",
+                    dataclasses.asdict(endpoint.sim) if endpoint.sim else None,
+                    "null or absent: only a model of deepconf.endpoints has its own simulated model (model.sim "
+                    "simulates every other endpoint)")
+
+    def _check_profiles(self) -> None:
+        """What a method needs of its endpoint's provider, refused here, before any request."""
+        self._check_pool_profile(self.deepconf.endpoint, "endpoint")
+        for i, key in enumerate(self.deepconf.endpoints):
+            self._check_pool_profile(key, f"endpoints[{i}]")
         temperatures = [("decoding", self.decoding.temperature, self.deepconf.endpoint),
+                        *(("decoding", self.decoding.temperature, key) for key in self.deepconf.endpoints),
                         ("debate", self.debate.temperature, self.debate.endpoint),
                         ("debate", self.debate.temperature, self.debate.judge_endpoint),
                         ("critique", self.critique.temperature, self.critique.endpoint)]

@@ -1,4 +1,4 @@
-"""params.yaml's DeepConf sections, in the order the pipeline uses them: `deepconf:` (its datasets and endpoint),
+"""params.yaml's DeepConf sections, in the order the pipeline uses them: `deepconf:` (its datasets and endpoints),
 `prompt:`, `decoding:` and `pool:` (sampling the pool), `confidence:` (scoring), `eval:` and `online:`
 (voting at each K) and `report:`."""
 
@@ -25,6 +25,10 @@ class DeepConfConfig:
     datasets: tuple[str, ...] = param("the datasets DeepConf runs on: each gets its own pool, scores and report "
                                       "(kind problems, integer answers)", min_items=1, unique=True)
     endpoint: str = param("the key of endpoints: that samples the pool (its profile must return logprobs)")
+    endpoints: tuple[str, ...] = param("the other models DeepConf also runs on, keys of endpoints: (each profile must "
+                                       "return logprobs, each entry has a sim: key): each gets its own pool, scores "
+                                       "and aggregate under study/<endpoint>/; deepconf.endpoint is not listed; []: "
+                                       "none", (), unique=True)
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@ models on one or more servers of one provider, with their prices), and the endpo
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any, ClassVar, Literal
 from urllib.parse import urlsplit
 
@@ -33,6 +33,27 @@ class SimConfig:
     mean_tokens: int = param("the mean length of a simulated trace, in tokens", ge=8, le=MAX_TOKENS_BOUND)
     critique_noise: float = param("0: critiques find the first error as often as the step count allows; 1: almost "
                                   "never", 0.3, ge=0, le=1)
+
+
+@dataclass(frozen=True)
+class SimOverride:
+    """`endpoints.<key>.sim`: a model of deepconf.endpoints simulated with model.sim's keys replaced by these, so two
+    simulated models differ (`{accuracy: 0.3, mean_tokens: 900}`: a weaker, terser model)."""
+
+    seed: int | None = param("the simulated model's random seed; null: model.sim's", None)
+    signal: float | None = param("how much confidence says about correctness; null: model.sim's", None, ge=0)
+    accuracy: float | None = param("the mean chance that one trace is right; null: model.sim's", None, ge=0, le=1)
+    mean_tokens: int | None = param("the mean length of a simulated trace, in tokens; null: model.sim's", None,
+                                    ge=8, le=MAX_TOKENS_BOUND)
+
+    def applied_to(self, sim: SimConfig) -> SimConfig:
+        """SimOverride(accuracy=0.3).applied_to(model.sim) -> model.sim with accuracy 0.3."""
+        return replace(sim, **{key: value for key, value in asdict(self).items() if value is not None})
+
+
+# subtle: the default of an entry without a sim: key, told apart from `sim: null` by identity (Params.validate asks
+# every model of deepconf.endpoints for the key, which its dvc.yaml stages declare: DVC refuses a missing param)
+NO_SIM_KEY = SimOverride()
 
 
 @dataclass(frozen=True)
@@ -73,6 +94,9 @@ class EndpointConfig:
     pricing: PricingConfig = param("list prices, USD per 1M tokens")
     allow_foreign_key: bool = param("true: send a provider's key (OPENAI_API_KEY, DEEPSEEK_API_KEY, ...) to a host "
                                     "that is not that provider's, such as a gateway that forwards to it", False)
+    sim: SimOverride | None = param("a model of deepconf.endpoints only, and required there: its simulated model "
+                                    "when model.backend is sim, model.sim with these keys replaced; null: model.sim "
+                                    "as it is", NO_SIM_KEY)
 
     def validate(self, where: str) -> None:
         require(bool(KEY_NAME.match(self.key)), where, "key", self.key, f"{KEY_NAME_RULE}; methods name it")

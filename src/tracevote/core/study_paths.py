@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 STUDY_ROOT = Path("study")
+# dvc.yaml's stages of the models of deepconf.endpoints, a DVC matrix over (dataset, endpoint)
+POOL_STAGE, SCORE_STAGE, AGGREGATE_STAGE = "build_pool_model", "score_model", "aggregate_model"
 
 
 @dataclass(frozen=True)
@@ -39,3 +41,9 @@ def model_paths(endpoint: str, dataset: str, main_endpoint: str) -> ModelPaths:
         stops=data / "scores" / f"{dataset}.stops.parquet",
         aggregate=data / "aggregate" / f"{dataset}.json",
     )
+
+
+def model_stage(group: str, dataset: str, endpoint: str) -> str:
+    """The stage as DVC names a matrix's instance: model_stage("build_pool_model", "aime_2025", "qwen-local") ->
+    "build_pool_model@aime_2025-qwen-local" (dvc.yaml's matrix lists dataset before endpoint)."""
+    return f"{group}@{dataset}-{endpoint}"

@@ -79,9 +79,10 @@ def open_client(model: ModelConfig, decoding: DecodingConfig, problems: list[Pro
 
 @contextlib.contextmanager
 def open_sampler(params: Params, problems: list[Problem], api_key: str | None,
-                 on_retry: Callable[[RetryNotice], None] | None = None) -> Iterator[Sampler]:
-    """A Sampler for DeepConf's endpoint and params.decoding (see open_client)."""
-    with open_client(params.deepconf_model, params.decoding, problems, api_key, pool=params.pool,
+                 on_retry: Callable[[RetryNotice], None] | None = None,
+                 model: ModelConfig | None = None) -> Iterator[Sampler]:
+    """A Sampler for DeepConf's `model` (default: deepconf.endpoint's) and params.decoding (see open_client)."""
+    with open_client(model or params.deepconf_model, params.decoding, problems, api_key, pool=params.pool,
                      concurrency=params.pool.concurrency, on_retry=on_retry) as client:
         yield Sampler(client, params.pool.keep_top_logprobs, params.pool.keep_raw)
 

@@ -20,9 +20,11 @@ from tracevote.core.config_deepconf import DecodingConfig, PoolConfig
 from tracevote.core.config_endpoints import ModelConfig, base_urls
 from tracevote.core.costs import simulated_as, spent_text, worst_case_usd
 from tracevote.core.dvcstate import already_built
-from tracevote.core.errors import StorageError, TracevoteError
+from tracevote.core.errors import ConfigError, StorageError, TracevoteError
 from tracevote.core.fileio import missing_folders
+from tracevote.core.reads import paused_reads
 from tracevote.core.retry import CauseCounter, RetryNotice
+from tracevote.core.study_paths import model_stage
 from tracevote.datasets.problems import Problem, load_problems
 from tracevote.sampling import backend
 from tracevote.sampling.budget import SpendCap
@@ -46,6 +48,7 @@ class PaidStageArgs(Generic[T]):
     records: list[T]
     folder: Path
     manifest: Path
+    endpoint: str | None = None  # one of deepconf.endpoints (`--endpoint`); None: the method's own endpoint
 
     def refuse_if_already_built(self, *, partial: bool = False) -> None:
         """The fresh-clone guard for this stage (see refuse_if_already_built); TRACEVOTE_REBUILD=1 lifts it."""
@@ -54,20 +57,40 @@ class PaidStageArgs(Generic[T]):
 
 
 def read_paid_stage_args(group: str, description: str, *, folder: str, folder_help: str, records: str = "problems",
-                         load: Callable[[str], list[T]] = load_problems) -> PaidStageArgs[T]:
+                         load: Callable[[str], list[T]] = load_problems,
+                         study_group: str | None = None) -> PaidStageArgs[T]:
     """Parse `--params --dataset --<records> --<folder> --manifest`; the dataset must be one params.yaml names,
-    and `load` reads its normalized file."""
+    and `load` reads its normalized file. With `study_group` (the DVC stage of deepconf.endpoints' models),
+    `--endpoint` names one of those models, and the stage is its instance (`build_pool_model@aime_2025-qwen`)."""
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--params", default="params.yaml", type=Path)
     parser.add_argument("--dataset", required=True, help="a key of datasets: in the params file")
     parser.add_argument(f"--{records}", required=True, dest="records", help="the dataset's normalized file")
     parser.add_argument(f"--{folder}", required=True, type=Path, help=folder_help, dest="folder")
     parser.add_argument("--manifest", required=True, type=Path)
+    if study_group is not None:
+        parser.add_argument("--endpoint", help="one of deepconf.endpoints (default: deepconf.endpoint)")
     args = parser.parse_args()
     params = check_params(args.params)  # the whole file, as the check_params stage: this stage pays
     params.dataset(args.dataset)
-    return PaidStageArgs(f"{group}@{args.dataset}", args.params, params, args.dataset, load(args.records),
-                         args.folder, args.manifest)
+    endpoint = getattr(args, "endpoint", None)
+    stage = f"{group}@{args.dataset}"
+    if study_group is not None and endpoint is not None:
+        check_study_model(params, endpoint)
+        stage = model_stage(study_group, args.dataset, endpoint)
+    return PaidStageArgs(stage, args.params, params, args.dataset, load(args.records), args.folder, args.manifest,
+                         endpoint)
+
+
+def check_study_model(params: Params, endpoint: str) -> None:
+    """`--endpoint` names a model of deepconf.endpoints: those are the ones validated as DeepConf's models (logprobs,
+    a sim: key). A guard on the command line, not a setting the stage's output depends on, hence no read noted:
+    the stage declares only its own model's keys, so adding a model to the list re-runs none of the others."""
+    with paused_reads():
+        models = params.deepconf.endpoints
+        if endpoint not in models:
+            raise ConfigError(f"--endpoint {endpoint}: not one of deepconf.endpoints ({', '.join(models) or 'none'});"
+                              f" deepconf.endpoint's own pool is built without --endpoint")
 
 
 def refuse_if_already_built(lock_path: Path, params_path: Path, *, stage: str, rebuild: bool,

@@ -23,6 +23,7 @@ import numpy as np
 import orjson
 
 from tracevote.core.config import Params
+from tracevote.core.config_endpoints import ModelConfig
 from tracevote.core.errors import DataError
 from tracevote.core.fileio import read_json_record, write_json
 from tracevote.core.names import inside, recorded_path
@@ -52,8 +53,9 @@ class Setting:
     seed: int | None = None  # decoding.seed; left out of the fingerprint when None, so older pools keep their folder
 
     @classmethod
-    def from_params(cls, params: Params) -> Setting:
-        model, decoding = params.deepconf_model, params.decoding
+    def from_params(cls, params: Params, model: ModelConfig | None = None) -> Setting:
+        """The pool setting of DeepConf's `model` (default: deepconf.endpoint's)."""
+        model, decoding = model or params.deepconf_model, params.decoding
         sim = canonical_json(asdict(model.sim)) if model.backend == "sim" else None
         return cls(backend=model.backend, model=model.name, extra_body=canonical_json(model.extra_body), sim=sim,
                    system=params.prompt.system, template=params.prompt.template,

@@ -30,7 +30,8 @@ from tracevote.store.ledger import LOG_SUFFIX, Ledger, fingerprint_of
 from tracevote.store.live import LiveLedger
 from tracevote.store.pool import Pool
 
-DEFAULT_FOLDERS = ("pools", "online", "debates", "critiques", "grading/critic")  # where the paid stages keep ledgers
+# where the paid stages keep ledgers (study: the pools of deepconf.endpoints' models, study/<endpoint>/pools/)
+DEFAULT_FOLDERS = ("pools", "study", "online", "debates", "critiques", "grading/critic")
 LEDGER_CLASSES: tuple[type[Ledger], ...] = (Pool, LiveLedger, CallLedger)
 SKIPPED_FOLDERS = frozenset({".git", ".dvc", ".venv", "node_modules", "__pycache__"})
 FrameCheck = Callable[[Frame], str | None]
