@@ -65,7 +65,7 @@ def test_the_plan_prints_each_k_and_prices_the_cheapest_option(pilot: Path) -> N
     assert found[4] == money((round(traces * prompt) * PRICE_IN + round(traces * completion) * PRICE_OUT) / 1e6)
     assert "SIMULATED" in out.splitlines()[-1]
     # another endpoint: priced at the pilot's tokens, its hours unknown (the pilot did not run on it)
-    assert re.search(r"gpt-4o-mini \$ +gpt-4o-mini hours\n", out) and " unknown\n" in out
+    assert re.search(r"gpt-4o-mini\* \$ +gpt-4o-mini\* hours\n", out) and " unknown\n" in out
 
 
 @pytest.mark.parametrize(("args", "message"), [

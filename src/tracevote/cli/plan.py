@@ -9,7 +9,7 @@ pool recorded) and prints the tables and the cheapest option that meets both tar
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -40,15 +40,30 @@ class Targets:
     draws: int
 
 
+@dataclass(frozen=True)
+class TraceUsage:
+    """A trace's mean size and time, over a pool's traces."""
+
+    prompt_tokens: float
+    completion_tokens: float  # as billed
+    seconds: float | None  # mean latency; None when the pool recorded none
+
+
+@dataclass(frozen=True)
+class Priced:
+    """An endpoint an option is priced on, at the usage of its own pilot (`own`), else of the main pilot."""
+
+    model: ModelConfig
+    usage: TraceUsage
+    own: bool
+
+
 @dataclass(frozen=True, eq=False)
 class Pilot:
     dataset: str
     scores: Path
     problems: list[ProblemScores]
-    prompt_tokens: float  # mean per trace
-    completion_tokens: float  # mean per trace, as billed
-    seconds: float | None  # mean latency per trace; None when the pool recorded none
-    model: str  # the pool's model name
+    usage: TraceUsage
     simulated: bool
 
     @property
@@ -83,14 +98,14 @@ def read_pilot(dataset: str, scores: Path, manifest: Path) -> Pilot:
     except (OSError, ValueError) as exc:
         raise DataError(f"{scores}: not a score table ({exc})") from exc
     problems = split_problems(table, MEASURES)
-    prompt, completion, seconds = _usage(manifest, [p.problem_id for p in problems])
-    return Pilot(dataset=dataset, scores=scores, problems=problems, prompt_tokens=prompt, completion_tokens=completion,
-                 seconds=seconds, model=str(read_manifest(manifest).setting.get("model", "")),
+    return Pilot(dataset=dataset, scores=scores, problems=problems,
+                 usage=pool_usage(manifest, [p.problem_id for p in problems]),
                  simulated=metadata.get("simulated") == "true")
 
 
-def _usage(manifest_path: Path, problem_ids: list[str]) -> tuple[float, float, float | None]:
-    """Mean prompt and completion tokens, and mean latency (None if none recorded), over the pilot's traces."""
+def pool_usage(manifest_path: Path, problem_ids: list[str]) -> TraceUsage:
+    """Mean prompt and completion tokens, and mean latency (None if none recorded), over the pool's traces of
+    `problem_ids`."""
     manifest = read_manifest(manifest_path)
     pool = Pool(manifest.pool_root(manifest_path))
     usages = [codec.usage_of(frame.payload) for problem_id in problem_ids if pool.log_path(problem_id).is_file()
@@ -98,8 +113,9 @@ def _usage(manifest_path: Path, problem_ids: list[str]) -> tuple[float, float, f
     if not usages:
         raise DataError(f"{manifest_path}: its pool {pool.root} holds none of the score table's problems")
     latency = np.array([u.latency_s for u in usages])
-    return (float(np.mean([u.prompt_tokens for u in usages])), float(np.mean([u.completion_tokens for u in usages])),
-            float(latency.mean()) if np.all(latency > 0) else None)
+    return TraceUsage(float(np.mean([u.prompt_tokens for u in usages])),
+                      float(np.mean([u.completion_tokens for u in usages])),
+                      float(latency.mean()) if np.all(latency > 0) else None)
 
 
 def candidate_ks(pilot_traces: int, max_k: int) -> tuple[int, ...]:
@@ -134,33 +150,49 @@ def _most(counts: object) -> int | None:
     return max(known) if known else None
 
 
-def plan_endpoints(params: Params, extra: tuple[str, ...]) -> list[ModelConfig]:
-    """deepconf.endpoint, then each endpoint named with --endpoint, each once."""
-    keys = list(dict.fromkeys((params.deepconf.endpoint, *extra)))
+def plan_endpoints(params: Params, extra: tuple[str, ...]) -> list[str]:
+    """deepconf.endpoint, deepconf.endpoints, then each endpoint named with --endpoint, each once."""
+    keys = list(dict.fromkeys((params.deepconf.endpoint, *params.deepconf.endpoints, *extra)))
     unknown = [key for key in keys if key not in params.endpoints]
     if unknown:
         raise ConfigError(f"--endpoint: no endpoint {unknown[0]!r} in endpoints: (there are: "
                           f"{', '.join(params.endpoints)})")
-    return [params.endpoint_model(key) for key in keys]
+    return keys
 
 
-def traces_usd(pilot: Pilot, traces: int, model: ModelConfig) -> float:
-    """`traces` of the pilot's mean size at the endpoint's list prices, every input token at the cache-miss price."""
-    return usd(round(traces * pilot.prompt_tokens), round(traces * pilot.completion_tokens), model.priced())
+def priced_on(params: Params, keys: list[str], pilot: Pilot) -> list[Priced]:
+    """Each endpoint at its own pilot's usage where it has a pool of this dataset (the main endpoint's is the pilot;
+    a model of deepconf.endpoints has one under study/<endpoint>/), else at the main pilot's tokens and no hours."""
+    main = params.deepconf.endpoint
+    priced = []
+    for key in keys:
+        manifest = model_paths(key, pilot.dataset, main).manifest
+        if key == main:
+            priced.append(Priced(params.endpoint_model(key), pilot.usage, own=True))
+        elif manifest.is_file():
+            ids = [p.problem_id for p in pilot.problems]
+            priced.append(Priced(params.endpoint_model(key), pool_usage(manifest, ids), own=True))
+        else:
+            priced.append(Priced(params.endpoint_model(key), replace(pilot.usage, seconds=None), own=False))
+    return priced
 
 
-def traces_hours(pilot: Pilot, traces: int, model: ModelConfig, concurrency: int) -> float | None:
-    """Hours for `traces` at the pilot's mean latency, `concurrency` at a time; None for an endpoint the pilot did not
-    time (another model) or a pool that recorded no latency."""
-    if pilot.seconds is None or model.name != pilot.model:
-        return None
-    return traces * pilot.seconds / concurrency / 3600
+def traces_usd(priced: Priced, traces: int) -> float:
+    """`traces` of the mean size at the endpoint's list prices, every input token at the cache-miss price."""
+    usage = priced.usage
+    return usd(round(traces * usage.prompt_tokens), round(traces * usage.completion_tokens), priced.model.priced())
+
+
+def traces_hours(priced: Priced, traces: int, concurrency: int) -> float | None:
+    """Hours for `traces` at the mean latency, `concurrency` at a time; None without a measured latency."""
+    seconds = priced.usage.seconds
+    return None if seconds is None else traces * seconds / concurrency / 3600
 
 
 # --- the printout -----------------------------------------------------------------------------------
 
 def render(pilot: Pilot, projections: list[Projection], pair: tuple[str, str], targets: Targets,
-           params: Params, models: list[ModelConfig]) -> str:
+           params: Params, models: list[Priced]) -> str:
     level = params.eval.ci_level
     rows = options(projections, pair, targets, level)
     lines = [f"Plan for {pilot.dataset} from its pilot {pilot.scores}: {len(pilot.problems)} problems x "
@@ -171,9 +203,9 @@ def render(pilot: Pilot, projections: list[Projection], pair: tuple[str, str], t
              _accuracy_table(projections), "",
              f"options: {pair[0]} and {pair[1]} each within {_points(targets.width)} points wide, and {pair[1]} - "
              f"{pair[0]} of {_points(targets.difference)} points found with power {targets.power:g} (paired, "
-             f"two-sided at {1 - level:.2g}); {tokens(round(pilot.completion_tokens))} tokens out and "
-             f"{tokens(round(pilot.prompt_tokens))} in a trace (the pilot's mean):",
-             _options_table(pilot, rows, models, params.pool.concurrency), "",
+             f"two-sided at {1 - level:.2g}); {tokens(round(pilot.usage.completion_tokens))} tokens out and "
+             f"{tokens(round(pilot.usage.prompt_tokens))} in a trace (the pilot's mean):",
+             _options_table(rows, models, params.pool.concurrency), "",
              *_recommendation(pilot, rows, models, params.pool.concurrency)]
     if pilot.simulated:
         lines.append("SIMULATED (the pilot's model is the simulator): the dollars are what the named models would "
@@ -193,11 +225,11 @@ def _accuracy_table(projections: list[Projection]) -> str:
                     disable_numparse=True)
 
 
-def _options_table(pilot: Pilot, rows: list[Option], models: list[ModelConfig], concurrency: int) -> str:
+def _options_table(rows: list[Option], models: list[Priced], concurrency: int) -> str:
     headers = ["K", "problems for width", "problems for difference", "traces",
-               *(f"{m.endpoint} {what}" for m in models for what in ("$", "hours"))]
+               *(f"{m.model.endpoint}{'' if m.own else '*'} {what}" for m in models for what in ("$", "hours"))]
     cells = [[str(row.k), _count(row.for_width), _count(row.for_difference), _count(row.traces),
-              *(cell for m in models for cell in _price_cells(pilot, row.traces, m, concurrency))] for row in rows]
+              *(cell for m in models for cell in _price_cells(m, row.traces, concurrency))] for row in rows]
     return tabulate(cells, headers=headers, tablefmt="simple", disable_numparse=True,
                     colalign=("right",) * len(headers))
 
@@ -206,26 +238,26 @@ def _count(n: int | None) -> str:
     return "?" if n is None else f"{n:,}"
 
 
-def _price_cells(pilot: Pilot, traces: int | None, model: ModelConfig, concurrency: int) -> list[str]:
+def _price_cells(priced: Priced, traces: int | None, concurrency: int) -> list[str]:
     if traces is None:
         return ["?", "?"]
-    hours = traces_hours(pilot, traces, model, concurrency)
-    return [money(traces_usd(pilot, traces, model)), "unknown" if hours is None else f"{hours:.2g}"]
+    hours = traces_hours(priced, traces, concurrency)
+    return [money(traces_usd(priced, traces)), "unknown" if hours is None else f"{hours:.2g}"]
 
 
-def _recommendation(pilot: Pilot, rows: list[Option], models: list[ModelConfig], concurrency: int) -> list[str]:
+def _recommendation(pilot: Pilot, rows: list[Option], models: list[Priced], concurrency: int) -> list[str]:
     known = [row for row in rows if row.traces is not None]
     if not known:
         return ["no recommendation: the pilot's two methods never disagree and their intervals never vary"]
     best = min(known, key=lambda row: (row.traces, row.k))
     assert best.problems is not None and best.traces is not None
-    costs = "; ".join(f"{money(traces_usd(pilot, best.traces, m))} on {m.endpoint}"
-                      + _hours_text(traces_hours(pilot, best.traces, m, concurrency)) for m in models)
+    costs = "; ".join(f"{money(traces_usd(m, best.traces))} on {m.model.endpoint}"
+                      + _hours_text(traces_hours(m, best.traces, concurrency)) for m in models)
     more = (f" (the pilot has {len(pilot.problems)}: the dataset needs {best.problems - len(pilot.problems):,} more)"
             if best.problems > len(pilot.problems) else "")
     return [f"recommended: pool.n_pool={best.k} on {best.problems:,} problems{more}, {best.traces:,} traces: {costs}",
-            f"(hours with pool.concurrency={concurrency} requests in flight, each as fast as the pilot's; unknown "
-            "for an endpoint the pilot did not run)"]
+            f"(hours with pool.concurrency={concurrency} requests in flight, each as fast as its pilot's; "
+            "* an endpoint with no pilot of its own: priced at the main pilot's tokens, its hours unknown)"]
 
 
 def _hours_text(hours: float | None) -> str:
@@ -235,7 +267,7 @@ def _hours_text(hours: float | None) -> str:
 def run_plan(params: Params, datasets: list[str], targets: Targets, extra_endpoints: tuple[str, ...],
              scores: Path | None = None, manifest: Path | None = None) -> str:
     """The plan of each dataset's pilot, one after the other."""
-    models = plan_endpoints(params, extra_endpoints)
+    keys = plan_endpoints(params, extra_endpoints)
     texts = []
     for dataset in datasets:
         paths = model_paths(params.deepconf.endpoint, dataset, params.deepconf.endpoint)
@@ -243,5 +275,5 @@ def run_plan(params: Params, datasets: list[str], targets: Targets, extra_endpoi
         projections = [project(pilot.problems, k, params.eval, targets.draws, MEASURES)
                        for k in candidate_ks(pilot.traces, targets.max_k)]
         pair = compared(projections[0], targets.methods)
-        texts.append(render(pilot, projections, pair, targets, params, models))
+        texts.append(render(pilot, projections, pair, targets, params, priced_on(params, keys, pilot)))
     return "\n\n".join(texts)
