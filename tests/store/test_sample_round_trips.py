@@ -93,6 +93,14 @@ def test_the_codec_gives_back_every_field(sample: Sample) -> None:
                        top_quantised=True)
 
 
+@settings(max_examples=50, deadline=None)
+@given(samples())
+def test_the_usage_read_from_the_header_is_the_samples(sample: Sample) -> None:
+    usage = codec.usage_of(codec.encode(sample))
+    assert (usage.prompt_tokens, usage.completion_tokens, usage.latency_s) == (
+        sample.prompt_tokens, sample.completion_tokens, sample.latency_s)
+
+
 @settings(max_examples=150, deadline=None)
 @given(samples(), st.booleans())
 def test_an_export_line_reads_back_as_the_sample(sample: Sample, simulated: bool) -> None:
