@@ -9,6 +9,7 @@ pool recorded) and prints the tables and the cheapest option that meets both tar
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -145,8 +146,8 @@ def options(projections: list[Projection], pair: tuple[str, str], targets: Targe
                    p.problems_to_detect(*pair, targets.difference, targets.power, level)) for p in projections]
 
 
-def _most(counts: object) -> int | None:
-    known = [n for n in counts if n is not None]  # type: ignore[attr-defined]
+def _most(counts: Iterable[int | None]) -> int | None:
+    known = [n for n in counts if n is not None]
     return max(known) if known else None
 
 
@@ -249,8 +250,9 @@ def _recommendation(pilot: Pilot, rows: list[Option], models: list[Priced], conc
     known = [row for row in rows if row.traces is not None]
     if not known:
         return ["no recommendation: the pilot's two methods never disagree and their intervals never vary"]
-    best = min(known, key=lambda row: (row.traces, row.k))
-    assert best.problems is not None and best.traces is not None
+    best = min(known, key=lambda row: (row.traces or 0, row.k))
+    if best.problems is None or best.traces is None:  # unreachable: `known` holds priced rows only
+        return []
     costs = "; ".join(f"{money(traces_usd(m, best.traces))} on {m.model.endpoint}"
                       + _hours_text(traces_hours(m, best.traces, concurrency)) for m in models)
     more = (f" (the pilot has {len(pilot.problems)}: the dataset needs {best.problems - len(pilot.problems):,} more)"
