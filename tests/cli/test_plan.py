@@ -5,6 +5,7 @@ prices; bad flags and missing files are one line and a non-zero exit."""
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +15,7 @@ import pytest
 import yaml
 
 from tests.conftest import REPO_ROOT
+from tests.core.test_config_study import QWEN
 from tests.dvcproject import project_env
 from tests.sampling.test_connection_errors import tracevote, workdir
 from tests.sampling.test_run_control import build_pool
@@ -66,6 +68,28 @@ def test_the_plan_prints_each_k_and_prices_the_cheapest_option(pilot: Path) -> N
     assert "SIMULATED" in out.splitlines()[-1]
     # another endpoint: priced at the pilot's tokens, its hours unknown (the pilot did not run on it)
     assert re.search(r"gpt-4o-mini\* \$ +gpt-4o-mini\* hours\n", out) and " unknown\n" in out
+
+
+def test_a_study_model_with_its_own_pool_is_priced_and_timed_on_it(pilot: Path, tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    project = tmp_path / "project"
+    shutil.copytree(pilot, project)
+    params = yaml.safe_load((project / "params.yaml").read_text())
+    params["endpoints"]["qwen-local"] = {**QWEN, "pricing": {**QWEN["pricing"], "input_cache_miss": 1.0, "output": 2.0}}
+    params["deepconf"]["endpoints"] = ["qwen-local"]
+    (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    study = project / "study" / "qwen-local" / "pools"  # its pool: here the pilot's own traces, copied
+    shutil.copytree(project / "pools", study)
+    monkeypatch.chdir(project)
+    assert main(["plan", "--params", "params.yaml", "--draws", "4", "--max-k", "8"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"deepseek \$ +deepseek hours +qwen-local \$ +qwen-local hours\n", out), out
+    found = re.search(r"recommended: .*?([\d,]+) traces: \S+ on deepseek, ~\S+ h; (\S+) on qwen-local, ~\S+ h", out)
+    assert found, out
+    traces = int(found[1].replace(",", ""))
+    prompt, completion = usage_by_hand(pilot)
+    assert found[2] == money((round(traces * prompt) * 1.0 + round(traces * completion) * 2.0) / 1e6)
 
 
 @pytest.mark.parametrize(("args", "message"), [
