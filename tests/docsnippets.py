@@ -143,7 +143,16 @@ def _program_words(words: list[str]) -> list[str]:
         if words[0] in ("for", "while", "if"):
             return []
         words = words[1:]
-    return [word.strip("[]") for word in words if word.strip("[]")]
+    return [unbracketed for word in words if (unbracketed := _unbracketed(word))]
+
+
+def _unbracketed(word: str) -> str:
+    """A word without the brackets of an optional part: "[--out" -> "--out", "FILE]" -> "FILE", "[METHOD=M]" ->
+    "METHOD=M"; a value's own brackets stay: "eval.k=[1,4]" (a -S list)."""
+    key, equals, value = word.partition("=")
+    if equals and "[" not in key and value.startswith("[") and value.count("[") == value.count("]"):
+        return word
+    return word.strip("[]")
 
 
 def bash_syntax_problem(script: str) -> str | None:
@@ -223,24 +232,28 @@ class Checker:
         if args.cmd == "repro" or (args.cmd == "run" and argv[0] == "exp"):
             problems += [f"dvc {argv[0]}: no stage {target!r} in dvc.yaml" for target in args.targets or []
                          if not self.is_stage(target)]
-        for assignment in getattr(args, "set_param", None) or []:
-            problems += self.setting(assignment)
-        return problems
+        return problems + self.settings(getattr(args, "set_param", None) or [])
 
     def is_stage(self, target: str) -> bool:
         """A stage, a foreach group, or `group@_placeholder` (prose: `build_pool@<dataset>`)."""
         group, at, item = target.partition("@")
         return target in self.stages | self.groups or (bool(at) and item.startswith("_") and group in self.groups)
 
-    def setting(self, assignment: str) -> list[str]:
-        """`-S key=value`, applied to the committed params.yaml, must pass check_params."""
-        if assignment in PLACEHOLDER_SETTINGS:
+    def settings(self, assignments: list[str]) -> list[str]:
+        """A command's `-S key=value`s, applied together to the committed params.yaml (as DVC applies them), must
+        pass check_params: `-S pool.n_pool=32 -S 'eval.k=[1,32]'` is one change."""
+        assignments = [a for a in assignments if a not in PLACEHOLDER_SETTINGS]
+        if not assignments:
             return []
-        key, _, value = assignment.partition("=")
-        override: dict[str, Any] = yaml.safe_load(value)
-        for part in reversed(key.split(".")):
-            override = {part: override}
-        return [f"-S {assignment}: {problem}" for problem in self.params_problems(override)]
+        merged: dict[str, Any] = {}
+        for assignment in assignments:
+            key, _, value = assignment.partition("=")
+            override: dict[str, Any] = yaml.safe_load(value)
+            for part in reversed(key.split(".")):
+                override = {part: override}
+            merged = deep_merge(merged, override)
+        where = " ".join(f"-S {assignment}" for assignment in assignments)
+        return [f"{where}: {problem}" for problem in self.params_problems(merged)]
 
     def params_problems(self, fragment: dict[str, Any]) -> list[str]:
         """check_params' problems with the committed params.yaml with `fragment` merged onto it."""

@@ -95,8 +95,10 @@ def test_the_codec_gives_back_every_field(sample: Sample) -> None:
 
 @settings(max_examples=50, deadline=None)
 @given(samples())
-def test_the_header_alone_gives_the_prompt_tokens(sample: Sample) -> None:
-    assert codec.prompt_tokens_of(codec.encode(sample)) == sample.prompt_tokens
+def test_the_usage_read_from_the_header_is_the_samples(sample: Sample) -> None:
+    usage = codec.usage_of(codec.encode(sample))
+    assert (usage.prompt_tokens, usage.completion_tokens, usage.latency_s) == (
+        sample.prompt_tokens, sample.completion_tokens, sample.latency_s)
 
 
 @settings(max_examples=150, deadline=None)

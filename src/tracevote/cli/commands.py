@@ -453,6 +453,25 @@ def cmd_estimate(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_plan(args: argparse.Namespace) -> int:
+    """The plan from each dataset's pilot (tracevote.cli.plan)."""
+    from tracevote.cli.plan import Targets, run_plan
+    from tracevote.core.config import load_params
+
+    params = load_params(args.params)
+    datasets = args.dataset or list(params.deepconf.datasets)
+    if (args.scores or args.manifest) and len(datasets) != 1:
+        raise ConfigError(f"--scores and --manifest name one pilot: give one --dataset (not {', '.join(datasets)})")
+    unknown = [name for name in datasets if name not in params.deepconf.datasets]
+    if unknown:
+        raise ConfigError(f"--dataset: {unknown[0]!r} is not one of deepconf.datasets "
+                          f"({', '.join(params.deepconf.datasets)})")
+    methods = tuple(name.strip() for name in args.methods.split(",")) if args.methods else ()
+    targets = Targets(args.target_width, args.difference, args.power, methods, args.max_k, args.draws)
+    print(run_plan(params, datasets, targets, tuple(args.endpoint), args.scores, args.manifest))
+    return 0
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     """Print the report stage's last output as it is; the stage, not this command, renders it."""
     path = _metrics_dir(args) / REPORT_FILES[args.format]

@@ -33,6 +33,10 @@ DEFAULT_CRITIC_DIR = "grading/critic/cli"
 ESTIMATE_DESCRIPTION = ("What the work still missing would cost: one row per paid stage and dataset (pools, debates, "
                         "critiques, the grading critic), each pool and ledger read so finished work costs $0, a "
                         "total, and each endpoint's prices.")
+PLAN_DESCRIPTION = ("Before spending: from a pilot (a scored pool, e.g. built at a small pool.n_pool), each method's "
+                    "accuracy and interval width at larger K, the problems needed to tell two methods apart, and what "
+                    "each option costs on each endpoint; then the cheapest that meets both targets "
+                    "(docs/planning.md).")
 LEDGER_DESCRIPTION = ("Check or repair the ledgers of paid calls. verify reads every frame (checksum, key, payload, "
                       "simulated or real) and each ledger's setting and items; repair keeps a damaged log's good "
                       "frames, so the next run requests only the calls it dropped.")
@@ -122,6 +126,8 @@ def add_run_commands(subparsers: argparse._SubParsersAction[argparse.ArgumentPar
                                "raising it would cost")
     estimate.set_defaults(handler=commands.cmd_estimate)
 
+    add_plan_command(subparsers)
+
     report = subparsers.add_parser("report", help="print the last report, or its results table as CSV or Markdown")
     report.add_argument("--format", choices=sorted(commands.REPORT_FILES), default="text",
                         help="text: the printed report; csv or md: the per-method results table "
@@ -131,6 +137,64 @@ def add_run_commands(subparsers: argparse._SubParsersAction[argparse.ArgumentPar
     report.add_argument("--dataset", help="whose report (default: the first of deepconf.datasets)")
     report.add_argument("--params", default="params.yaml", help=PARAMS_HELP)
     report.set_defaults(handler=commands.cmd_report)
+
+
+def points_between(low: float, high: float, what: str) -> Callable[[str], float]:
+    """An argparse `type=`: a number of accuracy points in (low, high], as a share: "10" -> 0.10."""
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {what} (a number of points above {low:g}, at most "
+                                             f"{high:g})") from None
+        if not low < value <= high:
+            raise argparse.ArgumentTypeError(f"{value:g} is not {what} (a number of points above {low:g}, at most "
+                                             f"{high:g})")
+        return value / 100
+
+    return parse
+
+
+def add_plan_command(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    plan = subparsers.add_parser("plan", help="from a pilot pool: the traces and problems a question needs, and "
+                                              "their cost, before spending", description=PLAN_DESCRIPTION)
+    plan.add_argument("--params", default="params.yaml", help=PARAMS_HELP)
+    plan.add_argument("--dataset", action="append", metavar="NAME",
+                      help="plan this dataset's pilot (repeatable; default: every one of deepconf.datasets)")
+    plan.add_argument("--scores", type=Path, metavar="FILE",
+                      help="the pilot's score table (default: data/scores/<dataset>.parquet; needs one --dataset)")
+    plan.add_argument("--manifest", type=Path, metavar="FILE",
+                      help="its pool's manifest (default: pools/<dataset>.json; needs one --dataset)")
+    plan.add_argument("--target-width", type=points_between(0, 100, "an interval width"), default=0.10,
+                      metavar="POINTS", help="the widest interval wanted, in accuracy points (default: 10)")
+    plan.add_argument("--difference", type=points_between(0, 100, "a difference"), default=0.05, metavar="POINTS",
+                      help="the difference between the two methods to find, in points (default: 5)")
+    plan.add_argument("--power", type=float_between(0.5, 1, "a power"), default=0.8,
+                      help="the chance of finding that difference when it is there (default: 0.8)")
+    plan.add_argument("--methods", metavar="A,B",
+                      help="the two methods compared (default: cons and the DeepConf method the pilot puts highest)")
+    plan.add_argument("--max-k", type=int_at_least(1, "a number of traces"), default=512, metavar="K",
+                      help="the largest pool a problem considered (default: 512); K runs from the pilot's size "
+                           "through each power of two")
+    plan.add_argument("--draws", type=int_between(2, 10_000, "a number of draws"), default=100, metavar="N",
+                      help="pools resampled a problem at each K (default: 100)")
+    plan.add_argument("--endpoint", action="append", default=[], metavar="KEY",
+                      help="also price on this key of endpoints: (repeatable; deepconf.endpoint always)")
+    plan.set_defaults(handler=commands.cmd_plan)
+
+
+def float_between(low: float, high: float, what: str) -> Callable[[str], float]:
+    """An argparse `type=`: a number in [low, high)."""
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = float("nan")
+        if not low <= value < high:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {what} (a number from {low:g} to below {high:g})")
+        return value
+
+    return parse
 
 
 def add_other_commands(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -143,8 +143,13 @@ class SimModel:
 
     def draw_outline(self, problem_text: str, key: str) -> Trace:
         """A trace's outline (answer, length) for a text-only call, drawn as a solve trace is (no tokens)."""
-        rng = seeded_rng(self.cfg.seed, problem_text, key, "outline")
-        return _draw_trace(self._problem(problem_text), self.cfg, rng)
+        return self.draw_outlines(problem_text, [key])[0]
+
+    def draw_outlines(self, problem_text: str, keys: Sequence[str]) -> list[Trace]:
+        """`draw_outline` of each key, the problem drawn once (a pool's worth of outlines at a time)."""
+        problem = self._problem(problem_text)
+        return [_draw_trace(problem, self.cfg, seeded_rng(self.cfg.seed, problem_text, key, "outline"))
+                for key in keys]
 
     def problem_within(self, prompt: str) -> str:
         """The longest known problem that a prompt holds anywhere (a debate quotes it mid-message), else the

@@ -188,11 +188,20 @@ def sample_id_of(payload: bytes | memoryview) -> int | None:
     return None if _is_format_1(view) else int(_header(view)[0]["sample_id"])
 
 
-def prompt_tokens_of(payload: bytes | memoryview) -> int:
-    """The prompt tokens the server billed for the sample, reading only the header (format 1: the whole record)."""
+@dataclass(frozen=True)
+class Usage:
+    """What one request cost and took: its usage counts and seconds, as the header keeps them."""
+
+    prompt_tokens: int
+    completion_tokens: int
+    latency_s: float
+
+
+def usage_of(payload: bytes | memoryview) -> Usage:
+    """The sample's usage and latency, reading only the header (formats 2, 3; format 1 decodes its body)."""
     view = memoryview(payload)
     header = _decode_format_1(view).header if _is_format_1(view) else _header(view)[0]
-    return int(header["prompt_tokens"])
+    return Usage(int(header["prompt_tokens"]), int(header["completion_tokens"]), float(header["latency_s"]))
 
 
 @dataclass(frozen=True)

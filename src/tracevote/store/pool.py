@@ -313,7 +313,7 @@ def prompt_tokens(manifest_path: Path, problem_ids: Iterable[str]) -> dict[str, 
             raise DataError(f"{manifest_path}: the pool {pool.root} holds no trace of problem {problem_id!r}; run "
                             f"`dvc repro build_pool@{manifest.dataset}`")
         try:
-            tokens[problem_id] = codec.prompt_tokens_of(frame.payload)  # type: ignore[arg-type]
+            tokens[problem_id] = codec.usage_of(frame.payload).prompt_tokens  # type: ignore[arg-type]
         except ValueError as exc:
             raise framing.damaged(pool.log_path(problem_id), frame.offset, f"sample {frame.key}: {exc}") from None
     return tokens
