@@ -8,6 +8,7 @@ scores solutions of steps datasets (ProcessBench, DeltaBench), not answers to th
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -185,8 +186,14 @@ def plot_accuracy_vs_usd(table: pd.DataFrame, path: Path, *, dataset: str, simul
                       xytext=(4, -10), fontsize=7)
     for model, colour in colours.items():
         axis.plot([], [], color=colour, marker="o", label=model)
+    if (table["method"] == "debate").any():
+        axis.plot([], [], "*", color="gray", markersize=9, linestyle="none", label="debate (DyLAN)")
     axis.set_xscale("log")
-    axis.xaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+    # ticks at 1, 2 and 5 of each decade over a narrow range; over a wide one their labels would overlap
+    usd = table["usd_per_problem"]
+    decades = math.log10(float(usd.max()) / float(usd.min())) if float(usd.min()) > 0 else 0.0
+    axis.xaxis.set_major_locator(LogLocator(subs=(1.0,) if decades > 1.5 else (1.0, 2.0, 5.0)))
+    axis.tick_params(axis="x", labelrotation=20)
     axis.xaxis.set_major_formatter(FuncFormatter(lambda usd, _: money(usd)))
     axis.xaxis.set_minor_formatter(NullFormatter())
     axis.grid(alpha=0.3)
