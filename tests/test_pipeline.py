@@ -6,16 +6,19 @@ from __future__ import annotations
 import copy
 import html
 import json
+import os
 import re
+import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
 import vl_convert
 import yaml
+from filelock import FileLock
 
 from tests.conftest import REPO_ROOT
-from tests.dvcproject import dvc, make_project, model_overrides, one_dataset, run, update_params
+from tests.dvcproject import copy_project, dvc, make_project, model_overrides, one_dataset, run, update_params
 from tests.images import assert_not_blank
 from tracevote.cli.demo import BUILTIN_PROBLEMS, local_dataset
 
@@ -60,15 +63,28 @@ NO_SPREAD_AT_16 = "warning: K=16 has one distinct working set per problem"
 
 
 def build_once(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A committed project in which `dvc repro` ran every stage once (each file's module-scoped `built`)."""
-    project = make_project(tmp_path_factory.mktemp("pipeline") / "project", small_sim_params())
+    """A committed project in which `dvc repro` ran every stage once, copied for the module asking: built once per
+    run and shared by both xdist workers (the first to ask builds it under a lock, the other waits and copies), so
+    this file and tests/test_pipeline_param_changes.py cost one build between them wherever they run."""
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base  # the run's folder, above each worker's
+    template = shared / "pipeline-built" / "project"
+    with FileLock(shared / "pipeline-built.lock"):
+        if not (template.parent / "done").is_file():
+            shutil.rmtree(template.parent, ignore_errors=True)  # a build that failed half-way is built anew
+            build_template(template)
+            (template.parent / "done").write_text("built\n")
+    return copy_project(template, tmp_path_factory.mktemp("pipeline") / "project")
+
+
+def build_template(root: Path) -> None:
+    project = make_project(root, small_sim_params())
     result = dvc(project, "repro")
     assert ran_stages(result.stdout) == ALL_STAGES
     assert "SIMULATED" in result.stdout
     assert NO_SPREAD_AT_16 in result.stdout  # the report stage prints its report
     run(project, "git", "add", "-A")
     run(project, "git", "commit", "-qm", "first run")
-    return project
 
 
 @pytest.fixture(scope="module")
