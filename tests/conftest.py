@@ -53,8 +53,11 @@ def wait_for(condition: Callable[[], bool], what: str, timeout_s: float = EVENT_
 # xdist's own order, most tests first, leaves a two-test file of DVC runs for last, one worker idle meanwhile): the
 # files that drive DVC or subprocesses go first, the longest measured first, so the many quick files fill the end.
 # Measured 2026-11-26 (per-file totals of one --junitxml run; the engine file and the pool-steps pipeline, added
-# after it, placed by their own durations); paths under tests/.
-LONGEST_FIRST = ("test_pipeline.py", "test_profiles_pipeline.py", "test_ledgers_ignored.py",
+# after it, placed by their own durations); the param-change groups, split out of test_pipeline.py on 2026-11-27,
+# placed by --durations of the files together: the two share one built project (the first to ask builds it), and
+# profiles between them lets the other worker start without waiting for that build; paths under tests/.
+LONGEST_FIRST = ("test_pipeline_param_changes.py", "test_profiles_pipeline.py", "test_pipeline.py",
+                 "test_ledgers_ignored.py",
                  "engine/test_real_engine.py", "datasets/test_data_stages.py", "test_stage_failures.py",
                  "test_profile_endpoints.py",
                  "critique/test_build.py", "test_remote.py", "test_pipeline_experiments.py", "sampling/test_build.py",
