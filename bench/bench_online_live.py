@@ -69,9 +69,14 @@ DEMO_PROBLEMS = REPO / "src" / "tracevote" / "datasets" / "data" / "demo_problem
 # problems, warmup, budget, windows, mean tokens of a trace, CPU rounds, traces per CPU round
 SCALES = {"quick": (3, 4, 8, (32,), 200, 2, 6), "small": (6, 16, 48, (512, 2048), 3000, 1, 8),
           "medium": (10, 16, 96, (512, 2048), 3000, 1, 8), "wide": (30, 16, 96, (512, 2048), 3000, 1, 8),
-          "full": (30, 16, 256, (512, 2048), 3000, 3, 48)}
+          "full": (30, 16, 256, (512, 2048), 3000, 3, 48), "full128": (30, 16, 128, (512, 2048), 3000, 1, 8)}
 METHODS = {"low": 90.0, "high": 10.0}  # DeepConf-low keeps the top 10% of the warmup, DeepConf-high 90%
 CONCURRENCY = 8
+# the server's generation pace per stream and its send buffer (sim-server --tokens-per-second, --send-buffer): as a
+# real server, it is a few tokens past the client when a stream is closed, not the ~1 MB of socket buffers ahead
+# that a server writing as fast as the socket takes is
+PACE = 3000
+SEND_BUFFER = 8192
 TOP_K = 20
 ANSWERS = AnswersConfig(fallback="none", truncated_fallback=False)
 PRICING = PricingConfig(checked="2026-07", input_cache_miss=0.14, input_cache_hit=0.0028, output=0.28)
@@ -106,7 +111,8 @@ def sim_server(rows: list[dict[str, Any]], mean_tokens: int, folder: Path) -> It
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     process = subprocess.Popen([sys.executable, "-m", "tracevote", "sim-server", "--params", "params.yaml", "--port",
-                                str(port), "--problems", "problems.jsonl"], cwd=folder, stdout=subprocess.DEVNULL,
+                                str(port), "--problems", "problems.jsonl", "--tokens-per-second", str(PACE),
+                                "--send-buffer", str(SEND_BUFFER)], cwd=folder, stdout=subprocess.DEVNULL,
                                stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
     try:

@@ -356,7 +356,8 @@ def cmd_sim_server(args: argparse.Namespace) -> int:
     faults = parse_faults(args.faults or "")  # before the banner: a bad spec is the only line printed
     answer_sets, known = _sim_answers(args.problems, params)
     options = ServerOptions(api_key=args.api_key, models=tuple(args.models.split(",")) if args.models else None,
-                            no_balance=args.no_balance, profile=args.profile)
+                            no_balance=args.no_balance, profile=args.profile,
+                            tokens_per_s=args.tokens_per_second, send_buffer=args.send_buffer)
     print(f"sim-server: SIMULATED model (seed {params.model.sim.seed}, signal {params.model.sim.signal}), "
           f"enforcing profile {PROFILES[args.profile].describe()}, "
           f"faults {args.faults or 'none'}; ^C stops it", flush=True)
