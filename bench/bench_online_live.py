@@ -2,9 +2,12 @@
 budget, and the client CPU a streamed token costs against the non-streamed path a pool build takes.
 
 The simulator runs as its own process (`python -m tracevote sim-server`, DeepSeek's wire format), so the client's
-CPU is this process's alone. Its traces average 3,000 tokens (SimConfig.mean_tokens; lengths spread log-normally),
-as the paper's do, so a 2,048-token window fits inside most of them (a trace shorter than one window never stops
-early). Per problem it draws a trace from its sample key alone, so pool sample i is live trace i in full:
+CPU is this process's alone. It makes each stream's tokens at a pace (PACE tokens a second) through a small send
+buffer, as a real server generates them, so the tokens it generated past a closed stream are the few a real server
+makes before it notices the close, not the socket buffers a server writing as fast as it can fills. Its traces
+average 3,000 tokens (SimConfig.mean_tokens; lengths spread log-normally), as the paper's do, so a 2,048-token
+window fits inside most of them (a trace shorter than one window never stops early). Per problem it draws a trace
+from its sample key alone, so pool sample i is live trace i in full:
 - The pool: traces 0..budget-1 of every problem, drawn from the same model in-process (no HTTP: the request the
   client sends, the response parsed as build_pool parses it). Cons@budget spends every token of them; the replay
   (deepconf.online.replay on the working set 0..budget-1) predicts the live run on them.
