@@ -23,6 +23,7 @@ from its sample key alone, so pool sample i is live trace i in full:
   every token of each trace crosses the wire both ways).
     python -m bench.run --only bench_online_live [--quick]
     python -m bench.bench_online_live full      the figures as JSON, and the table of docs/benchmarks.md on stderr
+    python -m bench.bench_online_live full128   the same at budget 128 (the scale docs/benchmarks.md reports)
 """
 
 from __future__ import annotations
