@@ -2,9 +2,12 @@
 budget, and the client CPU a streamed token costs against the non-streamed path a pool build takes.
 
 The simulator runs as its own process (`python -m tracevote sim-server`, DeepSeek's wire format), so the client's
-CPU is this process's alone. Its traces average 3,000 tokens (SimConfig.mean_tokens; lengths spread log-normally),
-as the paper's do, so a 2,048-token window fits inside most of them (a trace shorter than one window never stops
-early). Per problem it draws a trace from its sample key alone, so pool sample i is live trace i in full:
+CPU is this process's alone. It makes each stream's tokens at a pace (PACE tokens a second) through a small send
+buffer, as a real server generates them, so the tokens it generated past a closed stream are the few a real server
+makes before it notices the close, not the socket buffers a server writing as fast as it can fills. Its traces
+average 3,000 tokens (SimConfig.mean_tokens; lengths spread log-normally), as the paper's do, so a 2,048-token
+window fits inside most of them (a trace shorter than one window never stops early). Per problem it draws a trace
+from its sample key alone, so pool sample i is live trace i in full:
 - The pool: traces 0..budget-1 of every problem, drawn from the same model in-process (no HTTP: the request the
   client sends, the response parsed as build_pool parses it). Cons@budget spends every token of them; the replay
   (deepconf.online.replay on the working set 0..budget-1) predicts the live run on them.
@@ -20,6 +23,7 @@ early). Per problem it draws a trace from its sample key alone, so pool sample i
   every token of each trace crosses the wire both ways).
     python -m bench.run --only bench_online_live [--quick]
     python -m bench.bench_online_live full      the figures as JSON, and the table of docs/benchmarks.md on stderr
+    python -m bench.bench_online_live full128   the same at budget 128 (the scale docs/benchmarks.md reports)
 """
 
 from __future__ import annotations
@@ -69,9 +73,14 @@ DEMO_PROBLEMS = REPO / "src" / "tracevote" / "datasets" / "data" / "demo_problem
 # problems, warmup, budget, windows, mean tokens of a trace, CPU rounds, traces per CPU round
 SCALES = {"quick": (3, 4, 8, (32,), 200, 2, 6), "small": (6, 16, 48, (512, 2048), 3000, 1, 8),
           "medium": (10, 16, 96, (512, 2048), 3000, 1, 8), "wide": (30, 16, 96, (512, 2048), 3000, 1, 8),
-          "full": (30, 16, 256, (512, 2048), 3000, 3, 48)}
+          "full": (30, 16, 256, (512, 2048), 3000, 3, 48), "full128": (30, 16, 128, (512, 2048), 3000, 1, 8)}
 METHODS = {"low": 90.0, "high": 10.0}  # DeepConf-low keeps the top 10% of the warmup, DeepConf-high 90%
 CONCURRENCY = 8
+# the server's generation pace per stream and its send buffer (sim-server --tokens-per-second, --send-buffer): as a
+# real server, it is a few tokens past the client when a stream is closed, not the ~1 MB of socket buffers ahead
+# that a server writing as fast as the socket takes is
+PACE = 3000
+SEND_BUFFER = 8192
 TOP_K = 20
 ANSWERS = AnswersConfig(fallback="none", truncated_fallback=False)
 PRICING = PricingConfig(checked="2026-07", input_cache_miss=0.14, input_cache_hit=0.0028, output=0.28)
@@ -106,7 +115,8 @@ def sim_server(rows: list[dict[str, Any]], mean_tokens: int, folder: Path) -> It
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     process = subprocess.Popen([sys.executable, "-m", "tracevote", "sim-server", "--params", "params.yaml", "--port",
-                                str(port), "--problems", "problems.jsonl"], cwd=folder, stdout=subprocess.DEVNULL,
+                                str(port), "--problems", "problems.jsonl", "--tokens-per-second", str(PACE),
+                                "--send-buffer", str(SEND_BUFFER)], cwd=folder, stdout=subprocess.DEVNULL,
                                stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
     try:

@@ -79,6 +79,10 @@ def test_version_names_the_package_version(capsys: pytest.CaptureFixture[str]) -
         (["estimate", "--n-pool", "many"], "argument --n-pool: 'many' is not a pool size (an integer >= 1)"),
         (["sim-server", "--port", "0"], "argument --port: 0 is not a TCP port (an integer from 1 to 65535)"),
         (["sim-server", "--port", "65536"], "argument --port: 65536 is not a TCP port (an integer from 1 to 65535)"),
+        (["sim-server", "--tokens-per-second", "0"],
+         "argument --tokens-per-second: 0 is not a generation pace (an integer >= 1)"),
+        (["sim-server", "--send-buffer", "512"],
+         "argument --send-buffer: 512 is not a socket buffer size (an integer >= 1024)"),
         (["report", "--format", "html"], "argument --format: invalid choice: 'html'"),
     ],
 )

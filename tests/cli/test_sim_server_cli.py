@@ -61,8 +61,10 @@ def project(tmp_path: Path) -> Path:
 
 
 def test_without_known_answers_it_warns_that_accuracy_means_nothing(project: Path) -> None:
-    said = list(lines_until_listening(sim_server(project, "--port", str(free_port()))))
+    said = list(lines_until_listening(sim_server(project, "--port", str(free_port()), "--tokens-per-second", "40",
+                                                 "--send-buffer", "8192")))
     assert any("WARNING: it knows no gold answers" in line and "means nothing" in line for line in said), said
+    assert any("40 tokens/s per stream, send buffer 8192 bytes" in line for line in said), said  # the pace it keeps
 
 
 def test_it_learns_the_gold_answers_of_the_projects_normalized_problems(project: Path) -> None:

@@ -5,6 +5,7 @@ The SSE lines are parsed minimally here (the project's stream parser lives in sa
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -142,6 +143,29 @@ def test_a_client_that_hangs_up_stops_the_generation() -> None:
     whole = orjson.loads(MODEL.complete_bytes(chat(), "cut"))["usage"]["completion_tokens"]
     assert whole > read + 2
     assert read <= generated <= read + 1
+
+
+def test_a_paced_stream_makes_no_more_tokens_than_its_pace_allows_and_stops_when_the_client_hangs_up() -> None:
+    """tokens_per_s: the server's count can never pass 1 + pace x the seconds since the request (whatever the load),
+    and once the client is gone it stops before the trace's end, having made at least what the client read."""
+    pace, read = 20, 10  # the trace is 300 tokens long: 14 s for the client to close before it ends
+    started = time.monotonic()
+    with running_server(MODEL, options=ServerOptions(tokens_per_s=pace, send_buffer=4096)) as url:
+        reply = requests.post(f"{url}/chat/completions", json=chat(stream=True), headers={SAMPLE_HEADER: "paced"},
+                              stream=True, timeout=EVENT_TIMEOUT_S)
+        received = 0
+        for line in reply.iter_lines():
+            received += line.startswith(b"data: ") and b'"content":"' in line and b'"role"' not in line
+            if received == read:
+                break
+        reply.close()
+        stats = lambda: requests.get(f"{url}/_stats", timeout=EVENT_TIMEOUT_S).json()  # noqa: E731
+        wait_for(lambda: stats()["streams"].get("client gone") == 1, "the server to see the client gone")
+        generated = stats()["generated_tokens"]["paced"]
+        elapsed = time.monotonic() - started
+    whole = orjson.loads(MODEL.complete_bytes(chat(), "paced"))["usage"]["completion_tokens"]
+    assert read <= generated < whole
+    assert generated <= 1 + pace * elapsed
 
 
 def _faulty(kind: str, **options: Any) -> FaultPlan:

@@ -356,10 +356,12 @@ def cmd_sim_server(args: argparse.Namespace) -> int:
     faults = parse_faults(args.faults or "")  # before the banner: a bad spec is the only line printed
     answer_sets, known = _sim_answers(args.problems, params)
     options = ServerOptions(api_key=args.api_key, models=tuple(args.models.split(",")) if args.models else None,
-                            no_balance=args.no_balance, profile=args.profile)
+                            no_balance=args.no_balance, profile=args.profile,
+                            tokens_per_s=args.tokens_per_second, send_buffer=args.send_buffer)
     print(f"sim-server: SIMULATED model (seed {params.model.sim.seed}, signal {params.model.sim.signal}), "
           f"enforcing profile {PROFILES[args.profile].describe()}, "
-          f"faults {args.faults or 'none'}; ^C stops it", flush=True)
+          f"faults {args.faults or 'none'}, {_pace_words(args.tokens_per_second, args.send_buffer)}; ^C stops it",
+          flush=True)
     for line in known:
         print(line, file=sys.stdout if line.startswith("sim-server: knows") else sys.stderr, flush=True)
     try:
@@ -371,6 +373,11 @@ def cmd_sim_server(args: argparse.Namespace) -> int:
         raise ConfigError(f"--host {args.host} --port {args.port}: cannot listen there ({exc.strerror}); is another "
                           f"server (an earlier sim-server?) on that port? Choose another with --port") from None
     return 0
+
+
+def _pace_words(tokens_per_s: int | None, send_buffer: int | None) -> str:
+    pace = f"{tokens_per_s} tokens/s per stream" if tokens_per_s else "streams as fast as the socket takes them"
+    return pace + (f", send buffer {send_buffer} bytes" if send_buffer else "")
 
 
 _CANNOT_BIND = (errno.EADDRINUSE, errno.EADDRNOTAVAIL, errno.EACCES)  # taken, not this machine's, privileged

@@ -310,6 +310,12 @@ def add_sim_server(subparsers: argparse._SubParsersAction[argparse.ArgumentParse
     sim.add_argument("--profile", choices=sorted(PROFILES), default="deepseek",
                      help="whose rules to enforce: the fields, token limit, sampling parameters and logprobs that "
                           "provider accepts (default: %(default)s)")
+    sim.add_argument("--tokens-per-second", type=int_at_least(1, "a generation pace"), metavar="N",
+                     help="make each stream's tokens at most N a second, as a real server generates them (default: "
+                          "as fast as the socket takes them)")
+    sim.add_argument("--send-buffer", type=int_at_least(1024, "a socket buffer size"), metavar="BYTES",
+                     help="a streaming connection's send buffer (SO_SNDBUF; default: the kernel's): with "
+                          "--tokens-per-second, a client that closes a stream finds the server a few tokens past it")
     sim.set_defaults(handler=commands.cmd_sim_server)
 
 

@@ -14,6 +14,10 @@ reply from a real one (ledgers never mix them).
 
 A request with `stream: true` gets server-sent events in HTTP chunks (sim/stream.py has the layout), made one at
 a time: before each chunk the handler checks whether the client hung up, and stops making chunks when it has.
+Without a pace, a stream is made as fast as the socket takes it, so when a client closes, the tokens already in
+the socket buffers were generated too (up to ~1 MB on loopback). `tokens_per_s` makes each stream at most that
+many tokens a second, as a real server generates them, and `send_buffer` shrinks the socket's send buffer: with
+both, the server is at most a few tokens past the client when it notices the close, as vLLM and llama.cpp are.
 
 Faults (429s, drops, truncated bodies, ...) follow a FaultPlan: see faults.py for the spec (a stream meets them
 mid-stream). `GET /_stats` returns the request counts per sample, per kind and per outcome, the tokens streamed
@@ -62,6 +66,8 @@ class ServerOptions:
     max_top_logprobs: int = 20
     profile: str = "deepseek"
     pace: Callable[[], None] | None = None  # called before each streamed chunk is made: a test steps a stream with it
+    tokens_per_s: float | None = None  # a generation pace per stream, as a real server makes tokens; None: no pace
+    send_buffer: int | None = None  # SO_SNDBUF of a streaming connection in bytes (the kernel's own when None)
 
 
 @dataclass
@@ -270,6 +276,9 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Transfer-Encoding", "chunked")
         self.send_header(SIMULATED_HEADER, "1")
         self.end_headers()
+        if self.server.options.send_buffer is not None:
+            self.wfile.flush()  # the headers go out before the buffer shrinks
+            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self.server.options.send_buffer)
         ending = self._stream_events(events, counted_key, fault)
         self.server.stats.stream_ended(ending)
         if ending in ("finished", "malformed", "slow", "truncated"):
@@ -282,10 +291,13 @@ class _Handler(BaseHTTPRequestHandler):
     def _stream_events(self, events: Iterator[StreamEvent], counted_key: str, fault: str | None) -> str:
         """Writes the events; returns how the stream ended: "finished", "client gone" or the fault's kind."""
         pace, stats, strike_at = self.server.options.pace, self.server.stats, self.server.faults.stream_after
+        generation = _Generation(self.server.options.tokens_per_s)
         content_sent, struck = 0, False
         for event in events:
             if pace is not None:
                 pace()
+            if event.tokens and not generation.wait_for(event.tokens, self.connection):
+                return "client gone"
             if _client_gone(self.connection):
                 return "client gone"
             data = event.data
@@ -362,6 +374,23 @@ def _client_gone(connection: socket.socket) -> bool:
         return connection.recv(1, socket.MSG_PEEK) == b""
     except OSError:
         return True
+
+
+class _Generation:
+    """A stream's generation pace: token n is made no earlier than n / tokens_per_s seconds after the first."""
+
+    def __init__(self, tokens_per_s: float | None) -> None:
+        self.tokens_per_s = tokens_per_s
+        self.started = time.monotonic()
+        self.made = 0
+
+    def wait_for(self, tokens: int, connection: socket.socket) -> bool:
+        """Waits until `tokens` more may be made; False when the client went away meanwhile."""
+        if self.tokens_per_s is None:
+            return True
+        self.made += tokens
+        ahead = self.started + (self.made - 1) / self.tokens_per_s - time.monotonic()
+        return ahead <= 0 or not _stalled(connection, ahead)
 
 
 def _stalled(connection: socket.socket, seconds: float) -> bool:
