@@ -8,20 +8,23 @@ lines, `: keep-alive` comment lines, blank lines between events, `data: [DONE]` 
 C_i is computed by store.logprobs.token_confidence, so a streamed trace has the tokens and confidences the
 non-streamed parse of the same completion gives.
 
-After each read that brought tokens the observer sees them (a TokenBatch, in order): one chunk's when chunks
-arrive one at a time (a slow server), several chunks' when one read brought them, or, with `batch_chunks` n > 1,
-whenever n chunks have been read (checked at the end of each read, so a batch may hold more than n; the stream's end
-hands over the rest). When it returns "stop" the connection is closed at once (the server stops generating) and what
-arrived is returned with stop reason "confidence". A server's usage is taken when it sends one; otherwise the
+The observer sees the tokens in order, in batches (TokenBatch): at the end of a read, once `batch_chunks` chunks
+were read or `hold_s` seconds passed since the oldest of them arrived (stream_completion's defaults: 256 chunks,
+0.1 s; read_stream's: every read), and at the stream's end. Before a read that would wait with tokens held back, the
+client sleeps (to their deadline, or as long as the rest of the batch takes at the pace chunks came) if the last
+read caught up with the server, then hands them over if nothing has arrived; so a slow server's tokens cost a
+wakeup per 0.1 s, not one each, a fast one runs at most about a batch past a stop, and one that writes only when
+asked is never kept waiting. When the observer returns "stop" the connection is closed at once (the server stops
+generating) and what arrived is returned with stop reason "confidence"; the stop rule decides on the tokens alone,
+so it stops at the same token however they were batched. A server's usage is taken when it sends one; otherwise the
 completion tokens are the tokens received, labelled usage_source "client", and prompt_tokens is None (the client does
 not tokenize the prompt).
 
 Client CPU (bench/bench_stream.py, docs/benchmarks.md): a chunked body is read from the socket a megabyte at a time
 and its framing taken off in bulk, so one read brings every event that has arrived; one-line events are split in
-bulk; the first token chunk is parsed in full and its layout kept (_Template), so the next ones are cut with a few
-bytes operations, their contents decoded together per read and their items read together by ingest's fast path
-(32 chunks or more) or its item reader. The more the client falls behind, the more a read brings and the less a
-token costs.
+bulk; the first token chunk is parsed in full and its layout kept (_Template), so the next ones (and the keep-alive
+comments between them) are cut with a few bytes operations, their contents decoded together per read and their items
+read together per batch by ingest's fast path (32 chunks or more) or its item reader.
 
 Failures before any token reached the observer are retried as every call (TransientError); after that they raise
 client.StreamBroken with what arrived, since a retry would feed the observer the trace again.
@@ -54,7 +57,7 @@ UsageSource = Literal["server", "client"]
 Observer = Callable[["TokenBatch"], Literal["stop"] | None]
 _READ_SIZE = 1 << 20  # bytes asked of the socket at a time; read1 returns what has arrived, up to this
 _SMALL_READ = 1 << 16  # a read shorter than this caught up with the server: the next one may wait for more
-HOLD_CHUNKS = 2048  # stream_completion's default batch_chunks: tokens handed over at the latest this many chunks
+HOLD_CHUNKS = 256  # stream_completion's default batch_chunks: tokens handed over at the latest this many chunks
 HOLD_S = 0.1  # ... or this long after the first of them arrived (when nothing more has arrived by then)
 _FAST_BATCH = 32  # chunks a read must bring for ingest's fast path, whose fixed cost (~0.5 ms) a few do not repay
 _DONE = b"[DONE]"
@@ -333,9 +336,14 @@ class _StreamReader:
 
     def _await(self, readable: Callable[[], bool], small: bool) -> None:
         """Before a read with tokens held back: after a read that caught up with the server, sleep until their
-        deadline (the next read takes what arrived meanwhile); then, if nothing has arrived, hand them over."""
+        deadline, or less when the chunks so far came fast enough to fill the batch sooner (the next read takes
+        what arrived meanwhile); then, if nothing has arrived, hand them over."""
         if small and self.held_since is not None:
-            time.sleep(max(0.0, self.held_since + self.hold_s - time.monotonic()))  # type: ignore[operator]
+            now = time.monotonic()
+            left = self.held_since + self.hold_s - now  # type: ignore[operator]
+            if now > self.held_since:  # no longer than the rest of batch_chunks takes at the pace they came
+                left = min(left, (self.batch_chunks - len(self.pending)) * (now - self.held_since) / len(self.pending))
+            time.sleep(max(0.0, left))
         if not readable():
             self._tokens()
 
