@@ -11,7 +11,7 @@ non-streamed parse of the same completion gives.
 The observer sees the tokens in order, in batches (TokenBatch): at the end of a read, once `batch_chunks` chunks
 were read or `hold_s` seconds passed since the oldest of them arrived (stream_completion's defaults: 256 chunks,
 0.1 s; read_stream's: every read), and at the stream's end. Before a read that would wait with tokens held back, the
-client sleeps (to their deadline, or as long as the rest of the batch takes at the pace chunks came) if the last
+client sleeps (to their deadline, or as long as the rest of the batch takes at the stream's pace) if the last
 read caught up with the server, then hands them over if nothing has arrived; so a slow server's tokens cost a
 wakeup per 0.1 s, not one each, a fast one runs at most about a batch past a stop, and one that writes only when
 asked is never kept waiting. When the observer returns "stop" the connection is closed at once (the server stops
@@ -218,6 +218,7 @@ class _StreamReader:
     batch_chunks: int = 1
     hold_s: float | None = None  # with the socket: the longest a token is held back (None: until batch_chunks)
     held_since: float | None = None  # when the oldest token not handed over yet arrived
+    first_at: float | None = None  # when the first tokens arrived
     simulated: bool = False
     text: list[str] = field(default_factory=list)
     batches: list[TokenBatch] = field(default_factory=list)
@@ -283,6 +284,7 @@ class _StreamReader:
             return
         now = time.monotonic()
         self.held_since = self.held_since or now
+        self.first_at = self.first_at or now
         if len(self.pending) >= self.batch_chunks or (self.hold_s is not None and now - self.held_since >= self.hold_s):
             self._tokens()
 
@@ -341,8 +343,9 @@ class _StreamReader:
         if small and self.held_since is not None:
             now = time.monotonic()
             left = self.held_since + self.hold_s - now  # type: ignore[operator]
-            if now > self.held_since:  # no longer than the rest of batch_chunks takes at the pace they came
-                left = min(left, (self.batch_chunks - len(self.pending)) * (now - self.held_since) / len(self.pending))
+            if self.first_at is not None and now > self.first_at:  # no longer than the rest of the batch takes at
+                # the stream's pace so far
+                left = min(left, (self.batch_chunks - len(self.pending)) * (now - self.first_at) / self.chunks)
             time.sleep(max(0.0, left))
         if not readable():
             self._tokens()
