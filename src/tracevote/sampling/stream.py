@@ -9,7 +9,7 @@ C_i is computed by store.logprobs.token_confidence, so a streamed trace has the 
 non-streamed parse of the same completion gives.
 
 The observer sees the tokens in order, in batches (TokenBatch): at the end of a read, once `batch_chunks` chunks
-were read or `hold_s` seconds passed since the oldest of them arrived (stream_completion's defaults: 256 chunks,
+were read or `hold_s` seconds passed since the oldest of them arrived (stream_completion's defaults: 2,048 chunks,
 0.1 s; read_stream's: every read), and at the stream's end. Before a read that would wait with tokens held back, the
 client sleeps (to their deadline, or as long as the rest of the batch takes at the stream's pace) if the last
 read caught up with the server, then hands them over if nothing has arrived; so a slow server's tokens cost a
@@ -57,7 +57,7 @@ UsageSource = Literal["server", "client"]
 Observer = Callable[["TokenBatch"], Literal["stop"] | None]
 _READ_SIZE = 1 << 20  # bytes asked of the socket at a time; read1 returns what has arrived, up to this
 _SMALL_READ = 1 << 16  # a read shorter than this caught up with the server: the next one may wait for more
-HOLD_CHUNKS = 256  # stream_completion's default batch_chunks: tokens handed over at the latest this many chunks
+HOLD_CHUNKS = 2048  # stream_completion's default batch_chunks: tokens handed over at the latest this many chunks
 HOLD_S = 0.1  # ... or this long after the first of them arrived (when nothing more has arrived by then)
 _FAST_BATCH = 32  # chunks a read must bring for ingest's fast path, whose fixed cost (~0.5 ms) a few do not repay
 _DONE = b"[DONE]"
