@@ -300,6 +300,10 @@ class _StreamReader:
             yield from self._dechunked(raw)
             return
         while True:
+            if self.pending:  # no way to look at the socket here: held tokens go over before a read that may wait
+                self._tokens()
+                if self.stopped:
+                    return
             try:
                 data = response.raw.read1(_READ_SIZE)
             except urllib3.exceptions.ReadTimeoutError as exc:
