@@ -7,13 +7,21 @@ body (ingest_fast); the streamed side is sampling.stream.read_stream on the stre
 reads them: one chunk per read (a live stream; also every read from a server using chunked transfer encoding,
 as http.client's read1 returns at most one HTTP chunk, and servers send an event per HTTP chunk), 64 KiB and
 1 MiB reads (a server without chunked encoding, with the client behind), and one chunk per read with the
-observer called every 16 or 64 chunks (batch_chunks). No HTTP on either side. Every side runs in the same process
+observer called every 16 or 2,048 chunks (batch_chunks; 2,048 is stream_completion's default, here without its
+0.1 s bound since the bytes are all there). No HTTP on either side. Every side runs in the same process
 on the same completions, in interleaved rounds (median, min, max; wall and CPU).
 
 Then over real HTTP: the simulator as its own process (`python -m tracevote sim-server`, DeepSeek's layout, the same
 3,000-token mean), its completions fetched one at a time by ChatClient.sample non-streamed and by stream_completion
-(one batch per read, and batch_chunks=16), interleaved; CPU is this process's alone (time.process_time), so the
-server's is not counted, and both sides pay their HTTP.
+(as a live run calls it: tokens held back up to 2,048 chunks or 0.1 s; and handed over every read, batch_chunks=1
+without the time bound, as before), interleaved; CPU is this process's alone (time.process_time), so the server's is
+not counted, and both sides pay their HTTP. The issue's bar: the streamed sides' CPU per token no more than the
+non-streamed side's.
+
+Then a slow server: the simulator in this process (sim.server.running_server) writing one chunk per 1/PACED_RATE s
+(the pace hook sleeps), its completions streamed every read and held back (stream_completion's defaults),
+interleaved; CPU is the client thread's alone (time.thread_time). Beside it, one stream per side closed by an observer
+at token PACED_STOP: the tokens the client received and the server generated (its own count, /_stats) past it.
     python -m bench.run --only bench_stream [--quick]
 """
 
@@ -27,19 +35,25 @@ from typing import Any
 
 import numpy as np
 import orjson
+import requests
 
 from bench.bench_ingest import TOP_K, fast, sim_bodies
-from bench.bench_online_live import client, messages, problems, sim_server
+from bench.bench_online_live import client, messages, problems, sim_model, sim_server
 from bench.figures import Figure
 from bench.measure import Run, interleaved, timed
-from tracevote.sampling.stream import read_stream, stream_completion
+from tracevote.sampling.stream import HOLD_CHUNKS, TokenBatch, read_stream, stream_completion
+from tracevote.sim.server import ServerOptions, running_server
 
 SCALES = {"quick": (1, 600, 2), "full": (2, 3000, 5)}  # completions, tokens each, rounds
 HTTP_SCALES = {"quick": (3, 600, 2), "full": (6, 3000, 5)}  # completions, mean tokens, rounds
 HTTP_BASELINE = "http_nonstreamed_ChatClient.sample"
 BASELINE = "stream_baseline_nonstreamed_ingest"
+EVERY_READ = "http_stream_completion_every_read"
+PACED_SCALES = {"quick": (1, 300, 1), "full": (2, 1000, 3)}  # completions, mean tokens, rounds
+PACED_RATE = 1000.0  # chunks a second the slow server writes (a fast single stream of a real server)
+PACED_STOP = 200  # the token at which the stop measurement's observer closes the stream
 READS = {"stream_one_chunk_per_read": None, "stream_64KiB_reads": 1 << 16, "stream_1MiB_reads": 1 << 20}
-BATCHES = (16, 64)  # one chunk per read, the observer called every n chunks (batch_chunks=n)
+BATCHES = (16, HOLD_CHUNKS)  # one chunk per read, the observer called every n chunks (batch_chunks=n)
 
 
 def as_stream(body: bytes) -> list[bytes]:
@@ -92,7 +106,7 @@ def run(scale: str = "full") -> list[dict[str, Any]]:
     total = sum(len(fast(body).tokens) for body in bodies)
     note = f"{n} completions x {tokens} tokens, top-{TOP_K}; {rounds} interleaved rounds"
     figures = [stream_figure(name, side, runs[BASELINE], total, note).to_json() for name, side in runs.items()]
-    return figures + http_figures(scale)
+    return figures + http_figures(scale) + paced_figures(scale)
 
 
 def http_figures(scale: str) -> list[dict[str, Any]]:
@@ -114,8 +128,8 @@ def http_figures(scale: str) -> list[dict[str, Any]]:
                 messages(row), problem_id=row["id"], sample_id=0, keep_top_logprobs=False).n_tokens),
             "http_stream_completion": side("http_stream_completion", lambda row: stream_completion(
                 chat, messages(row), sample_key=f"{row['id']}/0").n_tokens),
-            "http_stream_completion_batch_16": side("http_stream_completion_batch_16", lambda row: stream_completion(
-                chat, messages(row), sample_key=f"{row['id']}/0", batch_chunks=16).n_tokens),
+            EVERY_READ: side(EVERY_READ, lambda row: stream_completion(
+                chat, messages(row), sample_key=f"{row['id']}/0", batch_chunks=1, hold_s=None).n_tokens),
         }
         runs = interleaved(sides, rounds)
     if len(set(tokens.values())) != 1:
@@ -129,6 +143,65 @@ def http_figures(scale: str) -> list[dict[str, Any]]:
                    baseline_cpu=None if name == HTTP_BASELINE else [total / r.cpu for r in runs[HTTP_BASELINE]],
                    cpu_unit="tokens/CPU-s", baseline_name="ChatClient.sample on the same completions, non-streamed",
                    note=note).to_json() for name, side_runs in runs.items()]
+
+
+def paced_figures(scale: str) -> list[dict[str, Any]]:
+    """Client CPU per token against a slow server (PACED_RATE chunks a second), every read against held back; and
+    the tokens past a stop at PACED_STOP that each side received and the server generated."""
+    n, mean_tokens, rounds = PACED_SCALES[scale]
+    rows = problems(n)
+    options = ServerOptions(profile="deepseek", pace=lambda: time.sleep(1 / PACED_RATE))
+    modes: dict[str, dict[str, Any]] = {"paced_every_read": {"batch_chunks": 1, "hold_s": None}, "paced_held": {}}
+    tokens: dict[str, int] = {}
+    past_stop: dict[str, tuple[int, int]] = {}
+    with running_server(sim_model(rows, mean_tokens), options=options) as url, client(url, 4 * mean_tokens) as chat:
+        def side(name: str) -> Callable[[], Run]:
+            def one_round() -> Run:
+                wall, cpu = time.perf_counter(), time.thread_time()
+                tokens[name] = sum(stream_completion(chat, messages(row), sample_key=f"{row['id']}/0",
+                                                     **modes[name]).n_tokens for row in rows)
+                return Run(time.perf_counter() - wall, time.thread_time() - cpu)
+            return one_round
+
+        runs = interleaved({name: side(name) for name in modes}, rounds)
+        for name, mode in modes.items():
+            past_stop[name] = _past_stop(chat, url, rows[0], name, mode)
+    if len(set(tokens.values())) != 1:
+        raise AssertionError(f"the sides received different tokens: {tokens}")
+    total = tokens["paced_every_read"]
+    stops = "; ".join(f"{name}: {got} received, {made} generated past the stop" for name, (got, made) in
+                      past_stop.items())
+    note = (f"sim server in this process writing a chunk per {1000 / PACED_RATE:g} ms, {n} completions, {total} "
+            f"tokens, top-{TOP_K}, one at a time; {rounds} interleaved rounds; CPU: the client thread "
+            f"(time.thread_time); a stream closed at token {PACED_STOP}: {stops}")
+    return [Figure(f"streaming: {name}", "tokens/s", [total / r.wall for r in side_runs],
+                   None if name == "paced_every_read" else [total / r.wall for r in runs["paced_every_read"]],
+                   cpu=[total / r.cpu for r in side_runs],
+                   baseline_cpu=None if name == "paced_every_read" else [
+                       total / r.cpu for r in runs["paced_every_read"]],
+                   cpu_unit="tokens/CPU-s", baseline_name="the same streams handed over every read",
+                   note=note).to_json() for name, side_runs in runs.items()]
+
+
+def _past_stop(chat: Any, url: str, row: dict[str, Any], name: str, mode: dict[str, Any]) -> tuple[int, int]:
+    """(tokens received, tokens the server generated) past token PACED_STOP of a stream closed there."""
+    key = f"{row['id']}/stop-{name}"
+
+    def observer(batch: TokenBatch) -> str | None:
+        return "stop" if batch.offset + len(batch.tokens) >= PACED_STOP else None
+
+    received = stream_completion(chat, messages(row), sample_key=key, observer=observer, **mode).n_tokens
+    deadline = time.monotonic() + 60
+    while True:  # the server counts a closed stream's tokens once its next write finds the client gone
+        stats = requests.get(f"{url}/_stats", timeout=30).json()
+        if stats["streams"].get("client gone", 0) >= len(_GONE) + 1 or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    _GONE.append(key)
+    return received - PACED_STOP, stats["generated_tokens"][key] - PACED_STOP
+
+
+_GONE: list[str] = []  # streams closed so far in this process's paced server
 
 
 def stream_figure(name: str, runs: list[Run], baseline: list[Run], total: int, note: str) -> Figure:

@@ -26,6 +26,7 @@ class SSEScript:
     pieces: list[bytes]
     paced: bool = False
     drop: bool = False  # end by closing the connection without the last (empty) HTTP chunk
+    chunked: bool = True  # False: the body as written, ended by closing the connection (no chunked framing)
     status: int = 200
     requests: list[dict[str, Any]] = field(default_factory=list)
     written: int = 0  # pieces written
@@ -81,19 +82,20 @@ def serve_sse(script: SSEScript) -> Iterator[str]:
         def _stream(self) -> None:
             self.send_response(script.status)
             self.send_header("Content-Type", "text/event-stream" if script.status == 200 else "application/json")
-            self.send_header("Transfer-Encoding", "chunked")
+            if script.chunked:
+                self.send_header("Transfer-Encoding", "chunked")
             self.end_headers()
             for n, piece in enumerate(script.pieces):
                 if script.paced and n > 1 and not script.wait_for_turn(self.connection):
                     return
                 try:
-                    self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
+                    self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece) if script.chunked else piece)
                     self.wfile.flush()
                 except OSError:
                     script.client_closed.set()
                     return
                 script.written += 1
-            if not script.drop:
+            if script.chunked and not script.drop:
                 self.wfile.write(b"0\r\n\r\n")
 
         def log_message(self, *args: object) -> None:

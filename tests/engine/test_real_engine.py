@@ -205,7 +205,9 @@ def test_streams_in_flight_together_each_end_with_their_closing_chunk(engine: En
                               enumerate(messages)))
         assert [s.finish_reason for s in whole] == ["stop"] * 4 and all(s.done for s in whole)
         before = engine.log.read_text(errors="replace").count("Disconnected from client")
-        cut = stream_completion(client, messages[0], sample_key="p/0",
+        # every read handed over: held back (the default), this 41-token completion could all arrive within the
+        # 0.1 s a batch waits, and the stop would come after the stream's end
+        cut = stream_completion(client, messages[0], sample_key="p/0", batch_chunks=1, hold_s=None,
                                 observer=lambda batch: "stop" if batch.offset + len(batch.tokens) >= 3 else None)
     assert cut.stop_reason == "confidence" and cut.usage_source == "client" and cut.n_tokens < whole[0].n_tokens
     wait_for(lambda: engine.log.read_text(errors="replace").count("Disconnected from client") > before,

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -22,6 +23,7 @@ from tracevote.deepconf.online import OnlineTrace, consensus_checks, replay, spe
 from tracevote.deepconf.voting import row_percentile
 from tracevote.sampling.client import ChatClient
 from tracevote.sampling.live import LiveRules, missing_traces, run_live
+from tracevote.sampling.stream import stream_completion
 from tracevote.sim.model import SimModel
 from tracevote.sim.server import SimServer, start_server, stop_server
 from tracevote.store.live import LiveLedger, LiveTrace
@@ -205,3 +207,21 @@ def test_window_stop_fed_in_any_batches_stops_where_the_whole_trace_says() -> No
         rule = WindowStop(threshold, 16, capacity=8)
         stops = [rule.feed(confidence[i:i + size]) for i in range(0, len(confidence), size)]
         assert next(s for s in stops if s is not None) == whole
+
+
+@pytest.mark.parametrize("mode", [{"batch_chunks": 1, "hold_s": None}, {}, {"batch_chunks": 7, "hold_s": 0.0}],
+                         ids=["every-read", "held-default", "seven-or-at-once"])
+def test_tokens_held_back_in_batches_stop_at_the_token_the_whole_trace_stops_at(server: SimServer,
+                                                                                mode: dict[str, Any]) -> None:
+    with client_for(server, 1) as client:
+        whole = stream_completion(client, MESSAGES["q1"], sample_key="q1/5")
+        sums = np.convolve(whole.token_confidence.astype(np.float64), np.ones(24), mode="valid")
+        threshold = float(np.median(sums / 24))  # some windows fall below it, well inside the trace
+        expected = WindowStop(threshold, 24).feed(whole.token_confidence)
+        rule = WindowStop(threshold, 24)
+        cut = stream_completion(client, MESSAGES["q1"], sample_key="q1/5",
+                                observer=lambda batch: "stop" if rule.feed(batch.token_confidence) else None, **mode)
+    assert expected is not None and 24 <= expected < whole.n_tokens
+    assert rule.spent == expected and cut.stop_reason == "confidence" and cut.n_tokens >= expected
+    assert cut.tokens[:expected] == whole.tokens[:expected]
+    np.testing.assert_array_equal(cut.token_confidence[:expected], whole.token_confidence[:expected])

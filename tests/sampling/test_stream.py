@@ -216,6 +216,27 @@ def test_stopping_closes_the_connection_and_the_server_writes_no_more(stop_after
     np.testing.assert_array_equal(result.token_confidence, full.token_confidence[:stop_after])
 
 
+@pytest.mark.parametrize("chunked", [True, False], ids=["chunked", "until-close"])
+def test_tokens_held_back_go_to_the_observer_before_the_client_waits_on_a_server_that_writes_when_asked(
+        chunked: bool) -> None:
+    """stream_completion's defaults hold tokens back; a server that writes the next chunk only once the observer has
+    seen the last one still gets each one seen (a hold that waited for more would never end)."""
+    script = SSEScript(events(provider_stream("openai")), paced=True, chunked=chunked)
+    seen: list[int] = []
+
+    def observer(batch: TokenBatch) -> str | None:
+        seen.append(len(batch.tokens))
+        if sum(seen) >= 3:
+            return "stop"
+        script.go()
+        return None
+
+    with serve_sse(script) as url, client_for(url) as client:
+        result = stream_completion(client, messages(), sample_key="p/0", observer=observer)
+        assert script.finished.wait(EVENT_TIMEOUT_S)
+    assert result.stop_reason == "confidence" and result.n_tokens == sum(seen) == 3 and script.client_closed.is_set()
+
+
 @pytest.mark.parametrize(("profile", "options"), [
     ("deepseek", {"include_usage": True}), ("openai-chat", {"include_usage": True}),
     ("local", {"include_usage": True}), ("llama-cpp-python", {"include_usage": True})])

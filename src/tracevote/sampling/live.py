@@ -48,7 +48,7 @@ from tracevote.deepconf.online import consensus_checks
 from tracevote.sampling.breaker import OutageError
 from tracevote.sampling.budget import SpendCap, SpendCapError
 from tracevote.sampling.client import ChatClient, StreamBroken
-from tracevote.sampling.stream import Streamed, TokenBatch, stream_completion
+from tracevote.sampling.stream import HOLD_CHUNKS, Streamed, TokenBatch, stream_completion
 from tracevote.store.framing import FrameWriter
 from tracevote.store.live import LiveLedger, LiveTrace, StopReason, encode, method_setting, warmup_setting
 from tracevote.store.pool import Setting
@@ -200,7 +200,7 @@ def _missing(problem: _Problem, rules: LiveRules) -> int:
 
 def run_live(client: ChatClient, warmup: LiveLedger, methods: dict[str, LiveLedger],
              messages: dict[str, list[dict[str, str]]], rules: LiveRules, codes: CodesFn, *, concurrency: int,
-             pricing: PricingConfig, cap: SpendCap | None = None, batch_chunks: int = 1,
+             pricing: PricingConfig, cap: SpendCap | None = None, batch_chunks: int = HOLD_CHUNKS,
              on_stored: Callable[[LiveTrace, LiveSummary], None] | None = None,
              summary: LiveSummary | None = None) -> LiveSummary:
     """Stream every missing trace of every problem in `messages` (see the module docstring), `concurrency` at a

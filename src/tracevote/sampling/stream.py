@@ -8,20 +8,23 @@ lines, `: keep-alive` comment lines, blank lines between events, `data: [DONE]` 
 C_i is computed by store.logprobs.token_confidence, so a streamed trace has the tokens and confidences the
 non-streamed parse of the same completion gives.
 
-After each read that brought tokens the observer sees them (a TokenBatch, in order): one chunk's when chunks
-arrive one at a time (a slow server), several chunks' when one read brought them, or, with `batch_chunks` n > 1,
-whenever n chunks have been read (checked at the end of each read, so a batch may hold more than n; the stream's end
-hands over the rest). When it returns "stop" the connection is closed at once (the server stops generating) and what
-arrived is returned with stop reason "confidence". A server's usage is taken when it sends one; otherwise the
+The observer sees the tokens in order, in batches (TokenBatch): at the end of a read, once `batch_chunks` chunks
+were read or `hold_s` seconds passed since the oldest of them arrived (stream_completion's defaults: 2,048 chunks,
+0.1 s; read_stream's: every read), and at the stream's end. Before a read that would wait with tokens held back, the
+client sleeps (to their deadline, or as long as the rest of the batch takes at the stream's pace) if the last
+read caught up with the server, then hands them over if nothing has arrived; so a slow server's tokens cost a
+wakeup per 0.1 s, not one each, a fast one runs at most about a batch past a stop, and one that writes only when
+asked is never kept waiting. When the observer returns "stop" the connection is closed at once (the server stops
+generating) and what arrived is returned with stop reason "confidence"; the stop rule decides on the tokens alone,
+so it stops at the same token however they were batched. A server's usage is taken when it sends one; otherwise the
 completion tokens are the tokens received, labelled usage_source "client", and prompt_tokens is None (the client does
 not tokenize the prompt).
 
 Client CPU (bench/bench_stream.py, docs/benchmarks.md): a chunked body is read from the socket a megabyte at a time
 and its framing taken off in bulk, so one read brings every event that has arrived; one-line events are split in
-bulk; the first token chunk is parsed in full and its layout kept (_Template), so the next ones are cut with a few
-bytes operations, their contents decoded together per read and their items read together by ingest's fast path
-(32 chunks or more) or its item reader. The more the client falls behind, the more a read brings and the less a
-token costs.
+bulk; the first token chunk is parsed in full and its layout kept (_Template), so the next ones (and the keep-alive
+comments between them) are cut with a few bytes operations, their contents decoded together per read and their items
+read together per batch by ingest's fast path (32 chunks or more) or its item reader.
 
 Failures before any token reached the observer are retried as every call (TransientError); after that they raise
 client.StreamBroken with what arrived, since a retry would feed the observer the trace again.
@@ -31,6 +34,7 @@ from __future__ import annotations
 
 import contextlib
 import http.client
+import select
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -52,8 +56,12 @@ StopReason = Literal["finished", "length", "confidence"]
 UsageSource = Literal["server", "client"]
 Observer = Callable[["TokenBatch"], Literal["stop"] | None]
 _READ_SIZE = 1 << 20  # bytes asked of the socket at a time; read1 returns what has arrived, up to this
+_SMALL_READ = 1 << 16  # a read shorter than this caught up with the server: the next one may wait for more
+HOLD_CHUNKS = 2048  # stream_completion's default batch_chunks: tokens handed over at the latest this many chunks
+HOLD_S = 0.1  # ... or this long after the first of them arrived (when nothing more has arrived by then)
 _FAST_BATCH = 32  # chunks a read must bring for ingest's fast path, whose fixed cost (~0.5 ms) a few do not repay
 _DONE = b"[DONE]"
+_Raw = bytes | memoryview  # bytes cut from a read: a view of them (no copy) where they are only joined later
 _ITEMS_KEY = b'"logprobs":{"content":[{'
 # a completion body around a read's items, for ingest's fast path (it reads choices[0].logprobs.content)
 _BODY_HEAD = b'{"choices":[{"index":0,"message":{"role":"assistant","content":""},"logprobs":{"content":['
@@ -111,18 +119,24 @@ def stream_body(client: ChatClient, messages: list[dict[str, str]], *, sample_ke
 
 def stream_completion(client: ChatClient, messages: list[dict[str, str]], *, sample_key: str,
                       observer: Observer | None = None, max_tokens: int | None = None, kind: str = SOLVE,
-                      keep_top_tokens: bool = False, batch_chunks: int = 1) -> Streamed:
+                      keep_top_tokens: bool = False, batch_chunks: int = HOLD_CHUNKS,
+                      hold_s: float | None = HOLD_S) -> Streamed:
     """One streamed trace through `client` (its endpoints, headers, key, timeouts, retries and breaker).
 
-    `batch_chunks` > 1 holds tokens back until at least that many chunks were read (or the stream ended) and hands
-    them to the observer at once: ~3.5x less client CPU per token at 16 when chunks arrive one per read
-    (bench/bench_stream.py), and a stop at most batch_chunks - 1 chunks later than with 1. A stop rule that cannot
-    fire yet (no full window) loses nothing by it. When a read brings many chunks it changes little: they are one
-    batch anyway."""
+    Tokens are held back and handed to the observer together once `batch_chunks` chunks were read, or `hold_s`
+    seconds after the first of them arrived, or at the stream's end, whichever comes first; a read that caught up
+    with the server (a slow one) sleeps until that deadline so the next read takes every chunk that arrived
+    meanwhile, and when nothing arrived by then the held tokens are handed over before the client waits again (a
+    server that writes only when asked is never kept waiting). So a token costs the client one parse among
+    thousands and a wakeup among as many as arrive in `hold_s` (bench/bench_stream.py), and a stop is noticed at
+    most `hold_s` (plus the read in progress) after its token arrived: the tokens received past it are the
+    server's, `hold_s` of its output at most; the stop itself is decided on the tokens alone, at the same token.
+    `batch_chunks` 1 with `hold_s` None hands over every read's tokens at once (one call per read)."""
     payload = orjson.dumps(stream_body(client, messages, sample_key=sample_key, max_tokens=max_tokens))
 
     def read(response: requests.Response, started: float) -> Streamed:
-        reader = _StreamReader(client.decoding.top_logprobs, keep_top_tokens, observer, client.redact, batch_chunks)
+        reader = _StreamReader(client.decoding.top_logprobs, keep_top_tokens, observer, client.redact, batch_chunks,
+                               hold_s)
         reader.simulated = response.headers.get(SIMULATED_HEADER) == "1"
         return reader.read(reader.pieces(response), started)
 
@@ -202,6 +216,9 @@ class _StreamReader:
     observer: Observer | None
     redact: Callable[[str], str]
     batch_chunks: int = 1
+    hold_s: float | None = None  # with the socket: the longest a token is held back (None: until batch_chunks)
+    held_since: float | None = None  # when the oldest token not handed over yet arrived
+    first_at: float | None = None  # when the first tokens arrived
     simulated: bool = False
     text: list[str] = field(default_factory=list)
     batches: list[TokenBatch] = field(default_factory=list)
@@ -212,7 +229,7 @@ class _StreamReader:
     done: bool = False
     stopped: bool = False
     # logprobs.content items read, not yet in a batch: a chunk's as bytes when cut out of it, else as parsed
-    pending: list[bytes | list[Any]] = field(default_factory=list)
+    pending: list[_Raw | list[Any]] = field(default_factory=list)
     template: _Template | None = None  # the layout of this stream's token chunks, once one was read in full
     raw_text: list[bytes] = field(default_factory=list)  # delta.content of templated chunks, JSON, not decoded
 
@@ -223,7 +240,8 @@ class _StreamReader:
             if self.done or self.stopped:
                 break
         else:
-            self._piece(decoder.close())
+            if not self.stopped:
+                self._piece(decoder.close())
         if self.pending and not self.stopped:
             self._tokens()
         if not self.stopped:
@@ -262,7 +280,12 @@ class _StreamReader:
                 break
             template = self.template
         self._flush_text()
-        if len(self.pending) >= self.batch_chunks:
+        if not self.pending:
+            return
+        now = time.monotonic()
+        self.held_since = self.held_since or now
+        self.first_at = self.first_at or now
+        if len(self.pending) >= self.batch_chunks or (self.hold_s is not None and now - self.held_since >= self.hold_s):
             self._tokens()
 
     def pieces(self, response: requests.Response) -> Iterator[bytes]:
@@ -277,6 +300,10 @@ class _StreamReader:
             yield from self._dechunked(raw)
             return
         while True:
+            if self.pending:  # no way to look at the socket here: held tokens go over before a read that may wait
+                self._tokens()
+                if self.stopped:
+                    return
             try:
                 data = response.raw.read1(_READ_SIZE)
             except urllib3.exceptions.ReadTimeoutError as exc:
@@ -290,8 +317,12 @@ class _StreamReader:
 
     def _dechunked(self, raw: BinaryIO) -> Iterator[bytes]:
         """The payloads of the HTTP chunks on `raw`, joined per socket read, until the last (empty) chunk."""
-        buffer = b""
+        buffer, readable, small = b"", _readable(raw), False
         while True:
+            if self.pending and self.hold_s is not None and readable is not None:
+                self._await(readable, small)
+                if self.stopped:
+                    return
             try:
                 data = raw.read1(_READ_SIZE)
             except TimeoutError as exc:
@@ -302,11 +333,26 @@ class _StreamReader:
                 if buffer:
                     self._fail("connection", f"the connection closed inside an HTTP chunk ({len(buffer)} bytes left)")
                 return
+            small = len(data) < _SMALL_READ
             payloads, buffer, ended = _unchunk(buffer + data)
             if payloads:
                 yield payloads
             if ended:
                 return
+
+    def _await(self, readable: Callable[[], bool], small: bool) -> None:
+        """Before a read with tokens held back: after a read that caught up with the server, sleep until their
+        deadline, or less when the chunks so far came fast enough to fill the batch sooner (the next read takes
+        what arrived meanwhile); then, if nothing has arrived, hand them over."""
+        if small and self.held_since is not None:
+            now = time.monotonic()
+            left = self.held_since + self.hold_s - now  # type: ignore[operator]
+            if self.first_at is not None and now > self.first_at:  # no longer than the rest of the batch takes at
+                # the stream's pace so far
+                left = min(left, (self.batch_chunks - len(self.pending)) * (now - self.first_at) / self.chunks)
+            time.sleep(max(0.0, left))
+        if not readable():
+            self._tokens()
 
     def _event(self, data: bytes) -> None:
         if data == _DONE:
@@ -374,7 +420,7 @@ class _StreamReader:
             self.finish_reason = choice["finish_reason"]
 
     def _tokens(self) -> None:
-        pending, self.pending = self.pending, []
+        pending, self.pending, self.held_since = self.pending, [], None
         try:
             tokens, chosen, top, top_tokens = _read_batch(pending, self.k, self.keep_top_tokens)
         except TransientError as exc:
@@ -433,7 +479,7 @@ class _Template:
     middle: bytes  # from after it to the first item
     tail: bytes  # from after the last item to the end
 
-    def cut(self, event: bytes, text: list[bytes], items: list[bytes | list[Any]]) -> bool:
+    def cut(self, event: bytes, text: list[bytes], items: list[_Raw | list[Any]]) -> bool:
         """Whether `event` has this layout; if it has, its content (JSON) and items (bytes) appended.
 
         subtle: `middle` starts `},"` and a bare quote is never inside a JSON string, so its first occurrence after
@@ -449,11 +495,20 @@ class _Template:
         items.append(event[first:last])
         return True
 
-    def cut_lines(self, buffer: bytes, text: list[bytes], items: list[bytes | list[Any]]) -> tuple[int, int]:
+    def cut_lines(self, buffer: bytes, text: list[bytes], items: list[_Raw | list[Any]]) -> tuple[int, int]:
         """As `cut`, on the one-line `data: ` events at the start of an SSE buffer, as long as they have this
         layout: (the offset after the last one, how many)."""
-        head, at, count = b"data: " + self.head, 0, 0
-        while buffer.startswith(head, at):
+        head, at, count, view = b"data: " + self.head, 0, 0, memoryview(buffer)
+        while True:
+            if buffer.startswith(b":", at) or buffer.startswith(b"\n", at):
+                # a comment line (": keep-alive") or a blank line with no event begun: nothing to an SSE reader
+                end = buffer.find(b"\n", at)
+                if end < 0:
+                    break
+                at = end + 1
+                continue
+            if not buffer.startswith(head, at):
+                break
             end = buffer.find(b"\n", at)  # the line's end: the event's, when a blank line follows
             if end < 0 or not buffer.startswith(b"\n", end + 1) or not buffer.endswith(self.tail, at, end):
                 break
@@ -463,7 +518,7 @@ class _Template:
             if middle <= start or last <= first:
                 break
             text.append(buffer[start:middle])
-            items.append(buffer[first:last])
+            items.append(view[first:last])
             at, count = end + 2, count + 1
         return at, count
 
@@ -498,6 +553,22 @@ def _chunked_socket(response: requests.Response) -> BinaryIO | None:
     return socket_file
 
 
+def _readable(raw: BinaryIO) -> Callable[[], bool] | None:
+    """Whether bytes wait on the socket under `raw` (read with read1 alone, so its buffer is empty after the
+    first read), without blocking; None when the socket cannot be reached."""
+    sock = getattr(getattr(raw, "raw", None), "_sock", None)
+    if sock is None or not hasattr(sock, "fileno"):
+        return None
+    pending = getattr(sock, "pending", None)  # TLS: bytes decrypted already are not on the socket
+
+    def readable() -> bool:
+        if pending is not None and pending():
+            return True
+        return bool(select.select([sock], [], [], 0)[0])
+
+    return readable
+
+
 def _unchunk(data: bytes) -> tuple[bytes, bytes, bool]:
     r"""(the payloads of the whole chunks at the start of `data`, joined; what is left; whether the last chunk came).
 
@@ -506,7 +577,8 @@ def _unchunk(data: bytes) -> tuple[bytes, bytes, bool]:
     >>> _unchunk(b"1;x=y\r\nz\r\n0\r\n\r\n")
     (b'z', b'', True)
     """
-    payloads, at, find = [], 0, data.find
+    payloads: list[memoryview] = []
+    at, find, view = 0, data.find, memoryview(data)
     while True:
         line_end = find(b"\r\n", at)
         if line_end < 0:
@@ -520,7 +592,7 @@ def _unchunk(data: bytes) -> tuple[bytes, bytes, bool]:
         end = line_end + 2 + size
         if len(data) < end + 2:
             return b"".join(payloads), data[at:], False
-        payloads.append(data[line_end + 2:end])
+        payloads.append(view[line_end + 2:end])
         at = end + 2
 
 
@@ -557,22 +629,25 @@ def _empty_items(chunk: Any) -> bool:
         return False
 
 
-def _read_batch(pending: list[bytes | list[Any]], k: int,
+def _read_batch(pending: list[_Raw | list[Any]], k: int,
                 keep_top_tokens: bool) -> tuple[list[str], np.ndarray, np.ndarray, list[list[str]] | None]:
     """Tokens, chosen and top logprobs (float64, rows best first, k wide) of the items of a read's chunks.
 
     Items cut out as bytes go, together, through ingest's fast path as one completion body (the numpy work once
     per read, not per chunk); any other, or bytes that path does not take, through ingest's item reader."""
-    if len(pending) >= _FAST_BATCH and all(isinstance(part, bytes) for part in pending):
-        body = _BODY_HEAD + b",".join(pending) + _BODY_TAIL  # type: ignore[arg-type]
+    if len(pending) >= _FAST_BATCH and all(isinstance(part, bytes | memoryview) for part in pending):
+        parts = list(pending)
+        parts[0], parts[-1] = _BODY_HEAD + parts[0], bytes(parts[-1]) + _BODY_TAIL  # type: ignore[operator]
+        body = b",".join(parts)  # type: ignore[arg-type]  # one copy of the items, the body's head and tail on them
         parsed = parse_fast(body, k, keep_top_tokens)
         if parsed is not None:
             return parsed.tokens, parsed.chosen, parsed.top, parsed.top_tokens
-    items = [item for part in pending for item in (_loads_items(part) if isinstance(part, bytes) else part)]
+    items = [item for part in pending
+             for item in (_loads_items(part) if isinstance(part, bytes | memoryview) else part)]
     return read_items(items, k, keep_top_tokens)[:4]
 
 
-def _loads_items(raw: bytes) -> list[Any]:
+def _loads_items(raw: _Raw) -> list[Any]:
     try:
         return orjson.loads(b"[" + raw + b"]")
     except orjson.JSONDecodeError as exc:
