@@ -16,10 +16,12 @@ from tracevote.sim.model import SimModel
 
 EVAL = EvalConfig(k=(512,), repeat=1, seed=0, etas=(0.1, 0.9))
 PROBLEMS, FULL, PILOT = 30, 512, 32
-# The stated tolerance (docs/planning.md#how-close-the-plan-comes): predicted minus measured interval width.
-MAJORITY_TOLERANCE = 0.04  # cons, at every signal
-NO_SIGNAL_TOLERANCE = 0.05  # every method at signal 0, where confidence says nothing
-CONFIDENCE_RANGE = (-0.05, 0.20)  # the confidence-weighted votes at signal 1 and 2: the plan errs wide
+# The stated tolerance (docs/planning.md#how-close-the-plan-comes), predicted minus measured; over 16 simulator
+# seeds the errors stayed inside each with 1.2 to 2.8 points to spare.
+MAJORITY_TOLERANCE = 0.04  # width, cons at every signal
+NO_SIGNAL_TOLERANCE = 0.06  # width, every method at signal 0, where confidence says nothing
+CONFIDENCE_RANGE = (-0.06, 0.20)  # width, the confidence-weighted votes at signal 1 and 2: the plan errs wide
+CONFIDENCE_ACCURACY = (-0.15, 0.06)  # accuracy, the same votes (the plan before the confidence model: to -0.28)
 
 
 def outline_scores(signal: float, problems: int = PROBLEMS, traces: int = FULL) -> pd.DataFrame:
@@ -44,14 +46,15 @@ def test_a_32_trace_pilot_predicts_the_width_of_the_512_trace_run(signal: float)
     pilot = full[full["sample_id"] < PILOT]  # the first 32 of the same traces, as a top-up would keep them
     plan = project(split_problems(pilot), FULL, EVAL, draws=48, measures=MEASURES)
     measured = aggregate(full, EVAL)
-    errors = {m: plan.width[plan.index(m)] - (measured.accuracy_at(m, FULL).ci_high
-                                              - measured.accuracy_at(m, FULL).ci_low)
-              for m in plan.methods if m != "pass1"}
+    runs = {m: measured.accuracy_at(m, FULL) for m in plan.methods if m != "pass1"}
+    errors = {m: plan.width[plan.index(m)] - (run.ci_high - run.ci_low) for m, run in runs.items()}
     assert abs(errors["cons"]) <= MAJORITY_TOLERANCE, errors
     if signal == 0:
         assert max(abs(e) for e in errors.values()) <= NO_SIGNAL_TOLERANCE, errors
     else:
         assert all(CONFIDENCE_RANGE[0] <= e <= CONFIDENCE_RANGE[1] for e in errors.values()), errors
+        accuracy = {m: plan.accuracy[plan.index(m)] - run.mean for m, run in runs.items() if m != "cons"}
+        assert all(CONFIDENCE_ACCURACY[0] <= e <= CONFIDENCE_ACCURACY[1] for e in accuracy.values()), accuracy
 
 
 @pytest.mark.parametrize(("n", "k", "draws"), [(4, 3, 2), (32, 512, 5), (1, 8, 3)])
