@@ -3,9 +3,9 @@ tell two methods apart, predicted by resampling the pilot's traces.
 
 The pilot is a score table of P problems and n traces each. A study at K builds a pool of K traces a problem and
 votes once on all of them (the aggregate's whole-pool set at K = pool.n_pool). One draw stands in for that pool: K of
-the problem's n pilot traces drawn with replacement (a bootstrap of its traces: the pilot's answers and confidences
-stand in for the model's) with fresh confidences (ConfidenceModel), on which every method votes with the aggregate's own
-rules (evaluate.vote_sets).
+the problem's n pilot traces drawn with replacement (a bootstrap of its traces: the pilot's answers stand in for the
+model's), each given a fresh confidence (ConfidenceModel), on which every method votes with the aggregate's own rules
+(evaluate.vote_sets).
 
 - accuracy at K: the mean over problems and draws.
 - interval width at K on the pilot's P problems: each draw index is one simulated study (one draw a problem), its
@@ -110,10 +110,11 @@ class ConfidenceModel:
 
     Why: a resampled pool repeats the pilot's few traces, so its most confident tenth at K = 512 is copies of the
     pilot's top 3 traces, while a real pool's is 51 different traces, almost all right where confidence tracks
-    correctness; a vote on the copies is as unsure as the 3 traces are, and the plan underrated the filtered votes
-    by up to 16 points (docs/planning.md#how-close-the-plan-comes). Drawing each resampled trace a fresh confidence
-    (its problem's effect and its class's effect plus a residual drawn from every pilot trace of its class) makes
-    the top tail of K draws many traces whose share of right answers is what the pilot's problems together show.
+    correctness; a vote on the copies is as unsure as the 3 traces are, and the plan underrated the top-10% votes'
+    accuracy by 14 points on average (docs/planning.md#how-close-the-plan-comes). Drawing each resampled trace a
+    fresh confidence (its problem's effect and its class's effect plus a residual drawn from every pilot trace of
+    its class) makes the top tail of K draws many traces whose share of right answers is what the pilot's problems
+    together show.
     """
 
     class_effect: np.ndarray  # float64 [measures, 2]: mean confidence of the wrong (0) and the right (1) traces
