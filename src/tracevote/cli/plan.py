@@ -198,8 +198,8 @@ def render(pilot: Pilot, projections: list[Projection], pair: tuple[str, str], t
     rows = options(projections, pair, targets, level)
     lines = [f"Plan for {pilot.dataset} from its pilot {pilot.scores}: {len(pilot.problems)} problems x "
              f"{pilot.traces} traces" + (" (SIMULATED model)" if pilot.simulated else ""),
-             f"each K: {targets.draws} pools a problem resampled from the pilot's traces (Bayesian bootstrap), voted "
-             f"as the aggregate votes; {level:.0%} intervals", "",
+             f"each K: {targets.draws} pools a problem resampled from the pilot's traces (Bayesian bootstrap, fresh "
+             f"confidences), voted as the aggregate votes; {level:.0%} intervals", "",
              f"accuracy % and interval width (points) on {len(pilot.problems)} problems, predicted:",
              _accuracy_table(projections), "",
              f"options: {pair[0]} and {pair[1]} each within {_points(targets.width)} points wide, and {pair[1]} - "
