@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -193,6 +194,14 @@ def test_a_refusal_is_the_clients_own_error() -> None:
         stream_completion(client, messages(), sample_key="p/0")
 
 
+def stream_until_served(script: SSEScript, observer: Callable[[TokenBatch], str | None]) -> Streamed:
+    """`script` served and streamed with `observer`, once the server has written its last chunk."""
+    with serve_sse(script) as url, client_for(url) as client:
+        result = stream_completion(client, messages(), sample_key="p/0", observer=observer)
+        assert script.finished.wait(EVENT_TIMEOUT_S)
+    return result
+
+
 @pytest.mark.parametrize("stop_after", [1, 4, 10])
 def test_stopping_closes_the_connection_and_the_server_writes_no_more(stop_after: int) -> None:
     """The server writes each chunk only when the observer asks for the next or the client has gone."""
@@ -206,9 +215,7 @@ def test_stopping_closes_the_connection_and_the_server_writes_no_more(stop_after
         script.go()
         return None
 
-    with serve_sse(script) as url, client_for(url) as client:
-        result = stream_completion(client, messages(), sample_key="p/0", observer=observer)
-        assert script.finished.wait(EVENT_TIMEOUT_S)
+    result = stream_until_served(script, observer)
     assert script.client_closed.is_set() and script.written == 1 + stop_after  # the role chunk, then the tokens
     assert (result.stop_reason, result.finish_reason, result.n_tokens) == ("confidence", None, stop_after)
     assert (result.usage_source, result.prompt_tokens, result.completion_tokens) == ("client", None, stop_after)
@@ -231,9 +238,7 @@ def test_tokens_held_back_go_to_the_observer_before_the_client_waits_on_a_server
         script.go()
         return None
 
-    with serve_sse(script) as url, client_for(url) as client:
-        result = stream_completion(client, messages(), sample_key="p/0", observer=observer)
-        assert script.finished.wait(EVENT_TIMEOUT_S)
+    result = stream_until_served(script, observer)
     assert result.stop_reason == "confidence" and result.n_tokens == sum(seen) == 3 and script.client_closed.is_set()
 
 
