@@ -13,7 +13,7 @@ import yaml
 from tests.conftest import REPO_ROOT
 from tests.dvcproject import model_overrides, project_env
 from tests.sampling.test_rate_limits import DAILY_LIMIT, DEEPSEEK_BALANCE, OPENAI_QUOTA, counting_server
-from tests.test_hostile_ids import PAID_STAGES, write_stage_inputs
+from tests.test_hostile_ids import PAID_STAGES, SCRIPTS, write_stage_inputs
 from tracevote.cli.demo import deep_merge, write_params
 from tracevote.sampling.breaker import LONG_LIMIT_ATTEMPTS
 
@@ -22,16 +22,18 @@ CONCURRENCY = 4  # each stage's, from test_hostile_ids.stage_params
 
 
 def pointed_at(project: Path, base_url: str) -> Path:
-    """The hostile-ids project (three problems, tiny builds of every method) with its endpoint at `base_url`."""
+    """The hostile-ids project (three problems, tiny builds of every method) with its endpoints at `base_url`."""
     write_stage_inputs(project, IDS)
     params = yaml.safe_load((project / "params.yaml").read_text())
-    write_params(project / "params.yaml", deep_merge(params, model_overrides(
-        backend="openai", base_url=base_url, needs_key=False, extra_body={})))
+    served = {"base_url": base_url, "needs_key": False, "extra_body": {}}
+    params = deep_merge(params, model_overrides(backend="openai", **served))
+    write_params(project / "params.yaml", deep_merge(params, model_overrides("qwen", **served)))  # build_pool_model's
     return project
 
 
 def run_stage(project: Path, stage: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, str(REPO_ROOT / "stages" / f"{stage}.py"), *PAID_STAGES[stage]],
+    return subprocess.run([sys.executable, str(REPO_ROOT / "stages" / f"{SCRIPTS.get(stage, stage)}.py"),
+                           *PAID_STAGES[stage]],
                           cwd=project, env=project_env(), capture_output=True, text=True, timeout=300)
 
 
