@@ -117,7 +117,8 @@ def test_a_full_outage_trips_the_breaker_after_a_bounded_number_of_requests(tmp_
     with sim_server() as server:
         root = started_pool(tmp_path, server)
         before = requests_sent(server)
-        server.faults = parse_faults("503=1.0,max_per_sample=1000000")
+        # each 503 asks to wait 0.05 s: the bound on attempts, not the client's growing backoff, is under test
+        server.faults = parse_faults("503=1.0,max_per_sample=1000000,retry_after_s=0.05,overloaded_retry_after=1")
         result = build_pool(root)
         sent = requests_sent(server) - before
         probes = probe_requests(server)

@@ -5,6 +5,7 @@ sample gets at most `max_per_sample` faults, so none fails forever. Fault spec (
     429=0.05,500=0.05,503=0.05,slow=0.05,drop=0.05,malformed=0.05,truncated=0.05,nologprobs=0.05,sentinel=0.05
     all=0.2                        20% spread evenly over the nine kinds
     seed=1,retry_after_s=0.05,slow_s=0.05,max_per_sample=3,stream_after=8   options
+    overloaded_retry_after=1       503s carry Retry-After too (retry_after_s), as an overloaded gateway's may
 
 A streamed reply (`stream: true`) meets drop, slow, malformed and truncated mid-stream, after `stream_after`
 content chunks: the connection dropped without ending the body, no bytes for slow_s, half an event, the body
@@ -20,7 +21,8 @@ from typing import Any
 from tracevote.core.errors import ConfigError
 
 FAULT_KINDS = ("429", "500", "503", "slow", "drop", "malformed", "truncated", "nologprobs", "sentinel")
-_OPTIONS = {"seed": int, "retry_after_s": float, "slow_s": float, "max_per_sample": int, "stream_after": int}
+_OPTIONS = {"seed": int, "retry_after_s": float, "slow_s": float, "max_per_sample": int, "stream_after": int,
+            "overloaded_retry_after": int}
 
 
 @dataclass(frozen=True)
@@ -33,6 +35,7 @@ class FaultPlan:
     slow_s: float = 0.5
     max_per_sample: int = 3
     stream_after: int = 8  # a streamed reply's fault strikes after this many content chunks
+    overloaded_retry_after: int = 0  # 1: a 503 carries Retry-After: retry_after_s; 0: none (the client backs off)
 
     def choose(self, sample_key: str, attempt: int) -> str | None:
         """The fault for this attempt at this sample, or None; attempts past max_per_sample get none."""

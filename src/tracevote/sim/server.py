@@ -239,7 +239,9 @@ class _Handler(BaseHTTPRequestHandler):
         elif fault == "500":
             self._send_json(500, _error("Server Error", "server_error", "internal_error"))
         else:
-            self._send_json(503, _error("Server Overloaded", "server_error", "overloaded"))
+            faults = self.server.faults
+            headers = {"Retry-After": f"{faults.retry_after_s:g}"} if faults.overloaded_retry_after else {}
+            self._send_json(503, _error("Server Overloaded", "server_error", "overloaded"), headers)
 
     def _send_completion(self, request: dict[str, Any], sample_key: str | None, kind: str,
                          fault: str | None) -> None:
