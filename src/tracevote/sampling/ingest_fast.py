@@ -79,11 +79,39 @@ class _Keys:
     top: np.ndarray  # "top_logprobs"
 
 
+@dataclass(frozen=True, eq=False)
+class Items:
+    """The logprobs.content items of a document, read by the fast path without the document around them."""
+
+    tokens: list[str]
+    chosen: np.ndarray  # float64 [n], as sent
+    top: np.ndarray  # float64 [n, k], best first, NaN where the server sent fewer than k entries
+    top_tokens: list[list[str]] | None
+    entries: int  # top-k entries the server sent, over all tokens
+    token_keys: np.ndarray  # offset of the colon of each item's "token" key
+    end: int  # offset just past the last number
+    per_item: int  # 1 + the top-k entries each item has
+
+
 def parse_fast(body: bytes, k: int, keep_top_tokens: bool) -> Parsed | None:
     """The same result as ingest's slow path, or None when `body` is not in the layout this path reads."""
     if len(body) < 64:
         return None
     raw = np.frombuffer(body, dtype=np.uint8)
+    items = read_items(body, raw, k, keep_top_tokens)
+    if items is None:
+        return None
+    choice, doc = _envelope(body, raw, int(items.token_keys[0]) - 8, items.end, depth=4 if items.per_item > 1 else 2)
+    if choice is None:
+        return None
+    return Parsed(message_text(choice), choice.get("finish_reason"), usage_counts(doc), items.tokens, items.chosen,
+                  items.top, items.top_tokens, items.entries)
+
+
+def read_items(body: bytes, raw: np.ndarray, k: int, keep_top_tokens: bool) -> Items | None:
+    """Every logprobs item in `body` (`raw`: its bytes as uint8), found by its keys wherever it lies, or None when
+    they are not in the layout this path reads. What lies between the items is not looked at: the caller checks it
+    (parse_fast parses the document around them; a stream's chunks are checked against their layout)."""
     keys = _find_keys(body, raw)
     per_item = _entries_per_item(keys)
     if per_item is None:
@@ -95,16 +123,14 @@ def parse_fast(body: bytes, k: int, keep_top_tokens: bool) -> Parsed | None:
         return None
     values, end = numbers
     tokens = _strings(body, token_keys, own)
-    choice, doc = _envelope(body, raw, token_keys[0] - 8, end, depth=4 if per_item > 1 else 2)
-    if tokens is None or choice is None:
+    if tokens is None:
         return None
     values = values.reshape(-1, per_item)
     top_tokens = _top_tokens(body, keys.logprob, per_item) if keep_top_tokens else None
     if keep_top_tokens and top_tokens is None:
         return None
     top, top_tokens = best_k(values[:, 1:], top_tokens, k)
-    return Parsed(message_text(choice), choice.get("finish_reason"), usage_counts(doc), tokens, values[:, 0],
-                  top, top_tokens, values[:, 1:].size)
+    return Items(tokens, values[:, 0], top, top_tokens, values[:, 1:].size, token_keys, end, per_item)
 
 
 def _find_keys(body: bytes, raw: np.ndarray) -> _Keys:

@@ -35,8 +35,9 @@ from __future__ import annotations
 import contextlib
 import http.client
 import select
+import socket
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO, Literal, NoReturn
 
@@ -50,14 +51,16 @@ from tracevote.core.simulated import FINGERPRINT_PREFIX, SIMULATED_HEADER, SOLVE
 from tracevote.sampling.client import ChatClient, StreamBroken
 from tracevote.sampling.ingest import FINISH_REASONS, read_items
 from tracevote.sampling.ingest_fast import parse_fast, usage_counts
+from tracevote.sampling.stream_fast import MIN_EVENTS, Events, http_events, sse_events, take_batch
 from tracevote.store.logprobs import clean_logprobs, token_confidence
 
 StopReason = Literal["finished", "length", "confidence"]
 UsageSource = Literal["server", "client"]
 Observer = Callable[["TokenBatch"], Literal["stop"] | None]
 _READ_SIZE = 1 << 20  # bytes asked of the socket at a time; read1 returns what has arrived, up to this
+_RECEIVE_BUFFER = 4 << 20  # bytes of socket receive buffer asked for while tokens are held back
 _SMALL_READ = 1 << 16  # a read shorter than this caught up with the server: the next one may wait for more
-HOLD_CHUNKS = 2048  # stream_completion's default batch_chunks: tokens handed over at the latest this many chunks
+HOLD_CHUNKS = 256  # stream_completion's default batch_chunks: tokens handed over at the latest this many chunks
 HOLD_S = 0.1  # ... or this long after the first of them arrived (when nothing more has arrived by then)
 _FAST_BATCH = 32  # chunks a read must bring for ingest's fast path, whose fixed cost (~0.5 ms) a few do not repay
 _DONE = b"[DONE]"
@@ -198,6 +201,10 @@ class SSEDecoder:
         """Whether no event is half read (a partial line may be)."""
         return not self._data
 
+    def empty(self) -> bool:
+        """Whether nothing is held: no event half read, no partial line."""
+        return not self._data and not self._pending
+
     def take(self, chunk: bytes) -> bytes:
         """The partial line held, then `chunk`; the decoder holds nothing after."""
         buffer, self._pending = self._pending + chunk, b""
@@ -218,6 +225,9 @@ class _StreamReader:
     batch_chunks: int = 1
     hold_s: float | None = None  # with the socket: the longest a token is held back (None: until batch_chunks)
     held_since: float | None = None  # when the oldest token not handed over yet arrived
+    held_chunks: float = 0  # chunks read from the socket and not taken yet (as _hold counts them)
+    chunk_bytes: float = 0  # bytes a token chunk of this stream takes on the wire, once a batch was parsed
+    raw_batches: bool = False  # batches are made of the bytes read (_dechunked): each one's tokens go over at once
     first_at: float | None = None  # when the first tokens arrived
     simulated: bool = False
     text: list[str] = field(default_factory=list)
@@ -232,9 +242,10 @@ class _StreamReader:
     pending: list[_Raw | list[Any]] = field(default_factory=list)
     template: _Template | None = None  # the layout of this stream's token chunks, once one was read in full
     raw_text: list[bytes] = field(default_factory=list)  # delta.content of templated chunks, JSON, not decoded
+    decoder: SSEDecoder = field(default_factory=lambda: SSEDecoder())
 
     def read(self, pieces: Iterable[bytes], started: float) -> Streamed:
-        decoder = SSEDecoder()
+        decoder = self.decoder
         for data in pieces:
             self._piece(decoder.feed(self._templated(decoder, data)))
             if self.done or self.stopped:
@@ -259,14 +270,36 @@ class _StreamReader:
             self._fail("missing logprobs", "the stream's chunks carry content but no logprobs.content")
 
     def _templated(self, decoder: SSEDecoder, data: bytes) -> bytes:
-        """The read's leading events of the learned layout cut straight from its bytes (no copy of each event),
-        counted; what follows them, for the decoder."""
+        """The read's leading events of the learned layout taken straight from its bytes: many at once by the batch
+        path, else cut one by one (no copy of each event), counted; what follows them, for the decoder."""
         if self.template is None or not decoder.idle():
             return data
         buffer = decoder.take(data)
-        at, cut = self.template.cut_lines(buffer, self.raw_text, self.pending)
+        start = self._take_batch(buffer, sse_events)
+        if self.stopped:
+            return b""
+        at, cut = self.template.cut_lines(buffer, self.raw_text, self.pending, start)
         self.chunks += cut
         return buffer[at:] if at else buffer
+
+    def _take_batch(self, buffer: bytes, locate: Callable[[np.ndarray], Events]) -> int:
+        """The token chunks of the learned layout at the start of `buffer`, when there are many, parsed together
+        (stream_fast) and handed to the observer as one batch: the bytes they took (0: none; the caller cuts them
+        one by one). Only with nothing held from before, so the tokens go over in order."""
+        template = self.template
+        if template is None or self.pending or self.raw_text or len(buffer) < MIN_EVENTS * template.size:
+            return 0
+        raw = np.frombuffer(buffer, dtype=np.uint8)
+        batch = take_batch(buffer, raw, locate(raw), template.head, template.middle, template.tail, self.k,
+                           self.keep_top_tokens)
+        if batch is None:
+            return 0
+        self.chunks += batch.chunks
+        self.chunk_bytes = batch.consumed / batch.chunks
+        self.text += batch.texts
+        items = batch.items
+        self._hand_over(items.tokens, items.chosen, items.top, items.top_tokens)
+        return batch.consumed
 
     def _piece(self, events: list[bytes]) -> None:
         """The events of one read: every chunk read, then their tokens handed to the observer as one batch."""
@@ -281,6 +314,9 @@ class _StreamReader:
             template = self.template
         self._flush_text()
         if not self.pending:
+            return
+        if self.raw_batches:  # the batch was made of the bytes read (_dechunked)
+            self._tokens()
             return
         now = time.monotonic()
         self.held_since = self.held_since or now
@@ -316,13 +352,25 @@ class _StreamReader:
             yield data
 
     def _dechunked(self, raw: BinaryIO) -> Iterator[bytes]:
-        """The payloads of the HTTP chunks on `raw`, joined per socket read, until the last (empty) chunk."""
-        buffer, readable, small = b"", _readable(raw), False
+        """The payloads of the HTTP chunks on `raw`, until the last (empty) chunk, a batch at a time.
+
+        The bytes read are held until a batch is due (`batch_chunks` chunks, or `hold_s` since the first of them
+        arrived, or nothing more arriving while tokens wait); then its token chunks are parsed together and
+        handed over (_take_batch), and what is left is unchunked for the per-chunk path."""
+        self.raw_batches = True
+        held: list[bytes] = []  # bytes read, not taken yet; the first starts at a chunk's size line
+        readable, small = _readable(raw), False
+        if self.hold_s is not None:
+            _widen_receive_buffer(raw)
         while True:
-            if self.pending and self.hold_s is not None and readable is not None:
-                self._await(readable, small)
-                if self.stopped:
+            if self.held_since is not None and self.hold_s is not None and readable is not None and \
+                    self._quiet(readable, small):
+                left = yield from self._take(held)
+                if left is None or self.stopped:
                     return
+                held = left
+                if not held:
+                    continue
             try:
                 data = raw.read1(_READ_SIZE)
             except TimeoutError as exc:
@@ -330,29 +378,61 @@ class _StreamReader:
             except OSError as exc:
                 self._fail("connection", self.redact(str(exc)))
             if not data:
-                if buffer:
-                    self._fail("connection", f"the connection closed inside an HTTP chunk ({len(buffer)} bytes left)")
+                left = (yield from self._take(held)) if held else []
+                if left:
+                    self._fail("connection", f"the connection closed inside an HTTP chunk ({len(left[0])} bytes left)")
                 return
             small = len(data) < _SMALL_READ
-            payloads, buffer, ended = _unchunk(buffer + data)
-            if payloads:
-                yield payloads
-            if ended:
-                return
+            held.append(data)
+            self._hold(data)
+            # the last chunk (`0` CRLF CRLF) is taken at once: a server keeping the connection open sends no more
+            if self._due() or data.endswith(b"0\r\n\r\n"):
+                left = yield from self._take(held)
+                if left is None or self.stopped:
+                    return
+                held = left
 
-    def _await(self, readable: Callable[[], bool], small: bool) -> None:
-        """Before a read with tokens held back: after a read that caught up with the server, sleep until their
+    def _hold(self, data: bytes) -> None:
+        """Count the chunks of a read: by its blank lines until a batch told their size, then by its length (a count
+        of the bytes costs a tenth of the parse)."""
+        now = time.monotonic()
+        self.held_chunks += len(data) / self.chunk_bytes if self.chunk_bytes else data.count(b"\n\n")
+        self.held_since = self.held_since or now
+        self.first_at = self.first_at or now
+
+    def _due(self) -> bool:
+        return self.held_chunks >= self.batch_chunks or (
+            self.hold_s is not None and self.held_since is not None and
+            time.monotonic() - self.held_since >= self.hold_s)
+
+    def _take(self, held: list[bytes]) -> Generator[bytes, None, list[bytes] | None]:
+        """The held bytes' whole chunks: the leading token chunks parsed together, the rest unchunked and yielded to
+        the per-chunk path. What is left (a chunk not read whole yet), or None after the last chunk."""
+        buffer = held[0] if len(held) == 1 else b"".join(held)
+        self.held_chunks, self.held_since = 0, None
+        start = self._take_batch(buffer, http_events) if self.decoder.empty() else 0
+        if self.stopped:
+            return None
+        payloads, left, ended = _unchunk(buffer[start:] if start else buffer)
+        if payloads:
+            yield payloads
+        if ended:
+            return None
+        return [left] if left else []
+
+    def _quiet(self, readable: Callable[[], bool], small: bool) -> bool:
+        """Before a read with bytes held back: after a read that caught up with the server, sleep until their
         deadline, or less when the chunks so far came fast enough to fill the batch sooner (the next read takes
-        what arrived meanwhile); then, if nothing has arrived, hand them over."""
+        what arrived meanwhile). Whether nothing has arrived then: the held bytes are taken before the client waits."""
         if small and self.held_since is not None:
             now = time.monotonic()
             left = self.held_since + self.hold_s - now  # type: ignore[operator]
-            if self.first_at is not None and now > self.first_at:  # no longer than the rest of the batch takes at
-                # the stream's pace so far
-                left = min(left, (self.batch_chunks - len(self.pending)) * (now - self.first_at) / self.chunks)
+            seen = self.chunks + self.held_chunks
+            if self.first_at is not None and now > self.first_at and seen:  # no longer than the rest of the batch
+                # takes at the stream's pace so far
+                left = min(left, (self.batch_chunks - self.held_chunks) * (now - self.first_at) / seen)
             time.sleep(max(0.0, left))
-        if not readable():
-            self._tokens()
+        return not readable()
 
     def _event(self, data: bytes) -> None:
         if data == _DONE:
@@ -420,11 +500,18 @@ class _StreamReader:
             self.finish_reason = choice["finish_reason"]
 
     def _tokens(self) -> None:
-        pending, self.pending, self.held_since = self.pending, [], None
+        pending, self.pending = self.pending, []
         try:
             tokens, chosen, top, top_tokens = _read_batch(pending, self.k, self.keep_top_tokens)
         except TransientError as exc:
             self._fail("malformed chunk", f"chunk {self.chunks}: {exc.detail}")
+        self._hand_over(tokens, chosen, top, top_tokens)
+
+    def _hand_over(self, tokens: list[str], chosen: np.ndarray, top: np.ndarray,
+                   top_tokens: list[list[str]] | None) -> None:
+        """Tokens and their logprobs (float64, rows best first) to the observer, as one TokenBatch."""
+        if not self.raw_batches:
+            self.held_since = None
         batch = TokenBatch(self.n_tokens, tokens, clean_logprobs(chosen), clean_logprobs(top),
                            token_confidence(top, chosen).astype(np.float32), top_tokens)
         self.batches.append(batch)
@@ -479,6 +566,11 @@ class _Template:
     middle: bytes  # from after it to the first item
     tail: bytes  # from after the last item to the end
 
+    @property
+    def size(self) -> int:
+        """The bytes a chunk of this layout has at least, as a one-line event."""
+        return len(self.head) + len(self.middle) + len(self.tail) + 8
+
     def cut(self, event: bytes, text: list[bytes], items: list[_Raw | list[Any]]) -> bool:
         """Whether `event` has this layout; if it has, its content (JSON) and items (bytes) appended.
 
@@ -495,10 +587,11 @@ class _Template:
         items.append(event[first:last])
         return True
 
-    def cut_lines(self, buffer: bytes, text: list[bytes], items: list[_Raw | list[Any]]) -> tuple[int, int]:
-        """As `cut`, on the one-line `data: ` events at the start of an SSE buffer, as long as they have this
+    def cut_lines(self, buffer: bytes, text: list[bytes], items: list[_Raw | list[Any]],
+                  start: int = 0) -> tuple[int, int]:
+        """As `cut`, on the one-line `data: ` events of an SSE buffer from `start`, as long as they have this
         layout: (the offset after the last one, how many)."""
-        head, at, count, view = b"data: " + self.head, 0, 0, memoryview(buffer)
+        head, at, count, view = b"data: " + self.head, start, 0, memoryview(buffer)
         while True:
             if buffer.startswith(b":", at) or buffer.startswith(b"\n", at):
                 # a comment line (": keep-alive") or a blank line with no event begun: nothing to an SSE reader
@@ -567,6 +660,16 @@ def _readable(raw: BinaryIO) -> Callable[[], bool] | None:
         return bool(select.select([sock], [], [], 0)[0])
 
     return readable
+
+
+def _widen_receive_buffer(raw: BinaryIO) -> None:
+    """Ask for a receive buffer that holds a batch (the kernel caps it at net.core.rmem_max): a client holding its
+    tokens back for `hold_s` must not make a fast server's writes wait (loopback's default, ~128 KiB, holds about
+    30 chunks of top-20 logprobs; a server writing 3,000 tokens a second then made a third of them)."""
+    sock = getattr(getattr(raw, "raw", None), "_sock", None)
+    with contextlib.suppress(AttributeError, OSError):
+        if sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF) < _RECEIVE_BUFFER:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, _RECEIVE_BUFFER)
 
 
 def _unchunk(data: bytes) -> tuple[bytes, bytes, bool]:
