@@ -238,14 +238,23 @@ def _token_keys(body: bytes, logprob_keys: np.ndarray, after: np.ndarray) -> np.
 
 def _strings(body: bytes, token_keys: np.ndarray, logprob_keys: np.ndarray) -> list[str] | None:
     """The token strings between `"token":` and `,"logprob":`, decoded in one orjson call."""
-    spans = zip((token_keys + 1).tolist(), (logprob_keys - 10).tolist(), strict=True)
+    return json_strings(body, np.frombuffer(body, dtype=np.uint8), token_keys + 1, logprob_keys - 10)
+
+
+def json_strings(body: bytes, raw: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> list[str] | None:
+    """The JSON string each span [start, end) of `body` holds (`raw`: its bytes), decoded in one orjson call; None
+    when a span is not one string. Each span starts and ends with a quote, so it gives one element or more, and a
+    JSON value starting with a quote is a string: as many elements as spans means one string each."""
+    if len(starts) == 0:
+        return []
+    if (ends - starts < 2).any() or (raw[starts] != ord('"')).any() or (raw[ends - 1] != ord('"')).any():
+        return None
+    spans = zip(starts.tolist(), ends.tolist(), strict=True)
     try:
         strings = orjson.loads(b"[" + b",".join([body[start:end] for start, end in spans]) + b"]")
     except orjson.JSONDecodeError:
         return None
-    if len(strings) != len(logprob_keys) or not all(isinstance(s, str) for s in strings):
-        return None
-    return strings
+    return strings if len(strings) == len(starts) else None
 
 
 def _top_tokens(body: bytes, logprob_keys: np.ndarray, per_item: int) -> list[list[str]] | None:

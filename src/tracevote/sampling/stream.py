@@ -282,7 +282,7 @@ class _StreamReader:
         self.chunks += cut
         return buffer[at:] if at else buffer
 
-    def _take_batch(self, buffer: bytes, locate: Callable[[np.ndarray], Events]) -> int:
+    def _take_batch(self, buffer: bytes, locate: Callable[[bytes], Events]) -> int:
         """The token chunks of the learned layout at the start of `buffer`, when there are many, parsed together
         (stream_fast) and handed to the observer as one batch: the bytes they took (0: none; the caller cuts them
         one by one). Only with nothing held from before, so the tokens go over in order."""
@@ -290,7 +290,7 @@ class _StreamReader:
         if template is None or self.pending or self.raw_text or len(buffer) < MIN_EVENTS * template.size:
             return 0
         raw = np.frombuffer(buffer, dtype=np.uint8)
-        batch = take_batch(buffer, raw, locate(raw), template.head, template.middle, template.tail, self.k,
+        batch = take_batch(buffer, raw, locate(buffer), template.head, template.middle, template.tail, self.k,
                            self.keep_top_tokens)
         if batch is None:
             return 0

@@ -18,18 +18,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import orjson
 
-from tracevote.sampling.ingest_fast import Items, read_items
+from tracevote.sampling.ingest_fast import Items, json_strings, read_items
 
 MIN_EVENTS = 32  # fewer chunks do not repay this path's fixed cost (a few dozen numpy calls)
 _DATA = b"data: "
 _SIZE_WIDTH = 8  # hex digits of the longest HTTP chunk size line read here (4 GiB)
-_HEX = np.full(256, -1, dtype=np.int64)
-_HEX[np.frombuffer(b"0123456789", dtype=np.uint8)] = np.arange(10)
-_HEX[np.frombuffer(b"abcdef", dtype=np.uint8)] = np.arange(10, 16)
-_HEX[np.frombuffer(b"ABCDEF", dtype=np.uint8)] = np.arange(10, 16)
-_POWERS = 16 ** np.arange(_SIZE_WIDTH, dtype=np.int64)
 
 
 @dataclass(frozen=True, eq=False)
@@ -56,37 +50,44 @@ class Batch:
     items: Items
 
 
-def http_events(raw: np.ndarray) -> Events:
-    """The payloads of the whole HTTP chunks at the start of `raw` (a chunked body from a chunk's size line on),
-    up to the first chunk whose size line is not plain hex or whose size is not its payload's length, or the last
-    (empty) chunk. A payload with a line break of its own pairs the CRLFs wrongly, so its size does not match."""
-    crs = np.flatnonzero(raw[:-1] == 13)
-    crlf = crs[raw[crs + 1] == 10]
-    pairs = len(crlf) // 2
-    size_ends, payload_ends = crlf[0:2 * pairs:2], crlf[1:2 * pairs:2]
-    size_starts = np.concatenate(([0], payload_ends[:-1] + 2)).astype(np.int64)[:pairs]
-    widths = size_ends - size_starts
-    positions = size_starts[:, None] + np.arange(_SIZE_WIDTH)
-    digits = _HEX[raw[np.minimum(positions, len(raw) - 1)]]
-    in_line = np.arange(_SIZE_WIDTH) < widths[:, None]
-    powers = _POWERS[np.clip(widths[:, None] - 1 - np.arange(_SIZE_WIDTH), 0, _SIZE_WIDTH - 1)]
-    sizes = np.where(in_line, digits * powers, 0).sum(axis=1)
-    whole = (widths >= 1) & (widths <= _SIZE_WIDTH) & ((digits >= 0) | ~in_line).all(axis=1)
-    whole &= (sizes > 0) & (sizes == payload_ends - size_ends - 2)
-    n = _leading(whole)
-    return Events(size_ends[:n] + 2, payload_ends[:n], payload_ends[:n] + 2, framing_crs=2)
+def http_events(body: bytes) -> Events:
+    """The payloads of the whole HTTP chunks at the start of `body` (a chunked body from a chunk's size line on), up
+    to the first one not read whole yet, the last (empty) chunk, or a size line that is not a number. A loop over
+    the size lines: a find and an int() a chunk cost less than a numpy pass over every byte."""
+    starts: list[int] = []
+    ends: list[int] = []
+    at, find = 0, body.find
+    while True:
+        line_end = find(b"\r\n", at, at + _SIZE_WIDTH + 2)
+        if line_end < 0:
+            break
+        try:
+            size = int(body[at:line_end], 16)
+        except ValueError:
+            break
+        end = line_end + 2 + size
+        if size <= 0 or not body.startswith(b"\r\n", end):
+            break
+        starts.append(line_end + 2)
+        ends.append(end)
+        at = end + 2
+    payload_ends = np.array(ends, dtype=np.int64)
+    return Events(np.array(starts, dtype=np.int64), payload_ends, payload_ends + 2, framing_crs=2)
 
 
-def sse_events(raw: np.ndarray) -> Events:
-    """The events at the start of `raw` (Server-Sent Events, no HTTP framing), each up to its blank line; which of
-    them are one `data: ` line, take_batch checks."""
-    newlines = np.flatnonzero(raw == 10)
-    blank = newlines[:-1][np.diff(newlines) == 1]  # the first newline of each "\n\n"
-    ends = blank + 2
-    starts = np.concatenate(([0], ends[:-1])).astype(np.int64)
-    whole = ends - starts > 2  # "\n\n\n" (a blank line more) is no event: the per-chunk path reads it
-    n = _leading(whole)
-    return Events(starts[:n], ends[:n], ends[:n], framing_crs=0)
+def sse_events(body: bytes) -> Events:
+    """The events at the start of `body` (Server-Sent Events, no HTTP framing), each up to its blank line, until one
+    that is not whole yet or a blank line more; which of them are one `data: ` line, take_batch checks."""
+    ends: list[int] = []
+    at, find = 0, body.find
+    while True:
+        end = find(b"\n\n", at)
+        if end <= at:  # none left, or a blank line with no event: the per-chunk path reads what follows
+            break
+        at = end + 2
+        ends.append(at)
+    event_ends = np.array(ends, dtype=np.int64)
+    return Events(np.append([0], event_ends[:-1]).astype(np.int64), event_ends, event_ends, framing_crs=0)
 
 
 def take_batch(body: bytes, raw: np.ndarray, events: Events, head: bytes, middle: bytes, tail: bytes, k: int,
@@ -94,7 +95,7 @@ def take_batch(body: bytes, raw: np.ndarray, events: Events, head: bytes, middle
     """The leading run of `events` that are token chunks of the layout (head, middle, tail) or comments (`:
     keep-alive`), parsed; None when fewer than MIN_EVENTS are, or anything in them is not as this path reads it."""
     prefix, suffix = _DATA + head, tail + b"\n\n"
-    chunk = _framed(raw, events, prefix, suffix, len(middle))
+    chunk = _framed(body, events, prefix, suffix, len(middle))
     comment = ~chunk & (raw[np.minimum(events.starts, len(raw) - 1)] == ord(":"))
     n = _leading(chunk | comment)
     if n < MIN_EVENTS or any(b'"' in body[start:end] for start, end in _spans(events, np.flatnonzero(comment[:n]))):
@@ -109,9 +110,10 @@ def take_batch(body: bytes, raw: np.ndarray, events: Events, head: bytes, middle
     if items is None:
         return None
     chunks = np.flatnonzero(chunk[:n])
-    content_ends = _content_ends(part_raw, events.starts[:n], chunks, events.ends[chunks], items, middle, len(prefix),
-                                 len(suffix))
-    texts = None if content_ends is None else _texts(part, events.starts[chunks] + len(prefix), content_ends)
+    content_ends = _content_ends(part, part_raw, events.starts[:n], chunks, events.ends[chunks], items, middle,
+                                 len(prefix), len(suffix))
+    texts = None if content_ends is None else json_strings(part, part_raw, events.starts[chunks] + len(prefix),
+                                                           content_ends)
     if texts is None:
         return None
     return Batch(len(chunks), consumed, texts, items)
@@ -122,22 +124,25 @@ def _leading(flags: np.ndarray) -> int:
     return len(flags) if flags.all() else int(np.argmin(flags))
 
 
-def _framed(raw: np.ndarray, events: Events, prefix: bytes, suffix: bytes, middle: int) -> np.ndarray:
+def _framed(body: bytes, events: Events, prefix: bytes, suffix: bytes, middle: int) -> np.ndarray:
     """Whether each event starts with `prefix` and ends with `suffix`, with room for content, middle and an item."""
     starts, ends = events.starts, events.ends
     fits = ends - starts >= len(prefix) + 2 + middle + 2 + len(suffix)
-    return fits & _equal_at(raw, np.where(fits, starts, 0), prefix) & _equal_at(
-        raw, np.where(fits, ends - len(suffix), 0), suffix)
+    return fits & _equal_at(body, np.where(fits, starts, 0), prefix) & _equal_at(
+        body, np.where(fits, ends - len(suffix), 0), suffix)
 
 
-def _equal_at(raw: np.ndarray, offsets: np.ndarray, expected: bytes) -> np.ndarray:
-    """Whether `expected` is at each offset of `raw`."""
-    want = np.frombuffer(expected, dtype=np.uint8)
-    positions = np.minimum(offsets[:, None] + np.arange(len(want)), len(raw) - 1)
-    return (raw[positions] == want).all(axis=1)
+def _equal_at(body: bytes, offsets: np.ndarray, expected: bytes) -> np.ndarray:
+    """Whether `expected` (8 bytes or more) is at each offset of `body`, compared 8 bytes at a time: its words at
+    0, 8, 16, … and its last 8 bytes."""
+    words = np.ndarray((max(len(body) - 7, 0),), dtype="<u8", buffer=body, strides=(1,))
+    at = np.append(np.arange(0, len(expected) - 7, 8), len(expected) - 8)
+    want = np.array([int.from_bytes(expected[i:i + 8], "little") for i in at.tolist()], dtype=np.uint64)
+    positions = np.minimum(offsets[:, None] + at, len(words) - 1)
+    return (words[positions] == want).all(axis=1)
 
 
-def _content_ends(raw: np.ndarray, starts: np.ndarray, chunks: np.ndarray, ends: np.ndarray, items: Items,
+def _content_ends(body: bytes, raw: np.ndarray, starts: np.ndarray, chunks: np.ndarray, ends: np.ndarray, items: Items,
                   middle: bytes, prefix: int, suffix: int) -> np.ndarray | None:
     """Where the content of each token chunk (events `chunks` of those at `starts`, ending at `ends`) ends and
     `middle` starts, when the items lie in them alone, one or more in each, right after `middle`, and each one's
@@ -148,7 +153,7 @@ def _content_ends(raw: np.ndarray, starts: np.ndarray, chunks: np.ndarray, ends:
         return None
     item_starts = items.token_keys[first] - 8  # `{"token":`: the brace 8 bytes before the colon
     content_ends = item_starts - len(middle)
-    if (content_ends < starts[chunks] + prefix + 2).any() or not _equal_at(raw, content_ends, middle).all():
+    if (content_ends < starts[chunks] + prefix + 2).any() or not _equal_at(body, content_ends, middle).all():
         return None
     if (raw[item_starts] != ord("{")).any() or (raw[ends - suffix - 1] != ord("}")).any():
         return None
@@ -157,15 +162,3 @@ def _content_ends(raw: np.ndarray, starts: np.ndarray, chunks: np.ndarray, ends:
 
 def _spans(events: Events, which: np.ndarray) -> zip[tuple[int, int]]:
     return zip(events.starts[which].tolist(), events.ends[which].tolist(), strict=True)
-
-
-def _texts(body: bytes, starts: np.ndarray, ends: np.ndarray) -> list[str] | None:
-    """Each event's content: one JSON string, all decoded in one call."""
-    spans = zip(starts.tolist(), ends.tolist(), strict=True)
-    try:
-        texts = orjson.loads(b"[" + b",".join([body[start:end] for start, end in spans]) + b"]")
-    except orjson.JSONDecodeError:
-        return None
-    if len(texts) != len(starts) or not all(isinstance(text, str) for text in texts):
-        return None
-    return texts
