@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import contextlib
 import http.client
+import itertools
 import select
 import socket
 import time
@@ -64,6 +65,8 @@ HOLD_CHUNKS = 256  # stream_completion's default batch_chunks: tokens handed ove
 HOLD_S = 0.1  # ... or this long after the first of them arrived (when nothing more has arrived by then)
 _FAST_BATCH = 32  # chunks a read must bring for ingest's fast path, whose fixed cost (~0.5 ms) a few do not repay
 _DONE = b"[DONE]"
+_LEARN_EVENTS = 4  # events read one by one at a stream's start, at most, to learn its token chunks' layout
+_LEARN_BYTES = 1 << 16  # ... within its first bytes
 _Raw = bytes | memoryview  # bytes cut from a read: a view of them (no copy) where they are only joined later
 _ITEMS_KEY = b'"logprobs":{"content":[{'
 # a completion body around a read's items, for ingest's fast path (it reads choices[0].logprobs.content)
@@ -101,6 +104,7 @@ class Streamed:
     usage_source: UsageSource  # "client": completion_tokens are the tokens received, counted here
     latency_s: float
     chunks: int  # data events read (chunks), [DONE] not counted
+    batched_chunks: int  # of them, those the batch path (stream_fast) read; the rest went one by one
     done: bool  # the server's `data: [DONE]` arrived
     simulated: bool
 
@@ -234,6 +238,7 @@ class _StreamReader:
     batches: list[TokenBatch] = field(default_factory=list)
     n_tokens: int = 0
     chunks: int = 0
+    batched_chunks: int = 0
     finish_reason: str | None = None
     usage: tuple[int, int] | None = None
     done: bool = False
@@ -272,9 +277,13 @@ class _StreamReader:
     def _templated(self, decoder: SSEDecoder, data: bytes) -> bytes:
         """The read's leading events of the learned layout taken straight from its bytes: many at once by the batch
         path, else cut one by one (no copy of each event), counted; what follows them, for the decoder."""
-        if self.template is None or not decoder.idle():
+        if not decoder.idle() or (self.template is None and b"\n\n" not in data):
             return data
         buffer = decoder.take(data)
+        if self.template is None:
+            buffer = self._learn(decoder, buffer)
+            if self.template is None or self.stopped or self.done:
+                return buffer
         start = self._take_batch(buffer, sse_events)
         if self.stopped:
             return b""
@@ -282,37 +291,47 @@ class _StreamReader:
         self.chunks += cut
         return buffer[at:] if at else buffer
 
+    def _learn(self, decoder: SSEDecoder, buffer: bytes) -> bytes:
+        """The first events of `buffer` read one by one until a token chunk taught the layout (the role chunk and a
+        comment come first); what follows them."""
+        at = 0
+        for _ in range(_LEARN_EVENTS):
+            end = buffer.find(b"\n\n", at)
+            if end < 0:
+                break
+            self._read_events(decoder.feed(buffer[at:end + 2]))
+            at = end + 2
+            if self.template is not None or self.done or self.stopped:
+                break
+        return buffer[at:]
+
     def _take_batch(self, buffer: bytes, locate: Callable[[bytes], Events]) -> int:
         """The token chunks of the learned layout at the start of `buffer`, when there are many, parsed together
-        (stream_fast) and handed to the observer as one batch: the bytes they took (0: none; the caller cuts them
-        one by one). Only with nothing held from before, so the tokens go over in order."""
+        (stream_fast) and handed to the observer as one batch, after any held from before: the bytes they took (0:
+        none; the caller cuts them one by one)."""
         template = self.template
-        if template is None or self.pending or self.raw_text or len(buffer) < MIN_EVENTS * template.size:
+        if template is None or len(buffer) < MIN_EVENTS * template.size:
             return 0
         raw = np.frombuffer(buffer, dtype=np.uint8)
         batch = take_batch(buffer, raw, locate(buffer), template.head, template.middle, template.tail, self.k,
                            self.keep_top_tokens)
         if batch is None:
             return 0
+        self._flush_text()
         self.chunks += batch.chunks
+        self.batched_chunks += batch.chunks
         self.chunk_bytes = batch.consumed / batch.chunks
         self.text += batch.texts
         items = batch.items
-        self._hand_over(items.tokens, items.chosen, items.top, items.top_tokens)
+        parts = [(items.tokens, items.chosen, items.top, items.top_tokens)]
+        if self.pending:  # tokens read before these (the chunk that taught the layout) go over with them, first
+            parts.insert(0, self._read_pending())
+        self._hand_over(*_concatenated(parts))
         return batch.consumed
 
     def _piece(self, events: list[bytes]) -> None:
         """The events of one read: every chunk read, then their tokens handed to the observer as one batch."""
-        template = self.template
-        for event in events:
-            if template is not None and template.cut(event, self.raw_text, self.pending):
-                self.chunks += 1
-                continue
-            self._event(event)
-            if self.done:
-                break
-            template = self.template
-        self._flush_text()
+        self._read_events(events)
         if not self.pending:
             return
         if self.raw_batches:  # the batch was made of the bytes read (_dechunked)
@@ -323,6 +342,19 @@ class _StreamReader:
         self.first_at = self.first_at or now
         if len(self.pending) >= self.batch_chunks or (self.hold_s is not None and now - self.held_since >= self.hold_s):
             self._tokens()
+
+    def _read_events(self, events: list[bytes]) -> None:
+        """Every chunk of `events` read; their items and content held (`pending`, `text`)."""
+        template = self.template
+        for event in events:
+            if template is not None and template.cut(event, self.raw_text, self.pending):
+                self.chunks += 1
+                continue
+            self._event(event)
+            if self.done:
+                break
+            template = self.template
+        self._flush_text()
 
     def pieces(self, response: requests.Response) -> Iterator[bytes]:
         """What arrives on the connection, a read at a time, until it ends.
@@ -410,7 +442,19 @@ class _StreamReader:
         the per-chunk path. What is left (a chunk not read whole yet), or None after the last chunk."""
         buffer = held[0] if len(held) == 1 else b"".join(held)
         self.held_chunks, self.held_since = 0, None
-        start = self._take_batch(buffer, http_events) if self.decoder.empty() else 0
+        start = 0
+        if self.template is None and self.decoder.empty():  # the first chunks one by one, until one teaches the layout
+            first = http_events(buffer[:_LEARN_BYTES])
+            for payload_start, payload_end, after in itertools.islice(zip(
+                    first.starts.tolist(), first.ends.tolist(), first.after.tolist(), strict=True), _LEARN_EVENTS):
+                yield buffer[payload_start:payload_end]
+                start = after
+                if self.template is not None or self.stopped or self.done:
+                    break
+            if self.stopped or self.done:
+                return None
+        if self.template is not None and self.decoder.empty():
+            start += self._take_batch(buffer[start:] if start else buffer, http_events)
         if self.stopped:
             return None
         payloads, left, ended = _unchunk(buffer[start:] if start else buffer)
@@ -500,12 +544,14 @@ class _StreamReader:
             self.finish_reason = choice["finish_reason"]
 
     def _tokens(self) -> None:
+        self._hand_over(*self._read_pending())
+
+    def _read_pending(self) -> tuple[list[str], np.ndarray, np.ndarray, list[list[str]] | None]:
         pending, self.pending = self.pending, []
         try:
-            tokens, chosen, top, top_tokens = _read_batch(pending, self.k, self.keep_top_tokens)
+            return _read_batch(pending, self.k, self.keep_top_tokens)
         except TransientError as exc:
             self._fail("malformed chunk", f"chunk {self.chunks}: {exc.detail}")
-        self._hand_over(tokens, chosen, top, top_tokens)
 
     def _hand_over(self, tokens: list[str], chosen: np.ndarray, top: np.ndarray,
                    top_tokens: list[list[str]] | None) -> None:
@@ -543,7 +589,8 @@ class _StreamReader:
             finish_reason=None if self.stopped else self.finish_reason, stop_reason=stop_reason,
             prompt_tokens=prompt, completion_tokens=completion,
             usage_source="server" if self.usage is not None else "client",
-            latency_s=time.monotonic() - started if started else 0.0, chunks=self.chunks, done=self.done,
+            latency_s=time.monotonic() - started if started else 0.0, chunks=self.chunks,
+            batched_chunks=self.batched_chunks, done=self.done,
             simulated=self.simulated)
 
 
@@ -748,6 +795,16 @@ def _read_batch(pending: list[_Raw | list[Any]], k: int,
     items = [item for part in pending
              for item in (_loads_items(part) if isinstance(part, bytes | memoryview) else part)]
     return read_items(items, k, keep_top_tokens)[:4]
+
+
+def _concatenated(parts: list[tuple[list[str], np.ndarray, np.ndarray, list[list[str]] | None]]
+                  ) -> tuple[list[str], np.ndarray, np.ndarray, list[list[str]] | None]:
+    """Tokens, chosen and top logprobs and top tokens of consecutive reads, as one."""
+    if len(parts) == 1:
+        return parts[0]
+    top_tokens = [row for part in parts for row in part[3] or []] if parts[0][3] is not None else None
+    return ([token for part in parts for token in part[0]], np.concatenate([part[1] for part in parts]),
+            np.concatenate([part[2] for part in parts]), top_tokens)
 
 
 def _loads_items(raw: _Raw) -> list[Any]:

@@ -98,8 +98,11 @@ def take_batch(body: bytes, raw: np.ndarray, events: Events, head: bytes, middle
     chunk = _framed(body, events, prefix, suffix, len(middle))
     comment = ~chunk & (raw[np.minimum(events.starts, len(raw) - 1)] == ord(":"))
     n = _leading(chunk | comment)
-    if n < MIN_EVENTS or any(b'"' in body[start:end] for start, end in _spans(events, np.flatnonzero(comment[:n]))):
-        return None  # a comment with a quote might hold what looks like a key
+    quoted = [i for i, (start, end) in zip(np.flatnonzero(comment[:n]).tolist(), _spans(events, comment[:n]),
+                                           strict=True) if b'"' in body[start:end]]
+    n = quoted[0] if quoted else n  # a comment with a quote might hold what looks like a key: the run ends there
+    if n < MIN_EVENTS:
+        return None
     consumed = int(events.after[n - 1])
     part = body if consumed == len(body) else body[:consumed]
     part_raw = raw[:consumed]
@@ -161,4 +164,6 @@ def _content_ends(body: bytes, raw: np.ndarray, starts: np.ndarray, chunks: np.n
 
 
 def _spans(events: Events, which: np.ndarray) -> zip[tuple[int, int]]:
-    return zip(events.starts[which].tolist(), events.ends[which].tolist(), strict=True)
+    """(start, end) of the events `which` selects (a mask over the first len(which) of them)."""
+    count = len(which)
+    return zip(events.starts[:count][which].tolist(), events.ends[:count][which].tolist(), strict=True)
