@@ -150,14 +150,16 @@ def test_over_http_a_stream_with_crlf_events_is_read_whole_by_the_per_chunk_path
 
 
 @pytest.mark.parametrize(("body", "spans", "after"), [
-    (b"5\r\nhello\r\n3\r\nabc\r\n", [(3, 8), (13, 16)], 18),
-    (b"A\r\n0123456789\r\n0\r\n\r\n", [(3, 13)], 15),  # the last (empty) chunk ends them
-    (b"5\r\nhel", [], 0),  # a chunk not read whole yet
-    (b"3;x=y\r\nabc\r\n", [], 0),  # a size line with an extension: the per-chunk path reads it
-    (b"2\r\n\r\n\r\n2\r\nab\r\n", [(3, 5), (10, 12)], 14),  # a payload that is a CRLF: its size says so
-    (b"4\r\nabc\r\n", [], 0),  # a size that is not the payload's length
+    (b"9\r\ndata: a\n\n\r\n9\r\ndata: b\n\n\r\n", [(3, 12), (17, 26)], 28),
+    (b"9\r\ndata: a\n\n\r\n0\r\n\r\n", [(3, 12)], 14),  # the last (empty) chunk ends them
+    (b"9\r\ndata:", [], 0),  # a chunk not read whole yet
+    (b"9;x=y\r\ndata: a\n\n\r\n", [], 0),  # a size line with an extension: the per-chunk path reads it
+    (b"8\r\ndata: a\n\n\r\n", [], 0),  # a size that is not the payload's length
+    (b"C\r\ndata: a\nb\n\n\r\n", [], 0),  # an event of two lines
+    (b"B\r\ndata: a\r\n\r\n\r\n", [], 0),  # CRLF line endings
 ])
-def test_http_events_are_the_whole_chunks_at_the_start(body: bytes, spans: list[tuple[int, int]], after: int) -> None:
+def test_http_events_are_the_one_line_events_of_the_whole_chunks_at_the_start(
+        body: bytes, spans: list[tuple[int, int]], after: int) -> None:
     found = http_events(body)
     assert list(zip(found.starts.tolist(), found.ends.tolist(), strict=True)) == spans
     assert (found.after[-1] if len(found) else 0) == after
@@ -168,7 +170,8 @@ def test_http_events_are_the_whole_chunks_at_the_start(body: bytes, spans: list[
     (b"data: a\n\ndata: b", [9]),  # not whole yet
     (b"data: a\n\n\n\ndata: b\n\n", [9]),  # a blank line more: the per-chunk path reads the rest
     (b": keep-alive\n\ndata: a\n\n", [14, 23]),
+    (b"data: a\ndata: b\n\n", []),  # an event of two lines
 ])
-def test_sse_events_are_the_whole_events_at_the_start(body: bytes, ends: list[int]) -> None:
+def test_sse_events_are_the_one_line_events_at_the_start(body: bytes, ends: list[int]) -> None:
     found = sse_events(body)
     assert found.ends.tolist() == ends and found.starts.tolist() == [0, *ends[:-1]]
