@@ -9,22 +9,27 @@ C_i is computed by store.logprobs.token_confidence, so a streamed trace has the 
 non-streamed parse of the same completion gives.
 
 The observer sees the tokens in order, in batches (TokenBatch): at the end of a read, once `batch_chunks` chunks
-were read or `hold_s` seconds passed since the oldest of them arrived (stream_completion's defaults: 2,048 chunks,
+were read or `hold_s` seconds passed since the oldest of them arrived (stream_completion's defaults: 256 chunks,
 0.1 s; read_stream's: every read), and at the stream's end. Before a read that would wait with tokens held back, the
 client sleeps (to their deadline, or as long as the rest of the batch takes at the stream's pace) if the last
 read caught up with the server, then hands them over if nothing has arrived; so a slow server's tokens cost a
-wakeup per 0.1 s, not one each, a fast one runs at most about a batch past a stop, and one that writes only when
-asked is never kept waiting. When the observer returns "stop" the connection is closed at once (the server stops
-generating) and what arrived is returned with stop reason "confidence"; the stop rule decides on the tokens alone,
-so it stops at the same token however they were batched. A server's usage is taken when it sends one; otherwise the
+wakeup per 0.1 s, not one each, a fast one runs at most a batch (256 tokens) past a stop, and one that writes only
+when asked is never kept waiting. While it holds tokens back the client asks the kernel for a receive buffer of
+4 MiB (capped by net.core.rmem_max), so that a fast server's writes wait less on it (docs/endpoints.md).
+When the observer returns "stop" the connection is closed at once (the server stops generating) and what arrived
+is returned with stop reason "confidence"; the stop rule decides on the tokens alone, so it stops at the same token
+however they were batched. A server's usage is taken when it sends one; otherwise the
 completion tokens are the tokens received, labelled usage_source "client", and prompt_tokens is None (the client does
 not tokenize the prompt).
 
 Client CPU (bench/bench_stream.py, docs/benchmarks.md): a chunked body is read from the socket a megabyte at a time
-and its framing taken off in bulk, so one read brings every event that has arrived; one-line events are split in
-bulk; the first token chunk is parsed in full and its layout kept (_Template), so the next ones (and the keep-alive
-comments between them) are cut with a few bytes operations, their contents decoded together per read and their items
-read together per batch by ingest's fast path (32 chunks or more) or its item reader.
+and held as read until its batch is due. The first token chunk is parsed in full and its layout kept (_Template);
+then a batch's token chunks (and the keep-alive comments between them) are found, checked against that layout and
+parsed together by stream_fast: a find of each chunk's size line and of its line break, then numpy over the
+batch's bytes. What that path does not take (the role and last chunks, a layout change, a comment that might hold
+a key, fewer than stream_fast.MIN_EVENTS chunks) goes chunk by chunk: its framing taken off, each event cut by the
+layout with a few bytes operations, its items read per batch by ingest's fast path or its item reader. Both give
+the same tokens, bit for bit (tests/sampling/test_stream_fast.py).
 
 Failures before any token reached the observer are retried as every call (TransientError); after that they raise
 client.StreamBroken with what arrived, since a retry would feed the observer the trace again.
@@ -711,8 +716,7 @@ def _readable(raw: BinaryIO) -> Callable[[], bool] | None:
 
 def _widen_receive_buffer(raw: BinaryIO) -> None:
     """Ask for a receive buffer that holds a batch (the kernel caps it at net.core.rmem_max): a client holding its
-    tokens back for `hold_s` must not make a fast server's writes wait (loopback's default, ~128 KiB, holds about
-    30 chunks of top-20 logprobs; a server writing 3,000 tokens a second then made a third of them)."""
+    tokens back for `hold_s` should not make a fast server's writes wait (docs/endpoints.md has the figures)."""
     sock = getattr(getattr(raw, "raw", None), "_sock", None)
     with contextlib.suppress(AttributeError, OSError):
         if sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF) < _RECEIVE_BUFFER:
