@@ -209,6 +209,34 @@ def test_window_stop_fed_in_any_batches_stops_where_the_whole_trace_says() -> No
         assert next(s for s in stops if s is not None) == whole
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_window_stop_never_says_more_tokens_are_safe_than_come_before_its_stop(seed: int) -> None:
+    """safe_tokens bounds how many tokens the client may hold back: on random traces with runs of the lowest
+    confidence there is (0), fed one token at a time, the stop never comes within the count it gave."""
+    rng = np.random.default_rng(seed)
+    counts = []
+    for _ in range(300):
+        width, threshold = int(rng.integers(1, 60)), float(rng.uniform(0.5, 3.0))
+        confidence = rng.uniform(0.0, 4.0, int(rng.integers(1, 400))).astype(np.float32)
+        start = int(rng.integers(0, len(confidence)))
+        confidence[start:start + int(rng.integers(1, 80))] = 0.0
+        confidence[rng.random(len(confidence)) < 0.05] = np.nan
+        stop = WindowStop(threshold, width).feed(confidence)
+        rule = WindowStop(threshold, width)
+        for seen in range(len(confidence)):
+            safe = rule.safe_tokens()
+            assert safe is not None and (stop is None or seen + safe < stop), (width, threshold, seen, safe, stop)
+            counts.append(safe)
+            if rule.feed(confidence[seen:seen + 1]) is not None:
+                assert rule.safe_tokens() == 0
+                break
+    assert max(counts) > 10  # not a rule that always says 0: it lets the client hold tokens back
+
+
+def test_window_stop_with_no_threshold_never_limits_the_hold() -> None:
+    assert WindowStop(float("nan"), 8).safe_tokens() is None and WindowStop(0.0, 8).safe_tokens() is None
+
+
 @pytest.mark.parametrize("mode", [{"batch_chunks": 1, "hold_s": None}, {}, {"batch_chunks": 7, "hold_s": 0.0}],
                          ids=["every-read", "held-default", "seven-or-at-once"])
 def test_tokens_held_back_in_batches_stop_at_the_token_the_whole_trace_stops_at(server: SimServer,

@@ -242,6 +242,18 @@ def test_tokens_held_back_go_to_the_observer_before_the_client_waits_on_a_server
     assert result.stop_reason == "confidence" and result.n_tokens == sum(seen) == 3 and script.client_closed.is_set()
 
 
+def test_an_observer_that_could_stop_soon_gets_the_tokens_sooner() -> None:
+    """An observer answering how many more tokens it can take caps the batch below `batch_chunks`."""
+    sizes: list[int] = []
+
+    def observer(batch: TokenBatch) -> int:
+        sizes.append(len(batch.tokens))
+        return 3
+
+    result = read_stream(events(provider_stream("openai")), top_logprobs=20, observer=observer, batch_chunks=8)
+    assert sum(sizes) == result.n_tokens and sizes[0] == 8 and max(sizes[1:]) == 3
+
+
 @pytest.mark.parametrize(("profile", "options"), [
     ("deepseek", {"include_usage": True}), ("openai-chat", {"include_usage": True}),
     ("local", {"include_usage": True}), ("llama-cpp-python", {"include_usage": True})])

@@ -47,6 +47,9 @@ def warmup_threshold(lowest: np.ndarray, percentile: float) -> float:
     return float(row_percentile(np.asarray(lowest, dtype=np.float64)[None, :], percentile)[0])
 
 
+_MARGIN = 1e-9  # relative: a window sum this close to the threshold counts as below it for safe_tokens
+
+
 class WindowStop:
     """The stop rule on one streaming trace: feed it each batch's C_i; it says where the trace stops.
 
@@ -82,6 +85,24 @@ class WindowStop:
         self._confident = end
         self.spent = self._stop_within(first, end)
         return self.spent
+
+    def safe_tokens(self) -> int | None:
+        """How many more tokens can arrive before this rule could stop (None: never; 0: it has stopped).
+
+        A token's C_i is never negative (it is minus a mean of logprobs, each at most 0), so after m more confident
+        tokens a full window's sum is at least that of the w - m newest tokens seen so far: the rule cannot stop
+        until enough of them have left the window for that sum to fall below threshold × width. One token less,
+        and a relative margin, keep the count on the safe side of rounding; a reader that hands tokens over
+        sooner loses nothing."""
+        if self.spent is not None:
+            return 0
+        if np.isnan(self.threshold) or self.threshold <= 0:
+            return None  # a window's mean is never negative: it is never below such a threshold
+        w, n = self.width, self._confident
+        newest = np.arange(min(n, w - 1) + 1)  # j newest confident tokens, j = 0 .. w - 1
+        sums = self._prefix[n] - self._prefix[n - newest]  # nondecreasing in j
+        keep = int(np.searchsorted(sums, self.threshold * w * (1 - _MARGIN), side="left")) - 1  # largest j below
+        return max(w - keep - 2, 0)
 
     def _stop_within(self, first: int, end: int) -> int | None:
         """Among the windows ending at confident tokens first+1..end, the first whose mean is below the threshold."""

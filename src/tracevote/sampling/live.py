@@ -443,14 +443,14 @@ def _stream(client: ChatClient, job: _Job, rules: LiveRules,
     rule = None if job.method is None else WindowStop(job.method.threshold, rules.group_size)
     why: list[StopReason] = []
 
-    def observe(batch: TokenBatch) -> Literal["stop"] | None:
+    def observe(batch: TokenBatch) -> Literal["stop"] | int | None:
         if rule is not None and rule.feed(batch.token_confidence) is not None:
             why.append("confidence")
             return "stop"
         if job.cancel.is_set():
             why.append("consensus-cancelled")
             return "stop"
-        return None
+        return None if rule is None else rule.safe_tokens()  # the client holds back no more than the rule can take
 
     streamed = stream_completion(client, job.problem.messages, sample_key=f"{job.problem.problem_id}/{job.index}",
                                  observer=observe, max_tokens=rules.max_tokens, batch_chunks=batch_chunks)

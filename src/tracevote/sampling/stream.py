@@ -14,7 +14,10 @@ were read or `hold_s` seconds passed since the oldest of them arrived (stream_co
 client sleeps (to their deadline, or as long as the rest of the batch takes at the stream's pace) if the last
 read caught up with the server, then hands them over if nothing has arrived; so a slow server's tokens cost a
 wakeup per 0.1 s, not one each, a fast one runs at most a batch (256 tokens) past a stop, and one that writes only
-when asked is never kept waiting. While it holds tokens back the client asks the kernel for a receive buffer of
+when asked is never kept waiting. An observer may answer a batch with how many more tokens it can take before it
+could stop (the live run's rule knows: deepconf.live.WindowStop.safe_tokens); the client then holds back no more
+than that many, so near a stop it hands tokens over as they come and the server runs on past the stop by what
+arrives meanwhile, not by a batch. While it holds tokens back the client asks the kernel for a receive buffer of
 4 MiB (capped by net.core.rmem_max), so that a fast server's writes wait less on it (docs/endpoints.md).
 When the observer returns "stop" the connection is closed at once (the server stops generating) and what arrived
 is returned with stop reason "confidence"; the stop rule decides on the tokens alone, so it stops at the same token
@@ -62,7 +65,9 @@ from tracevote.store.logprobs import clean_logprobs, token_confidence
 
 StopReason = Literal["finished", "length", "confidence"]
 UsageSource = Literal["server", "client"]
-Observer = Callable[["TokenBatch"], Literal["stop"] | None]
+# an observer answers each batch with "stop", or how many more tokens it can take before it could stop (the reader
+# then holds no more than that many back), or None
+Observer = Callable[["TokenBatch"], Literal["stop"] | int | None]
 _READ_SIZE = 1 << 20  # bytes asked of the socket at a time; read1 returns what has arrived, up to this
 _RECEIVE_BUFFER = 4 << 20  # bytes of socket receive buffer asked for while tokens are held back
 _SMALL_READ = 1 << 16  # a read shorter than this caught up with the server: the next one may wait for more
@@ -235,7 +240,8 @@ class _StreamReader:
     hold_s: float | None = None  # with the socket: the longest a token is held back (None: until batch_chunks)
     held_since: float | None = None  # when the oldest token not handed over yet arrived
     held_chunks: float = 0  # chunks read from the socket and not taken yet (as _hold counts them)
-    chunk_bytes: float = 0  # bytes a token chunk of this stream takes on the wire, once a batch was parsed
+    chunk_bytes: float = 0  # bytes of the smallest token chunk of the last batch parsed together (0: none yet)
+    want: int | None = None  # chunks the observer can take before it could stop, as it last said (None: it did not)
     raw_batches: bool = False  # batches are made of the bytes read (_dechunked): each one's tokens go over at once
     first_at: float | None = None  # when the first tokens arrived
     simulated: bool = False
@@ -325,7 +331,7 @@ class _StreamReader:
         self._flush_text()
         self.chunks += batch.chunks
         self.batched_chunks += batch.chunks
-        self.chunk_bytes = batch.consumed / batch.chunks
+        self.chunk_bytes = batch.smallest
         self.text += batch.texts
         items = batch.items
         parts = [(items.tokens, items.chosen, items.top, items.top_tokens)]
@@ -345,7 +351,7 @@ class _StreamReader:
         now = time.monotonic()
         self.held_since = self.held_since or now
         self.first_at = self.first_at or now
-        if len(self.pending) >= self.batch_chunks or (self.hold_s is not None and now - self.held_since >= self.hold_s):
+        if len(self.pending) >= self._target() or (self.hold_s is not None and now - self.held_since >= self.hold_s):
             self._tokens()
 
     def _read_events(self, events: list[bytes]) -> None:
@@ -430,15 +436,19 @@ class _StreamReader:
                 held = left
 
     def _hold(self, data: bytes) -> None:
-        """Count the chunks of a read: by its blank lines until a batch told their size, then by its length (a count
-        of the bytes costs a tenth of the parse)."""
+        """Count the chunks of a read: by its blank lines until a batch told their size, then by its length over the
+        smallest chunk's (a count of the bytes would cost a tenth of the parse; this one only ever counts more)."""
         now = time.monotonic()
         self.held_chunks += len(data) / self.chunk_bytes if self.chunk_bytes else data.count(b"\n\n")
         self.held_since = self.held_since or now
         self.first_at = self.first_at or now
 
+    def _target(self) -> int:
+        """The chunks a batch holds at most: `batch_chunks`, or fewer when the observer could stop sooner."""
+        return self.batch_chunks if self.want is None else max(1, min(self.batch_chunks, self.want))
+
     def _due(self) -> bool:
-        return self.held_chunks >= self.batch_chunks or (
+        return self.held_chunks >= self._target() or (
             self.hold_s is not None and self.held_since is not None and
             time.monotonic() - self.held_since >= self.hold_s)
 
@@ -479,7 +489,7 @@ class _StreamReader:
             seen = self.chunks + self.held_chunks
             if self.first_at is not None and now > self.first_at and seen:  # no longer than the rest of the batch
                 # takes at the stream's pace so far
-                left = min(left, (self.batch_chunks - self.held_chunks) * (now - self.first_at) / seen)
+                left = min(left, (self._target() - self.held_chunks) * (now - self.first_at) / seen)
             time.sleep(max(0.0, left))
         return not readable()
 
@@ -567,8 +577,9 @@ class _StreamReader:
                            token_confidence(top, chosen).astype(np.float32), top_tokens)
         self.batches.append(batch)
         self.n_tokens += len(tokens)
-        if self.observer is not None and self.observer(batch) == "stop":
-            self.stopped = True
+        answer = None if self.observer is None else self.observer(batch)
+        self.stopped = answer == "stop"
+        self.want = answer if isinstance(answer, int) else None
 
     def _fail(self, cause: str, detail: str) -> NoReturn:
         if self.raw_text:

@@ -47,6 +47,7 @@ class Batch:
     consumed: int  # offset just past the last of them
     texts: list[str]  # each chunk's delta.content
     items: Items
+    smallest: int  # bytes of the smallest token chunk's payload
 
 
 def http_events(body: bytes) -> Events:
@@ -117,7 +118,7 @@ def take_batch(body: bytes, raw: np.ndarray, events: Events, head: bytes, middle
                                                            content_ends)
     if texts is None:
         return None
-    return Batch(len(chunks), consumed, texts, items)
+    return Batch(len(chunks), consumed, texts, items, int((events.ends[chunks] - events.starts[chunks]).min()))
 
 
 def _leading(flags: np.ndarray) -> int:
