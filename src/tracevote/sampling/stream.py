@@ -75,6 +75,7 @@ HOLD_CHUNKS = 256  # stream_completion's default batch_chunks: tokens handed ove
 HOLD_S = 0.1  # ... or this long after the first of them arrived (when nothing more has arrived by then)
 _FAST_BATCH = 32  # chunks a read must bring for ingest's fast path, whose fixed cost (~0.5 ms) a few do not repay
 _DONE = b"[DONE]"
+_NEAR = 16  # chunks before a possible stop (the observer's count) from which the client reads them as they come
 _LEARN_EVENTS = 4  # events read one by one at a stream's start, at most, to learn its token chunks' layout
 _LEARN_BYTES = 1 << 16  # ... within its first bytes
 _Raw = bytes | memoryview  # bytes cut from a read: a view of them (no copy) where they are only joined later
@@ -482,14 +483,18 @@ class _StreamReader:
     def _quiet(self, readable: Callable[[], bool], small: bool) -> bool:
         """Before a read with bytes held back: after a read that caught up with the server, sleep until their
         deadline, or less when the chunks so far came fast enough to fill the batch sooner (the next read takes
-        what arrived meanwhile). Whether nothing has arrived then: the held bytes are taken before the client waits."""
+        what arrived meanwhile); when the observer could stop within the batch, only until _NEAR chunks are left
+        before it could, and not at all after that, so the chunks near a possible stop are read as they arrive
+        (a server sends them in bursts: a read after a sleep would take a burst past the stop). Whether nothing
+        has arrived then: the held bytes are taken before the client waits."""
         if small and self.held_since is not None:
             now = time.monotonic()
             left = self.held_since + self.hold_s - now  # type: ignore[operator]
             seen = self.chunks + self.held_chunks
+            rest = self._target() - self.held_chunks - (0 if self.want is None else _NEAR)
             if self.first_at is not None and now > self.first_at and seen:  # no longer than the rest of the batch
                 # takes at the stream's pace so far
-                left = min(left, (self._target() - self.held_chunks) * (now - self.first_at) / seen)
+                left = min(left, rest * (now - self.first_at) / seen)
             time.sleep(max(0.0, left))
         return not readable()
 
