@@ -453,7 +453,8 @@ def _stream(client: ChatClient, job: _Job, rules: LiveRules,
         return None if rule is None else rule.safe_tokens()  # the client holds back no more than the rule can take
 
     streamed = stream_completion(client, job.problem.messages, sample_key=f"{job.problem.problem_id}/{job.index}",
-                                 observer=observe, max_tokens=rules.max_tokens, batch_chunks=batch_chunks)
+                                 observer=observe, max_tokens=rules.max_tokens, batch_chunks=batch_chunks,
+                                 want=None if rule is None else rule.safe_tokens())
     reason: StopReason = why[0] if why else streamed.stop_reason  # type: ignore[assignment]
     if reason == "confidence" and rule is not None and rule.spent is not None:
         return streamed, reason, rule.spent

@@ -138,7 +138,7 @@ def stream_body(client: ChatClient, messages: list[dict[str, str]], *, sample_ke
 def stream_completion(client: ChatClient, messages: list[dict[str, str]], *, sample_key: str,
                       observer: Observer | None = None, max_tokens: int | None = None, kind: str = SOLVE,
                       keep_top_tokens: bool = False, batch_chunks: int = HOLD_CHUNKS,
-                      hold_s: float | None = HOLD_S) -> Streamed:
+                      hold_s: float | None = HOLD_S, want: int | None = None) -> Streamed:
     """One streamed trace through `client` (its endpoints, headers, key, timeouts, retries and breaker).
 
     Tokens are held back and handed to the observer together once `batch_chunks` chunks were read, or `hold_s`
@@ -149,12 +149,13 @@ def stream_completion(client: ChatClient, messages: list[dict[str, str]], *, sam
     thousands and a wakeup among as many as arrive in `hold_s` (bench/bench_stream.py), and a stop is noticed at
     most `hold_s` (plus the read in progress) after its token arrived: the tokens received past it are the
     server's, `hold_s` of its output at most; the stop itself is decided on the tokens alone, at the same token.
-    `batch_chunks` 1 with `hold_s` None hands over every read's tokens at once (one call per read)."""
+    `batch_chunks` 1 with `hold_s` None hands over every read's tokens at once (one call per read). `want`: how
+    many tokens the observer can take before it could stop, before it has seen any (its later answers say after)."""
     payload = orjson.dumps(stream_body(client, messages, sample_key=sample_key, max_tokens=max_tokens))
 
     def read(response: requests.Response, started: float) -> Streamed:
         reader = _StreamReader(client.decoding.top_logprobs, keep_top_tokens, observer, client.redact, batch_chunks,
-                               hold_s)
+                               hold_s, want=want)
         reader.simulated = response.headers.get(SIMULATED_HEADER) == "1"
         return reader.read(reader.pieces(response), started)
 
