@@ -45,7 +45,7 @@ class Scale:
     rounds: int
 
 
-SCALES = {"full": Scale(16, 16, 0.2, 3), "quick": Scale(4, 16, 0.05, 1)}
+SCALES = {"full": Scale(16, 16, 0.2, 3), "quick": Scale(2, 16, 0.05, 1)}
 
 
 @contextmanager

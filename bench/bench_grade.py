@@ -37,7 +37,8 @@ class Dataset:
 
 
 DATASETS = (Dataset("gsm8k", "GSM8K (1,319)", "gsm8k_test.jsonl"), Dataset("math500", "MATH-500", "math500_test.jsonl"))
-SCALES = {"full": (None, 3), "quick": (40, 1)}  # (gold rows used, None: all; interleaved rounds)
+# (gold rows used, None: all; interleaved rounds; a warm-up run of each side first: not in the suite's quick smoke run)
+SCALES = {"full": (None, 3, True), "quick": (40, 1, False)}
 
 
 def gold_rows(path: Path, limit: int | None) -> list[dict]:
@@ -84,15 +85,16 @@ def correct_of(run: Run) -> int:
     return int(record["correct"])
 
 
-def bench_dataset(folder: Path, dataset: Dataset, limit: int | None, repeats: int) -> Figure:
+def bench_dataset(folder: Path, dataset: Dataset, limit: int | None, repeats: int, warm_up: bool) -> Figure:
     gold, pred = prepare(folder, dataset, limit)
     work = folder / dataset.name
     work.mkdir()
     env = stage_env(folder)
     sides = {name: (lambda command=command: run_process(command, work, env, orphans=True))  # grade's fork server
              for name, command in commands(dataset, gold, pred).items()}
-    for side in sides.values():  # warm-up: bytecode and page cache
-        side()
+    if warm_up:
+        for side in sides.values():  # bytecode and page cache
+            side()
     runs = interleaved(sides, repeats)
     counts = {name: {correct_of(run) for run in side_runs} for name, side_runs in runs.items()}
     if counts["grade"] != counts["plain loop"]:
@@ -108,9 +110,9 @@ def bench_dataset(folder: Path, dataset: Dataset, limit: int | None, repeats: in
 
 
 def run(scale: str = "full") -> list[dict]:
-    limit, repeats = SCALES[scale]
+    limit, repeats, warm_up = SCALES[scale]
     missing = [str(SHARED / d.file) for d in DATASETS if not (SHARED / d.file).is_file()]
     if missing:
         return [{"skipped": f"the shared gold files are absent: {', '.join(missing)}"}]
     with tempfile.TemporaryDirectory(prefix="tracevote-bench-grade-") as tmp:
-        return [bench_dataset(Path(tmp), dataset, limit, repeats).to_json() for dataset in DATASETS]
+        return [bench_dataset(Path(tmp), dataset, limit, repeats, warm_up).to_json() for dataset in DATASETS]

@@ -7,8 +7,8 @@ file, params.yaml (the committed defaults: group_size 2048, K = 1, 2, 4, ..., 51
 traces as the paper does, 64 repeats, 1,000 bootstrap resamples, online DeepConf low and high) and the
 manifest. Free disk is checked first; too little is refused before anything is written.
 
-After one untimed warm-up pass, timed, whole processes (wall and CPU seconds, process + children), in
-rounds of cold then warm:
+After one untimed warm-up pass (none at --quick scale), timed, whole processes (wall and CPU seconds, process +
+children), in rounds of cold then warm:
 - cold: before each stage, every file it reads that the benchmark wrote (the pool's logs; the score and
   stop tables; the aggregate) is dropped from the page cache with posix_fadvise(POSIX_FADV_DONTNEED) on
   Linux, which needs no root; Python, the libraries and the stage scripts stay cached;
@@ -40,9 +40,11 @@ HEADROOM = 1 << 30  # bytes beyond the pool: tables, plots, pycache
 class Scale:
     shape: PoolShape
     repeats: int
+    warm_up: bool = True  # an untimed pass first; quick scale (the suite's smoke run) times nothing worth steadying
 
 
-SCALES = {"full": Scale(PoolShape(30, 4096, 3000, 0), 3), "quick": Scale(PoolShape(2, 32, 300, 0), 1)}
+SCALES = {"full": Scale(PoolShape(30, 4096, 3000, 0), 3),
+          "quick": Scale(PoolShape(2, 32, 300, 0), 1, warm_up=False)}
 
 
 def estimated_bytes(shape: PoolShape) -> int:
@@ -121,7 +123,8 @@ def run(scale: str = "full") -> list[dict]:
         workspace = write_workspace(folder / "w", size.shape, paper_params(), workers=2)
         written = time.perf_counter() - started
         pool_bytes = sum(path.stat().st_size for path in inputs(workspace, "score"))
-        one_pass(workspace, cold=False)  # warm-up, untimed: bytecode compiled, every output there once
+        if size.warm_up:
+            one_pass(workspace, cold=False)  # untimed: bytecode compiled, every output there once
         rounds = [(one_pass(workspace, cold=True), one_pass(workspace, cold=False)) for _ in range(size.repeats)]
     finally:
         shutil.rmtree(folder, ignore_errors=True)

@@ -44,6 +44,7 @@ class Scale:
     window: int  # group_size and tail_tokens
     repeats: int
     end_to_end: int  # the size whose whole-process seconds are printed
+    warm_up: bool = True  # a run of each side first; quick scale (the suite's smoke run) times nothing worth steadying
 
 
 # The fit spans 24 to 192 samples per problem (2.5 M to 20 M tokens): the stage's marginal time over 24 to 96 alone
@@ -52,7 +53,7 @@ class Scale:
 
 SCALES = {
     "full": Scale(PoolShape(30, 192, 3300, 20), (24, 96, 192), 2048, 5, end_to_end=96),
-    "quick": Scale(PoolShape(2, 16, 300, 20), (8, 16), 64, 1, end_to_end=16),
+    "quick": Scale(PoolShape(2, 16, 300, 20), (8, 16), 64, 1, end_to_end=16, warm_up=False),
 }
 
 
@@ -125,9 +126,11 @@ def sides(bench: Bench, size: int) -> dict[str, Callable[[], Run]]:
 
 
 def timed_rounds(bench: Bench) -> list[dict[str, dict[int, Run]]]:
-    """Per round, per side, per size: one run. A warm-up run of each side first (bytecode and page cache)."""
-    for side in sides(bench, bench.scale.sizes[-1]).values():
-        side()
+    """Per round, per side, per size: one run. A warm-up run of each side first (bytecode and page cache), unless
+    the scale has none."""
+    if bench.scale.warm_up:
+        for side in sides(bench, bench.scale.sizes[-1]).values():
+            side()
     rounds = []
     for _ in range(bench.scale.repeats):
         runs: dict[str, dict[int, Run]] = {name: {} for name in SIDES}

@@ -1,6 +1,7 @@
 """`dvc exp run` on the pipeline: an experiment beside its baseline, on the DeepConf branch alone and on a project
-where every stage has run; `dvc metrics show` while one method has run (a file and a project of its own, so that
-the suite's workers share the pipeline tests' time)."""
+where every stage has run (a copy of the project tests/test_pipeline.py builds once per run); `dvc metrics show`
+while one method has run (a file and a DeepConf-only project of its own, so that the suite's workers share the
+pipeline tests' time)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import yaml
 
 from tests.conftest import REPO_ROOT
 from tests.dvcproject import copy_project, dvc, make_project, run
-from tests.test_pipeline import ran_stages, small_sim_params
+from tests.test_pipeline import build_once, ran_stages, small_sim_params
 
 pytestmark = pytest.mark.slow
 DEEPCONF = "report"  # every dataset's report, with what it needs: fetch, normalize, build_pool, score, aggregate
@@ -102,16 +103,16 @@ def in_flow_style(params_file: Path) -> str:
     return params_file.read_text()
 
 
-def test_exp_run_with_no_target_reruns_only_what_the_key_affects(built: Path, tmp_path: Path) -> None:
-    # once every stage has run (dvc exp run with no target runs every stage of dvc.yaml that never ran)
-    project = copy_project(built, tmp_path / "project")
-    dvc(project, "repro")
+def test_exp_run_with_no_target_reruns_only_what_the_key_affects(tmp_path_factory: pytest.TempPathFactory) -> None:
+    # once every stage has run (dvc exp run with no target runs every stage of dvc.yaml that never ran): a copy of
+    # the project tests/test_pipeline.py builds once per run
+    project = build_once(tmp_path_factory)
     before = in_flow_style(project / "params.yaml")
     assert "source: {" in before and ": null" in before
     run(project, "git", "add", "-A")
     run(project, "git", "commit", "-qm", "every method, params in flow style")
     locked = yaml.safe_load((project / "dvc.lock").read_text())["stages"]
-    group_size = 2 * yaml.safe_load(before)["confidence"]["group_size"]  # whatever the other test left applied
+    group_size = 2 * yaml.safe_load(before)["confidence"]["group_size"]
     result = dvc(project, "exp", "run", "-S", f"confidence.group_size={group_size}")
     # compare reads every dataset's aggregate: it follows them, as it does in `dvc repro`
     assert ran_stages(result.stdout) == {"score", "aggregate", "report", "compare"}, result.stdout

@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO_ROOT
-from tests.dvcproject import dvc, make_project, project_env
+from tests.dvcproject import dvc, project_env
 from tests.images import assert_not_blank
-from tests.test_pipeline import small_sim_params
+from tests.test_pipeline import build_once
 from tracevote.cli.plots import DEFAULT_TEMPLATE
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -91,9 +91,9 @@ def chromium(page: Path, profile: Path, *args: str) -> subprocess.CompletedProce
 
 @pytest.fixture(scope="module")
 def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A simulated project whose pipeline ran, with the repository's plots.html_template and the page it names."""
-    project = make_project(tmp_path_factory.mktemp("browser") / "project", small_sim_params())
-    dvc(project, "repro")
+    """A simulated project whose pipeline ran (a copy of the one tests/test_pipeline.py builds once per run), with
+    the repository's plots.html_template and the page it names."""
+    project = build_once(tmp_path_factory)
     config = configparser.ConfigParser()
     config.read(REPO_ROOT / ".dvc" / "config")
     dvc(project, "config", "plots.html_template", config["plots"]["html_template"])

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from tests.dvcproject import dvc, make_project, run, run_stage, update_params
-from tests.test_pipeline import ran_stages, small_sim_params
+from tests.dvcproject import dvc, run, run_stage, update_params
+from tests.test_pipeline import build_once, ran_stages
 
 pytestmark = pytest.mark.slow
 
@@ -24,16 +23,9 @@ def snapshot(project: Path) -> dict[str, bytes]:
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("failures")
-    rows = root / "rows.jsonl"
-    rows.write_text("".join(json.dumps({"problem": f"Compute {i} + {i}.", "answer": str(2 * i)}) + "\n"
-                            for i in range(1, 7)))
-    params = small_sim_params(rows)
-    project = make_project(root / "project", params)
-    dvc(project, "repro")
-    run(project, "git", "add", "-A")
-    run(project, "git", "commit", "-qm", "first run")
-    return project
+    """A committed project in which every stage ran: this module's own copy of the one tests/test_pipeline.py builds
+    once per run (each test breaks an input and restores it)."""
+    return build_once(tmp_path_factory)
 
 
 def empty_source(project: Path) -> None:

@@ -157,7 +157,7 @@ def plot_confidence(scores: pd.DataFrame, measures: tuple[str, ...], path: Path,
         for correct, colour in ((True, "tab:green"), (False, "tab:red")):
             values = valid.loc[valid["correct"] == correct, measure].dropna().to_numpy()
             if values.size:
-                axis.hist(values, bins=bins, alpha=0.5, density=True, color=colour,
+                axis.hist(values, bins=bins, alpha=0.5, density=True, color=colour, histtype="stepfilled",
                           label=f"{'correct' if correct else 'incorrect'} (n={values.size})")
         axis.set_title(measure)
         axis.set_xlabel("confidence (higher: more confident)")
