@@ -24,13 +24,17 @@ def read_yaml(path: Path) -> Any:
     return yaml.load(path.read_text(encoding="utf-8"), Loader=_LOADER) or {}
 
 
-def locked_params(lock_path: Path, stage: str) -> dict[str, Any] | None:
-    """The param values dvc.lock recorded for `stage`'s last successful run, or None."""
+def locked_stage(lock_path: Path, stage: str) -> dict[str, Any]:
+    """dvc.lock's entry for `stage` ({} when the file or the stage is absent)."""
     if not lock_path.is_file():
-        return None
-    lock = read_yaml(lock_path)
-    recorded = lock.get("stages", {}).get(stage, {}).get("params", {})
-    values = recorded.get("params.yaml")
+        return {}
+    entry = read_yaml(lock_path).get("stages", {}).get(stage)
+    return entry if isinstance(entry, dict) else {}
+
+
+def locked_params(entry: dict[str, Any]) -> dict[str, Any] | None:
+    """The param values a dvc.lock entry (locked_stage) recorded for its stage's last successful run, or None."""
+    values = (entry.get("params") or {}).get("params.yaml")
     return values if isinstance(values, dict) and values else None
 
 
@@ -45,20 +49,21 @@ def dotted(params: dict[str, Any], key: str) -> Any:
 def already_built(lock_path: Path, stage: str, params_path: Path) -> bool:
     """True when dvc.lock's last run of `stage` used the same values as params.yaml has now, and the same
     content of each file it depends on (a changed predictions file is new work, not a pool to pull)."""
-    recorded = locked_params(lock_path, stage)
+    entry = locked_stage(lock_path, stage)
+    recorded = locked_params(entry)
     if recorded is None:
         return False
     current = read_yaml(params_path)
     same_params = all(dotted(current, key) == value for key, value in recorded.items())
-    return same_params and not changed_file_deps(lock_path, stage)
+    return same_params and not changed_file_deps(entry, lock_path.parent)
 
 
-def changed_file_deps(lock_path: Path, stage: str) -> list[str]:
-    """The file dependencies of `stage` on disk whose md5 differs from dvc.lock's (folders are not compared)."""
-    lock = read_yaml(lock_path)
+def changed_file_deps(entry: dict[str, Any], root: Path) -> list[str]:
+    """The file dependencies of a dvc.lock entry (locked_stage) whose md5 on disk, under `root`, differs from the
+    recorded one (folders are not compared)."""
     changed = []
-    for dep in lock.get("stages", {}).get(stage, {}).get("deps", []) or []:
-        recorded, path = dep.get("md5"), lock_path.parent / str(dep.get("path"))
+    for dep in entry.get("deps", []) or []:
+        recorded, path = dep.get("md5"), root / str(dep.get("path"))
         comparable = isinstance(recorded, str) and not recorded.endswith(".dir") and path.is_file()
         if comparable and hashlib.md5(path.read_bytes()).hexdigest() != recorded:
             changed.append(str(dep["path"]))
