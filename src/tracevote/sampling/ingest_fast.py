@@ -98,7 +98,7 @@ def parse_fast(body: bytes, k: int, keep_top_tokens: bool) -> Parsed | None:
     if len(body) < 64:
         return None
     raw = np.frombuffer(body, dtype=np.uint8)
-    items = read_items(body, raw, k, keep_top_tokens)
+    items = parse_items(body, raw, k, keep_top_tokens)
     if items is None:
         return None
     choice, doc = _envelope(body, raw, int(items.token_keys[0]) - 8, items.end, depth=4 if items.per_item > 1 else 2)
@@ -108,7 +108,7 @@ def parse_fast(body: bytes, k: int, keep_top_tokens: bool) -> Parsed | None:
                   items.top, items.top_tokens, items.entries)
 
 
-def read_items(body: bytes, raw: np.ndarray, k: int, keep_top_tokens: bool) -> Items | None:
+def parse_items(body: bytes, raw: np.ndarray, k: int, keep_top_tokens: bool) -> Items | None:
     """Every logprobs item in `body` (`raw`: its bytes as uint8), found by its keys wherever it lies, or None when
     they are not in the layout this path reads. What lies between the items is not looked at: the caller checks it
     (parse_fast parses the document around them; a stream's chunks are checked against their layout)."""

@@ -242,7 +242,7 @@ class _StreamReader:
     hold_s: float | None = None  # with the socket: the longest a token is held back (None: until batch_chunks)
     held_since: float | None = None  # when the oldest token not handed over yet arrived
     held_chunks: float = 0  # chunks read from the socket and not taken yet (as _hold counts them)
-    chunk_bytes: float = 0  # bytes of the smallest token chunk of the last batch parsed together (0: none yet)
+    smallest_chunk: int = 0  # bytes of the smallest token chunk of the last batch parsed together (0: none yet)
     want: int | None = None  # chunks the observer can take before it could stop, as it last said (None: it did not)
     raw_batches: bool = False  # batches are made of the bytes read (_dechunked): each one's tokens go over at once
     first_at: float | None = None  # when the first tokens arrived
@@ -333,7 +333,7 @@ class _StreamReader:
         self._flush_text()
         self.chunks += batch.chunks
         self.batched_chunks += batch.chunks
-        self.chunk_bytes = batch.smallest
+        self.smallest_chunk = batch.smallest
         self.text += batch.texts
         items = batch.items
         parts = [(items.tokens, items.chosen, items.top, items.top_tokens)]
@@ -441,7 +441,7 @@ class _StreamReader:
         """Count the chunks of a read: by its blank lines until a batch told their size, then by its length over the
         smallest chunk's (a count of the bytes would cost a tenth of the parse; this one only ever counts more)."""
         now = time.monotonic()
-        self.held_chunks += len(data) / self.chunk_bytes if self.chunk_bytes else data.count(b"\n\n")
+        self.held_chunks += len(data) / self.smallest_chunk if self.smallest_chunk else data.count(b"\n\n")
         self.held_since = self.held_since or now
         self.first_at = self.first_at or now
 

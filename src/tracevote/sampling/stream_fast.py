@@ -1,13 +1,13 @@
-"""Many streamed chunks at once: the token chunks a batch of reads brought, found, checked and parsed in one pass of
-numpy over the bytes, with no Python work per chunk (sampling.stream's batch path; its per-chunk path reads the
-rest).
+"""Many streamed chunks at once: the token chunks a batch of reads brought, found, checked and parsed together
+(sampling.stream's batch path; its per-chunk path reads the rest). Per chunk, a find of its size line or line
+break; the rest is numpy over the batch and one orjson call.
 
 A stream's token chunks repeat one layout (sampling.stream._Template: `head` + delta.content + `middle` + the
 logprobs items + `tail`). Over the bytes of a batch this module finds where each chunk lies: from the HTTP chunked
 framing around each event (http_events: a size line, the payload, CRLF; the sizes are checked against the
 payloads) or from the blank lines between one-line events (sse_events). A chunk is taken when its payload is
 exactly `data: ` + `head` … `tail` + a blank line, with no other line break in it; the leading run of such chunks
-is parsed together, the rest left to the caller. Inside it, ingest_fast.read_items finds every item by its keys;
+is parsed together, the rest left to the caller. Inside it, ingest_fast.parse_items finds every item by its keys;
 each chunk must hold at least one item, right after `middle`, and its content (the bytes between `head` and
 `middle`) must be one JSON string: decoded together, one call for the batch. Any doubt returns None, and the
 caller reads the same bytes chunk by chunk, which also names what is wrong with them.
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tracevote.sampling.ingest_fast import Items, json_strings, read_items
+from tracevote.sampling.ingest_fast import Items, json_strings, parse_items
 
 MIN_EVENTS = 32  # fewer chunks do not repay this path's fixed cost (a few dozen numpy calls)
 _DATA = b"data: "
@@ -100,15 +100,16 @@ def take_batch(body: bytes, raw: np.ndarray, events: Events, head: bytes, middle
     chunk = _framed(body, events, prefix, suffix, len(middle))
     comment = ~chunk & (raw[np.minimum(events.starts, len(raw) - 1)] == ord(":"))
     n = _leading(chunk | comment)
-    quoted = [i for i, (start, end) in zip(np.flatnonzero(comment[:n]).tolist(), _spans(events, comment[:n]),
-                                           strict=True) if b'"' in body[start:end]]
-    n = quoted[0] if quoted else n  # a comment with a quote might hold what looks like a key: the run ends there
+    for i in np.flatnonzero(comment[:n]).tolist():
+        if b'"' in body[events.starts[i]:events.ends[i]]:  # it might hold what looks like a key: the run ends there
+            n = i
+            break
     if n < MIN_EVENTS:
         return None
     consumed = int(events.after[n - 1])
     part = body if consumed == len(body) else body[:consumed]
     part_raw = raw[:consumed]
-    items = read_items(part, part_raw, k, keep_top_tokens)
+    items = parse_items(part, part_raw, k, keep_top_tokens)
     if items is None:
         return None
     chunks = np.flatnonzero(chunk[:n])
@@ -161,8 +162,3 @@ def _content_ends(body: bytes, raw: np.ndarray, starts: np.ndarray, chunks: np.n
         return None
     return content_ends
 
-
-def _spans(events: Events, which: np.ndarray) -> zip[tuple[int, int]]:
-    """(start, end) of the events `which` selects (a mask over the first len(which) of them)."""
-    count = len(which)
-    return zip(events.starts[:count][which].tolist(), events.ends[:count][which].tolist(), strict=True)
