@@ -306,6 +306,7 @@ def measure(scale: str) -> tuple[list[dict[str, Any]], list[MethodResult]]:
         pool_started = Run(time.perf_counter(), time.process_time())
         online = pool_traces(sim_model(rows, mean_tokens), rows, budget, max_tokens, windows)
         pool_elapsed = Run(time.perf_counter() - pool_started.wall, time.process_time() - pool_started.cpu)
+        progress(f"pool of {n} x {budget} sampled in-process in {pool_elapsed.wall:.0f} s")
         # the warmup traces run in full whatever the window: one warmup ledger serves every window and method
         warmup_ledger = LiveLedger.open_at(Path(scratch) / "warmup", {"part": "warmup"}, simulated=True)
         warmup_phase: Phase | None = None
@@ -314,6 +315,8 @@ def measure(scale: str) -> tuple[list[dict[str, Any]], list[MethodResult]]:
                               max_tokens=max_tokens)
             if warmup_phase is None:
                 warmup_phase = live_phase(url, rows, replace(rules, percentiles={}), warmup_ledger, {})
+                progress(f"warmup streamed: {warmup_phase.generated:,} tokens generated in "
+                         f"{warmup_phase.elapsed.wall:.0f} s ({warmup_phase.elapsed.cpu:.0f} s client CPU)")
             for name, percentile in METHODS.items():
                 ledger = LiveLedger.open_at(Path(scratch) / f"w{window}-{name}", {"part": name, "w": window},
                                             simulated=True)
@@ -321,6 +324,7 @@ def measure(scale: str) -> tuple[list[dict[str, Any]], list[MethodResult]]:
                 streams = live_phase(url, rows, method_rules, warmup_ledger, {name: ledger})
                 results.append(method_result(rows, online[window], method_rules, name, (warmup_ledger, ledger),
                                              warmup_phase, streams))
+                progress(table(results[-1:]).splitlines()[-1])
         cpu = cpu_rounds(url, rows, cpu_traces, rounds, max_tokens)
     setting = (f"{n} problems, warmup {warmup}, budget {budget}, traces of ~{mean_tokens} tokens (max_tokens "
                f"{max_tokens}), top-{TOP_K}, T=0.6, {CONCURRENCY} streams at once; the pool for Cons@{budget} and the "
@@ -330,6 +334,11 @@ def measure(scale: str) -> tuple[list[dict[str, Any]], list[MethodResult]]:
                                                           f"top-{TOP_K}, {CONCURRENCY} in flight; {rounds} "
                                                           f"interleaved rounds").to_json())
     return figures, results
+
+
+def progress(line: str) -> None:
+    """One line on stderr as a phase ends, so a run stopped part way still shows what it measured."""
+    print(f"{time.strftime('%H:%M:%S')} {line}", file=sys.stderr, flush=True)
 
 
 def saving(tokens: float, cons_tokens: float) -> float:
