@@ -51,24 +51,21 @@ def run_inputs(run: GradingRunConfig, gold_path: Path, answers: AnswersConfig) -
 
 
 def pool_predictions(manifest_path: Path, answers: AnswersConfig) -> tuple[list[Prediction], bool]:
-    """Every trace of the pool a manifest names as a prediction of its problem, and whether it is simulated."""
+    """Every trace of the pool a manifest names as a prediction of its problem, in sample-id order, and whether it
+    is simulated."""
     from tracevote.answers.extract import resolve_answer
-    from tracevote.store import codec
-    from tracevote.store.pool import Pool
-    from tracevote.store.pool import read_manifest as read_pool_manifest
+    from tracevote.store.pool import pool_texts
 
-    manifest = read_pool_manifest(manifest_path)
-    pool = Pool(manifest.pool_root(manifest_path))
+    manifest, texts = pool_texts(manifest_path)
     predictions = []
-    for problem_id in pool.problem_ids():
-        for frame in pool.frames_within(problem_id, manifest.n_pool):
-            fields = codec.text_fields(frame.payload)  # type: ignore[arg-type]
-            pool.check_sample_key(problem_id, frame, fields.sample_id)
+    for problem_id, traces in texts.items():
+        for fields in traces:
             answer, _ = resolve_answer(fields.candidates, fields.finish_reason, answers)
             content = "" if answer is None else f"#### {answer}"
             predictions.append(Prediction(problem_id, None, fields.text, content, fields.sample_id))
     if not predictions:
-        raise DataError(f"{manifest_path}: the pool {pool.root} holds no traces; run build_pool first")
+        raise DataError(f"{manifest_path}: the pool {manifest.pool_root(manifest_path)} holds no traces; run "
+                        f"build_pool first")
     return predictions, manifest.simulated
 
 

@@ -281,21 +281,26 @@ def write_manifest(path: Path, pool: Pool, dataset: str, n_pool: int, problem_id
     return manifest
 
 
-def pool_texts(manifest_path: Path, problem_ids: Iterable[str]) -> tuple[Manifest, dict[str, list[codec.TextFields]]]:
-    """The manifest and, per problem, the text fields of samples 0..n_pool-1 of the pool it names; a problem the
-    pool lacks is a DataError naming the stage that builds it."""
+def pool_texts(manifest_path: Path, problem_ids: Iterable[str] | None = None
+               ) -> tuple[Manifest, dict[str, list[codec.TextFields]]]:
+    """The manifest and, per problem (`problem_ids`, or each the pool holds traces of), the text fields of samples
+    0..n_pool-1 of the pool it names, in sample-id order: the ledger holds them in the order the calls finished,
+    which concurrency varies and what is made of them must not follow. A problem the pool lacks is a DataError
+    naming the stage that builds it."""
     manifest = read_manifest(manifest_path)
     pool = Pool(manifest.pool_root(manifest_path))
     texts: dict[str, list[codec.TextFields]] = {}
+    if problem_ids is None:
+        problem_ids = [problem_id for problem_id in pool.problem_ids() if pool.log_path(problem_id).is_file()]
     for problem_id in problem_ids:
         if not pool.log_path(problem_id).is_file():
             raise DataError(f"{manifest_path}: the pool {pool.root} holds no trace of problem {problem_id!r}; run "
                             f"`dvc repro {pool_stage(manifest_path, manifest.dataset)}`")
-        texts[problem_id] = []
+        fields = []
         for frame in pool.frames_within(problem_id, manifest.n_pool):
-            fields = codec.text_fields(frame.payload)  # type: ignore[arg-type]
-            pool.check_sample_key(problem_id, frame, fields.sample_id)
-            texts[problem_id].append(fields)
+            fields.append(codec.text_fields(frame.payload))  # type: ignore[arg-type]
+            pool.check_sample_key(problem_id, frame, fields[-1].sample_id)
+        texts[problem_id] = sorted(fields, key=lambda field: field.sample_id)
     return manifest, texts
 
 
