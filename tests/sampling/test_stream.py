@@ -4,6 +4,7 @@ provider's layout, split reads, keep-alives, the ends a stream may have, and a s
 from __future__ import annotations
 
 import json
+import threading
 import time
 import traceback
 from collections.abc import Callable
@@ -24,6 +25,10 @@ from tracevote.core.retry import TransientError
 from tracevote.sampling.client import ChatClient, StreamBroken
 from tracevote.sampling.ingest import parse_completion
 from tracevote.sampling.stream import (
+    HOLD_CHUNKS,
+    HOLD_S,
+    UNCOUNTED_CHUNKS,
+    UNCOUNTED_HOLD_S,
     SSEDecoder,
     Streamed,
     TokenBatch,
@@ -252,6 +257,51 @@ def test_an_observer_that_could_stop_soon_gets_the_tokens_sooner() -> None:
 
     result = read_stream(events(provider_stream("openai")), top_logprobs=20, observer=observer, batch_chunks=8)
     assert sum(sizes) == result.n_tokens and sizes[0] == 8 and max(sizes[1:]) == 3
+
+
+def test_a_cancel_reaches_a_client_holding_tokens_back_for_an_hour() -> None:
+    """An observer that can take a million more tokens lets the client hold them back, here for an hour; a cancel
+    (the live run's consensus stop) hands them over at once, whether it comes while the client sleeps on them or
+    before it reads them, and the observer closes the stream."""
+    script = SSEScript(events(provider_stream("openai")), paced=True)
+    cancel = threading.Event()
+    seen: list[int] = []
+
+    def observer(batch: TokenBatch) -> str | int:
+        seen.append(len(batch.tokens))
+        if cancel.is_set():
+            return "stop"
+        script.go()  # one more token, which the client holds back
+        return 1_000_000
+
+    def cancel_once_written() -> None:
+        deadline = time.monotonic() + EVENT_TIMEOUT_S
+        while script.written < 3 and time.monotonic() < deadline:  # the role chunk, the first token, one more
+            time.sleep(0.01)
+        cancel.set()
+
+    results: list[Streamed] = []  # the server writes the role chunk and the first token unasked
+    with serve_sse(script) as url, client_for(url) as client:
+        canceller = threading.Thread(target=cancel_once_written)
+        canceller.start()
+        reader = threading.Thread(target=lambda: results.append(stream_completion(
+            client, messages(), sample_key="p/0", observer=observer, batch_chunks=1_000_000, hold_s=3600.0,
+            want=1, cancel=cancel)))  # the first token at once: the server writes the next only when asked
+        reader.start()
+        reader.join(EVENT_TIMEOUT_S)
+        canceller.join(EVENT_TIMEOUT_S)
+        assert not reader.is_alive(), "the client kept holding its tokens after the cancel"
+        assert script.finished.wait(EVENT_TIMEOUT_S)
+    assert results[0].stop_reason == "confidence" and results[0].n_tokens == sum(seen) == 2
+    assert script.client_closed.is_set() and script.written == 3
+
+
+def test_the_docs_state_the_clients_own_holds() -> None:
+    docs = Path(__file__).resolve().parents[2] / "docs"
+    endpoints, live = ((docs / name).read_text(encoding="utf-8") for name in ("endpoints.md", "live-online.md"))
+    uncounted = f"{UNCOUNTED_CHUNKS:,} chunks or {UNCOUNTED_HOLD_S:g} s"
+    assert f"{HOLD_CHUNKS:,} chunks were read or {HOLD_S:g} s after" in endpoints and uncounted in endpoints
+    assert f"up to {HOLD_CHUNKS:,} chunks, or {HOLD_S:g} s after" in live
 
 
 @pytest.mark.parametrize(("profile", "options"), [

@@ -450,11 +450,16 @@ def _stream(client: ChatClient, job: _Job, rules: LiveRules,
         if job.cancel.is_set():
             why.append("consensus-cancelled")
             return "stop"
-        return None if rule is None else rule.safe_tokens()  # the client holds back no more than the rule can take
+        return safe()
+
+    def safe() -> int:
+        """The tokens the client may hold back: as many as the rule can take before it could stop (a warmup trace
+        never stops on its tokens; a cancel reaches the client at once, whatever it holds)."""
+        return rules.max_tokens if rule is None else rule.safe_tokens()
 
     streamed = stream_completion(client, job.problem.messages, sample_key=f"{job.problem.problem_id}/{job.index}",
                                  observer=observe, max_tokens=rules.max_tokens, batch_chunks=batch_chunks,
-                                 want=None if rule is None else rule.safe_tokens())
+                                 want=safe(), cancel=job.cancel)
     reason: StopReason = why[0] if why else streamed.stop_reason  # type: ignore[assignment]
     if reason == "confidence" and rule is not None and rule.spent is not None:
         return streamed, reason, rule.spent

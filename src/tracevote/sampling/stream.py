@@ -9,16 +9,18 @@ C_i is computed by store.logprobs.token_confidence, so a streamed trace has the 
 non-streamed parse of the same completion gives.
 
 The observer sees the tokens in order, in batches (TokenBatch): at the end of a read, once `batch_chunks` chunks
-were read or `hold_s` seconds passed since the oldest of them arrived (stream_completion's defaults: 256 chunks,
-0.1 s; read_stream's: every read), and at the stream's end. Before a read that would wait with tokens held back, the
+were read or `hold_s` seconds passed since the oldest of them arrived (stream_completion's defaults: 1,024 chunks,
+0.3 s; read_stream's: every read), and at the stream's end. Before a read that would wait with tokens held back, the
 client sleeps (to their deadline, or as long as the rest of the batch takes at the stream's pace) if the last
 read caught up with the server, then hands them over if nothing has arrived; so a slow server's tokens cost a
-wakeup per 0.1 s, not one each, a fast one runs at most a batch (256 tokens) past a stop, and one that writes only
-when asked is never kept waiting. An observer may answer a batch with how many more tokens it can take before it
-could stop (the live run's rule knows: deepconf.live.WindowStop.safe_tokens); the client then holds back no more
-than that many, so near a stop it hands tokens over as they come and the server runs on past the stop by what
-arrives meanwhile, not by a batch. While it holds tokens back the client asks the kernel for a receive buffer of
-4 MiB (capped by net.core.rmem_max), so that a fast server's writes wait less on it (docs/endpoints.md).
+wakeup per 0.3 s, not one each, and one that writes only when asked is never kept waiting long. An observer may
+answer a batch with how many more tokens it can take before it could stop (the live run's rule knows:
+deepconf.live.WindowStop.safe_tokens); the client then holds back no more than that many, so near a stop it hands
+tokens over as they come and the server runs on past the stop by what arrives meanwhile, not by a batch. An
+observer that has not said so could stop at any token: its batches are 256 chunks or 0.1 s at most, so a fast
+server runs at most that far past its stop. A `cancel` event, once set, ends any hold at once (the live run's
+consensus stop). While it holds tokens back the client asks the kernel for a receive buffer of 4 MiB (capped by
+net.core.rmem_max), so that a fast server's writes wait less on it (docs/endpoints.md).
 When the observer returns "stop" the connection is closed at once (the server stops generating) and what arrived
 is returned with stop reason "confidence"; the stop rule decides on the tokens alone, so it stops at the same token
 however they were batched. A server's usage is taken when it sends one; otherwise the
@@ -45,6 +47,7 @@ import http.client
 import itertools
 import select
 import socket
+import threading
 import time
 from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -71,8 +74,13 @@ Observer = Callable[["TokenBatch"], Literal["stop"] | int | None]
 _READ_SIZE = 1 << 20  # bytes asked of the socket at a time; read1 returns what has arrived, up to this
 _RECEIVE_BUFFER = 4 << 20  # bytes of socket receive buffer asked for while tokens are held back
 _SMALL_READ = 1 << 16  # a read shorter than this caught up with the server: the next one may wait for more
-HOLD_CHUNKS = 256  # stream_completion's default batch_chunks: tokens handed over at the latest this many chunks
-HOLD_S = 0.1  # ... or this long after the first of them arrived (when nothing more has arrived by then)
+HOLD_CHUNKS = 1024  # stream_completion's default batch_chunks: tokens handed over at the latest this many chunks
+# ... or this long after the first of them arrived (when nothing more has arrived by then): longer, and a server
+# streaming ~3,000 tokens a second fills the receive buffer while the client sleeps, and waits (docs/endpoints.md)
+HOLD_S = 0.3
+# ... but no more than these while the observer has not said how many tokens it can take (it might stop at any)
+UNCOUNTED_CHUNKS = 256
+UNCOUNTED_HOLD_S = 0.1
 _FAST_BATCH = 32  # chunks a read must bring for ingest's fast path, whose fixed cost (~0.5 ms) a few do not repay
 _DONE = b"[DONE]"
 _NEAR = 16  # chunks before a possible stop (the observer's count) from which the client reads them as they come
@@ -138,24 +146,28 @@ def stream_body(client: ChatClient, messages: list[dict[str, str]], *, sample_ke
 def stream_completion(client: ChatClient, messages: list[dict[str, str]], *, sample_key: str,
                       observer: Observer | None = None, max_tokens: int | None = None, kind: str = SOLVE,
                       keep_top_tokens: bool = False, batch_chunks: int = HOLD_CHUNKS,
-                      hold_s: float | None = HOLD_S, want: int | None = None) -> Streamed:
+                      hold_s: float | None = HOLD_S, want: int | None = None,
+                      cancel: threading.Event | None = None) -> Streamed:
     """One streamed trace through `client` (its endpoints, headers, key, timeouts, retries and breaker).
 
     Tokens are held back and handed to the observer together once `batch_chunks` chunks were read, or `hold_s`
     seconds after the first of them arrived, or at the stream's end, whichever comes first; a read that caught up
     with the server (a slow one) sleeps until that deadline so the next read takes every chunk that arrived
     meanwhile, and when nothing arrived by then the held tokens are handed over before the client waits again (a
-    server that writes only when asked is never kept waiting). So a token costs the client one parse among
-    thousands and a wakeup among as many as arrive in `hold_s` (bench/bench_stream.py), and a stop is noticed at
-    most `hold_s` (plus the read in progress) after its token arrived: the tokens received past it are the
-    server's, `hold_s` of its output at most; the stop itself is decided on the tokens alone, at the same token.
-    `batch_chunks` 1 with `hold_s` None hands over every read's tokens at once (one call per read). `want`: how
-    many tokens the observer can take before it could stop, before it has seen any (its later answers say after)."""
+    server that writes only when asked is never kept waiting long). So a token costs the client one parse among
+    hundreds and a wakeup among as many as arrive in `hold_s` (bench/bench_stream.py). `want`: how many tokens the
+    observer can take before it could stop, before it has seen any (its later answers say after); the client
+    holds no more than that. While the observer has not said (`want` None, or it answered None), it could stop at
+    any token, and the client holds at most UNCOUNTED_CHUNKS or UNCOUNTED_HOLD_S: a stop is then noticed at most
+    0.1 s (plus the read in progress) after its token arrived, at the same token, the server running on that
+    long. `cancel`: once set, the held tokens go to the observer at once, even mid-sleep, and the observer (which
+    knows why) closes the stream. `batch_chunks` 1 with `hold_s` None hands over every read's tokens at once (one
+    call per read)."""
     payload = orjson.dumps(stream_body(client, messages, sample_key=sample_key, max_tokens=max_tokens))
 
     def read(response: requests.Response, started: float) -> Streamed:
         reader = _StreamReader(client.decoding.top_logprobs, keep_top_tokens, observer, client.redact, batch_chunks,
-                               hold_s, want=want)
+                               hold_s, want=want, cancel=cancel)
         reader.simulated = response.headers.get(SIMULATED_HEADER) == "1"
         return reader.read(reader.pieces(response), started)
 
@@ -240,10 +252,11 @@ class _StreamReader:
     redact: Callable[[str], str]
     batch_chunks: int = 1
     hold_s: float | None = None  # with the socket: the longest a token is held back (None: until batch_chunks)
+    want: int | None = None  # chunks the observer can take before it could stop, as it last said (None: it did not)
+    cancel: threading.Event | None = None  # once set, held tokens go to the observer at once (it closes the stream)
     held_since: float | None = None  # when the oldest token not handed over yet arrived
     held_chunks: float = 0  # chunks read from the socket and not taken yet (as _hold counts them)
     smallest_chunk: int = 0  # bytes of the smallest token chunk of the last batch parsed together (0: none yet)
-    want: int | None = None  # chunks the observer can take before it could stop, as it last said (None: it did not)
     raw_batches: bool = False  # batches are made of the bytes read (_dechunked): each one's tokens go over at once
     first_at: float | None = None  # when the first tokens arrived
     simulated: bool = False
@@ -353,7 +366,9 @@ class _StreamReader:
         now = time.monotonic()
         self.held_since = self.held_since or now
         self.first_at = self.first_at or now
-        if len(self.pending) >= self._target() or (self.hold_s is not None and now - self.held_since >= self.hold_s):
+        hold_s = self._hold_s()
+        if len(self.pending) >= self._target() or (hold_s is not None and now - self.held_since >= hold_s) or \
+                self._cancelled():
             self._tokens()
 
     def _read_events(self, events: list[bytes]) -> None:
@@ -408,7 +423,7 @@ class _StreamReader:
         if self.hold_s is not None:
             _widen_receive_buffer(raw)
         while True:
-            if self.held_since is not None and self.hold_s is not None and readable is not None and \
+            if self.held_since is not None and self._hold_s() is not None and readable is not None and \
                     self._quiet(readable, small):
                 left = yield from self._take(held)
                 if left is None or self.stopped:
@@ -445,14 +460,31 @@ class _StreamReader:
         self.held_since = self.held_since or now
         self.first_at = self.first_at or now
 
+    def _counted(self) -> bool:
+        """Whether the observer said how many tokens it can take before it could stop (or there is none)."""
+        return self.observer is None or self.want is not None
+
     def _target(self) -> int:
-        """The chunks a batch holds at most: `batch_chunks`, or fewer when the observer could stop sooner."""
+        """The chunks a batch holds at most: `batch_chunks`, fewer when the observer could stop sooner, and no more
+        than UNCOUNTED_CHUNKS while it has not said when it could."""
+        if not self._counted():
+            return min(self.batch_chunks, UNCOUNTED_CHUNKS)
         return self.batch_chunks if self.want is None else max(1, min(self.batch_chunks, self.want))
 
+    def _hold_s(self) -> float | None:
+        """The longest a token is held back: `hold_s`, and no more than UNCOUNTED_HOLD_S while the observer has not
+        said when it could stop (so a stop is noticed soon after its token arrives)."""
+        if self.hold_s is None or self._counted():
+            return self.hold_s
+        return min(self.hold_s, UNCOUNTED_HOLD_S)
+
+    def _cancelled(self) -> bool:
+        return self.cancel is not None and self.cancel.is_set()
+
     def _due(self) -> bool:
-        return self.held_chunks >= self._target() or (
-            self.hold_s is not None and self.held_since is not None and
-            time.monotonic() - self.held_since >= self.hold_s)
+        hold_s = self._hold_s()
+        return self.held_chunks >= self._target() or self._cancelled() or (
+            hold_s is not None and self.held_since is not None and time.monotonic() - self.held_since >= hold_s)
 
     def _take(self, held: list[bytes]) -> Generator[bytes, None, list[bytes] | None]:
         """The held bytes' whole chunks: the leading token chunks parsed together, the rest unchunked and yielded to
@@ -486,17 +518,21 @@ class _StreamReader:
         deadline, or less when the chunks so far came fast enough to fill the batch sooner (the next read takes
         what arrived meanwhile); when the observer could stop within the batch, only until _NEAR chunks are left
         before it could, and not at all after that, so the chunks near a possible stop are read as they arrive
-        (a server sends them in bursts: a read after a sleep would take a burst past the stop). Whether nothing
-        has arrived then: the held bytes are taken before the client waits."""
+        (a server sends them in bursts: a read after a sleep would take a burst past the stop); a cancel ends the
+        sleep. Whether nothing has arrived then (or the stream was cancelled): the held bytes are taken before the
+        client waits."""
         if small and self.held_since is not None:
             now = time.monotonic()
-            left = self.held_since + self.hold_s - now  # type: ignore[operator]
+            left = self.held_since + self._hold_s() - now  # type: ignore[operator]
             seen = self.chunks + self.held_chunks
             rest = self._target() - self.held_chunks - (0 if self.want is None else _NEAR)
             if self.first_at is not None and now > self.first_at and seen:  # no longer than the rest of the batch
                 # takes at the stream's pace so far
                 left = min(left, rest * (now - self.first_at) / seen)
-            time.sleep(max(0.0, left))
+            if self.cancel is None:
+                time.sleep(max(0.0, left))
+            elif self.cancel.wait(max(0.0, left)):
+                return True  # cancelled: the held tokens go over now, and the observer closes the stream
         return not readable()
 
     def _event(self, data: bytes) -> None:

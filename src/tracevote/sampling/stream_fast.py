@@ -89,7 +89,7 @@ def sse_events(body: bytes) -> Events:
         at = end + 2
         ends.append(at)
     event_ends = np.array(ends, dtype=np.int64)
-    return Events(np.append([0], event_ends[:-1]).astype(np.int64), event_ends, event_ends)
+    return Events(np.concatenate(([0], event_ends[:-1]))[:len(ends)].astype(np.int64), event_ends, event_ends)
 
 
 def take_batch(body: bytes, raw: np.ndarray, events: Events, head: bytes, middle: bytes, tail: bytes, k: int,
@@ -128,9 +128,18 @@ def _leading(flags: np.ndarray) -> int:
 
 
 def _framed(body: bytes, events: Events, prefix: bytes, suffix: bytes, middle: int) -> np.ndarray:
-    """Whether each event starts with `prefix` and ends with `suffix`, with room for content, middle and an item."""
+    """Whether each event starts with `prefix` and ends with `suffix`, with room for content, middle and an item.
+
+    When every event has the room and the bytes they span hold each of `prefix` and `suffix` once an event, each
+    starts and ends so: `prefix` holds quotes not escaped, so in a JSON line it can start only where the line does,
+    and `suffix` ends with a blank line, which only an event's end holds (two finds in C, where comparing every
+    event's bytes costs a tenth of the parse). Otherwise each event is compared."""
     starts, ends = events.starts, events.ends
     fits = ends - starts >= len(prefix) + 2 + middle + 2 + len(suffix)
+    if len(starts) and fits.all():
+        first, last = int(starts[0]), int(ends[-1])
+        if body.count(prefix, first, last) == len(starts) == body.count(suffix, first, last):
+            return fits
     return fits & _equal_at(body, np.where(fits, starts, 0), prefix) & _equal_at(
         body, np.where(fits, ends - len(suffix), 0), suffix)
 
