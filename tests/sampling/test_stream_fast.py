@@ -9,6 +9,8 @@ from typing import Any
 import numpy as np
 import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.sampling.test_client import make_client, messages
 from tests.sampling.test_stream import client_for
@@ -163,6 +165,43 @@ def test_http_events_are_the_one_line_events_of_the_whole_chunks_at_the_start(
     found = http_events(body)
     assert list(zip(found.starts.tolist(), found.ends.tolist(), strict=True)) == spans
     assert (found.after[-1] if len(found) else 0) == after
+
+
+def chunk_spans_by_sizes(body: bytes) -> list[tuple[int, int]]:
+    """What http_events must find, read a chunk at a time by its size line (pure hex digits), as the HTTP/1.1
+    grammar reads it: whole chunks whose payload is one event of one line."""
+    spans, at = [], 0
+    while (line_end := body.find(b"\r\n", at)) >= 0:
+        line = body[at:line_end]
+        if not 1 <= len(line) <= 8 or any(c not in b"0123456789abcdefABCDEF" for c in line):
+            break
+        start = line_end + 2
+        end = start + int(line, 16)
+        payload = body[start:end]
+        if end - start <= 2 or body[end:end + 2] != b"\r\n" or payload.find(b"\n") != len(payload) - 2 \
+                or not payload.endswith(b"\n\n"):
+            break
+        spans.append((start, end))
+        at = end + 2
+    return spans
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.binary(min_size=1, max_size=12).filter(lambda b: b"\n" not in b and b"\r" not in b),
+                          st.sampled_from(["ok", "ok", "ok", "upper", "zeros", "short", "long", "extension",
+                                           "two lines", "crlf", "cut"])), max_size=8))
+def test_http_events_finds_what_reading_chunk_by_chunk_finds(chunks: list[tuple[bytes, str]]) -> None:
+    body = b""
+    for text, fault in chunks:
+        payload = b"data: " + text + (b"\nx\n\n" if fault == "two lines" else b"\r\n\r\n" if fault == "crlf"
+                                     else b"\n\n")
+        size = len(payload) + {"short": -1, "long": 1}.get(fault, 0)
+        line = {"upper": b"%X", "zeros": b"000%x", "extension": b"%x;a=b"}.get(fault, b"%x") % size
+        framed = line + b"\r\n" + payload + b"\r\n"
+        body += framed[:len(framed) // 2] if fault == "cut" else framed
+    found = http_events(body)
+    assert list(zip(found.starts.tolist(), found.ends.tolist(), strict=True)) == chunk_spans_by_sizes(body)
+    assert (found.after == found.ends + 2).all()
 
 
 @pytest.mark.parametrize(("body", "ends"), [
