@@ -7,20 +7,20 @@ body (ingest_fast); the streamed side is sampling.stream.read_stream on the stre
 reads them: one chunk per read (a live stream; also every read from a server using chunked transfer encoding,
 as http.client's read1 returns at most one HTTP chunk, and servers send an event per HTTP chunk), 64 KiB and
 1 MiB reads (a server without chunked encoding, with the client behind), and one chunk per read with the
-observer called every 16 or 2,048 chunks (batch_chunks; 2,048 is stream_completion's default, here without its
-0.1 s bound since the bytes are all there). No HTTP on either side. Every side runs in the same process
+observer called every 16 or HOLD_CHUNKS chunks (batch_chunks; HOLD_CHUNKS is stream_completion's default, here
+without its time bound since the bytes are all there). No HTTP on either side. Every side runs in the same process
 on the same completions, in interleaved rounds (median, min, max; wall and CPU).
 
 Then over real HTTP: the simulator as its own process (`python -m tracevote sim-server`, DeepSeek's layout, the same
 3,000-token mean), its completions fetched one at a time by ChatClient.sample non-streamed and by stream_completion
-(as a live run calls it: tokens held back up to 2,048 chunks or 0.1 s; and handed over every read, batch_chunks=1
-without the time bound, as before), interleaved; CPU is this process's alone (time.process_time), so the server's is
+(with no observer, as a live run's stream far from a possible stop is read: tokens held back up to HOLD_CHUNKS
+chunks or HOLD_S; and handed over every read, batch_chunks=1 without the time bound, as before), interleaved; CPU is this process's alone (time.process_time), so the server's is
 not counted, and both sides pay their HTTP. The issue's bar: the streamed sides' CPU per token no more than the
 non-streamed side's.
 
 Then a slow server: the simulator in this process (sim.server.running_server) writing one chunk per 1/PACED_RATE s
-(the pace hook sleeps), its completions streamed every read and held back (stream_completion's defaults),
-interleaved; CPU is the client thread's alone (time.thread_time). Beside it, one stream per side closed by an observer
+(the pace hook sleeps), its completions streamed every read and held back (stream_completion's defaults, no
+observer), interleaved; CPU is the client thread's alone (time.thread_time). Beside it, one stream per side closed by an observer
 at token PACED_STOP: the tokens the client received and the server generated (its own count, /_stats) past it.
     python -m bench.run --only bench_stream [--quick]
 """
