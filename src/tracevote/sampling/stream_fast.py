@@ -129,17 +129,9 @@ def _leading(flags: np.ndarray) -> int:
 
 def _framed(body: bytes, events: Events, prefix: bytes, suffix: bytes, middle: int) -> np.ndarray:
     """Whether each event starts with `prefix` and ends with `suffix`, with room for content, middle and an item.
-
-    When every event has the room and the bytes they span hold each of `prefix` and `suffix` once an event, each
-    starts and ends so: `prefix` holds quotes not escaped, so in a JSON line it can start only where the line does,
-    and `suffix` ends with a blank line, which only an event's end holds (two finds in C, where comparing every
-    event's bytes costs a tenth of the parse). Otherwise each event is compared."""
+    (Counting each in the batch's bytes instead, two finds in C, costs more: ~0.8 against ~0.55 us an event.)"""
     starts, ends = events.starts, events.ends
     fits = ends - starts >= len(prefix) + 2 + middle + 2 + len(suffix)
-    if len(starts) and fits.all():
-        first, last = int(starts[0]), int(ends[-1])
-        if body.count(prefix, first, last) == len(starts) == body.count(suffix, first, last):
-            return fits
     return fits & _equal_at(body, np.where(fits, starts, 0), prefix) & _equal_at(
         body, np.where(fits, ends - len(suffix), 0), suffix)
 
