@@ -13,15 +13,16 @@ on the same completions, in interleaved rounds (median, min, max; wall and CPU).
 
 Then over real HTTP: the simulator as its own process (`python -m tracevote sim-server`, DeepSeek's layout, the same
 3,000-token mean), its completions fetched one at a time by ChatClient.sample non-streamed and by stream_completion
-(with no observer, as a live run's stream far from a possible stop is read: tokens held back up to HOLD_CHUNKS
-chunks or HOLD_S; and handed over every read, batch_chunks=1 without the time bound, as before), interleaved; CPU is this process's alone (time.process_time), so the server's is
-not counted, and both sides pay their HTTP. The issue's bar: the streamed sides' CPU per token no more than the
-non-streamed side's.
+(with no observer, as a live run's stream far from a possible stop is read: tokens held back up to HOLD_CHUNKS chunks
+or HOLD_S; and handed over every read, batch_chunks=1 without the time bound, as before), interleaved; CPU is this
+process's alone (time.process_time), so the server's is not counted, and both sides pay their HTTP. The issue's bar:
+the streamed sides' CPU per token no more than the non-streamed side's.
 
 Then a slow server: the simulator in this process (sim.server.running_server) writing one chunk per 1/PACED_RATE s
 (the pace hook sleeps), its completions streamed every read and held back (stream_completion's defaults, no
-observer), interleaved; CPU is the client thread's alone (time.thread_time). Beside it, one stream per side closed by an observer
-at token PACED_STOP: the tokens the client received and the server generated (its own count, /_stats) past it.
+observer), interleaved; CPU is the client thread's alone (time.thread_time). Beside it, one stream per side closed by
+an observer at token PACED_STOP: the tokens the client received and the server generated (its own count, /_stats)
+past it.
     python -m bench.run --only bench_stream [--quick]
 """
 

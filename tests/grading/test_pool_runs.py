@@ -19,7 +19,8 @@ def test_traces_stored_out_of_order_are_graded_in_sample_id_order(tmp_path: Path
         for sample_id in (6, 5, 4):
             writer.append(sample_id, codec.encode(dataclasses.replace(first, sample_id=sample_id)))
     write_manifest(tmp_path / "toy.json", pool, "toy", 6, ["p1", "p2", "p3"])
-    predictions, simulated = pool_predictions(tmp_path / "toy.json", AnswersConfig(fallback="none", truncated_fallback=False))
+    answers = AnswersConfig(fallback="none", truncated_fallback=False)
+    predictions, simulated = pool_predictions(tmp_path / "toy.json", answers)
     assert [(p.id, p.line) for p in predictions if p.id == "p2"] == [("p2", i) for i in range(6)]  # 6 is past n_pool
     assert [p.id for p in predictions] == ["p1"] * 4 + ["p2"] * 6 + ["p3"] * 4
     assert simulated

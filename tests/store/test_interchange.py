@@ -61,6 +61,15 @@ def test_export_then_import_round_trips(tmp_path: Path, pool: Pool) -> None:
     assert first["answer"] == 7 and first["simulated"] is False
 
 
+def test_export_lists_a_problems_samples_in_sample_id_order_whatever_order_they_were_stored_in(
+        tmp_path: Path, pool: Pool) -> None:
+    samples = [make_sample(sample_id=i, seed=i) for i in (2, 0, 1)]  # as concurrent calls finish
+    import_file(samples_file(tmp_path, samples), pool, PROBLEMS, keep_top_logprobs=False, n_pool=N_POOL)
+    out = io.BytesIO()
+    export_pool(pool, ["p-1"], out, fields=["sample_id"])
+    assert [json.loads(line)["sample_id"] for line in out.getvalue().splitlines()] == [0, 1, 2]
+
+
 def test_import_skips_samples_already_stored_and_marks_simulated(tmp_path: Path, pool: Pool) -> None:
     path = samples_file(tmp_path, [make_sample(sample_id=i) for i in range(2)], simulated=True)
     import_file(path, pool, PROBLEMS, keep_top_logprobs=True, n_pool=N_POOL)

@@ -125,8 +125,9 @@ class Pool(Ledger):
         raise DataError(f"{path}: sample {call.key} is not stored")
 
     def iter_samples(self, problem_id: str) -> Iterator[Sample]:
+        """A problem's stored samples in sample-id order (the log holds them as their calls finished)."""
         path = self.log_path(problem_id)
-        for frame in framing.iter_frames(path):
+        for frame in sorted(framing.iter_frames(path), key=lambda frame: frame.key):
             yield _sample(path, frame)
 
     def frames_within(self, problem_id: str, n_pool: int, *, check_every_crc: bool = True) -> Iterator[framing.Frame]:
