@@ -366,9 +366,7 @@ class _StreamReader:
         now = time.monotonic()
         self.held_since = self.held_since or now
         self.first_at = self.first_at or now
-        hold_s = self._hold_s()
-        if len(self.pending) >= self._target() or (hold_s is not None and now - self.held_since >= hold_s) or \
-                self._cancelled():
+        if self._due(len(self.pending)):
             self._tokens()
 
     def _read_events(self, events: list[bytes]) -> None:
@@ -446,7 +444,7 @@ class _StreamReader:
             held.append(data)
             self._hold(data)
             # the last chunk (`0` CRLF CRLF) is taken at once: a server keeping the connection open sends no more
-            if self._due() or data.endswith(b"0\r\n\r\n"):
+            if self._due(self.held_chunks) or data.endswith(b"0\r\n\r\n"):
                 left = yield from self._take(held)
                 if left is None or self.stopped:
                     return
@@ -481,9 +479,10 @@ class _StreamReader:
     def _cancelled(self) -> bool:
         return self.cancel is not None and self.cancel.is_set()
 
-    def _due(self) -> bool:
+    def _due(self, held: float) -> bool:
+        """Whether the `held` chunks go over now: a full batch, a hold that ran out, or a cancel."""
         hold_s = self._hold_s()
-        return self.held_chunks >= self._target() or self._cancelled() or (
+        return held >= self._target() or self._cancelled() or (
             hold_s is not None and self.held_since is not None and time.monotonic() - self.held_since >= hold_s)
 
     def _take(self, held: list[bytes]) -> Generator[bytes, None, list[bytes] | None]:

@@ -125,15 +125,16 @@ class Pool(Ledger):
         raise DataError(f"{path}: sample {call.key} is not stored")
 
     def iter_samples(self, problem_id: str) -> Iterator[Sample]:
-        """A problem's stored samples in sample-id order (the log holds them as their calls finished)."""
+        """A problem's stored samples in sample-id order."""
         path = self.log_path(problem_id)
-        for frame in sorted(framing.iter_frames(path), key=lambda frame: frame.key):
+        for frame in _in_key_order(path, check_every_crc=True):
             yield _sample(path, frame)
 
     def frames_within(self, problem_id: str, n_pool: int, *, check_every_crc: bool = True) -> Iterator[framing.Frame]:
-        """The frames of samples 0..n_pool-1; each frame left out is checked to hold the sample its key names."""
+        """The frames of samples 0..n_pool-1 in sample-id order; each frame left out is checked to hold the sample
+        its key names."""
         path = self.log_path(problem_id)
-        for frame in framing.iter_frames(path, check_every_crc=check_every_crc):
+        for frame in _in_key_order(path, check_every_crc=check_every_crc):
             if _within(path, frame, n_pool):
                 yield frame
 
@@ -237,6 +238,12 @@ def _sample(path: Path, frame: framing.Frame) -> Sample:
     return sample
 
 
+def _in_key_order(path: Path, *, check_every_crc: bool) -> list[framing.Frame]:
+    """A log's frames sorted by sample id: the log holds them in the order their calls finished, which concurrency
+    and load vary, and nothing made of a pool may follow that order (the frames are views of the mapped log)."""
+    return sorted(framing.iter_frames(path, check_every_crc=check_every_crc), key=lambda frame: frame.key)
+
+
 def _check_key(path: Path, frame: framing.Frame, sample_id: int) -> None:
     """A sample frame's key lies outside its crc (in the header): the payload's own sample id must agree."""
     if sample_id != frame.key:
@@ -285,8 +292,7 @@ def write_manifest(path: Path, pool: Pool, dataset: str, n_pool: int, problem_id
 def pool_texts(manifest_path: Path, problem_ids: Iterable[str] | None = None
                ) -> tuple[Manifest, dict[str, list[codec.TextFields]]]:
     """The manifest and, per problem (`problem_ids`, or each the pool holds traces of), the text fields of samples
-    0..n_pool-1 of the pool it names, in sample-id order: the ledger holds them in the order the calls finished,
-    which concurrency varies and what is made of them must not follow. A problem the pool lacks is a DataError
+    0..n_pool-1 of the pool it names, in sample-id order (frames_within's). A problem the pool lacks is a DataError
     naming the stage that builds it."""
     manifest = read_manifest(manifest_path)
     pool = Pool(manifest.pool_root(manifest_path))
@@ -297,11 +303,11 @@ def pool_texts(manifest_path: Path, problem_ids: Iterable[str] | None = None
         if not pool.log_path(problem_id).is_file():
             raise DataError(f"{manifest_path}: the pool {pool.root} holds no trace of problem {problem_id!r}; run "
                             f"`dvc repro {pool_stage(manifest_path, manifest.dataset)}`")
-        fields = []
+        texts[problem_id] = []
         for frame in pool.frames_within(problem_id, manifest.n_pool):
-            fields.append(codec.text_fields(frame.payload))  # type: ignore[arg-type]
-            pool.check_sample_key(problem_id, frame, fields[-1].sample_id)
-        texts[problem_id] = sorted(fields, key=lambda field: field.sample_id)
+            fields = codec.text_fields(frame.payload)  # type: ignore[arg-type]
+            pool.check_sample_key(problem_id, frame, fields.sample_id)
+            texts[problem_id].append(fields)
     return manifest, texts
 
 
