@@ -62,11 +62,11 @@ class HoldingServer(SimServer):
 class _HoldSlowHandler(_Handler):
     server: HoldingServer
 
-    def _send_completion(self, request: dict[str, Any], sample_key: str | None, kind: str,
-                         fault: str | None) -> None:
+    def _send_completion(self, request: dict[str, Any], sample_key: str | None, delivered_key: str | None,
+                         kind: str, fault: str | None) -> None:
         if fault == "slow":
             self.server.released.wait(EVENT_TIMEOUT_S)
-        super()._send_completion(request, sample_key, kind, fault)
+        super()._send_completion(request, sample_key, delivered_key, kind, fault)
 
 
 @contextlib.contextmanager

@@ -1,40 +1,50 @@
-"""The fast path of ingest: chat-completions bytes -> Parsed, about 10x faster than json.loads and a loop.
+"""The fast path of ingest: chat-completions bytes -> Parsed, about 20x faster than json.loads and a loop.
 
 A 4096-token response with top-20 is ~5 MB of JSON and ~86k logprob objects; building those objects is
-what makes any JSON parser slow. The fast path never builds them. It finds the `"logprob":` and
-`"top_logprobs":` keys with numpy on the raw bytes, reads the numbers with Arrow's CSV parser (with one orjson
-call when there are few: a streamed read's), decodes
-the chosen tokens in one orjson call, and parses the small rest of the document (the envelope: text,
-finish_reason, usage) with orjson. It accepts only the compact layout DeepSeek, vLLM and SGLang write
-({"token", "logprob", "bytes", "top_logprobs"}, no spaces) and checks it as it goes; for any other
-document parse_fast returns None and ingest takes the slow path (a full orjson parse), which also
-decides the cause of every error. Both paths give identical Samples.
+what makes any JSON parser slow. The fast path never builds them. Compiled loops (sampling.kernels) find the
+`"logprob":` and `"top_logprobs":` keys in one pass over the raw bytes, read the numbers (exactly: orjson reads
+the few a quick exact reading cannot), and gather the chosen tokens' strings for one orjson call; orjson parses the
+small rest of the document (the envelope: text, finish_reason, usage). It accepts only the compact layout
+DeepSeek, vLLM and SGLang write ({"token", "logprob", "bytes", "top_logprobs"}, no spaces) and checks it as it
+goes; for any other document parse_fast returns None and ingest takes the slow path (a full orjson parse), which
+also decides the cause of every error. Both paths give identical Samples.
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any
 
 import numpy as np
 import orjson
-import pyarrow as pa
-import pyarrow.csv as pacsv
 
-# Longest logprob literal the fast path reads, plus its terminator and the line end that replaces the byte after
-# it: repr() of any float64 is at most 24 characters ("-1.2345678901234567e-308"); vLLM prints a float32
-# widened to float64 in full, e.g. "-0.00012339447194244712" (23), which must not fall back to the slow path.
-_NUMBER_WIDTH = 26
-_TOKEN_LOOKBACK = 48  # bytes before `,"logprob":` searched for `"token":"` at once
-_KEY_LOGPROB = int.from_bytes(b'logprob"', "little")  # the 8 bytes before a key's colon
-_KEY_OGPROBS = int.from_bytes(b'ogprobs"', "little")
-_CSV_READ = pacsv.ReadOptions(column_names=["v", "rest"], use_threads=False)
-_CSV_CONVERT = pacsv.ConvertOptions(column_types={"v": pa.float64()}, include_columns=["v"], null_values=[],
-                                    strings_can_be_null=False)
-_CSV_PARSE = pacsv.ParseOptions(delimiter="\t", quote_char=False)
-# Arrow's CSV reader costs ~0.5 ms a call however short its input; fewer numbers than this go through orjson
-# (~2x Arrow's marginal cost, no fixed one): a streamed read's few chunks (sampling.stream)
-_ARROW_MIN_NUMBERS = 8192
+_KEY_LOGPROB = np.uint64(int.from_bytes(b'logprob"', "little"))  # the 8 bytes before a key's colon
+_KEY_OGPROBS = np.uint64(int.from_bytes(b'ogprobs"', "little"))  # "top_logprobs"
+_BIT_INDEX = np.zeros(64, dtype=np.int64)  # a de Bruijn sequence's table: a uint64's lowest set bit -> its index
+_BIT_INDEX[[((1 << bit) * 0x03F79D71B4CB0A89 & (2**64 - 1)) >> 58 for bit in range(64)]] = np.arange(64)
+_TOKEN_KEY = np.frombuffer(b'"token":', dtype=np.uint8)
+_EXACT_POWERS = np.array([10.0 ** i for i in range(23)])  # exact in float64 up to 1e22 (sampling.kernels)
+
+
+@functools.cache
+def kernels() -> ModuleType:
+    """sampling.kernels, imported at the first parse: loading numba costs ~0.3 s a process."""
+    from tracevote.sampling import kernels
+
+    return kernels
+
+
+def aligned_words(raw: np.ndarray) -> np.ndarray:
+    """`raw`'s whole eight-byte words as uint64 (no copy), for the kernels' eight bytes at a time."""
+    return np.frombuffer(raw.data, dtype="<u8", count=len(raw) // 8)
+
+
+def unaligned_words(raw: np.ndarray) -> np.ndarray:
+    """The little-endian uint64 at each byte offset of `raw` (a strided view, no copy), for the kernels' eight
+    bytes at a time."""
+    return np.ndarray((max(len(raw) - 7, 0),), dtype="<u8", buffer=raw.data, strides=(1,))
 
 
 @dataclass(frozen=True, eq=False)
@@ -112,36 +122,31 @@ def parse_items(body: bytes, raw: np.ndarray, k: int, keep_top_tokens: bool) -> 
     """Every logprobs item in `body` (`raw`: its bytes as uint8), found by its keys wherever it lies, or None when
     they are not in the layout this path reads. What lies between the items is not looked at: the caller checks it
     (parse_fast parses the document around them; a stream's chunks are checked against their layout)."""
-    keys = _find_keys(body, raw)
+    keys = _find_keys(raw)
     per_item = _entries_per_item(keys)
     if per_item is None:
         return None
-    numbers = _read_numbers(raw, keys.logprob)
+    numbers = _read_numbers(body, raw, keys.logprob)
     own = keys.logprob[::per_item]  # each item's own logprob key comes first, then its top-k entries
-    token_keys = _token_keys(body, own, np.concatenate(([0], keys.logprob[per_item - 1:-1:per_item])))
+    token_keys = _token_keys(raw, own, np.concatenate(([0], keys.logprob[per_item - 1:-1:per_item])))
     if numbers is None or token_keys is None:
         return None
     values, end = numbers
-    tokens = _strings(body, token_keys, own)
+    tokens = _strings(raw, token_keys, own)
     if tokens is None:
         return None
     values = values.reshape(-1, per_item)
-    top_tokens = _top_tokens(body, keys.logprob, per_item) if keep_top_tokens else None
+    top_tokens = _top_tokens(raw, keys.logprob, per_item) if keep_top_tokens else None
     if keep_top_tokens and top_tokens is None:
         return None
     top, top_tokens = best_k(values[:, 1:], top_tokens, k)
     return Items(tokens, values[:, 0], top, top_tokens, values[:, 1:].size, token_keys, end, per_item)
 
 
-def _find_keys(body: bytes, raw: np.ndarray) -> _Keys:
-    # subtle: inside a JSON string a quote is escaped, so `logprob":` with a bare quote is always a key
-    colons = np.flatnonzero(raw == ord(":"))  # one pass over the body; the rest works on the colons
-    colons = colons[colons >= 14]
-    # the 8 bytes before each colon as one integer: a strided view reads them without copying the body
-    words = np.ndarray((len(body) - 7,), dtype="<u8", buffer=body, strides=(1,))[colons - 8]
-    logprob = colons[words == _KEY_LOGPROB]
-    plural = colons[words == _KEY_OGPROBS]  # "logprobs" and "top_logprobs"
-    return _Keys(logprob=logprob[raw[logprob - 9] == ord('"')], top=plural[raw[plural - 10] == ord("_")])
+def _find_keys(raw: np.ndarray) -> _Keys:
+    logprob, top = kernels().find_keys(raw, aligned_words(raw), unaligned_words(raw), _KEY_LOGPROB, _KEY_OGPROBS,
+                                       _BIT_INDEX)
+    return _Keys(logprob=logprob, top=top)
 
 
 def _entries_per_item(keys: _Keys) -> int | None:
@@ -154,116 +159,57 @@ def _entries_per_item(keys: _Keys) -> int | None:
     return per_item if np.array_equal(own, np.arange(n) * per_item) else None
 
 
-def _read_numbers(raw: np.ndarray, colons: np.ndarray) -> tuple[np.ndarray, int] | None:
-    """The number after each colon, float64, and the offset just past the last one.
-
-    A number ends at the first ',' or '}'. Each one goes to Arrow's CSV parser as a line
-    "<number>\t<the rest of its window>": a tab ends the number, the rest is a column never converted.
-    Arrow rejects whatever is not a number.
-    """
-    starts = colons + 1
-    padded = raw if starts[-1] + _NUMBER_WIDTH <= len(raw) else np.concatenate(
-        [raw, np.zeros(_NUMBER_WIDTH, dtype=np.uint8)])
-    windows = np.lib.stride_tricks.sliding_window_view(padded, _NUMBER_WIDTH)[starts]
-    lengths = np.argmax(_number_ends(windows), axis=1)  # 0 when no end is in the window
-    if lengths.min() == 0 or lengths.max() >= _NUMBER_WIDTH - 1:
+def _read_numbers(body: bytes, raw: np.ndarray, colons: np.ndarray) -> tuple[np.ndarray, int] | None:
+    """The JSON number after each colon, ending at a ',' or '}', as float64, and the offset just past the last one.
+    The compiled reader gives those it reads exactly (nearly all); orjson reads the others in one call."""
+    compiled = kernels()
+    values, slow, ends, status = compiled.read_numbers(raw, colons, _EXACT_POWERS)
+    if status == compiled.NUMBER_INVALID:
         return None
-    if len(colons) < _ARROW_MIN_NUMBERS:
-        values = _orjson_numbers(windows, lengths)
-        return None if values is None else (values, int(starts[-1] + lengths[-1]))
-    lines = np.ascontiguousarray(windows[:, : lengths.max() + 2])  # short numbers, short lines for Arrow
-    lines[np.arange(len(lines)), lengths] = ord("\t")
-    lines[:, -1] = ord("\n")
-    try:
-        table = pacsv.read_csv(pa.BufferReader(lines.tobytes()), read_options=_CSV_READ,
-                               parse_options=_CSV_PARSE, convert_options=_CSV_CONVERT)
-    except pa.ArrowInvalid:
-        return None
-    column = table.column(0)
-    if len(column) != len(colons) or column.null_count:
-        return None
-    return _float64s(column), int(starts[-1] + lengths[-1])
-
-
-def _orjson_numbers(windows: np.ndarray, lengths: np.ndarray) -> np.ndarray | None:
-    """The numbers as one JSON array: each window cut at its number's end by spaces, then a comma. A window that
-    does not start as a JSON number does (a digit or '-': not null, true or a string) is refused first."""
-    first = windows[:, 0]
-    if not (((first >= ord("0")) & (first <= ord("9"))) | (first == ord("-"))).all():
-        return None
-    lines = np.ascontiguousarray(windows[:, : lengths.max() + 1])
-    lines[np.arange(lines.shape[1]) >= lengths[:, None]] = ord(" ")
-    lines[:, -1] = ord(",")
-    try:
-        values = orjson.loads(b"[" + lines.tobytes()[:-1] + b"]")
-    except orjson.JSONDecodeError:
-        return None
-    return np.array(values, dtype=np.float64) if len(values) == len(lines) else None
-
-
-def _number_ends(windows: np.ndarray) -> np.ndarray:
-    return (windows == ord(",")) | (windows == ord("}"))
-
-
-def _float64s(column: pa.ChunkedArray) -> np.ndarray:
-    # subtle: straight from Arrow's buffers, since to_numpy() imports pandas on first use (~1 s)
-    parts = [np.frombuffer(chunk.buffers()[1], dtype=np.float64)[chunk.offset:chunk.offset + len(chunk)]
-             for chunk in column.chunks]
-    return parts[0] if len(parts) == 1 else np.concatenate(parts)
-
-
-def _token_keys(body: bytes, logprob_keys: np.ndarray, after: np.ndarray) -> np.ndarray | None:
-    """For each `"logprob":` key, the colon of its object's `"token":` key, searched back to `after`.
-
-    Layout: `{"token":"x","logprob":`, so the token string runs from that colon to the comma. Most
-    tokens are short: one vectorized look at the bytes just before the key finds them; rfind the rest.
-    """
-    raw = np.frombuffer(body, dtype=np.uint8)
-    if logprob_keys[0] < 10 + _TOKEN_LOOKBACK or (raw[logprob_keys - 10] != ord(",")).any():
-        return None
-    lookback = np.lib.stride_tricks.sliding_window_view(raw, _TOKEN_LOOKBACK)[
-        logprob_keys - 10 - _TOKEN_LOOKBACK]
-    hits = (lookback[:, :-3] == ord("n")) & (lookback[:, 1:-2] == ord('"')) & (lookback[:, 2:-1] == ord(":"))
-    hits &= lookback[:, 3:] == ord('"')  # n":"  ends `"token":"`; inside a string its quotes would be escaped
-    last = _TOKEN_LOOKBACK - 4 - np.argmax(hits[:, ::-1], axis=1)
-    colons = logprob_keys - 10 - _TOKEN_LOOKBACK + last + 2
-    missing = ~hits.any(axis=1) | (colons <= after)
-    for i in np.flatnonzero(missing).tolist():  # long tokens
-        found = body.rfind(b'"token":', int(after[i]), int(logprob_keys[i]) - 9)
-        if found < 0:
+    if status == compiled.NUMBERS_SOME_SLOW:
+        spans = zip((colons[slow] + 1).tolist(), ends[slow].tolist(), strict=True)
+        try:
+            values[slow] = orjson.loads(b"[" + b",".join([body[start:end] for start, end in spans]) + b"]")
+        except (orjson.JSONDecodeError, OverflowError):  # an integer beyond 64 bits: the slow path decides
             return None
-        colons[i] = found + 7
-    return colons if (colons > after).all() and (raw[colons - 1] == ord('"')).all() else None
+    return values, int(ends[-1])
 
 
-def _strings(body: bytes, token_keys: np.ndarray, logprob_keys: np.ndarray) -> list[str] | None:
+def _token_keys(raw: np.ndarray, logprob_keys: np.ndarray, after: np.ndarray) -> np.ndarray | None:
+    """For each `"logprob":` key, the colon of its object's `"token":` key, searched back to `after`: the layout is
+    `{"token":"x","logprob":`, so the token string runs from that colon to the comma."""
+    colons = kernels().token_keys(raw, logprob_keys, after, _TOKEN_KEY)
+    return None if (colons < 0).any() else colons
+
+
+def _strings(raw: np.ndarray, token_keys: np.ndarray, logprob_keys: np.ndarray) -> list[str] | None:
     """The token strings between `"token":` and `,"logprob":`, decoded in one orjson call."""
-    return json_strings(body, np.frombuffer(body, dtype=np.uint8), token_keys + 1, logprob_keys - 10)
+    return json_strings(raw, token_keys + 1, logprob_keys - 10)
 
 
-def json_strings(body: bytes, raw: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> list[str] | None:
-    """The JSON string each span [start, end) of `body` holds (`raw`: its bytes), decoded in one orjson call; None
+def json_strings(raw: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> list[str] | None:
+    """The JSON string each span [start, end) of `raw` holds, decoded in one orjson call; None
     when a span is not one string. Each span starts and ends with a quote, so it gives one element or more, and a
     JSON value starting with a quote is a string: as many elements as spans means one string each."""
     if len(starts) == 0:
         return []
-    if (ends - starts < 2).any() or (raw[starts] != ord('"')).any() or (raw[ends - 1] != ord('"')).any():
+    joined = kernels().json_array_of(raw, starts, ends)
+    if not len(joined):
         return None
-    spans = zip(starts.tolist(), ends.tolist(), strict=True)
     try:
-        strings = orjson.loads(b"[" + b",".join([body[start:end] for start, end in spans]) + b"]")
+        strings = orjson.loads(joined.data)
     except orjson.JSONDecodeError:
         return None
     return strings if len(strings) == len(starts) else None
 
 
-def _top_tokens(body: bytes, logprob_keys: np.ndarray, per_item: int) -> list[list[str]] | None:
+def _top_tokens(raw: np.ndarray, logprob_keys: np.ndarray, per_item: int) -> list[list[str]] | None:
     width = per_item - 1
     if width == 0:
         return [[] for _ in range(len(logprob_keys))]
     entries = logprob_keys.reshape(-1, per_item)[:, 1:].ravel()
-    token_keys = _token_keys(body, entries, logprob_keys.reshape(-1, per_item)[:, :-1].ravel())
-    strings = _strings(body, token_keys, entries) if token_keys is not None else None
+    token_keys = _token_keys(raw, entries, logprob_keys.reshape(-1, per_item)[:, :-1].ravel())
+    strings = _strings(raw, token_keys, entries) if token_keys is not None else None
     if strings is None:
         return None
     return [strings[start:start + width] for start in range(0, len(strings), width)]

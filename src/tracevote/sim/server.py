@@ -100,9 +100,9 @@ class ServerStats:
         with self.lock:
             self.outcomes[outcome] += 1
 
-    def delivered_to(self, sample_key: str) -> None:
+    def delivered_to(self, sample_key: str, count: int = 1) -> None:
         with self.lock:
-            self.delivered[sample_key] += 1
+            self.delivered[sample_key] += count
 
     def streamed(self, sample_key: str, tokens: int) -> None:
         with self.lock:
@@ -227,9 +227,7 @@ class _Handler(BaseHTTPRequestHandler):
         elif request.get("stream"):
             self._send_stream(request, sample_key, counted_key, kind, fault)
         else:
-            self._send_completion(request, sample_key, kind, fault)
-            if fault in (None, "slow"):
-                self.server.stats.delivered_to(counted_key)
+            self._send_completion(request, sample_key, counted_key if fault in (None, "slow") else None, kind, fault)
 
     def _send_status_fault(self, fault: str) -> None:
         if fault == "429":
@@ -243,8 +241,10 @@ class _Handler(BaseHTTPRequestHandler):
             headers = {"Retry-After": f"{faults.retry_after_s:g}"} if faults.overloaded_retry_after else {}
             self._send_json(503, _error("Server Overloaded", "server_error", "overloaded"), headers)
 
-    def _send_completion(self, request: dict[str, Any], sample_key: str | None, kind: str,
-                         fault: str | None) -> None:
+    def _send_completion(self, request: dict[str, Any], sample_key: str | None, delivered_key: str | None,
+                         kind: str, fault: str | None) -> None:
+        """The reply, whole or as the fault makes it; one going out whole is counted as delivered to
+        `delivered_key` before its bytes leave, so a client that has read it finds it in /_stats."""
         if fault == "slow":
             time.sleep(self.server.faults.slow_s)
         degrade: Degrade = "sentinel" if fault == "sentinel" else "nologprobs" if fault == "nologprobs" else "none"
@@ -260,7 +260,14 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header(SIMULATED_HEADER, "1")
         self.send_header("Content-Length", str(len(data)))  # subtle: truncated promises more than it sends
         self.end_headers()
-        self.wfile.write(sent)
+        if delivered_key is not None:
+            self.server.stats.delivered_to(delivered_key)
+        try:
+            self.wfile.write(sent)
+        except ConnectionError:
+            if delivered_key is not None:
+                self.server.stats.delivered_to(delivered_key, -1)
+            raise
         if fault == "truncated":
             self.wfile.flush()
             self.close_connection = True
@@ -282,11 +289,12 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.flush()  # the headers go out before the buffer shrinks
             self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self.server.options.send_buffer)
         ending = self._stream_events(events, counted_key, fault)
+        # counted before the body's last chunk leaves, so a client that has read the stream finds it in /_stats
         self.server.stats.stream_ended(ending)
-        if ending in ("finished", "malformed", "slow", "truncated"):
-            self.wfile.write(b"0\r\n\r\n")
         if ending in ("finished", "slow") and fault not in ("nologprobs", "sentinel"):
             self.server.stats.delivered_to(counted_key)  # whole and valid, as a slow whole reply is
+        if ending in ("finished", "malformed", "slow", "truncated"):
+            self.wfile.write(b"0\r\n\r\n")
         if ending in ("drop", "client gone"):
             self.close_connection = True  # no end of the chunked body
 
