@@ -276,7 +276,8 @@ def cpu_rounds(url: str, rows: list[dict[str, Any]], n_traces: int, rounds: int,
         with client(url, max_tokens) as chat, cf.ThreadPoolExecutor(CONCURRENCY) as pool:
             def one(key: tuple[dict[str, Any], int]) -> int:
                 if streamed:
-                    return stream_completion(chat, messages(key[0]), sample_key=f"{key[0]['id']}/{key[1]}").n_tokens
+                    return stream_completion(chat, messages(key[0]), sample_key=f"{key[0]['id']}/{key[1]}",
+                                             keep_top_logprobs=False).n_tokens
                 return chat.sample(messages(key[0]), problem_id=key[0]["id"], sample_id=key[1],
                                    keep_top_logprobs=False).n_tokens
             wall, cpu = time.perf_counter(), time.process_time()

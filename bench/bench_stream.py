@@ -128,9 +128,10 @@ def http_figures(scale: str) -> list[dict[str, Any]]:
             HTTP_BASELINE: side(HTTP_BASELINE, lambda row: chat.sample(
                 messages(row), problem_id=row["id"], sample_id=0, keep_top_logprobs=False).n_tokens),
             "http_stream_completion": side("http_stream_completion", lambda row: stream_completion(
-                chat, messages(row), sample_key=f"{row['id']}/0").n_tokens),
+                chat, messages(row), sample_key=f"{row['id']}/0", keep_top_logprobs=False).n_tokens),
             EVERY_READ: side(EVERY_READ, lambda row: stream_completion(
-                chat, messages(row), sample_key=f"{row['id']}/0", batch_chunks=1, hold_s=None).n_tokens),
+                chat, messages(row), sample_key=f"{row['id']}/0", keep_top_logprobs=False, batch_chunks=1,
+                hold_s=None).n_tokens),
         }
         runs = interleaved(sides, rounds)
     if len(set(tokens.values())) != 1:

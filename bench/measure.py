@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import ctypes
+import gc
 import os
 import resource
 import statistics
@@ -103,10 +104,13 @@ def reap_orphans() -> None:
 
 
 def interleaved(sides: Mapping[str, Callable[[], Run]], repeats: int) -> dict[str, list[Run]]:
-    """`repeats` runs of each side, in the order A, B, A, B, ..."""
+    """`repeats` runs of each side, in the order A, B, A, B, ...; each starts with the garbage collector's
+    generations empty, so no side pays for a full collection the one before it made due (one over a process
+    holding numba's objects costs ~65 ms)."""
     runs: dict[str, list[Run]] = {name: [] for name in sides}
     for _ in range(repeats):
         for name, side in sides.items():
+            gc.collect()
             runs[name].append(side())
     return runs
 

@@ -18,8 +18,7 @@ import orjson
 from tracevote.answers.extract import extract_answer
 from tracevote.core.retry import TransientError
 from tracevote.core.simulated import FINGERPRINT_PREFIX
-from tracevote.sampling.ingest_fast import Parsed, best_k, message_text, parse_fast, usage_counts
-from tracevote.store.logprobs import clean_logprobs, token_confidence
+from tracevote.sampling.ingest_fast import Parsed, best_k, message_text, parse_fast, stored_measures, usage_counts
 from tracevote.store.records import Sample
 
 FINISH_REASONS = ("stop", "length")
@@ -77,10 +76,8 @@ def parse_completion(body: bytes, *, problem_id: str, sample_id: int, latency_s:
     parsed = parse_fast(body, expect_top_logprobs, keep_top_tokens)
     if parsed is None:
         parsed = _parse_slow(body, expect_top_logprobs, keep_top_tokens)
-    token_logprobs = clean_logprobs(parsed.chosen)
-    top = clean_logprobs(parsed.top)
+    token_logprobs, confidence, top = stored_measures(parsed.chosen, parsed.top, keep_top=True)
     _check(parsed, token_logprobs, top, expect_top_logprobs)
-    confidence = token_confidence(parsed.top, parsed.chosen).astype(np.float32)
     return Sample(
         problem_id=problem_id, sample_id=sample_id, text=parsed.text, tokens=parsed.tokens,
         token_logprobs=token_logprobs, top_logprobs=top if keep_top_logprobs else None,

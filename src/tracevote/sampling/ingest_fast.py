@@ -20,6 +20,8 @@ from typing import Any
 import numpy as np
 import orjson
 
+from tracevote.store.logprobs import SENTINEL_LOGPROB
+
 _KEY_LOGPROB = np.uint64(int.from_bytes(b'logprob"', "little"))  # the 8 bytes before a key's colon
 _KEY_OGPROBS = np.uint64(int.from_bytes(b'ogprobs"', "little"))  # "top_logprobs"
 _BIT_INDEX = np.zeros(64, dtype=np.int64)  # a de Bruijn sequence's table: a uint64's lowest set bit -> its index
@@ -269,7 +271,7 @@ def best_k(top: np.ndarray, top_tokens: list[list[str]] | None,
 
 def _best_first_order(top: np.ndarray) -> np.ndarray | None:
     """The column order that sorts every row descending, NaN last; None when every row already is."""
-    if top.shape[1] < 2:
+    if top.shape[1] < 2 or kernels().rows_best_first(top):
         return None
     with np.errstate(invalid="ignore"):
         rising = np.diff(top, axis=1) > 0
@@ -277,3 +279,14 @@ def _best_first_order(top: np.ndarray) -> np.ndarray | None:
     if not (rising.any() or gap_before_value.any()):
         return None
     return np.argsort(-top, axis=1, kind="stable")  # -NaN is NaN, which argsort puts last
+
+
+def stored_measures(chosen: np.ndarray, top: np.ndarray,
+                    keep_top: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """(token_logprobs, token_confidence, top_logprobs or None) as a Sample stores them, float32, from the chosen
+    and top logprobs as parsed (float64, rows best first): store.logprobs.clean_logprobs and token_confidence, bit
+    for bit, in one compiled pass over the rows (tests/sampling/test_kernels.py)."""
+    chosen32, confidence32, top32 = kernels().logprob_measures(
+        np.ascontiguousarray(chosen, dtype=np.float64), np.ascontiguousarray(top, dtype=np.float64),
+        SENTINEL_LOGPROB, keep_top)
+    return chosen32, confidence32, top32 if keep_top else None

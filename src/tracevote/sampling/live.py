@@ -458,7 +458,8 @@ def _stream(client: ChatClient, job: _Job, rules: LiveRules,
         return rules.max_tokens if rule is None else rule.safe_tokens()
 
     streamed = stream_completion(client, job.problem.messages, sample_key=f"{job.problem.problem_id}/{job.index}",
-                                 observer=observe, max_tokens=rules.max_tokens, batch_chunks=batch_chunks,
+                                 observer=observe, max_tokens=rules.max_tokens, keep_top_logprobs=False,
+                                 batch_chunks=batch_chunks,
                                  want=safe(), cancel=job.cancel)
     reason: StopReason = why[0] if why else streamed.stop_reason  # type: ignore[assignment]
     if reason == "confidence" and rule is not None and rule.spent is not None:
@@ -471,7 +472,8 @@ def _cut(streamed: Streamed, spent: int) -> Streamed:
     if spent == streamed.n_tokens:
         return streamed
     return replace(streamed, tokens=streamed.tokens[:spent], text="".join(streamed.tokens[:spent]),
-                   token_logprobs=streamed.token_logprobs[:spent], top_logprobs=streamed.top_logprobs[:spent],
+                   token_logprobs=streamed.token_logprobs[:spent],
+                   top_logprobs=None if streamed.top_logprobs is None else streamed.top_logprobs[:spent],
                    token_confidence=streamed.token_confidence[:spent],
                    top_tokens=None if streamed.top_tokens is None else streamed.top_tokens[:spent])
 

@@ -5,8 +5,8 @@ The request is the one ChatClient.sample sends, plus `stream: true` and `stream_
 SGLang too; llama.cpp's server ignores it and sends none). The reply is Server-Sent Events: `data: {chunk}`
 lines, `: keep-alive` comment lines, blank lines between events, `data: [DONE]` at the end. Each chunk's
 `logprobs.content` items are read by ingest's own reader (rows sorted best first and cut to k) and each token's
-C_i is computed by store.logprobs.token_confidence, so a streamed trace has the tokens and confidences the
-non-streamed parse of the same completion gives.
+C_i is computed as ingest computes it (ingest_fast.stored_measures: store.logprobs.token_confidence, bit for bit),
+so a streamed trace has the tokens and confidences the non-streamed parse of the same completion gives.
 
 The observer sees the tokens in order, in batches (TokenBatch): at the end of a read, once `batch_chunks` chunks
 were read or `hold_s` seconds passed since the oldest of them arrived (stream_completion's defaults: 1,024 chunks,
@@ -62,9 +62,8 @@ from tracevote.core.retry import TransientError
 from tracevote.core.simulated import FINGERPRINT_PREFIX, SIMULATED_HEADER, SOLVE
 from tracevote.sampling.client import ChatClient, StreamBroken
 from tracevote.sampling.ingest import FINISH_REASONS, read_items
-from tracevote.sampling.ingest_fast import parse_fast, usage_counts
+from tracevote.sampling.ingest_fast import parse_fast, stored_measures, usage_counts
 from tracevote.sampling.stream_fast import MIN_EVENTS, Events, http_events, sse_events, take_batch
-from tracevote.store.logprobs import clean_logprobs, token_confidence
 
 StopReason = Literal["finished", "length", "confidence"]
 UsageSource = Literal["server", "client"]
@@ -86,6 +85,7 @@ _DONE = b"[DONE]"
 _NEAR = 16  # chunks before a possible stop (the observer's count) from which the client reads them as they come
 _LEARN_EVENTS = 4  # events read one by one at a stream's start, at most, to learn its token chunks' layout
 _LEARN_BYTES = 1 << 16  # ... within its first bytes
+_FIRST_BATCH_BYTES = 1 << 17  # bytes after which a stream's first batch goes over (~90 top-20 chunks): see _learning
 _Raw = bytes | memoryview  # bytes cut from a read: a view of them (no copy) where they are only joined later
 _ITEMS_KEY = b'"logprobs":{"content":[{'
 # a completion body around a read's items, for ingest's fast path (it reads choices[0].logprobs.content)
@@ -101,7 +101,7 @@ class TokenBatch:
     offset: int
     tokens: list[str]
     token_logprobs: np.ndarray  # float32 [m], NaN where absent
-    top_logprobs: np.ndarray  # float32 [m, k], best first, NaN where absent
+    top_logprobs: np.ndarray | None  # float32 [m, k], best first, NaN where absent; None unless kept
     token_confidence: np.ndarray  # float32 [m]: C_i, as ingest computes it
     top_tokens: list[list[str]] | None
 
@@ -113,7 +113,7 @@ class Streamed:
     text: str
     tokens: list[str]
     token_logprobs: np.ndarray  # float32 [n]
-    top_logprobs: np.ndarray  # float32 [n, k]
+    top_logprobs: np.ndarray | None  # float32 [n, k]; None unless kept (keep_top_logprobs)
     top_tokens: list[list[str]] | None
     token_confidence: np.ndarray  # float32 [n]
     finish_reason: str | None  # the server's; None when the observer stopped the stream first
@@ -145,7 +145,8 @@ def stream_body(client: ChatClient, messages: list[dict[str, str]], *, sample_ke
 
 def stream_completion(client: ChatClient, messages: list[dict[str, str]], *, sample_key: str,
                       observer: Observer | None = None, max_tokens: int | None = None, kind: str = SOLVE,
-                      keep_top_tokens: bool = False, batch_chunks: int = HOLD_CHUNKS,
+                      keep_top_logprobs: bool = True, keep_top_tokens: bool = False,
+                      batch_chunks: int = HOLD_CHUNKS,
                       hold_s: float | None = HOLD_S, want: int | None = None,
                       cancel: threading.Event | None = None) -> Streamed:
     """One streamed trace through `client` (its endpoints, headers, key, timeouts, retries and breaker).
@@ -162,12 +163,13 @@ def stream_completion(client: ChatClient, messages: list[dict[str, str]], *, sam
     0.1 s (plus the read in progress) after its token arrived, at the same token, the server running on that
     long. `cancel`: once set, the held tokens go to the observer at once, even mid-sleep, and the observer (which
     knows why) closes the stream. `batch_chunks` 1 with `hold_s` None hands over every read's tokens at once (one
-    call per read)."""
+    call per read). `keep_top_logprobs` false: the batches and the result carry no top-k, only C_i (as
+    ChatClient.sample's; a live run keeps nothing more)."""
     payload = orjson.dumps(stream_body(client, messages, sample_key=sample_key, max_tokens=max_tokens))
 
     def read(response: requests.Response, started: float) -> Streamed:
         reader = _StreamReader(client.decoding.top_logprobs, keep_top_tokens, observer, client.redact, batch_chunks,
-                               hold_s, want=want, cancel=cancel)
+                               hold_s, keep_top_logprobs=keep_top_logprobs, want=want, cancel=cancel)
         reader.simulated = response.headers.get(SIMULATED_HEADER) == "1"
         return reader.read(reader.pieces(response), started)
 
@@ -175,10 +177,11 @@ def stream_completion(client: ChatClient, messages: list[dict[str, str]], *, sam
 
 
 def read_stream(pieces: Iterable[bytes], *, top_logprobs: int, observer: Observer | None = None,
-                keep_top_tokens: bool = False, batch_chunks: int = 1) -> Streamed:
+                keep_top_logprobs: bool = True, keep_top_tokens: bool = False, batch_chunks: int = 1) -> Streamed:
     """A stream's bytes, given as they were read, parsed as stream_completion parses a response (benchmarks and
     tests feed it recorded bytes without a server)."""
-    return _StreamReader(top_logprobs, keep_top_tokens, observer, str, batch_chunks).read(pieces, time.monotonic())
+    return _StreamReader(top_logprobs, keep_top_tokens, observer, str, batch_chunks,
+                         keep_top_logprobs=keep_top_logprobs).read(pieces, time.monotonic())
 
 
 class SSEDecoder:
@@ -252,10 +255,12 @@ class _StreamReader:
     redact: Callable[[str], str]
     batch_chunks: int = 1
     hold_s: float | None = None  # with the socket: the longest a token is held back (None: until batch_chunks)
+    keep_top_logprobs: bool = True  # false: batches and the result carry no top-k (a live run keeps C_i alone)
     want: int | None = None  # chunks the observer can take before it could stop, as it last said (None: it did not)
     cancel: threading.Event | None = None  # once set, held tokens go to the observer at once (it closes the stream)
     held_since: float | None = None  # when the oldest token not handed over yet arrived
     held_chunks: float = 0  # chunks read from the socket and not taken yet (as _hold counts them)
+    held_bytes: int = 0  # bytes read from the socket and not taken yet
     smallest_chunk: int = 0  # bytes of the smallest token chunk of the last batch parsed together (0: none yet)
     raw_batches: bool = False  # batches are made of the bytes read (_dechunked): each one's tokens go over at once
     first_at: float | None = None  # when the first tokens arrived
@@ -444,19 +449,29 @@ class _StreamReader:
             held.append(data)
             self._hold(data)
             # the last chunk (`0` CRLF CRLF) is taken at once: a server keeping the connection open sends no more
-            if self._due(self.held_chunks) or data.endswith(b"0\r\n\r\n"):
+            if self._due(self.held_chunks) or data.endswith(b"0\r\n\r\n") or self._learning():
                 left = yield from self._take(held)
                 if left is None or self.stopped:
                     return
                 held = left
 
     def _hold(self, data: bytes) -> None:
-        """Count the chunks of a read: by its blank lines until a batch told their size, then by its length over the
-        smallest chunk's (a count of the bytes would cost a tenth of the parse; this one only ever counts more)."""
+        """Count the chunks of a read: by its blank lines until a batch told their size (_learning keeps that short),
+        then by its length over the smallest chunk's (a count of the bytes would cost a tenth of the parse; this one
+        only ever counts more)."""
         now = time.monotonic()
-        self.held_chunks += len(data) / self.smallest_chunk if self.smallest_chunk else data.count(b"\n\n")
+        self.held_bytes += len(data)
+        if self.smallest_chunk:
+            self.held_chunks += len(data) / self.smallest_chunk
+        elif not self._learning():  # else they go over now whatever their count
+            self.held_chunks += data.count(b"\n\n")
         self.held_since = self.held_since or now
         self.first_at = self.first_at or now
+
+    def _learning(self) -> bool:
+        """Whether the stream's first batch is due early: until one told the chunks' size, each read is counted by
+        its blank lines, so the first _FIRST_BATCH_BYTES go over (teaching the layout and that size) as they come."""
+        return not self.smallest_chunk and self.held_bytes >= _FIRST_BATCH_BYTES
 
     def _counted(self) -> bool:
         """Whether the observer said how many tokens it can take before it could stop (or there is none)."""
@@ -489,7 +504,7 @@ class _StreamReader:
         """The held bytes' whole chunks: the leading token chunks parsed together, the rest unchunked and yielded to
         the per-chunk path. What is left (a chunk not read whole yet), or None after the last chunk."""
         buffer = held[0] if len(held) == 1 else b"".join(held)
-        self.held_chunks, self.held_since = 0, None
+        self.held_chunks, self.held_bytes, self.held_since = 0, 0, None
         start = 0
         if self.template is None and self.decoder.empty():  # the first chunks one by one, until one teaches the layout
             first = http_events(buffer[:_LEARN_BYTES])
@@ -614,8 +629,8 @@ class _StreamReader:
         """Tokens and their logprobs (float64, rows best first) to the observer, as one TokenBatch."""
         if not self.raw_batches:
             self.held_since = None
-        batch = TokenBatch(self.n_tokens, tokens, clean_logprobs(chosen), clean_logprobs(top),
-                           token_confidence(top, chosen).astype(np.float32), top_tokens)
+        token_logprobs, confidence, top_logprobs = stored_measures(chosen, top, self.keep_top_logprobs)
+        batch = TokenBatch(self.n_tokens, tokens, token_logprobs, top_logprobs, confidence, top_tokens)
         self.batches.append(batch)
         self.n_tokens += len(tokens)
         answer = None if self.observer is None else self.observer(batch)
@@ -640,7 +655,8 @@ class _StreamReader:
         return Streamed(
             text="".join(self.text), tokens=[token for batch in batches for token in batch.tokens],
             token_logprobs=_joined([batch.token_logprobs for batch in batches], (0,)),
-            top_logprobs=_joined([batch.top_logprobs for batch in batches], (0, self.k)),
+            top_logprobs=_joined([batch.top_logprobs for batch in batches], (0, self.k))  # type: ignore[misc]
+            if self.keep_top_logprobs else None,
             top_tokens=[row for batch in batches for row in batch.top_tokens or []] if self.keep_top_tokens else None,
             token_confidence=_joined([batch.token_confidence for batch in batches], (0,)),
             finish_reason=None if self.stopped else self.finish_reason, stop_reason=stop_reason,
