@@ -101,6 +101,7 @@ class Items:
     top_tokens: list[list[str]] | None
     entries: int  # top-k entries the server sent, over all tokens
     token_keys: np.ndarray  # offset of the colon of each item's "token" key
+    token_ends: np.ndarray  # offset just past each item's token string (JSON, its closing quote)
     end: int  # offset just past the last number
     per_item: int  # 1 + the top-k entries each item has
 
@@ -142,7 +143,7 @@ def parse_items(body: bytes, raw: np.ndarray, k: int, keep_top_tokens: bool) -> 
     if keep_top_tokens and top_tokens is None:
         return None
     top, top_tokens = best_k(values[:, 1:], top_tokens, k)
-    return Items(tokens, values[:, 0], top, top_tokens, values[:, 1:].size, token_keys, end, per_item)
+    return Items(tokens, values[:, 0], top, top_tokens, values[:, 1:].size, token_keys, own - 10, end, per_item)
 
 
 def _find_keys(raw: np.ndarray) -> _Keys:

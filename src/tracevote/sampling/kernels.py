@@ -355,6 +355,17 @@ def content_ends(raw: np.ndarray, starts: np.ndarray, ends: np.ndarray, chunk: n
     return out[:n_chunks]
 
 
+
+@njit(cache=True, nogil=True)
+def same_spans(raw: np.ndarray, starts: np.ndarray, ends: np.ndarray, other_starts: np.ndarray,
+               other_ends: np.ndarray) -> bool:
+    """Whether each span [start, end) of `raw` holds the same bytes as its counterpart."""
+    for j in range(len(starts)):
+        size = ends[j] - starts[j]
+        if other_ends[j] - other_starts[j] != size or not _equal_at(raw, other_starts[j], raw[starts[j]:ends[j]]):
+            return False
+    return True
+
 # --- a batch's numbers, as stored ------------------------------------------------------------------------------
 
 @njit(cache=True, nogil=True)

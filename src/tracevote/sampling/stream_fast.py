@@ -84,10 +84,19 @@ def take_batch(body: bytes, raw: np.ndarray, events: Events, head: bytes, middle
                                           len(prefix), len(suffix))
     if not len(content_ends):
         return None
-    texts = json_strings(part_raw, starts[chunk] + len(prefix), content_ends)
+    texts = _contents(part_raw, starts[chunk] + len(prefix), content_ends, items)
     if texts is None:
         return None
     return Batch(len(content_ends), consumed, texts, items, int((ends[chunk] - starts[chunk]).min()))
+
+
+def _contents(raw: np.ndarray, starts: np.ndarray, ends: np.ndarray, items: Items) -> list[str] | None:
+    """Each token chunk's delta.content (the JSON strings at [start, end)): when every chunk holds one item whose
+    token string is the same bytes (as servers send a token a chunk), the tokens already decoded; else decoded."""
+    if len(starts) == len(items.tokens) and kernels().same_spans(raw, starts, ends, items.token_keys + 1,
+                                                                 items.token_ends):
+        return items.tokens
+    return json_strings(raw, starts, ends)
 
 
 def _array(pattern: bytes) -> np.ndarray:
