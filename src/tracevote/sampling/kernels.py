@@ -20,9 +20,7 @@ _COLON, _QUOTE, _COMMA, _CLOSE_BRACE, _UNDERSCORE = 58, 34, 44, 125, 95
 # (orjson) returns
 _EXACT_DIGITS = 15
 NUMBER_INVALID, NUMBERS_EXACT, NUMBERS_SOME_SLOW = -1, 0, 1
-
-
-_ONES, _LOW7, _HIGH = np.uint64(0x0101010101010101), np.uint64(0x7F7F7F7F7F7F7F7F), np.uint64(0x8080808080808080)
+_LOW7, _HIGH = np.uint64(0x7F7F7F7F7F7F7F7F), np.uint64(0x8080808080808080)
 _DE_BRUIJN = np.uint64(0x03F79D71B4CB0A89)
 # Indexes are unsigned (np.uint64) in the hot loops: numba checks a signed index for wraparound, a branch per
 # access that keeps LLVM from vectorizing a loop (4x slower, measured on the scans below)
