@@ -106,6 +106,18 @@ def test_chunks_read_together_take_ingests_fast_path_and_give_the_same_trace(pro
     assert_same_trace(result, (FIXTURES / "streams" / f"{provider}.json").read_bytes(), 20)
 
 
+def test_without_top_logprobs_a_stream_keeps_the_same_confidences_and_no_top_k() -> None:
+    """As a live run streams: C_i and the chosen logprobs only, the same as a stream that keeps its top-k."""
+    batches: list[TokenBatch] = []
+    kept = read_stream([provider_stream("deepseek")], top_logprobs=20)
+    slim = read_stream([provider_stream("deepseek")], top_logprobs=20, keep_top_logprobs=False,
+                       observer=batches.append)
+    assert slim.top_logprobs is None and batches and all(batch.top_logprobs is None for batch in batches)
+    assert slim.tokens == kept.tokens and slim.text == kept.text
+    np.testing.assert_array_equal(slim.token_logprobs, kept.token_logprobs)
+    np.testing.assert_array_equal(slim.token_confidence, kept.token_confidence)
+
+
 def test_batch_chunks_hands_the_observer_tokens_in_groups_with_the_same_trace() -> None:
     sizes: list[int] = []
     result = read_stream(events(provider_stream("deepseek")), top_logprobs=20, batch_chunks=16,
