@@ -1,4 +1,4 @@
-"""The fast path of ingest: chat-completions bytes -> Parsed, about 20x faster than json.loads and a loop.
+"""The fast path of ingest: chat-completions bytes -> Parsed, ~40x faster than json.loads and a loop (bench_ingest).
 
 A 4096-token response with top-20 is ~5 MB of JSON and ~86k logprob objects; building those objects is
 what makes any JSON parser slow. The fast path never builds them. Compiled loops (sampling.kernels) find the

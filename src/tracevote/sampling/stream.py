@@ -30,11 +30,11 @@ not tokenize the prompt).
 Client CPU (bench/bench_stream.py, docs/benchmarks.md): a chunked body is read from the socket a megabyte at a time
 and held as read until its batch is due. The first token chunk is parsed in full and its layout kept (_Template);
 then a batch's token chunks (and the keep-alive comments between them) are found, checked against that layout and
-parsed together by stream_fast: a find of each chunk's size line and of its line break, then numpy over the
-batch's bytes. What that path does not take (the role and last chunks, a layout change, a comment that might hold
-a key, fewer than stream_fast.MIN_EVENTS chunks) goes chunk by chunk: its framing taken off, each event cut by the
-layout with a few bytes operations, its items read per batch by ingest's fast path or its item reader. Both give
-the same tokens, bit for bit (tests/sampling/test_stream_fast.py).
+parsed together by stream_fast: compiled loops over the batch's bytes (sampling.kernels), one pass each for the
+framing, the layout checks and the items. What that path does not take (the role and last chunks, a layout change,
+a comment that might hold a key, fewer than stream_fast.MIN_EVENTS chunks) goes chunk by chunk: its framing taken
+off, each event cut by the layout with a few bytes operations, its items read per batch by ingest's fast path or
+its item reader. Both give the same tokens, bit for bit (tests/sampling/test_stream_fast.py).
 
 Failures before any token reached the observer are retried as every call (TransientError); after that they raise
 client.StreamBroken with what arrived, since a retry would feed the observer the trace again.
