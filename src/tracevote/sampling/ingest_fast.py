@@ -274,11 +274,6 @@ def _best_first_order(top: np.ndarray) -> np.ndarray | None:
     """The column order that sorts every row descending, NaN last; None when every row already is."""
     if top.shape[1] < 2 or kernels().rows_best_first(top):
         return None
-    with np.errstate(invalid="ignore"):
-        rising = np.diff(top, axis=1) > 0
-    gap_before_value = np.isnan(top[:, :-1]) & ~np.isnan(top[:, 1:])
-    if not (rising.any() or gap_before_value.any()):
-        return None
     return np.argsort(-top, axis=1, kind="stable")  # -NaN is NaN, which argsort puts last
 
 

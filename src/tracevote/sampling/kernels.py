@@ -255,8 +255,11 @@ def http_events(raw: np.ndarray, words: np.ndarray) -> tuple[np.ndarray, np.ndar
     n = at = 0
     while True:
         size, line_end = 0, at
-        while line_end < size_limit and line_end - at < _SIZE_DIGITS and _hex_digit(raw[line_end]) >= 0:
-            size = size * 16 + _hex_digit(raw[line_end])
+        while line_end < size_limit and line_end - at < _SIZE_DIGITS:
+            digit = _hex_digit(raw[line_end])
+            if digit < 0:
+                break
+            size = size * 16 + digit
             line_end += 1
         if line_end == at or line_end + 1 >= size_limit or raw[line_end] != _CARRIAGE_RETURN or \
                 raw[line_end + 1] != _LINE_FEED:
