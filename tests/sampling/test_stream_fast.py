@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 import orjson
 import pytest
+import requests
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -63,6 +64,22 @@ def test_a_long_stream_over_http_is_read_by_the_batch_path_as_its_reply_is_parse
             assert_same(streamed, plain)
             assert streamed.n_tokens > 2 * MIN_EVENTS
             assert streamed.batched_chunks >= streamed.chunks // 2, (streamed.batched_chunks, streamed.chunks)
+
+
+def test_a_stream_read_to_its_end_leaves_its_connection_to_the_next_call_and_a_stopped_one_closes_it() -> None:
+    """Streams read to their end and a non-streamed call after them share one keep-alive connection (the server's
+    own count); a stream the observer stops is closed (so the server stops generating) and the next call connects
+    again. Each /_stats request below opens a connection of its own."""
+    with running_server(SimModel(SIM)) as url, sim_client(url, "deepseek") as client:
+        kept = [stream_completion(client, messages(), sample_key=f"p/{sample_id}") for sample_id in range(3)]
+        plain = client.sample(messages(), problem_id="p", sample_id=0, keep_top_logprobs=True)
+        assert_same(kept[0], plain)
+        assert requests.get(f"{url}/_stats", timeout=30).json()["connections"] == 1 + 1
+        stopped = stream_completion(client, messages(), sample_key="p/3", observer=lambda batch: "stop")
+        after = stream_completion(client, messages(), sample_key="p/4")
+        stats = requests.get(f"{url}/_stats", timeout=30).json()
+    assert (stopped.stop_reason, after.stop_reason) == ("confidence", "finished")
+    assert stats["connections"] == 2 + 2
 
 
 @pytest.mark.parametrize("size", [1 << 20, 1 << 16, 4096])

@@ -49,6 +49,7 @@ from tracevote.sim.render import Degrade
 from tracevote.sim.request import SimRequestError, parse_request
 from tracevote.sim.stream import StreamEvent, stream_request
 
+_KEPT_ALIVE_SEND_BUFFER = 4 << 20  # bytes of send buffer a connection gets back after a stream shrank it
 _CHAT_PATHS = ("/chat/completions", "/v1/chat/completions")
 _MODELS_PATHS = ("/models", "/v1/models")
 _NOT_FOUND_PAGE = (b"<html>\r\n<head><title>404 Not Found</title></head>\r\n"
@@ -83,6 +84,7 @@ class ServerStats:
     outcomes: collections.Counter[str] = field(default_factory=collections.Counter)
     generated: collections.Counter[str] = field(default_factory=collections.Counter)
     streams: collections.Counter[str] = field(default_factory=collections.Counter)
+    connections: int = 0  # TCP connections accepted: a client that keeps its connections alive opens few
     anonymous: int = 0
 
     def begin(self, sample_key: str | None, kind: str = SOLVE) -> tuple[str, int]:
@@ -112,12 +114,16 @@ class ServerStats:
         with self.lock:
             self.streams[ending] += 1
 
+    def connected(self) -> None:
+        with self.lock:
+            self.connections += 1
+
     def snapshot(self) -> dict[str, Any]:
         with self.lock:
             return {"requests": sum(self.by_sample.values()), "outcomes": dict(self.outcomes),
                     "by_sample": dict(self.by_sample), "by_kind": dict(self.by_kind),
                     "delivered": dict(self.delivered), "generated_tokens": dict(self.generated),
-                    "streams": dict(self.streams)}
+                    "streams": dict(self.streams), "connections": self.connections}
 
 
 class SimServer(ThreadingHTTPServer):
@@ -185,6 +191,10 @@ class _Handler(BaseHTTPRequestHandler):
     disable_nagle_algorithm = True  # headers and body go out as two writes: without this, +40 ms each
     server: SimServer
     timeout = 120  # an idle keep-alive connection is closed after this
+
+    def setup(self) -> None:
+        super().setup()
+        self.server.stats.connected()
 
     def log_message(self, format: str, *args: Any) -> None:
         if self.server.log is not None:
@@ -297,6 +307,10 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(b"0\r\n\r\n")
         if ending in ("drop", "client gone"):
             self.close_connection = True  # no end of the chunked body
+        elif self.server.options.send_buffer is not None:
+            # the connection's next reply is not held to this stream's small buffer: the kernel would have grown it
+            # to tcp_wmem's ceiling (4 MiB by default; setsockopt asks half, the kernel doubles it)
+            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, _KEPT_ALIVE_SEND_BUFFER // 2)
 
     def _stream_events(self, events: Iterator[StreamEvent], counted_key: str, fault: str | None) -> str:
         """Writes the events; returns how the stream ended: "finished", "client gone" or the fault's kind."""
