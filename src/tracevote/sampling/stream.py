@@ -397,7 +397,7 @@ class _StreamReader:
         A chunked body (every server's SSE) is read straight from the connection's buffered socket and its framing
         taken off here: http.client's read1 returns one HTTP chunk a call, and servers send an event a chunk, so
         each token cost a call through urllib3 and http.client; one read now takes every chunk that has arrived.
-        The connection is not reused after (http.client did not see its body end), which costs a connect a trace."""
+        A body read to its end here gives its connection back to the pool (_give_back), as urllib3 would."""
         raw = _chunked_socket(response)
         if raw is not None:
             yield from self._dechunked(raw)
