@@ -24,6 +24,7 @@ from tracevote.core.simulated import SOLVE
 from tracevote.sampling.stream import Streamed, read_stream, stream_body, stream_completion
 from tracevote.sampling.stream_fast import MIN_EVENTS, http_events, sse_events
 from tracevote.sim.model import SimModel
+from tracevote.sim.faults import parse_faults
 from tracevote.sim.server import ServerOptions, running_server
 
 SIM = SimConfig(seed=0, signal=1.0, accuracy=0.45, mean_tokens=400, critique_noise=0.3)
@@ -80,6 +81,20 @@ def test_a_stream_read_to_its_end_leaves_its_connection_to_the_next_call_and_a_s
         stats = requests.get(f"{url}/_stats", timeout=30).json()
     assert (stopped.stop_reason, after.stop_reason) == ("confidence", "finished")
     assert stats["connections"] == 2 + 2
+
+
+def test_a_stream_of_sentinel_logprobs_is_asked_again_as_a_reply_of_them_is() -> None:
+    """The simulator's sentinel fault (every logprob -9999, as a provider's bad replica sends) on a stream: the
+    client names it as ingest does for a whole reply and asks again, so no trace of NaN confidences is kept."""
+    with running_server(SimModel(SIM), parse_faults("sentinel=1.0,max_per_sample=1")) as url, \
+            sim_client(url, "deepseek") as client:
+        result = stream_completion(client, messages(), sample_key="p/0")
+        plain = client.sample(messages(), problem_id="p", sample_id=0, keep_top_logprobs=True)
+        stats = requests.get(f"{url}/_stats", timeout=30).json()
+    assert client.retries.snapshot() == {"sentinel logprobs": 1}  # the stream's first attempt (the fault's one)
+    assert stats["outcomes"]["sentinel"] == 1 and stats["by_sample"]["p/0"] == 3
+    assert_same(result, plain)
+    assert not np.isnan(result.token_confidence).any()
 
 
 @pytest.mark.parametrize("size", [1 << 20, 1 << 16, 4096])

@@ -308,6 +308,9 @@ class _StreamReader:
             self._fail(f"finish_reason {self.finish_reason}", "the server ended the completion early")
         if self.text and not self.n_tokens:
             self._fail("missing logprobs", "the stream's chunks carry content but no logprobs.content")
+        if self.n_tokens and all(np.isnan(batch.token_logprobs).all() and np.isnan(batch.token_confidence).all()
+                                 for batch in self.batches):  # C_i is NaN only where the whole row is
+            self._fail("sentinel logprobs", "every logprob is a -9999 sentinel or not finite")
 
     def _templated(self, decoder: SSEDecoder, data: bytes) -> bytes:
         """The read's leading events of the learned layout taken straight from its bytes: many at once by the batch
