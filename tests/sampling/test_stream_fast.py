@@ -23,8 +23,8 @@ from tracevote.core.retry import TransientError
 from tracevote.core.simulated import SOLVE
 from tracevote.sampling.stream import Streamed, read_stream, stream_body, stream_completion
 from tracevote.sampling.stream_fast import MIN_EVENTS, http_events, sse_events
-from tracevote.sim.model import SimModel
 from tracevote.sim.faults import parse_faults
+from tracevote.sim.model import SimModel
 from tracevote.sim.server import ServerOptions, running_server
 
 SIM = SimConfig(seed=0, signal=1.0, accuracy=0.45, mean_tokens=400, critique_noise=0.3)
