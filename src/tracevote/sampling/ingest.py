@@ -22,6 +22,7 @@ from tracevote.sampling.ingest_fast import Parsed, best_k, message_text, parse_f
 from tracevote.store.records import Sample
 
 FINISH_REASONS = ("stop", "length")
+SENTINELS_ONLY = ("sentinel logprobs", "every logprob is a -9999 sentinel or not finite")  # the error's cause, detail
 
 
 @dataclass(frozen=True)
@@ -100,8 +101,14 @@ def _check(parsed: Parsed, token_logprobs: np.ndarray, top: np.ndarray, k: int) 
         raise TransientError("missing logprobs", "logprobs.content is empty but the message is not")
     if n and k and parsed.entries == 0:
         raise TransientError("missing logprobs", f"no top_logprobs entries although {k} were asked for")
-    if n and np.isnan(token_logprobs).all() and np.isnan(top).all():
-        raise TransientError("sentinel logprobs", "every logprob is a -9999 sentinel or not finite")
+    if sentinels_only(token_logprobs, top):
+        raise TransientError(*SENTINELS_ONLY)
+
+
+def sentinels_only(token_logprobs: np.ndarray, rest: np.ndarray) -> bool:
+    """Whether a trace with tokens has no usable logprob: every chosen one NaN as stored (a -9999 sentinel or not
+    finite) and every value of `rest` too (its top-k, or its C_i, which is NaN only where the whole row is)."""
+    return bool(len(token_logprobs)) and bool(np.isnan(token_logprobs).all()) and bool(np.isnan(rest).all())
 
 
 # --- slow path: a full parse ----------------------------------------------------------------------------

@@ -356,7 +356,6 @@ def content_ends(raw: np.ndarray, starts: np.ndarray, ends: np.ndarray, chunk: n
     return out[:n_chunks]
 
 
-
 @njit(cache=True, nogil=True)
 def same_spans(raw: np.ndarray, starts: np.ndarray, ends: np.ndarray, other_starts: np.ndarray,
                other_ends: np.ndarray) -> bool:
@@ -367,7 +366,9 @@ def same_spans(raw: np.ndarray, starts: np.ndarray, ends: np.ndarray, other_star
             return False
     return True
 
+
 # --- a batch's numbers, as stored ------------------------------------------------------------------------------
+
 
 @njit(cache=True, nogil=True)
 def rows_best_first(top: np.ndarray) -> bool:

@@ -61,7 +61,7 @@ import urllib3
 from tracevote.core.retry import TransientError
 from tracevote.core.simulated import FINGERPRINT_PREFIX, SIMULATED_HEADER, SOLVE
 from tracevote.sampling.client import ChatClient, StreamBroken
-from tracevote.sampling.ingest import FINISH_REASONS, read_items
+from tracevote.sampling.ingest import FINISH_REASONS, SENTINELS_ONLY, read_items, sentinels_only
 from tracevote.sampling.ingest_fast import parse_fast, stored_measures, usage_counts
 from tracevote.sampling.stream_fast import MIN_EVENTS, Events, http_events, sse_events, take_batch
 
@@ -308,9 +308,9 @@ class _StreamReader:
             self._fail(f"finish_reason {self.finish_reason}", "the server ended the completion early")
         if self.text and not self.n_tokens:
             self._fail("missing logprobs", "the stream's chunks carry content but no logprobs.content")
-        if self.n_tokens and all(np.isnan(batch.token_logprobs).all() and np.isnan(batch.token_confidence).all()
-                                 for batch in self.batches):  # C_i is NaN only where the whole row is
-            self._fail("sentinel logprobs", "every logprob is a -9999 sentinel or not finite")
+        if self.n_tokens and all(sentinels_only(batch.token_logprobs, batch.token_confidence)
+                                 for batch in self.batches if batch.tokens):
+            self._fail(*SENTINELS_ONLY)
 
     def _templated(self, decoder: SSEDecoder, data: bytes) -> bytes:
         """The read's leading events of the learned layout taken straight from its bytes: many at once by the batch
