@@ -62,7 +62,7 @@ from tracevote.core.retry import TransientError
 from tracevote.core.simulated import FINGERPRINT_PREFIX, SIMULATED_HEADER, SOLVE
 from tracevote.sampling.client import ChatClient, StreamBroken
 from tracevote.sampling.ingest import FINISH_REASONS, SENTINELS_ONLY, read_items, sentinels_only
-from tracevote.sampling.ingest_fast import parse_fast, stored_measures, usage_counts
+from tracevote.sampling.ingest_fast import parse_fast, reasoning_text, stored_measures, usage_counts
 from tracevote.sampling.stream_fast import MIN_EVENTS, Events, http_events, sse_events, take_batch
 
 StopReason = Literal["finished", "length", "confidence"]
@@ -126,6 +126,7 @@ class Streamed:
     batched_chunks: int  # of them, those the batch path (stream_fast) read; the rest went one by one
     done: bool  # the server's `data: [DONE]` arrived
     simulated: bool
+    reasoning: str = ""  # the deltas' reasoning_content (or reasoning): a server with a reasoning parser's thinking
 
     @property
     def n_tokens(self) -> int:
@@ -269,6 +270,7 @@ class _StreamReader:
     first_at: float | None = None  # when the first tokens arrived
     simulated: bool = False
     text: list[str] = field(default_factory=list)
+    reasoning: list[str] = field(default_factory=list)  # the reasoning deltas (never templated: read one by one)
     batches: list[TokenBatch] = field(default_factory=list)
     n_tokens: int = 0
     chunks: int = 0
@@ -306,7 +308,7 @@ class _StreamReader:
                                      f"or data: [DONE]")
         if self.finish_reason not in FINISH_REASONS:
             self._fail(f"finish_reason {self.finish_reason}", "the server ended the completion early")
-        if self.text and not self.n_tokens:
+        if (self.text or self.reasoning) and not self.n_tokens:
             self._fail("missing logprobs", "the stream's chunks carry content but no logprobs.content")
         if self.n_tokens and all(sentinels_only(batch.token_logprobs, batch.token_confidence)
                                  for batch in self.batches if batch.tokens):
@@ -613,6 +615,9 @@ class _StreamReader:
         if isinstance(content, str):
             self._flush_text()
             self.text.append(content)
+        thought = reasoning_text(delta)
+        if thought:
+            self.reasoning.append(thought)
         logprobs = choice.get("logprobs")
         items = logprobs.get("content") if isinstance(logprobs, dict) else None
         if items:
@@ -672,7 +677,7 @@ class _StreamReader:
             usage_source="server" if self.usage is not None else "client",
             latency_s=time.monotonic() - started if started else 0.0, chunks=self.chunks,
             batched_chunks=self.batched_chunks, done=self.done,
-            simulated=self.simulated)
+            simulated=self.simulated, reasoning="".join(self.reasoning))
 
 
 @dataclass(frozen=True)
