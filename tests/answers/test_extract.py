@@ -6,6 +6,7 @@ import pytest
 
 from tracevote.answers.extract import (
     answer_candidates,
+    box_source,
     extract_answer,
     split_answer,
     split_boxed_text,
@@ -125,3 +126,5 @@ def test_the_boxed_text_of_a_split_reply_is_the_contents_else_the_reasonings() -
     assert split_boxed_text(r"\boxed{x+1}", r"\boxed{y}") == "x+1"
     assert split_boxed_text("no box", r"\boxed{y}") == "y"
     assert split_boxed_text("", "") is None
+    assert box_source("no box", r"\boxed{y}") == r"\boxed{y}"
+    assert box_source(r"\boxed{x}", r"\boxed{y}") == r"\boxed{x}"

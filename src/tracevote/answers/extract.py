@@ -138,8 +138,12 @@ def split_answer(content: str, reasoning: str) -> int | None:
 
 def split_boxed_text(content: str, reasoning: str) -> str | None:
     """`boxed_text` of a split reply: the content's last box, else the reasoning's."""
-    boxed = boxed_text(content)
-    return boxed if boxed is not None or not reasoning else boxed_text(reasoning)
+    return boxed_text(box_source(content, reasoning))
+
+
+def box_source(content: str, reasoning: str) -> str:
+    """The text a split reply's box is read from: its content, unless only the reasoning boxes an answer."""
+    return reasoning if reasoning and _last_box(content) is None and _last_box(reasoning) is not None else content
 
 
 def boxed_text(text: str) -> str | None:
