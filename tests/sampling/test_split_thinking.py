@@ -16,6 +16,7 @@ import pytest
 from tests.sampling.test_client import make_client, messages, sim_server
 from tests.sse_server import events, split_every
 from tracevote.core.config_deepconf import DecodingConfig
+from tracevote.core.retry import TransientError
 from tracevote.sampling import ingest, ingest_fast
 from tracevote.sampling.ingest import parse_completion
 from tracevote.sampling.stream import read_stream, stream_completion
@@ -135,3 +136,20 @@ def test_a_simulated_trace_cut_while_thinking_has_no_content() -> None:
         assert thought.answer == whole.answer
     cut = [thought for thought in split if thought.finish_reason == "length"]
     assert cut and all(thought.text == "" and thought.reasoning for thought in cut)  # cut while thinking
+
+
+def test_a_split_reply_without_logprobs_is_missing_logprobs_whole_or_streamed() -> None:
+    """vLLM with include_reasoning false drops every logprob: no trace without confidences is kept."""
+    doc = orjson.loads(reply("vllm_parser"))
+    doc["choices"][0]["logprobs"] = None
+    with pytest.raises(TransientError) as whole:
+        sample_of(orjson.dumps(doc))
+    sse = (FIXTURES / "vllm_parser.sse").read_bytes()
+    chunks = [orjson.loads(line[6:]) for line in sse.split(b"\n") if line.startswith(b"data: {")]
+    for chunk in chunks:
+        for choice in chunk["choices"]:
+            choice["logprobs"] = None
+    bare = b"".join(b"data: " + orjson.dumps(chunk) + b"\n\n" for chunk in chunks) + b"data: [DONE]\n\n"
+    with pytest.raises(TransientError) as streamed:
+        read_stream([bare], top_logprobs=20)
+    assert whole.value.cause == streamed.value.cause == "missing logprobs"
