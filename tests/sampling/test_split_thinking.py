@@ -13,13 +13,14 @@ import numpy as np
 import orjson
 import pytest
 
-from tests.sampling.test_client import make_client, messages, sim_server
+from tests.sampling.test_client import SIM, make_client, messages, sim_server
 from tests.sse_server import events, split_every
 from tracevote.core.config_deepconf import DecodingConfig
 from tracevote.core.retry import TransientError
 from tracevote.sampling import ingest, ingest_fast
 from tracevote.sampling.ingest import parse_completion
-from tracevote.sampling.stream import read_stream, stream_completion
+from tracevote.sampling.stream import Streamed, read_stream, stream_completion
+from tracevote.sim.model import SimModel
 from tracevote.store import codec
 from tracevote.store.records import Sample
 
@@ -153,3 +154,22 @@ def test_a_split_reply_without_logprobs_is_missing_logprobs_whole_or_streamed() 
     with pytest.raises(TransientError) as streamed:
         read_stream([bare], top_logprobs=20)
     assert whole.value.cause == streamed.value.cause == "missing logprobs"
+
+
+@pytest.mark.parametrize("field", ["reasoning_content", "reasoning"])
+def test_a_streams_thinking_is_read_by_the_batch_path_as_its_answer_is(field: str) -> None:
+    """The thinking's chunks repeat one layout as the answer's do: the batch path learns both (docs/endpoints.md)."""
+    model = SimModel(SIM)
+    request = {"model": "deepseek-v4-flash", "messages": messages(), "max_tokens": 4096, "logprobs": True,
+               "top_logprobs": 5, "stream": True}
+
+    def read(parser: str | None) -> Streamed:
+        body = b"".join(event.data for event in model.stream(request, "p/1", reasoning_parser=parser))
+        return read_stream([body], top_logprobs=5)
+
+    split, plain = read(field), read(None)
+    assert split.reasoning + split.text == plain.text and split.text.startswith("\n\nTherefore")
+    assert_same_tokens(split, plain)
+    assert split.chunks == plain.chunks > 150
+    # one by one: the role chunk, the first chunk of each layout, and the answer's dozen chunks (too few to batch)
+    assert split.chunks - split.batched_chunks <= 16
