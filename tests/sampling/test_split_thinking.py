@@ -173,3 +173,15 @@ def test_a_streams_thinking_is_read_by_the_batch_path_as_its_answer_is(field: st
     assert split.chunks == plain.chunks > 150
     # one by one: the role chunk, the first chunk of each layout, and the answer's dozen chunks (too few to batch)
     assert split.chunks - split.batched_chunks <= 16
+
+
+def test_thinking_in_a_chunk_out_of_the_learned_layout_keeps_its_place() -> None:
+    """A chunk whose `created` ticks leaves the layout the reader learned: its text is read one by one, after the
+    thinking cut by the layout before it."""
+    lines = (FIXTURES / "vllm_parser.sse").read_bytes().split(b"\n\n")
+    for index in (12, 20):  # two chunks of thinking, each starting a layout of its own
+        lines[index] = lines[index].replace(b'"created":1795732427', b'"created":1795732428')
+    result = read_stream([b"\n\n".join(lines)], top_logprobs=20)
+    whole = sample_of(reply("vllm_parser"))
+    assert (result.reasoning, result.text) == (whole.reasoning, whole.text)
+    assert_same_tokens(result, whole)

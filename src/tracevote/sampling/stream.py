@@ -625,6 +625,7 @@ class _StreamReader:
             self.text.append(content)
         thought = reasoning_text(delta)
         if thought:
+            self._flush_text()  # thinking cut by the learned layout comes first
             self.reasoning.append(thought)
         logprobs = choice.get("logprobs")
         items = logprobs.get("content") if isinstance(logprobs, dict) else None
