@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from tracevote.answers.extract import extract_answer
+from tracevote.answers.extract import (
+    answer_candidates,
+    box_source,
+    extract_answer,
+    split_answer,
+    split_boxed_text,
+    split_candidates,
+)
 
 BOXED = [
     # (text, expected)
@@ -95,3 +102,29 @@ def test_box_wins_over_later_numbers() -> None:
 def test_long_trace_with_a_truncated_box_early() -> None:
     text = r"\boxed{" + "x " * 20_000 + r"so \boxed{17}"
     assert extract_answer(text) == 17
+
+
+# (content, reasoning, answer): a reasoning parser's split reply reads as its whole generation, reasoning first
+SPLIT_CASES = [
+    (r"so \boxed{18}", r"try \boxed{5}", 18),          # the content's box decides
+    ("", r"then \boxed{18} and on", 18),               # cut while thinking: the reasoning's box
+    ("The answer is 18.", r"maybe \boxed{5}", 5),      # the reasoning's box beats the content's bare number
+    ("The answer is 18.", "first 5", 18),               # no box: the content's last number
+    ("Done.", "first 5 then 7", 7),                     # no number in the content: the reasoning's
+    ("", "", None),
+    (r"\boxed{\frac{1}{2}}", r"\boxed{5}", None),     # a box that is no integer still decides
+]
+
+
+@pytest.mark.parametrize(("content", "reasoning", "answer"), SPLIT_CASES)
+def test_a_split_reply_answers_as_its_whole_generation(content: str, reasoning: str, answer: int | None) -> None:
+    assert split_answer(content, reasoning) == answer == extract_answer(f"<think>{reasoning}</think>{content}")
+    assert split_candidates(content, reasoning) == answer_candidates(f"<think>{reasoning}</think>{content}")
+
+
+def test_the_boxed_text_of_a_split_reply_is_the_contents_else_the_reasonings() -> None:
+    assert split_boxed_text(r"\boxed{x+1}", r"\boxed{y}") == "x+1"
+    assert split_boxed_text("no box", r"\boxed{y}") == "y"
+    assert split_boxed_text("", "") is None
+    assert box_source("no box", r"\boxed{y}") == r"\boxed{y}"
+    assert box_source(r"\boxed{x}", r"\boxed{y}") == r"\boxed{x}"

@@ -84,6 +84,8 @@ def test_version_names_the_package_version(capsys: pytest.CaptureFixture[str]) -
         (["sim-server", "--send-buffer", "512"],
          "argument --send-buffer: 512 is not a socket buffer size (an integer >= 1024)"),
         (["report", "--format", "html"], "argument --format: invalid choice: 'html'"),
+        (["sim-server", "--reasoning-parser", "deepseek_r1"],
+         "argument --reasoning-parser: invalid choice: 'deepseek_r1' (choose from 'reasoning_content', 'reasoning')"),
     ],
 )
 def test_out_of_range_numbers_are_argument_errors(capsys: pytest.CaptureFixture[str], argv: list[str],

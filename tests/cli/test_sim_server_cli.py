@@ -162,3 +162,19 @@ def test_with_every_shared_dataset_normalized_it_starts_and_answers_math_500(pro
     files = ", ".join(f"data/{name}.jsonl" for name in names[:-1])  # processbench holds steps, not problems
     assert f"sim-server: knows the gold answers of {problems} problems ({files})" in said
     assert not any("WARNING" in line or "Traceback" in line for line in said), said
+
+
+def test_with_a_reasoning_parser_it_sends_the_thinking_apart_and_says_so(project: Path) -> None:
+    said: list[str] = []
+    body = {"model": "deepseek-v4-flash", "max_tokens": 4096, "logprobs": True, "top_logprobs": 1,
+            "messages": [{"role": "user", "content": "Find x.\n\nPlease reason step by step."}]}
+    for line in lines_until_listening(sim_server(project, "--port", str(free_port()), "--reasoning-parser",
+                                                 "reasoning")):
+        said.append(line)
+        if "listening on" in line:  # the server runs until this loop ends
+            reply = requests.post(f"{line.rsplit(' ', 1)[-1]}/chat/completions", json=body, timeout=STARTUP_S)
+            choice = reply.json()["choices"][0]
+    assert any("solve replies' thinking in message.reasoning" in line for line in said), said
+    thinking, answer = choice["message"]["reasoning"], choice["message"]["content"]
+    assert thinking and answer.startswith("\n\nTherefore, the answer is")
+    assert "".join(item["token"] for item in choice["logprobs"]["content"]) == thinking + answer  # every token

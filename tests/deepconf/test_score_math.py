@@ -29,17 +29,21 @@ TRACES = {
     "nine": ("9", ["8", "9", "8.0", "9", "8", "7"]),
 }
 N_POOL = 6
+SPLIT = ("nine", 1)  # this trace came from a server with a reasoning parser: its box is in its reasoning alone
 
 
 def sample(problem_id: str, sample_id: int, boxed: str | None) -> Sample:
     # the last number is 3, not an answer here: a math answer is never a trace's last number
     text = ("The answer is 3." if boxed is None else f"so the answer is $\\boxed{{{boxed}}}$") + " Check: 3"
     tokens = [text[:10], text[10:]]
+    reasoning = ""
+    if (problem_id, sample_id) == SPLIT:
+        reasoning, text = text.split(" Check")[0], " Check: 3"
     confidence = np.array([1.0 + sample_id, 2.0], dtype=np.float32)
     return Sample(problem_id=problem_id, sample_id=sample_id, text=text, tokens=tokens,
                   token_logprobs=np.array([-0.1, -0.2], dtype=np.float32), top_logprobs=None, top_tokens=None,
                   token_confidence=confidence, answer=None, finish_reason="stop", prompt_tokens=10,
-                  completion_tokens=2, latency_s=0.5)
+                  completion_tokens=2, latency_s=0.5, reasoning=reasoning)
 
 
 @pytest.fixture(scope="module")

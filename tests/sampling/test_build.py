@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import yaml
 
@@ -255,3 +256,24 @@ def test_several_endpoints_share_the_build_and_failing_ones_are_set_aside(tmp_pa
     single = make_workdir(tmp_path / "single", endpoints[1])
     folders = [Setting.from_params(load_params(w / "params.yaml")).folder_name for w in (single, workdir)]
     assert folders[0] == folders[1]  # the setting, and so the pool, does not depend on the endpoints
+
+
+def test_a_pool_from_a_server_with_a_reasoning_parser_scores_as_one_without(tmp_path: Path) -> None:
+    """build_pool against the simulator with and without its reasoning parser: the same tokens' confidences and
+    the same answers, the thinking kept beside the content (docs/endpoints.md, split thinking)."""
+    pools = {}
+    for parser in (None, "reasoning_content"):
+        with sim_server(reasoning_parser=parser) as server:
+            workdir = make_workdir(tmp_path / str(parser), server.base_url, pool={"n_pool": 4}, eval={"k": [1, 4]},
+                                   report={"k": 4})
+            assert run_build(workdir).returncode == 0
+        pools[parser] = the_pool(workdir)
+    plain, split = pools[None], pools["reasoning_content"]
+    for problem_id in plain.problem_ids():
+        a, b = plain.read_problem(problem_id, 4), split.read_problem(problem_id, 4)
+        np.testing.assert_array_equal(a.token_confidence, b.token_confidence)
+        np.testing.assert_array_equal(a.offsets, b.offsets)
+        assert a.candidates == b.candidates and a.finish_reasons == b.finish_reasons
+        whole, parted = list(plain.iter_samples(problem_id)), list(split.iter_samples(problem_id))
+        assert all(s.reasoning == "" for s in whole) and all(s.reasoning for s in parted)
+        assert [s.reasoning + s.text for s in parted] == [s.text for s in whole]

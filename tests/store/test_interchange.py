@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 from pathlib import Path
@@ -106,6 +107,7 @@ def line_with(**changes: object) -> bytes:
         (line_with(sample_id=0), "line 2: duplicate sample p-1/0 (first on line 1)"),
         (line_with(sample_id=8), "line 2: field 'sample_id': 8 is outside 0..7"),
         (line_with(usage={"prompt_tokens": "many"}), "line 2: field 'usage.prompt_tokens'"),
+        (line_with(reasoning=["so"]), "line 2: field 'reasoning': expected str"),
     ],
 )
 def test_bad_lines_name_the_line_and_field_and_write_nothing(tmp_path: Path, pool: Pool, line: bytes,
@@ -131,3 +133,11 @@ def test_a_simulated_sample_says_so_whatever_fields_are_asked_for() -> None:
         "problem_id": sample.problem_id, "answer": sample.answer, "simulated": True}
     assert orjson.loads(to_json_line(sample, simulated=False, fields=("problem_id",))) == {
         "problem_id": sample.problem_id}
+
+
+def test_a_split_replys_reasoning_round_trips_and_decides_an_answer_its_content_lacks() -> None:
+    sample = dataclasses.replace(make_sample(sample_id=0, seed=0), text="", reasoning="so \\boxed{42}")
+    line = to_json_line(sample, simulated=False)
+    back, _ = parse_line(line, "x")
+    assert orjson.loads(line)["reasoning"] == back.reasoning == "so \\boxed{42}" and back.answer == 42
+    assert "reasoning" not in orjson.loads(to_json_line(make_sample(sample_id=0, seed=0), simulated=False))

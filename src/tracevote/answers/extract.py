@@ -108,6 +108,44 @@ def answer_candidates(text: str) -> AnswerCandidates:
     return AnswerCandidates(box_found=True, boxed=_boxed_answer(content), last_number=None)
 
 
+def split_candidates(content: str, reasoning: str) -> AnswerCandidates:
+    """The candidates of a reply whose server split its thinking (`reasoning`) from its answer (`content`).
+
+    The content decides; where it has no box, a box in the reasoning does (a trace cut at max_tokens while still
+    reasoning has an empty content); with no box anywhere, the content's last number, else the reasoning's. So the
+    result is what `answer_candidates` reads from the whole generation, reasoning then content, as the official
+    DeepConf code reads vLLM's whole output text (docs/endpoints.md, split thinking).
+
+    >>> split_candidates("", r"so \\boxed{5}")
+    AnswerCandidates(box_found=True, boxed=5, last_number=None)
+    >>> split_candidates(r"\\boxed{7}", r"first \\boxed{5}")
+    AnswerCandidates(box_found=True, boxed=7, last_number=None)
+    """
+    answer = answer_candidates(content)
+    if answer.box_found or not reasoning:
+        return answer
+    thought = answer_candidates(reasoning)
+    if thought.box_found or answer.last_number is None:
+        return thought
+    return answer
+
+
+def split_answer(content: str, reasoning: str) -> int | None:
+    """`extract_answer` of a split reply, read as `split_candidates` says."""
+    candidates = split_candidates(content, reasoning)
+    return candidates.boxed if candidates.box_found else candidates.last_number
+
+
+def split_boxed_text(content: str, reasoning: str) -> str | None:
+    """`boxed_text` of a split reply: the content's last box, else the reasoning's."""
+    return boxed_text(box_source(content, reasoning))
+
+
+def box_source(content: str, reasoning: str) -> str:
+    """The text a split reply's box is read from: its content, unless only the reasoning boxes an answer."""
+    return reasoning if reasoning and _last_box(content) is None and _last_box(reasoning) is not None else content
+
+
 def boxed_text(text: str) -> str | None:
     """The content of the trace's last box with matched braces and non-blank content, stripped; None if none.
 

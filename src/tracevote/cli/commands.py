@@ -357,10 +357,12 @@ def cmd_sim_server(args: argparse.Namespace) -> int:
     answer_sets, known = _sim_answers(args.problems, params)
     options = ServerOptions(api_key=args.api_key, models=tuple(args.models.split(",")) if args.models else None,
                             no_balance=args.no_balance, profile=args.profile,
-                            tokens_per_s=args.tokens_per_second, send_buffer=args.send_buffer)
+                            tokens_per_s=args.tokens_per_second, send_buffer=args.send_buffer,
+                            reasoning_parser=args.reasoning_parser)
     print(f"sim-server: SIMULATED model (seed {params.model.sim.seed}, signal {params.model.sim.signal}), "
           f"enforcing profile {PROFILES[args.profile].describe()}, "
-          f"faults {args.faults or 'none'}, {_pace_words(args.tokens_per_second, args.send_buffer)}; ^C stops it",
+          f"faults {args.faults or 'none'}, {_pace_words(args.tokens_per_second, args.send_buffer)}"
+          f"{_split_words(args.reasoning_parser)}; ^C stops it",
           flush=True)
     for line in known:
         print(line, file=sys.stdout if line.startswith("sim-server: knows") else sys.stderr, flush=True)
@@ -378,6 +380,10 @@ def cmd_sim_server(args: argparse.Namespace) -> int:
 def _pace_words(tokens_per_s: int | None, send_buffer: int | None) -> str:
     pace = f"{tokens_per_s} tokens/s per stream" if tokens_per_s else "streams as fast as the socket takes them"
     return pace + (f", send buffer {send_buffer} bytes" if send_buffer else "")
+
+
+def _split_words(reasoning_parser: str | None) -> str:
+    return f", solve replies' thinking in message.{reasoning_parser}" if reasoning_parser else ""
 
 
 _CANNOT_BIND = (errno.EADDRINUSE, errno.EADDRNOTAVAIL, errno.EACCES)  # taken, not this machine's, privileged

@@ -316,6 +316,10 @@ def add_sim_server(subparsers: argparse._SubParsersAction[argparse.ArgumentParse
     sim.add_argument("--send-buffer", type=int_at_least(1024, "a socket buffer size"), metavar="BYTES",
                      help="a streaming connection's send buffer (SO_SNDBUF; default: the kernel's): with "
                           "--tokens-per-second, a client that closes a stream finds the server a few tokens past it")
+    sim.add_argument("--reasoning-parser", choices=("reasoning_content", "reasoning"), metavar="FIELD",
+                     help="split each solve reply as a server with a reasoning parser does: the thinking in this "
+                          "message field (reasoning_content: SGLang, DeepSeek, older vLLM; reasoning: newer vLLM), "
+                          "the closing answer alone in content, logprobs for every token (default: no split)")
     sim.set_defaults(handler=commands.cmd_sim_server)
 
 

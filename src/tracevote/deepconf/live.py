@@ -21,7 +21,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from tracevote.answers.classes import answer_classes
-from tracevote.answers.extract import answer_candidates, boxed_text, resolve_answer
+from tracevote.answers.extract import resolve_answer, split_boxed_text, split_candidates
 from tracevote.answers.mathverify import MathJudge
 from tracevote.core.config_datasets import AnswersConfig
 from tracevote.core.config_deepconf import ConfidenceConfig
@@ -142,10 +142,10 @@ class LiveAnswers:
         """The traces' codes and the gold answer's code (-1 when no trace's answer equals a math gold)."""
         gold = self.golds[problem_id]
         if self.judge is not None:
-            boxed = [boxed_text(trace.sample.text) for trace in traces]
+            boxed = [split_boxed_text(trace.sample.text, trace.sample.reasoning) for trace in traces]
             classes = answer_classes(str(gold), boxed, self.judge)
             right = np.flatnonzero(classes.correct)
             return classes.codes, int(classes.codes[right[0]]) if len(right) else -1
-        resolved = (resolve_answer(answer_candidates(t.sample.text), t.sample.finish_reason, self.answers)[0]
-                    for t in traces)
+        resolved = (resolve_answer(split_candidates(t.sample.text, t.sample.reasoning), t.sample.finish_reason,
+                                   self.answers)[0] for t in traces)
         return np.array([-1 if value is None else value for value in resolved], dtype=np.int64), int(gold)

@@ -17,7 +17,7 @@ import numpy as np
 import pyarrow as pa
 
 from tracevote.answers.classes import NO_CODE, answer_classes
-from tracevote.answers.extract import boxed_text, resolve_answer
+from tracevote.answers.extract import box_source, boxed_text, resolve_answer
 from tracevote.answers.mathverify import MathJudge
 from tracevote.core.config_datasets import AnswersConfig
 from tracevote.core.config_deepconf import MEASURES, ConfidenceConfig
@@ -183,9 +183,11 @@ def _score_math_pool(pool: Pool, problems: Sequence[tuple[str, int | str]], n_po
 
 
 def _texts(pool: Pool, problem_id: str, traces: ProblemTraces) -> list[str]:
-    """The texts of `traces`, in their order (the pool stores them; the score fields do not hold them)."""
+    """The texts of `traces`, in their order (the pool stores them; the score fields do not hold them): of a reply
+    whose server split its thinking out, the one its box is read from (answers.extract.box_source)."""
     wanted = set(np.asarray(traces.sample_ids).tolist())
-    by_id = {sample.sample_id: sample.text for sample in pool.iter_samples(problem_id) if sample.sample_id in wanted}
+    by_id = {sample.sample_id: box_source(sample.text, sample.reasoning) for sample in pool.iter_samples(problem_id)
+             if sample.sample_id in wanted}
     return [by_id[sample_id] for sample_id in np.asarray(traces.sample_ids).tolist()]
 
 

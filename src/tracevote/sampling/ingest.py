@@ -15,10 +15,18 @@ from typing import Any
 import numpy as np
 import orjson
 
-from tracevote.answers.extract import extract_answer
+from tracevote.answers.extract import split_answer
 from tracevote.core.retry import TransientError
 from tracevote.core.simulated import FINGERPRINT_PREFIX
-from tracevote.sampling.ingest_fast import Parsed, best_k, message_text, parse_fast, stored_measures, usage_counts
+from tracevote.sampling.ingest_fast import (
+    Parsed,
+    best_k,
+    message_text,
+    parse_fast,
+    reasoning_text,
+    stored_measures,
+    usage_counts,
+)
 from tracevote.store.records import Sample
 
 FINISH_REASONS = ("stop", "length")
@@ -73,6 +81,9 @@ def parse_completion(body: bytes, *, problem_id: str, sample_id: int, latency_s:
     computed in float64 from the logprobs as parsed, before they are rounded to float32. Raises
     TransientError("malformed JSON" | "truncated body" | "no choices" | "missing logprobs" |
     "sentinel logprobs" | "no usage" | "finish_reason <x>") for a response worth asking for again.
+    A reply whose server split its thinking out (message.reasoning_content or .reasoning) keeps it as the Sample's
+    `reasoning`, its logprobs.content (every generated token, reasoning then content) as the tokens, and its answer
+    read as answers.extract.split_candidates says. Both paths read it: the fast path parses the message with orjson.
     """
     parsed = parse_fast(body, expect_top_logprobs, keep_top_tokens)
     if parsed is None:
@@ -82,9 +93,9 @@ def parse_completion(body: bytes, *, problem_id: str, sample_id: int, latency_s:
     return Sample(
         problem_id=problem_id, sample_id=sample_id, text=parsed.text, tokens=parsed.tokens,
         token_logprobs=token_logprobs, top_logprobs=top if keep_top_logprobs else None,
-        top_tokens=parsed.top_tokens, token_confidence=confidence, answer=extract_answer(parsed.text),
+        top_tokens=parsed.top_tokens, token_confidence=confidence, answer=split_answer(parsed.text, parsed.reasoning),
         finish_reason=parsed.finish_reason, prompt_tokens=parsed.usage[0], completion_tokens=parsed.usage[1],
-        latency_s=latency_s)
+        latency_s=latency_s, reasoning=parsed.reasoning)
 
 
 def _check_finished(finish_reason: Any, usage: tuple[int, int] | None) -> None:
@@ -97,7 +108,7 @@ def _check_finished(finish_reason: Any, usage: tuple[int, int] | None) -> None:
 def _check(parsed: Parsed, token_logprobs: np.ndarray, top: np.ndarray, k: int) -> None:
     _check_finished(parsed.finish_reason, parsed.usage)
     n = len(parsed.tokens)
-    if n == 0 and parsed.text:
+    if n == 0 and (parsed.text or parsed.reasoning):
         raise TransientError("missing logprobs", "logprobs.content is empty but the message is not")
     if n and k and parsed.entries == 0:
         raise TransientError("missing logprobs", f"no top_logprobs entries although {k} were asked for")
@@ -123,7 +134,7 @@ def _parse_slow(body: bytes, k: int, keep_top_tokens: bool) -> Parsed:
         raise TransientError("missing logprobs", "the response has no logprobs.content")
     tokens, chosen, top, top_tokens, entries = read_items(items, k, keep_top_tokens)
     return Parsed(message_text(choice), choice.get("finish_reason"), usage_counts(doc), tokens, chosen, top,
-                  top_tokens, entries)
+                  top_tokens, entries, reasoning_text(choice.get("message")))
 
 
 def read_items(items: list[Any], k: int, keep_top_tokens: bool) -> tuple[

@@ -61,12 +61,31 @@ class Parsed:
     top: np.ndarray  # float64 [n, k], NaN where the server sent fewer than k entries
     top_tokens: list[list[str]] | None
     entries: int  # top-k entries the server sent, over all tokens
+    reasoning: str = ""  # message.reasoning_content (or .reasoning) of a server with a reasoning parser
 
 
 def message_text(choice: dict[str, Any]) -> str:
     message = choice.get("message")
     text = message.get("content") if isinstance(message, dict) else None
     return text if isinstance(text, str) else ""
+
+
+REASONING_FIELDS = ("reasoning_content", "reasoning")  # vLLM (older), SGLang, DeepSeek; vLLM's newer name
+
+
+def reasoning_text(part: Any) -> str:
+    """The thinking a reasoning parser split out of a message or a streamed delta, "" when there is none.
+
+    >>> reasoning_text({"reasoning": "so 5", "content": ""})
+    'so 5'
+    """
+    if not isinstance(part, dict):
+        return ""
+    for name in REASONING_FIELDS:
+        text = part.get(name)
+        if isinstance(text, str) and text:
+            return text
+    return ""
 
 
 def usage_counts(doc: dict[str, Any]) -> tuple[int, int] | None:
@@ -118,7 +137,7 @@ def parse_fast(body: bytes, k: int, keep_top_tokens: bool) -> Parsed | None:
     if choice is None:
         return None
     return Parsed(message_text(choice), choice.get("finish_reason"), usage_counts(doc), items.tokens, items.chosen,
-                  items.top, items.top_tokens, items.entries)
+                  items.top, items.top_tokens, items.entries, reasoning_text(choice.get("message")))
 
 
 def parse_items(body: bytes, raw: np.ndarray, k: int, keep_top_tokens: bool) -> Items | None:

@@ -468,10 +468,11 @@ def _stream(client: ChatClient, job: _Job, rules: LiveRules,
 
 
 def _cut(streamed: Streamed, spent: int) -> Streamed:
-    """The trace as kept: its tokens up to and including the one it stopped at."""
+    """The trace as kept: its tokens up to and including the one it stopped at (their text as its text: where the
+    server split its thinking out, the kept tokens' reasoning and content are not told apart)."""
     if spent == streamed.n_tokens:
         return streamed
-    return replace(streamed, tokens=streamed.tokens[:spent], text="".join(streamed.tokens[:spent]),
+    return replace(streamed, tokens=streamed.tokens[:spent], text="".join(streamed.tokens[:spent]), reasoning="",
                    token_logprobs=streamed.token_logprobs[:spent],
                    top_logprobs=None if streamed.top_logprobs is None else streamed.top_logprobs[:spent],
                    token_confidence=streamed.token_confidence[:spent],
@@ -484,7 +485,8 @@ def _trace(job: _Job, received: Streamed, reason: StopReason, kept: int, paid: f
                     tokens=streamed.tokens, token_logprobs=streamed.token_logprobs, top_logprobs=None,
                     top_tokens=None, token_confidence=streamed.token_confidence, answer=None,
                     finish_reason=streamed.finish_reason or reason, prompt_tokens=streamed.prompt_tokens or 0,
-                    completion_tokens=streamed.completion_tokens, latency_s=streamed.latency_s)
+                    completion_tokens=streamed.completion_tokens, latency_s=streamed.latency_s,
+                    reasoning=streamed.reasoning)
     return LiveTrace(sample=sample, stop_reason=reason, received=received.n_tokens,
                      prompt_tokens=streamed.prompt_tokens, completion_tokens=streamed.completion_tokens,
                      usage_source=streamed.usage_source,

@@ -62,7 +62,7 @@ from tracevote.core.retry import TransientError
 from tracevote.core.simulated import FINGERPRINT_PREFIX, SIMULATED_HEADER, SOLVE
 from tracevote.sampling.client import ChatClient, StreamBroken
 from tracevote.sampling.ingest import FINISH_REASONS, SENTINELS_ONLY, read_items, sentinels_only
-from tracevote.sampling.ingest_fast import parse_fast, stored_measures, usage_counts
+from tracevote.sampling.ingest_fast import REASONING_FIELDS, parse_fast, reasoning_text, stored_measures, usage_counts
 from tracevote.sampling.stream_fast import MIN_EVENTS, Events, http_events, sse_events, take_batch
 
 StopReason = Literal["finished", "length", "confidence"]
@@ -126,6 +126,7 @@ class Streamed:
     batched_chunks: int  # of them, those the batch path (stream_fast) read; the rest went one by one
     done: bool  # the server's `data: [DONE]` arrived
     simulated: bool
+    reasoning: str = ""  # the deltas' reasoning_content (or reasoning): a server with a reasoning parser's thinking
 
     @property
     def n_tokens(self) -> int:
@@ -269,6 +270,7 @@ class _StreamReader:
     first_at: float | None = None  # when the first tokens arrived
     simulated: bool = False
     text: list[str] = field(default_factory=list)
+    reasoning: list[str] = field(default_factory=list)  # the reasoning deltas (a server with a reasoning parser)
     batches: list[TokenBatch] = field(default_factory=list)
     n_tokens: int = 0
     chunks: int = 0
@@ -306,7 +308,7 @@ class _StreamReader:
                                      f"or data: [DONE]")
         if self.finish_reason not in FINISH_REASONS:
             self._fail(f"finish_reason {self.finish_reason}", "the server ended the completion early")
-        if self.text and not self.n_tokens:
+        if (self.text or self.reasoning) and not self.n_tokens:
             self._fail("missing logprobs", "the stream's chunks carry content but no logprobs.content")
         if self.n_tokens and all(sentinels_only(batch.token_logprobs, batch.token_confidence)
                                  for batch in self.batches if batch.tokens):
@@ -359,7 +361,7 @@ class _StreamReader:
         self.chunks += batch.chunks
         self.batched_chunks += batch.chunks
         self.smallest_chunk = batch.smallest
-        self.text += batch.texts
+        self._texts().extend(batch.texts)
         items = batch.items
         parts = [(items.tokens, items.chosen, items.top, items.top_tokens)]
         if self.pending:  # tokens read before these (the chunk that taught the layout) go over with them, first
@@ -586,16 +588,24 @@ class _StreamReader:
                 rest = orjson.loads(cut[1])
                 if _empty_items(rest):
                     self.pending.append(cut[0])
-                    # a chunk that left the layout may start a new one (a server whose `created` ticks)
-                    self.template = _Template.learn(rest, cut[1]) or self.template
+                    # a chunk that left the layout may start a new one (a server whose `created` ticks, or one
+                    # whose reasoning parser passes from the thinking's deltas to the answer's)
+                    learnt = _Template.learn(rest, cut[1])
+                    if learnt is not None and self.template is not None and learnt.field != self.template.field:
+                        self._flush_text()  # the texts cut by the old layout go where its field says
+                    self.template = learnt or self.template
                     return rest
         try:
             return orjson.loads(data)
         except orjson.JSONDecodeError as exc:
             self._fail("malformed chunk", f"chunk {self.chunks} is not JSON ({exc}): {data[:80]!r}")
 
+    def _texts(self) -> list[str]:
+        """Where the learned layout's texts go: `reasoning` for a reasoning parser's thinking, else `text`."""
+        return self.reasoning if self.template is not None and self.template.field != "content" else self.text
+
     def _flush_text(self) -> None:
-        """The contents of the templated chunks read so far, decoded in one call, onto `text`."""
+        """The texts of the templated chunks read so far, decoded in one call, onto `text` (or `reasoning`)."""
         if not self.raw_text:
             return
         raw, self.raw_text = self.raw_text, []
@@ -605,7 +615,7 @@ class _StreamReader:
             strings = None
         if not isinstance(strings, list) or len(strings) != len(raw) or not all(isinstance(s, str) for s in strings):
             self._fail("malformed chunk", f"a delta.content before chunk {self.chunks + 1} is not a JSON string")
-        self.text += strings
+        self._texts().extend(strings)
 
     def _choice(self, choice: dict[str, Any]) -> None:
         delta = choice.get("delta")
@@ -613,6 +623,10 @@ class _StreamReader:
         if isinstance(content, str):
             self._flush_text()
             self.text.append(content)
+        thought = reasoning_text(delta)
+        if thought:
+            self._flush_text()  # thinking cut by the learned layout comes first
+            self.reasoning.append(thought)
         logprobs = choice.get("logprobs")
         items = logprobs.get("content") if isinstance(logprobs, dict) else None
         if items:
@@ -672,7 +686,7 @@ class _StreamReader:
             usage_source="server" if self.usage is not None else "client",
             latency_s=time.monotonic() - started if started else 0.0, chunks=self.chunks,
             batched_chunks=self.batched_chunks, done=self.done,
-            simulated=self.simulated)
+            simulated=self.simulated, reasoning="".join(self.reasoning))
 
 
 @dataclass(frozen=True)
@@ -693,6 +707,7 @@ class _Template:
     head: bytes  # up to delta.content's value
     middle: bytes  # from after it to the first item
     tail: bytes  # from after the last item to the end
+    field: str = "content"  # the delta's one field: content, or a reasoning parser's reasoning_content or reasoning
 
     @property
     def size(self) -> int:
@@ -746,21 +761,24 @@ class _Template:
     @classmethod
     def learn(cls, chunk: dict[str, Any], rest: bytes) -> _Template | None:
         """The layout of a chunk parsed in full (`rest`: its bytes with the items cut out, as _cut_items cuts), when
-        it is a plain token chunk: one choice, a delta of content alone, no finish_reason, usage or error."""
+        it is a plain token chunk: one choice, a delta of content (or a reasoning parser's reasoning) alone, no
+        finish_reason, usage or error."""
         at = rest.find(_ITEMS_KEY[:-1]) + len(_ITEMS_KEY) - 1  # where the items were
         choice = chunk["choices"][0]
         delta = choice.get("delta")
         if chunk.get("usage") is not None or chunk.get("error") is not None or choice.get("finish_reason") is not None \
                 or choice.get("index", 0) != 0:
             return None
-        if not isinstance(delta, dict) or list(delta) != ["content"] or not isinstance(delta["content"], str):
+        name = next(iter(delta), None) if isinstance(delta, dict) and len(delta) == 1 else None
+        if name not in ("content", *REASONING_FIELDS) or not isinstance(delta[name], str):
             return None
-        needle = b'"content":' + orjson.dumps(delta["content"])
+        key = b'"' + name.encode() + b'":'
+        needle = key + orjson.dumps(delta[name])
         found = rest.find(needle)
         end = found + len(needle)
         if found < 0 or rest.find(needle, end) >= 0 or not end < at or not rest[end:at].startswith(b'},"'):
             return None
-        return cls(rest[:found + 10], rest[end:at], rest[at:])
+        return cls(rest[:found + len(key)], rest[end:at], rest[at:], name)
 
 
 def _chunked_socket(response: requests.Response) -> BinaryIO | None:

@@ -39,7 +39,7 @@ from __future__ import annotations
 import math
 import threading
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -51,7 +51,7 @@ from tracevote.core.simulated import SOLVE
 from tracevote.sim.golds import Gold, near_misses, sim_gold, text_wrong_pool
 from tracevote.sim.kinds import responder_for
 from tracevote.sim.render import Degrade, render
-from tracevote.sim.request import SimRequest, parse_request, problem_of
+from tracevote.sim.request import ReasoningField, SimRequest, parse_request, problem_of
 from tracevote.sim.stream import LAYOUTS, StreamEvent, stream_request, stream_trace, stream_whole
 from tracevote.sim.tokens import Tokens, Trace, answer_tokens, digest, draw_tokens, seeded_rng
 
@@ -108,11 +108,14 @@ class SimModel:
         return orjson.loads(self.complete_bytes(request, sample_key))
 
     def complete_bytes(self, request: Mapping[str, Any], sample_key: str | None = None, *,
-                       degrade: Degrade = "none", kind: str = SOLVE, profile: Profile = PROFILES["deepseek"]) -> bytes:
+                       degrade: Degrade = "none", kind: str = SOLVE, profile: Profile = PROFILES["deepseek"],
+                       reasoning_parser: ReasoningField | None = None) -> bytes:
         """The response body as bytes, from the responder of `kind` (sim/kinds.py). Raises SimRequestError
-        for a request `profile`'s provider refuses and UnknownKindError for a kind nothing answers."""
+        for a request `profile`'s provider refuses and UnknownKindError for a kind nothing answers. With a
+        `reasoning_parser`, a solve reply's thinking goes in that message field (sim/split.py)."""
         responder = responder_for(kind)
-        return responder(parse_request(request, profile), sample_key, self, degrade=degrade)
+        req = replace(parse_request(request, profile), reasoning_parser=reasoning_parser)
+        return responder(req, sample_key, self, degrade=degrade)
 
     def solve(self, req: SimRequest, sample_key: str | None, *, degrade: Degrade = "none") -> bytes:
         """A "solve" call: one reasoning trace boxing an answer, drawn as the module docstring says.
@@ -120,12 +123,13 @@ class SimModel:
         return render(req, *self._draw(req, sample_key), degrade)
 
     def stream(self, request: Mapping[str, Any], sample_key: str | None = None, *, degrade: Degrade = "none",
-               kind: str = SOLVE, profile: Profile = PROFILES["deepseek"]) -> Iterator[StreamEvent]:
+               kind: str = SOLVE, profile: Profile = PROFILES["deepseek"],
+               reasoning_parser: ReasoningField | None = None) -> Iterator[StreamEvent]:
         """The reply to a `stream: true` request as server-sent events, rendered one per next() (sim/stream.py).
         Refuses (SimRequestError, UnknownKindError) before the first event exactly what complete_bytes refuses.
         A solve call streams the tokens complete_bytes returns for the same request and key, one per chunk."""
         options = stream_request(request)
-        req = parse_request(request, profile)
+        req = replace(parse_request(request, profile), reasoning_parser=reasoning_parser)
         layout = LAYOUTS[profile.name]
         if kind != SOLVE:
             body = responder_for(kind)(req, sample_key, self, degrade=degrade)

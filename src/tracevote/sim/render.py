@@ -13,6 +13,7 @@ import orjson
 
 from tracevote.core.simulated import FINGERPRINT_PREFIX
 from tracevote.sim.request import SimRequest
+from tracevote.sim.split import answer_start, message_fields
 from tracevote.sim.tokens import Tokens, Trace, digest, tables
 
 Degrade = Literal["none", "sentinel", "nologprobs"]  # fault modes the sim server asks for
@@ -20,11 +21,12 @@ CREATED = 1767225600  # a fixed timestamp keeps responses byte-identical across 
 
 
 def render(req: SimRequest, trace: Trace, tokens: Tokens, seed: tuple, degrade: Degrade) -> bytes:
-    t = tables()
-    n = len(tokens.ids)
-    text = "".join(t.text[tokens.ids].tolist())
+    texts = tables().text[tokens.ids].tolist()
+    n = len(texts)
+    start = answer_start(trace, n)  # where a reasoning parser would split it (sim/split.py)
     finish = "length" if n < trace.length else "stop"
-    return _envelope(req, text, n, finish, seed, _logprobs_json(req, tokens, degrade))
+    message = message_fields(req.reasoning_parser, "".join(texts[:start]), "".join(texts[start:]))
+    return _envelope(req, message, n, finish, seed, _logprobs_json(req, tokens, degrade))
 
 
 _WORDS = np.array([" the", " so", " we", " have", " let", " x", " and", " is", " of", " =", " then", " sum",
@@ -38,15 +40,16 @@ def filler(n_words: int, rng: np.random.Generator) -> str:
 
 def render_text(req: SimRequest, text: str, completion_tokens: int, finish: str, seed: tuple) -> bytes:
     """A text-only response (no logprobs asked for), in DeepSeek's layout, byte-identical across runs."""
-    return _envelope(req, text, completion_tokens, finish, seed, b'"logprobs":null,')
+    return _envelope(req, message_fields(None, "", text), completion_tokens, finish, seed, b'"logprobs":null,')
 
 
-def _envelope(req: SimRequest, text: str, completion_tokens: int, finish: str, seed: tuple, logprobs: bytes) -> bytes:
-    """The response around its logprobs field: id, message, finish reason, usage, fingerprint."""
+def _envelope(req: SimRequest, message: bytes, completion_tokens: int, finish: str, seed: tuple,
+              logprobs: bytes) -> bytes:
+    """The response around its message's text fields and its logprobs field: id, finish reason, usage, fingerprint."""
     usage = usage_of(req, completion_tokens)
     head = (b'{"id":' + completion_id(req, seed) + b',"object":"chat.completion",'
             b'"created":' + str(CREATED).encode() + b',"model":' + orjson.dumps(req.model)
-            + b',"choices":[{"index":0,"message":{"role":"assistant","content":' + orjson.dumps(text) + b"},")
+            + b',"choices":[{"index":0,"message":{"role":"assistant",' + message + b"},")
     tail = (b'"finish_reason":"' + finish.encode() + b'"}],"usage":' + orjson.dumps(usage)
             + b',"system_fingerprint":' + fingerprint(seed) + b"}")
     return head + logprobs + tail

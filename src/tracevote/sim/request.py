@@ -12,12 +12,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from tracevote.core.profiles import DEFAULT_TEMPERATURE, PROFILES, Profile
 from tracevote.sim.formats import FormatError, checked_response_format
 
 MAX_TOP_LOGPROBS = 20
+# where a server's reasoning parser puts a reply's thinking (sim/split.py): SGLang's, DeepSeek's and older vLLM's
+# field, or newer vLLM's
+ReasoningField = Literal["reasoning_content", "reasoning"]
 PROMPT_SUFFIX = "\n\nPlease reason"
 
 
@@ -39,6 +42,7 @@ class SimRequest:
     top_logprobs: int
     response_format: dict[str, Any] | None = None  # checked as OpenAI checks it (sim/formats.py); None: free text
     reasoning: bool = False  # the profile reports hidden reasoning tokens (billed as output)
+    reasoning_parser: ReasoningField | None = None  # the server splits a solve reply's thinking into this field
 
 
 def problem_of(prompt: str) -> str:

@@ -46,7 +46,7 @@ from tracevote.sim.faults import FaultPlan
 from tracevote.sim.kinds import KNOWN_KINDS, UnknownKindError
 from tracevote.sim.model import SimModel
 from tracevote.sim.render import Degrade
-from tracevote.sim.request import SimRequestError, parse_request
+from tracevote.sim.request import ReasoningField, SimRequestError, parse_request
 from tracevote.sim.stream import StreamEvent, stream_request
 
 _KEPT_ALIVE_SEND_BUFFER = 4 << 20  # bytes of send buffer a connection gets back after a stream shrank it
@@ -69,6 +69,7 @@ class ServerOptions:
     pace: Callable[[], None] | None = None  # called before each streamed chunk is made: a test steps a stream with it
     tokens_per_s: float | None = None  # a generation pace per stream, as a real server makes tokens; None: no pace
     send_buffer: int | None = None  # SO_SNDBUF of a streaming connection in bytes (the kernel's own when None)
+    reasoning_parser: ReasoningField | None = None  # solve replies' thinking in this field, as vLLM's parser sends it
 
 
 @dataclass
@@ -259,7 +260,8 @@ class _Handler(BaseHTTPRequestHandler):
             time.sleep(self.server.faults.slow_s)
         degrade: Degrade = "sentinel" if fault == "sentinel" else "nologprobs" if fault == "nologprobs" else "none"
         data = self.server.model.complete_bytes(request, sample_key, degrade=degrade, kind=kind,
-                                                 profile=PROFILES[self.server.options.profile])
+                                                 profile=PROFILES[self.server.options.profile],
+                                                 reasoning_parser=self.server.options.reasoning_parser)
         if fault == "malformed":  # what a proxy in the way sends: half a document, then its own page
             # subtle: the page starts with a line break, so even when the cut falls inside a JSON string
             # the document is invalid there, not merely cut short
@@ -288,7 +290,8 @@ class _Handler(BaseHTTPRequestHandler):
         (drop, slow, malformed, truncated) strikes after faults.stream_after content chunks."""
         degrade: Degrade = "sentinel" if fault == "sentinel" else "nologprobs" if fault == "nologprobs" else "none"
         events = self.server.model.stream(request, sample_key, degrade=degrade, kind=kind,
-                                          profile=PROFILES[self.server.options.profile])
+                                          profile=PROFILES[self.server.options.profile],
+                                          reasoning_parser=self.server.options.reasoning_parser)
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Cache-Control", "no-cache")

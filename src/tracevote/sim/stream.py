@@ -29,6 +29,7 @@ import orjson
 
 from tracevote.sim.render import CREATED, Degrade, completion_id, degraded, fingerprint, item_parts, usage_of
 from tracevote.sim.request import SimRequest, SimRequestError
+from tracevote.sim.split import answer_start, delta_field
 from tracevote.sim.tokens import Tokens, Trace, tables
 
 DONE = b"data: [DONE]\n\n"
@@ -103,7 +104,7 @@ class _Chunks:
     def role(self) -> StreamEvent:
         return self._choice(b'{"role":"assistant","content":""}', b"null", b"null", 0)
 
-    def content(self, text: str, item: bytes | None, tokens: int) -> StreamEvent:
+    def content(self, text: str, item: bytes | None, tokens: int, field: str = "content") -> StreamEvent:
         if item is None:
             logprobs = b"null"
         else:
@@ -111,7 +112,7 @@ class _Chunks:
                 item = _BYTES_ARRAY.sub(b'"bytes":null', item)
             refusal = b',"refusal":null' if self.layout.refusal_field else b""
             logprobs = b'{"content":[' + item + b"]" + refusal + b"}"
-        return self._choice(b'{"content":' + orjson.dumps(text) + b"}", logprobs, b"null", tokens)
+        return self._choice(b'{"' + field.encode() + b'":' + orjson.dumps(text) + b"}", logprobs, b"null", tokens)
 
     def finish(self, reason: str, completion_tokens: int) -> StreamEvent:
         delta = b'{"content":""}' if self.layout.finish_content else b"{}"
@@ -138,10 +139,12 @@ def stream_trace(req: SimRequest, trace: Trace, tokens: Tokens, seed: tuple, opt
     texts = tables().text[tokens.ids].tolist()
     items = _item_rows(req, degraded(tokens, degrade), degrade)
     every = layout.keep_alive_every
+    start = answer_start(trace, len(texts))  # with a reasoning parser, the tokens before it are thinking
     for index, text in enumerate(texts):
         if every and index % every == 0:
             yield StreamEvent(KEEP_ALIVE, 0)
-        yield chunks.content(text, None if items is None else b"".join(items[index])[:-1], 1)
+        field = delta_field(req.reasoning_parser, index, start)
+        yield chunks.content(text, None if items is None else b"".join(items[index])[:-1], 1, field)
     yield chunks.finish("length" if len(texts) < trace.length else "stop", len(texts))
     yield from _closing(chunks, options, len(texts))
 

@@ -9,7 +9,8 @@ saves less than a fifth, so scoring reads 4 bytes a token and decompresses nothi
 
     confidence   token_confidence: C_i, computed in float64 from the logprobs as parsed, stored float32
     text         text, token_bytes (only when the tokens do not concatenate to the text), token_lens,
-                 token_logprobs (float32)
+                 token_logprobs (float32), reasoning (UTF-8, only when the server split its thinking out of the
+                 content: a reader that does not know it skips it, so the format number did not change)
     top          the top-k logprobs, for re-analysis only. Format 3: top_steps, quantised log-distances from
                  the chosen logprob, differenced along each row (logprobs.top_steps), and top_absent, packed
                  bits of the absent entries (when any); the header's "top_quantum" gives their step and scale.
@@ -42,7 +43,7 @@ import numpy as np
 import orjson
 import pyarrow as pa
 
-from tracevote.answers.extract import EXTRACT_VERSION, AnswerCandidates, answer_candidates
+from tracevote.answers.extract import EXTRACT_VERSION, AnswerCandidates, answer_candidates, split_candidates
 from tracevote.store.logprobs import TOP_SCALE, TOP_STEP, token_confidence, top_from_steps, top_steps
 from tracevote.store.records import Sample
 
@@ -69,6 +70,15 @@ class Decoded:
 
     def text(self) -> str:
         return self.blobs["text"].tobytes().decode("utf-8", errors="surrogatepass")
+
+    def reasoning(self) -> str:
+        """The thinking a reasoning parser split out ("" for a reply without, and for pools written before it)."""
+        reasoning = self.blobs.get("reasoning")
+        return "" if reasoning is None else reasoning.tobytes().decode("utf-8", errors="surrogatepass")
+
+    def candidates(self) -> AnswerCandidates:
+        """The answer candidates read afresh from the text (and the reasoning, where the server split it)."""
+        return split_candidates(self.text(), self.reasoning())
 
 
 @dataclass(frozen=True, eq=False)
@@ -115,7 +125,7 @@ def encode(sample: Sample, *, raw: bytes | None = None, keep_top_tokens: bool = 
         "v": FORMAT_VERSION if quantum else 2, "problem_id": sample.problem_id, "sample_id": sample.sample_id,
         "answer": sample.answer, "finish_reason": sample.finish_reason, "prompt_tokens": sample.prompt_tokens,
         "completion_tokens": sample.completion_tokens, "latency_s": sample.latency_s,
-        "candidates": answer_candidates(sample.text).to_json(), "extract_version": EXTRACT_VERSION,
+        "candidates": split_candidates(sample.text, sample.reasoning).to_json(), "extract_version": EXTRACT_VERSION,
         "blocks": table, **quantum, **({"simulated": True} if simulated else {}),
     })
     return b"".join([HEAD.pack(MAGIC, len(header), zlib.crc32(header)), header, *stored])
@@ -137,6 +147,8 @@ def _text_arrays(sample: Sample, text_bytes: bytes) -> dict[str, np.ndarray]:
         arrays["token_bytes"] = np.frombuffer(joined, dtype=np.uint8)
     arrays["token_lens"] = lengths.astype(np.uint16 if lengths.size == 0 or lengths.max() < 65536 else np.uint32)
     arrays["token_logprobs"] = np.asarray(sample.token_logprobs, dtype=np.float32)
+    if sample.reasoning:
+        arrays["reasoning"] = np.frombuffer(sample.reasoning.encode("utf-8", errors="surrogatepass"), dtype=np.uint8)
     return arrays
 
 
@@ -175,7 +187,7 @@ def score_fields(payload: bytes | memoryview) -> ScoreFields:
     stale = header["extract_version"] != EXTRACT_VERSION
     arrays = _blocks_named(view, header, offset, {CONFIDENCE, "text"} if stale else {CONFIDENCE})
     if "text" in arrays:
-        candidates = answer_candidates(Decoded(header, arrays).text())
+        candidates = Decoded(header, arrays).candidates()
     else:
         candidates = AnswerCandidates.from_json(header["candidates"])
     return ScoreFields(header["sample_id"], header["finish_reason"], candidates, arrays["token_confidence"])
@@ -222,9 +234,10 @@ def text_fields(payload: bytes | memoryview) -> TextFields:
         text = decoded.text()
         return TextFields(decoded.header["sample_id"], text, decoded.header["finish_reason"], answer_candidates(text))
     header, offset = _header(view)
-    text = Decoded(header, _blocks_named(view, header, offset, {"text"})).text()
+    decoded = Decoded(header, _blocks_named(view, header, offset, {"text"}))
+    text = decoded.text()
     stored = header["extract_version"] == EXTRACT_VERSION
-    candidates = AnswerCandidates.from_json(header["candidates"]) if stored else answer_candidates(text)
+    candidates = AnswerCandidates.from_json(header["candidates"]) if stored else decoded.candidates()
     return TextFields(header["sample_id"], text, header["finish_reason"], candidates)
 
 
@@ -255,7 +268,7 @@ def to_sample(decoded: Decoded) -> Sample:
         top_tokens=None if top_tokens is None else orjson.loads(top_tokens.tobytes()),
         token_confidence=blobs.get("token_confidence"), answer=header["answer"],
         finish_reason=header["finish_reason"], prompt_tokens=header["prompt_tokens"],
-        completion_tokens=header["completion_tokens"], latency_s=header["latency_s"],
+        completion_tokens=header["completion_tokens"], latency_s=header["latency_s"], reasoning=decoded.reasoning(),
     )
 
 

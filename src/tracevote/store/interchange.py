@@ -29,7 +29,7 @@ from typing import Any, BinaryIO
 import numpy as np
 import orjson
 
-from tracevote.answers.extract import extract_answer
+from tracevote.answers.extract import split_answer
 from tracevote.core.errors import ConfigError, DataError
 from tracevote.core.fileio import parse_json_object
 from tracevote.datasets.problems import Problem
@@ -59,6 +59,7 @@ _EXPORTED: dict[str, Callable[[Sample, bool], Any]] = {
     "problem_id": lambda sample, _: sample.problem_id,
     "sample_id": lambda sample, _: sample.sample_id,
     "text": lambda sample, _: sample.text,
+    "reasoning": lambda sample, _: sample.reasoning or _ABSENT,  # only from a server that split its thinking out
     "tokens": lambda sample, _: sample.tokens,
     "token_logprobs": lambda sample, _: _nullable(sample.token_logprobs),
     "top_logprobs": lambda sample, _: _optional(sample.top_logprobs),
@@ -136,15 +137,16 @@ def parse_line(line: bytes, where: str) -> tuple[Sample, bool]:
         raise DataError(f"{where}: field 'tokens': every token must be a string")
     n = len(tokens)
     text = _field(record, "text", str, where)
+    reasoning = _field(record, "reasoning", str, where) if "reasoning" in record else ""
     prompt_tokens, completion_tokens = _usage(record, where, n)
     sample = Sample(
         problem_id=_field(record, "problem_id", str, where), sample_id=_sample_id(record, where), text=text,
         tokens=tokens, token_logprobs=_per_token(record, "token_logprobs", where, n),
         top_logprobs=_top_logprobs(record, where, n), top_tokens=_top_tokens(record, where, n),
         token_confidence=_per_token(record, "token_confidence", where, n) if "token_confidence" in record else None,
-        answer=extract_answer(text), finish_reason=_finish_reason(record, where),
+        answer=split_answer(text, reasoning), finish_reason=_finish_reason(record, where),
         prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
-        latency_s=_latency(record, where),
+        latency_s=_latency(record, where), reasoning=reasoning,
     )
     return sample, _simulated(record, where)
 

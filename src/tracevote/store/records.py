@@ -19,6 +19,9 @@ class Sample:
     `top_logprobs` rows are best first; it is None when the pool keeps only `token_confidence`.
     `token_confidence` is C_i, computed in float64 from the logprobs as received (ingestion) and always
     stored; None only for a Sample built without it, whose C_i codec.encode computes from what it holds.
+    `text` is the reply's content; `reasoning` is the thinking a server with a reasoning parser sends apart
+    (message.reasoning_content or .reasoning), "" when it sends none. The tokens and their logprobs are every
+    generated token in order, reasoning then content, as the server's logprobs.content lists them.
     """
 
     problem_id: str
@@ -34,6 +37,7 @@ class Sample:
     prompt_tokens: int
     completion_tokens: int
     latency_s: float
+    reasoning: str = ""
 
     @property
     def n_tokens(self) -> int:
