@@ -316,6 +316,9 @@ def add_sim_server(subparsers: argparse._SubParsersAction[argparse.ArgumentParse
     sim.add_argument("--send-buffer", type=int_at_least(1024, "a socket buffer size"), metavar="BYTES",
                      help="a streaming connection's send buffer (SO_SNDBUF; default: the kernel's): with "
                           "--tokens-per-second, a client that closes a stream finds the server a few tokens past it")
+    sim.add_argument("--ignore-n", action="store_true",
+                     help="answer one choice whatever a request's n asks, as llama.cpp's server does (default: n "
+                          "choices where the profile's provider honours n)")
     sim.set_defaults(handler=commands.cmd_sim_server)
 
 

@@ -256,6 +256,10 @@ class ChatClient:
 
         return self._attempts(exchange)
 
+    def post(self, payload: bytes, sample_key: str, kind: str, parse: Callable[[RawCompletion], T]) -> T:
+        """POST `payload` and `parse` the body, retried as every call (a TransientError from `parse` too)."""
+        return self._call(payload, sample_key, kind, parse)
+
     def _call(self, payload: bytes, sample_key: str, kind: str, parse: Callable[[RawCompletion], T]) -> T:
         """POST `payload` and parse the body, retrying transient failures."""
         return self._attempts(lambda slot: parse(self._post(slot, payload, sample_key, kind)))

@@ -45,6 +45,7 @@ from tracevote.core.simulated import KIND_HEADER, MODELS_OWNER, SAMPLE_HEADER, S
 from tracevote.sim.faults import FaultPlan
 from tracevote.sim.kinds import KNOWN_KINDS, UnknownKindError
 from tracevote.sim.model import SimModel
+from tracevote.sim.nchoices import choices_served, complete_n, requested_n
 from tracevote.sim.render import Degrade
 from tracevote.sim.request import SimRequestError, parse_request
 from tracevote.sim.stream import StreamEvent, stream_request
@@ -69,6 +70,7 @@ class ServerOptions:
     pace: Callable[[], None] | None = None  # called before each streamed chunk is made: a test steps a stream with it
     tokens_per_s: float | None = None  # a generation pace per stream, as a real server makes tokens; None: no pace
     send_buffer: int | None = None  # SO_SNDBUF of a streaming connection in bytes (the kernel's own when None)
+    ignore_n: bool = False  # answer one choice whatever `n` asks, as llama.cpp's server does (sim/nchoices.py)
 
 
 @dataclass
@@ -258,8 +260,11 @@ class _Handler(BaseHTTPRequestHandler):
         if fault == "slow":
             time.sleep(self.server.faults.slow_s)
         degrade: Degrade = "sentinel" if fault == "sentinel" else "nologprobs" if fault == "nologprobs" else "none"
-        data = self.server.model.complete_bytes(request, sample_key, degrade=degrade, kind=kind,
-                                                 profile=PROFILES[self.server.options.profile])
+        profile = PROFILES[self.server.options.profile]
+        n = choices_served(request, profile, self.server.options.ignore_n)
+        data = (complete_n(self.server.model, request, sample_key, n, degrade=degrade, kind=kind, profile=profile)
+                if n > 1 else self.server.model.complete_bytes(request, sample_key, degrade=degrade, kind=kind,
+                                                               profile=profile))
         if fault == "malformed":  # what a proxy in the way sends: half a document, then its own page
             # subtle: the page starts with a line break, so even when the cut falls inside a JSON string
             # the document is invalid there, not merely cut short
@@ -377,6 +382,7 @@ def _check_request(options: ServerOptions, authorization: str | None, kind: str,
             raise ValueError("not an object")
         parsed = parse_request(request, PROFILES[options.profile])
         stream_request(request)
+        requested_n(request)
     except (orjson.JSONDecodeError, ValueError) as exc:
         status = exc.status if isinstance(exc, SimRequestError) else 400
         message = str(exc) if isinstance(exc, SimRequestError) else "Invalid request body: not a JSON object"

@@ -1,0 +1,129 @@
+"""Several traces from one request (`n` choices sharing one prefill): one Sample per choice, or why it failed.
+
+    sample_choices(client, messages, problem_id="aime-00", sample_ids=[4, 5, 6, 7], keep_top_logprobs=True)
+    -> ({4: Sample, 5: Sample, 6: TransientError("missing logprobs"), 7: Sample}, the raw reply)
+
+Choice i of the reply is sample sample_ids[i]. Each choice is read by ingest's per-choice functions on a full
+orjson parse (the compiled fast path reads a one-choice document only; bench/bench_n.py measures what that costs)
+and checked as a lone reply is: a choice without logprobs, cut short (a finish_reason other than stop or length),
+all sentinels, or missing (a server that sent fewer choices than n) fails alone, and the others are kept. A reply
+that cannot be read at all (truncated, malformed, no usage) or whose every choice failed raises, so the client
+asks again, as for a lone reply.
+
+Usage is counted once per request: the prompt tokens are split over the traces kept from it (evenly, the
+remainder to the first), so the kept traces' prompt tokens add up to what the server billed. Each trace's
+completion tokens are its own (one logprobs entry per generated token); completion tokens the reply bills beyond
+its choices' tokens (hidden reasoning) are split as the prompt is. A failed choice's own tokens are paid for and
+lost, as a failed lone reply's are.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import orjson
+
+from tracevote.core.retry import TransientError
+from tracevote.core.simulated import SOLVE
+from tracevote.sampling.client import ChatClient, RawCompletion
+from tracevote.sampling.ingest import load_json, parse_choice, sample_of
+from tracevote.sampling.ingest_fast import Parsed, usage_counts
+from tracevote.store.records import Sample
+
+Outcome = Sample | TransientError
+
+
+def sample_choices(client: ChatClient, messages: list[dict[str, str]], *, problem_id: str, sample_ids: list[int],
+                   keep_top_logprobs: bool) -> tuple[dict[int, Outcome], RawCompletion]:
+    """One request with n = len(sample_ids); its X-Tracevote-Sample header and seed are the first sample's key
+    (the simulator draws choice i from sample_ids[0] + i's key)."""
+    first_key = f"{problem_id}/{sample_ids[0]}"
+    body = client.request_body(messages, sample_key=first_key, extra={"n": len(sample_ids)})
+
+    def parse(raw: RawCompletion) -> tuple[dict[int, Outcome], RawCompletion]:
+        outcomes = parse_choices(raw.body, problem_id=problem_id, sample_ids=sample_ids, latency_s=raw.latency_s,
+                                 keep_top_logprobs=keep_top_logprobs,
+                                 expect_top_logprobs=client.decoding.top_logprobs)
+        return outcomes, raw
+
+    return client.post(orjson.dumps(body), first_key, SOLVE, parse)
+
+
+def parse_choices(body: bytes, *, problem_id: str, sample_ids: list[int], latency_s: float,
+                  keep_top_logprobs: bool, expect_top_logprobs: int) -> dict[int, Outcome]:
+    """Each sample id's Sample or TransientError, as the module docstring says."""
+    doc = load_json(body)
+    choices = _choices_by_index(doc)
+    usage = usage_counts(doc)
+    if usage is None:
+        raise TransientError("no usage", "the response has no usage.prompt_tokens / completion_tokens")
+    outcomes: dict[int, Outcome] = {}
+    for index, sample_id in enumerate(sample_ids):
+        outcomes[sample_id] = _sample(choices.get(index), usage, problem_id=problem_id, sample_id=sample_id,
+                                      latency_s=latency_s, keep_top_logprobs=keep_top_logprobs,
+                                      k=expect_top_logprobs, n=len(sample_ids), sent=len(choices))
+    kept = [sample_id for sample_id in sample_ids if isinstance(outcomes[sample_id], Sample)]
+    if not kept:
+        raise outcomes[sample_ids[0]]  # type: ignore[misc]
+    generated = sum(len(choice_tokens(choice)) for choice in choices.values())
+    return {**outcomes, **_billed_shares({sid: outcomes[sid] for sid in kept}, usage,  # type: ignore[misc]
+                                         max(usage[1] - generated, 0))}
+
+
+def _choices_by_index(doc: Any) -> dict[int, dict[str, Any]]:
+    choices = doc.get("choices") if isinstance(doc, dict) else None
+    if not isinstance(choices, list) or not choices:
+        raise TransientError("no choices", "the response has no choices")
+    by_index = {}
+    for position, choice in enumerate(choices):
+        if isinstance(choice, dict):
+            index = choice.get("index", position)
+            by_index[index if isinstance(index, int) else position] = choice
+    return by_index
+
+
+def _sample(choice: dict[str, Any] | None, usage: tuple[int, int], *, problem_id: str, sample_id: int,
+            latency_s: float, keep_top_logprobs: bool, k: int, n: int, sent: int) -> Outcome:
+    if choice is None:
+        return TransientError("fewer choices than n", f"the reply has {sent} choices for n={n}")
+    try:
+        parsed: Parsed = parse_choice(choice, usage, k, keep_top_tokens=False)
+        return sample_of(parsed, problem_id=problem_id, sample_id=sample_id, latency_s=latency_s,
+                         keep_top_logprobs=keep_top_logprobs, expect_top_logprobs=k)
+    except TransientError as failed:
+        return failed
+
+
+def choice_tokens(choice: dict[str, Any]) -> list[Any]:
+    """A choice's logprobs.content items (one per generated token), [] when it has none."""
+    logprobs = choice.get("logprobs")
+    items = logprobs.get("content") if isinstance(logprobs, dict) else None
+    return items if isinstance(items, list) else []
+
+
+def _billed_shares(kept: dict[int, Sample], usage: tuple[int, int], hidden: int) -> dict[int, Sample]:
+    """The kept samples with the request's prompt tokens (and its `hidden` completion tokens) split among them."""
+    prompt_shares, hidden_shares = split_evenly(usage[0], len(kept)), split_evenly(hidden, len(kept))
+    return {sample_id: dataclasses.replace(sample, prompt_tokens=prompt_share,
+                                           completion_tokens=sample.n_tokens + hidden_share)
+            for (sample_id, sample), prompt_share, hidden_share in zip(kept.items(), prompt_shares, hidden_shares,
+                                                                       strict=True)}
+
+
+def one_choice_bodies(body: bytes, sample_ids: list[int]) -> dict[int, bytes]:
+    """Each sample id's raw response as a pool keeps it: the reply's document with that choice only (index 0)."""
+    doc = load_json(body)
+    choices = _choices_by_index(doc)
+    return {sample_id: orjson.dumps({**doc, "choices": [{**choices[index], "index": 0}]})
+            for index, sample_id in enumerate(sample_ids) if index in choices}
+
+
+def split_evenly(total: int, parts: int) -> list[int]:
+    """`total` in `parts` whole shares that add up to it, the larger ones first.
+
+    >>> split_evenly(10, 4)
+    [3, 3, 2, 2]
+    """
+    share, rest = divmod(total, parts)
+    return [share + (i < rest) for i in range(parts)]
