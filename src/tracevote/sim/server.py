@@ -45,7 +45,7 @@ from tracevote.core.simulated import KIND_HEADER, MODELS_OWNER, SAMPLE_HEADER, S
 from tracevote.sim.faults import FaultPlan
 from tracevote.sim.kinds import KNOWN_KINDS, UnknownKindError
 from tracevote.sim.model import SimModel
-from tracevote.sim.nchoices import choices_served, complete_n, requested_n
+from tracevote.sim.nchoices import choice_keys, choices_served, complete_n, requested_n
 from tracevote.sim.render import Degrade
 from tracevote.sim.request import SimRequestError, parse_request
 from tracevote.sim.stream import StreamEvent, stream_request
@@ -86,6 +86,7 @@ class ServerStats:
     outcomes: collections.Counter[str] = field(default_factory=collections.Counter)
     generated: collections.Counter[str] = field(default_factory=collections.Counter)
     streams: collections.Counter[str] = field(default_factory=collections.Counter)
+    choices: collections.Counter[str] = field(default_factory=collections.Counter)  # whole replies' choices, by key
     connections: int = 0  # TCP connections accepted: a client that keeps its connections alive opens few
     anonymous: int = 0
 
@@ -112,6 +113,11 @@ class ServerStats:
         with self.lock:
             self.generated[sample_key] += tokens
 
+    def answered(self, choice_keys: list[str | None]) -> None:
+        """A whole reply was made, one choice for each of `choice_keys` (n of them where n is honoured)."""
+        with self.lock:
+            self.choices.update(key for key in choice_keys if key is not None)
+
     def stream_ended(self, ending: str) -> None:
         with self.lock:
             self.streams[ending] += 1
@@ -125,7 +131,7 @@ class ServerStats:
             return {"requests": sum(self.by_sample.values()), "outcomes": dict(self.outcomes),
                     "by_sample": dict(self.by_sample), "by_kind": dict(self.by_kind),
                     "delivered": dict(self.delivered), "generated_tokens": dict(self.generated),
-                    "streams": dict(self.streams), "connections": self.connections}
+                    "streams": dict(self.streams), "choices": dict(self.choices), "connections": self.connections}
 
 
 class SimServer(ThreadingHTTPServer):
@@ -262,6 +268,7 @@ class _Handler(BaseHTTPRequestHandler):
         degrade: Degrade = "sentinel" if fault == "sentinel" else "nologprobs" if fault == "nologprobs" else "none"
         profile = PROFILES[self.server.options.profile]
         n = choices_served(request, profile, self.server.options.ignore_n)
+        self.server.stats.answered(choice_keys(sample_key, n))
         data = (complete_n(self.server.model, request, sample_key, n, degrade=degrade, kind=kind, profile=profile)
                 if n > 1 else self.server.model.complete_bytes(request, sample_key, degrade=degrade, kind=kind,
                                                                profile=profile))
