@@ -5,6 +5,7 @@ simulator, and on the real llama.cpp server's recorded reply to n=3."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -38,14 +39,23 @@ def sim_reply(n: int, first: int = 0) -> bytes:
                       profile=PROFILES["local"])
 
 
+def spaced(body: bytes) -> bytes:
+    """The reply as OpenAI lays it out (spaces, new lines): not the compact layout, so read by a full parse."""
+    return json.dumps(orjson.loads(body), indent=1).encode()
+
+
+LAYOUTS = pytest.mark.parametrize("layout", [bytes, spaced], ids=["compact", "spaced"])
+
+
 def parse(body: bytes, ids: list[int]) -> dict[int, Sample | TransientError]:
     return parse_choices(body, problem_id="p", sample_ids=ids, latency_s=0.5, keep_top_logprobs=True,
                          expect_top_logprobs=5)
 
 
-def test_each_choice_is_the_sample_a_lone_reply_gives_with_the_prompt_split() -> None:
+@LAYOUTS
+def test_each_choice_is_the_sample_a_lone_reply_gives_with_the_prompt_split(layout: Callable[[bytes], bytes]) -> None:
     body = sim_reply(3, first=4)
-    samples = parse(body, [4, 5, 6])
+    samples = parse(layout(body), [4, 5, 6])
     usage = orjson.loads(body)["usage"]
     for index, sample_id in enumerate([4, 5, 6]):
         lone_body = orjson.dumps({**orjson.loads(body), "choices": [orjson.loads(body)["choices"][index]]})
@@ -60,31 +70,34 @@ def test_each_choice_is_the_sample_a_lone_reply_gives_with_the_prompt_split() ->
     assert sum(s.completion_tokens for s in samples.values()) == usage["completion_tokens"]
 
 
-def test_a_choice_without_logprobs_or_cut_short_fails_alone() -> None:
+@LAYOUTS
+def test_a_choice_without_logprobs_or_cut_short_fails_alone(layout: Callable[[bytes], bytes]) -> None:
     doc = orjson.loads(sim_reply(3))
     doc["choices"][1]["logprobs"] = None
     doc["choices"][2]["finish_reason"] = "content_filter"
-    outcomes = parse(orjson.dumps(doc), [0, 1, 2])
+    outcomes = parse(layout(orjson.dumps(doc)), [0, 1, 2])
     assert isinstance(outcomes[0], Sample)
     assert isinstance(outcomes[1], TransientError) and outcomes[1].cause == "missing logprobs"
     assert isinstance(outcomes[2], TransientError) and outcomes[2].cause == "finish_reason content_filter"
     assert outcomes[0].prompt_tokens == doc["usage"]["prompt_tokens"]  # the only trace kept bears the prompt
 
 
-def test_a_reply_that_cannot_be_read_or_whose_every_choice_failed_raises() -> None:
-    body = sim_reply(2)
+@LAYOUTS
+def test_a_reply_that_cannot_be_read_or_whose_every_choice_failed_raises(layout: Callable[[bytes], bytes]) -> None:
+    body = layout(sim_reply(2))
     with pytest.raises(TransientError, match="truncated body"):
         parse(body[: len(body) // 2], [0, 1])
     doc = orjson.loads(body)
     for choice in doc["choices"]:
         choice["logprobs"] = None
     with pytest.raises(TransientError, match="missing logprobs"):
-        parse(orjson.dumps(doc), [0, 1])
+        parse(layout(orjson.dumps(doc)), [0, 1])
 
 
-def test_the_real_llamacpp_server_answers_n_3_with_one_choice() -> None:
+@LAYOUTS
+def test_the_real_llamacpp_server_answers_n_3_with_one_choice(layout: Callable[[bytes], bytes]) -> None:
     reply = json.loads((FIXTURES / "chat_n3.json").read_text(encoding="utf-8"))["reply"]
-    outcomes = parse(orjson.dumps(reply), [0, 1, 2])
+    outcomes = parse(layout(orjson.dumps(reply)), [0, 1, 2])
     assert isinstance(outcomes[0], Sample) and outcomes[0].prompt_tokens == reply["usage"]["prompt_tokens"]
     assert [o.cause for o in (outcomes[1], outcomes[2])] == ["fewer choices than n"] * 2  # type: ignore[union-attr]
 

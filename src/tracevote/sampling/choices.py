@@ -3,18 +3,20 @@
     sample_choices(client, messages, problem_id="aime-00", sample_ids=[4, 5, 6, 7], keep_top_logprobs=True)
     -> ({4: Sample, 5: Sample, 6: TransientError("missing logprobs"), 7: Sample}, the raw reply)
 
-Choice i of the reply is sample sample_ids[i]. Each choice is read by ingest's per-choice functions on a full
-orjson parse (the compiled fast path reads a one-choice document only; bench/bench_n.py measures what that costs)
-and checked as a lone reply is: a choice without logprobs, cut short (a finish_reason other than stop or length),
-all sentinels, or missing (a server that sent fewer choices than n) fails alone, and the others are kept. A reply
-that cannot be read at all (truncated, malformed, no usage) or whose every choice failed raises, so the client
-asks again, as for a lone reply.
+Choice i of the reply is sample sample_ids[i]. In the compact layout vLLM, SGLang and the simulator write, the
+reply's bytes are cut into one-choice documents (a choice starts with `{"index":i,`, which cannot occur inside a
+JSON string, where every quote is escaped), each read by ingest.parse_completion on its compiled fast path; any
+other layout is read by ingest's per-choice functions on a full orjson parse, ~40x slower (bench/bench_n.py
+measures both). Each choice is checked as a lone reply is: a choice without logprobs, cut short (a finish_reason
+other than stop or length), all sentinels, or missing (a server that sent fewer choices than n) fails alone, and
+the others are kept. A reply that cannot be read at all (truncated, malformed, no usage) or whose every choice
+failed raises, so the client asks again, as for a lone reply.
 
 Usage is counted once per request: the prompt tokens are split over the traces kept from it (evenly, the
 remainder to the first), so the kept traces' prompt tokens add up to what the server billed. Each trace's
-completion tokens are its own (one logprobs entry per generated token); completion tokens the reply bills beyond
-its choices' tokens (hidden reasoning) are split as the prompt is. A failed choice's own tokens are paid for and
-lost, as a failed lone reply's are.
+completion tokens are its own (one logprobs entry per generated token), plus its share of the hidden reasoning
+tokens the reply reports (usage.completion_tokens_details.reasoning_tokens), split as the prompt is. A failed
+choice's own tokens are paid for and lost, as a failed lone reply's are.
 """
 
 from __future__ import annotations
@@ -27,11 +29,14 @@ import orjson
 from tracevote.core.retry import TransientError
 from tracevote.core.simulated import SOLVE
 from tracevote.sampling.client import ChatClient, RawCompletion
-from tracevote.sampling.ingest import load_json, parse_choice, sample_of
+from tracevote.sampling.ingest import load_json, parse_choice, parse_completion, sample_of
 from tracevote.sampling.ingest_fast import Parsed, usage_counts
 from tracevote.store.records import Sample
 
 Outcome = Sample | TransientError
+_CHOICES_KEY = b'"choices":['
+_FIRST_CHOICE = b'"choices":[{"index":0,'
+_AFTER_CHOICES = b'],"usage":'
 
 
 def sample_choices(client: ChatClient, messages: list[dict[str, str]], *, problem_id: str, sample_ids: list[int],
@@ -53,22 +58,76 @@ def sample_choices(client: ChatClient, messages: list[dict[str, str]], *, proble
 def parse_choices(body: bytes, *, problem_id: str, sample_ids: list[int], latency_s: float,
                   keep_top_logprobs: bool, expect_top_logprobs: int) -> dict[int, Outcome]:
     """Each sample id's Sample or TransientError, as the module docstring says."""
-    doc = load_json(body)
+    cut = _cut_choices(body)
+    if cut is not None:
+        documents, envelope = cut
+        outcomes = {sample_id: _lone(documents[index] if index < len(documents) else None, problem_id=problem_id,
+                                     sample_id=sample_id, latency_s=latency_s, keep_top_logprobs=keep_top_logprobs,
+                                     k=expect_top_logprobs, n=len(sample_ids), sent=len(documents))
+                    for index, sample_id in enumerate(sample_ids)}
+    else:
+        envelope = load_json(body)
+        outcomes = _parsed_whole(envelope, problem_id=problem_id, sample_ids=sample_ids, latency_s=latency_s,
+                                 keep_top_logprobs=keep_top_logprobs, k=expect_top_logprobs)
+    kept = {sample_id: got for sample_id, got in outcomes.items() if isinstance(got, Sample)}
+    if not kept:
+        raise outcomes[sample_ids[0]]  # type: ignore[misc]
+    usage = usage_counts(envelope)
+    if usage is None:
+        raise TransientError("no usage", "the response has no usage.prompt_tokens / completion_tokens")
+    return {**outcomes, **_billed_shares(kept, usage, _hidden_tokens(envelope))}
+
+
+def _cut_choices(body: bytes) -> tuple[list[bytes], dict[str, Any]] | None:
+    """The reply cut into one-choice documents, each the reply with that choice only (index 0), and the envelope
+    without its choices; None when the bytes are not in the compact layout (ask orjson)."""
+    opening, closing = body.find(_FIRST_CHOICE), body.rfind(_AFTER_CHOICES)
+    if opening < 0 or closing < opening:
+        return None
+    head, tail = body[:opening + len(_CHOICES_KEY)], body[closing:]
+    starts = [opening + len(_CHOICES_KEY)]
+    while (found := body.find(b',{"index":%d,' % len(starts), starts[-1], closing)) >= 0:
+        starts.append(found + 1)
+    ends = [start - 1 for start in starts[1:]] + [closing]
+    pieces = [body[start:end] for start, end in zip(starts, ends, strict=True)]
+    documents = [head + b'{"index":0,' + piece[piece.index(b",") + 1:] + tail for piece in pieces]
+    try:
+        envelope = orjson.loads(head + tail)
+    except orjson.JSONDecodeError:
+        return None  # cut short or malformed: the full parse names the cause
+    return documents, envelope
+
+
+def _lone(document: bytes | None, *, problem_id: str, sample_id: int, latency_s: float, keep_top_logprobs: bool,
+          k: int, n: int, sent: int) -> Outcome:
+    if document is None:
+        return TransientError("fewer choices than n", f"the reply has {sent} choices for n={n}")
+    try:
+        return parse_completion(document, problem_id=problem_id, sample_id=sample_id, latency_s=latency_s,
+                                keep_top_logprobs=keep_top_logprobs, expect_top_logprobs=k)
+    except TransientError as failed:
+        return failed
+
+
+def _parsed_whole(doc: Any, *, problem_id: str, sample_ids: list[int], latency_s: float, keep_top_logprobs: bool,
+                  k: int) -> dict[int, Outcome]:
+    """Each choice of a fully parsed reply, read by ingest's per-choice functions."""
     choices = _choices_by_index(doc)
     usage = usage_counts(doc)
     if usage is None:
         raise TransientError("no usage", "the response has no usage.prompt_tokens / completion_tokens")
-    outcomes: dict[int, Outcome] = {}
-    for index, sample_id in enumerate(sample_ids):
-        outcomes[sample_id] = _sample(choices.get(index), usage, problem_id=problem_id, sample_id=sample_id,
-                                      latency_s=latency_s, keep_top_logprobs=keep_top_logprobs,
-                                      k=expect_top_logprobs, n=len(sample_ids), sent=len(choices))
-    kept = [sample_id for sample_id in sample_ids if isinstance(outcomes[sample_id], Sample)]
-    if not kept:
-        raise outcomes[sample_ids[0]]  # type: ignore[misc]
-    generated = sum(len(choice_tokens(choice)) for choice in choices.values())
-    return {**outcomes, **_billed_shares({sid: outcomes[sid] for sid in kept}, usage,  # type: ignore[misc]
-                                         max(usage[1] - generated, 0))}
+    return {sample_id: _sample(choices.get(index), usage, problem_id=problem_id, sample_id=sample_id,
+                               latency_s=latency_s, keep_top_logprobs=keep_top_logprobs, k=k, n=len(sample_ids),
+                               sent=len(choices))
+            for index, sample_id in enumerate(sample_ids)}
+
+
+def _hidden_tokens(envelope: Any) -> int:
+    """usage.completion_tokens_details.reasoning_tokens (hidden reasoning, billed as output), else 0."""
+    usage = envelope.get("usage") if isinstance(envelope, dict) else None
+    details = usage.get("completion_tokens_details") if isinstance(usage, dict) else None
+    hidden = details.get("reasoning_tokens") if isinstance(details, dict) else 0
+    return hidden if isinstance(hidden, int) and hidden > 0 else 0
 
 
 def _choices_by_index(doc: Any) -> dict[int, dict[str, Any]]:
@@ -93,13 +152,6 @@ def _sample(choice: dict[str, Any] | None, usage: tuple[int, int], *, problem_id
                          keep_top_logprobs=keep_top_logprobs, expect_top_logprobs=k)
     except TransientError as failed:
         return failed
-
-
-def choice_tokens(choice: dict[str, Any]) -> list[Any]:
-    """A choice's logprobs.content items (one per generated token), [] when it has none."""
-    logprobs = choice.get("logprobs")
-    items = logprobs.get("content") if isinstance(logprobs, dict) else None
-    return items if isinstance(items, list) else []
 
 
 def _billed_shares(kept: dict[int, Sample], usage: tuple[int, int], hidden: int) -> dict[int, Sample]:
