@@ -131,6 +131,17 @@ def test_an_engine_that_ignores_n_is_found_by_the_probe_and_served_one_trace_a_r
     assert sum(requests.values()) == N_PROBLEMS * N_POOL and len(stored(workdir)) == N_PROBLEMS * N_POOL
 
 
+def test_a_server_that_refuses_n_is_asked_once_and_served_one_trace_a_request(tmp_path: Path) -> None:
+    with sim_server(profile="local", refuse_n=True) as server:  # llama.cpp's llama-server: HTTP 500
+        workdir = make_workdir(tmp_path / "work", server.base_url, **with_n())
+        built = run_build(workdir)
+        assert built.returncode == 0, built.stderr
+        probes = server.stats.snapshot()["by_sample"]
+    assert built.stderr.count("refused a request for n=2") == 1 and "Only one completion choice" in built.stderr
+    assert probes.get("probe/n") == 1  # not retried
+    assert sum(sample_requests(server).values()) == N_PROBLEMS * N_POOL == len(stored(workdir))
+
+
 def test_a_profile_that_does_not_honour_n_sends_none(tmp_path: Path) -> None:
     with sim_server() as server:  # DeepSeek's rules: its API does not document n
         workdir = make_workdir(tmp_path / "work", server.base_url, pool={"samples_per_request": PER_REQUEST})

@@ -49,6 +49,13 @@ def test_a_server_that_does_not_honour_n_answers_one_choice(profile: str, ignore
     assert len(reply["choices"]) == 1 and reply["choices"][0]["message"] == lone["choices"][0]["message"]
 
 
+def test_refuse_n_answers_as_llama_server_does() -> None:
+    with running_server(SimModel(SIM), options=ServerOptions(profile="local", refuse_n=True)) as url:
+        refused, lone = post(url, "q/0", n=2), post(url, "q/0", n=1)
+    assert refused.status_code == 500 and refused.json()["error"]["message"] == "Only one completion choice is allowed"
+    assert lone.status_code == 200
+
+
 @pytest.mark.parametrize(("fields", "status", "words"), [
     ({"n": 0}, 400, "n: 0 must be between 1 and 128"),
     ({"n": 129}, 400, "must be between 1 and 128"),

@@ -358,11 +358,12 @@ def cmd_sim_server(args: argparse.Namespace) -> int:
     options = ServerOptions(api_key=args.api_key, models=tuple(args.models.split(",")) if args.models else None,
                             no_balance=args.no_balance, profile=args.profile,
                             tokens_per_s=args.tokens_per_second, send_buffer=args.send_buffer,
-                            ignore_n=args.ignore_n)
+                            ignore_n=args.ignore_n, refuse_n=args.refuse_n)
     print(f"sim-server: SIMULATED model (seed {params.model.sim.seed}, signal {params.model.sim.signal}), "
           f"enforcing profile {PROFILES[args.profile].describe()}, "
           f"faults {args.faults or 'none'}, {_pace_words(args.tokens_per_second, args.send_buffer)}"
-          f"{', n ignored (one choice a reply)' if args.ignore_n else ''}; ^C stops it",
+          f"{', n ignored (one choice a reply)' if args.ignore_n else ''}"
+          f"{', n > 1 refused (HTTP 500)' if args.refuse_n else ''}; ^C stops it",
           flush=True)
     for line in known:
         print(line, file=sys.stdout if line.startswith("sim-server: knows") else sys.stderr, flush=True)

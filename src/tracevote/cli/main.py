@@ -317,8 +317,10 @@ def add_sim_server(subparsers: argparse._SubParsersAction[argparse.ArgumentParse
                      help="a streaming connection's send buffer (SO_SNDBUF; default: the kernel's): with "
                           "--tokens-per-second, a client that closes a stream finds the server a few tokens past it")
     sim.add_argument("--ignore-n", action="store_true",
-                     help="answer one choice whatever a request's n asks, as llama.cpp's server does (default: n "
-                          "choices where the profile's provider honours n)")
+                     help="answer one choice whatever a request's n asks, as llama-cpp-python's server does "
+                          "(default: n choices where the profile's provider honours n)")
+    sim.add_argument("--refuse-n", action="store_true",
+                     help="answer a request for n > 1 with HTTP 500, as llama.cpp's llama-server does")
     sim.set_defaults(handler=commands.cmd_sim_server)
 
 

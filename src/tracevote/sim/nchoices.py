@@ -7,7 +7,9 @@ tokens of every choice. A fault that spoils a reply's logprobs (nologprobs, sent
 choice, as a server that lost one sequence sends; the others (truncated, drop, 429, ...) strike the whole reply.
 
 Where the profile's provider does not honour n (DeepSeek; llama.cpp, see core.profiles) or the server was started
-with --ignore-n (ServerOptions.ignore_n), a request with n gets one choice, as llama.cpp's server answers.
+with --ignore-n (ServerOptions.ignore_n), a request with n gets one choice, as llama-cpp-python's server answers;
+with --refuse-n (ServerOptions.refuse_n), HTTP 500 "Only one completion choice is allowed", as llama.cpp's own
+llama-server answers.
 `n` with `stream: true` is refused (400): tracevote streams one trace per request (the live path).
 """
 
@@ -26,6 +28,7 @@ if TYPE_CHECKING:
     from tracevote.sim.model import SimModel
 
 MAX_N = 128  # OpenAI's bound
+N_REFUSED = "Only one completion choice is allowed"  # llama.cpp's llama-server, HTTP 500, for n other than 1
 _CHOICES = b'"choices":['
 _USAGE = b'],"usage":'
 

@@ -45,7 +45,7 @@ from tracevote.core.simulated import KIND_HEADER, MODELS_OWNER, SAMPLE_HEADER, S
 from tracevote.sim.faults import FaultPlan
 from tracevote.sim.kinds import KNOWN_KINDS, UnknownKindError
 from tracevote.sim.model import SimModel
-from tracevote.sim.nchoices import choice_keys, choices_served, complete_n, requested_n
+from tracevote.sim.nchoices import N_REFUSED, choice_keys, choices_served, complete_n, requested_n
 from tracevote.sim.render import Degrade
 from tracevote.sim.request import SimRequestError, parse_request
 from tracevote.sim.stream import StreamEvent, stream_request
@@ -70,7 +70,8 @@ class ServerOptions:
     pace: Callable[[], None] | None = None  # called before each streamed chunk is made: a test steps a stream with it
     tokens_per_s: float | None = None  # a generation pace per stream, as a real server makes tokens; None: no pace
     send_buffer: int | None = None  # SO_SNDBUF of a streaming connection in bytes (the kernel's own when None)
-    ignore_n: bool = False  # answer one choice whatever `n` asks, as llama.cpp's server does (sim/nchoices.py)
+    ignore_n: bool = False  # answer one choice whatever `n` asks, as llama-cpp-python's server does (sim/nchoices.py)
+    refuse_n: bool = False  # answer n > 1 with HTTP 500 "Only one completion choice is allowed", as llama-server does
 
 
 @dataclass
@@ -397,6 +398,8 @@ def _check_request(options: ServerOptions, authorization: str | None, kind: str,
     if parsed.top_logprobs > options.max_top_logprobs:
         message = f"top_logprobs {parsed.top_logprobs} exceeds this server's limit of {options.max_top_logprobs}"
         return {}, (400, _error(message, "invalid_request_error", "invalid_request_error"))
+    if options.refuse_n and requested_n(request) > 1:
+        return {}, (500, _error(N_REFUSED, "server_error", "500"))
     if options.models is not None and parsed.model not in options.models:
         return {}, (400, _error("Model Not Exist", "invalid_request_error", "invalid_request_error"))
     return request, None
