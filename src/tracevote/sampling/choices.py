@@ -86,16 +86,27 @@ def _cut_choices(body: bytes) -> tuple[list[bytes], dict[str, Any]] | None:
         return None
     head, tail = body[:opening + len(_CHOICES_KEY)], body[closing:]
     starts = [opening + len(_CHOICES_KEY)]
-    while (found := body.find(b',{"index":%d,' % len(starts), starts[-1], closing)) >= 0:
-        starts.append(found + 1)
+    while (found := _next_choice(body, len(starts), starts[-1], closing)) >= 0:
+        starts.append(found)
     ends = [start - 1 for start in starts[1:]] + [closing]
-    pieces = [body[start:end] for start, end in zip(starts, ends, strict=True)]
-    documents = [head + b'{"index":0,' + piece[piece.index(b",") + 1:] + tail for piece in pieces]
+    view = memoryview(body)
+    documents = [b"".join((head, b'{"index":0,', view[body.index(b",", start) + 1:end], tail))  # one copy each
+                 for start, end in zip(starts, ends, strict=True)]
     try:
         envelope = orjson.loads(head + tail)
     except orjson.JSONDecodeError:
         return None  # cut short or malformed: the full parse names the cause
     return documents, envelope
+
+
+def _next_choice(body: bytes, index: int, start: int, end: int) -> int:
+    """Where choice `index` begins, searching body[start:end] from the current choice's finish_reason (a needle
+    bytes.find skips through fast, unlike `,{"index":`, whose commas and quotes fill a logprobs list); -1: none."""
+    reason = body.find(b"finish_reason", start, end)
+    while reason >= 0 and body[reason - 2:reason] not in (b',"', b'{"'):  # structure, not a token's text
+        reason = body.find(b"finish_reason", reason + 1, end)
+    found = body.find(b',{"index":%d,' % index, max(reason, start), end)
+    return found + 1 if found >= 0 else -1
 
 
 def _lone(document: bytes | None, *, problem_id: str, sample_id: int, latency_s: float, keep_top_logprobs: bool,
