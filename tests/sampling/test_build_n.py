@@ -4,12 +4,15 @@ ignore n found by the probe, kill -9 losing at most the requests in flight."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from tests.dvcproject import project_env
 from tests.sampling.test_build import (
     CONCURRENCY,
     N_POOL,
@@ -150,6 +153,21 @@ def test_a_profile_that_does_not_honour_n_sends_none(tmp_path: Path) -> None:
         probes = server.stats.snapshot()["by_sample"]
     assert "(profile deepseek) does not honour n: one trace per request" in built.stderr
     assert "probe/n" not in probes and sum(sample_requests(server).values()) == N_PROBLEMS * N_POOL
+
+
+@pytest.mark.parametrize(("options", "said"), [
+    ({}, "samples a request: 4 (pool.samples_per_request 4)"),
+    ({"ignore_n": True}, "samples a request: 1 (pool.samples_per_request 4)"),
+])
+def test_the_probe_command_says_how_many_samples_a_request_asks(tmp_path: Path, options: dict[str, bool],
+                                                                  said: str) -> None:
+    with sim_server(profile="local", **options) as server:
+        workdir = make_workdir(tmp_path / "work", server.base_url, **with_n())
+        result = subprocess.run([sys.executable, "-m", "tracevote", "probe", "--params", "params.yaml"], cwd=workdir,
+                                env=project_env(), capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert said in result.stdout
+    assert ("it ignores n" in result.stdout) == bool(options)
 
 
 def test_kill_9_with_n_loses_at_most_the_requests_in_flight(tmp_path: Path) -> None:

@@ -441,6 +441,7 @@ def _file_golds(path: Path, *, strict: bool) -> tuple[dict[str, int | str], list
 def cmd_probe(args: argparse.Namespace) -> int:
     from tracevote.core.config import load_params
     from tracevote.sampling import backend
+    from tracevote.sampling.probe import samples_per_request
 
     params = load_params(args.params)
     model = params.deepconf_model
@@ -449,7 +450,12 @@ def cmd_probe(args: argparse.Namespace) -> int:
     with backend.open_sampler(params, [], api_key,
                               on_retry=lambda notice: print(notice.render(), file=sys.stderr, flush=True)) as sampler:
         report = sampler.probe()
+        wanted = params.pool.samples_per_request
+        per_request = samples_per_request(sampler.client, wanted, lambda line: print(f"probe: {line}"))[0] \
+            if report.model_found and wanted > 1 else None
     print(report.render())
+    if per_request is not None:
+        print(f"  samples a request: {per_request} (pool.samples_per_request {wanted})")
     return 0 if report.informative else 1
 
 
