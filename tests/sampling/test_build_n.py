@@ -108,6 +108,22 @@ def test_a_partly_failed_reply_loses_only_its_failed_choice_and_the_rerun_asks_f
     assert_same_traces(traces(workdir), traces(alone))
 
 
+def test_a_cut_reply_keeps_its_whole_choices_and_asks_for_the_rest_on_their_own(tmp_path: Path) -> None:
+    # each sample key's first reply is cut in half: its first choices arrive whole, the rest are asked for again
+    with sim_server("truncated=1.0,max_per_sample=1", profile="local") as server:
+        workdir = make_workdir(tmp_path / "work", server.base_url, **with_n())
+        built = run_build(workdir)
+        assert built.returncode == 0, built.stderr
+        requests = sample_requests(server)
+    with sim_server(profile="local") as server:
+        alone = make_workdir(tmp_path / "alone", server.base_url, **LOCAL)
+        assert run_build(alone).returncode == 0
+    assert_same_traces(traces(workdir), traces(alone))
+    # the follow-up requests start past the whole choices: more keys than the groups' first samples were asked
+    assert {key.rsplit("/", 1)[1] for key in requests} - {str(s) for s in range(0, N_POOL, PER_REQUEST)}
+    assert all(sample.prompt_tokens > 0 for sample in traces(workdir).values())
+
+
 def test_a_rerun_asks_for_the_missing_samples_with_the_right_n(tmp_path: Path) -> None:
     with sim_server(profile="local") as server:
         workdir = make_workdir(tmp_path / "work", server.base_url, **with_n(pool={"n_pool": 6,
