@@ -111,7 +111,9 @@ def test_a_partly_failed_reply_loses_only_its_failed_choice_and_the_rerun_asks_f
 def test_a_cut_reply_keeps_its_whole_choices_and_asks_for_the_rest_on_their_own(tmp_path: Path) -> None:
     # each sample key's first reply is cut in half: its first choices arrive whole, the rest are asked for again
     with sim_server("truncated=1.0,max_per_sample=1", profile="local") as server:
-        workdir = make_workdir(tmp_path / "work", server.base_url, **with_n())
+        # keep_raw too: a trace kept from a cut reply keeps no raw response, the others their own choice's
+        workdir = make_workdir(tmp_path / "work", server.base_url,
+                               **with_n(pool={"samples_per_request": PER_REQUEST, "keep_raw": True}))
         built = run_build(workdir)
         assert built.returncode == 0, built.stderr
         requests = sample_requests(server)

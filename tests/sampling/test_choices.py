@@ -123,11 +123,11 @@ def test_one_request_over_http_gives_the_traces_lone_requests_give() -> None:
         client = ChatClient(model_config(url, profile=PROFILES["local"]), DECODING, api_key=None, timeout_s=30,
                             max_retries=0)
         with client:
-            outcomes, raw = sample_choices(client, MESSAGES, problem_id="p", sample_ids=[2, 3, 4],
+            outcomes, raw, raw_ids = sample_choices(client, MESSAGES, problem_id="p", sample_ids=[2, 3, 4],
                                            keep_top_logprobs=True)
             lone = {sid: client.sample(MESSAGES, problem_id="p", sample_id=sid, keep_top_logprobs=True)
                     for sid in (2, 3, 4)}
-    assert raw.simulated and len(orjson.loads(raw.body)["choices"]) == 3
+    assert raw.simulated and len(orjson.loads(raw.body)["choices"]) == 3 and raw_ids == [2, 3, 4]
     for sid, sample in outcomes.items():
         assert isinstance(sample, Sample)
         assert (sample.text, sample.tokens) == (lone[sid].text, lone[sid].tokens)

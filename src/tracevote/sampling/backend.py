@@ -42,10 +42,11 @@ class Sampler:
 
     def sample_many(self, messages: list[dict[str, str]], problem_id: str,
                     sample_ids: list[int]) -> dict[int, Sampled | TransientError]:
-        """One request for len(sample_ids) traces (`n`); a kept raw response is the reply with that choice only."""
-        outcomes, raw = sample_choices(self.client, messages, problem_id=problem_id, sample_ids=sample_ids,
-                                       keep_top_logprobs=self.keep_top_logprobs)
-        bodies = one_choice_bodies(raw.body, sample_ids) if self.keep_raw else {}
+        """One request for len(sample_ids) traces (`n`); a kept raw response is the reply with that choice only
+        (a trace kept from a cut reply keeps none)."""
+        outcomes, raw, raw_ids = sample_choices(self.client, messages, problem_id=problem_id,
+                                                sample_ids=sample_ids, keep_top_logprobs=self.keep_top_logprobs)
+        bodies = one_choice_bodies(raw.body, raw_ids) if self.keep_raw and raw_ids else {}
         return {sid: got if isinstance(got, TransientError) else Sampled(got, bodies.get(sid), raw.simulated)
                 for sid, got in outcomes.items()}
 

@@ -1,7 +1,7 @@
 """Several traces from one request (`n` choices sharing one prefill): one Sample per choice, or why it failed.
 
     sample_choices(client, messages, problem_id="aime-00", sample_ids=[4, 5, 6, 7], keep_top_logprobs=True)
-    -> ({4: Sample, 5: Sample, 6: TransientError("missing logprobs"), 7: Sample}, the raw reply)
+    -> ({4: Sample, 5: Sample, 6: TransientError("missing logprobs"), 7: Sample}, the raw reply, [4, 5, 6, 7])
 
 Choice i of the reply is sample sample_ids[i]. In the compact layout vLLM, SGLang and the simulator write, the
 reply's bytes are cut into one-choice documents (a choice starts with `{"index":i,`, which cannot occur inside a
@@ -55,8 +55,9 @@ class CutShort(TransientError):
 
 
 def sample_choices(client: ChatClient, messages: list[dict[str, str]], *, problem_id: str, sample_ids: list[int],
-                   keep_top_logprobs: bool) -> tuple[dict[int, Outcome], RawCompletion]:
-    """Each sample id's Sample or TransientError, and the last reply: one request with n = len(sample_ids),
+                   keep_top_logprobs: bool) -> tuple[dict[int, Outcome], RawCompletion, list[int]]:
+    """Each sample id's Sample or TransientError, the last reply and the sample ids its choices are (none for a
+    cut reply): one request with n = len(sample_ids),
     whose X-Tracevote-Sample header and seed are the first sample's key (the simulator draws choice i from
     sample_ids[0] + i's key). A reply cut short keeps the choices that arrived whole and asks for the rest in a
     request of their own; the prompt tokens the last reply reports are then split over every trace kept (a cut
@@ -69,14 +70,14 @@ def sample_choices(client: ChatClient, messages: list[dict[str, str]], *, proble
         except TransientError as failed:
             if cut_reply is None:
                 raise
-            return {**arrived, **dict.fromkeys(wanted, failed)}, cut_reply
+            return {**arrived, **dict.fromkeys(wanted, failed)}, cut_reply, []
         if isinstance(got, CutShort):
             arrived |= got.outcomes
             wanted, cut_reply = wanted[len(got.outcomes):], raw
             if not wanted:  # every choice whole, the usage cut off
-                return arrived, raw
+                return arrived, raw, []
             continue
-        return (_billed_with(arrived, got) if arrived else got), raw
+        return (_billed_with(arrived, got) if arrived else got), raw, wanted
 
 
 def _request(client: ChatClient, messages: list[dict[str, str]], problem_id: str, sample_ids: list[int],
