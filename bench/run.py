@@ -25,7 +25,7 @@ from bench.goals import verdicts
 from bench.measure import load_average
 
 BENCHMARKS = ("bench_ingest", "bench_stream", "bench_pool", "bench_stage", "bench_score", "bench_aggregate",
-              "bench_endpoints", "bench_grade")
+              "bench_endpoints", "bench_grade", "bench_n")
 PAPER = "bench_paper"  # only with --paper (or --only bench_paper): it needs disk and minutes
 LIVE = "bench_online_live"  # only with --only bench_online_live: ~1.7 h of paced streaming at full scale (docs)
 

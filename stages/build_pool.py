@@ -7,6 +7,7 @@ priced and simulated as that endpoint, under study/<endpoint>/.
 
 import os
 import shutil
+import sys
 from pathlib import Path
 
 from tracevote.core.config import Params
@@ -29,6 +30,7 @@ from tracevote.sampling.paid import (
     needed_free_bytes,
     read_paid_stage_args,
 )
+from tracevote.sampling.probe import samples_per_request
 from tracevote.sampling.prompts import setting_messages
 from tracevote.sampling.runner import RunSummary
 from tracevote.store.pool import Pool, Setting, find_pool, write_manifest
@@ -98,9 +100,14 @@ def _build(args: PaidStageArgs[Problem], pool: Pool, setting: Setting, model: Mo
             backend.refuse_if_uninformative(report, params.pool.allow_uninformative_logprobs)
             pool.check_kind(report.simulated)  # before any sample is paid for: a pool never mixes real and simulated
             probe_usd = usd(report.prompt_tokens, report.completion_tokens, model.priced())
+        per_request, n_probe = samples_per_request(sampler.client, params.pool.samples_per_request,
+                                                   lambda line: print(f"build_pool: {line}", file=sys.stderr))
+        if n_probe is not None:
+            probe_usd += usd(n_probe.prompt_tokens, n_probe.completion_tokens, model.priced())
         cap = SpendCap(params.pool.max_cost_usd, "pool.max_cost_usd", spent_usd=probe_usd)  # the probe counts too
         summary = _run_with_progress(pool, problems, plan, sampler, params, model, cap, retries,
-                                     first_alone=plan.n_requests < params.pool.n_pool * len(problems))
+                                     first_alone=plan.n_requests < params.pool.n_pool * len(problems),
+                                     per_request=per_request)
         print(sampler.retry_report())
     _write_blocks(pool, ids)
     manifest = write_manifest(args.manifest, pool, args.dataset, params.pool.n_pool, ids)
@@ -120,13 +127,13 @@ def _write_blocks(pool: Pool, ids: list[str]) -> None:
 
 def _run_with_progress(pool: Pool, problems: list[Problem], plan: BuildPlan, sampler: backend.Sampler,
                        params: Params, model: ModelConfig, cap: SpendCap, retries: RetryLines, *,
-                       first_alone: bool) -> RunSummary:
+                       first_alone: bool, per_request: int) -> RunSummary:
     with CallProgress(plan.n_requests, desc="build_pool", unit="sample", retries=[sampler.client.retries]) as bar:
         retries.progress = bar  # from here the progress bar counts retries and says why it waits
         return run_build(pool, problems, plan, sampler.sample, concurrency=sampler.client.capacity,
                          pricing=model.priced(), max_tokens=params.decoding.max_tokens,
                          cap=cap, first_alone=first_alone,
-                         on_sample=bar.on_stored)
+                         on_sample=bar.on_stored, per_request=per_request, sample_many=sampler.sample_many)
 
 
 if __name__ == "__main__":

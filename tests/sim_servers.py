@@ -84,13 +84,15 @@ class WatchedServer(SimServer):
 
 @contextlib.contextmanager
 def watched_server(sim: SimConfig, answers: dict[str, int] | None = None,
-                   first_errors: dict[str, int] | None = None, admit: int | None = None) -> Iterator[WatchedServer]:
+                   first_errors: dict[str, int] | None = None, admit: int | None = None,
+                   options: ServerOptions | None = None) -> Iterator[WatchedServer]:
     """Every response takes 0.1 s, so a run lasts long enough for kills to land in its middle; with `admit`,
     the requests after the first `admit` wait until `server.gate.release()` (or the block ends), so a build
     cannot finish before the test kills it. `answers` are the known problems' gold answers (problem text ->
     answer) and `first_errors` the known solutions' labels, as a build's own simulator knows them."""
     server = WatchedServer(("127.0.0.1", 0), SimModel(sim, answers, first_errors),
-                           parse_faults("slow=1.0,slow_s=0.1,max_per_sample=1000000"), ServerOptions(), admit=admit)
+                           parse_faults("slow=1.0,slow_s=0.1,max_per_sample=1000000"), options or ServerOptions(),
+                           admit=admit)
     threading.Thread(target=server.serve_forever, args=(0.05,), name="watched-sim-server", daemon=True).start()
     try:
         yield server

@@ -358,11 +358,13 @@ def cmd_sim_server(args: argparse.Namespace) -> int:
     options = ServerOptions(api_key=args.api_key, models=tuple(args.models.split(",")) if args.models else None,
                             no_balance=args.no_balance, profile=args.profile,
                             tokens_per_s=args.tokens_per_second, send_buffer=args.send_buffer,
-                            reasoning_parser=args.reasoning_parser)
+                            reasoning_parser=args.reasoning_parser, ignore_n=args.ignore_n, refuse_n=args.refuse_n)
     print(f"sim-server: SIMULATED model (seed {params.model.sim.seed}, signal {params.model.sim.signal}), "
           f"enforcing profile {PROFILES[args.profile].describe()}, "
           f"faults {args.faults or 'none'}, {_pace_words(args.tokens_per_second, args.send_buffer)}"
-          f"{_split_words(args.reasoning_parser)}; ^C stops it",
+          f"{_split_words(args.reasoning_parser)}"
+          f"{', n ignored (one choice a reply)' if args.ignore_n else ''}"
+          f"{', n > 1 refused (HTTP 500)' if args.refuse_n else ''}; ^C stops it",
           flush=True)
     for line in known:
         print(line, file=sys.stdout if line.startswith("sim-server: knows") else sys.stderr, flush=True)
@@ -444,6 +446,7 @@ def _file_golds(path: Path, *, strict: bool) -> tuple[dict[str, int | str], list
 def cmd_probe(args: argparse.Namespace) -> int:
     from tracevote.core.config import load_params
     from tracevote.sampling import backend
+    from tracevote.sampling.probe import samples_per_request
 
     params = load_params(args.params)
     model = params.deepconf_model
@@ -452,7 +455,12 @@ def cmd_probe(args: argparse.Namespace) -> int:
     with backend.open_sampler(params, [], api_key,
                               on_retry=lambda notice: print(notice.render(), file=sys.stderr, flush=True)) as sampler:
         report = sampler.probe()
+        wanted = params.pool.samples_per_request
+        per_request = samples_per_request(sampler.client, wanted, lambda line: print(f"probe: {line}"))[0] \
+            if report.model_found and wanted > 1 else None
     print(report.render())
+    if per_request is not None:
+        print(f"  samples a request: {per_request} (pool.samples_per_request {wanted})")
     return 0 if report.informative else 1
 
 

@@ -320,6 +320,11 @@ def add_sim_server(subparsers: argparse._SubParsersAction[argparse.ArgumentParse
                      help="split each solve reply as a server with a reasoning parser does: the thinking in this "
                           "message field (reasoning_content: SGLang, DeepSeek, older vLLM; reasoning: newer vLLM), "
                           "the closing answer alone in content, logprobs for every token (default: no split)")
+    sim.add_argument("--ignore-n", action="store_true",
+                     help="answer one choice whatever a request's n asks, as llama-cpp-python's server does "
+                          "(default: n choices where the profile's provider honours n)")
+    sim.add_argument("--refuse-n", action="store_true",
+                     help="answer a request for n > 1 with HTTP 500, as llama.cpp's llama-server does")
     sim.set_defaults(handler=commands.cmd_sim_server)
 
 

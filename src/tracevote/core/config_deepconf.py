@@ -63,6 +63,8 @@ class PoolConfig:
     keep_top_logprobs: bool = param("false keeps only the per-token confidence (at most 12 bytes a token)")
     keep_raw: bool = param("true also stores the compressed raw responses")
     allow_uninformative_logprobs: bool = param("true builds even when the probe finds no logprob signal")
+    samples_per_request: int = param("traces asked for in one request (`n`, sharing one prefill) where the endpoint "
+                                     "honours n (vLLM, SGLang, OpenAI); 1: one request per trace", 1, ge=1, le=128)
 
 
 @dataclass(frozen=True)

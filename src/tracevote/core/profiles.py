@@ -8,11 +8,12 @@
 A model name only OpenAI serves decides wherever it is reached (a proxy, a company gateway, Azure); the host
 decides only for names it does not know.
 
-A profile decides the token-limit field, which sampling parameters may be sent, whether logprobs exist (and how
-many top entries), whether hidden reasoning tokens are reported (they are billed as output: OpenAI counts them
-in completion_tokens), the structured-output form, and which request fields are known (OpenAI answers an
-unknown one, such as DeepSeek's `thinking`, with HTTP 400). The simulated server enforces the same rules
-(tracevote.sim.request), so the tests prove each method's requests for each profile.
+A profile decides whether `n` (several choices sharing one prefill) is sent, the token-limit field, which sampling
+parameters may be sent, whether logprobs exist (and how many top entries), whether hidden reasoning tokens are
+reported (they are billed as output: OpenAI counts them in completion_tokens), the structured-output form, and which
+request fields are known (OpenAI answers an unknown one, such as DeepSeek's `thinking`, with HTTP 400). The
+simulated server enforces the same rules (tracevote.sim.request), so the tests prove each method's requests for each
+profile.
 """
 
 from __future__ import annotations
@@ -47,6 +48,9 @@ class Profile:
     reasoning_tokens: bool  # usage reports hidden reasoning tokens, billed as output
     structured_output: StructuredOutput
     known_fields: frozenset[str] | None  # None: unknown fields are ignored, not refused
+    # `n` choices in one reply sharing one prefill (vLLM, SGLang, OpenAI); False: never sent (DeepSeek's API does not
+    # document it, llama.cpp's server answers one choice whatever n says)
+    honours_n: bool = True
 
     @property
     def logprobs(self) -> bool:
@@ -67,7 +71,8 @@ class Profile:
 
 PROFILES: dict[str, Profile] = {
     # DeepSeek's API: OpenAI's shape plus `thinking`; json_object replies (no json_schema); top_logprobs <= 20
-    "deepseek": Profile("deepseek", "max_tokens", True, 20, False, "json_object", DEEPSEEK_FIELDS),
+    "deepseek": Profile("deepseek", "max_tokens", True, 20, False, "json_object", DEEPSEEK_FIELDS,
+                        honours_n=False),
     # gpt-4o, gpt-4o-mini, gpt-4.1: max_tokens (deprecated but accepted) and top_logprobs <= 20
     "openai-chat": Profile("openai-chat", "max_tokens", True, 20, False, "json_schema", OPENAI_FIELDS),
     # the GPT-5 family and the o-series
@@ -77,7 +82,8 @@ PROFILES: dict[str, Profile] = {
     "local": Profile("local", "max_tokens", True, 20, False, "json_schema", None),
     # llama-cpp-python's server (llama_cpp.server, 0.3.36): as local, but its response_format takes only text and
     # json_object (a json_schema one is refused, as HTTP 500), so structured critic replies are not asked of it
-    "llama-cpp-python": Profile("llama-cpp-python", "max_tokens", True, 20, False, "json_object", None),
+    "llama-cpp-python": Profile("llama-cpp-python", "max_tokens", True, 20, False, "json_object", None,
+                                honours_n=False),
 }
 DEFAULT_TEMPERATURE = 1.0  # the only temperature a reasoning model accepts
 # Names only OpenAI serves (a fine-tuned one starts "ft:"): the o-series and the GPT-5 family reason (gpt-5-chat

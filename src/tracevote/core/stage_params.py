@@ -50,6 +50,8 @@ OPERATIONAL_KEYS = {
     "pool.max_retries": "retries of a failed request",
     "pool.request_timeout_s": "how long one request may take",
     "pool.allow_uninformative_logprobs": "whether the probe's verdict stops the build, not what it stores",
+    "pool.samples_per_request": "traces per request (`n`): other draws of the same distribution, each sample id "
+                                "its own trace",
     "grading.workers": "Math-Verify processes",
     "endpoints.*.base_url": "which servers answer (replicas of one model)",
     "endpoints.*.api_key_env": "where the key is read from",

@@ -16,10 +16,11 @@ from tracevote.core.config import Params
 from tracevote.core.config_deepconf import DecodingConfig, PoolConfig
 from tracevote.core.config_endpoints import ModelConfig
 from tracevote.core.errors import ModelNotFoundError, TracevoteError
-from tracevote.core.retry import RetryNotice
+from tracevote.core.retry import RetryNotice, TransientError
 from tracevote.datasets.problems import Problem
 from tracevote.sampling.apikey import resolve_api_key
 from tracevote.sampling.build import Sampled
+from tracevote.sampling.choices import one_choice_bodies, sample_choices
 from tracevote.sampling.client import ChatClient
 from tracevote.sampling.probe import ProbeReport, run_probe
 from tracevote.sim.model import SimModel
@@ -38,6 +39,16 @@ class Sampler:
         sample, raw = self.client.sample_with_body(messages, problem_id=problem_id, sample_id=sample_id,
                                                    keep_top_logprobs=self.keep_top_logprobs)
         return Sampled(sample, raw.body if self.keep_raw else None, raw.simulated)
+
+    def sample_many(self, messages: list[dict[str, str]], problem_id: str,
+                    sample_ids: list[int]) -> dict[int, Sampled | TransientError]:
+        """One request for len(sample_ids) traces (`n`); a kept raw response is the reply with that choice only
+        (a trace kept from a cut reply keeps none)."""
+        outcomes, raw, raw_ids = sample_choices(self.client, messages, problem_id=problem_id,
+                                                sample_ids=sample_ids, keep_top_logprobs=self.keep_top_logprobs)
+        bodies = one_choice_bodies(raw.body, raw_ids) if self.keep_raw and raw_ids else {}
+        return {sid: got if isinstance(got, TransientError) else Sampled(got, bodies.get(sid), raw.simulated)
+                for sid, got in outcomes.items()}
 
     def probe(self) -> ProbeReport:
         return run_probe(self.client)

@@ -256,11 +256,17 @@ class ChatClient:
 
         return self._attempts(exchange)
 
+    def post(self, payload: bytes, sample_key: str, kind: str, parse: Callable[[RawCompletion], T], *,
+             retries: int | None = None) -> T:
+        """POST `payload` and `parse` the body, retried as every call (a TransientError from `parse` too), at most
+        `retries` times when given (else max_retries)."""
+        return self._attempts(lambda slot: parse(self._post(slot, payload, sample_key, kind)), retries)
+
     def _call(self, payload: bytes, sample_key: str, kind: str, parse: Callable[[RawCompletion], T]) -> T:
         """POST `payload` and parse the body, retrying transient failures."""
         return self._attempts(lambda slot: parse(self._post(slot, payload, sample_key, kind)))
 
-    def _attempts(self, exchange: Callable[[EndpointSlot], T]) -> T:
+    def _attempts(self, exchange: Callable[[EndpointSlot], T], retries: int | None = None) -> T:
         """`exchange` on an endpoint slot, retrying transient failures, each attempt on an endpoint of its own
         choosing (one this call has not failed on, while there is one)."""
         failed_on: list[Endpoint] = []
@@ -283,9 +289,9 @@ class ChatClient:
                 slot.succeeded()
                 return result
 
-        return self._with_retries(attempt)
+        return self._with_retries(attempt, retries)
 
-    def _with_retries(self, attempt: Callable[[], T]) -> T:
+    def _with_retries(self, attempt: Callable[[], T], retries: int | None = None) -> T:
         max_elapsed = self.backoff.max_elapsed_s
         if max_elapsed is None:
             max_elapsed = (self.timeout_s + self.backoff.max_s) * (self.max_retries + 1)
@@ -301,7 +307,8 @@ class ChatClient:
                 self.on_retry(dataclasses.replace(notice, where=notice.error.where, in_a_row=in_a_row))
 
         try:
-            return call_with_retries(attempt, attempts=self.max_retries + 1, max_elapsed_s=max_elapsed,
+            return call_with_retries(attempt, attempts=(self.max_retries if retries is None else retries) + 1,
+                                     max_elapsed_s=max_elapsed,
                                      backoff=self.backoff, on_retry=retried, sleep=self.endpoints.breaker.sleep)
         except TransientError as exc:
             self.failures.add(exc.cause)

@@ -88,6 +88,14 @@ def parse_completion(body: bytes, *, problem_id: str, sample_id: int, latency_s:
     parsed = parse_fast(body, expect_top_logprobs, keep_top_tokens)
     if parsed is None:
         parsed = _parse_slow(body, expect_top_logprobs, keep_top_tokens)
+    return sample_of(parsed, problem_id=problem_id, sample_id=sample_id, latency_s=latency_s,
+                     keep_top_logprobs=keep_top_logprobs, expect_top_logprobs=expect_top_logprobs)
+
+
+def sample_of(parsed: Parsed, *, problem_id: str, sample_id: int, latency_s: float, keep_top_logprobs: bool,
+              expect_top_logprobs: int) -> Sample:
+    """One parsed choice as a Sample, checked as parse_completion says (TransientError for one worth asking
+    again); `parsed.usage` is what the Sample is billed."""
     token_logprobs, confidence, top = stored_measures(parsed.chosen, parsed.top, keep_top=True)
     _check(parsed, token_logprobs, top, expect_top_logprobs)
     return Sample(
@@ -127,14 +135,19 @@ def sentinels_only(token_logprobs: np.ndarray, rest: np.ndarray) -> bool:
 
 def _parse_slow(body: bytes, k: int, keep_top_tokens: bool) -> Parsed:
     doc = load_json(body)
-    choice = _first_choice(doc)
+    return parse_choice(_first_choice(doc), usage_counts(doc), k, keep_top_tokens)
+
+
+def parse_choice(choice: dict[str, Any], usage: tuple[int, int] | None, k: int, keep_top_tokens: bool) -> Parsed:
+    """One choice of a parsed document, billed `usage` (the reply's, or a choice's share of it: sampling.choices);
+    TransientError("missing logprobs" | "malformed JSON") when its logprobs cannot be read."""
     logprobs = choice.get("logprobs")
     items = logprobs.get("content") if isinstance(logprobs, dict) else None
     if not isinstance(items, list):
         raise TransientError("missing logprobs", "the response has no logprobs.content")
     tokens, chosen, top, top_tokens, entries = read_items(items, k, keep_top_tokens)
-    return Parsed(message_text(choice), choice.get("finish_reason"), usage_counts(doc), tokens, chosen, top,
-                  top_tokens, entries, reasoning_text(choice.get("message")))
+    return Parsed(message_text(choice), choice.get("finish_reason"), usage, tokens, chosen, top, top_tokens, entries,
+                  reasoning_text(choice.get("message")))
 
 
 def read_items(items: list[Any], k: int, keep_top_tokens: bool) -> tuple[

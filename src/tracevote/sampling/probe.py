@@ -10,14 +10,16 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import orjson
 
-from tracevote.core.errors import EndpointError, ModelNotFoundError
+from tracevote.core.errors import EndpointError, EndpointNotFoundError, FatalAPIError, ModelNotFoundError, QuotaError
 from tracevote.core.retry import TransientError
-from tracevote.core.simulated import FINGERPRINT_PREFIX
+from tracevote.core.simulated import FINGERPRINT_PREFIX, SOLVE
 from tracevote.sampling.client import ChatClient
 from tracevote.sampling.ingest import load_json
 from tracevote.store.logprobs import SENTINEL_LOGPROB, token_confidence
@@ -99,6 +101,66 @@ def run_probe(client: ChatClient, n_requests: int = 3) -> ProbeReport:
                                 f"{exc}") from None
         docs.append(load_json(raw.body))
     return _judge(client, docs)
+
+
+@dataclass(frozen=True)
+class NProbe:
+    """Whether the server honoured a request for two choices, and what that request was billed."""
+
+    honoured: bool
+    choices: int
+    prompt_tokens: int
+    completion_tokens: int
+    refusal: str = ""  # the server's words when it refused n (llama.cpp's llama-server: HTTP 500)
+
+
+def probe_n(client: ChatClient) -> NProbe:
+    """A short request with n=2: two choices back mean the server honours `n` (vLLM, SGLang, OpenAI); one means it
+    ignores it (llama-cpp-python's server answers one choice whatever n says). A refusal (llama.cpp's llama-server
+    answers HTTP 500 "Only one completion choice is allowed"; another server may say 400) is not retried: it too
+    means n is not honoured."""
+    body = client.request_body([{"role": "user", "content": PROBE_PROMPT}], max_tokens=PROBE_MAX_TOKENS,
+                               sample_key="probe/n", extra={"n": 2})
+    payload = orjson.dumps(body)
+    try:
+        raw = client.post(payload, "probe/n", SOLVE, lambda raw: raw, retries=0)
+    except TransientError as failed:
+        if failed.cause != "HTTP 500":
+            raw = client.post(payload, "probe/n", SOLVE, lambda raw: raw)  # a passing failure: asked as any call
+        else:
+            return NProbe(False, 0, 0, 0, refusal=str(failed))
+    except (QuotaError, ModelNotFoundError, EndpointNotFoundError):
+        raise
+    except FatalAPIError as refused:
+        return NProbe(False, 0, 0, 0, refusal=str(refused))
+    doc = load_json(raw.body)
+    choices = doc.get("choices") if isinstance(doc, dict) else None
+    usage = (doc.get("usage") if isinstance(doc, dict) else None) or {}
+    count = len(choices) if isinstance(choices, list) else 0
+    return NProbe(count >= 2, count, int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0))
+
+
+def samples_per_request(client: ChatClient, wanted: int, say: Callable[[str], None]) -> tuple[int, NProbe | None]:
+    """The traces each request may ask for: `wanted` (pool.samples_per_request) where the endpoint's profile and
+    probe_n say it honours `n`, else 1, said once through `say`; and the n probe, when one was sent."""
+    if wanted == 1:
+        return 1, None
+    model = client.model
+    if not model.profile.honours_n:
+        say(f"pool.samples_per_request is {wanted}, but endpoint {model.endpoint} (profile {model.profile.name}) "
+            f"does not honour n: one trace per request")
+        return 1, None
+    probe = probe_n(client)
+    if probe.refusal:
+        say(f"pool.samples_per_request is {wanted}, but {_where(client)} refused a request for n=2 "
+            f"({probe.refusal}): one trace per request")
+        return 1, probe
+    if not probe.honoured:
+        say(f"pool.samples_per_request is {wanted}, but {_where(client)} answered a request for n=2 with "
+            f"{probe.choices} choice{'s' if probe.choices != 1 else ''} (it ignores n, as llama-cpp-python's server "
+            f"does): one trace per request")
+        return 1, probe
+    return wanted, probe
 
 
 def _not_found(client: ChatClient, message: str) -> ProbeReport:

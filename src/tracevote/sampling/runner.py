@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import collections
 import concurrent.futures as cf
+import dataclasses
 import errno
 import shutil
 import time
@@ -74,7 +75,20 @@ class Paid(Generic[R]):
     simulated: bool = False  # tracevote's simulator answered (the ledger refuses a reply of the other kind)
 
 
-CallFn = Callable[[Call], Paid[R]]
+@dataclass(frozen=True)
+class Shared(Generic[R]):
+    """What one request answering several calls returned (`n` samples sharing one prefill, Call.shared_with): the
+    Paid of each call it answered, by key, and the cause of each it could not (those stay missing for this run)."""
+
+    answered: dict[Key, Paid[R]]
+    failed: dict[Key, str]
+
+    @property
+    def usd(self) -> float:
+        return sum(paid.usd for paid in self.answered.values())
+
+
+CallFn = Callable[[Call], "Paid[R] | Shared[R]"]
 
 # Calls queued per worker, so a worker starts its next request while the calling thread writes the last reply.
 _QUEUED_PER_WORKER = 2
@@ -148,7 +162,7 @@ def run_calls(store: CallStore[R], conversations: Iterable[Conversation[R]], cal
     executor = cf.ThreadPoolExecutor(concurrency, thread_name_prefix="call")
     with ExitStack() as stack:
         writers = _Writers(store, stack)
-        in_flight: dict[cf.Future[Paid[R]], _Thread[R]] = {}
+        in_flight: dict[cf.Future[Paid[R] | Shared[R]], _Thread[R]] = {}
 
         stop = _Stop()
 
@@ -175,19 +189,24 @@ def run_calls(store: CallStore[R], conversations: Iterable[Conversation[R]], cal
                 done, _ = cf.wait(in_flight, return_when=cf.FIRST_COMPLETED)
                 for future in done:
                     thread = in_flight.pop(future)
-                    paid = stop.result(future, summary, in_flight)
+                    calls = len(thread.call.keys) if thread.call is not None else 1
+                    paid = stop.result(future, summary, in_flight, calls)
                     if cap is not None and worst_usd is not None and thread.call is not None:
                         cap.settle(worst_usd(thread.call), paid.usd if paid is not None else 0.0)
-                    if paid is None:
+                    if paid is None or thread.call is None:
                         continue
-                    store.check_kind(paid.simulated)
-                    if not stop.store(writers, thread.call, paid, in_flight):
-                        continue
-                    summary.add(paid)
-                    if on_stored is not None:
-                        on_stored(paid, summary)
-                    thread.replies.append(paid.reply)
-                    advance(thread)
+                    stored_all = True
+                    for call, part in _answered(thread.call, paid, summary):
+                        store.check_kind(part.simulated)
+                        if not stop.store(writers, call, part, in_flight):
+                            stored_all = False
+                            continue
+                        summary.add(part)
+                        if on_stored is not None:
+                            on_stored(part, summary)
+                        thread.replies.append(part.reply)
+                    if stored_all:
+                        advance(thread)
             stop.store_kept(writers, summary, on_stored)
         finally:
             # On a fatal error or ^C, drop what has not started; calls in flight finish on their own.
@@ -214,11 +233,11 @@ class _Stop:
         self._writes_failed = False
         self._kept: list[tuple[Call, Paid]] = []  # paid replies not stored since the disk refused a write
 
-    def result(self, future: cf.Future, summary: RunSummary, in_flight: dict) -> Paid | None:
+    def result(self, future: cf.Future, summary: RunSummary, in_flight: dict, calls: int) -> Paid | Shared | None:
         if future.cancelled():
             return None
         try:
-            return _result(future, summary)
+            return _result(future, summary, calls)
         except STOPPING_ERRORS as exc:
             self.halt(exc, in_flight)
             return None
@@ -300,15 +319,26 @@ def _next_missing_call(thread: _Thread[R], store: CallStore[R], writers: _Writer
         summary.replayed += 1
 
 
-def _result(future: cf.Future, summary: RunSummary) -> Paid | None:
-    summary.requested += 1
+def _result(future: cf.Future, summary: RunSummary, calls: int) -> Paid | Shared | None:
+    """The future's reply; `calls` is how many calls its request answers (each counted as requested)."""
+    summary.requested += calls
     try:
         return future.result()
-    except TransientError as exc:  # retries ran out: the call stays missing, and the cause is counted
-        summary.failures[exc.cause] += 1
+    except TransientError as exc:  # retries ran out: the calls stay missing, and the cause is counted
+        summary.failures[exc.cause] += calls
         return None
     except TracevoteError:
         raise
+
+
+def _answered(call: Call, paid: Paid[R] | Shared[R], summary: RunSummary) -> list[tuple[Call, Paid[R]]]:
+    """Each call a reply answers, with its Paid; a Shared reply's unanswered calls are counted as failures (they
+    stay missing: the rerun asks for them again)."""
+    if isinstance(paid, Paid):
+        return [(call, paid)]
+    for cause in paid.failed.values():
+        summary.failures[cause] += 1
+    return [(dataclasses.replace(call, key=key, shared_with=()), part) for key, part in paid.answered.items()]
 
 
 class _Writers:
@@ -326,9 +356,10 @@ class _Writers:
 
     def claim(self, call: Call) -> None:
         """Two conversations asking for the same call would pay for it twice: a bug in the stage."""
-        if (call.item_id, call.key) in self._claimed:
-            raise DataError(f"item {call.item_id}: call {call.key!r} is asked for by two conversations")
-        self._claimed.add((call.item_id, call.key))
+        for key in call.keys:
+            if (call.item_id, key) in self._claimed:
+                raise DataError(f"item {call.item_id}: call {key!r} is asked for by two conversations")
+            self._claimed.add((call.item_id, key))
 
     def store(self, call: Call, payload: bytes) -> None:
         self._writer(call.item_id).append(call.key, payload)

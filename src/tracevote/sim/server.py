@@ -45,6 +45,7 @@ from tracevote.core.simulated import KIND_HEADER, MODELS_OWNER, SAMPLE_HEADER, S
 from tracevote.sim.faults import FaultPlan
 from tracevote.sim.kinds import KNOWN_KINDS, UnknownKindError
 from tracevote.sim.model import SimModel
+from tracevote.sim.nchoices import N_REFUSED, choice_keys, choices_served, complete_n, requested_n
 from tracevote.sim.render import Degrade
 from tracevote.sim.request import ReasoningField, SimRequestError, parse_request
 from tracevote.sim.stream import StreamEvent, stream_request
@@ -70,6 +71,8 @@ class ServerOptions:
     tokens_per_s: float | None = None  # a generation pace per stream, as a real server makes tokens; None: no pace
     send_buffer: int | None = None  # SO_SNDBUF of a streaming connection in bytes (the kernel's own when None)
     reasoning_parser: ReasoningField | None = None  # solve replies' thinking in this field, as vLLM's parser sends it
+    ignore_n: bool = False  # answer one choice whatever `n` asks, as llama-cpp-python's server does (sim/nchoices.py)
+    refuse_n: bool = False  # answer n > 1 with HTTP 500 "Only one completion choice is allowed", as llama-server does
 
 
 @dataclass
@@ -85,6 +88,7 @@ class ServerStats:
     outcomes: collections.Counter[str] = field(default_factory=collections.Counter)
     generated: collections.Counter[str] = field(default_factory=collections.Counter)
     streams: collections.Counter[str] = field(default_factory=collections.Counter)
+    choices: collections.Counter[str] = field(default_factory=collections.Counter)  # whole replies' choices, by key
     connections: int = 0  # TCP connections accepted: a client that keeps its connections alive opens few
     anonymous: int = 0
 
@@ -111,6 +115,11 @@ class ServerStats:
         with self.lock:
             self.generated[sample_key] += tokens
 
+    def answered(self, choice_keys: list[str | None]) -> None:
+        """A whole reply was made, one choice for each of `choice_keys` (n of them where n is honoured)."""
+        with self.lock:
+            self.choices.update(key for key in choice_keys if key is not None)
+
     def stream_ended(self, ending: str) -> None:
         with self.lock:
             self.streams[ending] += 1
@@ -124,7 +133,7 @@ class ServerStats:
             return {"requests": sum(self.by_sample.values()), "outcomes": dict(self.outcomes),
                     "by_sample": dict(self.by_sample), "by_kind": dict(self.by_kind),
                     "delivered": dict(self.delivered), "generated_tokens": dict(self.generated),
-                    "streams": dict(self.streams), "connections": self.connections}
+                    "streams": dict(self.streams), "choices": dict(self.choices), "connections": self.connections}
 
 
 class SimServer(ThreadingHTTPServer):
@@ -259,9 +268,14 @@ class _Handler(BaseHTTPRequestHandler):
         if fault == "slow":
             time.sleep(self.server.faults.slow_s)
         degrade: Degrade = "sentinel" if fault == "sentinel" else "nologprobs" if fault == "nologprobs" else "none"
-        data = self.server.model.complete_bytes(request, sample_key, degrade=degrade, kind=kind,
-                                                 profile=PROFILES[self.server.options.profile],
-                                                 reasoning_parser=self.server.options.reasoning_parser)
+        profile = PROFILES[self.server.options.profile]
+        n = choices_served(request, profile, self.server.options.ignore_n)
+        self.server.stats.answered(choice_keys(sample_key, n))
+        reasoning_parser = self.server.options.reasoning_parser
+        data = (complete_n(self.server.model, request, sample_key, n, degrade=degrade, kind=kind, profile=profile,
+                           reasoning_parser=reasoning_parser)
+                if n > 1 else self.server.model.complete_bytes(request, sample_key, degrade=degrade, kind=kind,
+                                                               profile=profile, reasoning_parser=reasoning_parser))
         if fault == "malformed":  # what a proxy in the way sends: half a document, then its own page
             # subtle: the page starts with a line break, so even when the cut falls inside a JSON string
             # the document is invalid there, not merely cut short
@@ -380,6 +394,7 @@ def _check_request(options: ServerOptions, authorization: str | None, kind: str,
             raise ValueError("not an object")
         parsed = parse_request(request, PROFILES[options.profile])
         stream_request(request)
+        requested_n(request)
     except (orjson.JSONDecodeError, ValueError) as exc:
         status = exc.status if isinstance(exc, SimRequestError) else 400
         message = str(exc) if isinstance(exc, SimRequestError) else "Invalid request body: not a JSON object"
@@ -387,6 +402,8 @@ def _check_request(options: ServerOptions, authorization: str | None, kind: str,
     if parsed.top_logprobs > options.max_top_logprobs:
         message = f"top_logprobs {parsed.top_logprobs} exceeds this server's limit of {options.max_top_logprobs}"
         return {}, (400, _error(message, "invalid_request_error", "invalid_request_error"))
+    if options.refuse_n and requested_n(request) > 1:
+        return {}, (500, _error(N_REFUSED, "server_error", "500"))
     if options.models is not None and parsed.model not in options.models:
         return {}, (400, _error("Model Not Exist", "invalid_request_error", "invalid_request_error"))
     return request, None

@@ -41,6 +41,13 @@ class Call:
     messages: list[dict[str, str]]
     max_tokens: int | None = None  # None: the setting's
     extra: dict[str, Any] | None = None  # more fields of the request body (a response_format); None: none
+    # the keys of further calls this one request answers (n samples sharing one prefill), each stored as its own
+    shared_with: tuple[Key, ...] = ()
+
+    @property
+    def keys(self) -> tuple[Key, ...]:
+        """Every call this request answers: its own key, then shared_with's."""
+        return (self.key, *self.shared_with)
 
     @property
     def request_sha256(self) -> str:
