@@ -185,6 +185,12 @@ def require_effort(where: str, effort: str | None, profile: Profile) -> None:
             f"one of {', '.join(takes)} (what profile {profile.name} takes), or null")
 
 
+def with_effort(setting: dict[str, Any], model: ModelConfig, key: str = "reasoning_effort") -> dict[str, Any]:
+    """A ledger's setting with the endpoint's reasoning effort in it when one is set (it shapes every reply); left
+    out when null, so the ledgers made before the setting existed keep their names."""
+    return setting if model.reasoning_effort is None else {**setting, key: model.reasoning_effort}
+
+
 def server_keys(base_url: BaseUrl) -> list[tuple[str, str]]:
     """(its key in params.yaml, URL) for each server: base_url, or base_url[0], base_url[1], ..."""
     if isinstance(base_url, str):
