@@ -6,7 +6,8 @@ do (tracevote.sim.reasoning), counting every request:
 - a budget the reasoning uses up stops the stage with the line naming the budget, the effort, what to raise and
   what was spent; nothing is kept, so a rerun asks again, and after raising the budget the replies are scored;
 - the command line (`grade --enable-critic`) grading the run's predictions file shares the pipeline's ledger: run
-  after the stage it sends no request, and run first it leaves the stage nothing to ask.
+  after the stage it sends no request, and run first it leaves the stage nothing to ask;
+- the debate meets the same error, naming its own budget.
 """
 
 from __future__ import annotations
@@ -157,3 +158,19 @@ def test_the_stage_after_the_command_line_asks_nothing(project: Path, server: Si
     result = dvc(project, "repro", STAGE)
     assert f"holds all {ITEMS} critic replies; no request sent" in result.stdout
     assert asked(server) - before == ITEMS, "the stage paid again for replies the command line holds"
+
+
+def test_a_debate_on_the_reasoning_model_names_its_own_budget(project: Path, server: SimServer) -> None:
+    """The same error in the debate (every method that asks for text): it names debate.max_tokens, keeps nothing."""
+    dvc(project, "repro", "normalize@toy")
+    update_params(project, {"debate": {"endpoint": "gpt-5-nano", "judge_endpoint": "gpt-5-nano", "temperature": 1,
+                                       "max_tokens": 64},
+                            "endpoints": {"gpt-5-nano": {"reasoning_effort": "high"}}})
+    failed = dvc(project, "repro", "build_debate@toy", check=False)
+    errors = [line for line in failed.stderr.splitlines() if line.startswith("error: ")]
+    assert failed.returncode != 0 and len(errors) == 1, failed.stdout + failed.stderr
+    assert errors[0].startswith("error: endpoints.gpt-5-nano (gpt-5-nano) spent the whole budget of 64 tokens "
+                                "(debate.max_tokens) on hidden reasoning at reasoning_effort high"), errors[0]
+    assert "Raise debate.max_tokens or set endpoints.gpt-5-nano.reasoning_effort lower" in errors[0]
+    logs = list((project / "debates" / "toy").rglob("*.tvf"))
+    assert all(not CallLedger(log.parent.parent).records(log.stem) for log in logs), "an empty reply was kept"
