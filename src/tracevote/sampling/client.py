@@ -222,12 +222,13 @@ class ChatClient:
             reply = parse_reply(raw.body)
             if raw.simulated and not reply.simulated:
                 reply = dataclasses.replace(reply, simulated=True)
-            check_answered(reply, self.model, budget=max_tokens or self.decoding.max_tokens, settings=self.settings,
-                           call_key=call_key)
             return reply, raw.latency_s
 
         payload = orjson.dumps(self.request_body(messages, max_tokens=max_tokens, logprobs=False, extra=extra))
-        return self._call(payload, call_key, kind, parse)
+        answered = self._call(payload, call_key, kind, parse)  # the server answered: its slot counts a success
+        check_answered(answered[0], self.model, budget=max_tokens or self.decoding.max_tokens, settings=self.settings,
+                       call_key=call_key)
+        return answered
 
     def __enter__(self) -> ChatClient:
         return self
