@@ -399,10 +399,14 @@ class ChatClient:
                     f"${self.model.api_key_env} (environment or .env).")
         return (f"{where}: HTTP {status}, the server refused the request: {detail}. Check {self._settings_text()} "
                 f"and endpoints.{self.model.endpoint} (extra_body {self.model.extra_body}, profile "
-                f"{self.model.profile.name}) in params.yaml.{self._profile_hint(detail)}")
+                f"{self.model.profile.name}{self._effort_text()}) in params.yaml.{self._profile_hint(detail)}")
+
+    def _effort_text(self) -> str:
+        effort = self.model.reasoning_effort
+        return "" if effort is None else f", reasoning_effort {effort}"
 
     def _settings_text(self) -> str:
-        """"grading.critic (temperature 0.0, max_tokens 512)": the keys this method sets its requests with."""
+        """"grading.critic (temperature 0.0, max_tokens 4096)": the keys this method sets its requests with."""
         values = {"temperature": self.decoding.temperature, "max_tokens": self.decoding.max_tokens}
         if self.settings == "decoding":
             values |= {"top_p": self.decoding.top_p, "top_logprobs": self.decoding.top_logprobs}
