@@ -14,7 +14,7 @@ from tracevote.core.errors import ReasoningBudgetError
 from tracevote.critique.critic_prompt import CRITIC
 from tracevote.sampling.client import ChatClient
 from tracevote.sampling.ingest import Reply
-from tracevote.sampling.reasoning_budget import all_reasoning, lower_efforts
+from tracevote.sampling.reasoning_budget import all_reasoning, effort_lever
 
 GRADE = [{"role": "user", "content": "Grade.\n<model_reasoning>\nSo 5.\n</model_reasoning>"}]
 
@@ -47,13 +47,17 @@ def test_what_counts_as_a_budget_spent_on_reasoning(reply: Reply, profile: str, 
     assert all_reasoning(reply, endpoint(profile, effort)) is spent
 
 
-@pytest.mark.parametrize(("profile", "effort", "lower"), [
-    ("openai-reasoning", None, "minimal or low"), ("openai-reasoning", "high", "low or medium"),
-    ("openai-reasoning", "low", "minimal"), ("local", "high", "low or medium"),
-    ("openai-reasoning", "minimal", "none is lower: raise the budget"),
+@pytest.mark.parametrize(("profile", "effort", "lever"), [
+    ("openai-reasoning", None, "or set endpoints.openai-reasoning.reasoning_effort lower (minimal or low)"),
+    ("openai-reasoning", "high", "or set endpoints.openai-reasoning.reasoning_effort lower (low or medium)"),
+    ("openai-reasoning", "low", "or set endpoints.openai-reasoning.reasoning_effort lower (minimal)"),
+    ("local", "high", "or set endpoints.local.reasoning_effort lower (low or medium)"),
+    ("openai-reasoning", "minimal", "(endpoints.openai-reasoning.reasoning_effort is already minimal, the lowest it "
+                                    "takes)"),
+    ("local", "low", "(endpoints.local.reasoning_effort is already low, the lowest it takes)"),
 ])
-def test_the_error_names_the_efforts_below(profile: str, effort: str | None, lower: str) -> None:
-    assert lower_efforts(endpoint(profile, effort)) == lower
+def test_the_error_names_the_efforts_below(profile: str, effort: str | None, lever: str) -> None:
+    assert effort_lever(endpoint(profile, effort)) == lever
 
 
 def test_a_budget_spent_on_hidden_reasoning_is_an_error_asked_once() -> None:

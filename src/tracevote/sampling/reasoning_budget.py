@@ -44,14 +44,18 @@ def budget_message(reply: Reply, model: ModelConfig, *, budget: int, settings: s
             f"${usd_cached(reply.prompt_tokens, reply.cached_prompt_tokens, reply.completion_tokens, pricing):.6f}")
     return (f"{where} ({model.name}) spent the whole budget of {budget} tokens ({settings}.max_tokens) on hidden "
             f"reasoning at {effort} and answered nothing (call {call_key}); that reply cost {cost} "
-            f"({reply.completion_tokens} output tokens) and is not kept. Raise {settings}.max_tokens or set "
-            f"{where}.reasoning_effort lower ({lower_efforts(model)}), then run again: it asks again. The run "
-            f"stopped here: every reply at this setting would end the same way")
+            f"({reply.completion_tokens} output tokens) and is not kept. Raise {settings}.max_tokens "
+            f"{effort_lever(model)}, then run again: it asks again. The run stopped here: every reply at this "
+            f"setting would end the same way")
 
 
-def lower_efforts(model: ModelConfig) -> str:
-    """The efforts below the endpoint's that its profile takes: "minimal or low" for gpt-5-nano at medium."""
+def effort_lever(model: ModelConfig) -> str:
+    """The other way out: "or set endpoints.gpt-5-nano.reasoning_effort lower (minimal or low)" at medium, the two
+    efforts just below the endpoint's that its profile takes; at the lowest, that there is none."""
+    where = f"endpoints.{model.endpoint}.reasoning_effort"
     takes = PROFILE_EFFORTS.get(model.profile.name, ())
     effort = model.reasoning_effort or DEFAULT_EFFORT
     below = takes[: takes.index(effort)] if effort in takes else ()
-    return " or ".join(below[-2:]) or "none is lower: raise the budget"
+    if not below:
+        return f"({where} is already {effort}, the lowest it takes)"
+    return f"or set {where} lower ({' or '.join(below[-2:])})"
