@@ -21,6 +21,7 @@ from tracevote.datasets.problems import Problem
 from tracevote.deepconf.live import LiveAnswers
 from tracevote.sampling import backend
 from tracevote.sampling.budget import SpendCap, check_budget
+from tracevote.sampling.identify import as_served
 from tracevote.sampling.live import (
     WARMUP,
     LiveRules,
@@ -127,7 +128,7 @@ def _write_manifest(path: Path, dataset: str, ids: list[str], rules: LiveRules, 
 def _run(params: Params, problems: list[Problem], messages: dict[str, list[dict[str, str]]], rules: LiveRules,
          warmup: LiveLedger, methods: dict[str, LiveLedger], codes: LiveAnswers, missing: int) -> None:
     model, live = params.deepconf_model, params.online.live
-    worst = worst_case(messages, missing, rules.max_tokens, params.deepconf_model)
+    worst = as_served(worst_case(messages, missing, rules.max_tokens, params.deepconf_model), model)
     print(f"build_online: up to {missing} traces to stream into {warmup.root.parent}; worst case (every one to "
           f"decoding.max_tokens): {worst.render()}")
     print(f"build_online: model {model.describe()}")

@@ -54,7 +54,7 @@ def documented_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path
     params["deepconf"] = {**params["deepconf"], "endpoints": ["qwen-local"]}
     params["endpoints"] = {**params["endpoints"], "qwen-local": {
         "profile": "local", "base_url": "http://127.0.0.1:8000/v1", "name": "Qwen/Qwen3-8B", "extra_body": {},
-        "api_key_env": "VLLM_API_KEY", "needs_key": False, "sim": {"accuracy": 0.3},
+        "reasoning_effort": None, "api_key_env": "VLLM_API_KEY", "needs_key": False, "sim": {"accuracy": 0.3},
         "pricing": {"checked": "2026-07", "input_cache_miss": 0.05, "input_cache_hit": 0.05, "output": 0.2}}}
     project = make_project(base / "project", params)
     for name in SETUP_FILES:

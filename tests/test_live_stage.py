@@ -112,6 +112,17 @@ def test_over_its_spend_cap_it_refuses_before_any_request(tmp_path: Path) -> Non
     assert not (root / "online").exists()  # no empty ledger left behind
 
 
+def test_its_opening_estimate_against_the_simulator_says_simulated(tmp_path: Path) -> None:
+    """As every other paid stage's does (issue 43): the simulator behind `backend: openai` is asked for its model
+    list before the estimate is printed, which then reads as hypothetical, not as a bill."""
+    with running_server(SimModel(SIM), parse_faults("")) as base_url:
+        root = project(tmp_path / "capped", base_url, max_cost_usd=0.0001)
+        refused = run_stage(root, "build_online.py", *COMMAND[2:], check=False)
+    [opening] = [line for line in refused.stdout.splitlines() if "worst case" in line]
+    assert ("cost if this were tracevote-sim at list prices" in opening
+            and opening.endswith("(SIMULATED: nothing will be spent)")), opening
+
+
 def test_a_changed_budget_starts_a_new_method_ledger_and_reuses_the_warmup(tmp_path: Path) -> None:
     with running_server(SimModel(SIM), parse_faults("")) as base_url:
         root = project(tmp_path / "budgets", base_url)

@@ -44,10 +44,15 @@ def servers() -> Iterator[dict[str, SimServer]]:
             stop_server(server)
 
 
+# the reasoning model thinks least, so the debate's 400-token budget holds its hidden reasoning and an answer
+EFFORT = {"gpt-5-nano": {"reasoning_effort": "minimal"}}
+
+
 def pointed_at(running: dict[str, SimServer]) -> dict[str, Any]:
     """Params overrides: every endpoint on its own server, its profile explicit, no key needed."""
     return {"model": {"backend": "openai"}, "endpoints": {
-        endpoint: {"base_url": server.base_url, "profile": PLAYED[endpoint], "needs_key": False}
+        endpoint: {"base_url": server.base_url, "profile": PLAYED[endpoint], "needs_key": False,
+                   **EFFORT.get(endpoint, {})}
         for endpoint, server in running.items()}}
 
 

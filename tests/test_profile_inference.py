@@ -122,7 +122,8 @@ def test_a_refusal_names_the_critics_settings_and_the_profile_that_fits(tmp_path
     errors = [line for line in failed.stderr.splitlines() if line.startswith("error: ")]
     assert failed.returncode == 2 and len(errors) == 1, failed.stderr
     assert "HTTP 400" in errors[0]
-    assert "Check grading.critic (temperature 0.0, max_tokens 512)" in errors[0]
+    assert "Check grading.critic (temperature 0.0, max_tokens 4096)" in errors[0]
+    assert "endpoints.gpt-5-nano (extra_body {}, profile local, reasoning_effort low)" in errors[0]
     assert "decoding" not in errors[0] and "DeepSeek" not in errors[0] and "deepseek" not in errors[0]
     assert ("The profile is local, as endpoints.gpt-5-nano.profile sets it; if the server is another provider's "
             "(OpenAI's behind a gateway, say), set endpoints.gpt-5-nano.profile: openai-reasoning") in errors[0]

@@ -31,7 +31,8 @@ PREDICTIONS = Path("predictions") / "demo_gsm8k.jsonl"
 THINKING = {"thinking": {"type": "disabled"}}  # DeepSeek's own field, as params.yaml sends it
 LOCAL_ENDPOINT = {  # a vLLM server: profile inferred from the host (local), a field only such servers know
     "profile": None, "base_url": "http://gpu1:8000/v1", "name": "Qwen/Qwen3-8B",
-    "extra_body": {"chat_template_kwargs": {"enable_thinking": False}}, "api_key_env": "VLLM_API_KEY",
+    "extra_body": {"chat_template_kwargs": {"enable_thinking": False}}, "reasoning_effort": None,
+    "api_key_env": "VLLM_API_KEY",
     "needs_key": False,
     "pricing": {"checked": "2026-07", "input_cache_miss": 0.0, "input_cache_hit": 0.0, "output": 0.0}}
 DEBATE_BRANCH = {"build_debate", "score_debate", "compare"}
@@ -60,9 +61,11 @@ PROFILE_PROJECTS = {
     # endpoints -> gpt-4 -> 1, failing the stage
     "openai-chat": (Endpoints("gpt-4o-mini", "gpt-4-1", "gpt-4o-mini", "gpt-4o-mini", "gpt-4o-mini"), {}),
     # only the default temperature; DeepConf cannot run here (no logprobs: tests/test_profile_refusals.py)
+    # and the least reasoning: the debate's and the critique's small budgets must hold its hidden reasoning too
     "openai-reasoning": (Endpoints(None, "gpt-5-nano", "gpt-5-nano", "gpt-5-nano", "gpt-5-nano"),
                          {"debate": {"temperature": 1}, "critique": {"temperature": 1},
-                          "grading": {"critic": {"temperature": 1}}}),
+                          "grading": {"critic": {"temperature": 1}},
+                          "endpoints": {"gpt-5-nano": {"reasoning_effort": "minimal"}}}),
     "local": (Endpoints("qwen-local", "qwen-local", "qwen-local", "qwen-local", "qwen-local"), {}),
 }
 

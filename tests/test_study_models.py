@@ -43,7 +43,8 @@ def second_model(url: str, output_price: float) -> dict[str, Any]:
     """deepconf.endpoints: [qwen-local], a model of the same server under another name and price."""
     return {"deepconf": {"endpoints": [OTHER]},
             "endpoints": {OTHER: {"profile": "deepseek", "base_url": url, "name": OTHER_NAME, "extra_body": {},
-                                  "api_key_env": "QWEN_API_KEY", "needs_key": False, "sim": None,
+                                  "reasoning_effort": None, "api_key_env": "QWEN_API_KEY", "needs_key": False,
+                                  "sim": None,
                                   "pricing": {"checked": "2026-07", "input_cache_miss": 0.05,
                                               "input_cache_hit": 0.05, "output": output_price}}}}
 

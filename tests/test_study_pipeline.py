@@ -16,7 +16,7 @@ from tests.test_pipeline import ran_stages, small_sim_params
 pytestmark = pytest.mark.slow
 
 CHEAP = {"profile": "deepseek", "base_url": "http://127.0.0.1:9", "name": "cheap-model", "extra_body": {},
-         "api_key_env": "DEEPSEEK_API_KEY", "needs_key": False, "sim": {"accuracy": 0.2},
+         "reasoning_effort": None, "api_key_env": "DEEPSEEK_API_KEY", "needs_key": False, "sim": {"accuracy": 0.2},
          "pricing": {"checked": "2026-07", "input_cache_miss": 0.05, "input_cache_hit": 0.01, "output": 0.1}}
 
 

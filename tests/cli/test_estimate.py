@@ -17,6 +17,7 @@ from tests.dvcproject import run_stage
 from tests.sampling.test_connection_errors import tracevote, workdir
 from tests.sampling.test_run_control import build_pool
 from tracevote.cli.demo import BUILTIN_GSM8K, BUILTIN_PREDICTIONS, BUILTIN_STEPS, local_dataset
+from tracevote.cli.estimate import tokens
 from tracevote.core.config import load_params
 from tracevote.core.costs import money, prompt_bytes
 from tracevote.datasets.problems import load_problems
@@ -183,3 +184,11 @@ def test_each_model_of_the_study_has_its_row_at_its_own_prices(project: Path) ->
     qwen_usd = (tokens_in * 0.5 + 4 * MAX_TOKENS * 2.0) / 1e6
     assert rows["build_pool_model@toy-qwen"][:4] == ["4", str(tokens_in), str(4 * MAX_TOKENS), money(qwen_usd)]
     assert "  qwen-sim (endpoint qwen): $0.5 in, $2 out, checked 2026-07" in stdout
+
+
+@pytest.mark.parametrize(("count", "shown"), [
+    (950, "950"), (12_345, "12.3k"), (2_963_000, "2.96M"), (999_994_999, "999.99M"),
+    (1_996_800_000, "2.00B"),  # the paper's gpt-oss pool: 30 problems x 512 traces x 130,000 tokens
+])
+def test_a_token_count_reads_at_a_glance(count: int, shown: str) -> None:
+    assert tokens(count) == shown

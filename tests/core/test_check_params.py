@@ -37,6 +37,9 @@ REFUSALS: list[tuple[dict, str]] = [
     ({"critique": {"endpoint": "gpt-5-nano"}},
      "critique.temperature: 0.7 must be 1: endpoint gpt-5-nano (gpt-5-nano, profile openai-reasoning) accepts "
      "only the default temperature; set critique.temperature: 1"),
+    # issue 43: a reasoning effort where the endpoint's profile takes none
+    ({"endpoints": {"deepseek": {"reasoning_effort": "high"}}},
+     "endpoints.deepseek.reasoning_effort: 'high' must be null: profile deepseek takes no reasoning_effort"),
     ({"critique": {"template": "{problem} {tagged_response} {solution}"}},
      "critique.template: unknown placeholder {solution}"),
     # issue 29: fetch depends on source.watch, which must be the local source itself

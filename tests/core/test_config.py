@@ -148,6 +148,17 @@ REFUSED = [
     ("debate.endpoint", "gpt-5-nano", "debate.temperature: 0.3 must be 1: endpoint gpt-5-nano (gpt-5-nano, profile "
                                       "openai-reasoning) accepts only the default temperature; set "
                                       "debate.temperature: 1"),
+    # issue 43: reasoning_effort only where the profile takes it, and only the values it takes
+    ("endpoints.deepseek.reasoning_effort", "high", "endpoints.deepseek.reasoning_effort: 'high' must be null: "
+                                                    "profile deepseek takes no reasoning_effort (openai-reasoning "
+                                                    "does, and local for gpt-oss on vLLM)"),
+    ("endpoints.gpt-4o-mini.reasoning_effort", "low", "endpoints.gpt-4o-mini.reasoning_effort: 'low' must be null: "
+                                                      "profile openai-chat takes no reasoning_effort"),
+    ("endpoints.gpt-5-nano.reasoning_effort", "extreme", "endpoints.gpt-5-nano.reasoning_effort: 'extreme' is not "
+                                                         "one of 'minimal', 'low', 'medium', 'high'"),
+    ("endpoints.gpt-5-nano.extra_body", {"reasoning_effort": "high"},
+     "endpoints.gpt-5-nano.extra_body: 'reasoning_effort' is set by the client; set "
+     "endpoints.gpt-5-nano.reasoning_effort instead"),
 ]
 
 

@@ -77,7 +77,8 @@ def test_the_model_stages_are_a_matrix_over_datasets_then_endpoints() -> None:
 def test_a_model_stage_declares_only_its_own_endpoint() -> None:
     declared = STAGES[POOL_STAGE]["params"]
     endpoints = [key for key in declared if key.startswith("endpoints.")]
-    assert endpoints == [f"endpoints.${{item.endpoint}}.{key}" for key in ("name", "extra_body", "profile", "sim")]
+    assert endpoints == [f"endpoints.${{item.endpoint}}.{key}"
+                         for key in ("name", "extra_body", "reasoning_effort", "profile", "sim")]
     assert not any(key.startswith("deepconf") for key in declared)  # the list and the main model: none re-runs it
 
 

@@ -26,7 +26,7 @@ from tracevote.store.records import Sample
 
 PROMPT_TOKENS, TOKENS = 20, 100
 CHEAP = {"profile": "deepseek", "base_url": "http://127.0.0.1:8000", "name": "cheap-model", "extra_body": {},
-         "api_key_env": "DEEPSEEK_API_KEY", "needs_key": False, "sim": {"accuracy": 0.3},
+         "reasoning_effort": None, "api_key_env": "DEEPSEEK_API_KEY", "needs_key": False, "sim": {"accuracy": 0.3},
          "pricing": {"checked": "2026-07", "input_cache_miss": 0.05, "input_cache_hit": 0.01, "output": 0.1}}
 # deepseek's fixture prices are 0.14 in and 0.28 out per 1M tokens: one trace costs 20 x 0.14 + 100 x 0.28
 DEEPSEEK_TRACE, CHEAP_TRACE = (20 * 0.14 + 100 * 0.28) / 1e6, (20 * 0.05 + 100 * 0.1) / 1e6

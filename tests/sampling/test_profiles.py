@@ -37,21 +37,27 @@ TEXT = DecodingConfig(temperature=0.3, top_p=None, max_tokens=128, top_logprobs=
 DEFAULT_ONLY = DecodingConfig(temperature=1.0, top_p=None, max_tokens=128, top_logprobs=0)  # on a reasoning model
 # the extra_body each profile's endpoint carries in the tests below: what its provider (and only it) knows
 EXTRA_BODY = {"deepseek": THINKING, "openai-chat": {}, "openai-reasoning": {}, "local": VLLM, "llama-cpp-python": {}}
+# a reasoning model's effort: at its default (medium) it thinks past the tests' small budgets and answers nothing
+EFFORT = {"openai-reasoning": "minimal"}
 NOWHERE = "http://127.0.0.1:9/v1"  # request_body sends nothing
 
 
-def model(profile: str, extra_body: dict[str, Any] | None = None, base_url: str = NOWHERE) -> ModelConfig:
+def model(profile: str, extra_body: dict[str, Any] | None = None, base_url: str = NOWHERE,
+          effort: str | None = None) -> ModelConfig:
     return ModelConfig(backend="openai", base_url=base_url, name=f"{profile}-model",
                        extra_body=EXTRA_BODY[profile] if extra_body is None else extra_body, api_key_env="KEY",
-                       needs_key=False, sim=SIM, profile=PROFILES[profile], endpoint=profile)
+                       needs_key=False, sim=SIM, profile=PROFILES[profile], endpoint=profile,
+                       reasoning_effort=effort or EFFORT.get(profile))
 
 
 def client(profile: str, decoding: DecodingConfig, *, base_url: str = NOWHERE,
-           extra_body: dict[str, Any] | None = None) -> ChatClient:
-    return ChatClient(model(profile, extra_body, base_url), decoding, api_key=None, timeout_s=30, max_retries=2)
+           extra_body: dict[str, Any] | None = None, effort: str | None = None) -> ChatClient:
+    return ChatClient(model(profile, extra_body, base_url, effort), decoding, api_key=None, timeout_s=30,
+                      max_retries=2)
 
 
 LOGPROBS = {"logprobs": True, "top_logprobs": 20}
+MINIMAL = {"reasoning_effort": "minimal"}
 BODIES = [
     # (profile, decoding, request_body's arguments, the body after model and messages, keys in order)
     ("deepseek", SAMPLING, {}, {"temperature": 0.6, "max_tokens": 128, **LOGPROBS, "top_p": 0.95, **THINKING}),
@@ -63,10 +69,12 @@ BODIES = [
     ("openai-chat", TEXT, {"logprobs": False, "extra": {"response_format": RESPONSE_FORMAT}},
      {"temperature": 0.3, "max_tokens": 128, "response_format": RESPONSE_FORMAT}),
     # a reasoning model: max_completion_tokens, and no temperature or top_p at all (only the default is accepted)
-    ("openai-reasoning", DEFAULT_ONLY, {"logprobs": False}, {"max_completion_tokens": 128}),
-    ("openai-reasoning", DEFAULT_ONLY, {"logprobs": False, "max_tokens": 64}, {"max_completion_tokens": 64}),
+    # and the endpoint's reasoning_effort
+    ("openai-reasoning", DEFAULT_ONLY, {"logprobs": False}, {"max_completion_tokens": 128, **MINIMAL}),
+    ("openai-reasoning", DEFAULT_ONLY, {"logprobs": False, "max_tokens": 64},
+     {"max_completion_tokens": 64, **MINIMAL}),
     ("openai-reasoning", DEFAULT_ONLY, {"logprobs": False, "extra": {"response_format": RESPONSE_FORMAT}},
-     {"max_completion_tokens": 128, "response_format": RESPONSE_FORMAT}),
+     {"max_completion_tokens": 128, **MINIMAL, "response_format": RESPONSE_FORMAT}),
     ("local", SAMPLING, {}, {"temperature": 0.6, "max_tokens": 128, **LOGPROBS, "top_p": 0.95, **VLLM}),
     ("local", TEXT, {"logprobs": False}, {"temperature": 0.3, "max_tokens": 128, **VLLM}),
 ]

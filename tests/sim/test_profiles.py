@@ -50,6 +50,11 @@ REFUSED = [
     ("openai-reasoning", {"logprobs": True}, 400, f"Unsupported parameter: 'logprobs' {NOT_SUPPORTED}"),
     ("openai-reasoning", {"logprobs": True, "top_logprobs": 5}, 400, "'logprobs' is not supported"),
     ("openai-reasoning", {"top_logprobs": 5}, 400, f"Unsupported parameter: 'top_logprobs' {NOT_SUPPORTED}"),
+    # reasoning_effort: OpenAI's documented values on its reasoning models, none on its chat models; gpt-oss's three
+    ("openai-reasoning", {"reasoning_effort": "extreme"}, 400,
+     "Invalid value: 'extreme'. Supported values are: 'minimal', 'low', 'medium', and 'high'."),
+    ("openai-chat", {"reasoning_effort": "low"}, 400, f"Unsupported parameter: 'reasoning_effort' {NOT_SUPPORTED}"),
+    ("local", {"reasoning_effort": "minimal"}, 400, "Supported values are: 'low', 'medium', and 'high'."),
     # DeepSeek has json_object replies, not json_schema
     ("deepseek", JSON_SCHEMA, 400, "This response_format type is unavailable now"),
     # what every profile refuses is still refused under each
@@ -75,7 +80,8 @@ ACCEPTED = [
     ("openai-chat", {"max_completion_tokens": 300, **JSON_SCHEMA}),  # chat models take the newer field too
     ("openai-chat", JSON_OBJECT),
     ("openai-reasoning", {}),  # no temperature: the default
-    ("openai-reasoning", {"temperature": 1, "top_p": 1, "max_completion_tokens": 300}),
+    # a 300-token budget leaves room for an answer only at a low effort (the default, medium, thinks ~1,200)
+    ("openai-reasoning", {"temperature": 1, "top_p": 1, "max_completion_tokens": 300, "reasoning_effort": "minimal"}),
     ("openai-reasoning", {"temperature": 1.0, "logprobs": False, "reasoning_effort": "low", **JSON_SCHEMA}),
     # vLLM, SGLang, llama.cpp ignore fields they do not know, DeepSeek's included
     ("local", {"chat_template_kwargs": {"enable_thinking": False}, "top_k": 20, **THINKING}),

@@ -283,12 +283,15 @@ def _cells(stage: str, cost: CostEstimate | None, note: str) -> list[str]:
 
 
 def tokens(count: int) -> str:
-    """A token count at a glance: 950 -> "950", 12_345 -> "12.3k", 2_963_000 -> "2.96M"."""
+    """A token count at a glance: 950 -> "950", 12_345 -> "12.3k", 2_963_000 -> "2.96M", 1_996_800_000 ->
+    "2.00B" (the paper's gpt-oss pool: 15,360 traces of up to 130,000 tokens)."""
     if count < 1_000:
         return str(count)
     if count < 1_000_000:
         return f"{count / 1e3:.1f}k"
-    return f"{count / 1e6:.2f}M"
+    if count < 1_000_000_000:
+        return f"{count / 1e6:.2f}M"
+    return f"{count / 1e9:.2f}B"
 
 
 def _prices(model: ModelConfig) -> str:

@@ -3,8 +3,10 @@
 The gold: --gold FILE, or the scorer's layout under --data-root DIR (DIR/test/<dataset>_test.jsonl), else the
 project's normalized file of the dataset (aime is aime_2024, as in the original scorer). The critic
 (--enable-critic) reads its settings from the params file's grading.critic, calls the model on the ledger under
---critic-dir (durable, resumable, never paid twice) and shows its progress on stderr. --limit N grades the file's
-first N predictions only; --per-item FILE writes one row per item (tracevote.grading.items).
+--critic-dir (durable, resumable, never paid twice; by default the pipeline's folder of the grading run whose
+predictions the file is, so both share one ledger, else grading/critic/cli) and shows its progress on stderr.
+--limit N grades the file's first N predictions only; --per-item FILE writes one row per item
+(tracevote.grading.items).
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ from tracevote.grading.summary import json_summary, render_run
 if TYPE_CHECKING:  # the critic's modules load pyarrow, numpy and requests: imported only when it runs
     from tracevote.grading.critic import CriticScores
 
+CLI_CRITIC_DIR = "grading/critic/cli"  # the command line's own critic ledgers
+PIPELINE_CRITIC_DIR = "grading/critic/{run}"  # dvc.yaml's build_grading_critic output, a run's critic folder
 PROJECT_DATASET = {"gsm8k": "gsm8k", "math500": "math500", "aime": "aime_2024", "amc23": "amc23"}
 # the scorer's --data-root layout: <root>/test/<stem>.jsonl; the names are fixed (--dataset's choices)
 DATA_ROOT_STEMS: dict[GradingFormat, str] = {"gsm8k": "gsm8k_test", "math500": "math500_test", "aime": "aime_test",
@@ -121,13 +125,33 @@ def _structured(args: argparse.Namespace, params: Params) -> bool:
     return structured
 
 
+def critic_folder(critic_dir: Path | None, pred_path: Path, params: Params) -> tuple[Path, str | None]:
+    """Where the critic's ledger is, and the grading run it is shared with: --critic-dir when given; else the
+    pipeline's folder of the run of grading.runs whose predictions are this file, so the command line and the
+    pipeline keep one ledger (same path, same keys: an item either paid for is never paid again); else the command
+    line's own folder."""
+    if critic_dir is not None:
+        return critic_dir, None
+    for run in params.grading.runs.values():
+        if Path(run.predictions).resolve() == pred_path.resolve():
+            return Path(PIPELINE_CRITIC_DIR.format(run=run.name)), run.name
+    return Path(CLI_CRITIC_DIR), None
+
+
 def _critic(args: argparse.Namespace, params: Params, inputs: RunInputs) -> tuple[CriticScores | None, bool]:
-    from tracevote.grading.build import build_critic, stored_critic_scores
+    from tracevote.grading.build import build_critic, ledger_scores, stored_critic_scores
 
     structured = _structured(args, params)
     pairing = inputs.pairing()
-    args.critic_dir.mkdir(parents=True, exist_ok=True)
+    critic_dir, shared_with = critic_folder(args.critic_dir, args.pred_path, params)
+    critic_dir.mkdir(parents=True, exist_ok=True)
     # stdout holds only the scorer's lines (or the one JSON object): the critic's own lines go to stderr
     with contextlib.redirect_stdout(sys.stderr):
-        build_critic(params, "cli", pairing, args.critic_dir, stage="grade --enable-critic", structured=structured)
-    return stored_critic_scores(params, pairing, args.critic_dir, structured=structured)
+        if shared_with is not None:
+            print(f"grade --enable-critic: {args.pred_path} is grading run {shared_with}'s predictions: the critic "
+                  f"shares that run's ledger in {critic_dir} (--critic-dir names another folder)")
+        build_critic(params, "cli", pairing, critic_dir, stage="grade --enable-critic", structured=structured,
+                     record_manifest=shared_with is None)
+    if shared_with is not None:
+        return ledger_scores(params, pairing, critic_dir, structured=structured)
+    return stored_critic_scores(params, pairing, critic_dir, structured=structured)

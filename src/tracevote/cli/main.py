@@ -29,7 +29,6 @@ GRADING_FORMATS = ("gsm8k", "math500", "aime", "amc23")  # tracevote.grading.gol
 GRADE_DESCRIPTION = ("Grade a predictions file as the grading scorer did: Math-Verify accuracy (gold first), the "
                      "reasoning's average word count and, with --enable-critic, the LLM critic (settings from the "
                      "params file's grading.critic; replies kept on a ledger, never paid twice).")
-DEFAULT_CRITIC_DIR = "grading/critic/cli"
 ESTIMATE_DESCRIPTION = ("What the work still missing would cost: one row per paid stage and dataset (pools, debates, "
                         "critiques, the grading critic), each pool and ledger read so finished work costs $0, a "
                         "total, and each endpoint's prices.")
@@ -281,8 +280,10 @@ def add_grade_command(subparsers: argparse._SubParsersAction[argparse.ArgumentPa
                        help='ask the critic for a structured {"score": x} reply (a json_schema response format), '
                             "read as free text when it is not; on by default where the critic endpoint's profile "
                             "has json_schema replies (openai-chat, openai-reasoning, local)")
-    grade.add_argument("--critic-dir", type=Path, default=Path(DEFAULT_CRITIC_DIR),
-                       help="where the critic's replies are kept (default: %(default)s)")
+    grade.add_argument("--critic-dir", type=Path,
+                       help="where the critic's replies are kept (default: the pipeline's grading/critic/<run> of "
+                            "the grading run whose predictions the file is, sharing its ledger; else "
+                            "grading/critic/cli)")
     grade.add_argument("--params", default="params.yaml", help="grading.* and the critic's model (default: "
                                                                "%(default)s)")
     grade.add_argument("--json", action="store_true", help="print one JSON object instead of the lines")

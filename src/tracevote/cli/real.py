@@ -80,7 +80,7 @@ def own_solutions(recipe: dict[str, Any]) -> dict[str, Any]:
 def endpoint(base_url: str) -> dict[str, Any]:
     """The named endpoint of the launched server: profile llama-cpp-python, no key, free."""
     return {"profile": "llama-cpp-python", "base_url": base_url, "name": "tinymath", "extra_body": {},
-            "api_key_env": "TINYMATH_API_KEY", "needs_key": False,
+            "reasoning_effort": None, "api_key_env": "TINYMATH_API_KEY", "needs_key": False,
             "pricing": {"checked": "2026-11", "input_cache_miss": 0.0, "input_cache_hit": 0.0, "output": 0.0}}
 
 

@@ -74,7 +74,7 @@ class Params:
                            extra_body=endpoint.extra_body, api_key_env=endpoint.api_key_env,
                            needs_key=endpoint.needs_key, sim=self.model.sim, profile=endpoint.resolved_profile(),
                            pricing=endpoint.pricing, endpoint=key, allow_foreign_key=endpoint.allow_foreign_key,
-                           profile_why=endpoint.profile_why())
+                           profile_why=endpoint.profile_why(), reasoning_effort=endpoint.reasoning_effort)
 
     @property
     def deepconf_model(self) -> ModelConfig:

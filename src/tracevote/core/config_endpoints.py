@@ -15,6 +15,9 @@ from tracevote.core.profiles import PROFILES, Profile, ProfileName, inferred_pro
 from tracevote.core.typedconfig import param, require
 
 Backend = Literal["openai", "sim"]
+# OpenAI's documented values for the GPT-5 family (gpt-5.1's "none" and later models' "xhigh" are not offered);
+# gpt-oss takes low, medium and high. null sends nothing: the model's default (medium for gpt-5 and gpt-oss).
+ReasoningEffort = Literal["minimal", "low", "medium", "high"]
 BaseUrl = str | tuple[str, ...]  # one server, or several serving the same model (vLLM replicas)
 
 
@@ -94,6 +97,10 @@ class EndpointConfig:
     pricing: PricingConfig = param("list prices, USD per 1M tokens")
     allow_foreign_key: bool = param("true: send a provider's key (OPENAI_API_KEY, DEEPSEEK_API_KEY, ...) to a host "
                                     "that is not that provider's, such as a gateway that forwards to it", False)
+    reasoning_effort: ReasoningEffort | None = param(
+        "how much a reasoning model thinks before it answers (profile openai-reasoning, or local for gpt-oss on "
+        "vLLM), sent as the request's reasoning_effort; its hidden reasoning is paid from the same token budget as "
+        "the answer; null: none sent, the model's default", None)
     sim: SimOverride | None = param("a model of deepconf.endpoints only, and required there: its simulated model "
                                     "when model.backend is sim, model.sim with these keys replaced; null: model.sim "
                                     "as it is", NO_SIM_KEY)
@@ -113,6 +120,7 @@ class EndpointConfig:
         require(not unknown, where, "extra_body", unknown[0] if unknown else None,
                 f"a field {profile.name} accepts ({profile.name} answers an unknown request field with HTTP 400; "
                 f"'thinking' is DeepSeek's own)")
+        require_effort(where, self.reasoning_effort, profile)
 
     def resolved_profile(self) -> Profile:
         return PROFILES[self.profile or inferred_profile(base_urls(self.base_url)[0], self.name)[0]]
@@ -138,6 +146,7 @@ class ModelConfig:
     endpoint: str = "deepseek"  # its key in `endpoints:`, for messages and reports (the default endpoint's)
     allow_foreign_key: bool = False  # a provider's key may go to a host not that provider's (a gateway)
     profile_why: str = ""  # "as set", "by its model name", "by its host ...": for the opening line and hints
+    reasoning_effort: ReasoningEffort | None = None  # sent as the request's reasoning_effort; None: none sent
 
     def validate(self, where: str) -> None:
         require_endpoint(where, self.name, self.base_url)
@@ -154,6 +163,32 @@ class ModelConfig:
         sim = ", simulated" if self.backend == "sim" else ""
         why = f" {self.profile_why}" if self.profile_why else ""
         return f"{self.name} (endpoint {self.endpoint}, profile {self.profile.name}{why}{sim})"
+
+
+# The efforts each profile takes: OpenAI's reasoning models all four; a local server only gpt-oss's three (vLLM
+# refuses "minimal"); the others (DeepSeek, OpenAI's chat models, llama-cpp-python) none.
+PROFILE_EFFORTS: dict[str, tuple[str, ...]] = {"openai-reasoning": ("minimal", "low", "medium", "high"),
+                                               "local": ("low", "medium", "high")}
+
+
+def require_effort(where: str, effort: str | None, profile: Profile) -> None:
+    """A reasoning effort only where the profile takes it, and one of the values it takes."""
+    if effort is None:
+        return
+    takes = PROFILE_EFFORTS.get(profile.name, ())
+    if not takes:
+        require(False, where, "reasoning_effort", effort,
+                f"null: profile {profile.name} takes no reasoning_effort (openai-reasoning does, and local for "
+                f"gpt-oss on vLLM)")
+        return
+    require(effort in takes, where, "reasoning_effort", effort,
+            f"one of {', '.join(takes)} (what profile {profile.name} takes), or null")
+
+
+def with_effort(setting: dict[str, Any], model: ModelConfig, key: str = "reasoning_effort") -> dict[str, Any]:
+    """A ledger's setting with the endpoint's reasoning effort in it when one is set (it shapes every reply); left
+    out when null, so the ledgers made before the setting existed keep their names."""
+    return setting if model.reasoning_effort is None else {**setting, key: model.reasoning_effort}
 
 
 def server_keys(base_url: BaseUrl) -> list[tuple[str, str]]:

@@ -56,3 +56,9 @@ class StorageError(TracevoteError):
 class DamagedLogError(DataError):
     """A ledger log holds a bad frame before its end (not a torn tail a kill can leave): the message names
     the file, the frame and the repair command."""
+
+
+class ReasoningBudgetError(TracevoteError):
+    """A reasoning model spent a reply's whole token budget on hidden reasoning and returned no answer: the message
+    names the budget, the effort, what to raise and what the reply cost. Every reply at that setting would end the
+    same way, so the run stops (the calls in flight land first) and nothing of it is kept: a rerun asks again."""

@@ -18,7 +18,7 @@ MAX_TOKENS_BOUND = 1_000_000  # any max_tokens and any per-trace token window
 MAX_COUNT_BOUND = 1_000_000  # per-problem samples, votes, resamples, repeats
 # The request fields the client sets itself; model.extra_body may not override them.
 CLIENT_SET_FIELDS = frozenset({"model", "messages", "temperature", "max_tokens", "max_completion_tokens", "logprobs",
-                               "top_logprobs", "top_p", "stream", "stream_options", "n"})
+                               "top_logprobs", "top_p", "stream", "stream_options", "n", "reasoning_effort"})
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 CRITIQUE_FIELDS = ("problem", "tagged_response")  # what tracevote.critique.prompts fills a critique template with
 
@@ -30,7 +30,9 @@ def require_count(where: str, key: str, value: int) -> None:
 def check_extra_body(where: str, extra_body: dict[str, Any]) -> None:
     """A field the client sets itself would be overridden silently: refuse it, naming where it belongs."""
     clashes = sorted(CLIENT_SET_FIELDS & set(extra_body))
-    if clashes:
+    if clashes == ["reasoning_effort"]:
+        report(f"{where}.extra_body", f"'reasoning_effort' is set by the client; set {where}.reasoning_effort instead")
+    elif clashes:
         report(f"{where}.extra_body", f"{clashes[0]!r} is set by the client; set it under decoding (or the "
                                       f"section's own temperature / max_tokens) instead")
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from tracevote.core.config import Params
 from tracevote.core.config_deepconf import DecodingConfig
-from tracevote.core.config_endpoints import PricingConfig
+from tracevote.core.config_endpoints import PricingConfig, with_effort
 from tracevote.core.config_methods import CritiqueConfig
 from tracevote.core.costs import CostEstimate, estimate, prompt_bytes
 from tracevote.core.fileio import write_json
@@ -38,10 +38,11 @@ def dataset_template(params: Params, dataset: str) -> str:
 def critique_setting(params: Params, dataset: str) -> dict[str, Any]:
     """Everything that decides a critique of `dataset` but how many are sampled: its hash names the ledger."""
     cfg, model = params.critique, params.critique_model
-    return {"method": METHOD, "backend": model.backend, "model": model.name, "extra_body": model.extra_body,
-            "sim": asdict(model.sim) if model.backend == "sim" else None,
-            "template": dataset_template(params, dataset), "temperature": cfg.temperature,
-            "max_tokens": cfg.max_tokens}
+    setting = {"method": METHOD, "backend": model.backend, "model": model.name, "extra_body": model.extra_body,
+               "sim": asdict(model.sim) if model.backend == "sim" else None,
+               "template": dataset_template(params, dataset), "temperature": cfg.temperature,
+               "max_tokens": cfg.max_tokens}
+    return with_effort(setting, model)
 
 
 def critique_decoding(cfg: CritiqueConfig) -> DecodingConfig:

@@ -15,7 +15,7 @@ from typing import Any
 
 from tracevote.core.config import Params
 from tracevote.core.config_deepconf import DecodingConfig
-from tracevote.core.config_endpoints import ModelConfig, PricingConfig
+from tracevote.core.config_endpoints import ModelConfig, PricingConfig, with_effort
 from tracevote.core.config_methods import DebateConfig
 from tracevote.core.costs import BYTES_PER_PROMPT_TOKEN, CostEstimate, estimate
 from tracevote.core.errors import ConfigError
@@ -41,7 +41,8 @@ def debate_setting(params: Params) -> dict[str, Any]:
             "sim": asdict(model.sim) if model.backend == "sim" else None, "agents": cfg.agents,
             "rounds": cfg.rounds, "temperature": cfg.temperature, "max_tokens": cfg.max_tokens,
             "system": cfg.system, "examples": examples_text(cfg.examples), "question": cfg.question,
-            "importance": cfg.importance, "answers": asdict(params.answers)}
+            "importance": cfg.importance, "answers": asdict(params.answers),
+            **with_effort({}, model), **with_effort({}, judge, key="judge_reasoning_effort")}
 
 
 def judge_routes(params: Params) -> dict[str, ModelConfig]:

@@ -45,10 +45,11 @@ def record_disabled_critic(params: Params, run: str, critic_dir: Path, *, stage:
 
 def build_critic(params: Params, run: str, pairing: Pairing, critic_dir: Path, *, stage: str,
                  refuse_if_already_built: Callable[[bool], None] = lambda partial: None,
-                 structured: bool = False) -> CriticManifest:
-    """Ask the critic about every item `grading.critic` selects that the ledger lacks, then write the manifest.
-    `refuse_if_already_built(partial)` is the stage's fresh-clone guard, run before anything would be paid;
-    `partial` says the ledger is on disk but lacks calls. `structured`: ask for the JSON-schema reply
+                 structured: bool = False, record_manifest: bool = True) -> CriticManifest:
+    """Ask the critic about every item `grading.critic` selects that the ledger lacks, then write the manifest
+    (unless not `record_manifest`: the command line sharing a pipeline run's folder leaves the run's manifest as
+    the stage wrote it). `refuse_if_already_built(partial)` is the stage's fresh-clone guard, run before anything
+    would be paid; `partial` says the ledger is on disk but lacks calls. `structured`: ask for the JSON-schema reply
     (tracevote.grading.critic.RESPONSE_FORMAT), into a ledger of its own."""
     cfg = params.grading.critic
     items = critic_items(pairing, cfg.max_samples)
@@ -62,10 +63,11 @@ def build_critic(params: Params, run: str, pairing: Pairing, critic_dir: Path, *
         print(f"{stage}: the critic has nothing to score in run {run}: none of its predictions is of a gold item "
               "with a reference solution (a `solution` field, or a GSM8K-style worked answer before ####), which "
               "the critic reads; no request sent, and the run's critic score stays empty")
-        return _write_manifest(critic_dir, run, ledger, 0, 0, cfg.max_samples)
+        return _write_manifest(critic_dir, run, ledger, 0, 0, cfg.max_samples, record_manifest)
     if not missing:
         print(f"{stage}: {ledger.root} holds all {len(items)} critic replies; no request sent")
-        return _write_manifest(critic_dir, run, ledger, len(items), len(items), cfg.max_samples)
+        return _write_manifest(critic_dir, run, ledger, len(items), len(items), cfg.max_samples,
+                               record_manifest)
     if existed:
         refuse_if_already_built(True)
     cost = calls_cost(missing, params)
@@ -84,7 +86,7 @@ def build_critic(params: Params, run: str, pairing: Pairing, critic_dir: Path, *
                                cap=SpendCap(cfg.max_cost_usd, "grading.critic.max_cost_usd"), settings="grading.critic")
     print(summary.render())
     stored = len(items) - len(missing_calls(CallLedger(ledger.root), items, structured=structured))
-    manifest = _write_manifest(critic_dir, run, ledger, len(items), stored, cfg.max_samples)
+    manifest = _write_manifest(critic_dir, run, ledger, len(items), stored, cfg.max_samples, record_manifest)
     if stored < len(items):
         raise TracevoteError(f"{len(items) - stored} critic replies are missing after retries ran out (causes "
                              f"above). Run again: it requests only the missing ones.")
@@ -99,12 +101,22 @@ def reached_gold(pairing: Pairing) -> dict[str, bool]:
 
 
 def _write_manifest(critic_dir: Path, run: str, ledger: CallLedger, items: int, finished: int,
-                    max_samples: int) -> CriticManifest:
+                    max_samples: int, record: bool = True) -> CriticManifest:
     ledger = CallLedger(ledger.root)  # read afresh: the simulator may have marked it since it was opened
     manifest = CriticManifest(run, True, str(ledger.root.relative_to(critic_dir)), ledger.fingerprint, items,
                               finished, ledger.simulated, max_samples)
-    write_critic_manifest(critic_dir, manifest)
+    if record:
+        write_critic_manifest(critic_dir, manifest)
     return manifest
+
+
+def ledger_scores(params: Params, pairing: Pairing, critic_dir: Path, *,
+                  structured: bool = False) -> tuple[CriticScores, bool]:
+    """The critic's scores as the ledger of this setting under `critic_dir` holds them, read without a manifest
+    (the command line's, in a pipeline run's folder), and whether they are simulated."""
+    ledger = CallLedger(ledger_root(critic_dir, params, structured=structured))
+    items = critic_items(pairing, params.grading.critic.max_samples)
+    return read_scores(ledger, items, str(ledger.root), structured=structured), ledger.simulated
 
 
 def stored_critic_scores(params: Params, pairing: Pairing, critic_dir: Path, *,

@@ -28,6 +28,7 @@ import orjson
 
 from tracevote.core.config import Params
 from tracevote.core.config_deepconf import DecodingConfig
+from tracevote.core.config_endpoints import with_effort
 from tracevote.core.costs import CostEstimate, estimate, prompt_bytes, simulated_as
 from tracevote.core.errors import DataError
 from tracevote.critique.critic_prompt import CRITIC, CRITIC_TEMPLATE, PROMPT_VERSION, critic_messages
@@ -86,12 +87,13 @@ def critic_decoding(params: Params) -> DecodingConfig:
 def critic_setting(params: Params, *, structured: bool = False) -> dict[str, Any]:
     """Everything that decides a critic request but the prompt itself: its hash names the ledger. Like a pool's
     setting it leaves out the server's URL, so adding a replica (or moving one) keeps the replies paid for.
-    `structured` counts only when set, so the ledgers of free-text replies keep their names."""
+    `structured` and the endpoint's reasoning_effort count only when set, so older ledgers keep their names."""
     model, cfg = params.critic_model, params.grading.critic
     setting = {"method": METHOD, "prompt_version": PROMPT_VERSION, "template": CRITIC_TEMPLATE,
                "backend": model.backend, "model": model.name, "extra_body": model.extra_body,
                "sim": asdict(model.sim) if model.backend == "sim" else None,
                "temperature": cfg.temperature, "max_tokens": cfg.max_tokens}
+    setting = with_effort(setting, model)
     return {**setting, "response_format": RESPONSE_FORMAT} if structured else setting
 
 

@@ -42,7 +42,7 @@ import requests
 import urllib3
 
 from tracevote.core.config_deepconf import DecodingConfig
-from tracevote.core.config_endpoints import ModelConfig, base_urls, url_host
+from tracevote.core.config_endpoints import ModelConfig, base_urls, require_effort, url_host
 from tracevote.core.errors import (
     ConfigError,
     EndpointError,
@@ -64,6 +64,7 @@ from tracevote.core.retry import (
 from tracevote.core.simulated import KIND_HEADER, SAMPLE_HEADER, SIMULATED_HEADER, SOLVE
 from tracevote.sampling.endpoints import Endpoint, EndpointPolicy, EndpointPool, EndpointSlot
 from tracevote.sampling.ingest import Reply, load_json, parse_completion, parse_reply
+from tracevote.sampling.reasoning_budget import check_answered
 from tracevote.store.records import Sample
 
 T = TypeVar("T")
@@ -160,8 +161,8 @@ class ChatClient:
                      sample_key: str | None = None) -> dict[str, Any]:
         """The JSON body sent, shaped by the endpoint's profile: the token limit in its field, temperature and
         top_p (when set) and a seed (decoding.seed mixed with `sample_key`) only where sampling parameters are
-        accepted, logprobs and top_logprobs when `logprobs` (a profile without logprobs refuses that), then `extra`
-        (response_format) and model.extra_body."""
+        accepted, logprobs and top_logprobs when `logprobs` (a profile without logprobs refuses that), the endpoint's
+        reasoning_effort when set, then `extra` (response_format) and model.extra_body."""
         profile = self.model.profile
         body: dict[str, Any] = {"model": self.model.name, "messages": messages}
         if profile.sampling_parameters:
@@ -177,6 +178,8 @@ class ChatClient:
             body["top_p"] = self.decoding.top_p
         if profile.sampling_parameters and self.decoding.seed is not None and sample_key is not None:
             body["seed"] = request_seed(self.decoding.seed, sample_key)
+        if self.model.reasoning_effort is not None:
+            body["reasoning_effort"] = self.model.reasoning_effort
         return {**body, **(extra or {}), **self.model.extra_body}
 
     def sample(self, messages: list[dict[str, str]], *, problem_id: str, sample_id: int,
@@ -213,7 +216,8 @@ class ChatClient:
     def reply(self, messages: list[dict[str, str]], *, call_key: str, kind: str, max_tokens: int | None = None,
               extra: dict[str, Any] | None = None) -> tuple[Reply, float]:
         """A text-only call (no logprobs asked for) and its latency; a response without usage or cut short by
-        the server is retried like a malformed one. `extra` adds request fields (a critic's response_format)."""
+        the server is retried like a malformed one. `extra` adds request fields (a critic's response_format). A
+        reply whose whole budget went to hidden reasoning is a ReasoningBudgetError (sampling.reasoning_budget)."""
         def parse(raw: RawCompletion) -> tuple[Reply, float]:
             reply = parse_reply(raw.body)
             if raw.simulated and not reply.simulated:
@@ -221,7 +225,10 @@ class ChatClient:
             return reply, raw.latency_s
 
         payload = orjson.dumps(self.request_body(messages, max_tokens=max_tokens, logprobs=False, extra=extra))
-        return self._call(payload, call_key, kind, parse)
+        answered = self._call(payload, call_key, kind, parse)  # the server answered: its slot counts a success
+        check_answered(answered[0], self.model, budget=max_tokens or self.decoding.max_tokens, settings=self.settings,
+                       call_key=call_key)
+        return answered
 
     def __enter__(self) -> ChatClient:
         return self
@@ -399,10 +406,14 @@ class ChatClient:
                     f"${self.model.api_key_env} (environment or .env).")
         return (f"{where}: HTTP {status}, the server refused the request: {detail}. Check {self._settings_text()} "
                 f"and endpoints.{self.model.endpoint} (extra_body {self.model.extra_body}, profile "
-                f"{self.model.profile.name}) in params.yaml.{self._profile_hint(detail)}")
+                f"{self.model.profile.name}{self._effort_text()}) in params.yaml.{self._profile_hint(detail)}")
+
+    def _effort_text(self) -> str:
+        effort = self.model.reasoning_effort
+        return "" if effort is None else f", reasoning_effort {effort}"
 
     def _settings_text(self) -> str:
-        """"grading.critic (temperature 0.0, max_tokens 512)": the keys this method sets its requests with."""
+        """"grading.critic (temperature 0.0, max_tokens 4096)": the keys this method sets its requests with."""
         values = {"temperature": self.decoding.temperature, "max_tokens": self.decoding.max_tokens}
         if self.settings == "decoding":
             values |= {"top_p": self.decoding.top_p, "top_logprobs": self.decoding.top_logprobs}
@@ -470,6 +481,7 @@ def _check_settings(model: ModelConfig, decoding: DecodingConfig, api_key: str |
     if decoding.max_tokens < 1:
         raise ConfigError(f"decoding.max_tokens: {decoding.max_tokens!r} must be >= 1")
     check_extra_body("model", model.extra_body)  # check_params applies the same rule
+    require_effort(f"endpoints.{model.endpoint}", model.reasoning_effort, model.profile)
     if model.needs_key and not api_key:
         raise ConfigError(f"endpoints.{model.endpoint}.needs_key is true but ${model.api_key_env} is not set "
                           f"(environment or .env); set it, or set needs_key false for a local server")

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Generic, Protocol, TypeVar
 
 from tracevote.core.costs import spent_text
-from tracevote.core.errors import DataError, QuotaError, StorageError, TracevoteError
+from tracevote.core.errors import DataError, QuotaError, ReasoningBudgetError, StorageError, TracevoteError
 from tracevote.core.retry import TransientError
 from tracevote.sampling.breaker import OutageError
 from tracevote.sampling.budget import SpendCap, SpendCapError
@@ -147,9 +147,9 @@ def run_calls(store: CallStore[R], conversations: Iterable[Conversation[R]], cal
     """Run every conversation to its end, `concurrency` calls at a time; stop at once on a non-retryable error.
 
     With a `cap`, a call starts only while the cap holds its `worst_usd` on top of what was spent and what is in
-    flight. An outage (OutageError), an empty quota (QuotaError), a failed write (StorageError) or the cap
-    (SpendCapError) stop the run softly: nothing more is sent, the calls in flight land and are stored, then the
-    error is raised.
+    flight. An outage (OutageError), an empty quota (QuotaError), a failed write (StorageError), the cap
+    (SpendCapError) or a budget spent on hidden reasoning (ReasoningBudgetError) stop the run softly: nothing more
+    is sent, the calls in flight land and are stored, then the error is raised.
     `first_alone` sends one call at a time until a reply arrives, so `store.check_kind` judges the server's kind
     (simulated or real) before more than one call is paid for.
 
@@ -221,7 +221,7 @@ def run_calls(store: CallStore[R], conversations: Iterable[Conversation[R]], cal
     return summary
 
 
-STOPPING_ERRORS = (OutageError, QuotaError, StorageError, SpendCapError)
+STOPPING_ERRORS = (OutageError, QuotaError, StorageError, SpendCapError, ReasoningBudgetError)
 
 
 class _Stop:

@@ -12,6 +12,7 @@ import numpy as np
 import orjson
 
 from tracevote.core.simulated import FINGERPRINT_PREFIX
+from tracevote.sim.reasoning import spent, within_budget
 from tracevote.sim.request import SimRequest
 from tracevote.sim.split import answer_start, message_fields
 from tracevote.sim.tokens import Tokens, Trace, digest, tables
@@ -21,12 +22,21 @@ CREATED = 1767225600  # a fixed timestamp keeps responses byte-identical across 
 
 
 def render(req: SimRequest, trace: Trace, tokens: Tokens, seed: tuple, degrade: Degrade) -> bytes:
-    texts = tables().text[tokens.ids].tolist()
-    n = len(texts)
+    t = tables()
+    n, hidden, finish = within_budget(req, len(tokens.ids), "length" if len(tokens.ids) < trace.length else "stop",
+                                      seed)
+    tokens = first_tokens(tokens, n)
+    texts = t.text[tokens.ids].tolist()
     start = answer_start(trace, n)  # where a reasoning parser would split it (sim/split.py)
-    finish = "length" if n < trace.length else "stop"
     message = message_fields(req.reasoning_parser, "".join(texts[:start]), "".join(texts[start:]))
-    return _envelope(req, message, n, finish, seed, _logprobs_json(req, tokens, degrade))
+    return _envelope(req, message, n, finish, seed, _logprobs_json(req, tokens, degrade), hidden)
+
+
+def first_tokens(tokens: Tokens, n: int) -> Tokens:
+    """The first `n` of a reply's tokens (what is left after hidden reasoning took its share of the budget)."""
+    if n == len(tokens.ids):
+        return tokens
+    return Tokens(tokens.ids[:n], tokens.chosen[:n], tokens.candidates[:n], tokens.top[:n])
 
 
 _WORDS = np.array([" the", " so", " we", " have", " let", " x", " and", " is", " of", " =", " then", " sum",
@@ -39,14 +49,17 @@ def filler(n_words: int, rng: np.random.Generator) -> str:
 
 
 def render_text(req: SimRequest, text: str, completion_tokens: int, finish: str, seed: tuple) -> bytes:
-    """A text-only response (no logprobs asked for), in DeepSeek's layout, byte-identical across runs."""
-    return _envelope(req, message_fields(None, "", text), completion_tokens, finish, seed, b'"logprobs":null,')
+    """A text-only response (no logprobs asked for), in DeepSeek's layout, byte-identical across runs; on a
+    reasoning profile, after its hidden reasoning took its share of the budget (sim/reasoning.py)."""
+    reply = spent(req, text, completion_tokens, finish, seed)
+    return _envelope(req, message_fields(None, "", reply.text), reply.visible_tokens, reply.finish_reason, seed,
+                     b'"logprobs":null,', reply.reasoning_tokens)
 
 
 def _envelope(req: SimRequest, message: bytes, completion_tokens: int, finish: str, seed: tuple,
-              logprobs: bytes) -> bytes:
+              logprobs: bytes, hidden: int) -> bytes:
     """The response around its message's text fields and its logprobs field: id, finish reason, usage, fingerprint."""
-    usage = usage_of(req, completion_tokens)
+    usage = usage_of(req, completion_tokens, hidden)
     head = (b'{"id":' + completion_id(req, seed) + b',"object":"chat.completion",'
             b'"created":' + str(CREATED).encode() + b',"model":' + orjson.dumps(req.model)
             + b',"choices":[{"index":0,"message":{"role":"assistant",' + message + b"},")
@@ -64,15 +77,15 @@ def fingerprint(seed: tuple) -> bytes:
     return b'"' + f"{FINGERPRINT_PREFIX}-s{seed[0]}".encode() + b'"'
 
 
-def usage_of(req: SimRequest, completion_tokens: int) -> dict[str, object]:
-    """The usage block: a whole reply's, and a streamed reply's usage chunk."""
+def usage_of(req: SimRequest, completion_tokens: int, hidden: int) -> dict[str, object]:
+    """The usage block: a whole reply's, and a streamed reply's usage chunk. `completion_tokens`: the visible
+    ones; `hidden`: the reasoning tokens, counted in completion_tokens on a reasoning profile."""
     prompt_tokens = len(req.prompt.encode()) // 4 + 8
     usage: dict[str, object] = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
                                 "total_tokens": prompt_tokens + completion_tokens,
                                 "prompt_tokens_details": {"cached_tokens": 0},
                                 "prompt_cache_hit_tokens": 0, "prompt_cache_miss_tokens": prompt_tokens}
     if req.reasoning:  # OpenAI's reasoning models: hidden reasoning, billed as output, within the token limit
-        hidden = min(completion_tokens, req.max_tokens - completion_tokens)
         usage["completion_tokens"] = completion_tokens + hidden
         usage["total_tokens"] = prompt_tokens + completion_tokens + hidden
         usage["completion_tokens_details"] = {"reasoning_tokens": hidden}

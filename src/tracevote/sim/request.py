@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from tracevote.core.config_endpoints import PROFILE_EFFORTS
 from tracevote.core.profiles import DEFAULT_TEMPERATURE, PROFILES, Profile
 from tracevote.sim.formats import FormatError, checked_response_format
 
@@ -43,6 +44,7 @@ class SimRequest:
     response_format: dict[str, Any] | None = None  # checked as OpenAI checks it (sim/formats.py); None: free text
     reasoning: bool = False  # the profile reports hidden reasoning tokens (billed as output)
     reasoning_parser: ReasoningField | None = None  # the server splits a solve reply's thinking into this field
+    reasoning_effort: str | None = None  # as sent; None: the model's default (sim/reasoning.py)
 
 
 def problem_of(prompt: str) -> str:
@@ -78,7 +80,8 @@ def parse_request(request: Mapping[str, Any], profile: Profile = PROFILES["deeps
     if top_logprobs and not logprobs:
         raise SimRequestError("top_logprobs requires logprobs to be true")
     return SimRequest(model, prompt, temperature, max_tokens, logprobs, top_logprobs,
-                      response_format=_response_format(request, profile), reasoning=profile.reasoning_tokens)
+                      response_format=_response_format(request, profile), reasoning=profile.reasoning_tokens,
+                      reasoning_effort=_reasoning_effort(request, profile))
 
 
 def _check_profile(request: Mapping[str, Any], profile: Profile) -> None:
@@ -101,6 +104,24 @@ def _check_profile(request: Mapping[str, Any], profile: Profile) -> None:
             if request.get(key):
                 raise SimRequestError(f"Unsupported parameter: '{key}' is not supported with this model.")
 
+
+
+def _reasoning_effort(request: Mapping[str, Any], profile: Profile) -> str | None:
+    """reasoning_effort as the profile's server checks it: OpenAI's reasoning models take minimal, low, medium and
+    high (OpenAI's words for any other value), its chat models none; vLLM serving gpt-oss takes low, medium and
+    high; DeepSeek and llama.cpp ignore it."""
+    if "reasoning_effort" not in request:
+        return None
+    value = request["reasoning_effort"]
+    takes = PROFILE_EFFORTS.get(profile.name)
+    if profile.name == "openai-chat":
+        raise SimRequestError("Unsupported parameter: 'reasoning_effort' is not supported with this model.")
+    if takes is None:
+        return None
+    if value not in takes:
+        listed = ", ".join(f"'{effort}'" for effort in takes[:-1]) + f", and '{takes[-1]}'"
+        raise SimRequestError(f"Invalid value: {value!r}. Supported values are: {listed}.")
+    return value
 
 
 def _response_format(request: Mapping[str, Any], profile: Profile) -> dict[str, Any] | None:

@@ -27,7 +27,17 @@ from typing import Any, Literal, NamedTuple
 
 import orjson
 
-from tracevote.sim.render import CREATED, Degrade, completion_id, degraded, fingerprint, item_parts, usage_of
+from tracevote.sim.reasoning import within_budget
+from tracevote.sim.render import (
+    CREATED,
+    Degrade,
+    completion_id,
+    degraded,
+    fingerprint,
+    first_tokens,
+    item_parts,
+    usage_of,
+)
 from tracevote.sim.request import SimRequest, SimRequestError
 from tracevote.sim.split import answer_start, delta_field
 from tracevote.sim.tokens import Tokens, Trace, tables
@@ -114,17 +124,15 @@ class _Chunks:
             logprobs = b'{"content":[' + item + b"]" + refusal + b"}"
         return self._choice(b'{"' + field.encode() + b'":' + orjson.dumps(text) + b"}", logprobs, b"null", tokens)
 
-    def finish(self, reason: str, completion_tokens: int) -> StreamEvent:
+    def finish(self, reason: str, usage: dict[str, Any]) -> StreamEvent:
         delta = b'{"content":""}' if self.layout.finish_content else b"{}"
         event = self._choice(delta, b"null", b'"' + reason.encode() + b'"', 0)
         if self.layout.usage != "finish":
             return event
-        usage = orjson.dumps(usage_of(self.req, completion_tokens))
-        return StreamEvent(event.data[: -len(self.tail)] + b',"usage":' + usage + b"}\n\n", 0)
+        return StreamEvent(event.data[: -len(self.tail)] + b',"usage":' + orjson.dumps(usage) + b"}\n\n", 0)
 
-    def usage(self, completion_tokens: int) -> StreamEvent:
-        return StreamEvent(self.head + b'],"usage":' + orjson.dumps(usage_of(self.req, completion_tokens))
-                           + b"}\n\n", 0)
+    def usage(self, usage: dict[str, Any]) -> StreamEvent:
+        return StreamEvent(self.head + b'],"usage":' + orjson.dumps(usage) + b"}\n\n", 0)
 
     def _choice(self, delta: bytes, logprobs: bytes, finish: bytes, tokens: int) -> StreamEvent:
         return StreamEvent(self.head + b'{"index":0,"delta":' + delta + b',"logprobs":' + logprobs
@@ -136,6 +144,9 @@ def stream_trace(req: SimRequest, trace: Trace, tokens: Tokens, seed: tuple, opt
     """A solve call's reply, one token per content chunk (render.render's reply, streamed)."""
     chunks = _Chunks(req, seed, layout, options)
     yield chunks.role()
+    n, hidden, finish = within_budget(req, len(tokens.ids), "length" if len(tokens.ids) < trace.length else "stop",
+                                      seed)
+    tokens = first_tokens(tokens, n)
     texts = tables().text[tokens.ids].tolist()
     items = _item_rows(req, degraded(tokens, degrade), degrade)
     every = layout.keep_alive_every
@@ -145,8 +156,9 @@ def stream_trace(req: SimRequest, trace: Trace, tokens: Tokens, seed: tuple, opt
             yield StreamEvent(KEEP_ALIVE, 0)
         field = delta_field(req.reasoning_parser, index, start)
         yield chunks.content(text, None if items is None else b"".join(items[index])[:-1], 1, field)
-    yield chunks.finish("length" if len(texts) < trace.length else "stop", len(texts))
-    yield from _closing(chunks, options, len(texts))
+    usage = usage_of(req, n, hidden)
+    yield chunks.finish(finish, usage)
+    yield from _closing(chunks, options, usage)
 
 
 def stream_whole(req: SimRequest, body: bytes, seed: tuple, options: StreamRequest,
@@ -154,17 +166,17 @@ def stream_whole(req: SimRequest, body: bytes, seed: tuple, options: StreamReque
     """Any other kind of call: its whole reply's text as one content chunk."""
     reply = orjson.loads(body)
     choice = reply["choices"][0]
-    completion_tokens = reply["usage"]["completion_tokens"]
+    usage = reply["usage"]
     chunks = _Chunks(req, seed, layout, options)
     yield chunks.role()
-    yield chunks.content(choice["message"]["content"], None, completion_tokens)
-    yield chunks.finish(choice["finish_reason"], completion_tokens)
-    yield from _closing(chunks, options, completion_tokens)
+    yield chunks.content(choice["message"]["content"], None, usage["completion_tokens"])
+    yield chunks.finish(choice["finish_reason"], usage)
+    yield from _closing(chunks, options, usage)
 
 
-def _closing(chunks: _Chunks, options: StreamRequest, completion_tokens: int) -> Iterator[StreamEvent]:
+def _closing(chunks: _Chunks, options: StreamRequest, usage: dict[str, Any]) -> Iterator[StreamEvent]:
     if options.include_usage and chunks.layout.usage == "chunk":
-        yield chunks.usage(completion_tokens)
+        yield chunks.usage(usage)
     yield StreamEvent(DONE, 0)
 
 

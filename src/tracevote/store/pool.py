@@ -52,6 +52,7 @@ class Setting:
     max_tokens: int
     top_logprobs: int
     seed: int | None = None  # decoding.seed; left out of the fingerprint when None, so older pools keep their folder
+    reasoning_effort: str | None = None  # the endpoint's; left out when None, as seed is
 
     @classmethod
     def from_params(cls, params: Params, model: ModelConfig | None = None) -> Setting:
@@ -61,14 +62,13 @@ class Setting:
         return cls(backend=model.backend, model=model.name, extra_body=canonical_json(model.extra_body), sim=sim,
                    system=params.prompt.system, template=params.prompt.template,
                    temperature=decoding.temperature, top_p=decoding.top_p, max_tokens=decoding.max_tokens,
-                   top_logprobs=decoding.top_logprobs, seed=decoding.seed)
+                   top_logprobs=decoding.top_logprobs, seed=decoding.seed, reasoning_effort=model.reasoning_effort)
 
     def record(self) -> dict[str, Any]:
-        """The fields pool.json keeps and the fingerprint hashes: seed only when set, as pools before it had none."""
-        fields = asdict(self)
-        if fields["seed"] is None:
-            del fields["seed"]
-        return fields
+        """The fields pool.json keeps and the fingerprint hashes: seed and reasoning_effort only when set, as pools
+        before them had neither."""
+        return {key: value for key, value in asdict(self).items()
+                if value is not None or key not in ("seed", "reasoning_effort")}
 
     @property
     def fingerprint(self) -> str:
