@@ -208,3 +208,17 @@ def test_kill_9_with_n_loses_at_most_the_requests_in_flight(tmp_path: Path) -> N
         assert final.returncode == 0, final.stderr
     assert partial >= 1, "no kill landed in the middle of a build; the test proved nothing"
     assert len(stored(workdir)) == N_PROBLEMS * N_POOL
+
+
+def test_n_choices_from_a_server_with_a_reasoning_parser_keep_each_trace_as_a_lone_request_does(tmp_path: Path) -> None:
+    """n and a reasoning parser together (vLLM serving a reasoning model with both): each choice keeps its own
+    thinking beside its content, the same trace for trace as one request a trace to the same server."""
+    built = {}
+    with sim_server(profile="local", reasoning_parser="reasoning") as server:
+        for name, overrides in (("alone", LOCAL), ("shared", with_n())):
+            workdir = make_workdir(tmp_path / name, server.base_url, **overrides)
+            assert run_build(workdir).returncode == 0
+            built[name] = traces(workdir)
+    assert_same_traces(built["shared"], built["alone"])
+    assert all(sample.reasoning for sample in built["shared"].values())
+    assert [s.reasoning for s in built["shared"].values()] == [s.reasoning for s in built["alone"].values()]
