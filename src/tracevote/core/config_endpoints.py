@@ -94,9 +94,10 @@ class EndpointConfig:
     pricing: PricingConfig = param("list prices, USD per 1M tokens")
     allow_foreign_key: bool = param("true: send a provider's key (OPENAI_API_KEY, DEEPSEEK_API_KEY, ...) to a host "
                                     "that is not that provider's, such as a gateway that forwards to it", False)
-    sim: SimOverride | None = param("a model of deepconf.endpoints only, and required there: its simulated model "
-                                    "when model.backend is sim, model.sim with these keys replaced; null: model.sim "
-                                    "as it is", NO_SIM_KEY)
+    sim: SimOverride | None = param("a model of deepconf.endpoints only, and required there, whatever "
+                                    "model.backend (its stages declare it): its simulated model when model.backend "
+                                    "is sim, model.sim with these keys replaced; null: model.sim as it is",
+                                    NO_SIM_KEY)
 
     def validate(self, where: str) -> None:
         require(bool(KEY_NAME.match(self.key)), where, "key", self.key, f"{KEY_NAME_RULE}; methods name it")
