@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import shutil
 import sys
+import urllib.request
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.conftest import FIXTURE_PARAMS, REPO_ROOT
+from tests.conftest import FIXTURE_PARAMS, REPO_ROOT, wait_for
 from tests.dvcproject import dvc, make_project, model_overrides, one_dataset, run, run_stage
 from tests.sim_servers import kill_at_random_moments, kill_once_stored, requests_by_key, watched_server
 from tests.store.test_ledger_tools import tracevote
@@ -23,7 +24,7 @@ from tracevote.core.config_endpoints import SimConfig
 from tracevote.sim.faults import parse_faults
 from tracevote.sim.model import SimModel
 from tracevote.sim.server import running_server
-from tracevote.store.live import LiveLedger
+from tracevote.store.live import LiveLedger, LiveTrace
 
 pytestmark = pytest.mark.slow
 
@@ -100,6 +101,55 @@ def test_killed_at_random_moments_it_resumes_to_what_an_uninterrupted_run_stores
 def probe_free(server: Any) -> Counter[str]:
     """The server's requests by sample key, but the probe's."""
     return Counter({key: n for key, n in requests_by_key(server).items() if not key.startswith("probe/")})
+
+
+def stored_traces(root: Path) -> dict[str, LiveTrace]:
+    """Every stored trace, by sample key."""
+    found = {}
+    for meta in (root / "online" / "toy").glob("*/live.json"):
+        ledger = LiveLedger(meta.parent)
+        for problem_id in ledger.item_ids():
+            found |= {f"{problem_id}/{index}": trace for index, trace in ledger.traces(problem_id).items()}
+    return found
+
+
+def server_stats(base_url: str) -> dict[str, Any]:
+    with urllib.request.urlopen(f"{base_url}/_stats", timeout=60) as response:
+        return json.loads(response.read())
+
+
+def test_a_stop_after_the_server_finished_the_trace_is_recorded_as_the_server_saw_it_and_counted_in_live_md(
+        tmp_path: Path) -> None:
+    """The unpaced simulator runs far ahead of the client, so many a stop comes after the server finished: the
+    server's own count (/_stats) says which could have, and live.md counts those the client saw finished."""
+    with running_server(SimModel(SIM), parse_faults("")) as base_url:
+        root = project(tmp_path / "finished", base_url)
+        run_stage(root, "build_online.py", *COMMAND[2:])
+        traces = stored_traces(root)
+        wait_for(lambda: sum(server_stats(base_url)["streams"].values()) == len(traces),
+                 "every stream's handler to end")  # a handler counts its tokens after writing them
+        stats = server_stats(base_url)
+    generated = stats["generated_tokens"]
+    assert all(isinstance(trace.server_finished, bool) for trace in traces.values())
+    closed = [trace for trace in traces.values() if trace.stop_reason in ("confidence", "consensus-cancelled")]
+    assert closed, "no trace stopped early; the test proved nothing"
+    for key, trace in traces.items():
+        if trace.stop_reason == "finished":  # every token the server made arrived
+            assert (trace.server_finished, generated[key]) == (True, trace.received), key
+        else:  # the server may have made more than the client received before it saw the close
+            assert generated[key] >= trace.received, key
+    # each stop the client saw come after the finish was a stream the server finished
+    assert stats["streams"]["finished"] >= len(traces) - len(closed) + sum(bool(t.server_finished) for t in closed)
+    run_stage(root, "score_online.py", "--dataset", "toy", "--problems", "data/toy.jsonl", "--manifest",
+              "online/toy.json", "--scores", "data/scores", "--aggregate", "data/aggregate", "--metrics",
+              "metrics/online_live/toy", "--headline", "metrics/headline/online_live/toy", "--plots",
+              "plots/online_live/toy")
+    after_finish = sum(bool(trace.server_finished) for trace in closed)
+    live = (root / "metrics" / "online_live" / "toy" / "live.md").read_text()
+    assert (f"live low: {after_finish} of {len(closed)} stops came after the server had finished the trace (its "
+            "finish_reason arrived before the client closed the stream), saving it nothing.") in live.splitlines()
+    summary = json.loads((root / "metrics" / "online_live" / "toy" / "summary.json").read_text())
+    assert summary["live"]["low"]["closed_after_finish"] == after_finish
 
 
 def test_over_its_spend_cap_it_refuses_before_any_request(tmp_path: Path) -> None:

@@ -86,3 +86,21 @@ def test_adding_a_model_builds_only_its_pool(tmp_path: Path) -> None:
 
         update_params(project, second_model(server.base_url, output_price=2.5))  # a new price: no new result
         assert not changed_stages(project) & {MAIN_POOL, *MODEL_STAGES}  # the others never ran here
+
+
+def test_a_model_over_http_without_a_sim_key_is_refused_in_one_line_before_any_request(tmp_path: Path) -> None:
+    """Over HTTP (model.backend: openai) no stage reads endpoints.<key>.sim, but its stages declare it and DVC
+    refuses a declared param that is missing: check_params, the first stage, says so with the fix."""
+    with recording_server(SIM) as server:
+        params = {**small_study(tmp_path, server.base_url), "model": {"backend": "openai"}}
+        project = make_project(tmp_path / "project", params)
+        other = second_model(server.base_url, output_price=0.9)
+        del other["endpoints"][OTHER]["sim"]
+        update_params(project, other)
+        refused = dvc(project, "repro", check=False)
+        assert refused.returncode != 0 and not server.bodies
+        said = [line for line in refused.stderr.splitlines() if f"endpoints.{OTHER}.sim" in line]
+        assert said == [f"error: params.yaml: endpoints.{OTHER}.sim: missing: a model of deepconf.endpoints needs it "
+                        "even when model.backend is openai (its DeepConf stages declare it, and DVC refuses a declared "
+                        "param that is missing): add `sim: null` (model.sim as it is) or the keys of model.sim to "
+                        "replace, e.g. {accuracy: 0.3}"]

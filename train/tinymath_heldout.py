@@ -17,7 +17,7 @@ from pathlib import Path
 
 from tracevote.datasets.tinymath import DEFAULT, GENERATOR_VERSION, Difficulty, Problem, generate
 
-HELDOUT_SEED = 31  # the training problems come from seeds >= 1,000,003 (train_tinymath.TRAIN_SEED_OFFSET)
+HELDOUT_SEED = 31  # the training problems come from seeds >= 1,000,003 (tinymath.TRAIN_SEED_OFFSET)
 HELDOUT_COUNT = 100
 # Harder than training (2-3 operations, 0-1 distractor): calibrated on seed 32 through the engine so that one
 # trace at temperature 0.6 is right 30-70% of the time and many problems are sometimes right, sometimes wrong

@@ -26,9 +26,14 @@ from tinymath_model import Llama, Shape
 from tinymath_vocab import END, INSTRUCTION, Vocab, build_vocab, chat_prompt, decode, encode, encode_words
 
 from tracevote.answers.extract import extract_answer
-from tracevote.datasets.tinymath import DEFAULT, GENERATOR_VERSION, Problem, generate
-
-TRAIN_SEED_OFFSET = 1_000_003  # training problems come from seed + offset, the held-out set from its own seed
+from tracevote.datasets.tinymath import (
+    DEFAULT,
+    GENERATOR_VERSION,
+    TRAIN_SEED_OFFSET,
+    Problem,
+    generate,
+    training_problems,
+)
 
 
 @dataclass(frozen=True)
@@ -150,7 +155,7 @@ def train(settings: Settings, work: Path, log: list[dict[str, float]]) -> tuple[
         optimizer.load_state_dict(state["optimizer"])
         start = state["step"]
         print(f"resuming at step {start}", flush=True)
-    corpus = generate(settings.seed + TRAIN_SEED_OFFSET, settings.train_problems, DEFAULT)
+    corpus = training_problems(settings.seed, settings.train_problems)
     tokens, mask = encode_corpus(corpus, vocab, shape.context)
     probes = generate(settings.seed + 2 * TRAIN_SEED_OFFSET, settings.eval_problems, DEFAULT)
     began = time.monotonic()

@@ -60,7 +60,7 @@ def test_sim_null_is_model_sim_as_it_is(tmp_path: Path) -> None:
     (["qwen-local", "qwen-local"], {}, "deepconf.endpoints: ['qwen-local', 'qwen-local'] must be without repeats"),
     (["gpt-5-nano"], {}, "deepconf.endpoints[0]: 'gpt-5-nano' must be an endpoint that returns logprobs"),
     (["qwen-local"], {"qwen_local": {"sim": REMOVE}}, "endpoints.qwen-local.sim: missing: a model of "
-                                                    "deepconf.endpoints needs it"),
+                                                    "deepconf.endpoints needs it even when model.backend is "),
     ([], {}, "endpoints.qwen-local.sim: {'seed': None, 'signal': None, 'accuracy': 0.3, 'mean_tokens': 900} must "
              "be null or absent: only a model of deepconf.endpoints has its own simulated model"),
     (["qwen-local"], {"deepseek": {"sim": {"accuracy": 0.9}}}, "endpoints.deepseek.sim: "),

@@ -17,7 +17,15 @@ from tracevote.deepconf.live import LiveAnswers
 from tracevote.deepconf.live_results import pool_beside, same_traces, score_problem, score_run
 from tracevote.deepconf.online import OnlineTrace
 from tracevote.report.headline import live_headlines
-from tracevote.report.live import repeated_replay, summarize, summary_json, table_csv, table_markdown
+from tracevote.report.live import (
+    RECEIVED_NOTE,
+    Comparison,
+    repeated_replay,
+    summarize,
+    summary_json,
+    table_csv,
+    table_markdown,
+)
 from tracevote.store.live import LiveManifest, LiveTrace, StopReason, encode, open_ledger
 from tracevote.store.records import Sample
 
@@ -25,7 +33,7 @@ ANSWERS = LiveAnswers(AnswersConfig(fallback="none", truncated_fallback=False), 
 
 
 def trace(index: int, confidence: list[float], answer: int | None, reason: StopReason = "finished", *,
-          server_usage: bool = True, received: int | None = None) -> LiveTrace:
+          server_usage: bool = True, received: int | None = None, server_finished: bool | None = False) -> LiveTrace:
     text = "" if answer is None else f"so \\boxed{{{answer}}}"
     sample = Sample(problem_id="p", sample_id=index, text=text, tokens=["t"] * len(confidence),
                     token_logprobs=np.zeros(len(confidence), dtype=np.float32), top_logprobs=None, top_tokens=None,
@@ -35,7 +43,8 @@ def trace(index: int, confidence: list[float], answer: int | None, reason: StopR
     arrived = len(confidence) if received is None else received
     return LiveTrace(sample=sample, stop_reason=reason, received=arrived,
                      prompt_tokens=10 if server_usage else None, completion_tokens=arrived,
-                     usage_source="server" if server_usage else "client", threshold=None, usd=1e-6 * arrived)
+                     usage_source="server" if server_usage else "client", threshold=None, usd=1e-6 * arrived,
+                     server_finished=server_finished)
 
 
 def test_the_vote_keeps_traces_at_or_above_the_warmups_percentile_and_a_stopped_trace_never_votes() -> None:
@@ -137,6 +146,42 @@ def test_a_run_read_from_its_ledgers_is_scored_as_the_traces_themselves(tmp_path
                                    answers=ANSWERS, tie_break="smallest")
     assert (scored.after_decision, scored.cancelled, scored.voted, scored.correct) == (3, 1, 2, 0.0)
     assert (scored.billed, scored.counted_by_client, scored.prompts_unknown) == (2 + 2 + 3 + 2 + 2, 3 + 2, 2)
+
+
+def test_stops_the_server_had_already_finished_are_counted_and_said_per_method(tmp_path: Path) -> None:
+    """A stop whose stream had brought the server's finish_reason saved the server nothing: read back from the
+    ledgers, counted among the stops and cancels, and said in live.md with the traces stored before it was kept."""
+    warmup = [trace(0, [2, 2], 3), trace(1, [2, 2], 3)]
+    streamed = [trace(2, [1, 1], 7, "confidence", server_usage=False, server_finished=True),
+                trace(3, [1, 1], 7, "confidence", server_usage=False, server_finished=False),
+                trace(4, [1, 1], 7, "confidence", server_usage=False, server_finished=None),
+                trace(5, [9, 9], 7), trace(6, [9, 9], 7, "consensus-cancelled", server_usage=False,
+                                           server_finished=True)]
+    path, manifest = stored_run(tmp_path, warmup, streamed, consensus=None, percentile=10.0)
+    [scored] = score_run(path, manifest, ANSWERS, "smallest")
+    assert (scored.stopped, scored.cancelled, scored.closed_after_finish, scored.closed_unrecorded) == (3, 1, 2, 1)
+    live = summarize([scored], ["high"], bootstrap=50, seed=0, level=0.95, budget=7)
+    comparison = Comparison(cons_accuracy_pct=100.0, cons_tokens=20.0, replay_accuracy_pct={"high": 100.0},
+                            replay_tokens={"high": 14.0}, saving_vs_cons_pct={"high": 30.0})
+    table = table_markdown(live, comparison, None, budget=7, simulated=True)
+    said = ("live high: 2 of 4 stops came after the server had finished the trace (its finish_reason arrived "
+            "before the client closed the stream), saving it nothing (1 of them stored before tracevote recorded it).")
+    assert said in table.splitlines()
+    assert RECEIVED_NOTE in table.splitlines()  # the saving is on tokens received: the client counted some
+    assert summary_json(live, comparison, None, {})["live"]["high"]["closed_after_finish"] == 2
+    header, row = table_csv(live, comparison, None, budget=7, simulated=True).splitlines()[:2]
+    assert dict(zip(header.split(","), row.split(","), strict=True))["closed_after_finish"] == "2"
+
+
+def test_without_a_stop_or_a_client_count_neither_note_is_written() -> None:
+    traces = [trace(0, [5, 5, 5], 7), trace(1, [1, 1, 1], 3), trace(2, [6, 6, 6], 7)]
+    scored = score_problem("p", "low", 90.0, traces, warmup=2, group_size=2, consensus=None, answers=ANSWERS,
+                           tie_break="smallest")
+    live = summarize([scored], ["low"], bootstrap=50, seed=0, level=0.95, budget=3)
+    comparison = Comparison(cons_accuracy_pct=100.0, cons_tokens=9.0, replay_accuracy_pct={"low": 100.0},
+                            replay_tokens={"low": 9.0}, saving_vs_cons_pct={"low": 0.0})
+    table = table_markdown(live, comparison, None, budget=3, simulated=True)
+    assert "stops came after" not in table and RECEIVED_NOTE not in table and "fewer completion tokens" in table
 
 
 def test_a_run_with_a_gap_in_its_traces_is_refused_naming_the_problem(tmp_path: Path) -> None:

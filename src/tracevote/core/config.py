@@ -227,9 +227,10 @@ class Params:
             require(key != self.deepconf.endpoint, "deepconf", f"endpoints[{i}]", key,
                     f"another model than deepconf.endpoint ({key} is it): list only the other models")
             if self.endpoints[key].sim is NO_SIM_KEY:
-                report(f"endpoints.{key}.sim", "missing: a model of deepconf.endpoints needs it, as its DeepConf "
-                       "stages declare it (null: model.sim as it is; or the keys of model.sim to replace, e.g. "
-                       "{accuracy: 0.3})")
+                report(f"endpoints.{key}.sim", f"missing: a model of deepconf.endpoints needs it even when "
+                       f"model.backend is {self.model.backend} (its DeepConf stages declare it, and DVC refuses a "
+                       "declared param that is missing): add `sim: null` (model.sim as it is) or the keys of "
+                       "model.sim to replace, e.g. {accuracy: 0.3}")
         self._check_stage_names()
         for key, endpoint in self.endpoints.items():
             if key in self.deepconf.endpoints and key != self.deepconf.endpoint:

@@ -101,9 +101,10 @@ class EndpointConfig:
         "how much a reasoning model thinks before it answers (profile openai-reasoning, or local for gpt-oss on "
         "vLLM), sent as the request's reasoning_effort; its hidden reasoning is paid from the same token budget as "
         "the answer; null: none sent, the model's default", None)
-    sim: SimOverride | None = param("a model of deepconf.endpoints only, and required there: its simulated model "
-                                    "when model.backend is sim, model.sim with these keys replaced; null: model.sim "
-                                    "as it is", NO_SIM_KEY)
+    sim: SimOverride | None = param("a model of deepconf.endpoints only, and required there, whatever "
+                                    "model.backend (its stages declare it): its simulated model when model.backend "
+                                    "is sim, model.sim with these keys replaced; null: model.sim as it is",
+                                    NO_SIM_KEY)
 
     def validate(self, where: str) -> None:
         require(bool(KEY_NAME.match(self.key)), where, "key", self.key, f"{KEY_NAME_RULE}; methods name it")

@@ -19,6 +19,8 @@ from typing import Literal
 import numpy as np
 
 GENERATOR_VERSION = "tinymath-1"
+# training problems come from seed + offset, its probes from seed + 2 * offset, the held-out set from its own seed
+TRAIN_SEED_OFFSET = 1_000_003
 
 NAMES = ("Ana", "Ben", "Cara", "Dev", "Eli", "Fay", "Gus", "Hana", "Ivan", "Jo", "Kim", "Leo")
 ITEMS = ("apples", "pens", "books", "coins", "cards", "shells", "stamps", "marbles", "cookies", "stickers")
@@ -127,6 +129,12 @@ def generate(seed: int, count: int, difficulty: Difficulty = DEFAULT) -> list[Pr
     """`count` problems, the same for the same seed, difficulty and GENERATOR_VERSION."""
     rng = np.random.default_rng(seed)
     return [make_problem(rng, index, difficulty) for index in range(count)]
+
+
+def training_problems(seed: int, count: int) -> list[Problem]:
+    """The problems train/train_tinymath.py learns from with --seed `seed` (models/tinymath.json: seed 0, 24,000
+    problems), regenerated without torch so a test can hold them against the held-out set."""
+    return generate(seed + TRAIN_SEED_OFFSET, count, DEFAULT)
 
 
 def step_values(text: str) -> list[int | None]:

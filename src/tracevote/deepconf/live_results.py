@@ -50,6 +50,10 @@ class LiveProblem:
     started: int  # traces started (and stored): the warmup's and the method's
     stopped: int  # closed by the confidence rule
     cancelled: int  # closed when the consensus check ended sampling
+    # of the stopped and cancelled, those the server had already finished (its finish_reason had arrived): their
+    # close saved nothing; and those stored before tracevote recorded it
+    closed_after_finish: int
+    closed_unrecorded: int
     after_decision: int  # started before the check that ended sampling was decided (cancelled or not)
     voted: int
     received: int  # completion tokens that arrived
@@ -77,9 +81,12 @@ def score_problem(problem_id: str, method: str, percentile: float, traces: Seque
     answered = bool(vote.prediction[0] >= 0)
     correct = credit if tie_break == "fractional" else float(answered and vote.prediction[0] == gold)
     reasons = [trace.stop_reason for trace in traces]
+    closed = [trace for trace in traces if trace.stop_reason in ("confidence", "consensus-cancelled")]
     return LiveProblem(
         problem_id=problem_id, method=method, correct=float(correct), answered=answered, threshold=threshold,
         started=len(traces), stopped=reasons.count("confidence"), cancelled=reasons.count("consensus-cancelled"),
+        closed_after_finish=sum(t.server_finished is True for t in closed),
+        closed_unrecorded=sum(t.server_finished is None for t in closed),
         after_decision=len(traces) - decided - 1, voted=int((~np.isnan(weights)).sum()),
         received=sum(t.received for t in traces), kept=sum(t.sample.n_tokens for t in traces),
         billed=sum(t.completion_tokens for t in traces),

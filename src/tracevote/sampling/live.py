@@ -490,7 +490,8 @@ def _trace(job: _Job, received: Streamed, reason: StopReason, kept: int, paid: f
     return LiveTrace(sample=sample, stop_reason=reason, received=received.n_tokens,
                      prompt_tokens=streamed.prompt_tokens, completion_tokens=streamed.completion_tokens,
                      usage_source=streamed.usage_source,
-                     threshold=None if job.method is None else job.method.threshold, usd=paid)
+                     threshold=None if job.method is None else job.method.threshold, usd=paid,
+                     server_finished=received.server_finished)
 
 
 def _paid(streamed: Streamed, job: _Job, pricing: PricingConfig) -> float:

@@ -45,6 +45,7 @@ from __future__ import annotations
 import contextlib
 import http.client
 import itertools
+import re
 import select
 import socket
 import threading
@@ -82,6 +83,7 @@ UNCOUNTED_CHUNKS = 256
 UNCOUNTED_HOLD_S = 0.1
 _FAST_BATCH = 32  # chunks a read must bring for ingest's fast path, whose fixed cost (~0.5 ms) a few do not repay
 _DONE = b"[DONE]"
+_FINISH = re.compile(rb'"finish_reason"\s*:\s*"')  # a finish_reason that is not null
 _NEAR = 16  # chunks before a possible stop (the observer's count) from which the client reads them as they come
 _LEARN_EVENTS = 4  # events read one by one at a stream's start, at most, to learn its token chunks' layout
 _LEARN_BYTES = 1 << 16  # ... within its first bytes
@@ -126,6 +128,9 @@ class Streamed:
     batched_chunks: int  # of them, those the batch path (stream_fast) read; the rest went one by one
     done: bool  # the server's `data: [DONE]` arrived
     simulated: bool
+    # the server's finish_reason arrived before the client stopped reading: it had generated the whole trace, so a
+    # stop here (finish_reason None) saved the server nothing
+    server_finished: bool
     reasoning: str = ""  # the deltas' reasoning_content (or reasoning): a server with a reasoning parser's thinking
 
     @property
@@ -279,6 +284,7 @@ class _StreamReader:
     usage: tuple[int, int] | None = None
     done: bool = False
     stopped: bool = False
+    finish_unread: bool = False  # the finish_reason was in the bytes read when the observer stopped, after its tokens
     body_read: bool = False  # the chunked body was read to its last byte: the connection can serve the next call
     # logprobs.content items read, not yet in a batch: a chunk's as bytes when cut out of it, else as parsed
     pending: list[_Raw | list[Any]] = field(default_factory=list)
@@ -326,10 +332,16 @@ class _StreamReader:
                 return buffer
         start = self._take_batch(buffer, sse_events)
         if self.stopped:
+            self._unread(buffer[start:])
             return b""
         at, cut = self.template.cut_lines(buffer, self.raw_text, self.pending, start)
         self.chunks += cut
         return buffer[at:] if at else buffer
+
+    def _unread(self, rest: bytes) -> None:
+        """The bytes that had arrived when the observer stopped, left unread: a finish_reason among them means the
+        server had finished the trace before the client closed it."""
+        self.finish_unread = self.finish_unread or _FINISH.search(rest) is not None
 
     def _learn(self, decoder: SSEDecoder, buffer: bytes) -> bytes:
         """The first events of `buffer` read one by one until a token chunk taught the layout (the role chunk and a
@@ -343,6 +355,8 @@ class _StreamReader:
             at = end + 2
             if self.template is not None or self.done or self.stopped:
                 break
+        if self.stopped:
+            self._unread(buffer[at:])
         return buffer[at:]
 
     def _take_batch(self, buffer: bytes, locate: Callable[[bytes], Events]) -> int:
@@ -524,10 +538,12 @@ class _StreamReader:
                 if self.template is not None or self.stopped or self.done:
                     break
             if self.stopped or self.done:
+                self._unread(buffer[start:])
                 return None
         if self.template is not None and self.decoder.empty():
             start += self._take_batch(buffer[start:] if start else buffer, http_events)
         if self.stopped:
+            self._unread(buffer[start:])
             return None
         payloads, left, ended = _unchunk(buffer[start:] if start else buffer)
         self.body_read = ended and left == b"\r\n"
@@ -686,7 +702,8 @@ class _StreamReader:
             usage_source="server" if self.usage is not None else "client",
             latency_s=time.monotonic() - started if started else 0.0, chunks=self.chunks,
             batched_chunks=self.batched_chunks, done=self.done,
-            simulated=self.simulated, reasoning="".join(self.reasoning))
+            simulated=self.simulated, server_finished=self.finish_reason is not None or self.finish_unread,
+            reasoning="".join(self.reasoning))
 
 
 @dataclass(frozen=True)

@@ -58,6 +58,9 @@ class LiveTrace:
     threshold: float | None  # the stop threshold the trace was streamed under; None for a warmup trace
     simulated: bool = False  # tracevote's simulator answered (read back from the stored payload)
     usd: float = 0.0  # priced when stored: the server's usage, else the tokens received and the prompt estimated
+    # the server's finish_reason had arrived when the client closed the stream (a stop that saved the server
+    # nothing); None: stored before tracevote recorded it
+    server_finished: bool | None = None
 
     @property
     def index(self) -> int:
@@ -66,7 +69,7 @@ class LiveTrace:
     def header(self) -> dict[str, Any]:
         return {"stop_reason": self.stop_reason, "received": self.received, "prompt_tokens": self.prompt_tokens,
                 "completion_tokens": self.completion_tokens, "usage_source": self.usage_source,
-                "threshold": self.threshold, "usd": self.usd}
+                "threshold": self.threshold, "usd": self.usd, "server_finished": self.server_finished}
 
 
 def encode(trace: LiveTrace, *, simulated: bool) -> bytes:
@@ -87,7 +90,8 @@ def decode(payload: bytes | memoryview, where: str) -> LiveTrace:
                          received=int(header["received"]), prompt_tokens=header["prompt_tokens"],
                          completion_tokens=int(header["completion_tokens"]), usage_source=header["usage_source"],
                          threshold=header["threshold"], simulated=bool(decoded.header.get("simulated")),
-                         usd=float(header["usd"]))
+                         usd=float(header["usd"]),
+                         server_finished=header.get("server_finished"))  # absent from traces stored before it
     except (ValueError, KeyError, TypeError, struct.error, orjson.JSONDecodeError) as exc:
         raise DataError(f"{where}: not a live trace ({exc})") from None
 
