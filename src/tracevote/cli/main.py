@@ -165,6 +165,9 @@ def add_plan_command(subparsers: argparse._SubParsersAction[argparse.ArgumentPar
                       help="the pilot's score table (default: data/scores/<dataset>.parquet; needs one --dataset)")
     plan.add_argument("--manifest", type=Path, metavar="FILE",
                       help="its pool's manifest (default: pools/<dataset>.json; needs one --dataset)")
+    plan.add_argument("--pilot-traces", type=int_at_least(2, "a number of pilot traces"), metavar="N",
+                      help="use each problem's first N traces as the pilot; a table with more is then the measured "
+                           "run each prediction is checked against (default: every trace)")
     plan.add_argument("--target-width", type=points_between(0, 100, "an interval width"), default=0.10,
                       metavar="POINTS", help="the widest interval wanted, in accuracy points (default: 10)")
     plan.add_argument("--difference", type=points_between(0, 100, "a difference"), default=0.05, metavar="POINTS",
