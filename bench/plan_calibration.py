@@ -5,7 +5,7 @@ power of two up to --traces, with its interval; the measured value is the vote o
 of the full table. The cases: the simulator's outlines of solve traces at model.sim.signal 0, 1 and 2, and a
 table where easy problems are surer but confidence says nothing within a problem (`confounded_scores`).
 
-    python -m bench.plan_calibration --problems 40 --pilot 16 --traces 64 --draws 48
+    python -m bench.plan_calibration --problems 40 --pilot 16 --traces 64 --draws 48 --seed 0
 prints one table a case and how many predictions fell inside their interval.
 """
 
@@ -68,9 +68,9 @@ def calibration(full: pd.DataFrame, pilot: int, ks: tuple[int, ...], draws: int)
     return check_against(split_problems(full), projections, validation, EVAL, MEASURES)
 
 
-def cases(problems: int, traces: int) -> dict[str, pd.DataFrame]:
-    tables = {f"simulator, signal {s:g}": outline_scores(s, problems, traces) for s in (0.0, 1.0, 2.0)}
-    return {**tables, "easy problems surer": confounded_scores(problems, traces)}
+def cases(problems: int, traces: int, seed: int = 0) -> dict[str, pd.DataFrame]:
+    tables = {f"simulator, signal {s:g}": outline_scores(s, problems, traces, seed) for s in (0.0, 1.0, 2.0)}
+    return {**tables, "easy problems surer": confounded_scores(problems, traces, seed)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -79,11 +79,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pilot", type=int, default=16, help="traces a problem in the pilot")
     parser.add_argument("--traces", type=int, default=64, help="traces a problem in the full table")
     parser.add_argument("--draws", type=int, default=48)
+    parser.add_argument("--seed", type=int, default=0, help="the simulator's and the confounded table's seed")
     args = parser.parse_args(argv)
     ks = (args.pilot, *(2 ** j for j in range(1, args.traces.bit_length()) if args.pilot < 2 ** j <= args.traces))
-    for name, table in cases(args.problems, args.traces).items():
+    for name, table in cases(args.problems, args.traces, args.seed).items():
         rows = calibration(table, args.pilot, ks, args.draws)
-        print(f"{name} (SIMULATED): {sum(r.inside for r in rows)} of {len(rows)} inside their interval")
+        errors = 100 * np.array([r.predicted - r.measured for r in rows])
+        print(f"{name} (SIMULATED): {sum(r.inside for r in rows)} of {len(rows)} inside their interval; error "
+              f"(predicted - measured) {errors.min():+.1f} to {errors.max():+.1f} points, mean {errors.mean():+.1f}, "
+              f"mean size {np.abs(errors).mean():.1f}")
         cells = [[r.method, r.k, f"{100 * r.predicted:.1f}", f"[{100 * r.low:.1f}, {100 * r.high:.1f}]",
                   f"{100 * r.measured:.1f}", f"{100 * (r.predicted - r.measured):+.1f}"]
                  for r in rows if r.method in SHOWN]
