@@ -34,8 +34,9 @@ ESTIMATE_DESCRIPTION = ("What the work still missing would cost: one row per pai
                         "critiques, the grading critic), each pool and ledger read so finished work costs $0, a "
                         "total, and each endpoint's prices.")
 PLAN_DESCRIPTION = ("Before spending: from a pilot (a scored pool, e.g. built at a small pool.n_pool), each method's "
-                    "accuracy and interval width at larger K, the problems needed to tell two methods apart, and what "
-                    "each option costs on each endpoint; then the cheapest that meets both targets "
+                    "accuracy at larger K with an interval that covers the plan's own error on held-out problems, the "
+                    "problems needed to tell two methods apart, and what each option costs on each endpoint; then the "
+                    "cheapest that meets both targets, or one line saying the pilot cannot support a recommendation "
                     "(docs/planning.md).")
 LEDGER_DESCRIPTION = ("Check or repair the ledgers of paid calls. verify reads every frame (checksum, key, payload, "
                       "simulated or real) and each ledger's setting and items; repair keeps a damaged log's good "

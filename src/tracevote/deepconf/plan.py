@@ -4,13 +4,14 @@ tell two methods apart, predicted by resampling the pilot's traces.
 The pilot is a score table of P problems and n traces each. A study at K builds a pool of K traces a problem and
 votes once on all of them (the aggregate's whole-pool set at K = pool.n_pool). One draw stands in for that pool: K of
 the problem's n pilot traces drawn with replacement (a bootstrap of its traces: the pilot's answers stand in for the
-model's), each given a fresh confidence (ConfidenceModel), on which every method votes with the aggregate's own rules
-(evaluate.vote_sets).
+model's), each given a fresh confidence (plan_confidence.ConfidenceModel, fitted within problems), on which every
+method votes with the aggregate's own rules (evaluate.vote_sets).
 
 - accuracy at K: the mean over problems and draws.
-- interval width at K on the pilot's P problems: each draw index is one simulated study (one draw a problem), its
+- interval at K on the pilot's P problems: each draw index is one simulated study (one draw a problem), its
   interval bootstrapped as the aggregate bootstraps its own (uncertainty.intervals, eval.bootstrap resamples of the
-  problems, eval.ci_level); the mean width over studies. At N problems the width is that times sqrt(P / N), as a
+  problems, eval.ci_level); the mean low and high ends over studies (plan_validation widens them by the plan's
+  error on held-out problems). At N problems the width is that times sqrt(P / N), as a
   percentile interval of a mean over N problems narrows.
 - problems to tell methods a and b apart by δ with power 1-β at two-sided level α = 1 - eval.ci_level, paired over
   problems: N = ((z(1-α/2) + z(1-β)) σ / δ)², σ the standard deviation of one problem's difference of outcomes in
