@@ -21,7 +21,7 @@ import numpy as np
 from tracevote.core.config_deepconf import EvalConfig
 from tracevote.core.errors import ConfigError
 from tracevote.deepconf.evaluate import ProblemScores, method_names, vote_sets
-from tracevote.deepconf.plan import draw_outcomes
+from tracevote.deepconf.plan import Projection, draw_outcomes
 from tracevote.deepconf.plan_confidence import ConfidenceModel
 
 VALIDATION_STREAM = 0xCF  # spawn_key component of the folds' and the measured subsets' draws
@@ -117,10 +117,10 @@ class Checked:
         return self.low <= self.measured <= self.high
 
 
-def check_against(measured: list[ProblemScores], projections: list, validation: Validation, cfg: EvalConfig,
+def check_against(measured: list[ProblemScores], projections: list[Projection], validation: Validation, cfg: EvalConfig,
                   measures: tuple[str, ...]) -> list[Checked]:
     """Each projection at a K every measured problem holds, method by method, against the vote on each problem's
-    first K traces (`projections`: tracevote.deepconf.plan.Projection)."""
+    first K traces."""
     fewest = min(len(problem) for problem in measured)
     rows = []
     for projection in (p for p in projections if p.k <= fewest):
