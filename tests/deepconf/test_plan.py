@@ -12,6 +12,7 @@ from tracevote.core.errors import ConfigError
 from tracevote.deepconf.evaluate import ProblemScores, aggregate, split_problems
 from tracevote.deepconf.plan import Projection, bayesian_bootstrap, project
 from tracevote.deepconf.plan_confidence import ConfidenceModel
+from tracevote.deepconf.plan_validation import Validation, cross_validate, validation_ks
 
 EVAL = EvalConfig(k=(512,), repeat=1, seed=0, etas=(0.1, 0.9))
 PROBLEMS, FULL, PILOT = 30, 512, 32
@@ -134,3 +135,30 @@ def test_a_method_the_aggregate_does_not_report_is_named() -> None:
     plan = hand_projection([[1, 0]], [[1, 1]], (0.2, 0.2))
     with pytest.raises(ConfigError, match=r"method 'top10': not one the aggregate reports \(there are: cons, avg\)"):
         plan.index("top10")
+
+
+@pytest.mark.parametrize(("traces", "ks"), [(16, (16, 8, 4)), (8, (8, 4, 2)), (5, (5, 2)), (2, (2,)), (1, (1,))])
+def test_the_held_out_check_runs_at_the_pilot_s_k_and_two_halvings(traces: int, ks: tuple[int, ...]) -> None:
+    assert validation_ks(traces) == ks
+
+
+def test_a_margin_is_the_level_quantile_of_the_errors_sizes_and_a_difference_has_its_own() -> None:
+    # cons errs -0.02..+0.02 and avg as much again in the same folds: their difference errs -0.02..+0.02 too
+    cons = np.linspace(-0.02, 0.02, 21)
+    check = Validation(methods=("cons", "avg"), ks=(16,), folds=21, level=0.95, errors=np.stack([cons, 2 * cons]))
+    assert check.margin("cons") == pytest.approx(np.quantile(np.abs(cons), 0.95))
+    assert check.margin("avg") == pytest.approx(2 * check.margin("cons"))
+    assert check.difference_margin("cons", "avg") == pytest.approx(check.margin("cons"))
+
+
+def test_a_one_problem_pilot_cannot_be_checked_on_held_out_problems() -> None:
+    with pytest.raises(ConfigError, match=r"the pilot has 1 problem: holding problems out .* needs at least 2"):
+        cross_validate([hand_problem("a", [1.0, 2.0], [True, False])], EVAL, 4, MEASURES[:1])
+
+
+def test_held_out_errors_are_zero_where_the_plan_cannot_err() -> None:
+    # every trace right: every vote is right however the traces are drawn and whatever their confidence
+    pilot = [hand_problem(f"p{i}", [1.0 + i, 2.0, 3.0, 4.0], [True] * 4) for i in range(5)]
+    check = cross_validate(pilot, EVAL, 6, MEASURES[:1])
+    assert check.folds == 5 and check.ks == (4, 2) and check.errors.shape == (5, 10)  # pass1, cons, avg and 2 etas
+    assert np.abs(check.errors).max() == 0.0
