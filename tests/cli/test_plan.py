@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 import yaml
 
@@ -57,7 +58,12 @@ def test_the_plan_prints_each_k_and_prices_the_cheapest_option(pilot: Path) -> N
     assert result.returncode == 0, result.stderr
     out = result.stdout
     assert "toy from its pilot data/scores/toy.parquet: 2 problems x 8 traces (SIMULATED model)" in out
-    assert re.search(r"method +K=8 +K=16 +K=32\n", out)
+    assert re.search(r"method +error +K=8 +K=16 +K=32\n", out)
+    for row in re.findall(r"^(?:cons|tail_top10) .*$", out, flags=re.MULTILINE)[:2]:  # each K: a mean in its interval
+        for mean, low, high in re.findall(r"([\d.]+) \[ *([\d.]+), +([\d.]+)\]", row):
+            assert float(low) <= float(mean) <= float(high), row
+    assert re.search(r"tail_top10 - cons predicted [+-][\d.]+ at K=8, .*; its error on held-out problems ±[\d.]+\n",
+                     out)
     found = re.search(r"recommended: pool.n_pool=(\d+) on ([\d,]+) problems .*?, ([\d,]+) traces: (\S+) on deepseek, "
                       r"~\S+ h", out)
     assert found, out
@@ -102,6 +108,8 @@ def test_a_study_model_with_its_own_pool_is_priced_and_timed_on_it(pilot: Path, 
     (["--target-width", "0"], "0 is not an interval width"),
     (["--power", "1.5"], "'1.5' is not a power"),
     (["--draws", "1"], "1 is not a number of draws"),
+    (["--pilot-traces", "9"], "--pilot-traces: 9 is more than the 8 traces a problem of data/scores/toy.parquet has"),
+    (["--pilot-traces", "1"], "1 is not a number of pilot traces"),
 ])
 def test_bad_input_is_one_line_naming_it(pilot: Path, args: list[str], message: str, monkeypatch: pytest.MonkeyPatch,
                                          capsys: pytest.CaptureFixture[str]) -> None:
@@ -111,3 +119,46 @@ def test_bad_input_is_one_line_naming_it(pilot: Path, args: list[str], message: 
     out, err = capsys.readouterr()
     assert exited.value.code == 2 and out == "" and "Traceback" not in err
     assert message in err.strip().splitlines()[-1]
+
+
+def test_a_difference_within_the_plan_s_error_gets_no_recommendation(pilot: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    # on the simulator's toy pilot the weighted vote and the majority agree on every pool: a predicted difference
+    # of 0, which no held-out error can be smaller than
+    monkeypatch.chdir(pilot)
+    assert main(["plan", "--params", "params.yaml", "--draws", "8", "--max-k", "16", "--methods", "cons,avg"]) == 0
+    out = capsys.readouterr().out
+    assert "recommended:" not in out
+    line = next(line for line in out.splitlines() if line.startswith("no recommendation"))
+    assert re.fullmatch(r"no recommendation: the pilot cannot support one: avg - cons predicted \+0\.0 at K=8, \+0\.0 "
+                        r"at K=16 points; its error on held-out problems ±[\d.]+, as large as the difference or "
+                        r"larger at every K, so it cannot say which way a study would go", line), line
+
+
+def test_a_pilot_of_the_first_traces_is_checked_against_the_rest(pilot: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.chdir(pilot)
+    assert main(["plan", "--params", "params.yaml", "--draws", "8", "--max-k", "16", "--pilot-traces", "4"]) == 0
+    out = capsys.readouterr().out
+    assert "2 problems x 4 traces (SIMULATED model)" in out
+    head = re.search(r"against the score table's own vote on each problem's first K traces \(2 problems, K=4, 8\): "
+                     r"(\d+) of 28 inside their interval\n", out)
+    assert head, out
+    rows = re.findall(r"^(\w+) +(4|8) +([\d.]+) +\[([\d.]+), ([\d.]+)\] +([\d.]+) +[+-][\d.]+ +(yes|NO)$", out,
+                      flags=re.MULTILINE)
+    assert len(rows) == 28 and sum(row[-1] == "yes" for row in rows) == int(head[1])
+    for _, _, _, low, high, measured, inside in rows:
+        assert (float(low) <= float(measured) <= float(high)) == (inside == "yes")
+    table = pd.read_parquet(pilot / "data" / "scores" / "toy.parquet")  # cons at K=8: the whole table's majority
+    cons = {k: float(m) for name, k, _, _, _, m, _ in rows if name == "cons"}
+    assert cons["8"] == pytest.approx(100 * majority_right(table), abs=0.05)
+
+
+def majority_right(table: pd.DataFrame) -> float:
+    """The share of problems whose most common valid answer (smallest on a tie) is right, by hand."""
+    right = []
+    for _, rows in table[table["valid"]].groupby("problem_id"):
+        counts = rows["answer"].value_counts()
+        top = counts[counts == counts.max()].index.min()
+        right.append(bool(rows.loc[rows["answer"] == top, "correct"].iloc[0]))
+    return float(np.mean(right))

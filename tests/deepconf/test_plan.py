@@ -4,15 +4,15 @@ a plan from a 32-trace pilot against the 512-trace run of the same problems, at 
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 import pytest
 
+from bench.plan_calibration import outline_scores
 from tracevote.core.config_deepconf import MEASURES, EvalConfig
-from tracevote.core.config_endpoints import SimConfig
 from tracevote.core.errors import ConfigError
 from tracevote.deepconf.evaluate import ProblemScores, aggregate, split_problems
-from tracevote.deepconf.plan import ConfidenceModel, Projection, bayesian_bootstrap, project
-from tracevote.sim.model import SimModel
+from tracevote.deepconf.plan import Projection, bayesian_bootstrap, project
+from tracevote.deepconf.plan_confidence import ConfidenceModel
+from tracevote.deepconf.plan_validation import Validation, cross_validate, validation_ks
 
 EVAL = EvalConfig(k=(512,), repeat=1, seed=0, etas=(0.1, 0.9))
 PROBLEMS, FULL, PILOT = 30, 512, 32
@@ -24,25 +24,9 @@ CONFIDENCE_RANGE = (-0.06, 0.20)  # width, the confidence-weighted votes at sign
 CONFIDENCE_ACCURACY = (-0.15, 0.06)  # accuracy, the same votes (the plan before the confidence model: to -0.28)
 
 
-def outline_scores(signal: float, problems: int = PROBLEMS, traces: int = FULL) -> pd.DataFrame:
-    """A score table of `traces` simulated traces on each of `problems` problems. Each row is the simulator's own
-    outline of a solve trace (its answer, correctness, length and latent confidence z, SimModel.draw_outlines), every
-    confidence measure exp(z): confidence that tracks correctness as strongly as `signal` says, ~0.1 ms a trace where
-    the full tokens take ~4 ms (the point here is the planner, not the scorer)."""
-    model = SimModel(SimConfig(seed=0, signal=signal, accuracy=0.45, mean_tokens=40))
-    rows = []
-    for p in range(problems):
-        outlines = model.draw_outlines(f"Problem {p}: find the answer.", [str(s) for s in range(traces)])
-        rows += [{"problem_id": f"sim-{p:02d}", "sample_id": s, "answer": t.answer,
-                  "answer_source": "none" if t.answer is None else "boxed", "correct": t.correct,
-                  "valid": t.answer is not None, "n_tokens": t.length, "finish_reason": "stop",
-                  **dict.fromkeys(MEASURES, float(np.exp(t.z)))} for s, t in enumerate(outlines)]
-    return pd.DataFrame(rows).astype({"answer": "Int64"})
-
-
 @pytest.mark.parametrize("signal", [0.0, 1.0, 2.0])
 def test_a_32_trace_pilot_predicts_the_width_of_the_512_trace_run(signal: float) -> None:
-    full = outline_scores(signal)
+    full = outline_scores(signal, PROBLEMS, FULL)
     pilot = full[full["sample_id"] < PILOT]  # the first 32 of the same traces, as a top-up would keep them
     plan = project(split_problems(pilot), FULL, EVAL, draws=48, measures=MEASURES)
     measured = aggregate(full, EVAL)
@@ -78,38 +62,52 @@ def hand_problem(problem_id: str, confidence: list[float], correct: list[bool]) 
                          confidence=np.array([confidence]), n_tokens=np.full(n, 10), lowest=np.full(n, 1.0))
 
 
-def test_the_confidence_model_splits_the_pilot_into_problem_and_class_effects() -> None:
-    # confidence = problem (0 or +1) + class (2 wrong, 5 right) + residual (+-0.5); one invalid trace
-    pilot = [hand_problem("a", [1.5, 2.5, 4.5, 5.5, np.nan], [False, False, True, True, False]),
-             hand_problem("b", [2.5, 3.5, 5.5, 6.5], [False, False, True, True])]
+def test_the_confidence_model_learns_the_gap_within_problems_only() -> None:
+    # problem a is sure (around 9) and problem b unsure (around 1), and each has right traces both above and below
+    # its wrong ones: pooled, right traces look far surer (5 right of 6 are in a); within each, no gap at all
+    pilot = [hand_problem("a", [8.0, 9.0, 10.0, 8.0, 10.0, 9.0], [True, True, True, False, True, False]),
+             hand_problem("b", [0.0, 1.0, 2.0, 0.0, 2.0, 1.0], [True, False, False, False, False, True])]
     model = ConfidenceModel.fit(pilot, 1)
-    assert model.class_effect[0] == pytest.approx([2.5, 5.5])
-    assert model.problem_effect[0] == pytest.approx([-0.5, 0.5])
-    wrong, right = model.residuals[0]
-    assert sorted(wrong) == pytest.approx([-0.5, -0.5, 0.5, 0.5]) and sorted(right) == pytest.approx(sorted(wrong))
-    assert model.for_problem(1).mean[0] == pytest.approx([3.0, 6.0])
+    assert model.gap[0] == pytest.approx(0.0)
+    fresh = model.for_problem(pilot[0]).draw(np.full((1, 4000), 9.0), np.arange(4000) % 2 == 0,
+                                             np.random.default_rng(5))
+    assert abs(fresh[0, 0::2].mean() - fresh[0, 1::2].mean()) < 0.1  # right and wrong drawn alike
+
+
+def test_the_gap_is_weighted_by_each_problem_s_mixed_traces_and_one_class_says_nothing() -> None:
+    # a: wrong at 0, right at 2 (gap 2, weight 2 x 2 / 4 = 1); b: wrong 10, right 13 (gap 3, weight 1 x 2 / 3);
+    # c: every trace right (one class: no gap, but its residuals join the right pool)
+    pilot = [hand_problem("a", [0.0, 0.0, 2.0, 2.0], [False, False, True, True]),
+             hand_problem("b", [10.0, 13.0, 13.0], [False, True, True]),
+             hand_problem("c", [5.0, 6.0, 7.0], [True, True, True])]
+    model = ConfidenceModel.fit(pilot, 1)
+    assert model.gap[0] == pytest.approx((2.0 * 1 + 3.0 * 2 / 3) / (1 + 2 / 3))
+    assert sorted(model.residuals[0][1]) == pytest.approx([-1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0])
+    placed = model.for_problem(pilot[1])
+    assert placed.location[0] == pytest.approx(12.0)
+    assert placed.centre[0] == pytest.approx([-2 / 3 * model.gap[0], 1 / 3 * model.gap[0]])
 
 
 def test_fresh_confidences_follow_the_trace_s_class_and_never_vote_from_nothing() -> None:
-    pilot = [hand_problem("a", [0.1, 0.2, 9.0, 9.5, np.nan], [False, False, True, True, False])]
-    fresh = ConfidenceModel.fit(pilot, 1).for_problem(0).draw(
+    pilot = [hand_problem("a", [0.0, 0.0, 2.0, 2.0, np.nan], [False, False, True, True, False])]
+    fresh = ConfidenceModel.fit(pilot, 1).for_problem(pilot[0]).draw(
         np.array([[0.1, 9.0, np.nan] * 200]), np.array([False, True, False] * 200), np.random.default_rng(3))
     wrong, right, invalid = fresh[0, 0::3], fresh[0, 1::3], fresh[0, 2::3]
-    assert set(np.round(wrong, 6)) == {0.1, 0.2} and set(np.round(right, 6)) == {9.0, 9.5}
+    assert set(np.round(wrong, 6)) == {0.0} and set(np.round(right, 6)) == {2.0}
     assert np.isnan(invalid).all()
 
 
 def test_a_fresh_confidence_is_never_below_zero() -> None:
-    pilot = [hand_problem("a", [0.0, 4.0, 1.0], [False, False, True]), hand_problem("b", [0.0, 0.0], [False, True])]
-    fresh = ConfidenceModel.fit(pilot, 1).for_problem(1).draw(np.ones((1, 500)), np.zeros(500, dtype=bool),
-                                                               np.random.default_rng(4))
+    pilot = [hand_problem("a", [0.0, 4.0, 1.0], [False, False, True]), hand_problem("b", [0.0, 0.1], [False, True])]
+    fresh = ConfidenceModel.fit(pilot, 1).for_problem(pilot[1]).draw(np.ones((1, 500)), np.zeros(500, dtype=bool),
+                                                                      np.random.default_rng(4))
     assert fresh.min() == 0.0 and fresh.max() > 0
 
 
 def hand_projection(a: list[list[float]], b: list[list[float]], width: tuple[float, float]) -> Projection:
     """Two methods' outcomes [problems][draws], and their widths."""
     return Projection(k=64, methods=("cons", "avg"), correct=np.array([a, b], dtype=float),
-                      width=np.array(width))
+                      low=np.zeros(2), high=np.array(width))
 
 
 @pytest.mark.parametrize(("width", "target", "problems"), [
@@ -137,3 +135,30 @@ def test_a_method_the_aggregate_does_not_report_is_named() -> None:
     plan = hand_projection([[1, 0]], [[1, 1]], (0.2, 0.2))
     with pytest.raises(ConfigError, match=r"method 'top10': not one the aggregate reports \(there are: cons, avg\)"):
         plan.index("top10")
+
+
+@pytest.mark.parametrize(("traces", "ks"), [(16, (16, 8, 4)), (8, (8, 4, 2)), (5, (5, 2)), (2, (2,)), (1, (1,))])
+def test_the_held_out_check_runs_at_the_pilot_s_k_and_two_halvings(traces: int, ks: tuple[int, ...]) -> None:
+    assert validation_ks(traces) == ks
+
+
+def test_a_margin_is_the_level_quantile_of_the_errors_sizes_and_a_difference_has_its_own() -> None:
+    # cons errs -0.02..+0.02 and avg as much again in the same folds: their difference errs -0.02..+0.02 too
+    cons = np.linspace(-0.02, 0.02, 21)
+    check = Validation(methods=("cons", "avg"), ks=(16,), folds=21, level=0.95, errors=np.stack([cons, 2 * cons]))
+    assert check.margin("cons") == pytest.approx(np.quantile(np.abs(cons), 0.95))
+    assert check.margin("avg") == pytest.approx(2 * check.margin("cons"))
+    assert check.difference_margin("cons", "avg") == pytest.approx(check.margin("cons"))
+
+
+def test_a_one_problem_pilot_cannot_be_checked_on_held_out_problems() -> None:
+    with pytest.raises(ConfigError, match=r"the pilot has 1 problem: holding problems out .* needs at least 2"):
+        cross_validate([hand_problem("a", [1.0, 2.0], [True, False])], EVAL, 4, MEASURES[:1])
+
+
+def test_held_out_errors_are_zero_where_the_plan_cannot_err() -> None:
+    # every trace right: every vote is right however the traces are drawn and whatever their confidence
+    pilot = [hand_problem(f"p{i}", [1.0 + i, 2.0, 3.0, 4.0], [True] * 4) for i in range(5)]
+    check = cross_validate(pilot, EVAL, 6, MEASURES[:1])
+    assert check.folds == 5 and check.ks == (4, 2) and check.errors.shape == (5, 10)  # pass1, cons, avg and 2 etas
+    assert np.abs(check.errors).max() == 0.0

@@ -489,7 +489,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
                           f"({', '.join(params.deepconf.datasets)})")
     methods = tuple(name.strip() for name in args.methods.split(",")) if args.methods else ()
     targets = Targets(args.target_width, args.difference, args.power, methods, args.max_k, args.draws)
-    print(run_plan(params, datasets, targets, tuple(args.endpoint), args.scores, args.manifest))
+    print(run_plan(params, datasets, targets, tuple(args.endpoint), args.scores, args.manifest, args.pilot_traces))
     return 0
 
 

@@ -33,8 +33,9 @@ ESTIMATE_DESCRIPTION = ("What the work still missing would cost: one row per pai
                         "critiques, the grading critic), each pool and ledger read so finished work costs $0, a "
                         "total, and each endpoint's prices.")
 PLAN_DESCRIPTION = ("Before spending: from a pilot (a scored pool, e.g. built at a small pool.n_pool), each method's "
-                    "accuracy and interval width at larger K, the problems needed to tell two methods apart, and what "
-                    "each option costs on each endpoint; then the cheapest that meets both targets "
+                    "accuracy at larger K with an interval that covers the plan's own error on held-out problems, the "
+                    "problems needed to tell two methods apart, and what each option costs on each endpoint; then the "
+                    "cheapest that meets both targets, or one line saying the pilot cannot support a recommendation "
                     "(docs/planning.md).")
 LEDGER_DESCRIPTION = ("Check or repair the ledgers of paid calls. verify reads every frame (checksum, key, payload, "
                       "simulated or real) and each ledger's setting and items; repair keeps a damaged log's good "
@@ -164,6 +165,9 @@ def add_plan_command(subparsers: argparse._SubParsersAction[argparse.ArgumentPar
                       help="the pilot's score table (default: data/scores/<dataset>.parquet; needs one --dataset)")
     plan.add_argument("--manifest", type=Path, metavar="FILE",
                       help="its pool's manifest (default: pools/<dataset>.json; needs one --dataset)")
+    plan.add_argument("--pilot-traces", type=int_at_least(2, "a number of pilot traces"), metavar="N",
+                      help="use each problem's first N traces as the pilot; a table with more is then the measured "
+                           "run each prediction is checked against (default: every trace)")
     plan.add_argument("--target-width", type=points_between(0, 100, "an interval width"), default=0.10,
                       metavar="POINTS", help="the widest interval wanted, in accuracy points (default: 10)")
     plan.add_argument("--difference", type=points_between(0, 100, "a difference"), default=0.05, metavar="POINTS",

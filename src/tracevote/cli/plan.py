@@ -18,6 +18,7 @@ import pandas as pd
 from tabulate import tabulate
 
 from tracevote.cli.estimate import tokens
+from tracevote.cli.plan_measured import measured_table
 from tracevote.core.config import Params
 from tracevote.core.config_deepconf import MEASURES
 from tracevote.core.config_endpoints import ModelConfig
@@ -27,6 +28,7 @@ from tracevote.core.parquet import read_parquet_metadata
 from tracevote.core.study_paths import model_paths
 from tracevote.deepconf.evaluate import ProblemScores, split_problems
 from tracevote.deepconf.plan import Projection, project
+from tracevote.deepconf.plan_validation import Validation, cross_validate, predicted_interval
 from tracevote.store import codec
 from tracevote.store.pool import Pool, read_manifest
 
@@ -66,6 +68,7 @@ class Pilot:
     problems: list[ProblemScores]
     usage: TraceUsage
     simulated: bool
+    measured: list[ProblemScores] | None = None  # the whole table when the pilot is its first traces and it has more
 
     @property
     def traces(self) -> int:
@@ -90,18 +93,31 @@ class Option:
         return None if self.problems is None else self.problems * self.k
 
 
-def read_pilot(dataset: str, scores: Path, manifest: Path) -> Pilot:
-    """The pilot's score table split into problems, and its pool's mean usage and latency a trace."""
+def read_pilot(dataset: str, scores: Path, manifest: Path, pilot_traces: int | None = None) -> Pilot:
+    """The pilot's score table split into problems, and its pool's mean usage and latency a trace. With
+    `pilot_traces`, the pilot is each problem's first that many traces, and a table with more is kept as the run
+    the plan is measured against."""
     if not scores.is_file():
         raise DataError(f"{scores}: no score table; run a pilot first: dvc exp run -S pool.n_pool=32 score@{dataset}")
     try:
         table, metadata = pd.read_parquet(scores), read_parquet_metadata(scores)
     except (OSError, ValueError) as exc:
         raise DataError(f"{scores}: not a score table ({exc})") from exc
-    problems = split_problems(table, MEASURES)
+    whole = split_problems(table, MEASURES)
+    problems = whole if pilot_traces is None else split_problems(first_traces(table, pilot_traces, scores), MEASURES)
     return Pilot(dataset=dataset, scores=scores, problems=problems,
                  usage=pool_usage(manifest, [p.problem_id for p in problems]),
-                 simulated=metadata.get("simulated") == "true")
+                 simulated=metadata.get("simulated") == "true",
+                 measured=whole if pilot_traces and max(len(p) for p in whole) > pilot_traces else None)
+
+
+def first_traces(table: pd.DataFrame, n: int, path: Path) -> pd.DataFrame:
+    """Each problem's first `n` traces by sample_id (the pool a top-up from n keeps)."""
+    fewest = int(table.groupby("problem_id").size().min())
+    if fewest < n:
+        raise ConfigError(f"--pilot-traces: {n} is more than the {fewest} traces a problem of {path} has")
+    ordered = table.sort_values(["problem_id", "sample_id"], kind="stable")
+    return ordered[ordered.groupby("problem_id").cumcount() < n]
 
 
 def pool_usage(manifest_path: Path, problem_ids: list[str]) -> TraceUsage:
@@ -192,38 +208,69 @@ def traces_hours(priced: Priced, traces: int, concurrency: int) -> float | None:
 
 # --- the printout -----------------------------------------------------------------------------------
 
-def render(pilot: Pilot, projections: list[Projection], pair: tuple[str, str], targets: Targets,
-           params: Params, models: list[Priced]) -> str:
+def render(pilot: Pilot, projections: list[Projection], validation: Validation, pair: tuple[str, str],
+           targets: Targets, params: Params, models: list[Priced]) -> str:
     level = params.eval.ci_level
     rows = options(projections, pair, targets, level)
     lines = [f"Plan for {pilot.dataset} from its pilot {pilot.scores}: {len(pilot.problems)} problems x "
              f"{pilot.traces} traces" + (" (SIMULATED model)" if pilot.simulated else ""),
              f"each K: {targets.draws} pools a problem resampled from the pilot's traces (Bayesian bootstrap, fresh "
-             f"confidences), voted as the aggregate votes; {level:.0%} intervals", "",
-             f"accuracy % and interval width (points) on {len(pilot.problems)} problems, predicted:",
-             _accuracy_table(projections), "",
+             f"confidences fitted within problems), voted as the aggregate votes",
+             f"interval: a study's {level:.0%} interval on the pilot's problems, widened on each side by the method's "
+             f"error on held-out problems (its {level:.0%} quantile over {validation.folds} folds x K="
+             f"{','.join(map(str, validation.ks))}: the 'error' column)", "",
+             f"accuracy % and interval on {len(pilot.problems)} problems, predicted:",
+             _accuracy_table(projections, validation), "",
              f"options: {pair[0]} and {pair[1]} each within {_points(targets.width)} points wide, and {pair[1]} - "
              f"{pair[0]} of {_points(targets.difference)} points found with power {targets.power:g} (paired, "
              f"two-sided at {1 - level:.2g}); {tokens(round(pilot.usage.completion_tokens))} tokens out and "
              f"{tokens(round(pilot.usage.prompt_tokens))} in a trace (the pilot's mean):",
              _options_table(rows, models, params.pool.concurrency), "",
-             *_recommendation(pilot, rows, models, params.pool.concurrency)]
+             *_recommendation(pilot, supported(projections, validation, pair, rows), models,
+                              params.pool.concurrency, _difference_text(projections, validation, pair))]
+    if pilot.measured is not None:
+        lines += ["", measured_table(pilot.measured, projections, validation, params.eval)]
     if pilot.simulated:
         lines.append("SIMULATED (the pilot's model is the simulator): the dollars are what the named models would "
                      "cost at list prices; the hours are the simulator's")
     return "\n".join(lines)
 
 
+def supported(projections: list[Projection], validation: Validation, pair: tuple[str, str],
+              rows: list[Option]) -> list[Option]:
+    """The options at a K where the predicted difference of the pair is larger than its cross-validated error: only
+    there can the pilot say which way a study would go."""
+    margin = validation.difference_margin(*pair)
+    return [row for row, projection in zip(rows, projections, strict=True)
+            if abs(predicted_difference(projection, pair)) > margin]
+
+
+def predicted_difference(projection: Projection, pair: tuple[str, str]) -> float:
+    return float(projection.accuracy[projection.index(pair[1])] - projection.accuracy[projection.index(pair[0])])
+
+
+def _difference_text(projections: list[Projection], validation: Validation, pair: tuple[str, str]) -> str:
+    differences = ", ".join(f"{100 * predicted_difference(p, pair):+.1f} at K={p.k}" for p in projections)
+    return (f"{pair[1]} - {pair[0]} predicted {differences} points; its error on held-out problems "
+            f"±{100 * validation.difference_margin(*pair):.1f}")
+
+
 def _points(share: float) -> str:
     return f"{100 * share:.3g}"
 
 
-def _accuracy_table(projections: list[Projection]) -> str:
+def _accuracy_table(projections: list[Projection], validation: Validation) -> str:
     methods = projections[0].methods
-    cells = [[method, *(f"{100 * p.accuracy[i]:5.1f} w {100 * p.width[i]:4.1f}" for p in projections)]
+    cells = [[method, f"{100 * validation.margin(method):.1f}",
+              *(_with_interval(p, i, validation.margin(method)) for p in projections)]
              for i, method in enumerate(methods)]
-    return tabulate(cells, headers=["method", *(f"K={p.k}" for p in projections)], tablefmt="simple",
+    return tabulate(cells, headers=["method", "error", *(f"K={p.k}" for p in projections)], tablefmt="simple",
                     disable_numparse=True)
+
+
+def _with_interval(projection: Projection, i: int, margin: float) -> str:
+    low, high = predicted_interval(float(projection.low[i]), float(projection.high[i]), margin)
+    return f"{100 * projection.accuracy[i]:5.1f} [{100 * low:5.1f}, {100 * high:5.1f}]"
 
 
 def _options_table(rows: list[Option], models: list[Priced], concurrency: int) -> str:
@@ -246,7 +293,11 @@ def _price_cells(priced: Priced, traces: int | None, concurrency: int) -> list[s
     return [money(traces_usd(priced, traces)), "unknown" if hours is None else f"{hours:.2g}"]
 
 
-def _recommendation(pilot: Pilot, rows: list[Option], models: list[Priced], concurrency: int) -> list[str]:
+def _recommendation(pilot: Pilot, rows: list[Option], models: list[Priced], concurrency: int,
+                    difference: str) -> list[str]:
+    if not rows:
+        return [f"no recommendation: the pilot cannot support one: {difference}, as large as the difference or "
+                "larger at every K, so it cannot say which way a study would go"]
     known = [row for row in rows if row.traces is not None]
     if not known:
         return ["no recommendation: the pilot's two methods never disagree and their intervals never vary"]
@@ -257,7 +308,8 @@ def _recommendation(pilot: Pilot, rows: list[Option], models: list[Priced], conc
                       + _hours_text(traces_hours(m, best.traces, concurrency)) for m in models)
     more = (f" (the pilot has {len(pilot.problems)}: the dataset needs {best.problems - len(pilot.problems):,} more)"
             if best.problems > len(pilot.problems) else "")
-    return [f"recommended: pool.n_pool={best.k} on {best.problems:,} problems{more}, {best.traces:,} traces: {costs}",
+    return [difference,
+            f"recommended: pool.n_pool={best.k} on {best.problems:,} problems{more}, {best.traces:,} traces: {costs}",
             f"(hours with pool.concurrency={concurrency} requests in flight, each as fast as its pilot's; "
             "* an endpoint with no pilot of its own: priced at the main pilot's tokens, its hours unknown)"]
 
@@ -267,15 +319,16 @@ def _hours_text(hours: float | None) -> str:
 
 
 def run_plan(params: Params, datasets: list[str], targets: Targets, extra_endpoints: tuple[str, ...],
-             scores: Path | None = None, manifest: Path | None = None) -> str:
+             scores: Path | None = None, manifest: Path | None = None, pilot_traces: int | None = None) -> str:
     """The plan of each dataset's pilot, one after the other."""
     keys = plan_endpoints(params, extra_endpoints)
     texts = []
     for dataset in datasets:
         paths = model_paths(params.deepconf.endpoint, dataset, params.deepconf.endpoint)
-        pilot = read_pilot(dataset, scores or paths.scores, manifest or paths.manifest)
+        pilot = read_pilot(dataset, scores or paths.scores, manifest or paths.manifest, pilot_traces)
         projections = [project(pilot.problems, k, params.eval, targets.draws, MEASURES)
                        for k in candidate_ks(pilot.traces, targets.max_k)]
+        validation = cross_validate(pilot.problems, params.eval, targets.draws, MEASURES)
         pair = compared(projections[0], targets.methods)
-        texts.append(render(pilot, projections, pair, targets, params, priced_on(params, keys, pilot)))
+        texts.append(render(pilot, projections, validation, pair, targets, params, priced_on(params, keys, pilot)))
     return "\n\n".join(texts)

@@ -4,13 +4,14 @@ tell two methods apart, predicted by resampling the pilot's traces.
 The pilot is a score table of P problems and n traces each. A study at K builds a pool of K traces a problem and
 votes once on all of them (the aggregate's whole-pool set at K = pool.n_pool). One draw stands in for that pool: K of
 the problem's n pilot traces drawn with replacement (a bootstrap of its traces: the pilot's answers stand in for the
-model's), each given a fresh confidence (ConfidenceModel), on which every method votes with the aggregate's own rules
-(evaluate.vote_sets).
+model's), each given a fresh confidence (plan_confidence.ConfidenceModel, fitted within problems), on which every
+method votes with the aggregate's own rules (evaluate.vote_sets).
 
 - accuracy at K: the mean over problems and draws.
-- interval width at K on the pilot's P problems: each draw index is one simulated study (one draw a problem), its
+- interval at K on the pilot's P problems: each draw index is one simulated study (one draw a problem), its
   interval bootstrapped as the aggregate bootstraps its own (uncertainty.intervals, eval.bootstrap resamples of the
-  problems, eval.ci_level); the mean width over studies. At N problems the width is that times sqrt(P / N), as a
+  problems, eval.ci_level); the mean low and high ends over studies (plan_validation widens them by the plan's
+  error on held-out problems). At N problems the width is that times sqrt(P / N), as a
   percentile interval of a mean over N problems narrows.
 - problems to tell methods a and b apart by δ with power 1-β at two-sided level α = 1 - eval.ci_level, paired over
   problems: N = ((z(1-α/2) + z(1-β)) σ / δ)², σ the standard deviation of one problem's difference of outcomes in
@@ -32,6 +33,7 @@ import numpy as np
 from tracevote.core.config_deepconf import EvalConfig
 from tracevote.core.errors import ConfigError
 from tracevote.deepconf.evaluate import ProblemScores, method_names, vote_sets
+from tracevote.deepconf.plan_confidence import ConfidenceModel, ProblemConfidence
 from tracevote.deepconf.uncertainty import bootstrap_rng, intervals, resample_weights
 
 PLAN_STREAM = 0x91A  # spawn_key component that keeps the plan's draws apart from the working sets' and bootstrap's
@@ -44,7 +46,13 @@ class Projection:
     k: int
     methods: tuple[str, ...]
     correct: np.ndarray  # float64 [methods, problems, draws]: a method's outcome on one draw of K traces
-    width: np.ndarray  # float64 [methods]: mean interval width of a study on the pilot's problems
+    low: np.ndarray  # float64 [methods]: mean low end of a study's interval on the pilot's problems
+    high: np.ndarray  # float64 [methods]: and its mean high end
+
+    @property
+    def width(self) -> np.ndarray:
+        """float64 [methods]: the mean interval width of a study on the pilot's problems."""
+        return self.high - self.low
 
     @property
     def problems(self) -> int:
@@ -94,81 +102,16 @@ def project(problems: list[ProblemScores], k: int, cfg: EvalConfig, draws: int,
     if draws < 2:
         raise ConfigError(f"draws: {draws} is too few to bootstrap a width (at least 2)")
     model = ConfidenceModel.fit(problems, len(measures))
-    correct = np.stack([_draw_outcomes(problem, model.for_problem(p), k, cfg, draws, measures)
-                        for p, problem in enumerate(problems)], axis=1)
+    correct = np.stack([draw_outcomes(problem, model.for_problem(problem), k, cfg, draws, measures)
+                        for problem in problems], axis=1)
     weights = resample_weights(len(problems), cfg.bootstrap, bootstrap_rng(cfg.seed, k))
     studies = [intervals(correct[:, :, [d]], weights, cfg.ci_level) for d in range(draws)]
-    widths = np.stack([study.high - study.low for study in studies], axis=1)  # [methods, draws]
     return Projection(k=k, methods=method_names(measures, cfg.etas), correct=correct,
-                      width=widths.mean(axis=1))
+                      low=np.mean([study.low for study in studies], axis=0),
+                      high=np.mean([study.high for study in studies], axis=0))
 
 
-@dataclass(frozen=True, eq=False)
-class ConfidenceModel:
-    """Each measure's confidence of a trace as problem effect + class effect + residual, the class being right or
-    wrong, fitted on the whole pilot (an additive model, least squares in the effects' means).
-
-    Why: a resampled pool repeats the pilot's few traces, so its most confident tenth at K = 512 is copies of the
-    pilot's top 3 traces, while a real pool's is 51 different traces, almost all right where confidence tracks
-    correctness; a vote on the copies is as unsure as the 3 traces are, and the plan underrated the top-10% votes'
-    accuracy by 14 points on average (docs/planning.md#how-close-the-plan-comes). Drawing each resampled trace a
-    fresh confidence (its problem's effect and its class's effect plus a residual drawn from every pilot trace of
-    its class) makes the top tail of K draws many traces whose share of right answers is what the pilot's problems
-    together show.
-    """
-
-    class_effect: np.ndarray  # float64 [measures, 2]: mean confidence of the wrong (0) and the right (1) traces
-    problem_effect: np.ndarray  # float64 [measures, problems]: each problem's mean departure from its classes' means
-    residuals: tuple[tuple[np.ndarray, np.ndarray], ...]  # per measure: the wrong traces' and the right traces'
-
-    @classmethod
-    def fit(cls, problems: list[ProblemScores], n_measures: int) -> ConfidenceModel:
-        confidence = np.concatenate([problem.confidence[:n_measures] for problem in problems], axis=1)
-        right = np.concatenate([problem.correct for problem in problems]).astype(np.intp)
-        owner = np.repeat(np.arange(len(problems)), [len(problem) for problem in problems])
-        effects = [_additive_fit(row, right, owner, len(problems)) for row in confidence]
-        return cls(class_effect=np.stack([e[0] for e in effects]), problem_effect=np.stack([e[1] for e in effects]),
-                   residuals=tuple(e[2] for e in effects))
-
-    def for_problem(self, p: int) -> ProblemConfidence:
-        return ProblemConfidence(self.class_effect + self.problem_effect[:, [p]], self.residuals)
-
-
-@dataclass(frozen=True, eq=False)
-class ProblemConfidence:
-    """The confidence model of one problem: fresh confidences for its resampled traces."""
-
-    mean: np.ndarray  # float64 [measures, 2]: the problem's mean confidence of a wrong (0) and a right (1) trace
-    residuals: tuple[tuple[np.ndarray, np.ndarray], ...]
-
-    def draw(self, confidence: np.ndarray, right: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        """float64 [measures, n]: for traces with these confidences and classes, fresh confidences; NaN (a trace
-        that never votes) stays NaN, and a confidence is never below 0 (a vote's weight)."""
-        fresh = np.full(confidence.shape, np.nan)
-        for m, pools in enumerate(self.residuals):
-            for klass, pool in enumerate(pools):
-                where = np.isfinite(confidence[m]) & (right == klass)
-                if where.any():  # then its pool is not empty: the trace itself is in it
-                    fresh[m, where] = self.mean[m, klass] + pool[rng.integers(len(pool), size=int(where.sum()))]
-        return np.maximum(fresh, 0.0)
-
-
-def _additive_fit(confidence: np.ndarray, right: np.ndarray, owner: np.ndarray,
-                  n_problems: int) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray]]:
-    """One measure's class effects [2], problem effects [problems] and residual pools (wrong, right), from the
-    pilot's traces with a confidence."""
-    voting = np.isfinite(confidence)
-    values, klass, problem = confidence[voting], right[voting], owner[voting]
-    counts = np.bincount(klass, minlength=2)
-    class_effect = np.bincount(klass, values, minlength=2) / np.maximum(counts, 1)
-    departure = values - class_effect[klass]
-    problem_effect = (np.bincount(problem, departure, minlength=n_problems)
-                      / np.maximum(np.bincount(problem, minlength=n_problems), 1))
-    residual = departure - problem_effect[problem]
-    return class_effect, problem_effect, (residual[klass == 0], residual[klass == 1])
-
-
-def _draw_outcomes(problem: ProblemScores, confidence: ProblemConfidence, k: int, cfg: EvalConfig, draws: int,
+def draw_outcomes(problem: ProblemScores, confidence: ProblemConfidence, k: int, cfg: EvalConfig, draws: int,
                    measures: tuple[str, ...]) -> np.ndarray:
     """float64 [methods, draws]: each method's outcome on `draws` pools of K of the problem's traces, drawn with
     replacement and each given a fresh confidence, from a generator of its own (problem, K), as the working sets
