@@ -211,3 +211,23 @@ def test_with_valid_params_each_paid_stage_pays(project: Path, server: str, comm
         code, err = run_stage_here(paid, stage, commands[stage], monkeypatch, capsys)
         assert code == 0, f"{stage}: {err}"
         assert sent(server) > before, stage
+
+
+def test_each_paid_stage_refuses_a_request_longer_than_its_window_before_any_request(
+        project: Path, server: str, commands: dict[str, list[str]], monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 43 item 1: a window too small for prompt + max_tokens is refused in one line naming the endpoint, the
+    largest prompt, the window and what would fit; nothing is sent (the server would answer the calls)."""
+    endpoints = yaml.safe_load((project / "params.yaml").read_text(encoding="utf-8"))["endpoints"]
+    before = sent(server)
+    original = write_changed(project, {"endpoints": {key: {"context_window": 250} for key in endpoints}})
+    try:
+        for stage in PAID_STAGES:
+            code, err = run_stage_here(project, stage, commands[stage], monkeypatch, capsys)
+            assert code == 2, f"{stage}: {err}"
+            assert err.startswith("error: endpoint ") and err.count("\n") == 1, err
+            assert "the largest prompt, " in err and "its context window 250 (as set in context_window)" in err, err
+            assert "nothing was sent. Would fit: " in err, err
+    finally:
+        (project / "params.yaml").write_text(original, encoding="utf-8")
+    assert sent(server) == before

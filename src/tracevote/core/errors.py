@@ -36,6 +36,11 @@ class QuotaError(FatalAPIError):
     topped up, so the run stops at once."""
 
 
+class ContextLengthError(FatalAPIError):
+    """The server refused one request as longer than the model's context window (OpenAI's, DeepSeek's, vLLM's and
+    llama.cpp's 400s saying "maximum context length"): that call fails, not the run, as no retry can shorten it."""
+
+
 class EndpointError(TracevoteError):
     """The endpoint could not be reached, or kept failing until its retries ran out."""
 

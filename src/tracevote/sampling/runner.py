@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Generic, Protocol, TypeVar
 
 from tracevote.core.costs import spent_text
-from tracevote.core.errors import DataError, QuotaError, StorageError, TracevoteError
+from tracevote.core.errors import ContextLengthError, DataError, QuotaError, StorageError, TracevoteError
 from tracevote.core.retry import TransientError
 from tracevote.sampling.breaker import OutageError
 from tracevote.sampling.budget import SpendCap, SpendCapError
@@ -202,6 +202,7 @@ def run_calls(store: CallStore[R], conversations: Iterable[Conversation[R]], cal
     return summary
 
 
+CONTEXT_FAILURE = "longer than the model's context window (HTTP 400)"
 STOPPING_ERRORS = (OutageError, QuotaError, StorageError, SpendCapError)
 
 
@@ -306,6 +307,9 @@ def _result(future: cf.Future, summary: RunSummary) -> Paid | None:
         return future.result()
     except TransientError as exc:  # retries ran out: the call stays missing, and the cause is counted
         summary.failures[exc.cause] += 1
+        return None
+    except ContextLengthError:  # that one prompt is too long for the model: its conversation ends, the run goes on
+        summary.failures[CONTEXT_FAILURE] += 1
         return None
     except TracevoteError:
         raise

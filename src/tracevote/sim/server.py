@@ -42,6 +42,7 @@ import orjson
 
 from tracevote.core.profiles import PROFILES
 from tracevote.core.simulated import KIND_HEADER, MODELS_OWNER, SAMPLE_HEADER, SIMULATED_HEADER, SOLVE
+from tracevote.sim.context import context_refusal
 from tracevote.sim.faults import FaultPlan
 from tracevote.sim.kinds import KNOWN_KINDS, UnknownKindError
 from tracevote.sim.model import SimModel
@@ -69,6 +70,7 @@ class ServerOptions:
     pace: Callable[[], None] | None = None  # called before each streamed chunk is made: a test steps a stream with it
     tokens_per_s: float | None = None  # a generation pace per stream, as a real server makes tokens; None: no pace
     send_buffer: int | None = None  # SO_SNDBUF of a streaming connection in bytes (the kernel's own when None)
+    context_window: int | None = None  # every model's window; None: a known name's documented one (sim/context.py)
 
 
 @dataclass
@@ -386,7 +388,7 @@ def _check_request(options: ServerOptions, authorization: str | None, kind: str,
         return {}, (400, _error(message, "invalid_request_error", "invalid_request_error"))
     if options.models is not None and parsed.model not in options.models:
         return {}, (400, _error("Model Not Exist", "invalid_request_error", "invalid_request_error"))
-    return request, None
+    return request, context_refusal(request, parsed.max_tokens, options.profile, options.context_window)
 
 
 def _client_gone(connection: socket.socket) -> bool:
