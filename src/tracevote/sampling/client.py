@@ -363,7 +363,8 @@ class ChatClient:
             raise TransientError(f"HTTP {status}", detail, parse_retry_after(response.headers.get("Retry-After")))
         if _is_context_length(status, _error_code(response), detail):
             raise ContextLengthError(f"{endpoint.chat_url} (model {self.model.name!r}): HTTP {status}, longer than the "
-                                     f"model's context window: {detail}", status)
+                                     f"model's context window: {detail}", status,
+                                     simulated=response.headers.get(SIMULATED_HEADER) == "1")
         if _error_code(response) == "model_not_found" or _says_no_such_model(detail) or (
                 status == 404 and self.model.name in detail):
             raise ModelNotFoundError(self._model_not_found_message(endpoint.chat_url, status, detail), status)

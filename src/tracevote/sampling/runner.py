@@ -72,6 +72,7 @@ class Paid(Generic[R]):
     completion_tokens: int
     usd: float
     simulated: bool = False  # tracevote's simulator answered (the ledger refuses a reply of the other kind)
+    failed_for_context: bool = False  # the server refused it as too long for the model: stored as that failure
 
 
 CallFn = Callable[[Call], Paid[R]]
@@ -98,11 +99,13 @@ class RunSummary:
     simulated_as: str | None = None  # the model a simulated run's cost is priced as
     unit: str = "calls"
     priced_as: str | None = None  # the model whose prices apply: a run the simulator answers reads as simulated_as it
+    context_failed: int = 0  # stored as refused for the model's context window (each item goes on, or ends, without)
 
     def add(self, paid: Paid) -> None:
         if paid.simulated and self.simulated_as is None:  # a sim-server behind backend openai: say so from now on
             self.simulated_as = self.priced_as or "the priced model"
         self.stored += 1
+        self.context_failed += paid.failed_for_context
         self.prompt_tokens += paid.prompt_tokens
         self.completion_tokens += paid.completion_tokens
         self.usd += paid.usd
@@ -113,6 +116,10 @@ class RunSummary:
                  f"{replayed}; {self.prompt_tokens} prompt + {self.completion_tokens} completion tokens, "
                  f"{spent_text(self.usd, self.simulated_as)}"]
         lines += [f"  failed after retries: {count} x {cause}" for cause, count in self.failures.most_common()]
+        if self.context_failed:
+            lines.append(f"  failed for context: {self.context_failed} {self.unit} longer than the model's context "
+                         f"window (HTTP 400), recorded as failed and not asked again; lower max_tokens or use a "
+                         f"larger-window endpoint")
         return "\n".join(lines)
 
 

@@ -228,7 +228,7 @@ class _Handler(BaseHTTPRequestHandler):
         request, refusal = _check_request(self.server.options, self.headers.get("Authorization"), kind, body)
         if refusal is not None:
             self.server.stats.outcome(str(refusal[0]))
-            self._send_json(*refusal)
+            self._send_json(*refusal, {SIMULATED_HEADER: "1"})  # an error of the simulator is simulated too
             return
         fault = self.server.faults.choose(sample_key, attempt) if sample_key else None
         self.server.stats.outcome(fault or "ok")
