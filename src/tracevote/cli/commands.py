@@ -453,10 +453,14 @@ def cmd_probe(args: argparse.Namespace) -> int:
 def cmd_estimate(args: argparse.Namespace) -> int:
     """The work still missing, priced: one row per paid stage and dataset (tracevote.cli.estimate)."""
     from tracevote.cli.estimate import estimate_rows, render
+    from tracevote.cli.estimate_context import context_rows, render_context
     from tracevote.core.config import load_params
 
     params = load_params(args.params)
     print(render(estimate_rows(params, args.n_pool or params.pool.n_pool)))
+    windows = render_context(context_rows(params))
+    if windows:
+        print(f"\n{windows}")
     return 0
 
 

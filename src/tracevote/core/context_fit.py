@@ -63,6 +63,11 @@ class Fit:
     max_tokens: int
     window: ContextWindow | None
 
+    @property
+    def fits(self) -> bool:
+        """True when the window holds the largest request, or is unknown (unchecked)."""
+        return self.window is None or self.largest.request(self.max_tokens) <= self.window.tokens
+
     def line(self) -> str:
         """"largest prompt aime_2025-3 (debate round 1): 9,012 tokens + max_tokens 3,072 <= window 128,000"."""
         need = self.largest
@@ -82,14 +87,17 @@ def largest_need(prompts: Iterable[Prompt], model_name: str, max_tokens: int) ->
     return max(needs, key=lambda need: need.request(max_tokens), default=None)
 
 
+def assess(model: ModelConfig, prompts: Iterable[Prompt], max_tokens: int) -> Fit | None:
+    """The largest request of `prompts` at `max_tokens` on `model`, against its window; None: no prompt."""
+    need = largest_need(prompts, model.name, max_tokens)
+    return None if need is None else Fit(model.endpoint, need, max_tokens, model.window())
+
+
 def check_fit(model: ModelConfig, prompts: Iterable[Prompt], max_tokens: int, *, max_tokens_key: str) -> Fit | None:
     """The stage's largest request, or ContextWindowError when it cannot fit `model`'s window, naming the
     endpoint, the prompt and its tokens, the window, and the settings that would fit. None: no prompt."""
-    need = largest_need(prompts, model.name, max_tokens)
-    if need is None:
-        return None
-    fit = Fit(model.endpoint, need, max_tokens, model.window())
-    if fit.window is not None and need.request(max_tokens) > fit.window.tokens:
+    fit = assess(model, prompts, max_tokens)
+    if fit is not None and not fit.fits:
         raise ContextWindowError(refusal(model, fit, max_tokens_key))
     return fit
 
