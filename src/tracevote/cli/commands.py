@@ -357,7 +357,8 @@ def cmd_sim_server(args: argparse.Namespace) -> int:
     answer_sets, known = _sim_answers(args.problems, params)
     options = ServerOptions(api_key=args.api_key, models=tuple(args.models.split(",")) if args.models else None,
                             no_balance=args.no_balance, profile=args.profile,
-                            tokens_per_s=args.tokens_per_second, send_buffer=args.send_buffer)
+                            tokens_per_s=args.tokens_per_second, send_buffer=args.send_buffer,
+                            context_window=args.context_window)
     print(f"sim-server: SIMULATED model (seed {params.model.sim.seed}, signal {params.model.sim.signal}), "
           f"enforcing profile {PROFILES[args.profile].describe()}, "
           f"faults {args.faults or 'none'}, {_pace_words(args.tokens_per_second, args.send_buffer)}; ^C stops it",

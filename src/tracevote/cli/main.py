@@ -316,6 +316,9 @@ def add_sim_server(subparsers: argparse._SubParsersAction[argparse.ArgumentParse
     sim.add_argument("--send-buffer", type=int_at_least(1024, "a socket buffer size"), metavar="BYTES",
                      help="a streaming connection's send buffer (SO_SNDBUF; default: the kernel's): with "
                           "--tokens-per-second, a client that closes a stream finds the server a few tokens past it")
+    sim.add_argument("--context-window", type=int_at_least(1, "a context window"), metavar="TOKENS",
+                     help="refuse a request whose prompt + max_tokens exceeds TOKENS, in the profile's error shape "
+                          "(default: the documented window of a known model name, none for others)")
     sim.set_defaults(handler=commands.cmd_sim_server)
 
 
