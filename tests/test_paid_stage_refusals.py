@@ -299,3 +299,7 @@ def test_a_debate_whose_window_is_unknown_runs_to_its_end_recording_what_the_ser
     failed = [key for (_, key), record in stored.items() if record.failed_for_context]
     assert failed and not any(key.startswith("r0/") for key in failed), sorted(stored)
     assert json.loads((paid / "debates" / "toy.json").read_text())["finished"] == 4
+    code, _, err = run_stage_output(paid, "score_debate", stage_command(paid, "score_debate"), monkeypatch, capsys)
+    assert code == 0, err
+    metrics = json.loads((paid / "metrics" / "debate.json").read_text())
+    assert metrics["context_failed_calls"] == len(failed) and metrics["problems"] == 4  # shown as failed
