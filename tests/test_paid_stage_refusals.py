@@ -292,7 +292,7 @@ def test_a_debate_whose_window_is_unknown_runs_to_its_end_recording_what_the_ser
         requested = sum(requests_by_key(small).values())
         assert run_stage_output(paid, "build_debate@toy", argv, monkeypatch, capsys)[0] == 0
         assert sum(requests_by_key(small).values()) == requested  # recorded: not asked again
-    (ledger_root,) = [path for path in (paid / "debates" / "toy").iterdir() if path.is_dir()]
+    (ledger_root,) = (paid / "debates" / "toy").glob("tracevote-sim-*")
     ledger = CallLedger(ledger_root)
     stored = {(problem.id, str(key)): record for problem in problems
               for key, record in ledger.records(problem.id).items()}

@@ -8,6 +8,9 @@ fixed wording around each solution is counted too.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+from tracevote.core.config_endpoints import ModelConfig
 from tracevote.core.context_fit import Prompt
 from tracevote.debate import prompts
 from tracevote.debate.protocol import Debate
@@ -33,3 +36,14 @@ def judge_prompts(debate: Debate) -> list[Prompt]:
         return []
     return [Prompt(debate.problem.id, "debate ranking", prompts.rank_messages(debate.asked, [""] * cfg.agents, cfg),
                    quoted=cfg.agents)]
+
+
+def prompts_by_endpoint(debates: Sequence[Debate], agents: ModelConfig,
+                        judge: ModelConfig) -> list[tuple[ModelConfig, list[Prompt]]]:
+    """Each endpoint the debates call with the prompts it gets: the agents' rounds, and the judge's ranking on the
+    judge's endpoint (on the agents' own when the judge is theirs, so each endpoint is checked, and said, once)."""
+    rounds = [prompt for debate in debates for prompt in agent_prompts(debate)]
+    ranking = [prompt for debate in debates for prompt in judge_prompts(debate)]
+    if judge.endpoint == agents.endpoint:
+        return [(agents, rounds + ranking)]
+    return [(agents, rounds), (judge, ranking)]
