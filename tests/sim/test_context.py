@@ -120,3 +120,21 @@ def test_a_pool_sample_refused_for_context_is_counted_and_the_run_goes_on(tmp_pa
     assert summary.stored == 1
     assert dict(summary.failures) == {"longer than the model's context window (HTTP 400)": 1}
 
+
+
+@pytest.mark.parametrize("profile", ["deepseek", "openai-chat", "openai-reasoning", "local", "llama-cpp-python"])
+def test_the_client_names_each_providers_refusal(profile: str) -> None:
+    """Whatever the provider's words and code, the client raises ContextLengthError (not a generic 400)."""
+    from tracevote.core.config_deepconf import DecodingConfig
+    from tracevote.core.profiles import PROFILES
+    from tracevote.sampling.client import ChatClient
+
+    base = toy_chain.client_for("http://127.0.0.1:9/v1").model
+    with running_server(SimModel(SIM), parse_faults(""), ServerOptions(profile=profile, context_window=50)) as url:
+        model = dataclasses.replace(base, base_url=url, profile=PROFILES[profile])  # type: ignore[arg-type]
+        temperature = 1.0 if profile == "openai-reasoning" else 0.6  # a reasoning model takes only the default
+        decoding = DecodingConfig(temperature=temperature, top_p=None, max_tokens=10, top_logprobs=0)
+        with (ChatClient(model, decoding, api_key=None, timeout_s=60, max_retries=1) as client,
+              pytest.raises(ContextLengthError) as refused):
+            client.reply([{"role": "user", "content": "z" * 400}], call_key="long/0", kind="solve")
+    assert refused.value.status == 400 and "maximum context length is 50 tokens" in str(refused.value)
