@@ -1,10 +1,11 @@
 """`python -m tracevote estimate`'s second table: each paid stage's largest request against its endpoint's context
 window, as the stage itself checks it before paying (core.context_fit). In a scratch project on the simulator:
 
-    stage                  endpoint    largest prompt                      prompt + max_tokens     window  fits
-    ---------------------  ----------  ------------------------------  -----------------------  ---------  ----------
-    build_pool@toy         deepseek    toy-01 (solve prompt)              at most 151 + 4,096  1,048,576  yes
-    build_debate@toy       deepseek    toy-02 (debate round 1)         at most 13,234 + 3,072  1,048,576  yes
+    stage             endpoint    largest prompt              prompt + max_tokens     window  fits
+    ----------------  ----------  -----------------------  ----------------------  ---------  ------
+    build_pool@toy    deepseek    toy-01 (solve prompt)          at most 165 + 64  1,048,576  yes
+    build_debate@toy  deepseek    toy-01 (debate round 1)  at most 15,455 + 3,072  1,048,576  yes
+    build_debate@toy  deepseek    toy-01 (debate ranking)  at most 15,185 + 3,072  1,048,576  yes
 
 A row whose request cannot fit says which max_tokens would ("no: max_tokens <= 1,270"); an unknown window says
 "unchecked". Datasets not normalized yet are left out (the cost table above names them).
