@@ -17,7 +17,7 @@ from tracevote.datasets.steps import load_step_records
 from tracevote.sampling import backend
 from tracevote.sampling.budget import SpendCap, check_budget
 from tracevote.sampling.identify import as_served
-from tracevote.sampling.paid import read_paid_stage_args, run_ledger_calls
+from tracevote.sampling.paid import call_prompts, check_context, read_paid_stage_args, run_ledger_calls
 from tracevote.sampling.runner import OneCall
 from tracevote.store.calls import CallLedger
 
@@ -44,6 +44,8 @@ def main() -> None:
     print(f"build_critiques: {len(plan.missing)} of {len(calls)} critiques missing in {ledger.root}; "
           f"estimate {as_served(plan.cost, model).render()}")
     print(f"build_critiques: model {model.describe()}")
+    check_context(model, call_prompts(plan.missing, "critique"), cfg.max_tokens, max_tokens_key="critique.max_tokens",
+                  stage=stage)
     api_key = backend.api_key_for(model, os.environ, Path(".env"), missing=len(plan.missing),
                                   what="critiques", stage=stage)
     check_budget(plan.cost, cfg.max_cost_usd, cap="critique.max_cost_usd",

@@ -12,11 +12,12 @@ from tracevote.core.costs import simulated_as
 from tracevote.core.entry import stage_main
 from tracevote.core.errors import TracevoteError
 from tracevote.debate import build
+from tracevote.debate.context import prompts_by_endpoint
 from tracevote.debate.protocol import DebateConversation
 from tracevote.sampling import backend
 from tracevote.sampling.budget import SpendCap, check_budget
 from tracevote.sampling.identify import as_served
-from tracevote.sampling.paid import read_paid_stage_args, run_ledger_calls
+from tracevote.sampling.paid import check_context, read_paid_stage_args, run_ledger_calls
 from tracevote.store.calls import CallLedger
 
 
@@ -46,6 +47,8 @@ def main() -> None:
           f"{ledger.root} "
           f"({plan.stored_calls} calls stored); estimate for at most {as_served(plan.cost, model, judge).render()}")
     print(f"build_debate: agents on {model.describe()}; judge on {judge.describe()}")
+    for each, prompts in prompts_by_endpoint(plan.unfinished, model, judge):
+        check_context(each, prompts, params.debate.max_tokens, max_tokens_key="debate.max_tokens", stage=stage)
     api_keys = {each.endpoint: backend.api_key_for(each, os.environ, Path(".env"), missing=len(plan.unfinished),
                                                    what="debates", stage=stage) for each in (model, judge)}
     check_budget(plan.cost, params.debate.max_cost_usd, cap="debate.max_cost_usd",

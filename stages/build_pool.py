@@ -12,6 +12,7 @@ from pathlib import Path
 
 from tracevote.core.config import Params
 from tracevote.core.config_endpoints import ModelConfig, base_urls
+from tracevote.core.context_fit import Prompt
 from tracevote.core.costs import simulated_as, usd
 from tracevote.core.entry import stage_main
 from tracevote.core.errors import TracevoteError
@@ -26,6 +27,7 @@ from tracevote.sampling.paid import (
     CallProgress,
     PaidStageArgs,
     RetryLines,
+    check_context,
     check_free_space,
     needed_free_bytes,
     read_paid_stage_args,
@@ -82,6 +84,9 @@ def _build(args: PaidStageArgs[Problem], pool: Pool, setting: Setting, model: Mo
     opening = as_served(plan.cost, model)
     print(f"build_pool: {plan.n_requests} samples missing in {pool.root}; estimate: {opening.render()}")
     print(f"build_pool: model {model.describe()}")
+    messages = setting_messages(problems, setting)
+    check_context(model, [Prompt(pid, "solve prompt", messages[pid]) for pid in plan.missing],
+                  params.decoding.max_tokens, max_tokens_key="decoding.max_tokens", stage=args.stage)
     api_key = backend.api_key_for(model, os.environ, Path(".env"), missing=plan.n_requests,
                                   stage=args.stage.split("@")[0])  # build_pool, or build_pool_model
     check_budget(plan.cost, params.pool.max_cost_usd)

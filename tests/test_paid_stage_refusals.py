@@ -7,6 +7,7 @@ Each stage's script runs in this process, with the command line dvc.yaml gives i
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import runpy
 import shlex
@@ -22,10 +23,16 @@ from tests.core.test_check_params import REFUSALS
 from tests.dvcproject import copy_project, dvc, make_project, model_overrides, one_dataset
 from tests.sim_servers import requests_by_key
 from tracevote.cli.demo import BUILTIN_PROBLEMS, local_dataset
+from tracevote.core.config import load_params
 from tracevote.core.config_endpoints import SimConfig
+from tracevote.core.prompt_tokens import prompt_tokens
+from tracevote.datasets.problems import load_problems
+from tracevote.debate.context import agent_prompts
+from tracevote.debate.protocol import Debate
 from tracevote.sim.faults import parse_faults
 from tracevote.sim.model import SimModel
-from tracevote.sim.server import running_server
+from tracevote.sim.server import ServerOptions, running_server
+from tracevote.store.calls import CallLedger
 
 pytestmark = pytest.mark.slow
 
@@ -131,6 +138,13 @@ def stage_command(project: Path, stage: str) -> list[str]:
 def run_stage_here(project: Path, stage: str, argv: list[str], monkeypatch: pytest.MonkeyPatch,
                    capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
     """Run the stage's script in this process as `dvc repro <stage>` would: its exit code and stderr."""
+    code, _, err = run_stage_output(project, stage, argv, monkeypatch, capsys)
+    return code, err
+
+
+def run_stage_output(project: Path, stage: str, argv: list[str], monkeypatch: pytest.MonkeyPatch,
+                     capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    """run_stage_here's exit code, with its stdout and stderr."""
     with monkeypatch.context() as patch:
         patch.chdir(project)
         patch.setenv("DVC_STAGE", stage)
@@ -141,7 +155,8 @@ def run_stage_here(project: Path, stage: str, argv: list[str], monkeypatch: pyte
             code = 0
         except SystemExit as exit_:
             code = exit_.code if isinstance(exit_.code, int) else 1
-    return code, capsys.readouterr().err
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
 
 
 @pytest.fixture(scope="module")
@@ -211,3 +226,80 @@ def test_with_valid_params_each_paid_stage_pays(project: Path, server: str, comm
         code, err = run_stage_here(paid, stage, commands[stage], monkeypatch, capsys)
         assert code == 0, f"{stage}: {err}"
         assert sent(server) > before, stage
+
+
+def test_each_paid_stage_refuses_a_request_longer_than_its_window_before_any_request(
+        project: Path, server: str, commands: dict[str, list[str]], monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 43 item 1: a window too small for prompt + max_tokens is refused in one line naming the endpoint, the
+    largest prompt, the window and what would fit; nothing is sent (the server would answer the calls)."""
+    endpoints = yaml.safe_load((project / "params.yaml").read_text(encoding="utf-8"))["endpoints"]
+    before = sent(server)
+    original = write_changed(project, {"endpoints": {key: {"context_window": 250} for key in endpoints}})
+    try:
+        for stage in PAID_STAGES:
+            code, err = run_stage_here(project, stage, commands[stage], monkeypatch, capsys)
+            assert code == 2, f"{stage}: {err}"
+            assert err.startswith("error: endpoint ") and err.count("\n") == 1, err
+            assert "the largest prompt, " in err and "its context window 250 (as set in context_window)" in err, err
+            assert "nothing was sent. Would fit: " in err, err
+    finally:
+        (project / "params.yaml").write_text(original, encoding="utf-8")
+    assert sent(server) == before
+
+
+def test_the_write_ups_gpt4_debate_is_refused_before_any_request(
+        project: Path, server: str, commands: dict[str, list[str]], monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 43: `... 0 0 gpt-4 gpt-4` (4 agents, three worked examples, max_tokens 3072) on gpt-4's 8,192 tokens:
+    round 1 quotes four replies and cannot fit, so build_debate refuses with the line that says what would."""
+    before = sent(server)
+    original = write_changed(project, {"endpoints": {"deepseek": {"name": "gpt-4", "profile": "openai-chat"}},
+                                       "debate": {"agents": 4, "max_tokens": 3072, "examples": "builtin_aime"}})
+    try:
+        code, err = run_stage_here(project, "build_debate@toy", commands["build_debate@toy"], monkeypatch, capsys)
+    finally:
+        (project / "params.yaml").write_text(original, encoding="utf-8")
+    assert code == 2 and err.count("\n") == 1, err
+    assert err.startswith("error: endpoint deepseek (gpt-4): the largest prompt, toy-")
+    assert "(debate round 1, quoting 4 replies of up to max_tokens)" in err
+    assert "its context window 8,192 (gpt-4's documented window" in err and "Would fit: debate.max_tokens <= " in err
+    assert sent(server) == before
+
+
+def test_a_debate_whose_window_is_unknown_runs_to_its_end_recording_what_the_server_refused(
+        project: Path, commands: dict[str, list[str]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 43 item 4: a server with a smaller window than anyone said (an unknown name: unchecked) refuses the
+    rounds that quote replies; each such call is recorded as failed for context, the debate ends (those agents
+    cast no vote), the stage exits 0 saying so, and a rerun sends nothing."""
+    paid = copy_project(project, tmp_path / "paid")
+    write_changed(paid, {"debate": {"problems": [0, 3]}})
+    params = load_params(paid / "params.yaml")
+    problems = load_problems(paid / "data" / "toy.jsonl")[:4]
+    round0 = max(prompt_tokens(agent_prompts(Debate(problem, params.debate, params.answers))[0].messages,
+                               "tracevote-sim").tokens for problem in problems)
+    window = round0 + params.debate.max_tokens + 16  # round 0 fits; a round quoting replies does not
+    argv = commands["build_debate@toy"]
+    weak = SimModel(dataclasses.replace(SIM, accuracy=0.05))  # agents that rarely agree: the debates go on
+    with running_server(weak, parse_faults(""), ServerOptions(context_window=window)) as small:
+        write_changed(paid, _base_url(small))
+        code, out, err = run_stage_output(paid, "build_debate@toy", argv, monkeypatch, capsys)
+        assert code == 0, err
+        assert "build_debate@toy: endpoint deepseek: largest prompt " in err  # said once: unchecked
+        assert "context window unknown, unchecked (set endpoints.deepseek.context_window)" in err
+        assert "  failed for context: " in out, out
+        requested = sum(requests_by_key(small).values())
+        assert run_stage_output(paid, "build_debate@toy", argv, monkeypatch, capsys)[0] == 0
+        assert sum(requests_by_key(small).values()) == requested  # recorded: not asked again
+    (ledger_root,) = (paid / "debates" / "toy").glob("tracevote-sim-*")
+    ledger = CallLedger(ledger_root)
+    stored = {(problem.id, str(key)): record for problem in problems
+              for key, record in ledger.records(problem.id).items()}
+    failed = [key for (_, key), record in stored.items() if record.failed_for_context]
+    assert failed and not any(key.startswith("r0/") for key in failed), sorted(stored)
+    assert json.loads((paid / "debates" / "toy.json").read_text())["finished"] == 4
+    code, _, err = run_stage_output(paid, "score_debate", stage_command(paid, "score_debate"), monkeypatch, capsys)
+    assert code == 0, err
+    metrics = json.loads((paid / "metrics" / "debate.json").read_text())
+    assert metrics["context_failed_calls"] == len(failed) and metrics["problems"] == 4  # shown as failed

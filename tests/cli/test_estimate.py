@@ -192,3 +192,35 @@ def test_each_model_of_the_study_has_its_row_at_its_own_prices(project: Path) ->
 ])
 def test_a_token_count_reads_at_a_glance(count: int, shown: str) -> None:
     assert tokens(count) == shown
+
+
+def windows_table(stdout: str) -> list[list[str]]:
+    """The context-window table's rows (stage, endpoint, largest prompt, prompt + max_tokens, window, fits)."""
+    lines = stdout.splitlines()
+    start = lines.index("Each paid stage's largest request against its endpoint's context window (checked before "
+                        "paying):")
+    return [re.split(r"\s{2,}", line.strip()) for line in lines[start + 4:] if line.strip()]
+
+
+def test_each_paid_stage_shows_its_largest_request_against_its_window(project: Path) -> None:
+    """Issue 43 item 3: the rounds of the debate quote the other agents' replies, so its largest prompt is round 1's;
+    with a window that cannot hold it, the row says which max_tokens would (and the table still prints)."""
+    _, stdout = estimate(project)
+    rows = {(cells[0], cells[2].split(" (")[1]): cells for cells in windows_table(stdout)}
+    assert set(rows) == {("build_pool@toy", "solve prompt)"), ("build_debate@toy", "debate round 1)"),
+                         ("build_debate@toy", "debate ranking)")}
+    pool = rows["build_pool@toy", "solve prompt)"]
+    assert pool[1] == "deepseek" and pool[3].endswith(f" + {MAX_TOKENS}") and pool[4:] == ["1,048,576", "yes"]
+    assert pool[3].startswith("at most ")  # deepseek-v4-flash's tokenizer is not bundled: the byte bound
+    round1 = rows["build_debate@toy", "debate round 1)"]
+    round1_tokens = int(round1[3].removeprefix("at most ").split(" + ")[0].replace(",", ""))
+    params = yaml.safe_load((project / "params.yaml").read_text())
+    params["endpoints"]["deepseek"]["context_window"] = round1_tokens  # the prompt fits, its max_tokens do not
+    (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    _, stdout = estimate(project)
+    refused = {cells[0] + cells[2]: cells for cells in windows_table(stdout)}["build_debate@toytoy-01 (debate round 1)"]
+    fitting = int(refused[5].removeprefix("no: max_tokens <= ").replace(",", ""))
+    agents = params["debate"]["agents"]
+    assert 0 < fitting < params["debate"]["max_tokens"]
+    # each of the agents' quoted replies shrinks with max_tokens as the reply asked for does
+    assert fitting == pytest.approx(params["debate"]["max_tokens"] * agents / (agents + 1), abs=agents + 2)

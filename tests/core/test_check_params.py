@@ -31,6 +31,9 @@ REFUSALS: list[tuple[dict, str]] = [
      "decoding.max_tokens: 1000000000000 must be an integer in 1..1,000,000"),
     ({"endpoints": {"deepseek": {"extra_body": {"temperature": 0.1}}}},
      "endpoints.deepseek.extra_body: 'temperature' is set by the client"),
+    # issue 43: a context window no model has
+    ({"endpoints": {"deepseek": {"context_window": 0}}},
+     "endpoints.deepseek.context_window: 0 must be an integer in 1..100,000,000"),
     ({"endpoints": {"deepseek": {"api_key_env": ""}}},
      "endpoints.deepseek.api_key_env: '' must be an environment variable name"),
     # issue 23: what a method needs of its endpoint's provider, before any request

@@ -358,7 +358,8 @@ def cmd_sim_server(args: argparse.Namespace) -> int:
     options = ServerOptions(api_key=args.api_key, models=tuple(args.models.split(",")) if args.models else None,
                             no_balance=args.no_balance, profile=args.profile,
                             tokens_per_s=args.tokens_per_second, send_buffer=args.send_buffer,
-                            reasoning_parser=args.reasoning_parser, ignore_n=args.ignore_n, refuse_n=args.refuse_n)
+                            reasoning_parser=args.reasoning_parser, ignore_n=args.ignore_n, refuse_n=args.refuse_n,
+                            context_window=args.context_window)
     print(f"sim-server: SIMULATED model (seed {params.model.sim.seed}, signal {params.model.sim.signal}), "
           f"enforcing profile {PROFILES[args.profile].describe()}, "
           f"faults {args.faults or 'none'}, {_pace_words(args.tokens_per_second, args.send_buffer)}"
@@ -467,10 +468,14 @@ def cmd_probe(args: argparse.Namespace) -> int:
 def cmd_estimate(args: argparse.Namespace) -> int:
     """The work still missing, priced: one row per paid stage and dataset (tracevote.cli.estimate)."""
     from tracevote.cli.estimate import estimate_rows, render
+    from tracevote.cli.estimate_context import context_rows, render_context
     from tracevote.core.config import load_params
 
     params = load_params(args.params)
     print(render(estimate_rows(params, args.n_pool or params.pool.n_pool)))
+    windows = render_context(context_rows(params))
+    if windows:
+        print(f"\n{windows}")
     return 0
 
 

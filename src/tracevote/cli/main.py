@@ -330,6 +330,9 @@ def add_sim_server(subparsers: argparse._SubParsersAction[argparse.ArgumentParse
                           "(default: n choices where the profile's provider honours n)")
     sim.add_argument("--refuse-n", action="store_true",
                      help="answer a request for n > 1 with HTTP 500, as llama.cpp's llama-server does")
+    sim.add_argument("--context-window", type=int_at_least(1, "a context window"), metavar="TOKENS",
+                     help="refuse a request whose prompt + max_tokens exceeds TOKENS, in the profile's error shape "
+                          "(default: the documented window of a known model name, none for others)")
     sim.set_defaults(handler=commands.cmd_sim_server)
 
 

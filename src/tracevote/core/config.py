@@ -73,8 +73,9 @@ class Params:
         return ModelConfig(backend=self.model.backend, base_url=endpoint.base_url, name=endpoint.name,
                            extra_body=endpoint.extra_body, api_key_env=endpoint.api_key_env,
                            needs_key=endpoint.needs_key, sim=self.model.sim, profile=endpoint.resolved_profile(),
-                           pricing=endpoint.pricing, endpoint=key, allow_foreign_key=endpoint.allow_foreign_key,
-                           profile_why=endpoint.profile_why(), reasoning_effort=endpoint.reasoning_effort)
+                           pricing=endpoint.pricing, context_window=endpoint.context_window, endpoint=key,
+                           allow_foreign_key=endpoint.allow_foreign_key, profile_why=endpoint.profile_why(),
+                           reasoning_effort=endpoint.reasoning_effort)
 
     @property
     def deepconf_model(self) -> ModelConfig:

@@ -8,6 +8,7 @@ from typing import Any, ClassVar, Literal
 from urllib.parse import urlsplit
 
 from tracevote.core.config_datasets import KEY_NAME, KEY_NAME_RULE
+from tracevote.core.context_windows import ContextWindow, context_window
 from tracevote.core.errors import ConfigError
 from tracevote.core.hosts import forbidden_host, key_hosts, redact_urls, serves
 from tracevote.core.limits import MAX_TOKENS_BOUND, check_extra_body, require_env_name
@@ -18,6 +19,7 @@ Backend = Literal["openai", "sim"]
 # OpenAI's documented values for the GPT-5 family (gpt-5.1's "none" and later models' "xhigh" are not offered);
 # gpt-oss takes low, medium and high. null sends nothing: the model's default (medium for gpt-5 and gpt-oss).
 ReasoningEffort = Literal["minimal", "low", "medium", "high"]
+MAX_CONTEXT_WINDOW = 100_000_000  # no model's is near; a typo's extra digits are refused
 BaseUrl = str | tuple[str, ...]  # one server, or several serving the same model (vLLM replicas)
 
 
@@ -95,6 +97,9 @@ class EndpointConfig:
     api_key_env: str = param("the environment variable (or .env entry) holding the API key")
     needs_key: bool = param("false for a local vLLM / SGLang / llama.cpp server that needs no key (none is sent)")
     pricing: PricingConfig = param("list prices, USD per 1M tokens")
+    context_window: int | None = param("the model's context window in tokens (prompt + max_tokens must fit); null: "
+                                       "the documented window of a model name the project knows, else unchecked",
+                                       None, ge=1, le=MAX_CONTEXT_WINDOW)
     allow_foreign_key: bool = param("true: send a provider's key (OPENAI_API_KEY, DEEPSEEK_API_KEY, ...) to a host "
                                     "that is not that provider's, such as a gateway that forwards to it", False)
     reasoning_effort: ReasoningEffort | None = param(
@@ -144,6 +149,7 @@ class ModelConfig:
     sim: SimConfig
     profile: Profile = PROFILES["deepseek"]
     pricing: PricingConfig | None = None  # None: not priced (a bare client in a test)
+    context_window: int | None = None  # endpoints.<key>.context_window as set; None: the name's documented one
     endpoint: str = "deepseek"  # its key in `endpoints:`, for messages and reports (the default endpoint's)
     allow_foreign_key: bool = False  # a provider's key may go to a host not that provider's (a gateway)
     profile_why: str = ""  # "as set", "by its model name", "by its host ...": for the opening line and hints
@@ -158,6 +164,10 @@ class ModelConfig:
         if self.pricing is None:
             raise ConfigError(f"endpoint {self.endpoint}: no pricing")
         return self.pricing
+
+    def window(self) -> ContextWindow | None:
+        """The context window its prompts must fit, and why; None: unknown, so unchecked."""
+        return context_window(self.name, self.context_window)
 
     def describe(self) -> str:
         """"gpt-4o-mini (endpoint gpt-4o-mini, profile openai-chat by its model name, simulated)"."""

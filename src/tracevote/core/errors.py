@@ -36,6 +36,16 @@ class QuotaError(FatalAPIError):
     topped up, so the run stops at once."""
 
 
+class ContextLengthError(FatalAPIError):
+    """The server refused one request as longer than the model's context window (OpenAI's, DeepSeek's, vLLM's and
+    llama.cpp's 400s saying "maximum context length"): that call fails, not the run, as no retry can shorten it.
+    `simulated`: tracevote's simulator refused it (its ledger record is then a simulated one)."""
+
+    def __init__(self, message: str, status: int, *, simulated: bool = False) -> None:
+        super().__init__(message, status)
+        self.simulated = simulated
+
+
 class EndpointError(TracevoteError):
     """The endpoint could not be reached, or kept failing until its retries ran out."""
 

@@ -58,6 +58,7 @@ OPERATIONAL_KEYS = {
     "endpoints.*.needs_key": "whether a key is required",
     "endpoints.*.allow_foreign_key": "whether a provider's key may go to another host",
     "endpoints.*.pricing.*": "list prices: the estimate and the spending cap",
+    "endpoints.*.context_window": "whether a stage refuses before paying; the window itself is the server's",
 }
 
 # What the stage after a paid build reads of the setting its ledger was built under, only to check the ledger is

@@ -49,6 +49,7 @@ class CritiqueResult:
     prompt_tokens: int
     completion_tokens: int
     usd: float
+    context_failed: int = 0  # critiques the server refused as longer than the model's window: unparsable votes
 
     def scored(self) -> Scored:
         return Scored(task=self.task, label=self.label, prediction=self.prediction, unanimous=self.unanimous,
@@ -63,7 +64,8 @@ def item_result(dataset: str, item: CritiqueItem, records: Sequence[CallRecord])
         prediction=vote.prediction, match=vote.prediction == item.label, unanimous=vote.unanimous,
         unparsable=vote.unparsable, truncated=sum(record.finish_reason == "length" for record in records),
         prompt_tokens=sum(r.prompt_tokens for r in records),
-        completion_tokens=sum(r.completion_tokens for r in records), usd=sum(r.usd for r in records))
+        completion_tokens=sum(r.completion_tokens for r in records), usd=sum(r.usd for r in records),
+        context_failed=sum(record.failed_for_context for record in records))
 
 
 def dataset_results(dataset: str, items: list[CritiqueItem], ledger: CallLedger, n_votes: int) -> list[CritiqueResult]:
@@ -103,6 +105,7 @@ def critique_metrics(results: Sequence[CritiqueResult], *, simulated: bool) -> d
     calls = sum(len(result.votes) for result in results)
     completion = sum(r.completion_tokens for r in results)
     metrics.update(calls=calls, truncated=sum(r.truncated for r in results),
+                   context_failed=sum(r.context_failed for r in results),
                    prompt_tokens=sum(r.prompt_tokens for r in results), completion_tokens=completion,
                    completion_tokens_per_call=round(completion / calls, 1) if calls else None,
                    usd=round(sum(r.usd for r in results), 4))

@@ -38,6 +38,7 @@ class DebateResult:
     judge_fallback: bool
     rating_fallbacks: int
     calls: int
+    context_failed: int  # calls the server refused as longer than the model's context window (no reply, no vote)
     prompt_tokens: int
     cached_prompt_tokens: int
     completion_tokens: int
@@ -68,7 +69,8 @@ def problem_result(dataset: str, contest: str | None, problem: Problem, transcri
         stop=transcript.stop, answers=answers, picks=[pick + 1 for pick in transcript.picks],
         judge_fallback=transcript.judge_fallback,
         rating_fallbacks=sum(turn.rating_fallback for turn in transcript.turns),
-        calls=len(records), prompt_tokens=sum(r.prompt_tokens for r in records),
+        calls=len(records), context_failed=sum(record.failed_for_context for record in records),
+        prompt_tokens=sum(r.prompt_tokens for r in records),
         cached_prompt_tokens=sum(r.cached_prompt_tokens for r in records),
         completion_tokens=sum(r.completion_tokens for r in records), usd=sum(r.usd for r in records),
         importance=agent_importance(transcript, cfg.agents) if cfg.importance else None)
@@ -92,6 +94,7 @@ def debate_metrics(results: Sequence[DebateResult], cfg: DebateConfig, *, simula
     metrics["judge_calls"] = sum(bool(r.picks) for r in results)
     metrics["judge_fallbacks"] = sum(r.judge_fallback for r in results)
     metrics["unanswered"] = sum(r.final_answer is None for r in results)
+    metrics["context_failed_calls"] = sum(r.context_failed for r in results)
     if cfg.importance:
         metrics["rating_fallbacks"] = sum(r.rating_fallbacks for r in results)
         table = np.array([r.importance for r in results], dtype=float).reshape(len(results), cfg.agents)

@@ -29,7 +29,7 @@ from tracevote.grading.runs import MANIFEST, CriticManifest, read_critic_manifes
 from tracevote.sampling import backend
 from tracevote.sampling.budget import SpendCap, check_budget
 from tracevote.sampling.identify import as_served
-from tracevote.sampling.paid import run_ledger_calls
+from tracevote.sampling.paid import call_prompts, check_context, run_ledger_calls
 from tracevote.sampling.runner import OneCall
 from tracevote.store.calls import CallLedger
 from tracevote.store.ledger import fingerprint_of
@@ -75,6 +75,8 @@ def build_critic(params: Params, run: str, pairing: Pairing, critic_dir: Path, *
     print(f"{stage}: {len(missing)} of {len(items)} critic replies missing in {ledger.root}; estimate "
           f"{as_served(cost, model).render()}")
     print(f"{stage}: model {model.describe()}")
+    check_context(model, call_prompts(missing, "critic call"), critic_decoding(params).max_tokens,
+                  max_tokens_key="grading.critic.max_tokens", stage=stage)
     api_key = backend.api_key_for(model, os.environ, Path(".env"), missing=len(missing),
                                   what="critic calls", stage=stage)
     check_budget(cost, cfg.max_cost_usd, cap="grading.critic.max_cost_usd",

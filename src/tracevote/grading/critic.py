@@ -242,6 +242,7 @@ class CriticScores:
     unparsable: int
     scores: dict[str, float | None]  # gold id -> score
     usd: float
+    context_failed: int = 0  # refused by the server as longer than the model's window (not counted unparsable)
 
 
 def read_scores(ledger: CallLedger, items: Sequence[CriticItem], origin: str, *,
@@ -249,7 +250,7 @@ def read_scores(ledger: CallLedger, items: Sequence[CriticItem], origin: str, *,
     """The stored replies' scores (read as reply_score does); an item without a stored reply is an error naming
     what to run."""
     scores: dict[str, float | None] = {}
-    spent = 0.0
+    spent, refused = 0.0, 0
     for item in items:
         payloads = [payload for key, payload in ledger.iter_payloads(item.item_id) if key == 0]
         if not payloads:
@@ -258,6 +259,8 @@ def read_scores(ledger: CallLedger, items: Sequence[CriticItem], origin: str, *,
         record = decode(payloads[0])
         scores[item.gold_id] = reply_score(record.text, structured=structured)
         spent += record.usd
+        refused += record.failed_for_context
     parsed = [score for score in scores.values() if score is not None]
     return CriticScores(mean=sum(parsed) / len(parsed) if parsed else None, scored=len(parsed),
-                        unparsable=len(scores) - len(parsed), scores=scores, usd=spent)
+                        unparsable=len(scores) - len(parsed) - refused, scores=scores, usd=spent,
+                        context_failed=refused)

@@ -128,6 +128,7 @@ def run_record(run: GradingRunConfig, inputs: RunInputs, grades: Grades, critic:
         "critic_score": None if critic is None else critic.mean,
         "critic_scored": 0 if critic is None else critic.scored,
         "critic_unparsable": 0 if critic is None else critic.unparsable,
+        "critic_context_failed": 0 if critic is None else critic.context_failed,
         "critic_usd": 0.0 if critic is None else critic.usd,
         "critic_model": None if critic is None else critic_model,
     }

@@ -30,6 +30,7 @@ DEBATE_LABELS: Labels = (
     (r"judge_calls", "debates that reached the judge"),
     (r"judge_fallbacks", "judge rankings not parsed (fallback order)"),
     (r"unanswered", "problems with no final answer"),
+    (r"context_failed_calls", "calls longer than the model's context window"),
     (r"rating_fallbacks", "importance ratings not parsed"),
     (r"importance_agent(\d+)", r"importance of agent \1"),
 )
@@ -43,6 +44,7 @@ CRITIQUE_LABELS: Labels = (
     *((rf"{key}(?:_pct)?", label) for key, label in _CRITIQUE_SCORES.items()),
     (r"f1_mean_pct", "F1, mean over datasets"),
     (r"calls", "critiques"),
+    (r"context_failed", "critiques longer than the model's context window"),
     (r"truncated", "critiques cut at max_tokens"),
     (r"prompt_tokens", "prompt tokens"),
     (r"completion_tokens", "completion tokens"),

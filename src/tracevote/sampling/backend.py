@@ -103,7 +103,8 @@ def _simulator(model: ModelConfig, problems: list[Problem], first_errors: Mappin
     """A loopback simulated server for `model`'s profile."""
     sim = SimModel(model.sim, answers={p.problem: p.answer for p in problems}, first_errors=first_errors,
                    reached=reached)
-    return running_server(sim, options=ServerOptions(profile=model.profile.name))
+    return running_server(sim, options=ServerOptions(profile=model.profile.name,
+                                                     context_window=model.context_window))
 
 
 def _pointed_at(model: ModelConfig, base_url: str) -> ModelConfig:

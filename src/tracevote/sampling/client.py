@@ -45,6 +45,7 @@ from tracevote.core.config_deepconf import DecodingConfig
 from tracevote.core.config_endpoints import ModelConfig, base_urls, require_effort, url_host
 from tracevote.core.errors import (
     ConfigError,
+    ContextLengthError,
     EndpointError,
     EndpointNotFoundError,
     FatalAPIError,
@@ -374,6 +375,10 @@ class ChatClient:
             raise QuotaError(self._quota_message(endpoint, status, detail), status)
         if status in _RETRIED_STATUS or status >= 500:
             raise TransientError(f"HTTP {status}", detail, parse_retry_after(response.headers.get("Retry-After")))
+        if _is_context_length(status, _error_code(response), detail):
+            raise ContextLengthError(f"{endpoint.chat_url} (model {self.model.name!r}): HTTP {status}, longer than the "
+                                     f"model's context window: {detail}", status,
+                                     simulated=response.headers.get(SIMULATED_HEADER) == "1")
         if _error_code(response) == "model_not_found" or _says_no_such_model(detail) or (
                 status == 404 and self.model.name in detail):
             raise ModelNotFoundError(self._model_not_found_message(endpoint.chat_url, status, detail), status)
@@ -578,3 +583,8 @@ def _says_no_such_model(message: str) -> bool:
     """DeepSeek answers an unknown model with 400 "Model Not Exist"; vLLM with 404 "... does not exist"."""
     lowered = message.lower()
     return "model" in lowered and ("not exist" in lowered or "not found" in lowered)
+
+
+def _is_context_length(status: int, code: object, detail: str) -> bool:
+    """OpenAI's code context_length_exceeded (llama.cpp's server copies it); DeepSeek and vLLM say it in words."""
+    return status == 400 and (code == "context_length_exceeded" or "maximum context length" in detail)

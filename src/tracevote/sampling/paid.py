@@ -18,6 +18,7 @@ from tqdm import tqdm
 from tracevote.core.config import Params, check_params
 from tracevote.core.config_deepconf import DecodingConfig, PoolConfig
 from tracevote.core.config_endpoints import ModelConfig, base_urls
+from tracevote.core.context_fit import Prompt, check_fit
 from tracevote.core.costs import simulated_as, spent_text, worst_case_usd
 from tracevote.core.dvcstate import already_built
 from tracevote.core.errors import ConfigError, StorageError, TracevoteError
@@ -111,6 +112,20 @@ def refuse_if_already_built(lock_path: Path, params_path: Path, *, stage: str, r
         f"disk: they live in a DVC remote or a teammate's cache. Fetch them with `dvc pull` (or "
         f"`make repro`, which pulls first) instead of paying for them again. If they are truly lost, re-run "
         f"with {REBUILD_ENV}=1.")
+
+
+def check_context(model: ModelConfig, prompts: Iterable[Prompt], max_tokens: int, *, max_tokens_key: str,
+                  stage: str) -> None:
+    """Refuse, before any request, a setting whose largest request cannot fit `model`'s context window
+    (ContextWindowError, one line); print the largest one, on stderr when the window is unknown (unchecked)."""
+    fit = check_fit(model, prompts, max_tokens, max_tokens_key=max_tokens_key)
+    if fit is not None:
+        print(f"{stage}: endpoint {model.endpoint}: {fit.line()}", file=sys.stdout if fit.window else sys.stderr)
+
+
+def call_prompts(calls: Iterable[Call], what: str) -> list[Prompt]:
+    """The prompts of one-call conversations: "critique", "critic call"."""
+    return [Prompt(call.item_id, what, call.messages) for call in calls]
 
 
 MIN_FREE_BYTES = 16 * 2**20  # the floor of check_free_space: the ledger's own small files and a margin

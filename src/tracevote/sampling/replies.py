@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from tracevote.core.config_endpoints import PricingConfig
 from tracevote.core.costs import usd_cached
+from tracevote.core.errors import ContextLengthError
 from tracevote.sampling.client import ChatClient
 from tracevote.sampling.runner import Paid
 from tracevote.store import calls
-from tracevote.store.calls import Call, CallRecord
+from tracevote.store.calls import CONTEXT_EXCEEDED, Call, CallRecord
 
 
 def call_key_header(call: Call) -> str:
@@ -17,8 +18,11 @@ def call_key_header(call: Call) -> str:
 
 def paid_reply(client: ChatClient, call: Call, pricing: PricingConfig) -> Paid[CallRecord]:
     """Request `call` (no logprobs), retried as every call is; the reply as the ledger stores it."""
-    reply, latency_s = client.reply(call.messages, call_key=call_key_header(call), kind=call.kind,
-                                    max_tokens=call.max_tokens, extra=call.extra)
+    try:
+        reply, latency_s = client.reply(call.messages, call_key=call_key_header(call), kind=call.kind,
+                                        max_tokens=call.max_tokens, extra=call.extra)
+    except ContextLengthError as refused:
+        return failed_for_context(call, refused)
     cost = usd_cached(reply.prompt_tokens, reply.cached_prompt_tokens, reply.completion_tokens, pricing)
     record = CallRecord(key=str(call.key), kind=call.kind, request_sha256=call.request_sha256, text=reply.text,
                         finish_reason=reply.finish_reason, prompt_tokens=reply.prompt_tokens,
@@ -27,3 +31,12 @@ def paid_reply(client: ChatClient, call: Call, pricing: PricingConfig) -> Paid[C
                         simulated=reply.simulated, reasoning_tokens=reply.reasoning_tokens)
     return Paid(record, calls.encode(record), reply.prompt_tokens, reply.completion_tokens, cost,
                 simulated=reply.simulated)
+
+
+def failed_for_context(call: Call, refused: ContextLengthError) -> Paid[CallRecord]:
+    """The record of a call the server refused as too long for the model's window: stored like a reply, so a
+    rerun does not ask again and a conversation goes on without it (a debate's agent casts no vote)."""
+    record = CallRecord(key=str(call.key), kind=call.kind, request_sha256=call.request_sha256, text="",
+                        finish_reason=CONTEXT_EXCEEDED, prompt_tokens=0, cached_prompt_tokens=0, completion_tokens=0,
+                        usd=0.0, latency_s=0.0, simulated=refused.simulated)
+    return Paid(record, calls.encode(record), 0, 0, 0.0, simulated=refused.simulated, failed_for_context=True)

@@ -26,7 +26,14 @@ from pathlib import Path
 from typing import Generic, Protocol, TypeVar
 
 from tracevote.core.costs import spent_text
-from tracevote.core.errors import DataError, QuotaError, ReasoningBudgetError, StorageError, TracevoteError
+from tracevote.core.errors import (
+    ContextLengthError,
+    DataError,
+    QuotaError,
+    ReasoningBudgetError,
+    StorageError,
+    TracevoteError,
+)
 from tracevote.core.retry import TransientError
 from tracevote.sampling.breaker import OutageError
 from tracevote.sampling.budget import SpendCap, SpendCapError
@@ -73,6 +80,7 @@ class Paid(Generic[R]):
     completion_tokens: int
     usd: float
     simulated: bool = False  # tracevote's simulator answered (the ledger refuses a reply of the other kind)
+    failed_for_context: bool = False  # the server refused it as too long for the model: stored as that failure
 
 
 @dataclass(frozen=True)
@@ -112,11 +120,13 @@ class RunSummary:
     simulated_as: str | None = None  # the model a simulated run's cost is priced as
     unit: str = "calls"
     priced_as: str | None = None  # the model whose prices apply: a run the simulator answers reads as simulated_as it
+    context_failed: int = 0  # stored as refused for the model's context window (each item goes on, or ends, without)
 
     def add(self, paid: Paid) -> None:
         if paid.simulated and self.simulated_as is None:  # a sim-server behind backend openai: say so from now on
             self.simulated_as = self.priced_as or "the priced model"
         self.stored += 1
+        self.context_failed += paid.failed_for_context
         self.prompt_tokens += paid.prompt_tokens
         self.completion_tokens += paid.completion_tokens
         self.usd += paid.usd
@@ -127,6 +137,10 @@ class RunSummary:
                  f"{replayed}; {self.prompt_tokens} prompt + {self.completion_tokens} completion tokens, "
                  f"{spent_text(self.usd, self.simulated_as)}"]
         lines += [f"  failed after retries: {count} x {cause}" for cause, count in self.failures.most_common()]
+        if self.context_failed:
+            lines.append(f"  failed for context: {self.context_failed} {self.unit} longer than the model's context "
+                         f"window (HTTP 400), recorded as failed and not asked again; lower max_tokens or use a "
+                         f"larger-window endpoint")
         return "\n".join(lines)
 
 
@@ -221,6 +235,7 @@ def run_calls(store: CallStore[R], conversations: Iterable[Conversation[R]], cal
     return summary
 
 
+CONTEXT_FAILURE = "longer than the model's context window (HTTP 400)"
 STOPPING_ERRORS = (OutageError, QuotaError, StorageError, SpendCapError, ReasoningBudgetError)
 
 
@@ -326,6 +341,9 @@ def _result(future: cf.Future, summary: RunSummary, calls: int) -> Paid | Shared
         return future.result()
     except TransientError as exc:  # retries ran out: the calls stay missing, and the cause is counted
         summary.failures[exc.cause] += calls
+        return None
+    except ContextLengthError:  # that one prompt is too long for the model: its conversation ends, the run goes on
+        summary.failures[CONTEXT_FAILURE] += calls
         return None
     except TracevoteError:
         raise

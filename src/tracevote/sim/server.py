@@ -42,6 +42,7 @@ import orjson
 
 from tracevote.core.profiles import PROFILES
 from tracevote.core.simulated import KIND_HEADER, MODELS_OWNER, SAMPLE_HEADER, SIMULATED_HEADER, SOLVE
+from tracevote.sim.context import context_refusal
 from tracevote.sim.faults import FaultPlan
 from tracevote.sim.kinds import KNOWN_KINDS, UnknownKindError
 from tracevote.sim.model import SimModel
@@ -73,6 +74,7 @@ class ServerOptions:
     reasoning_parser: ReasoningField | None = None  # solve replies' thinking in this field, as vLLM's parser sends it
     ignore_n: bool = False  # answer one choice whatever `n` asks, as llama-cpp-python's server does (sim/nchoices.py)
     refuse_n: bool = False  # answer n > 1 with HTTP 500 "Only one completion choice is allowed", as llama-server does
+    context_window: int | None = None  # every model's window; None: a known name's documented one (sim/context.py)
 
 
 @dataclass
@@ -236,7 +238,7 @@ class _Handler(BaseHTTPRequestHandler):
         request, refusal = _check_request(self.server.options, self.headers.get("Authorization"), kind, body)
         if refusal is not None:
             self.server.stats.outcome(str(refusal[0]))
-            self._send_json(*refusal)
+            self._send_json(*refusal, {SIMULATED_HEADER: "1"})  # an error of the simulator is simulated too
             return
         fault = self.server.faults.choose(sample_key, attempt) if sample_key else None
         self.server.stats.outcome(fault or "ok")
@@ -406,7 +408,7 @@ def _check_request(options: ServerOptions, authorization: str | None, kind: str,
         return {}, (500, _error(N_REFUSED, "server_error", "500"))
     if options.models is not None and parsed.model not in options.models:
         return {}, (400, _error("Model Not Exist", "invalid_request_error", "invalid_request_error"))
-    return request, None
+    return request, context_refusal(request, parsed.max_tokens, options.profile, options.context_window)
 
 
 def _client_gone(connection: socket.socket) -> bool:

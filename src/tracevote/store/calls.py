@@ -59,6 +59,9 @@ class Call:
         return hashlib.sha256(orjson.dumps(document, option=orjson.OPT_SORT_KEYS)).hexdigest()
 
 
+CONTEXT_EXCEEDED = "context_length_exceeded"  # the finish reason of a call the server refused as too long
+
+
 @dataclass(frozen=True)
 class CallRecord:
     """What one paid call returned. `usd` is priced when stored, at the cache-hit price for cached input."""
@@ -75,6 +78,11 @@ class CallRecord:
     latency_s: float
     simulated: bool = False  # answered by tracevote's simulator; records stored before this field was kept lack it
     reasoning_tokens: int = 0  # hidden reasoning (OpenAI's reasoning models), part of completion_tokens; older lack it
+
+    @property
+    def failed_for_context(self) -> bool:
+        """The server refused the call as longer than the model's context window: no text, nothing billed."""
+        return self.finish_reason == CONTEXT_EXCEEDED
 
 
 def encode(record: CallRecord) -> bytes:
