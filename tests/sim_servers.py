@@ -189,14 +189,17 @@ def kill_once_stored(command: list[str], cwd: Path, count_stored: Callable[[], i
 
 def kill_at_random_moments(server: WatchedServer, run_until: Callable[[int, int], None], stored: Callable[[], set[str]],
                            requested: Callable[[], Counter[str]], *, total: int, in_flight: int, seed: int) -> int:
-    """Four rounds of: run until 1 to a third of what is missing is new (`run_until(target, round)` kills it
-    there), then check the server saw no request for anything stored before, and that at most `in_flight`
-    requests were lost. Returns how many rounds ended with work still missing (a test needs one)."""
+    """Up to four rounds of: run until 1 to a third of what is missing is new (at least one; `run_until(target,
+    round)` kills it there), then check the server saw no request for anything stored before, and that at most
+    `in_flight` requests were lost. Returns how many rounds ended with work still missing (a test needs one)."""
     rng = random.Random(seed)
     partial_rounds = 0
     for round_number in range(4):
         before, requests_before = stored(), requested()
-        run_until(len(before) + rng.randint(1, (total - len(before)) // 3), round_number)
+        missing = total - len(before)
+        if missing == 0:  # a run that stored more than its target before the kill landed (a loaded machine) ends early
+            break
+        run_until(len(before) + rng.randint(1, max(1, missing // 3)), round_number)
         wait_until_settled(server)
         new_requests = set(requested() - requests_before)
         after = stored()
