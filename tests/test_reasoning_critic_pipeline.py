@@ -122,7 +122,8 @@ def test_a_budget_spent_on_hidden_reasoning_stops_with_the_named_error_and_a_rer
         errors = [line for line in failed.stderr.splitlines() if line.startswith("error: ")]
         assert failed.returncode != 0 and "Traceback" not in failed.stdout + failed.stderr, attempt
         assert len(errors) == 1 and errors[0].startswith(SPENT) and RAISE in errors[0], errors
-        assert "that reply cost $0.0000" in errors[0] and "(64 output tokens)" in errors[0]
+        assert "that reply would cost $0.0000" in errors[0] and "(SIMULATED: nothing was spent)" in errors[0]
+        assert "(64 output tokens)" in errors[0]
         assert f"{ITEMS} of {ITEMS} critic replies missing" in failed.stdout, attempt
         assert 1 <= asked(server) - before <= ITEMS, attempt  # the run stopped; the calls in flight landed
         assert stored_replies(project) == [], attempt

@@ -68,7 +68,7 @@ def test_a_budget_spent_on_hidden_reasoning_is_an_error_asked_once() -> None:
     message = str(spent.value)
     assert message.startswith("endpoints.openai-reasoning (openai-reasoning-model) spent the whole budget of 64 "
                               "tokens (decoding.max_tokens) on hidden reasoning at reasoning_effort high and "
-                              "answered nothing (call critic-1/0); that reply cost $")
+                              "answered nothing (call critic-1/0); that reply would cost $")
     cost = 64 * PRICING.output / 1e6  # the prompt's tokens on top
     assert float(message.split("cost $")[1].split(" ")[0]) > cost
     assert ("(64 output tokens) and is not kept. Raise decoding.max_tokens or set "

@@ -3,7 +3,8 @@ tokens all reasoning (OpenAI's usage.completion_tokens_details.reasoning_tokens)
 
     endpoints.gpt-5-nano (gpt-5-nano) spent the whole budget of 512 tokens (grading.critic.max_tokens) on hidden
     reasoning at reasoning_effort medium (the model's default: endpoints.gpt-5-nano.reasoning_effort is null) and
-    answered nothing (call critic-1f.../0); that reply cost $0.000207 (512 output tokens) and is not kept. Raise
+    answered nothing (call critic-1f.../0); that reply cost $0.000207 (512 output tokens) and is not kept (against
+    the simulator: "that reply would cost $... at list prices (SIMULATED: nothing was spent)"). Raise
     grading.critic.max_tokens or set endpoints.gpt-5-nano.reasoning_effort lower (minimal or low), then run again:
     it asks again. The run stopped here: every reply at this setting would end the same way.
 
@@ -42,8 +43,10 @@ def budget_message(reply: Reply, model: ModelConfig, *, budget: int, settings: s
     pricing = model.pricing
     cost = ("an unpriced amount" if pricing is None else
             f"${usd_cached(reply.prompt_tokens, reply.cached_prompt_tokens, reply.completion_tokens, pricing):.6f}")
+    spent = (f"that reply would cost {cost} at list prices (SIMULATED: nothing was spent)" if reply.simulated else
+             f"that reply cost {cost}")
     return (f"{where} ({model.name}) spent the whole budget of {budget} tokens ({settings}.max_tokens) on hidden "
-            f"reasoning at {effort} and answered nothing (call {call_key}); that reply cost {cost} "
+            f"reasoning at {effort} and answered nothing (call {call_key}); {spent} "
             f"({reply.completion_tokens} output tokens) and is not kept. Raise {settings}.max_tokens "
             f"{effort_lever(model)}, then run again: it asks again. The run stopped here: every reply at this "
             f"setting would end the same way")
