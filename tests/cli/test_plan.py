@@ -21,7 +21,12 @@ from tests.dvcproject import project_env
 from tests.sampling.test_connection_errors import tracevote, workdir
 from tests.sampling.test_run_control import build_pool
 from tracevote.cli.main import main
+from tracevote.cli.plan import Targets, options, predicted_difference, supported
+from tracevote.core.config_deepconf import MEASURES, EvalConfig
 from tracevote.core.costs import money
+from tracevote.deepconf.evaluate import split_problems
+from tracevote.deepconf.plan import project
+from tracevote.deepconf.plan_validation import cross_validate
 from tracevote.store.pool import Pool
 
 PRICE_IN, PRICE_OUT = 0.14, 0.28  # the fixture's deepseek endpoint, USD per 1M tokens; every token in at cache miss
@@ -175,3 +180,19 @@ def majority_right(table: pd.DataFrame) -> float:
         top = counts[counts == counts.max()].index.min()
         right.append(bool(rows.loc[rows["answer"] == top, "correct"].iloc[0]))
     return float(np.mean(right))
+
+
+def test_on_the_real_models_pilot_a_loss_larger_than_its_error_is_supported_and_a_small_gain_is_not() -> None:
+    """The real model's 16-trace pilot (tests/fixtures/real_scores): avg_top10 loses to cons by more than the
+    difference's held-out error at every K, so the plan can recommend a size; tail_top90's small gain is within it,
+    so it says it cannot (docs/planning.md)."""
+    table = pd.read_parquet(REPO_ROOT / "tests" / "fixtures" / "real_scores" / "tinymath.parquet")
+    pilot = split_problems(table[table["sample_id"] < 16])
+    evaluation = EvalConfig(k=(64,), repeat=64, seed=0, etas=(0.1, 0.9))
+    projections = [project(pilot, k, evaluation, 100, MEASURES) for k in (16, 32, 64)]
+    validation = cross_validate(pilot, evaluation, 100, MEASURES)
+    targets = Targets(width=0.10, difference=0.05, power=0.8, methods=(), max_k=64, draws=100)
+    for pair, supported_ks in ((("cons", "avg_top10"), [16, 32, 64]), (("cons", "tail_top90"), [])):
+        rows = options(projections, pair, targets, 0.05)
+        assert [row.k for row in supported(projections, validation, pair, rows)] == supported_ks, pair
+    assert all(predicted_difference(p, ("cons", "avg_top10")) < 0 for p in projections)  # a loss, as measured
