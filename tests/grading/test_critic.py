@@ -99,9 +99,9 @@ def test_structured_replies_parse_first_and_fall_back_to_text(reply: str, struct
 
 
 def test_a_structured_critic_call_carries_the_schema_and_the_simulator_answers_with_its_object() -> None:
-    gold = [GoldItem(f"q{i}", f"problem {i}", str(i), f"solution {i}") for i in range(30)]
-    predictions = [Prediction(f"q{i}", None, f"reasoning number {i}", "", i) for i in range(30)]
-    items = critic_items(pair_by_id(gold, predictions), 30)
+    gold = [GoldItem(f"q{i}", f"problem {i}", str(i), f"solution {i}") for i in range(60)]
+    predictions = [Prediction(f"q{i}", None, f"reasoning number {i}", "", i) for i in range(60)]
+    items = critic_items(pair_by_id(gold, predictions), 60)
     calls = critic_calls(items, structured=True)
     assert {orjson.dumps(call.extra) for call in calls} == {orjson.dumps({"response_format": {
         "type": "json_schema", "json_schema": {"name": "critic_score", "strict": True, "schema": {
