@@ -32,7 +32,7 @@ def outline_scores(signal: float, problems: int = PROBLEMS, traces: int = FULL) 
     model = SimModel(SimConfig(seed=0, signal=signal, accuracy=0.45, mean_tokens=40))
     rows = []
     for p in range(problems):
-        outlines = model.draw_outlines(f"Problem {p}: find the answer.", [str(s) for s in range(traces)])
+        outlines = model.draw_outlines(f"Problem {p}: find the answer.", [str(s) for s in range(traces)], "sim")
         rows += [{"problem_id": f"sim-{p:02d}", "sample_id": s, "answer": t.answer,
                   "answer_source": "none" if t.answer is None else "boxed", "correct": t.correct,
                   "valid": t.answer is not None, "n_tokens": t.length, "finish_reason": "stop",

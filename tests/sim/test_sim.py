@@ -224,6 +224,6 @@ def test_a_long_response_runs_to_max_tokens() -> None:
 def test_a_pool_of_outlines_is_each_outline_drawn_alone() -> None:
     model = SimModel(SimConfig(seed=4, signal=1.0, accuracy=0.45, mean_tokens=40))
     keys = [str(k) for k in range(6)]
-    batch = model.draw_outlines("Find 6 x 7.", keys)
-    assert batch == [model.draw_outline("Find 6 x 7.", key) for key in reversed(keys)][::-1]
+    batch = model.draw_outlines("Find 6 x 7.", keys, "sim")
+    assert batch == [model.draw_outline("Find 6 x 7.", key, "sim") for key in reversed(keys)][::-1]
     assert len({(t.answer, t.length, t.z) for t in batch}) == len(keys)  # each key its own draw

@@ -38,13 +38,14 @@ def critic_reply(req: SimRequest, key: str | None, model: SimModel, *, degrade: 
     reached = model.reached_gold(digest)
     if reached is None:
         reached = bool(seeded_rng(model.cfg.seed, digest, "reached").random() < 0.5)
-    rng = seeded_rng(model.cfg.seed, digest, key, "critic")
+    seed = (*model.name_seed(req.model), digest, key)
+    rng = seeded_rng(*seed, "critic")
     if json_schema_of(req.response_format) is not None:
         text = orjson.dumps({"score": _score(rng, reached)}).decode()
-        return render_text(req, text, min(len(text) // 3, req.max_tokens), "stop", (model.cfg.seed, digest, key))
+        return render_text(req, text, min(len(text) // 3, req.max_tokens), "stop", seed)
     words = int(rng.integers(8, 40))
     text = "I compared the reasoning with the reference." + filler(words, rng) + "\n" + _verdict(rng, reached)
-    return render_text(req, text, min(words + 12, req.max_tokens), "stop", (model.cfg.seed, digest, key))
+    return render_text(req, text, min(words + 12, req.max_tokens), "stop", seed)
 
 
 def _verdict(rng: np.random.Generator, reached: bool) -> str:

@@ -45,13 +45,14 @@ def critique_reply(req: SimRequest, key: str | None, model: SimModel, *, degrade
     solution = steps_digest(steps)
     label = _label(model, solution, len(steps))
     chance, favourite = _solution_traits(model, solution, label, len(steps))
-    rng = seeded_rng(model.cfg.seed, solution, key, "critique")
+    seed = (*model.name_seed(req.model), solution, key)
+    rng = seeded_rng(*seed, "critique")
     length = max(16, int(rng.lognormal(np.log(model.cfg.mean_tokens / 6 + _TOKENS_PER_STEP * len(steps)), 0.3)))
     text = "Let me check each paragraph in turn." + filler(min(length, req.max_tokens), rng)
     if length > req.max_tokens:  # cut before the verdict, as a real reply running out of tokens is
-        return render_text(req, text, req.max_tokens, "length", (model.cfg.seed, solution, key))
+        return render_text(req, text, req.max_tokens, "length", seed)
     verdict = _verdict(rng, label, chance, favourite, len(steps), model.cfg.critique_noise)
-    return render_text(req, text + verdict, length, "stop", (model.cfg.seed, solution, key))
+    return render_text(req, text + verdict, length, "stop", seed)
 
 
 def _label(model: SimModel, solution: str, n_steps: int) -> int:

@@ -38,7 +38,7 @@ P_SHORT_RATINGS = 0.1
 
 def answer_reply(req: SimRequest, key: str | None, model: SimModel, *, degrade: Degrade) -> bytes:
     problem = model.problem_within(req.prompt)
-    outline = model.draw_outline(problem, key or "")
+    outline = model.draw_outline(problem, key or "", req.model)
     return _reply(req, model, (problem, key), outline.answer, outline.length, suffix="")
 
 
@@ -46,8 +46,8 @@ def revise_reply(req: SimRequest, key: str | None, model: SimModel, *, degrade: 
     problem = model.problem_within(req.prompt)
     shown = [extract_answer(text) for text in _SOLUTIONS.findall(req.prompt)]
     gold = model.gold_answer(problem)
-    rng = seeded_rng(model.cfg.seed, problem, key, "revise")
-    outline = model.draw_outline(problem, key or "")
+    rng = seeded_rng(*model.name_seed(req.model), problem, key, "revise")
+    outline = model.draw_outline(problem, key or "", req.model)
     majority = _most_common(shown)
     answer, draw = outline.answer, rng.random()
     if draw < P_MAJORITY and majority is not None:
@@ -61,7 +61,7 @@ def revise_reply(req: SimRequest, key: str | None, model: SimModel, *, degrade: 
 def rank_reply(req: SimRequest, key: str | None, model: SimModel, *, degrade: Degrade) -> bytes:
     problem = model.problem_within(req.prompt)
     shown = [extract_answer(text) for text in _SOLUTIONS.findall(req.prompt)]
-    rng = seeded_rng(model.cfg.seed, problem, key, "rank")
+    rng = seeded_rng(*model.name_seed(req.model), problem, key, "rank")
     length = max(16, model.cfg.mean_tokens // 4)
     draw = rng.random()
     if draw < P_UNPARSABLE or len(shown) < 2:
@@ -70,7 +70,7 @@ def rank_reply(req: SimRequest, key: str | None, model: SimModel, *, degrade: De
         first, second = _picks(shown, model.gold_answer(problem), rng, same_twice=draw < P_UNPARSABLE + P_SAME_TWICE)
         verdict = f"\n\nThe best two solutions are [{first + 1}, {second + 1}]"
     text = "Comparing the solutions step by step." + filler(length, rng) + verdict
-    return render_text(req, text, length, "stop", (model.cfg.seed, problem, key))
+    return render_text(req, text, length, "stop", (*model.name_seed(req.model), problem, key))
 
 
 def _picks(shown: list[int | None], gold: int, rng: np.random.Generator, *, same_twice: bool) -> tuple[int, int]:
@@ -93,8 +93,8 @@ def _ratings(shown: list[int | None], gold: int, majority: int | None, rng: np.r
 
 def _reply(req: SimRequest, model: SimModel, seed_parts: tuple, answer: int | None, length: int, *,
            suffix: str) -> bytes:
-    rng = seeded_rng(model.cfg.seed, *seed_parts, "words")
-    seed = (model.cfg.seed, *seed_parts)
+    seed = (*model.name_seed(req.model), *seed_parts)
+    rng = seeded_rng(*seed, "words")
     if length > req.max_tokens:  # cut before the box, as a real reply running out of tokens is
         return render_text(req, "Let me work through this." + filler(req.max_tokens, rng), req.max_tokens,
                            "length", seed)

@@ -3,8 +3,8 @@
 A method's prompt builder names the kind of each call (tracevote.sampling.prompts.Prompt.kind); the client
 sends it in the X-Tracevote-Kind header (real servers ignore it); the sim server looks the kind up here and
 hands the checked request to its responder. A request without the header is a "solve" call, so old clients
-and curl get what they always got. Every responder answers deterministically, seeded by (cfg.seed, the call
-key), as solve does.
+and curl get what they always got. Every responder answers deterministically, seeded by (cfg.seed, the model's
+name, the call key), as solve does.
 
 The built-in kinds are listed in BUILT_IN below, one line per kind, from modules that import nothing of this
 one or of model.py (no registration by import side effect, no import circle). A test or an extension adds a

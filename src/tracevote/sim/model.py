@@ -1,7 +1,8 @@
 """The simulated model: DeepSeek-format chat completions with boxed answers and top-k logprobs, in-process.
 
-How one response is drawn; every draw is seeded by (cfg.seed, problem, sample_key), so the order and the
-threads of requests never change a response:
+How one response is drawn; every draw is seeded by (cfg.seed, the request's model name, problem, sample_key), so
+the order and the threads of requests never change a response, and two model names on one server answer as two
+models (the problem's own draws, step 1, are the same for every name: they are the data, not the model):
 
 1. The problem. Its gold answer comes from `answers` (or `answer_sets`), else from a hash of the problem
    text. It draws a chance p ~ Beta(3a, 3(1-a)) that one trace is right (a = cfg.accuracy) and 2-4
@@ -134,22 +135,27 @@ class SimModel:
         return stream_trace(req, trace, tokens, seed, options, layout, degrade)
 
     def _draw(self, req: SimRequest, sample_key: str | None) -> tuple[Trace, Tokens, tuple]:
-        """A solve call's trace, its tokens and its seed: from (cfg.seed, problem, key) alone."""
+        """A solve call's trace, its tokens and its seed: from (cfg.seed, model name, problem, key) alone."""
         problem_text = problem_of(req.prompt)
         greedy = req.temperature == 0.0
-        seed = (self.cfg.seed, problem_text, self._key(problem_text, sample_key, greedy))
+        seed = (*self.name_seed(req.model), problem_text, self._key(problem_text, sample_key, greedy))
         trace = _draw_trace(self._problem(problem_text), self.cfg, seeded_rng(*seed, "trace"))
         return trace, draw_tokens(trace, req, seed, greedy), seed
 
-    def draw_outline(self, problem_text: str, key: str) -> Trace:
-        """A trace's outline (answer, length) for a text-only call, drawn as a solve trace is (no tokens)."""
-        return self.draw_outlines(problem_text, [key])[0]
+    def name_seed(self, model_name: str) -> tuple[int, str]:
+        """What every draw of a model's replies starts from: cfg.seed and the model's name, so two names on one
+        server answer as two models (reproducibly), while the problems and solutions stay the same data."""
+        return self.cfg.seed, model_name
 
-    def draw_outlines(self, problem_text: str, keys: Sequence[str]) -> list[Trace]:
+    def draw_outline(self, problem_text: str, key: str, model_name: str) -> Trace:
+        """A trace's outline (answer, length) for a text-only call, drawn as a solve trace is (no tokens)."""
+        return self.draw_outlines(problem_text, [key], model_name)[0]
+
+    def draw_outlines(self, problem_text: str, keys: Sequence[str], model_name: str) -> list[Trace]:
         """`draw_outline` of each key, the problem drawn once (a pool's worth of outlines at a time)."""
         problem = self._problem(problem_text)
-        return [_draw_trace(problem, self.cfg, seeded_rng(self.cfg.seed, problem_text, key, "outline"))
-                for key in keys]
+        seed = self.name_seed(model_name)
+        return [_draw_trace(problem, self.cfg, seeded_rng(*seed, problem_text, key, "outline")) for key in keys]
 
     def problem_within(self, prompt: str) -> str:
         """The longest known problem that a prompt holds anywhere (a debate quotes it mid-message), else the
