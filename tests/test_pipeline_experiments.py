@@ -66,7 +66,7 @@ def doc_block(starting: str) -> str:
 def test_a_confidence_change_moves_the_weighted_and_filtered_rows_of_metrics_diff(built: Path,
                                                                                     tmp_path: Path) -> None:
     project = copy_project(built, tmp_path / "project")
-    result = dvc(project, "exp", "run", "-S", "confidence.group_size=16", "-S", "confidence.tail_tokens=16",
+    result = dvc(project, "exp", "run", "-S", "confidence.group_size=8", "-S", "confidence.tail_tokens=8",
                  DEEPCONF)
     assert ran_stages(result.stdout) == {"score", "aggregate", "report"}
     moved = {Path(path).stem: set(change)
