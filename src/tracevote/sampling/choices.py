@@ -34,7 +34,7 @@ import requests
 from tracevote.core.retry import TransientError
 from tracevote.core.simulated import SIMULATED_HEADER, SOLVE
 from tracevote.sampling.client import ChatClient, RawCompletion
-from tracevote.sampling.ingest import load_json, parse_choice, parse_completion, sample_of
+from tracevote.sampling.ingest import load_json, parse_choice, parse_completion, reasoning_tokens, sample_of
 from tracevote.sampling.ingest_fast import Parsed, usage_counts
 from tracevote.store.records import Sample
 
@@ -136,23 +136,22 @@ def parse_choices(body: bytes, *, problem_id: str, sample_ids: list[int], latenc
     if cut is None:
         _salvage_if_cut_short(body, problem_id=problem_id, sample_ids=sample_ids, latency_s=latency_s,
                               keep_top_logprobs=keep_top_logprobs, k=expect_top_logprobs)
-    if cut is not None:
+        envelope = load_json(body)
+        outcomes = _parsed_whole(envelope, problem_id=problem_id, sample_ids=sample_ids, latency_s=latency_s,
+                                 keep_top_logprobs=keep_top_logprobs, k=expect_top_logprobs)
+    else:
         documents, envelope = cut
         outcomes = {sample_id: _lone(documents[index] if index < len(documents) else None, problem_id=problem_id,
                                      sample_id=sample_id, latency_s=latency_s, keep_top_logprobs=keep_top_logprobs,
                                      k=expect_top_logprobs, n=len(sample_ids), sent=len(documents))
                     for index, sample_id in enumerate(sample_ids)}
-    else:
-        envelope = load_json(body)
-        outcomes = _parsed_whole(envelope, problem_id=problem_id, sample_ids=sample_ids, latency_s=latency_s,
-                                 keep_top_logprobs=keep_top_logprobs, k=expect_top_logprobs)
     kept = {sample_id: got for sample_id, got in outcomes.items() if isinstance(got, Sample)}
     if not kept:
         raise outcomes[sample_ids[0]]  # type: ignore[misc]
     usage = usage_counts(envelope)
     if usage is None:
         raise TransientError("no usage", "the response has no usage.prompt_tokens / completion_tokens")
-    return {**outcomes, **_billed_shares(kept, usage, _hidden_tokens(envelope))}
+    return {**outcomes, **_billed_shares(kept, usage, reasoning_tokens(envelope, usage[1]))}
 
 
 def _cut_choices(body: bytes) -> tuple[list[bytes], dict[str, Any]] | None:
@@ -162,9 +161,7 @@ def _cut_choices(body: bytes) -> tuple[list[bytes], dict[str, Any]] | None:
     if opening < 0 or closing < opening:
         return None
     head, tail = body[:opening + len(_CHOICES_KEY)], body[closing:]
-    starts = [opening + len(_CHOICES_KEY)]
-    while (found := _next_choice(body, len(starts), starts[-1], closing)) >= 0:
-        starts.append(found)
+    starts = _choice_starts(body, opening, closing)
     ends = [start - 1 for start in starts[1:]] + [closing]
     view = memoryview(body)
     documents = [b"".join((head, b'{"index":0,', view[body.index(b",", start) + 1:end], tail))  # one copy each
@@ -190,9 +187,7 @@ def _salvage_if_cut_short(body: bytes, *, problem_id: str, sample_ids: list[int]
         if not str(exc).startswith("unexpected end of data"):
             return
     head = body[:opening + len(_CHOICES_KEY)]
-    starts = [opening + len(_CHOICES_KEY)]
-    while (found := _next_choice(body, len(starts), starts[-1], len(body))) >= 0:
-        starts.append(found)
+    starts = _choice_starts(body, opening, len(body))
     whole = [body[start:after - 1] for start, after in itertools.pairwise(starts)][:len(sample_ids)]
     outcomes: dict[int, Outcome] = {}
     for sample_id, piece in zip(sample_ids, whole, strict=False):
@@ -206,6 +201,14 @@ def _salvage_if_cut_short(body: bytes, *, problem_id: str, sample_ids: list[int]
                                  f"choices whole")
 
 
+def _choice_starts(body: bytes, opening: int, end: int) -> list[int]:
+    """Where each choice of body[:end] begins, the first right after `"choices":[` at `opening`."""
+    starts = [opening + len(_CHOICES_KEY)]
+    while (found := _next_choice(body, len(starts), starts[-1], end)) >= 0:
+        starts.append(found)
+    return starts
+
+
 def _next_choice(body: bytes, index: int, start: int, end: int) -> int:
     """Where choice `index` begins, searching body[start:end] from the current choice's finish_reason (a needle
     bytes.find skips through fast, unlike `,{"index":`, whose commas and quotes fill a logprobs list); -1: none."""
@@ -216,10 +219,14 @@ def _next_choice(body: bytes, index: int, start: int, end: int) -> int:
     return found + 1 if found >= 0 else -1
 
 
+def _fewer_choices(n: int, sent: int) -> TransientError:
+    return TransientError("fewer choices than n", f"the reply has {sent} choices for n={n}")
+
+
 def _lone(document: bytes | None, *, problem_id: str, sample_id: int, latency_s: float, keep_top_logprobs: bool,
           k: int, n: int, sent: int) -> Outcome:
     if document is None:
-        return TransientError("fewer choices than n", f"the reply has {sent} choices for n={n}")
+        return _fewer_choices(n, sent)
     try:
         return parse_completion(document, problem_id=problem_id, sample_id=sample_id, latency_s=latency_s,
                                 keep_top_logprobs=keep_top_logprobs, expect_top_logprobs=k)
@@ -240,14 +247,6 @@ def _parsed_whole(doc: Any, *, problem_id: str, sample_ids: list[int], latency_s
             for index, sample_id in enumerate(sample_ids)}
 
 
-def _hidden_tokens(envelope: Any) -> int:
-    """usage.completion_tokens_details.reasoning_tokens (hidden reasoning, billed as output), else 0."""
-    usage = envelope.get("usage") if isinstance(envelope, dict) else None
-    details = usage.get("completion_tokens_details") if isinstance(usage, dict) else None
-    hidden = details.get("reasoning_tokens") if isinstance(details, dict) else 0
-    return hidden if isinstance(hidden, int) and hidden > 0 else 0
-
-
 def _choices_by_index(doc: Any) -> dict[int, dict[str, Any]]:
     choices = doc.get("choices") if isinstance(doc, dict) else None
     if not isinstance(choices, list) or not choices:
@@ -263,7 +262,7 @@ def _choices_by_index(doc: Any) -> dict[int, dict[str, Any]]:
 def _sample(choice: dict[str, Any] | None, usage: tuple[int, int], *, problem_id: str, sample_id: int,
             latency_s: float, keep_top_logprobs: bool, k: int, n: int, sent: int) -> Outcome:
     if choice is None:
-        return TransientError("fewer choices than n", f"the reply has {sent} choices for n={n}")
+        return _fewer_choices(n, sent)
     try:
         parsed: Parsed = parse_choice(choice, usage, k, keep_top_tokens=False)
         return sample_of(parsed, problem_id=problem_id, sample_id=sample_id, latency_s=latency_s,

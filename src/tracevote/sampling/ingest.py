@@ -55,10 +55,10 @@ def parse_reply(body: bytes) -> Reply:
     _check_finished(finish_reason, usage)
     simulated = str(doc.get("system_fingerprint", "")).startswith(FINGERPRINT_PREFIX)
     return Reply(message_text(choice), finish_reason, usage[0], _cached_tokens(doc, usage[0]), usage[1], simulated,
-                 _reasoning_tokens(doc, usage[1]))
+                 reasoning_tokens(doc, usage[1]))
 
 
-def _reasoning_tokens(doc: dict[str, Any], completion_tokens: int) -> int:
+def reasoning_tokens(doc: dict[str, Any], completion_tokens: int) -> int:
     """OpenAI's usage.completion_tokens_details.reasoning_tokens (billed as output: completion_tokens holds them)."""
     details = doc["usage"].get("completion_tokens_details")
     hidden = details.get("reasoning_tokens") if isinstance(details, dict) else 0
