@@ -201,7 +201,7 @@ class ChatClient:
             return sample, raw
 
         key = f"{problem_id}/{sample_id}"
-        return self._call(orjson.dumps(self.request_body(messages, sample_key=key)), key, kind, parse)
+        return self.post(orjson.dumps(self.request_body(messages, sample_key=key)), key, kind, parse)
 
     def complete_raw(self, messages: list[dict[str, str]], *, sample_key: str, max_tokens: int | None = None,
                      kind: str = SOLVE, logprobs: bool = True) -> RawCompletion:
@@ -212,7 +212,7 @@ class ChatClient:
             return raw
 
         payload = orjson.dumps(self.request_body(messages, max_tokens=max_tokens, logprobs=logprobs))
-        return self._call(payload, sample_key, kind, parse)
+        return self.post(payload, sample_key, kind, parse)
 
     def reply(self, messages: list[dict[str, str]], *, call_key: str, kind: str, max_tokens: int | None = None,
               extra: dict[str, Any] | None = None) -> tuple[Reply, float]:
@@ -226,7 +226,7 @@ class ChatClient:
             return reply, raw.latency_s
 
         payload = orjson.dumps(self.request_body(messages, max_tokens=max_tokens, logprobs=False, extra=extra))
-        answered = self._call(payload, call_key, kind, parse)  # the server answered: its slot counts a success
+        answered = self.post(payload, call_key, kind, parse)  # the server answered: its slot counts a success
         check_answered(answered[0], self.model, budget=max_tokens or self.decoding.max_tokens, settings=self.settings,
                        call_key=call_key)
         return answered
@@ -269,10 +269,6 @@ class ChatClient:
         """POST `payload` and `parse` the body, retried as every call (a TransientError from `parse` too), at most
         `retries` times when given (else max_retries)."""
         return self._attempts(lambda slot: parse(self._post(slot, payload, sample_key, kind)), retries)
-
-    def _call(self, payload: bytes, sample_key: str, kind: str, parse: Callable[[RawCompletion], T]) -> T:
-        """POST `payload` and parse the body, retrying transient failures."""
-        return self._attempts(lambda slot: parse(self._post(slot, payload, sample_key, kind)))
 
     def _attempts(self, exchange: Callable[[EndpointSlot], T], retries: int | None = None) -> T:
         """`exchange` on an endpoint slot, retrying transient failures, each attempt on an endpoint of its own
@@ -370,16 +366,16 @@ class ChatClient:
     def _refuse(self, response: requests.Response, endpoint: Endpoint) -> NoReturn:
         """The error a response other than 200 raises: QuotaError, TransientError, or a FatalAPIError."""
         status = response.status_code
-        detail = self._redact(_server_message(response))
-        if _is_quota_error(status, _error_code(response), detail):
+        detail, code = self._redact(_server_message(response)), _error_code(response)
+        if _is_quota_error(status, code, detail):
             raise QuotaError(self._quota_message(endpoint, status, detail), status)
         if status in _RETRIED_STATUS or status >= 500:
             raise TransientError(f"HTTP {status}", detail, parse_retry_after(response.headers.get("Retry-After")))
-        if _is_context_length(status, _error_code(response), detail):
+        if _is_context_length(status, code, detail):
             raise ContextLengthError(f"{endpoint.chat_url} (model {self.model.name!r}): HTTP {status}, longer than the "
                                      f"model's context window: {detail}", status,
                                      simulated=response.headers.get(SIMULATED_HEADER) == "1")
-        if _error_code(response) == "model_not_found" or _says_no_such_model(detail) or (
+        if code == "model_not_found" or _says_no_such_model(detail) or (
                 status == 404 and self.model.name in detail):
             raise ModelNotFoundError(self._model_not_found_message(endpoint.chat_url, status, detail), status)
         if status == 404:
