@@ -13,7 +13,7 @@ from typing import Any
 from tracevote.answers.mathverify import MathJudge
 from tracevote.core.config import Params
 from tracevote.core.config_endpoints import base_urls
-from tracevote.core.context_fit import Prompt
+from tracevote.core.context_fit import SOLVE_PROMPT, prompts_of
 from tracevote.core.costs import simulated_as, usd
 from tracevote.core.entry import stage_main
 from tracevote.core.errors import TracevoteError
@@ -134,7 +134,7 @@ def _run(params: Params, problems: list[Problem], messages: dict[str, list[dict[
     print(f"build_online: up to {missing} traces to stream into {warmup.root.parent}; worst case (every one to "
           f"decoding.max_tokens): {worst.render()}")
     print(f"build_online: model {model.describe()}")
-    check_context(model, [Prompt(pid, "solve prompt", prompt) for pid, prompt in messages.items()], rules.max_tokens,
+    check_context(model, prompts_of(messages.items(), SOLVE_PROMPT), rules.max_tokens,
                   max_tokens_key="decoding.max_tokens", stage="build_online")
     api_key = backend.api_key_for(model, os.environ, Path(".env"), missing=missing, what="traces",
                                   stage="build_online")

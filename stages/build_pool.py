@@ -12,7 +12,7 @@ from pathlib import Path
 
 from tracevote.core.config import Params
 from tracevote.core.config_endpoints import ModelConfig, base_urls
-from tracevote.core.context_fit import Prompt
+from tracevote.core.context_fit import SOLVE_PROMPT, prompts_of
 from tracevote.core.costs import simulated_as, usd
 from tracevote.core.entry import stage_main
 from tracevote.core.errors import TracevoteError
@@ -85,7 +85,7 @@ def _build(args: PaidStageArgs[Problem], pool: Pool, setting: Setting, model: Mo
     print(f"build_pool: {plan.n_requests} samples missing in {pool.root}; estimate: {opening.render()}")
     print(f"build_pool: model {model.describe()}")
     messages = setting_messages(problems, setting)
-    check_context(model, [Prompt(pid, "solve prompt", messages[pid]) for pid in plan.missing],
+    check_context(model, prompts_of(((pid, messages[pid]) for pid in plan.missing), SOLVE_PROMPT),
                   params.decoding.max_tokens, max_tokens_key="decoding.max_tokens", stage=args.stage)
     api_key = backend.api_key_for(model, os.environ, Path(".env"), missing=plan.n_requests,
                                   stage=args.stage.split("@")[0])  # build_pool, or build_pool_model

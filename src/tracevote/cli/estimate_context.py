@@ -21,7 +21,7 @@ from tabulate import tabulate
 
 from tracevote.core.config import Params
 from tracevote.core.config_endpoints import ModelConfig
-from tracevote.core.context_fit import Fit, Prompt, assess
+from tracevote.core.context_fit import SOLVE_PROMPT, Fit, Prompt, assess, prompts_of
 
 HEADERS = ("stage", "endpoint", "largest prompt", "prompt + max_tokens", "window", "fits")
 ALIGN = ("left", "left", "left", "right", "right", "left")
@@ -72,7 +72,7 @@ def _pool_rows(params: Params, name: str) -> list[ContextRow]:
         model = params.deepconf_model if endpoint is None else params.study_model(endpoint)
         messages = setting_messages(problems, Setting.from_params(params, model))
         stage = f"build_pool@{name}" if endpoint is None else model_stage(POOL_STAGE, name, endpoint)
-        rows += _row(stage, model, [Prompt(pid, "solve prompt", m) for pid, m in messages.items()],
+        rows += _row(stage, model, prompts_of(messages.items(), SOLVE_PROMPT),
                      params.decoding.max_tokens)
     return rows
 
@@ -101,7 +101,7 @@ def _critique_rows(params: Params, name: str) -> list[ContextRow]:
         return []
     calls = build.critique_calls(records, build.dataset_template(params, name), 1)  # every vote has one prompt
     return _row(f"build_critiques@{name}", params.critique_model,
-                [Prompt(call.item_id, "critique", call.messages) for call in calls], params.critique.max_tokens)
+                prompts_of(((call.item_id, call.messages) for call in calls), "critique"), params.critique.max_tokens)
 
 
 def _critic_rows(params: Params, run_name: str, dataset: str) -> list[ContextRow]:
@@ -113,7 +113,7 @@ def _critic_rows(params: Params, run_name: str, dataset: str) -> list[ContextRow
     if not params.grading.critic.enabled or not gold.is_file() or not Path(run.predictions).is_file():
         return []
     items = critic_items(run_inputs(run, gold, params.answers).pairing(), params.grading.critic.max_samples)
-    prompts = [Prompt(item.item_id, "critic call", item.messages) for item in items]
+    prompts = prompts_of(((item.item_id, item.messages) for item in items), "critic call")
     return _row(f"build_grading_critic@{run_name}", params.critic_model, prompts, params.grading.critic.max_tokens)
 
 

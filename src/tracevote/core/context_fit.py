@@ -33,6 +33,14 @@ class Prompt:
     quoted: int = 0
 
 
+SOLVE_PROMPT = "solve prompt"  # what a pool's prompt is called in a refusal line and estimate's table
+
+
+def prompts_of(items: Iterable[tuple[str, list[dict[str, str]]]], what: str) -> list[Prompt]:
+    """(item id, messages) pairs as the Prompts of one kind of call: "solve prompt", "critique", "critic call"."""
+    return [Prompt(item_id, what, messages) for item_id, messages in items]
+
+
 @dataclass(frozen=True)
 class Need:
     """One prompt's tokens: `base` counted (or bounded) from its text, plus `quoted` replies of max_tokens each."""

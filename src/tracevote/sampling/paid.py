@@ -18,7 +18,7 @@ from tqdm import tqdm
 from tracevote.core.config import Params, check_params
 from tracevote.core.config_deepconf import DecodingConfig, PoolConfig
 from tracevote.core.config_endpoints import ModelConfig, base_urls
-from tracevote.core.context_fit import Prompt, check_fit
+from tracevote.core.context_fit import Prompt, check_fit, prompts_of
 from tracevote.core.costs import simulated_as, spent_text, worst_case_usd
 from tracevote.core.dvcstate import already_built
 from tracevote.core.errors import ConfigError, StorageError, TracevoteError
@@ -125,7 +125,7 @@ def check_context(model: ModelConfig, prompts: Iterable[Prompt], max_tokens: int
 
 def call_prompts(calls: Iterable[Call], what: str) -> list[Prompt]:
     """The prompts of one-call conversations: "critique", "critic call"."""
-    return [Prompt(call.item_id, what, call.messages) for call in calls]
+    return prompts_of(((call.item_id, call.messages) for call in calls), what)
 
 
 MIN_FREE_BYTES = 16 * 2**20  # the floor of check_free_space: the ledger's own small files and a margin
