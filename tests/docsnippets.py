@@ -56,7 +56,9 @@ OTHER_MODULES = {"pip": "the package installer", "llama_cpp.server": "llama-cpp-
                  "bench.stress_grade": "the grade stress run (its options run at two runs in tests/test_bench.py)",
                  "bench.bench_online_live": "the live online benchmark (its quick scale runs in tests/test_bench.py)",
                  "bench.plan_calibration": "the planner's calibration cases (a small scale runs in "
-                                           "tests/deepconf/test_plan_calibration.py)"}
+                                           "tests/deepconf/test_plan_calibration.py)",
+                 "bench.split_stream_cpu": "client CPU per streamed token with a reasoning parser's split and "
+                                           "without (a minute; not run by the suite)"}
 # Commands that run the command after them: `nice -n 15 python x.py` is checked as `python x.py`.
 WRAPPERS = {"nice": {"-n"}, "time": set(), "env": set()}
 PLACEHOLDER_SETTINGS = {"key=value", "…", "..."}  # prose describing -S itself
