@@ -70,7 +70,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return
 
     def cost_rank(item: pytest.Item) -> tuple[int, int]:
-        if not item.path.is_relative_to(FIXTURES.parent):  # a doctest of src/, collected on request
+        if not item.path.is_relative_to(FIXTURES.parent):  # a doctest of src/ (pyproject's testpaths)
             return 2, 0
         name = item.path.relative_to(FIXTURES.parent).as_posix()
         if name in LONGEST_FIRST:

@@ -20,7 +20,7 @@ _INTEGER = re.compile(r"\s*([+-]?\d{1,3}(?:,\d{3})+|[+-]?\d+)\s*")
 
 
 def gold_answer(value: Any, answer_format: AnswerFormat) -> tuple[int | str | None, str | None]:
-    """The gold answer of a field in `answer_format` and None, or None and why there is none.
+    r"""The gold answer of a field in `answer_format` and None, or None and why there is none.
 
     >>> gold_answer(" \\frac{14}{3} ", "math")
     ('\\frac{14}{3}', None)

@@ -99,7 +99,9 @@ def estimate(prompt_sizes: list[int], max_tokens: int, pricing: PricingConfig, *
     """Estimate for one request per entry of `prompt_sizes` (each a prompt's size in UTF-8 bytes);
     `simulated_as` names the model a simulated build stands in for, so the cost reads as hypothetical.
 
-    >>> estimate([300] * 1000, 4096, pricing).usd   # about 1000 x 4096 x $0.28/1M = $1.15
+    >>> pricing = PricingConfig(checked="2026-07", input_cache_miss=0.14, input_cache_hit=0.0028, output=0.28)
+    >>> round(estimate([300] * 1000, 4096, pricing).usd, 2)  # 1000 x (116 x $0.14 + 4096 x $0.28) / 1M
+    1.16
     """
     input_tokens = sum(prompt_tokens(size) for size in prompt_sizes)
     output_tokens = math.ceil(len(prompt_sizes) * max_tokens * pricing.expected_output_fraction)

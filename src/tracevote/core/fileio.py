@@ -18,8 +18,11 @@ from tracevote.core.errors import DataError, StorageError
 def atomic_path(target: str | Path) -> Iterator[Path]:
     """Yield a temporary path in the target's folder; rename it over the target only on success.
 
-    >>> with atomic_path("out.jsonl") as tmp:
-    ...     tmp.write_text("...")   # out.jsonl appears whole, or not at all
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     with atomic_path(Path(folder) / "out.jsonl") as tmp:
+    ...         _ = tmp.write_text("{}")  # out.jsonl appears whole, or not at all
+    ...     sorted(path.name for path in Path(folder).iterdir())  # and no temporary file is left beside it
+    ['out.jsonl']
     """
     target = Path(target)
     make_folder(target.parent)

@@ -37,8 +37,11 @@ class Source:
     problem: int  # 1-15, as the contest numbers it
 
     def label(self) -> str:
-        """>>> Source(2010, "I", 2).label()
-        '2010 AIME I Problem 2'"""
+        """How the paper's examples name their source.
+
+        >>> Source(2010, "I", 2).label()
+        '2010 AIME I Problem 2'
+        """
         return f"{self.year} AIME {self.contest} Problem {self.problem}"
 
 

@@ -1,0 +1,1 @@
+"""DyLAN debate (arXiv 2310.02170): its prompts, the procedure, importance, results and metrics."""

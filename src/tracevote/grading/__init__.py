@@ -1,0 +1,1 @@
+"""Grading prediction files: accuracy by Math-Verify, reasoning length, and an optional LLM critic."""
