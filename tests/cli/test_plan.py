@@ -21,7 +21,7 @@ from tests.dvcproject import project_env
 from tests.sampling.test_connection_errors import tracevote, workdir
 from tests.sampling.test_run_control import build_pool
 from tracevote.cli.main import main
-from tracevote.cli.plan import Targets, options, predicted_difference, supported
+from tracevote.cli.plan import Option, Targets, options, predicted_difference, supported
 from tracevote.core.config_deepconf import MEASURES, EvalConfig
 from tracevote.core.costs import money
 from tracevote.deepconf.evaluate import split_problems
@@ -196,3 +196,24 @@ def test_on_the_real_models_pilot_a_loss_larger_than_its_error_is_supported_and_
         rows = options(projections, pair, targets, 0.05)
         assert [row.k for row in supported(projections, validation, pair, rows)] == supported_ks, pair
     assert all(predicted_difference(p, ("cons", "avg_top10")) < 0 for p in projections)  # a loss, as measured
+    rows = options(projections, ("cons", "avg_top10"), targets, 0.05)
+    assert any(row.for_width != row.for_difference for row in rows)  # else max and min would agree
+    for row, projection in zip(rows, projections, strict=True):  # the width target holds for both methods
+        widths = [projection.problems_for_width(method, targets.width) for method in ("cons", "avg_top10")]
+        assert widths[0] != widths[1] and row.for_width == max(widths)
+    for row in rows:  # an option meets both targets: the larger of its two counts, K traces on each
+        assert row.problems == max(row.for_width, row.for_difference) and row.traces == row.k * row.problems
+
+
+@pytest.mark.parametrize(("for_width", "for_difference", "problems"), [
+    (120, 480, 480),  # the difference needs more problems than the width: the study takes that many
+    (480, 120, 480),  # and the other way round
+    (None, 300, 300),  # the two never disagree: only the width decides
+    (300, None, 300),  # the interval never varies: only the difference decides
+    (None, None, None),  # neither can be met from the pilot: no option
+])
+def test_an_option_takes_the_larger_of_its_two_problem_counts(for_width: int | None, for_difference: int | None,
+                                                               problems: int | None) -> None:
+    option = Option(16, for_width, for_difference)
+    assert option.problems == problems
+    assert option.traces == (None if problems is None else 16 * problems)
