@@ -8,10 +8,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tracevote.core.config_deepconf import MEASURES, EvalConfig
+from tracevote.core.config_deepconf import MEASURES, EvalConfig, OnlineConfig
 from tracevote.core.config_endpoints import PricingConfig
 from tracevote.deepconf.evaluate import aggregate
-from tracevote.deepconf.score import SCORE_COLUMNS
+from tracevote.deepconf.score import SCORE_COLUMNS, STOP_COLUMNS
 from tracevote.deepconf.study import ModelRun, frontier, paired_differences, run_points
 
 
@@ -61,6 +61,26 @@ def test_voting_at_k_pays_for_k_prompts_and_k_traces() -> None:
     assert points["cons", 4].tokens == 4 * TOKENS
     assert (points["cons", 4].accuracy, points["pass1", 1].accuracy) == (0.5, 0.5)
     assert ("cons", 1) not in points  # at K 1 a vote is one trace: Pass@1 stands for it
+
+
+def test_online_deepconf_pays_for_the_traces_it_started_not_for_k() -> None:
+    # every trace of a problem gives the same answer, so the consensus stop (tau 0.95) ends sampling right after the
+    # 2 warmup traces: at K=4 online DeepConf starts 2 traces, and with no record lows (an empty stop table) none
+    # stops early, so each writes its TOKENS
+    online = OnlineConfig(warmup=2, percentiles={"low": 90}, consensus=0.95)
+    no_stops = pd.DataFrame({column: pd.Series(dtype="int64") for column in STOP_COLUMNS}).astype({
+        "problem_id": "str", "value": "float64"})
+    result = aggregate(scores({"p0": 4, "p1": 0}), EvalConfig(k=(1, 4), repeat=4, seed=0, etas=(0.1,), bootstrap=200),
+                       online=online, stops=no_stops)
+    model = ModelRun("a", result, tokens_per_trace=TOKENS, prompt_tokens=20.0, pricing=PRICING, simulated=True)
+    points = {(p.method, p.k): p for p in run_points(model, [1, 4])}
+    started = points["online_low", 4]
+    assert result.online_at("online_low", 4).generated == 2  # the replay's own count, before the dollars
+    assert started.tokens == 2 * TOKENS
+    assert started.usd == pytest.approx((2 * 20 * 2.0 + 2 * TOKENS * 10.0) / 1e6)  # 2 prompts, not K = 4
+    assert started.usd < points["cons", 4].usd
+    assert started.accuracy == 0.5  # p0's answer holds all the weight and is right; p1's is wrong
+    assert ("online_low", 1) not in points  # below the warmup online DeepConf does not run
 
 
 def test_a_model_against_the_reference_on_the_problems_both_ran() -> None:
