@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 import requests
 
+from tests.sim_servers import recording_server
 from tracevote.core.config_deepconf import DecodingConfig
 from tracevote.core.config_endpoints import ModelConfig, PricingConfig, SimConfig
 from tracevote.core.errors import ConfigError, FatalAPIError
@@ -21,6 +22,7 @@ from tracevote.grading.critic import RESPONSE_FORMAT
 from tracevote.sampling.client import ChatClient
 from tracevote.sampling.replies import paid_reply
 from tracevote.sampling.runner import Paid
+from tracevote.sampling.stream import stream_completion
 from tracevote.sim.model import SimModel
 from tracevote.sim.server import ServerOptions, SimServer, start_server, stop_server
 from tracevote.store import calls
@@ -215,6 +217,27 @@ def test_a_decoding_seed_sends_one_repeatable_seed_per_trace_where_sampling_para
     assert first["seed"] == again["seed"] != other["seed"]
     assert 0 <= first["seed"] < 2**31
     assert "seed" not in client(profile, SAMPLING).request_body(MESSAGES, sample_key="p-00/0")
+
+
+def test_the_seed_sent_changes_with_decoding_seed_and_stays_with_it_on_the_wire() -> None:
+    """decoding.seed is mixed into each trace's seed: another decoding.seed sends another seed for the same trace (a
+    repeat of a study under a new seed draws new traces from an engine that honours it), the same one the same
+    seed, both in a pool's request and in a live run's stream; read from the bodies the server received."""
+    keys = ("p-00/0", "p-00/1")
+    with recording_server(SIM) as server:
+        for seed in (7, 7, 8):
+            with client("deepseek", dataclasses.replace(SAMPLING, seed=seed), base_url=server.base_url) as sampler:
+                for key in keys:
+                    problem_id, sample_id = key.split("/")
+                    sampler.sample(MESSAGES, problem_id=problem_id, sample_id=int(sample_id), keep_top_logprobs=False)
+                    stream_completion(sampler, MESSAGES, sample_key=key, keep_top_logprobs=False)
+        sent = [body["seed"] for body in server.bodies]
+    assert len(sent) == 3 * 2 * 2
+    by_seed = [sent[i:i + 4] for i in range(0, 12, 4)]  # per decoding.seed: each key, pooled then streamed
+    for seeds in by_seed:
+        assert seeds[0] == seeds[1] != seeds[2] == seeds[3]  # a trace's seed, whichever way it is asked for
+    assert by_seed[0] == by_seed[1]  # the same decoding.seed: the same seeds
+    assert not set(by_seed[0]) & set(by_seed[2])  # another decoding.seed: another seed for every trace
 
 
 def test_a_reasoning_model_gets_no_seed_as_it_gets_no_temperature() -> None:
