@@ -25,6 +25,7 @@ import pytest
 from tests.conftest import EVENT_TIMEOUT_S, wait_for
 from tests.dvcproject import project_env
 from tracevote.core.config_endpoints import SimConfig
+from tracevote.core.simulated import SAMPLE_HEADER
 from tracevote.sampling.runner import calls_at_risk
 from tracevote.sim.faults import parse_faults
 from tracevote.sim.model import SimModel
@@ -98,6 +99,48 @@ def watched_server(sim: SimConfig, answers: dict[str, int] | None = None,
         yield server
     finally:
         server.gate.release()
+        stop_server(server)
+
+
+class _HoldingHandler(_Handler):
+    server: HoldingServer
+
+    def do_POST(self) -> None:
+        self.server.admit(self.headers.get(SAMPLE_HEADER))
+        super().do_POST()
+
+
+class HoldingServer(SimServer):
+    """The sim server, holding each request whose sample key `held` picks until `release()`: a test decides which
+    traces cannot arrive before an event it waits for, whatever the machine's speed. `held_keys` lists those held."""
+
+    def __init__(self, *args: Any, held: Callable[[str], bool]) -> None:
+        super().__init__(*args)
+        self.RequestHandlerClass = _HoldingHandler
+        self.held = held
+        self.held_keys: list[str] = []
+        self.released = threading.Event()
+        self._held_lock = threading.Lock()
+
+    def admit(self, sample_key: str | None) -> None:
+        if sample_key is None or not self.held(sample_key):
+            return
+        with self._held_lock:
+            self.held_keys.append(sample_key)
+        self.released.wait(EVENT_TIMEOUT_S)
+
+    def release(self) -> None:
+        self.released.set()
+
+
+@contextlib.contextmanager
+def holding_server(model: SimModel, held: Callable[[str], bool]) -> Iterator[HoldingServer]:
+    server = HoldingServer(("127.0.0.1", 0), model, parse_faults(""), ServerOptions(), held=held)
+    threading.Thread(target=server.serve_forever, args=(0.05,), name="holding-sim-server", daemon=True).start()
+    try:
+        yield server
+    finally:
+        server.release()
         stop_server(server)
 
 

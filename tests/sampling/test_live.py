@@ -1,6 +1,7 @@
 """The live online run (sampling.live) against the simulator over real HTTP streams: trace by trace the same
 stops as the replay (deepconf.online) on the same traces sampled in full, the consensus stop decided in trace order
-whatever the concurrency, and a rerun that rebuilds everything from its ledgers and streams nothing."""
+whatever the concurrency (the streams still in flight then cancelled), and a rerun that rebuilds everything from
+its ledgers and streams nothing."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import numpy as np
 import pytest
 
 from tests.sampling.test_client import make_client, messages, stats
+from tests.sim_servers import holding_server
 from tracevote.answers.extract import answer_candidates, resolve_answer
 from tracevote.core.config_datasets import AnswersConfig
 from tracevote.core.config_deepconf import ConfidenceConfig, DecodingConfig, OnlineConfig
@@ -22,7 +24,7 @@ from tracevote.deepconf.live import LiveAnswers, WindowStop
 from tracevote.deepconf.online import OnlineTrace, consensus_checks, replay, spent_tokens
 from tracevote.deepconf.voting import row_percentile
 from tracevote.sampling.client import ChatClient
-from tracevote.sampling.live import LiveRules, missing_traces, run_live
+from tracevote.sampling.live import LiveRules, LiveSummary, missing_traces, run_live
 from tracevote.sampling.stream import stream_completion
 from tracevote.sim.model import SimModel
 from tracevote.sim.server import SimServer, start_server, stop_server
@@ -164,6 +166,46 @@ def test_the_consensus_stop_is_the_sequential_one_at_any_concurrency(
                 assert len(traces) == generated  # one at a time: nothing starts before the check
             decided[pid, concurrency] = ended
     assert any(decided[pid, 1] < live.budget - 1 for pid in GOLDS), "the consensus stop never fired"
+
+
+def test_once_the_consensus_stop_ends_sampling_the_traces_in_flight_are_cancelled(
+        tmp_path: Path, pool: dict[str, list[Sample]]) -> None:
+    """Every method trace starts at once, those after the one whose check ends sampling held at the server until
+    that check is done (the run has stored every earlier trace): each of them is then closed at its first tokens,
+    stored as "consensus-cancelled", whatever the machine's speed."""
+    live = replace(rules(budget=16, consensus=0.7), percentiles={"high": 10.0})
+    pid, generated, finishes = next(case for case in map(lambda p: consensus_case(p, pool, live), GOLDS) if case[2])
+    with holding_server(SimModel(SIM, answers={problem_text(p): gold for p, gold in GOLDS.items()}),
+                        held=lambda key: int(key.rsplit("/", 1)[1]) >= generated) as server:
+        def release_once_every_earlier_trace_is_in(_: LiveTrace, summary: LiveSummary) -> None:
+            if summary.stored == generated:
+                server.release()
+
+        warmup, methods = ledgers(tmp_path, live)
+        with client_for(server, live.budget - live.warmup) as client:
+            run_live(client, warmup, methods, {pid: MESSAGES[pid]}, live, CODES, concurrency=live.budget - live.warmup,
+                     pricing=PRICING, on_stored=release_once_every_earlier_trace_is_in)
+        held = sorted(int(key.rsplit("/", 1)[1]) for key in server.held_keys)
+    assert held == list(range(generated, live.budget))  # all started before the check that ended sampling
+    traces = methods["high"].traces(pid)
+    assert sorted(traces) == list(range(live.warmup, live.budget))
+    stored = warmup.traces(pid) | traces
+    assert ended_at(pid, [stored[i] for i in sorted(stored)], live) + 1 == generated  # the check the replay makes
+    for index in finishes:  # traces the confidence rule would never stop: only the cancel closes them
+        assert traces[index].stop_reason == "consensus-cancelled", index
+
+
+def consensus_case(pid: str, pool: dict[str, list[Sample]], live: LiveRules) -> tuple[str, int, list[int]]:
+    """(the problem, how many traces the consensus stop lets start, those after them the threshold never stops) as
+    the replay says of the pool's traces."""
+    trace = online_trace(pool[pid][:live.budget], GOLDS[pid])
+    sets = np.arange(live.budget)[None, :]
+    expected = replay(trace, sets, 10.0, OnlineConfig(live.warmup, {"high": 10.0}, live.consensus), "smallest")
+    generated = int(expected.generated[0])
+    threshold = row_percentile(trace.lowest[None, :live.warmup], 10.0)
+    _, stopped = spent_tokens(trace, sets, threshold)
+    finishes = [i for i in range(generated, live.budget) if not stopped[0, i]] if live.warmup < generated else []
+    return pid, generated, finishes
 
 
 def ended_at(pid: str, traces: list[LiveTrace], live: LiveRules) -> int:
