@@ -3,6 +3,7 @@ beside the clone, and waiting for an observable event instead of sleeping a fixe
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import time
@@ -17,6 +18,30 @@ SHARED_DIR = REPO_ROOT.parent / "shared"
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 FIXTURE_PARAMS = FIXTURES / "params.yaml"
 EVENT_TIMEOUT_S = 300.0  # only reached when nothing happens at all, not when the machine is slow
+# pyproject.toml's per-test limit, for a run where pytest-timeout is off (timeout 0, or the plugin disabled)
+DEFAULT_TEST_TIMEOUT_S = 1800.0
+_per_test_timeout_s = DEFAULT_TEST_TIMEOUT_S
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Read the per-test limit as pytest-timeout does: --timeout, else PYTEST_TIMEOUT, else pyproject.toml's."""
+    global _per_test_timeout_s
+    if not config.pluginmanager.hasplugin("timeout"):
+        return
+    setting = config.getoption("timeout")
+    if setting is None:
+        setting = os.environ.get("PYTEST_TIMEOUT") or config.getini("timeout")
+    if setting and float(setting) > 0:
+        _per_test_timeout_s = float(setting)
+
+
+def hang_guard_s() -> float:
+    """How long a test lets a subprocess (or a server's first line, or a thread) run before it takes it for a hang:
+    the per-test limit pytest-timeout enforces (1800 s in pyproject.toml). One setting for every such wait, so load
+    alone never ends one that the test's own limit would let finish: on a machine loaded past that, raise both with
+    `PYTEST_TIMEOUT=3600 make test` (or `make test PYTEST_ARGS=--timeout=3600`). Never a measure of speed: no test
+    asserts how long anything takes."""
+    return _per_test_timeout_s
 
 
 def committed_params_text() -> str:
@@ -25,7 +50,7 @@ def committed_params_text() -> str:
     if shutil.which("git") is None:
         pytest.skip("git is not installed: no committed params.yaml to read")
     shown = subprocess.run(["git", "show", "HEAD:params.yaml"], cwd=REPO_ROOT, capture_output=True, text=True,
-                           check=False, timeout=60)
+                           check=False, timeout=hang_guard_s())
     if shown.returncode != 0:
         pytest.skip(f"no committed params.yaml in {REPO_ROOT}: {shown.stderr.strip()}")
     return shown.stdout

@@ -34,7 +34,7 @@ from dvc.cli import DvcParserError
 from dvc.cli.parser import get_main_parser
 from markdown_it import MarkdownIt
 
-from tests.conftest import REPO_ROOT
+from tests.conftest import REPO_ROOT, hang_guard_s
 from tracevote.cli.demo import deep_merge
 from tracevote.cli.main import build_parser
 from tracevote.core.config import load_params
@@ -160,7 +160,7 @@ def _unbracketed(word: str) -> str:
 
 
 def bash_syntax_problem(script: str) -> str | None:
-    result = subprocess.run(["bash", "-n"], input=script, capture_output=True, text=True, timeout=60)
+    result = subprocess.run(["bash", "-n"], input=script, capture_output=True, text=True, timeout=hang_guard_s())
     return result.stderr.strip() or None if result.returncode else None
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import yaml
 
-from tests.conftest import FIXTURE_PARAMS, REPO_ROOT
+from tests.conftest import FIXTURE_PARAMS, REPO_ROOT, hang_guard_s
 from tracevote.cli.demo import (
     BUILTIN_STEPS,
     copy_pipeline,
@@ -35,7 +35,7 @@ def project_env(extra: dict[str, str] | None = None) -> dict[str, str]:
 
 def run(cwd: Path, *args: str, env: dict[str, str] | None = None, check: bool = True) -> subprocess.CompletedProcess:
     result = subprocess.run(args, cwd=cwd, env=env or project_env(), text=True, capture_output=True,
-                            timeout=600)
+                            timeout=hang_guard_s())
     if check and result.returncode != 0:
         raise AssertionError(f"{' '.join(args)} exited {result.returncode}\n{result.stdout}\n{result.stderr}")
     return result
@@ -44,7 +44,7 @@ def run(cwd: Path, *args: str, env: dict[str, str] | None = None, check: bool = 
 def run_stage(root: Path, script: str, *args: str, check: bool = True) -> subprocess.CompletedProcess:
     """stages/<script> run as DVC runs it, in `root`; fails the test on a non-zero exit unless `check` is off."""
     result = subprocess.run([sys.executable, str(REPO_ROOT / "stages" / script), *args], cwd=root,
-                            env=project_env(), capture_output=True, text=True, timeout=900)
+                            env=project_env(), capture_output=True, text=True, timeout=hang_guard_s())
     if check:
         assert result.returncode == 0, result.stdout + result.stderr
     return result

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import REPO_ROOT
+from tests.conftest import REPO_ROOT, hang_guard_s
 from tests.docsnippets import every_snippet
 from tests.dvcproject import make_project, one_dataset, project_env, run
 from tests.test_pipeline import small_sim_params
@@ -65,7 +65,7 @@ def documented_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path
     for block in RUN_BLOCKS:
         env = fresh_shell_env(reads, activated=block.marker == "run activated")
         result = subprocess.run(["bash", "-e", "-c", block.text], cwd=project, env=env, capture_output=True,
-                                text=True, timeout=900)
+                                text=True, timeout=hang_guard_s())
         assert result.returncode == 0, f"{block.where}:\n{result.stdout[-4000:]}\n{result.stderr[-4000:]}"
         outputs.append(result.stdout + result.stderr)
     return project, reads, outputs

@@ -12,7 +12,7 @@ from typing import Any
 
 import yaml
 
-from tests.conftest import REPO_ROOT, committed_params_text
+from tests.conftest import REPO_ROOT, committed_params_text, hang_guard_s
 from tests.docsnippets import Snippet, snippets
 from tests.dvcproject import project_env, run_stage
 from tracevote.cli.demo import deep_merge, local_dataset, write_params
@@ -56,7 +56,7 @@ def test_estimate_prices_the_paper_scale_pool_as_the_page_shows(tmp_path: Path, 
     run_stage(tmp_path, "normalize.py", "--dataset", "aime_2025", "--raw", "data/raw/aime_2025.jsonl", "--out",
               "data/aime_2025.jsonl")
     printed = subprocess.run([sys.executable, "-m", "tracevote", "estimate"], cwd=tmp_path, env=project_env(),
-                             capture_output=True, text=True, timeout=300, check=True).stdout.splitlines()
+                             capture_output=True, text=True, timeout=hang_guard_s(), check=True).stdout.splitlines()
     for line in shown.text.splitlines():
         assert line in printed, f"docs/endpoints.md:{shown.line} shows {line!r}; estimate printed:\n" + "\n".join(
             printed)

@@ -30,7 +30,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.conftest import FIXTURE_PARAMS, REPO_ROOT
+from tests.conftest import FIXTURE_PARAMS, REPO_ROOT, hang_guard_s
 from tests.dvcproject import one_dataset, project_env
 from tracevote.cli.demo import deep_merge, write_params
 from tracevote.cli.main import main
@@ -319,7 +319,7 @@ def run_paid_stages(project: Path) -> dict[str, subprocess.CompletedProcess]:
                for stage, args in PAID_STAGES.items()}
     done = {}
     for stage, process in running.items():
-        stdout, stderr = process.communicate(timeout=600)
+        stdout, stderr = process.communicate(timeout=hang_guard_s())
         done[stage] = subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
     return done
 
@@ -362,7 +362,7 @@ def test_every_paid_stage_stores_admitted_ids_inside_and_reads_them_back(tmp_pat
             assert all(sorted(live.traces(item_id)) for item_id in ADMITTED)
         assert critic_replies(project / "grading/critic/toy_run") == len(ADMITTED)
         verified = subprocess.run([sys.executable, "-m", "tracevote", "ledger", "verify"], cwd=project,
-                                  env=project_env(), capture_output=True, text=True, timeout=600)
+                                  env=project_env(), capture_output=True, text=True, timeout=hang_guard_s())
         assert verified.returncode == 0, verified.stdout + verified.stderr
         assert re.search(rf"^study/qwen/pools/toy/\S+: {len(ADMITTED)} logs, .*: ok$", verified.stdout, re.MULTILINE)
 
@@ -388,7 +388,7 @@ def test_normalize_refuses_hostile_ids_as_a_process(tmp_path: Path) -> None:
         raw.write_text("".join(json.dumps(row) + "\n" for row in problem_rows(["p1", *map(outside.real, REFUSED)])))
         result = subprocess.run([sys.executable, str(REPO_ROOT / "stages" / "normalize.py"), "--dataset", "toy",
                                  "--raw", "raw.jsonl", "--out", "data/toy.jsonl"], cwd=project, env=project_env(),
-                                capture_output=True, text=True, timeout=600)
+                                capture_output=True, text=True, timeout=hang_guard_s())
         assert result.returncode == 2
         assert f"raw.jsonl: {len(REFUSED)} problem(s), nothing written:" in result.stderr
         assert "row 13: field 'id': id of 10240 characters is longer than 128" in result.stderr
@@ -412,7 +412,7 @@ def test_grading_takes_hostile_prediction_ids_as_data(tmp_path: Path) -> None:
         result = subprocess.run([sys.executable, "-m", "tracevote", "grade", "--dataset", "gsm8k", "--gold",
                                  "gold.jsonl", "--pred-path", "preds.jsonl", "--id-key", "id", "--enable-critic",
                                  "--json"], cwd=project, env=project_env(), capture_output=True, text=True,
-                                timeout=600)
+                                timeout=hang_guard_s())
         assert result.returncode == 0, result.stderr
         summary = json.loads(result.stdout)
         assert (summary["correct"], summary["total"]) == (len(ids), len(ids))
@@ -429,7 +429,7 @@ def test_the_old_escape_is_refused(tmp_path: Path) -> None:
         (project / "samples.jsonl").write_bytes(sample_line("../../../../../escaped", 0))
         result = subprocess.run([sys.executable, "-m", "tracevote", "pool", "import", "samples.jsonl", "--problems",
                                  "problems.jsonl"], cwd=project, env=project_env(), capture_output=True, text=True,
-                                timeout=600)
+                                timeout=hang_guard_s())
         assert result.returncode == 2
         assert result.stderr == ("error: problems.jsonl: line 1: field 'id': id '../../../../../escaped' is not of "
                                  "letters, digits, '.', '_', '-' (starting with a letter or digit)\n")

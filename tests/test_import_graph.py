@@ -15,6 +15,7 @@ from pathlib import Path
 import networkx as nx
 
 import tracevote
+from tests.conftest import hang_guard_s
 
 PACKAGE_ROOT = Path(tracevote.__file__).parent
 
@@ -117,7 +118,8 @@ def test_every_module_imports_on_its_own(tmp_path: Path) -> None:
         "print('\\n'.join(failed))\n"
         "sys.exit(1 if failed else 0)\n")
     names = [name for name in module_files() if not name.endswith("__main__")]
-    result = subprocess.run([sys.executable, str(script), *names], capture_output=True, text=True, timeout=600)
+    result = subprocess.run([sys.executable, str(script), *names], capture_output=True, text=True,
+                            timeout=hang_guard_s())
     assert result.returncode == 0, result.stdout + result.stderr
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import REPO_ROOT
+from tests.conftest import REPO_ROOT, hang_guard_s
 from tests.dvcproject import model_overrides, project_env
 from tests.sampling.test_rate_limits import DAILY_LIMIT, DEEPSEEK_BALANCE, OPENAI_QUOTA, counting_server
 from tests.test_hostile_ids import PAID_STAGES, SCRIPTS, write_stage_inputs
@@ -34,7 +34,7 @@ def pointed_at(project: Path, base_url: str) -> Path:
 def run_stage(project: Path, stage: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, str(REPO_ROOT / "stages" / f"{SCRIPTS.get(stage, stage)}.py"),
                            *PAID_STAGES[stage]],
-                          cwd=project, env=project_env(), capture_output=True, text=True, timeout=300)
+                          cwd=project, env=project_env(), capture_output=True, text=True, timeout=hang_guard_s())
 
 
 def one_error_line(result: subprocess.CompletedProcess[str]) -> str:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO_ROOT
+from tests.conftest import REPO_ROOT, hang_guard_s
 from tests.dvcproject import dvc, project_env
 from tests.images import assert_not_blank
 from tests.test_pipeline import build_once
@@ -86,7 +86,7 @@ def drawn_charts(page: Path, profile: Path) -> dict[str, bool]:
 
 def chromium(page: Path, profile: Path, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run([str(CHROMIUM), *OFFLINE, f"--user-data-dir={profile}", *args, page.as_uri()],
-                          capture_output=True, text=True, timeout=600, check=True)
+                          capture_output=True, text=True, timeout=hang_guard_s(), check=True)
 
 
 @pytest.fixture(scope="module")
@@ -98,7 +98,7 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     config.read(REPO_ROOT / ".dvc" / "config")
     dvc(project, "config", "plots.html_template", config["plots"]["html_template"])
     subprocess.run([sys.executable, "-m", "tracevote", "plots", "template"], cwd=project, env=project_env(),
-                   check=True, capture_output=True, timeout=600)
+                   check=True, capture_output=True, timeout=hang_guard_s())
     return project
 
 

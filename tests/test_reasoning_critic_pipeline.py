@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import hang_guard_s
 from tests.dvcproject import copy_project, dvc, make_project, project_env, run, update_params
 from tests.test_pipeline import small_sim_params
 from tracevote.cli.demo import BUILTIN_GSM8K, BUILTIN_PREDICTIONS, local_dataset
@@ -97,7 +98,7 @@ def stored_replies(project: Path) -> list[dict]:
 def grade_cli(project: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "tracevote", "grade", "--dataset", "gsm8k", "--pred-path",
                            str(PREDICTIONS), "--enable-critic", "--json"], cwd=project, env=project_env(),
-                          capture_output=True, text=True, timeout=900)
+                          capture_output=True, text=True, timeout=hang_guard_s())
 
 
 def test_the_shipped_settings_get_scored_replies(project: Path, server: SimServer) -> None:

@@ -21,6 +21,7 @@ import boto3
 import pytest
 from moto.server import ThreadedMotoServer
 
+from tests.conftest import hang_guard_s
 from tests.dvcproject import dvc, make_project, project_env, run
 from tests.test_pipeline import ran_stages, small_sim_params
 from tracevote.core.config_endpoints import SimConfig
@@ -78,7 +79,7 @@ def ssh_remote(root: Path) -> Iterator[SshRemote]:
         yield SshRemote(f"ssh://127.0.0.1:{port}/tracevote", keys / "user_key", served)
     finally:
         server.kill()
-        server.wait(timeout=60)
+        server.wait(timeout=hang_guard_s())
 
 
 @dataclass(frozen=True)

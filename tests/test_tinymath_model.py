@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import FIXTURE_PARAMS, REPO_ROOT
+from tests.conftest import FIXTURE_PARAMS, REPO_ROOT, hang_guard_s
 from tracevote.answers.extract import extract_answer
 from tracevote.core.config import load_params
 from tracevote.datasets.tinymath import GENERATOR_VERSION, generate, step_values
@@ -83,7 +83,7 @@ def test_training_runs_a_few_steps_and_writes_a_gguf(tmp_path: Path) -> None:
     for path in (out, again):
         command = [sys.executable, str(TRAIN / "train_tinymath.py"), "--seed", "3", "--steps", "3", "--batch", "4",
                    "--train-problems", "16", "--eval-problems", "2", "--out", str(path)]
-        done = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False)
+        done = subprocess.run(command, capture_output=True, text=True, timeout=hang_guard_s(), check=False)
         assert done.returncode == 0, done.stderr[-2000:]
     manifest = json.loads(out.with_suffix(".json").read_text())
     assert manifest["sha256"] == hashlib.sha256(out.read_bytes()).hexdigest()

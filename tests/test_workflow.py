@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO_ROOT, wait_for
+from tests.conftest import REPO_ROOT, hang_guard_s, wait_for
 from tests.dvcproject import dvc, make_project, project_env, run
 from tests.images import assert_not_blank
 from tests.sim_servers import watched_server
@@ -30,7 +30,7 @@ def make(cwd: Path, *targets: str) -> subprocess.CompletedProcess:
     """The real Makefile target, reusing this test run's venv instead of installing a new one."""
     stamp = VENV / ".runtime-installed"
     command = ["make", "--no-print-directory", f"VENV={VENV}", "-o", str(stamp), *targets]
-    return subprocess.run(command, cwd=cwd, env=project_env(), capture_output=True, text=True, timeout=600)
+    return subprocess.run(command, cwd=cwd, env=project_env(), capture_output=True, text=True, timeout=hang_guard_s())
 
 
 @pytest.fixture
@@ -55,7 +55,7 @@ def test_make_demo_in_a_fresh_clone_leaves_git_status_clean(tmp_path: Path, venv
     assert listed and [path for path in listed if not (clone / path).is_file()] == []
     # every method's ledger, the grading critic's included, passes verify
     verified = subprocess.run([sys.executable, "-m", "tracevote", "ledger", "verify"], cwd=clone / "demo",
-                              env=project_env(), capture_output=True, text=True, timeout=600)
+                              env=project_env(), capture_output=True, text=True, timeout=hang_guard_s())
     assert verified.returncode == 0, verified.stdout + verified.stderr
     checked = {line.split("/", 1)[0] for line in verified.stdout.splitlines() if line.endswith(": ok")}
     assert checked == {"pools", "debates", "critiques", "grading"}, verified.stdout

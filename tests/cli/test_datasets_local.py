@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import FIXTURE_PARAMS
+from tests.conftest import FIXTURE_PARAMS, hang_guard_s
 from tests.dvcproject import dvc, make_project, project_env, run_stage
 from tests.rows_server import RowsAPI, serve_rows
 from tracevote.cli import datasets_local as local
@@ -26,7 +26,7 @@ SHARED_FILES = {"aime_2025": "aime_2025.jsonl", "aime_2024": "aime_2024.jsonl", 
 
 def datasets_local(cwd: Path, data: Path) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "tracevote", "datasets", "local", str(data)], cwd=cwd,
-                          env=project_env(), capture_output=True, text=True, timeout=300)
+                          env=project_env(), capture_output=True, text=True, timeout=hang_guard_s())
 
 
 def test_every_dataset_with_a_file_is_pointed_at_it_and_the_rest_removed(tmp_path: Path,

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import hang_guard_s
 from tests.dvcproject import project_env
 from tracevote.cli import demo
 from tracevote.core.errors import DataError
@@ -45,7 +46,7 @@ def test_a_second_demo_in_the_same_folder_is_refused_and_the_first_keeps_its_pro
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)  # held as the first run holds it
         os.write(lock, b"4242")
         second = subprocess.run([sys.executable, "-m", "tracevote", "demo"], cwd=tmp_path, env=project_env(),
-                                capture_output=True, text=True, timeout=120)
+                                capture_output=True, text=True, timeout=hang_guard_s())
     finally:
         os.close(lock)
     assert second.returncode == 2

@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.conftest import hang_guard_s
+
 HEAVY = ("numpy", "pandas", "pyarrow", "requests")
 GRADE_THEN_LIST_HEAVY = """
 import sys
@@ -25,6 +27,6 @@ def test_grading_a_file_imports_no_heavy_library(tmp_path: Path) -> None:
     (tmp_path / "preds.jsonl").write_text(json.dumps({"id": "gsm8k_test_0", "thinking": "w", "content": "#### 2"}))
     code = GRADE_THEN_LIST_HEAVY.format(heavy=HEAVY)
     out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, check=True,
-                         timeout=300).stdout.splitlines()
+                         timeout=hang_guard_s()).stdout.splitlines()
     assert json.loads(out[0])["correct"] == 1
     assert out[-1] == "none"

@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from tests.conftest import REPO_ROOT
+from tests.conftest import REPO_ROOT, hang_guard_s
 from tests.core.test_config_study import QWEN
 from tests.dvcproject import project_env
 from tests.sampling.test_connection_errors import tracevote, workdir
@@ -45,7 +45,7 @@ def pilot(tmp_path_factory: pytest.TempPathFactory) -> Path:
     score = subprocess.run([sys.executable, str(REPO_ROOT / "stages" / "score.py"), "--params", "params.yaml",
                             "--problems", "data/toy.jsonl", "--manifest", "pools/toy.json",
                             "--out", "data/scores/toy.parquet", "--stops", "data/scores/toy.stops.parquet"],
-                           cwd=root, env=project_env(), capture_output=True, text=True, timeout=300)
+                           cwd=root, env=project_env(), capture_output=True, text=True, timeout=hang_guard_s())
     assert score.returncode == 0, score.stderr
     return root
 

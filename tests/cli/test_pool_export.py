@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import FIXTURES
+from tests.conftest import FIXTURES, hang_guard_s
 from tests.dvcproject import project_env
 from tests.store.test_framing_codec import make_sample
 from tracevote.core.config import load_params
@@ -28,7 +28,6 @@ from tracevote.store.pool import Pool, Setting
 
 PROBLEMS = [Problem("p-1", "What is 3+4?", 7)]
 N_SAMPLES = 3
-HANG_GUARD_S = 120  # only reached if the command hangs; nothing here depends on how long it takes
 
 
 @pytest.fixture
@@ -48,7 +47,7 @@ def project(tmp_path: Path) -> Path:
 
 def export(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "tracevote", "pool", "export", "--pool-dir", "pool", *args],
-                          cwd=project, env=project_env(), capture_output=True, text=True, timeout=HANG_GUARD_S)
+                          cwd=project, env=project_env(), capture_output=True, text=True, timeout=hang_guard_s())
 
 
 def lines_of(result: subprocess.CompletedProcess[str]) -> list[dict[str, object]]:
@@ -109,7 +108,7 @@ def export_on_a_terminal(project: Path, *args: str) -> tuple[str, bytes]:
             break
         shown += chunk
     os.close(controller)
-    assert process.wait(timeout=HANG_GUARD_S) == 0, shown
+    assert process.wait(timeout=hang_guard_s()) == 0, shown
     return shown.decode(errors="replace"), (project / "out.jsonl").read_bytes()
 
 

@@ -17,7 +17,7 @@ import pytest
 import requests
 import yaml
 
-from tests.conftest import FIXTURE_PARAMS
+from tests.conftest import FIXTURE_PARAMS, hang_guard_s
 from tests.dvcproject import project_env
 from tracevote.cli.demo import BUILTIN_PROBLEMS, find_local_file, local_recipe, write_params
 from tracevote.core.config import load_params
@@ -25,8 +25,6 @@ from tracevote.core.fileio import write_jsonl
 from tracevote.core.simulated import SAMPLE_HEADER
 from tracevote.datasets.local import read_local_rows
 from tracevote.datasets.normalize import normalize_dataset, normalize_rows
-
-STARTUP_S = 120  # generous: a loaded machine imports slowly; the test waits for the line, never for the time
 
 
 def sim_server(cwd: Path, *args: str) -> subprocess.Popen[str]:
@@ -42,10 +40,10 @@ def lines_until_listening(server: subprocess.Popen[str]) -> Iterator[str]:
             yield line.rstrip("\n")
             if "listening on" in line:
                 return
-        pytest.fail(f"sim-server exited ({server.wait(STARTUP_S)}) before listening")
+        pytest.fail(f"sim-server exited ({server.wait(hang_guard_s())}) before listening")
     finally:
         server.terminate()
-        server.wait(STARTUP_S)
+        server.wait(hang_guard_s())
 
 
 def free_port() -> int:
@@ -82,7 +80,7 @@ def test_a_taken_port_is_one_line_naming_it(project: Path) -> None:
         taken.listen()
         port = taken.getsockname()[1]
         result = subprocess.run([sys.executable, "-m", "tracevote", "sim-server", "--port", str(port)], cwd=project,
-                                env=project_env(), capture_output=True, text=True, timeout=STARTUP_S)
+                                env=project_env(), capture_output=True, text=True, timeout=hang_guard_s())
     assert result.returncode == 2
     assert result.stderr.strip().splitlines()[-1] == (
         f"error: --host 127.0.0.1 --port {port}: cannot listen there (Address already in use); is another server "
@@ -92,7 +90,7 @@ def test_a_taken_port_is_one_line_naming_it(project: Path) -> None:
 
 def test_a_bad_fault_spec_is_refused_before_the_banner(project: Path) -> None:
     result = subprocess.run([sys.executable, "-m", "tracevote", "sim-server", "--faults", "bogus=0.5"], cwd=project,
-                            env=project_env(), capture_output=True, text=True, timeout=STARTUP_S)
+                            env=project_env(), capture_output=True, text=True, timeout=hang_guard_s())
     assert result.returncode == 2 and result.stdout == ""
     assert result.stderr.startswith("error: --faults 'bogus=0.5': unknown fault 'bogus'")
 
@@ -124,7 +122,7 @@ def boxed_reply(base_url: str, problem: str) -> str | None:
             "messages": [{"role": "user", "content": f"{problem}\n\nPlease reason step by step, and put your final "
                                                      f"answer within \\boxed{{}}."}]}
     reply = requests.post(f"{base_url}/chat/completions", json=body, headers={SAMPLE_HEADER: "math/0"},
-                          timeout=STARTUP_S)
+                          timeout=hang_guard_s())
     reply.raise_for_status()
     found = _BOXED_AT_END.search(reply.json()["choices"][0]["message"]["content"])
     return found.group(1) if found else None
@@ -172,7 +170,7 @@ def test_with_a_reasoning_parser_it_sends_the_thinking_apart_and_says_so(project
                                                  "reasoning")):
         said.append(line)
         if "listening on" in line:  # the server runs until this loop ends
-            reply = requests.post(f"{line.rsplit(' ', 1)[-1]}/chat/completions", json=body, timeout=STARTUP_S)
+            reply = requests.post(f"{line.rsplit(' ', 1)[-1]}/chat/completions", json=body, timeout=hang_guard_s())
             choice = reply.json()["choices"][0]
     assert any("solve replies' thinking in message.reasoning" in line for line in said), said
     thinking, answer = choice["message"]["reasoning"], choice["message"]["content"]

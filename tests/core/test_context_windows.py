@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import FIXTURE_PARAMS
+from tests.conftest import FIXTURE_PARAMS, hang_guard_s
 from tracevote.core.config import load_params
 from tracevote.core.config_endpoints import ModelConfig
 from tracevote.core.context_fit import ContextWindowError, Prompt, check_fit
@@ -82,7 +82,7 @@ def test_counting_works_with_no_network() -> None:
               "from tracevote.core.prompt_tokens import text_tokens\n"
               "print(text_tokens('Find the sum of all integer bases', 'o200k_base'),"
               " text_tokens('Find the sum of all integer bases', 'cl100k_base'))\n")
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=hang_guard_s(),
                           env={"PATH": "/usr/bin:/bin", "HOME": "/nonexistent"})
     assert done.returncode == 0, done.stderr
     assert [int(n) for n in done.stdout.split()] == [7, 7]

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import hang_guard_s
 from tests.dvcproject import project_env
 from tracevote.core.errors import DataError
 from tracevote.datasets.deltabench import convert_row, convert_rows, first_error_label, split_sections
@@ -83,7 +84,7 @@ def test_the_cli_converts_a_hub_style_csv_to_json_lines(tmp_path: Path) -> None:
         writer.writerow({"id": "q2", "question": "Again?", "sections_content": "section1: Yes.",
                          "reason_error_section_numbers": "[]", "task_l1": "code"})
     result = subprocess.run([sys.executable, "-m", "tracevote", "critique", "convert", "--from", "deltabench",
-                             str(path)], capture_output=True, text=True, env=project_env(), timeout=120)
+                             str(path)], capture_output=True, text=True, env=project_env(), timeout=hang_guard_s())
     assert result.returncode == 0, result.stderr
     lines = [json.loads(line) for line in result.stdout.splitlines()]
     assert [(r["id"], r["label"], r["task"], len(r["steps"])) for r in lines] == [("q1", 1, "math", 3),
@@ -91,7 +92,7 @@ def test_the_cli_converts_a_hub_style_csv_to_json_lines(tmp_path: Path) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps([record(reason_error_section_numbers=[9])]))
     failed = subprocess.run([sys.executable, "-m", "tracevote", "critique", "convert", "--from", "deltabench",
-                             str(bad)], capture_output=True, text=True, env=project_env(), timeout=120)
+                             str(bad)], capture_output=True, text=True, env=project_env(), timeout=hang_guard_s())
     assert failed.returncode != 0 and failed.stdout == ""
     assert "row 1: field 'reason_error_section_numbers': section 9 does not exist" in failed.stderr
 
@@ -131,7 +132,7 @@ def test_a_parquet_list_column_reads_as_a_list() -> None:
 
 def convert_cli(path: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "tracevote", "critique", "convert", "--from", "deltabench",
-                           str(path)], capture_output=True, text=True, env=project_env(), timeout=120)
+                           str(path)], capture_output=True, text=True, env=project_env(), timeout=hang_guard_s())
 
 
 HEADER = "id,question,sections_content,reason_error_section_numbers,task_l1\n"

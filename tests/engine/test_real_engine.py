@@ -20,7 +20,7 @@ import pytest
 import requests
 
 from bench import real_live
-from tests.conftest import wait_for
+from tests.conftest import hang_guard_s, wait_for
 from tests.gate_proxy import DIRECT, gate_proxy
 from tracevote.cli import real
 from tracevote.core.config_deepconf import DecodingConfig
@@ -105,7 +105,7 @@ def test_a_pool_killed_mid_build_resumes_to_the_pool_an_uninterrupted_build_make
         build = dvc(killed, "repro", "build_pool@tinymath", background=True)
         gate.wait_for_waiting(1)
         os.killpg(build.pid, signal.SIGKILL)
-        build.wait(timeout=60)
+        build.wait(timeout=hang_guard_s())
         stored = len(pool_samples(killed))
         assert 0 < stored < total
         gate.release()
@@ -141,7 +141,7 @@ def dvc(project: Path, *command: str, background: bool = False) -> subprocess.Po
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
     if background:
         return process
-    output, _ = process.communicate(timeout=600)
+    output, _ = process.communicate(timeout=hang_guard_s())
     assert process.returncode == 0, output.decode(errors="replace")[-3000:]
     return None
 
@@ -161,7 +161,7 @@ def test_make_real_runs_every_method_on_the_engine_and_stops_it(tmp_path: Path) 
     and the server it started is gone when it returns."""
     repo = copy_of_repo(tmp_path / "repo")
     completed = subprocess.run([sys.executable, "-m", "tracevote", "real", "--problems", "3", "--traces", "4",
-                                "--debates", "1"], cwd=repo, capture_output=True, text=True, timeout=900,
+                                "--debates", "1"], cwd=repo, capture_output=True, text=True, timeout=hang_guard_s(),
                                check=False)
     assert completed.returncode == 0, (completed.stdout + completed.stderr)[-3000:]
     pid = int(completed.stdout.split("(pid ", 1)[1].split(")", 1)[0])

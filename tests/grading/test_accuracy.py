@@ -13,6 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from tests.conftest import hang_guard_s
 from tracevote.answers.mathverify import MathJudge, MathVerdict, grading_fallback
 from tracevote.answers.mathverify_worker import grading_outcome
 from tracevote.grading.accuracy import final_answer, grade, pair_by_id, word_count
@@ -106,7 +107,7 @@ def test_an_answer_stuck_in_c_is_wrong_and_counted_from_main_and_other_threads(s
             return grade(golds, predictions, judge)
 
     with ThreadPoolExecutor(max_workers=1) as thread:
-        in_thread = thread.submit(graded).result(timeout=600)
+        in_thread = thread.submit(graded).result(timeout=hang_guard_s())
     for grades in (graded(), in_thread):
         assert (grades.correct, grades.unjudged, grades.string_fallbacks) == (39, 1, 0)
         assert [g.id for g in grades.graded if g.method == "unjudged"] == ["17"]

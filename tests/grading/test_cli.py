@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import FIXTURE_PARAMS
+from tests.conftest import FIXTURE_PARAMS, hang_guard_s
 from tests.dvcproject import project_env, run_stage, update_endpoint
 from tracevote.cli.demo import BUILTIN_GSM8K, BUILTIN_PREDICTIONS, local_dataset, write_params
 
@@ -22,7 +22,7 @@ JSON_KEYS = {"accuracy", "correct", "total", "missing", "string_fallbacks", "avg
 
 def grade(cwd: Path, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "tracevote", "grade", *args], cwd=cwd, env=project_env(),
-                          capture_output=True, text=True, timeout=900)
+                          capture_output=True, text=True, timeout=hang_guard_s())
 
 
 def predictions_for_gsm8k(tmp_path: Path) -> Path:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import hang_guard_s
 from tests.dvcproject import project_env
 
 GSM8K_GOLD = '{"question": "Two plus two?", "answer": "2 + 2 = 4\\n#### 4"}\n'
@@ -19,7 +20,7 @@ PREDICTION = '{"id": "gsm8k_test_0", "content": "#### 4"}\n'
 
 def grade(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "tracevote", "grade", *args], cwd=cwd, env=project_env(),
-                          capture_output=True, text=True, timeout=300)
+                          capture_output=True, text=True, timeout=hang_guard_s())
 
 
 @pytest.mark.parametrize(("gold", "predictions", "says"), [

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO_ROOT
+from tests.conftest import REPO_ROOT, hang_guard_s
 from tracevote.cli.plots import DEFAULT_TEMPLATE
 from tracevote.core.errors import DataError
 from tracevote.report.offline_page import Bundle, newest_vega_lite, offline_page
@@ -63,7 +63,7 @@ def test_dvc_config_the_makefile_and_the_command_name_one_file() -> None:
 
 def test_outside_a_dvc_project_the_command_refuses_and_writes_nothing(tmp_path: Path) -> None:
     result = subprocess.run([sys.executable, "-m", "tracevote", "plots", "template"], cwd=tmp_path,
-                            capture_output=True, text=True, timeout=120)
+                            capture_output=True, text=True, timeout=hang_guard_s())
     assert result.returncode != 0
     assert "no .dvc/ folder here: run this at the top of a DVC project, or give --out" in result.stderr
     assert list(tmp_path.iterdir()) == []

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import yaml
 
-from tests.conftest import FIXTURE_PARAMS, REPO_ROOT
+from tests.conftest import FIXTURE_PARAMS, REPO_ROOT, hang_guard_s
 from tests.dvcproject import deep_merge, model_overrides, one_dataset, project_env
 from tests.sim_servers import (
     WatchedServer,
@@ -67,7 +67,7 @@ def build_command() -> list[str]:
 
 def run_build(workdir: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(build_command(), cwd=workdir, env=project_env(env), capture_output=True, text=True,
-                          timeout=300)
+                          timeout=hang_guard_s())
 
 
 def the_pool(workdir: Path) -> Pool:
@@ -209,7 +209,7 @@ def test_non_retryable_error_stops_the_build_at_once(tmp_path: Path) -> None:
 
 def tracevote(workdir: Path, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "tracevote", *args], cwd=workdir, env=project_env(),
-                          capture_output=True, timeout=120)
+                          capture_output=True, timeout=hang_guard_s())
 
 
 def test_an_imported_pool_is_complete_for_build_pool(tmp_path: Path) -> None:

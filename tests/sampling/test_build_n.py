@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.conftest import hang_guard_s
 from tests.dvcproject import project_env
 from tests.sampling.test_build import (
     CONCURRENCY,
@@ -182,7 +183,7 @@ def test_the_probe_command_says_how_many_samples_a_request_asks(tmp_path: Path, 
     with sim_server(profile="local", **options) as server:
         workdir = make_workdir(tmp_path / "work", server.base_url, **with_n())
         result = subprocess.run([sys.executable, "-m", "tracevote", "probe", "--params", "params.yaml"], cwd=workdir,
-                                env=project_env(), capture_output=True, text=True, timeout=120)
+                                env=project_env(), capture_output=True, text=True, timeout=hang_guard_s())
     assert result.returncode == 0, result.stderr
     assert said in result.stdout
     assert ("it ignores n" in result.stdout) == bool(options)

@@ -15,7 +15,7 @@ import orjson
 import pytest
 import yaml
 
-from tests.conftest import FIXTURE_PARAMS
+from tests.conftest import FIXTURE_PARAMS, hang_guard_s
 from tests.dvcproject import one_dataset, project_env, update_endpoint
 from tests.sampling.test_run_control import build_pool
 from tests.sim_servers import refusing_urls
@@ -25,7 +25,6 @@ from tracevote.sim.faults import FaultPlan
 from tracevote.sim.model import SimModel
 from tracevote.sim.server import ServerOptions, start_server, stop_server
 
-HANG_GUARD_S = 120  # only reached if a command hangs; no test asserts how long anything takes
 SIM = SimConfig(seed=0, signal=1.0, accuracy=0.45, mean_tokens=60)
 PROBLEMS = [{"id": "toy-01", "problem": "Find 17 + 25.", "answer": 42},
             {"id": "toy-02", "problem": "Find 6 x 7.", "answer": 42}]
@@ -48,7 +47,7 @@ def workdir(root: Path, **model: Any) -> Path:
 
 def tracevote(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "tracevote", *args, "--params", "params.yaml"], cwd=cwd,
-                          env=project_env(), capture_output=True, text=True, timeout=HANG_GUARD_S)
+                          env=project_env(), capture_output=True, text=True, timeout=hang_guard_s())
 
 
 

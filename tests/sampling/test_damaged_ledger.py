@@ -11,9 +11,9 @@ from pathlib import Path
 
 import yaml
 
+from tests.conftest import hang_guard_s
 from tests.dvcproject import project_env
 from tests.sampling.test_run_control import (
-    HANG_GUARD_S,
     build_pool,
     error_line,
     pool_samples,
@@ -30,7 +30,7 @@ N_POOL = 4
 
 def tracevote(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "tracevote", *args], cwd=cwd, env=project_env(),
-                          capture_output=True, text=True, timeout=HANG_GUARD_S)
+                          capture_output=True, text=True, timeout=hang_guard_s())
 
 
 def flip_a_byte_in_frame_1(log: Path) -> None:

@@ -20,7 +20,7 @@ import orjson
 import pytest
 import yaml
 
-from tests.conftest import FIXTURE_PARAMS, REPO_ROOT
+from tests.conftest import FIXTURE_PARAMS, REPO_ROOT, hang_guard_s
 from tests.dvcproject import one_dataset, project_env, update_endpoint
 from tests.sim_servers import requests_by_key
 from tracevote.cli.demo import with_overrides
@@ -37,7 +37,6 @@ from tracevote.sim.server import ServerOptions, SimServer, start_server, stop_se
 from tracevote.store.pool import Pool, Setting
 from tracevote.store.records import Sample
 
-HANG_GUARD_S = 180  # only reached if a command hangs; no test asserts how long anything takes
 N_PROBLEMS = 12
 CONCURRENCY = 16
 PROBE_REQUESTS = 3  # run_probe's n_requests on one endpoint
@@ -78,7 +77,7 @@ def build_pool(cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
                "--dataset", "toy", "--problems", "data/toy.jsonl", "--pools", "pools/toy",
                "--manifest", "pools/toy.json"]
     return subprocess.run(command, cwd=cwd, env={**project_env(), **env}, capture_output=True, text=True,
-                          timeout=HANG_GUARD_S)
+                          timeout=hang_guard_s())
 
 
 def error_line(result: subprocess.CompletedProcess[str]) -> str:
@@ -247,7 +246,7 @@ def build_pool_under_size_limit(cwd: Path, max_file_bytes: int) -> subprocess.Co
                "--manifest", "pools/toy.json"]
     # out of coverage's reach: the limit would cap its data file too, and its save fail at exit with a traceback
     env = {name: value for name, value in project_env().items() if not name.startswith(COVERAGE_SUBPROCESS_VARIABLES)}
-    return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=HANG_GUARD_S,
+    return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=hang_guard_s(),
                           preexec_fn=limited)
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO_ROOT
+from tests.conftest import REPO_ROOT, hang_guard_s
 from tests.dvcproject import project_env
 from tests.sampling import toy_chain
 from tests.sim_servers import (
@@ -110,7 +110,7 @@ def test_kill_9_at_random_moments_mid_conversation_then_resume(tmp_path: Path) -
                                                 in_flight=calls_at_risk(concurrency), seed=5)
         before, requests_before = stored_keys(ledger), requests_by_key(slow)
         final = subprocess.run(chain_command(ledger, slow.base_url, chains), cwd=REPO_ROOT, env=project_env(),
-                               capture_output=True, text=True, timeout=600)
+                               capture_output=True, text=True, timeout=hang_guard_s())
         assert final.returncode == 0, final.stderr
         assert not set(requests_by_key(slow) - requests_before) & before
     assert partial_rounds >= 1, "no kill landed in the middle of a run; the test proved nothing"

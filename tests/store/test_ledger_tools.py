@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import hang_guard_s
 from tests.dvcproject import project_env
 from tests.grading.test_cli import grade, predictions_for_gsm8k, sim_project
 from tracevote.store import framing
@@ -21,7 +22,7 @@ CRITIC_ARGS = ("--dataset", "gsm8k", "--enable-critic", "--critic-max-samples", 
 
 def tracevote(cwd: Path, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "tracevote", *args], cwd=cwd, env=project_env(), capture_output=True,
-                          text=True, timeout=900)
+                          text=True, timeout=hang_guard_s())
 
 
 def record(key: str) -> bytes:

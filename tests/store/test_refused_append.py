@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.conftest import hang_guard_s
 from tracevote.store.framing import survey
 
 LIMIT = 10_000  # bytes: the log fills up within a few frames of 3,000 bytes, one of them cut partway
@@ -32,7 +33,7 @@ print(*refused)
 def test_an_append_refused_partway_leaves_the_log_whole_and_usable(tmp_path: Path) -> None:
     log = tmp_path / "calls" / "item.tvf"
     child = subprocess.run([sys.executable, "-c", CHILD.format(limit=LIMIT), str(log)], capture_output=True,
-                           text=True, timeout=120, check=False)
+                           text=True, timeout=hang_guard_s(), check=False)
     assert child.returncode == 0, child.stderr
     refused = [int(key) for key in child.stdout.split()]
     state = survey(log, check_every_crc=True).check()
