@@ -8,6 +8,8 @@ imported Math-Verify once or, with start method "fork", from this process once i
 the parent with a wall clock: a worker that overruns is killed, the pool is replaced, and that comparison
 falls back to a normalised string comparison (see `normalize_answer_text`). The parent sends no signals,
 so a judge can be used from any thread. The workers' side is tracevote.answers.mathverify_worker.
+The examples here are not run as doctests (+SKIP): they start worker processes, which
+tests/answers/test_mathverify.py runs.
 
     >>> with MathJudge(timeout_s=5.0) as judge:  # doctest: +SKIP
     ...     judge.compare("\\\\frac{1}{2}", "0.5")
