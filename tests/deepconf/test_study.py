@@ -13,6 +13,7 @@ from tracevote.core.config_endpoints import PricingConfig
 from tracevote.deepconf.evaluate import aggregate
 from tracevote.deepconf.score import SCORE_COLUMNS, STOP_COLUMNS
 from tracevote.deepconf.study import ModelRun, frontier, paired_differences, run_points
+from tracevote.report.study import study_table
 
 
 @pytest.mark.parametrize(("dollars", "accuracy", "on"), [
@@ -81,6 +82,8 @@ def test_online_deepconf_pays_for_the_traces_it_started_not_for_k() -> None:
     assert started.usd < points["cons", 4].usd
     assert started.accuracy == 0.5  # p0's answer holds all the weight and is right; p1's is wrong
     assert ("online_low", 1) not in points  # below the warmup online DeepConf does not run
+    row = study_table(list(points.values())).set_index("label").loc["DeepConf-low online@4"]  # the report's row
+    assert (row["usd_per_problem"], row["tokens_per_problem"]) == (started.usd, 2 * TOKENS)
 
 
 def test_a_model_against_the_reference_on_the_problems_both_ran() -> None:
