@@ -89,9 +89,8 @@ class LiveSummary:
         self.by_reason[trace.stop_reason] += 1
         self.received_tokens += trace.received
         self.kept_tokens += trace.sample.n_tokens
-        self.billed_completion += trace.completion_tokens + trace.failed_tokens
-        self.counted_by_client += (trace.completion_tokens if trace.usage_source == "client" else 0) + \
-            trace.failed_tokens
+        self.billed_completion += trace.completion_tokens
+        self.counted_by_client += trace.completion_tokens if trace.usage_source == "client" else 0
         self.prompts_estimated += trace.prompt_tokens is None
         self.usd += paid_usd
 
@@ -104,9 +103,9 @@ class LiveSummary:
                  + (f" (the prompts of {self.prompts_estimated} traces without usage estimated as the spend guard "
                     f"does)" if self.prompts_estimated else "")]
         if self.broken_attempts:
-            lines.append(f"  {self.broken_attempts} stream attempts broke after tokens arrived; their "
-                         f"{self.broken_tokens} tokens were billed (counted by the client, in the figures above "
-                         f"where the trace was stored) and each trace was asked again from its start")
+            lines.append(f"  {self.broken_attempts} stream attempts broke after tokens arrived, each asked again "
+                         f"from its start: the {self.broken_tokens} tokens received on them are billed above (counted "
+                         f"by the client)")
         lines += [f"  failed: {count} x {cause}" for cause, count in self.failures.most_common()]
         return "\n".join(lines)
 
@@ -433,8 +432,11 @@ def _fail(job: _Job, summary: LiveSummary, cause: str, cap: SpendCap | None, wor
 
 
 def _count_broken(job: _Job, summary: LiveSummary) -> None:
+    """The trace's broken attempts: billed as their tokens arrived, counted by the client."""
     summary.broken_attempts += job.attempts.failed
     summary.broken_tokens += job.attempts.tokens
+    summary.billed_completion += job.attempts.tokens
+    summary.counted_by_client += job.attempts.tokens
 
 
 def _key(job: _Job) -> str:

@@ -58,8 +58,8 @@ class GaveUp(TracevoteError):
 def gave_up(trace: str, attempts: Attempts, last: TransientError | StreamBroken, max_retries: int) -> GaveUp:
     """"trace q3/2 (warmup) still failed after pool.max_retries (2): stream cut x3 (...); 41 tokens received ..."."""
     broke = ", ".join(f"{cause} x{count}" for cause, count in attempts.causes.most_common())
-    streams = (f"; its stream broke {attempts.failed} times ({broke}), the {attempts.tokens} tokens received on those "
-               f"attempts billed" if attempts.failed else "")
+    streams = (f"; its stream broke {attempts.failed} times ({broke}), and the {attempts.tokens} tokens received on "
+               f"those attempts were billed" if attempts.failed else "")
     detail = f" ({last.detail})" if last.detail else ""
     return GaveUp(f"trace {trace} still failed after pool.max_retries ({max_retries}) retries: {last.cause}{detail}"
                   f"{streams}. The run stopped starting streams (every trace that ended is stored); run the stage "
