@@ -440,7 +440,7 @@ def _count_broken(job: _Job, summary: LiveSummary) -> None:
 
 
 def _key(job: _Job) -> str:
-    """"q3/2", or "q3/2 (warmup)": the trace's sample key."""
+    """"q3/2 (warmup)", "q3/5 (low)": the trace's sample key and whose ledger it belongs on."""
     return f"{job.problem.problem_id}/{job.index}" + (" (warmup)" if job.method is None else f" ({job.method.name})")
 
 
