@@ -1,10 +1,12 @@
 """Stage build_online against a loopback simulated server: killed with -9 at random moments and resumed, it ends
-with the traces an uninterrupted run stores and never streams a stored trace again; over its spend cap it refuses
+with the traces an uninterrupted run stores and never streams a stored trace again; with streams broken at 30%, one
+run stores what a fault-free run does; a stream that stays broken ends it in one line; over its spend cap it refuses
 before the first request."""
 
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import sys
 import urllib.request
@@ -33,12 +35,12 @@ CONCURRENCY = 3
 WARMUP, BUDGET = 4, 10
 
 
-def project(root: Path, base_url: str, **live: Any) -> Path:
+def project(root: Path, base_url: str, *, pool: dict[str, Any] | None = None, **live: Any) -> Path:
     """A folder with params.yaml (the fixture's, one local dataset `toy` of the 12 demo problems, an endpoint at
-    `base_url`, one live method) and the dataset normalized."""
+    `base_url`, one live method, `pool` keys changed) and the dataset normalized."""
     params = deep_merge(yaml.safe_load(FIXTURE_PARAMS.read_text()), deep_merge(one_dataset("toy", BUILTIN_PROBLEMS), {
         **model_overrides(backend="openai", base_url=base_url, name="tracevote-sim", needs_key=False, extra_body={}),
-        "decoding": {"max_tokens": 600}, "confidence": {"group_size": 16},
+        "decoding": {"max_tokens": 600}, "confidence": {"group_size": 16}, **({"pool": pool} if pool else {}),
         "online": {"warmup": WARMUP, "live": {"datasets": ["toy"], "methods": ["low"], "budget": BUDGET,
                                               "concurrency": CONCURRENCY, "max_cost_usd": 5.0, **live}}}))
     root.mkdir(parents=True)
@@ -96,6 +98,73 @@ def test_killed_at_random_moments_it_resumes_to_what_an_uninterrupted_run_stores
         assert not set(probe_free(slow) - requests_before) & before, "a stored trace was streamed again"
     assert partial >= 1, "no kill landed in the middle of a run; the test proved nothing"
     assert traces(root) == expected
+
+
+@pytest.fixture(scope="module")
+def fault_free(tmp_path_factory: pytest.TempPathFactory) -> dict[str, LiveTrace]:
+    """The traces a run against a server without faults stores, by sample key."""
+    with running_server(SimModel(SIM), parse_faults("")) as base_url:
+        root = project(tmp_path_factory.mktemp("fault-free") / "project", base_url)
+        run_stage(root, "build_online.py", *COMMAND[2:])
+    return stored_traces(root)
+
+
+def as_kept(found: dict[str, LiveTrace]) -> dict[str, tuple]:
+    """What a run decided for each trace: its kept tokens and text (hence its answer), how and where it stopped."""
+    return {key: (t.sample.tokens, t.sample.text, t.stop_reason, t.threshold) for key, t in found.items()}
+
+
+SCORE = ["score_online.py", "--dataset", "toy", "--problems", "data/toy.jsonl", "--manifest", "online/toy.json",
+         "--scores", "data/scores", "--aggregate", "data/aggregate", "--metrics", "metrics/online_live/toy",
+         "--headline", "metrics/headline/online_live/toy", "--plots", "plots/online_live/toy"]
+
+
+# each way a stream breaks after its first tokens (sim.faults): cut inside an HTTP chunk, no last chunk, half an
+# event, no finish chunk, only -9999 sentinel logprobs, a stall past the read timeout (pool.request_timeout_s 2)
+@pytest.mark.parametrize("kind", ["cut", "drop", "malformed", "truncated", "sentinel", "slow"])
+def test_streams_broken_at_30_percent_are_asked_again_and_one_run_stores_what_a_fault_free_run_does(
+        tmp_path: Path, kind: str, fault_free: dict[str, LiveTrace]) -> None:
+    spec = f"{kind}=0.3,seed=4,stream_after=6" + (",slow_s=30" if kind == "slow" else "")
+    with running_server(SimModel(SIM), parse_faults(spec)) as base_url:
+        root = project(tmp_path / kind, base_url, pool={"request_timeout_s": 2} if kind == "slow" else None)
+        done = run_stage(root, "build_online.py", *COMMAND[2:])
+        requests = probe_free(base_url)
+    found = stored_traces(root)
+    assert as_kept(found) == as_kept(fault_free)
+    failed = sum(t.failed_attempts for t in found.values())
+    # each broken attempt counted once, on its trace (a loaded machine may add a timeout before any token arrived,
+    # retried as any failed request, where the read timeout is short)
+    assert 0 < failed == requests.total() - len(found) or (kind == "slow" and 0 < failed <= requests.total())
+    assert any(t.failed_attempts for key, t in found.items() if int(key.rsplit("/", 1)[1]) < WARMUP)
+    assert f"{failed} stream attempts broke after tokens arrived" in done.stdout
+    if kind == "cut":  # the results bill the broken attempts' tokens
+        run_stage(root, *SCORE)
+        live = json.loads((root / "metrics" / "online_live" / "toy" / "summary.json").read_text())["live"]["low"]
+        billed = sum(t.completion_tokens + t.failed_tokens for t in found.values())
+        assert live["failed_attempts"] == failed and live["completion_tokens"] * 12 == pytest.approx(billed)
+        assert f"live low: {failed} stream attempts broke" in (
+            root / "metrics" / "online_live" / "toy" / "live.md").read_text()
+
+
+def test_a_stream_that_stays_broken_ends_the_run_after_max_retries_in_one_line_naming_it(tmp_path: Path) -> None:
+    """The warmup is stored by a sound server first (so no probe asks the broken one); two traces more per problem
+    then meet a server whose every stream breaks."""
+    with running_server(SimModel(SIM), parse_faults("")) as base_url:
+        root = project(tmp_path / "broken", base_url, pool={"max_retries": 2})
+        run_stage(root, "build_online.py", *COMMAND[2:])
+    params = yaml.safe_load((root / "params.yaml").read_text())
+    params["online"]["live"]["budget"] = BUDGET + 2
+    with running_server(SimModel(SIM), parse_faults("truncated=1,max_per_sample=1000")) as base_url:
+        params["endpoints"]["deepseek"]["base_url"] = base_url
+        write_params(root / "params.yaml", params)
+        failed = run_stage(root, "build_online.py", *COMMAND[2:], check=False)
+        requests = probe_free(base_url)
+    assert failed.returncode == 2 and "Traceback" not in failed.stderr
+    [line] = [line for line in failed.stderr.splitlines() if line.startswith("error:")]
+    named = re.match(r"error: trace (\S+) \(low\) still failed after pool\.max_retries \(2\) retries: stream cut", line)
+    assert named, line
+    assert requests[named.group(1)] == 3 and "its stream broke 3 times (stream cut x3), and the" in line
+    assert requests.total() <= 3 * CONCURRENCY  # no stream started after the first trace gave up
 
 
 def probe_free(server: Any) -> Counter[str]:

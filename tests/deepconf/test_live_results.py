@@ -4,9 +4,11 @@ the replay on the same traces."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
+import orjson
 import pytest
 
 from tests.deepconf.test_online import small_online_aggregate
@@ -26,7 +28,7 @@ from tracevote.report.live import (
     table_csv,
     table_markdown,
 )
-from tracevote.store.live import LiveManifest, LiveTrace, StopReason, encode, open_ledger
+from tracevote.store.live import LiveLedger, LiveManifest, LiveTrace, StopReason, decode, encode, open_ledger
 from tracevote.store.records import Sample
 
 ANSWERS = LiveAnswers(AnswersConfig(fallback="none", truncated_fallback=False), {"p": 7}, None)
@@ -202,3 +204,31 @@ def test_the_replays_mean_over_working_sets_is_read_only_under_the_live_runs_set
     for other in ({"warmup": 8}, {"consensus": 0.95}, {"percentiles": {"low": 80.0}}):
         repeated, absent = repeated_replay(result, budget=8, **(settings | other))
         assert repeated is None and absent is not None
+
+
+def test_broken_attempts_stored_with_their_traces_are_billed_and_said_in_live_md(tmp_path: Path) -> None:
+    """A trace asked again after its stream broke carries those attempts on its ledger: read back, their tokens are
+    billed (counted by the client) and their count is said per method; a trace stored before retries reads as none."""
+    warmup = [dataclasses.replace(trace(0, [2, 2], 3), failed_attempts=2, failed_tokens=9), trace(1, [2, 2], 3)]
+    streamed = [dataclasses.replace(trace(2, [9, 9], 7), failed_attempts=1, failed_tokens=4), trace(3, [9, 9], 7)]
+    path, manifest = stored_run(tmp_path, warmup, streamed, consensus=None, percentile=10.0)
+    stored = LiveLedger(manifest.root(path, manifest.warmup_ledger)).traces("p")
+    assert (stored[0].failed_attempts, stored[0].failed_tokens, stored[1].failed_attempts) == (2, 9, 0)
+    [scored] = score_run(path, manifest, ANSWERS, "smallest")
+    assert (scored.failed_attempts, scored.billed, scored.counted_by_client) == (3, 4 * 2 + 9 + 4, 9 + 4)
+    live = summarize([scored], ["high"], bootstrap=50, seed=0, level=0.95, budget=4)
+    assert summary_json(live, None, "no pool", {})["live"]["high"]["failed_attempts"] == 3
+    said = ("live high: 3 stream attempts broke after tokens arrived and were asked again from the start; the tokens "
+            "received on them are in the billed tokens and dollars above.")
+    assert said in table_markdown(live, None, "no pool", budget=4, simulated=True).splitlines()
+
+
+def test_a_live_trace_stored_before_retries_reads_as_one_without_broken_attempts() -> None:
+    stored = trace(0, [2, 2], 3)
+    payload = encode(stored, simulated=True)
+    size = int.from_bytes(payload[4:8], "little")
+    header = orjson.loads(payload[8:8 + size])
+    old = {key: value for key, value in header.items() if key not in ("failed_attempts", "failed_tokens")}
+    written = orjson.dumps(old)
+    read = decode(payload[:4] + len(written).to_bytes(4, "little") + written + payload[8 + size:], "old trace")
+    assert (read.failed_attempts, read.failed_tokens, read.sample.tokens) == (0, 0, stored.sample.tokens)

@@ -1,10 +1,12 @@
 """The live online run (sampling.live) against the simulator over real HTTP streams: trace by trace the same
-stops as the replay (deepconf.online) on the same traces sampled in full, the consensus stop decided in trace order
-whatever the concurrency (the streams still in flight then cancelled), and a rerun that rebuilds everything from
+stops as the replay (deepconf.online) on the same traces sampled in full, also when streams break and are asked
+again, the consensus stop decided in trace order whatever the concurrency (the streams still in flight then
+cancelled), and a rerun that rebuilds everything from
 its ledgers and streams nothing."""
 
 from __future__ import annotations
 
+import collections
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -26,6 +28,7 @@ from tracevote.deepconf.voting import row_percentile
 from tracevote.sampling.client import ChatClient
 from tracevote.sampling.live import LiveRules, LiveSummary, missing_traces, run_live
 from tracevote.sampling.stream import stream_completion
+from tracevote.sim.faults import parse_faults
 from tracevote.sim.model import SimModel
 from tracevote.sim.server import SimServer, start_server, stop_server
 from tracevote.store.live import LiveLedger, LiveTrace
@@ -119,6 +122,41 @@ def test_live_traces_stop_at_the_token_the_replay_stops_at_trace_by_trace(
         tmp_path: Path, server: SimServer, pool: dict[str, list[Sample]]) -> None:
     live = rules()
     runs = live_run(tmp_path, server, live, concurrency=3)
+    assert stops_where_the_replay_stops(runs, pool, live) > 0, "no trace stopped: the test would prove nothing"
+
+
+# each kind of stream that breaks after its first tokens; 30% of the attempts in all
+BROKEN_STREAMS = "drop=0.06,cut=0.06,malformed=0.06,truncated=0.06,sentinel=0.06,stream_after=5,seed=2"
+
+
+def test_streams_that_broke_and_were_asked_again_still_stop_where_the_replay_stops(
+        tmp_path: Path, pool: dict[str, list[Sample]]) -> None:
+    """The same sample key gives the same seed: a trace asked again is the same trace, and its stop rule starts
+    afresh on it; each broken attempt is counted on the trace as stored."""
+    live = rules()
+    faulty = start_server(SimModel(SIM, answers={problem_text(pid): gold for pid, gold in GOLDS.items()}),
+                          parse_faults(BROKEN_STREAMS))
+    try:
+        runs = live_run(tmp_path, faulty, live, concurrency=3)
+        requests = stats(faulty)["by_sample"]
+    finally:
+        stop_server(faulty)
+    assert stops_where_the_replay_stops(runs, pool, live) > 0, "no trace stopped: the test would prove nothing"
+    # a warmup trace is shared by the methods; a method's trace i has the key of the other's trace i
+    stored = {(name if t.index >= live.warmup else "", f"{pid}/{t.index}"): t
+              for name, traces in runs.items() for pid, ts in traces.items() for t in ts}
+    attempts = collections.Counter()
+    for (_, key), trace in stored.items():
+        attempts[key] += 1 + trace.failed_attempts
+    assert attempts == collections.Counter(requests)
+    retried = [t for t in stored.values() if t.failed_attempts]
+    assert any(t.index < live.warmup for t in retried) and any(t.index >= live.warmup for t in retried)
+    assert all(t.failed_tokens >= 5 * t.failed_attempts for t in retried)  # each broke after stream_after tokens
+
+
+def stops_where_the_replay_stops(runs: dict[str, dict[str, list[LiveTrace]]], pool: dict[str, list[Sample]],
+                                 live: LiveRules) -> int:
+    """Checks each live trace against the replay on the pool's traces; how many stopped early."""
     stopped_somewhere = 0
     for name, percentile in PERCENTILES.items():
         for pid, gold in GOLDS.items():
@@ -144,7 +182,7 @@ def test_live_traces_stop_at_the_token_the_replay_stops_at_trace_by_trace(
             stopped_somewhere += int(stopped.sum())
             expected = replay(trace, sets, percentile, OnlineConfig(live.warmup, {name: percentile}, None), "smallest")
             assert sum(t.sample.n_tokens for t in traces) == expected.tokens[0]
-    assert stopped_somewhere > 0, "no trace stopped: the test would prove nothing"
+    return stopped_somewhere
 
 
 def test_the_consensus_stop_is_the_sequential_one_at_any_concurrency(

@@ -4,8 +4,10 @@ The SSE lines are parsed minimally here (the project's stream parser lives in sa
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
+import urllib.parse
 from collections.abc import Iterator
 from typing import Any
 
@@ -188,6 +190,45 @@ def test_a_dropped_stream_ends_mid_body_after_its_chunks() -> None:
     chunks = events(iter(lines))
     assert len(content_chunks(chunks)) == 4
     assert "[DONE]" not in chunks
+
+
+def _raw_body(url: str) -> bytes:
+    """A streamed reply's body as it came off the socket, its HTTP chunk framing and all, until the server closed."""
+    where = urllib.parse.urlsplit(url)
+    request = orjson.dumps(chat(stream=True))
+    with socket.create_connection((where.hostname, where.port), timeout=EVENT_TIMEOUT_S) as connection:
+        connection.sendall(b"POST /chat/completions HTTP/1.1\r\nHost: sim\r\nContent-Type: application/json\r\n"
+                           + f"{SAMPLE_HEADER}: f\r\nContent-Length: {len(request)}\r\n\r\n".encode() + request)
+        received = b""
+        while data := connection.recv(1 << 16):
+            received += data
+    return received.split(b"\r\n\r\n", 1)[1]
+
+
+def _chunks(body: bytes) -> tuple[list[bytes], bytes]:
+    """The payloads of the whole HTTP chunks of `body`, and what follows the last of them (a chunk cut short)."""
+    payloads = []
+    while b"\r\n" in body:
+        size_line, rest = body.split(b"\r\n", 1)
+        size = int(size_line, 16)
+        if len(rest) < size + 2:
+            break
+        payloads.append(rest[:size])
+        body = rest[size + 2:]
+    return payloads, body
+
+
+@pytest.mark.parametrize(("kind", "cut_inside_a_chunk"), [("cut", True), ("drop", False)])
+def test_a_cut_stream_closes_inside_an_http_chunk_and_a_dropped_one_between_two(kind: str,
+                                                                                 cut_inside_a_chunk: bool) -> None:
+    with running_server(MODEL, _faulty(kind)) as url:
+        payloads, rest = _chunks(_raw_body(url))
+    assert len(content_chunks(events(iter(b"".join(payloads).splitlines())))) == 4
+    assert b"" not in payloads  # no last chunk: the body never ended
+    assert bool(rest) == cut_inside_a_chunk
+    if cut_inside_a_chunk:
+        size_line, partial = rest.split(b"\r\n", 1)
+        assert 0 < len(partial) < int(size_line, 16)
 
 
 def test_a_stalled_stream_meets_the_clients_read_timeout() -> None:

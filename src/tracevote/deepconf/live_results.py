@@ -58,11 +58,12 @@ class LiveProblem:
     voted: int
     received: int  # completion tokens that arrived
     kept: int  # up to and including each trace's stop
-    billed: int  # completion tokens billed: the server's usage, else those received
+    billed: int  # completion tokens billed: the server's usage, else those received (broken attempts' included)
     counted_by_client: int  # the part of `billed` the client counted (no usage from the server)
     prompt_tokens: int  # the server's counts, where it sent them
     prompts_unknown: int  # traces whose prompt tokens the server did not report
     usd: float  # as priced when each trace was stored
+    failed_attempts: int = 0  # stream attempts that broke and were asked again (their tokens are in billed)
 
 
 def score_problem(problem_id: str, method: str, percentile: float, traces: Sequence[LiveTrace], *, warmup: int,
@@ -89,10 +90,12 @@ def score_problem(problem_id: str, method: str, percentile: float, traces: Seque
         closed_unrecorded=sum(t.server_finished is None for t in closed),
         after_decision=len(traces) - decided - 1, voted=int((~np.isnan(weights)).sum()),
         received=sum(t.received for t in traces), kept=sum(t.sample.n_tokens for t in traces),
-        billed=sum(t.completion_tokens for t in traces),
-        counted_by_client=sum(t.completion_tokens for t in traces if t.usage_source == "client"),
+        billed=sum(t.completion_tokens + t.failed_tokens for t in traces),
+        counted_by_client=sum((t.completion_tokens if t.usage_source == "client" else 0) + t.failed_tokens
+                              for t in traces),
         prompt_tokens=sum(t.prompt_tokens for t in traces if t.prompt_tokens is not None),
-        prompts_unknown=sum(t.prompt_tokens is None for t in traces), usd=sum(t.usd for t in traces))
+        prompts_unknown=sum(t.prompt_tokens is None for t in traces), usd=sum(t.usd for t in traces),
+        failed_attempts=sum(t.failed_attempts for t in traces))
 
 
 def score_run(manifest_path: Path, manifest: LiveManifest, answers: LiveAnswers,

@@ -47,6 +47,7 @@ class LiveMethod:
     closed_unrecorded: int  # of them, those stored before tracevote recorded whether it had
     started_before_decision: int
     traces_started_per_problem: float
+    failed_attempts: int = 0  # stream attempts that broke and were asked again, in all (billed as received)
 
 
 @dataclass(frozen=True)
@@ -125,7 +126,8 @@ def _method(rows: list[LiveProblem], accuracy: float, low: float, high: float) -
         closed_after_finish=sum(p.closed_after_finish for p in rows),
         closed_unrecorded=sum(p.closed_unrecorded for p in rows),
         started_before_decision=sum(p.after_decision for p in rows),
-        traces_started_per_problem=sum(p.started for p in rows) / n)
+        traces_started_per_problem=sum(p.started for p in rows) / n,
+        failed_attempts=sum(p.failed_attempts for p in rows))
 
 
 def compare(same: Sequence[SameTraces], live: dict[str, LiveMethod]) -> Comparison:
@@ -183,6 +185,9 @@ def table_markdown(live: dict[str, LiveMethod], comparison: Comparison | None, a
             notes.append(f"live {name}: {m.counted_by_client_pct:.1f}% of its completion tokens were counted by the "
                          f"client; {m.prompt_tokens_unknown} traces' prompt tokens were not reported.")
     notes += [note for name, m in live.items() if (note := stops_after_finish_note(name, m))]
+    notes += [f"live {name}: {m.failed_attempts} stream attempts broke after tokens arrived and were asked again "
+              f"from the start; the tokens received on them are in the billed tokens and dollars above."
+              for name, m in live.items() if m.failed_attempts]
     if comparison is None:
         notes.append(f"No saving is reported: {absent}.")
     else:

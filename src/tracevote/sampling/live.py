@@ -13,7 +13,8 @@ Per problem (as the replay, tracevote.deepconf.online, on the working set 0..bud
 Every trace is stored the moment it ends (store.live), from this thread only, so a kill -9 loses at most the
 streams in flight. A rerun loads what is stored, rebuilds the thresholds and the consensus checks from it (the
 same numbers, no request) and streams only the missing traces. A trace whose stream broke after tokens arrived is
-not stored (its tokens were billed: the run counts them) and is streamed again by the next run.
+asked again from its start under the client's retries (sampling.live_retry), its broken attempts billed and stored
+with it; one still broken when its retries run out ends the run softly, in one line naming it.
 """
 
 from __future__ import annotations
@@ -26,21 +27,13 @@ import time
 from collections.abc import Callable, Container
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 
 from tracevote.core.config import Params
 from tracevote.core.config_endpoints import ModelConfig, PricingConfig
-from tracevote.core.costs import (
-    CostEstimate,
-    prompt_bytes,
-    prompt_tokens,
-    simulated_as,
-    spent_text,
-    usd,
-    worst_case_usd,
-)
+from tracevote.core.costs import CostEstimate, prompt_bytes, prompt_tokens, simulated_as, spent_text, worst_case_usd
 from tracevote.core.errors import DataError, QuotaError, StorageError, TracevoteError
 from tracevote.core.retry import TransientError
 from tracevote.deepconf.live import WindowStop, lowest_groups, warmup_threshold
@@ -48,7 +41,8 @@ from tracevote.deepconf.online import consensus_checks
 from tracevote.sampling.breaker import OutageError
 from tracevote.sampling.budget import SpendCap, SpendCapError
 from tracevote.sampling.client import ChatClient, StreamBroken
-from tracevote.sampling.stream import HOLD_CHUNKS, Streamed, TokenBatch, stream_completion
+from tracevote.sampling.live_retry import Attempts, gave_up, price, stream_trace
+from tracevote.sampling.stream import HOLD_CHUNKS, Streamed
 from tracevote.store.framing import FrameWriter
 from tracevote.store.live import LiveLedger, LiveTrace, StopReason, encode, method_setting, warmup_setting
 from tracevote.store.pool import Setting
@@ -84,7 +78,8 @@ class LiveSummary:
     counted_by_client: int = 0  # billed completion tokens counted by the client (the server sent no usage)
     prompts_estimated: int = 0  # traces without the server's usage: their prompt priced as the spend guard does
     usd: float = 0.0
-    broken_tokens: int = 0  # tokens received on streams that broke (billed, not stored)
+    broken_attempts: int = 0  # stream attempts that broke after tokens arrived (each asked again, or given up on)
+    broken_tokens: int = 0  # tokens received on them (billed, counted by the client)
     failures: collections.Counter[str] = field(default_factory=collections.Counter)
     elapsed_s: float = 0.0
     simulated_as: str | None = None
@@ -107,9 +102,10 @@ class LiveSummary:
                  f"server sent no usage), {spent_text(self.usd, self.simulated_as)}"
                  + (f" (the prompts of {self.prompts_estimated} traces without usage estimated as the spend guard "
                     f"does)" if self.prompts_estimated else "")]
-        if self.broken_tokens:
-            lines.append(f"  {self.broken_tokens} tokens arrived on streams that broke (billed; those traces are "
-                         f"streamed again by the next run)")
+        if self.broken_attempts:
+            lines.append(f"  {self.broken_attempts} stream attempts broke after tokens arrived, each asked again "
+                         f"from its start: the {self.broken_tokens} tokens received on them are billed above (counted "
+                         f"by the client)")
         lines += [f"  failed: {count} x {cause}" for cause, count in self.failures.most_common()]
         return "\n".join(lines)
 
@@ -151,6 +147,7 @@ class _Job:
     method: _Method | None  # None: a warmup trace
     index: int
     cancel: threading.Event
+    attempts: Attempts = field(default_factory=Attempts)  # its broken attempts, booked by the stream's thread
 
 
 WARMUP = "warmup"
@@ -231,7 +228,7 @@ def run_live(client: ChatClient, warmup: LiveLedger, methods: dict[str, LiveLedg
                             break
                     _claim(job)
                     summary.started += 1
-                    in_flight[executor.submit(_stream, client, job, rules, batch_chunks)] = job
+                    in_flight[executor.submit(_stream, client, job, rules, batch_chunks, pricing)] = job
                 if not in_flight:
                     break
                 done, _ = cf.wait(in_flight, return_when=cf.FIRST_COMPLETED)
@@ -245,16 +242,12 @@ def run_live(client: ChatClient, warmup: LiveLedger, methods: dict[str, LiveLedg
                         stop = stop or exc
                         _fail(job, summary, type(exc).__name__, cap, worst)
                         continue
-                    except StreamBroken as broken:
-                        received = broken.received
-                        summary.broken_tokens += received.n_tokens if isinstance(received, Streamed) else 0
-                        _fail(job, summary, broken.cause, cap, worst,
-                              paid=_paid(received, job, pricing) if isinstance(received, Streamed) else 0.0)
-                        continue
-                    except TransientError as exc:
+                    except (StreamBroken, TransientError) as exc:  # still broken after the client's retries
                         _fail(job, summary, exc.cause, cap, worst)
+                        if not job.cancel.is_set():  # a cancelled trace is not missing: the run goes on
+                            stop = stop or gave_up(_key(job), job.attempts, exc, client.max_retries)
                         continue
-                    paid = _paid(streamed, job, pricing)
+                    paid = price(streamed, job.problem.messages, pricing) + job.attempts.usd
                     trace = _trace(job, streamed, reason, kept, paid)
                     if cap is not None:
                         cap.settle(worst, paid)
@@ -266,6 +259,7 @@ def run_live(client: ChatClient, warmup: LiveLedger, methods: dict[str, LiveLedg
                             f"streaming. Free some space and run the stage again: it streams only what is missing"))
                         continue
                     summary.add(trace, paid)
+                    _count_broken(job, summary)
                     _record(job, trace, rules, codes)
                     if on_stored is not None:
                         on_stored(trace, summary)
@@ -427,44 +421,41 @@ def _release(job: _Job) -> None:
         job.method.in_flight.pop(job.index, None)
 
 
-def _fail(job: _Job, summary: LiveSummary, cause: str, cap: SpendCap | None, worst: float, *,
-          paid: float = 0.0) -> None:
+def _fail(job: _Job, summary: LiveSummary, cause: str, cap: SpendCap | None, worst: float) -> None:
+    """A trace that ended unstored; its broken attempts were billed."""
     (job.problem.failed if job.method is None else job.method.failed).add(job.index)
     summary.failures[cause] += 1
-    summary.usd += paid
+    _count_broken(job, summary)
+    summary.usd += job.attempts.usd
     if cap is not None:
-        cap.settle(worst, paid)
+        cap.settle(worst, job.attempts.usd)
 
 
-def _stream(client: ChatClient, job: _Job, rules: LiveRules,
-            batch_chunks: int) -> tuple[Streamed, StopReason, int]:
-    """One trace streamed, how it ended and how many of its tokens are kept; closed when the stop rule fires or
-    the run cancels it."""
-    rule = None if job.method is None else WindowStop(job.method.threshold, rules.group_size)
-    why: list[StopReason] = []
+def _count_broken(job: _Job, summary: LiveSummary) -> None:
+    """The trace's broken attempts: billed as their tokens arrived, counted by the client."""
+    summary.broken_attempts += job.attempts.failed
+    summary.broken_tokens += job.attempts.tokens
+    summary.billed_completion += job.attempts.tokens
+    summary.counted_by_client += job.attempts.tokens
 
-    def observe(batch: TokenBatch) -> Literal["stop"] | int | None:
-        if rule is not None and rule.feed(batch.token_confidence) is not None:
-            why.append("confidence")
-            return "stop"
-        if job.cancel.is_set():
-            why.append("consensus-cancelled")
-            return "stop"
-        return safe()
 
-    def safe() -> int:
-        """The tokens the client may hold back: as many as the rule can take before it could stop (a warmup trace
-        never stops on its tokens; a cancel reaches the client at once, whatever it holds)."""
-        return rules.max_tokens if rule is None else rule.safe_tokens()
+def _key(job: _Job) -> str:
+    """"q3/2 (warmup)", "q3/5 (low)": the trace's sample key and whose ledger it belongs on."""
+    return f"{job.problem.problem_id}/{job.index}" + (" (warmup)" if job.method is None else f" ({job.method.name})")
 
-    streamed = stream_completion(client, job.problem.messages, sample_key=f"{job.problem.problem_id}/{job.index}",
-                                 observer=observe, max_tokens=rules.max_tokens, keep_top_logprobs=False,
-                                 batch_chunks=batch_chunks,
-                                 want=safe(), cancel=job.cancel)
-    reason: StopReason = why[0] if why else streamed.stop_reason  # type: ignore[assignment]
-    if reason == "confidence" and rule is not None and rule.spent is not None:
-        return streamed, reason, rule.spent
-    return streamed, reason, streamed.n_tokens
+
+def _stream(client: ChatClient, job: _Job, rules: LiveRules, batch_chunks: int,
+            pricing: PricingConfig) -> tuple[Streamed, StopReason, int]:
+    """One trace streamed (asked again from its start when its stream breaks), how it ended and how many of its
+    tokens are kept; closed when the stop rule fires or the run cancels it."""
+    method = job.method
+
+    def rule() -> WindowStop | None:
+        return None if method is None else WindowStop(method.threshold, rules.group_size)
+
+    return stream_trace(client, job.problem.messages, f"{job.problem.problem_id}/{job.index}", rule,
+                        max_tokens=rules.max_tokens, cancel=job.cancel, batch_chunks=batch_chunks,
+                        attempts=job.attempts, pricing=pricing)
 
 
 def _cut(streamed: Streamed, spent: int) -> Streamed:
@@ -491,16 +482,8 @@ def _trace(job: _Job, received: Streamed, reason: StopReason, kept: int, paid: f
                      prompt_tokens=streamed.prompt_tokens, completion_tokens=streamed.completion_tokens,
                      usage_source=streamed.usage_source,
                      threshold=None if job.method is None else job.method.threshold, usd=paid,
-                     server_finished=received.server_finished)
-
-
-def _paid(streamed: Streamed, job: _Job, pricing: PricingConfig) -> float:
-    """What the trace cost: the server's usage, else its prompt estimated as the spend guard does and the tokens
-    received."""
-    prompt = streamed.prompt_tokens
-    if prompt is None:
-        prompt = prompt_tokens(prompt_bytes(job.problem.messages))
-    return usd(prompt, streamed.completion_tokens, pricing)
+                     server_finished=received.server_finished, failed_attempts=job.attempts.failed,
+                     failed_tokens=job.attempts.tokens)
 
 
 class _Writers:

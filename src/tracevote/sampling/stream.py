@@ -37,7 +37,9 @@ off, each event cut by the layout with a few bytes operations, its items read pe
 its item reader. Both give the same tokens, bit for bit (tests/sampling/test_stream_fast.py).
 
 Failures before any token reached the observer are retried as every call (TransientError); after that they raise
-client.StreamBroken with what arrived, since a retry would feed the observer the trace again.
+client.StreamBroken with what arrived, since a retry would feed the observer the trace again, unless the caller
+gives stream_completion a `restart` hook: the hook hears of the broken attempt (and resets its observer), and the
+attempt is then retried from the start as any failed call (the live run's, sampling.live_retry).
 """
 
 from __future__ import annotations
@@ -154,7 +156,8 @@ def stream_completion(client: ChatClient, messages: list[dict[str, str]], *, sam
                       keep_top_logprobs: bool = True, keep_top_tokens: bool = False,
                       batch_chunks: int = HOLD_CHUNKS,
                       hold_s: float | None = HOLD_S, want: int | None = None,
-                      cancel: threading.Event | None = None) -> Streamed:
+                      cancel: threading.Event | None = None,
+                      restart: Callable[[StreamBroken], None] | None = None) -> Streamed:
     """One streamed trace through `client` (its endpoints, headers, key, timeouts, retries and breaker).
 
     Tokens are held back and handed to the observer together once `batch_chunks` chunks were read, or `hold_s`
@@ -170,14 +173,22 @@ def stream_completion(client: ChatClient, messages: list[dict[str, str]], *, sam
     long. `cancel`: once set, the held tokens go to the observer at once, even mid-sleep, and the observer (which
     knows why) closes the stream. `batch_chunks` 1 with `hold_s` None hands over every read's tokens at once (one
     call per read). `keep_top_logprobs` false: the batches and the result carry no top-k, only C_i (as
-    ChatClient.sample's; a live run keeps nothing more)."""
+    ChatClient.sample's; a live run keeps nothing more). `restart`: a stream that breaks after its first tokens is
+    handed to it (its StreamBroken, with what arrived), then asked again from its start under the client's retries,
+    as any failed attempt; the hook resets the observer, or raises to end the retries."""
     payload = orjson.dumps(stream_body(client, messages, sample_key=sample_key, max_tokens=max_tokens))
 
     def read(response: requests.Response, started: float) -> Streamed:
         reader = _StreamReader(client.decoding.top_logprobs, keep_top_tokens, observer, client.redact, batch_chunks,
                                hold_s, keep_top_logprobs=keep_top_logprobs, want=want, cancel=cancel)
         reader.simulated = response.headers.get(SIMULATED_HEADER) == "1"
-        streamed = reader.read(reader.pieces(response), started)
+        try:
+            streamed = reader.read(reader.pieces(response), started)
+        except StreamBroken as broken:
+            if restart is None:
+                raise
+            restart(broken)
+            raise TransientError(broken.cause, broken.detail) from None
         if reader.body_read:
             _give_back(response)
         return streamed

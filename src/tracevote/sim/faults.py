@@ -2,14 +2,15 @@
 
 Faults are drawn per (seed, sample, attempt), so a run is reproducible whatever the concurrency, and a
 sample gets at most `max_per_sample` faults, so none fails forever. Fault spec (see parse_faults):
-    429=0.05,500=0.05,503=0.05,slow=0.05,drop=0.05,malformed=0.05,truncated=0.05,nologprobs=0.05,sentinel=0.05
-    all=0.2                        20% spread evenly over the nine kinds
+    429=0.05,500=0.05,503=0.05,slow=0.05,drop=0.05,malformed=0.05,truncated=0.05,nologprobs=0.05,sentinel=0.05,cut=0.05
+    all=0.2                        20% spread evenly over the ten kinds
     seed=1,retry_after_s=0.05,slow_s=0.05,max_per_sample=3,stream_after=8   options
     overloaded_retry_after=1       503s carry Retry-After too (retry_after_s), as an overloaded gateway's may
 
-A streamed reply (`stream: true`) meets drop, slow, malformed and truncated mid-stream, after `stream_after`
+A streamed reply (`stream: true`) meets drop, slow, malformed, truncated and cut mid-stream, after `stream_after`
 content chunks: the connection dropped without ending the body, no bytes for slow_s, half an event, the body
-ended without a finish chunk or [DONE]. The other kinds strike as they do a whole reply.
+ended without a finish chunk or [DONE], the connection dropped inside an HTTP chunk (half of it sent). The other
+kinds strike as they do a whole reply (cut as truncated: half the body, then the connection closes).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Any
 
 from tracevote.core.errors import ConfigError
 
-FAULT_KINDS = ("429", "500", "503", "slow", "drop", "malformed", "truncated", "nologprobs", "sentinel")
+FAULT_KINDS = ("429", "500", "503", "slow", "drop", "malformed", "truncated", "nologprobs", "sentinel", "cut")
 _OPTIONS = {"seed": int, "retry_after_s": float, "slow_s": float, "max_per_sample": int, "stream_after": int,
             "overloaded_retry_after": int}
 
@@ -92,3 +93,13 @@ def _option(spec: str, name: str, value: str) -> Any:
     if parsed < 0:
         raise ConfigError(f"--faults {spec!r}: {name}={value!r} must be a {_OPTIONS[name].__name__} >= 0")
     return parsed
+
+
+def half_chunk(data: bytes) -> bytes:
+    """The first half of `data` framed as an HTTP chunk: what a connection cut inside the chunk delivers.
+
+    >>> half_chunk(b"data: {}")
+    b'8\\r\\ndat'
+    """
+    framed = b"%x\r\n%s\r\n" % (len(data), data)
+    return framed[: len(framed) // 2]

@@ -43,7 +43,7 @@ import orjson
 from tracevote.core.profiles import PROFILES
 from tracevote.core.simulated import KIND_HEADER, MODELS_OWNER, SAMPLE_HEADER, SIMULATED_HEADER, SOLVE
 from tracevote.sim.context import context_refusal
-from tracevote.sim.faults import FaultPlan
+from tracevote.sim.faults import FaultPlan, half_chunk
 from tracevote.sim.kinds import KNOWN_KINDS, UnknownKindError
 from tracevote.sim.model import SimModel
 from tracevote.sim.nchoices import N_REFUSED, choice_keys, choices_served, complete_n, requested_n
@@ -282,7 +282,7 @@ class _Handler(BaseHTTPRequestHandler):
             # subtle: the page starts with a line break, so even when the cut falls inside a JSON string
             # the document is invalid there, not merely cut short
             data = data[: len(data) // 2] + b"\r\n<html><body>502 Bad Gateway</body></html>\r\n"
-        sent = data[: len(data) // 2] if fault == "truncated" else data
+        sent = data[: len(data) // 2] if fault in ("truncated", "cut") else data
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header(SIMULATED_HEADER, "1")
@@ -296,14 +296,14 @@ class _Handler(BaseHTTPRequestHandler):
             if delivered_key is not None:
                 self.server.stats.delivered_to(delivered_key, -1)
             raise
-        if fault == "truncated":
+        if fault in ("truncated", "cut"):
             self.wfile.flush()
             self.close_connection = True
 
     def _send_stream(self, request: dict[str, Any], sample_key: str | None, counted_key: str, kind: str,
                      fault: str | None) -> None:
         """Server-sent events in HTTP chunks, made one at a time: a client gone stops the making. A fault
-        (drop, slow, malformed, truncated) strikes after faults.stream_after content chunks."""
+        (drop, slow, malformed, truncated, cut) strikes after faults.stream_after content chunks."""
         degrade: Degrade = "sentinel" if fault == "sentinel" else "nologprobs" if fault == "nologprobs" else "none"
         events = self.server.model.stream(request, sample_key, degrade=degrade, kind=kind,
                                           profile=PROFILES[self.server.options.profile],
@@ -324,7 +324,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.server.stats.delivered_to(counted_key)  # whole and valid, as a slow whole reply is
         if ending in ("finished", "malformed", "slow", "truncated"):
             self.wfile.write(b"0\r\n\r\n")
-        if ending in ("drop", "client gone"):
+        if ending in ("drop", "cut", "client gone"):
             self.close_connection = True  # no end of the chunked body
         elif self.server.options.send_buffer is not None:
             # the connection's next reply is not held to this stream's small buffer: the kernel would have grown it
@@ -346,7 +346,9 @@ class _Handler(BaseHTTPRequestHandler):
             data = event.data
             if event.tokens and content_sent == strike_at:
                 struck = True
-                if fault in ("drop", "truncated"):
+                if fault in ("drop", "truncated", "cut"):
+                    with contextlib.suppress(ConnectionError):  # cut: the connection drops inside an HTTP chunk
+                        self.wfile.write(half_chunk(data) if fault == "cut" else b"")
                     return fault
                 if fault == "slow" and _stalled(self.connection, self.server.faults.slow_s):
                     return "client gone"

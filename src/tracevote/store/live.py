@@ -46,7 +46,9 @@ class LiveTrace:
     `sample` holds the tokens kept: all of them, or those up to and including the token the trace stopped at
     (`received` counts every token that arrived, some after that one). Billing: `prompt_tokens` and
     `completion_tokens` are the server's usage when it sent one (usage_source "server"); otherwise the completion
-    tokens are those received, counted by the client, and the prompt tokens are unknown (None).
+    tokens are those received, counted by the client, and the prompt tokens are unknown (None). A trace whose
+    stream broke and was asked again counts those attempts apart: `failed_attempts` of them, `failed_tokens`
+    received on them (billed as received), their price in `usd`.
     """
 
     sample: Sample
@@ -58,9 +60,12 @@ class LiveTrace:
     threshold: float | None  # the stop threshold the trace was streamed under; None for a warmup trace
     simulated: bool = False  # tracevote's simulator answered (read back from the stored payload)
     usd: float = 0.0  # priced when stored: the server's usage, else the tokens received and the prompt estimated
+    # (the failed attempts' prompts and tokens included)
     # the server's finish_reason had arrived when the client closed the stream (a stop that saved the server
     # nothing); None: stored before tracevote recorded it
     server_finished: bool | None = None
+    failed_attempts: int = 0  # attempts whose stream broke before this one (each asked again from its start)
+    failed_tokens: int = 0  # completion tokens received on them: billed, counted by the client
 
     @property
     def index(self) -> int:
@@ -69,7 +74,8 @@ class LiveTrace:
     def header(self) -> dict[str, Any]:
         return {"stop_reason": self.stop_reason, "received": self.received, "prompt_tokens": self.prompt_tokens,
                 "completion_tokens": self.completion_tokens, "usage_source": self.usage_source,
-                "threshold": self.threshold, "usd": self.usd, "server_finished": self.server_finished}
+                "threshold": self.threshold, "usd": self.usd, "server_finished": self.server_finished,
+                "failed_attempts": self.failed_attempts, "failed_tokens": self.failed_tokens}
 
 
 def encode(trace: LiveTrace, *, simulated: bool) -> bytes:
@@ -91,7 +97,9 @@ def decode(payload: bytes | memoryview, where: str) -> LiveTrace:
                          completion_tokens=int(header["completion_tokens"]), usage_source=header["usage_source"],
                          threshold=header["threshold"], simulated=bool(decoded.header.get("simulated")),
                          usd=float(header["usd"]),
-                         server_finished=header.get("server_finished"))  # absent from traces stored before it
+                         server_finished=header.get("server_finished"),  # absent from traces stored before it
+                         failed_attempts=int(header.get("failed_attempts", 0)),  # ... and these before retries
+                         failed_tokens=int(header.get("failed_tokens", 0)))
     except (ValueError, KeyError, TypeError, struct.error, orjson.JSONDecodeError) as exc:
         raise DataError(f"{where}: not a live trace ({exc})") from None
 
