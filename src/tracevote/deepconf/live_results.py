@@ -31,6 +31,7 @@ from tracevote.core.parquet import read_parquet_metadata
 from tracevote.deepconf.evaluate import online_traces, split_problems
 from tracevote.deepconf.live import LiveAnswers, lowest_groups, warmup_threshold
 from tracevote.deepconf.online import OnlineTrace, consensus_checks, replay
+from tracevote.deepconf.signals import DEFAULT_SIGNAL, table_signal
 from tracevote.deepconf.voting import majority_vote, tie_credit, weighted_vote
 from tracevote.store.ledger import fingerprint_of, folder_name
 from tracevote.store.live import LiveLedger, LiveManifest, LiveTrace
@@ -156,11 +157,12 @@ def same_traces(trace: OnlineTrace, problem_id: str, budget: int, percentiles: d
                       replay_tokens={name: float(r.tokens[0]) for name, r in replays.items()})
 
 
-def pool_traces(scores: pd.DataFrame, stops: pd.DataFrame, budget: int) -> dict[str, OnlineTrace]:
+def pool_traces(scores: pd.DataFrame, stops: pd.DataFrame, budget: int,
+                signal: str = DEFAULT_SIGNAL) -> dict[str, OnlineTrace]:
     """Each pool problem's samples 0..budget-1 as the replay reads them (score and stop tables of those samples
     alone); a problem holding fewer is left out."""
     kept = scores[scores["sample_id"] < budget]
-    problems = [p for p in split_problems(kept) if len(p) == budget]
+    problems = [p for p in split_problems(kept, signal=signal) if len(p) == budget]
     traces = online_traces(problems, stops[stops["sample_id"] < budget])
     return {problem.problem_id: trace for problem, trace in zip(problems, traces, strict=True)}
 
@@ -183,7 +185,7 @@ def pool_beside(scores: Path, manifest: LiveManifest, tie_break: TieBreak) -> tu
     budget = manifest.budget
     table = pd.read_parquet(scores, filters=[("sample_id", "<", budget)])
     stops = pq.read_table(stops_path, filters=[("sample_id", "<", budget)]).to_pandas()
-    traces = pool_traces(table, stops, budget)
+    traces = pool_traces(table, stops, budget, table_signal(metadata))
     lacking = [pid for pid in manifest.problems if pid not in traces]
     if lacking:
         return [], f"the pool holds fewer than {budget} traces of {len(lacking)} problems (pool.n_pool)"

@@ -98,6 +98,12 @@ def signal_traces(pool: Pool, traces: ProblemTraces, plan: SignalPlan) -> dict[s
             for signal in (plan.token, *plan.others)}
 
 
+def table_signal(metadata: dict[str, str]) -> str:
+    """The token signal a score table's measures average, from its Parquet metadata (tables from before the setting
+    are DeepConf's C_i)."""
+    return metadata.get("token_signal", DEFAULT_SIGNAL)
+
+
 def vote_weights(values: np.ndarray, signal: str) -> np.ndarray:
     """The weight a trace's measure gives its vote: the measure itself for deepconf (C_i > 0, DeepConf's rule),
     e^measure for chosen and entropy, whose measures are <= 0 (a sum of negative weights would favour the answers
