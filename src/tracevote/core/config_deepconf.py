@@ -79,7 +79,7 @@ class ConfidenceConfig:
                                "token's logprob; entropy, minus the entropy of the token's top-k (not renormalized)",
                                "deepconf")
     top_k: int | None = param("how many of each token's kept top-k entries (the first k, by rank) deepconf and entropy "
-                              "use, at most decoding.top_logprobs; null: every entry the pool kept", None, ge=1, le=20)
+                              "use, at most decoding.top_logprobs; null: every entry the pool kept", None, ge=1)
     compare_signals: bool = param("true also scores every other token signal the pool supports (columns "
                                   "<signal>_<measure>), for the report's AUROC table; false: only `token` (the score "
                                   "stage then reads only C_i when token is deepconf at the pool's k: faster)", False)
