@@ -20,7 +20,7 @@ import numpy as np
 
 from tracevote.core.errors import DataError
 from tracevote.store import codec, framing
-from tracevote.store.logprobs import SENTINEL_LOGPROB, token_confidence
+from tracevote.store.logprobs import SENTINEL_LOGPROB, TOP_SCALE, TOP_STEP, token_confidence, top_from_steps, top_steps
 
 LOG_SCALE_SIGNALS = ("chosen", "entropy")  # their measures are <= 0: a vote weighs e^measure (deepconf.signals)
 
@@ -53,6 +53,22 @@ def token_signal(signal: str, token_logprobs: np.ndarray, top: np.ndarray | None
     present = np.isfinite(rows) & (rows > SENTINEL_LOGPROB)
     terms = np.where(present, np.exp(np.where(present, rows, 0.0)) * np.where(present, rows, 0.0), 0.0)
     return np.where(present.any(axis=1), terms.sum(axis=1), np.nan)
+
+
+def trace_signal(signal: str, top_k: int | None, token_logprobs: np.ndarray, top: np.ndarray | None,
+                 confidence: np.ndarray) -> np.ndarray:
+    """The signal of a trace's tokens as the score stage reads it from a pool holding them: its stored C_i for
+    deepconf at the full width, else `token_signal` of the top-k [n, k] as a pool stores it (quantised), so a live
+    run stops where the replay of its stored traces says (an already quantised top-k comes back the same)."""
+    if signal == "deepconf" and (top is None or top_k is None or top_k >= np.shape(top)[1]):
+        return np.asarray(confidence)
+    return token_signal(signal, token_logprobs, None if top is None else as_stored(top, token_logprobs), top_k)
+
+
+def as_stored(top: np.ndarray, token_logprobs: np.ndarray) -> np.ndarray:
+    """The top-k rows [n, k] as a pool reads them back (store.logprobs.top_steps, then top_from_steps)."""
+    arrays = top_steps(top, token_logprobs)
+    return top_from_steps(arrays["top_steps"], arrays.get("top_absent"), token_logprobs, TOP_STEP, TOP_SCALE).T
 
 
 def read_signals(path: str, frames: Iterable[framing.Frame], sample_ids: np.ndarray, signals: tuple[str, ...],
