@@ -80,8 +80,9 @@ def read_signals(path: str, frames: Iterable[framing.Frame], sample_ids: np.ndar
     the width it keeps."""
     by_id: dict[int, dict[str, np.ndarray]] = {}
     wanted = set(sample_ids.tolist())
+    with_top = any(signal != "chosen" for signal in signals)  # the chosen logprobs alone skip the top block
     for frame in frames:
-        sample_id, chosen, top = codec.logprob_fields(frame.payload)  # type: ignore[arg-type]
+        sample_id, chosen, top = codec.logprob_fields(frame.payload, top=with_top)  # type: ignore[arg-type]
         if sample_id not in wanted or sample_id in by_id:
             continue
         width = None if top is None else top.shape[1]
