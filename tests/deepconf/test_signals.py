@@ -158,7 +158,7 @@ def test_the_auroc_table_gives_each_signal_within_and_pooled_side_by_side(tmp_pa
     assert [(a.signal, a.measure) for a in result.auroc] == [
         (signal, measure) for signal in ("chosen", "deepconf", "entropy") for measure in MEASURES]
     text = render(result, 3, simulated=False)
-    assert WITHIN in text and POOLED in text and "(confidence.token: chosen)" in text
+    assert WITHIN in text and POOLED in text and "(confidence.token: chosen, top_k all kept)" in text
     assert "chosen *   avg" in text and "deepconf   avg" in text
     metrics = summary_metrics(result, 3, simulated=False)
     assert metrics["token_signal"] == "chosen"

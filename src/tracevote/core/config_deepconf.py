@@ -81,8 +81,9 @@ class ConfidenceConfig:
     top_k: int | None = param("how many of each token's kept top-k entries (the first k, by rank) deepconf and entropy "
                               "use, at most decoding.top_logprobs; null: every entry the pool kept", None, ge=1)
     compare_signals: bool = param("true also scores every other token signal the pool supports (columns "
-                                  "<signal>_<measure>), for the report's AUROC table; false: only `token` (the score "
-                                  "stage then reads only C_i when token is deepconf at the pool's k: faster)", False)
+                                  "<signal>_<measure>) for the report's AUROC table, reading every trace's logprobs "
+                                  "(~14x the score stage's time with top-20 kept); false: only `token` (deepconf at "
+                                  "the pool's k then reads C_i alone)", False)
 
 
 # subtle: a rounded name would hide the real eta, e.g. report 0.125 as `avg_top12`

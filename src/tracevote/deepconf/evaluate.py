@@ -214,15 +214,15 @@ def _check_correct(problem_id: str, answers: np.ndarray, valid: np.ndarray, corr
 
 def aggregate(scores: pd.DataFrame, cfg: EvalConfig, measures: tuple[str, ...] = MEASURES, *,
               online: OnlineConfig | None = None, stops: pd.DataFrame | StopTable | None = None,
-              signal: str = DEFAULT_SIGNAL) -> AggregateResult:
+              signal: str = DEFAULT_SIGNAL, top_k: int | None = None) -> AggregateResult:
     """Accuracy (mean, std over repeats, bootstrap interval) of every method at every K in cfg.k, with Cons@K
     tie rates, paired comparisons against Cons@K, per-problem results, validity counts, confidence summaries
     and AUROCs. See the module docstring. With `online` and the score stage's stop table `stops`, online
     DeepConf is replayed on the same working sets (tracevote.deepconf.online).
 
     Reads only the score table (SCORE_COLUMNS of tracevote.deepconf.score); gold answers are in `correct`; `signal`
-    is the token signal its measures average (its metadata's, deepconf.signals.table_signal), which sets how a vote
-    weighs them; the AUROC table also reads the compared signals' columns <signal>_<measure>.
+    is the token signal its measures average at `top_k` (its metadata's, deepconf.signals.table_signal), which sets
+    how a vote weighs them; the AUROC table also reads the compared signals' columns <signal>_<measure>.
     """
     problems = split_problems(scores, measures, signal)
     methods = method_names(measures, cfg.etas)
@@ -265,7 +265,7 @@ def aggregate(scores: pd.DataFrame, cfg: EvalConfig, measures: tuple[str, ...] =
         online_methods=replayed.method_names() if replayed is not None else (),
         online_warmup=replayed.warmup if replayed is not None else None,
         online_consensus=replayed.consensus if replayed is not None else None,
-        paired=tuple(paired_rows), token_signal=signal)
+        paired=tuple(paired_rows), token_signal=signal, top_k=top_k)
 
 
 def online_traces(problems: list[ProblemScores], stops: pd.DataFrame | StopTable) -> list[OnlineTrace]:

@@ -104,6 +104,12 @@ def table_signal(metadata: dict[str, str]) -> str:
     return metadata.get("token_signal", DEFAULT_SIGNAL)
 
 
+def table_top_k(metadata: dict[str, str]) -> int | None:
+    """The confidence.top_k a score table was scored at (None: every entry the pool kept)."""
+    value = metadata.get("top_k", "null")
+    return None if value == "null" else int(value)
+
+
 def vote_weights(values: np.ndarray, signal: str) -> np.ndarray:
     """The weight a trace's measure gives its vote: the measure itself for deepconf (C_i > 0, DeepConf's rule),
     e^measure for chosen and entropy, whose measures are <= 0 (a sum of negative weights would favour the answers

@@ -241,7 +241,7 @@ def summary_metrics(result: AggregateResult, k: int, *, simulated: bool) -> dict
         summary["cons_tokens_per_problem"] = round(online.cons_tokens, 1)
     summary["cons_tie_rate_pct"] = percent(result.tie_rate_at(k))
     summary.update(_validity_metrics(result))
-    summary["token_signal"] = result.token_signal
+    summary["token_signal"], summary["token_top_k"] = result.token_signal, result.top_k
     for a in result.auroc:
         name = f"auroc_{a.measure}" if a.signal == result.token_signal else f"auroc_{a.signal}_{a.measure}"
         summary[name] = None if a.per_problem_mean is None else round(a.per_problem_mean, 6)
