@@ -24,6 +24,7 @@ from tests.sampling.test_live import (
 from tracevote.answers.extract import answer_candidates, resolve_answer
 from tracevote.core.config_deepconf import OnlineConfig
 from tracevote.deepconf.confidence import trace_measures
+from tracevote.deepconf.live import WindowStop
 from tracevote.deepconf.online import OnlineTrace, replay, spent_tokens
 from tracevote.deepconf.voting import row_percentile
 from tracevote.sim.server import SimServer
@@ -74,3 +75,15 @@ def test_live_traces_stop_where_the_replay_on_the_signal_stops(tmp_path: Path, s
             expected = replay(trace, sets, percentile, OnlineConfig(live.warmup, {name: percentile}, None), "smallest")
             assert sum(t.sample.n_tokens for t in runs[name][pid]) == expected.tokens[0]
     assert stopped_somewhere > 0, "no trace stopped: the test would prove nothing"
+
+
+def test_a_rule_on_a_signal_that_can_be_negative_promises_no_count_and_stops_where_the_windows_say() -> None:
+    """A C_i rule (values >= 0) may say the client can hold tokens; on chosen logprobs one token of -20 pulls a
+    window below the threshold at once, so the rule promises nothing."""
+    rule = WindowStop(threshold=-1.0, group_size=2, nonnegative=False)
+    assert rule.feed(np.array([-0.1, -0.2], dtype=np.float32)) is None
+    assert rule.safe_tokens() is None
+    assert rule.feed(np.array([-20.0, -0.1], dtype=np.float32)) == 3  # window (-0.2, -20) ends at token 3
+    positive = WindowStop(threshold=1.0, group_size=4)
+    positive.feed(np.array([5.0, 5.0], dtype=np.float32))
+    assert positive.safe_tokens() == 2  # C_i >= 0: no window falls below a sum of 4 while a 5 is in it (one spare)

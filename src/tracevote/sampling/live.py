@@ -456,7 +456,8 @@ def _stream(client: ChatClient, job: _Job, rules: LiveRules,
             batch_chunks: int) -> tuple[Streamed, StopReason, int]:
     """One trace streamed, how it ended and how many of its tokens are kept; closed when the stop rule fires or
     the run cancels it."""
-    rule = None if job.method is None else WindowStop(job.method.threshold, rules.group_size)
+    rule = None if job.method is None else WindowStop(job.method.threshold, rules.group_size,
+                                                      nonnegative=rules.token == "deepconf")
     why: list[StopReason] = []
 
     def observe(batch: TokenBatch) -> Literal["stop"] | int | None:
