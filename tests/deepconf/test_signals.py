@@ -8,13 +8,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+import yaml
 
 from tests.conftest import FIXTURES
 from tests.store.test_interchange import PROBLEMS, samples_file
 from tracevote.core.config import load_params
 from tracevote.core.config_datasets import AnswersConfig
 from tracevote.core.config_deepconf import MEASURES, ConfidenceConfig, EvalConfig
-from tracevote.core.errors import DataError
+from tracevote.core.errors import ConfigError, DataError
 from tracevote.deepconf.confidence import trace_measures
 from tracevote.deepconf.evaluate import aggregate
 from tracevote.deepconf.score import SCORE_COLUMNS, score_pool
@@ -163,3 +164,28 @@ def test_the_auroc_table_gives_each_signal_within_and_pooled_side_by_side(tmp_pa
     metrics = summary_metrics(result, 3, simulated=False)
     assert metrics["token_signal"] == "chosen"
     assert {"auroc_avg", "auroc_avg_pooled", "auroc_deepconf_avg", "auroc_entropy_tail_pooled"} <= set(metrics)
+
+
+@pytest.mark.parametrize(("confidence", "pool", "message"), [
+    ({"top_k": 25}, {}, "confidence.top_k: 25 must be at most decoding.top_logprobs (20)"),
+    ({"token": "entropy"}, {"keep_top_logprobs": False},
+     "confidence.token: 'entropy' must be chosen, or deepconf with top_k null: entropy at top_k null needs the top-k"),
+    ({"top_k": 5}, {"keep_top_logprobs": False}, "confidence.token: 'deepconf' must be chosen, or deepconf with top_k "
+                                                  "null: deepconf at top_k 5 needs the top-k"),
+])
+def test_params_that_cannot_work_are_refused_in_one_line(tmp_path: Path, confidence: dict, pool: dict,
+                                                         message: str) -> None:
+    data = yaml.safe_load((FIXTURES / "params.yaml").read_text(encoding="utf-8"))
+    data["confidence"].update(confidence)
+    data["pool"].update(pool)
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump(data), encoding="utf-8")
+    with pytest.raises(ConfigError) as error:
+        load_params(path)
+    lines = str(error.value).splitlines()
+    assert len(lines) == 1 and message in lines[0], lines
+
+
+def test_chosen_works_on_a_pool_without_top_k(tmp_path: Path) -> None:
+    scores = scores_of(hand_pool(tmp_path, keep_top=False), dataclasses.replace(BASE, token="chosen"))
+    assert scores.iloc[0]["avg"] == pytest.approx(CHOSEN.mean(), abs=1e-6)
