@@ -14,6 +14,7 @@ from tracevote.core.entry import stage_main
 from tracevote.core.fileio import write_json
 from tracevote.core.parquet import read_parquet_metadata
 from tracevote.deepconf.evaluate import aggregate
+from tracevote.deepconf.signals import table_signal, table_top_k
 from tracevote.deepconf.stop_table import StopTable, check_stop_columns
 
 
@@ -26,10 +27,12 @@ def main() -> None:
     args = parser.parse_args()
     params = load_params(args.params)
     metadata = read_parquet_metadata(args.scores)
-    result = aggregate(pd.read_parquet(args.scores), params.eval, online=params.online, stops=read_stops(args.stops))
+    result = aggregate(pd.read_parquet(args.scores), params.eval, online=params.online, stops=read_stops(args.stops),
+                       signal=table_signal(metadata), top_k=table_top_k(metadata))
     simulated = metadata.get("simulated") == "true"
     write_json(args.out, {"simulated": simulated, "pool": metadata.get("pool"), "model": metadata.get("model"),
-                          "group_size": metadata.get("group_size"), "result": result.to_json()})
+                          "group_size": metadata.get("group_size"), "token_signal": table_signal(metadata),
+                          "top_k": metadata.get("top_k", "null"), "result": result.to_json()})
     print(f"aggregate: {len(result.methods)} methods x {len(result.k)} K x {result.repeat} repeats, "
           f"{len(result.online_methods)} online methods, {result.bootstrap} bootstrap resamples -> {args.out}"
           + (" (SIMULATED model)" if simulated else ""))

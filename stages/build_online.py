@@ -121,7 +121,7 @@ def _write_manifest(path: Path, dataset: str, ids: list[str], rules: LiveRules, 
         dataset=dataset, warmup_ledger=os.path.relpath(warmup.root, path.parent),
         method_ledgers={name: os.path.relpath(ledger.root, path.parent) for name, ledger in methods.items()},
         problems=ids, warmup=rules.warmup, budget=rules.budget, percentiles=rules.percentiles,
-        group_size=rules.group_size, consensus=rules.consensus,
+        group_size=rules.group_size, consensus=rules.consensus, token=rules.token, top_k=rules.top_k,
         traces=sum(len(ledger.stored_keys(pid)) for ledger in (warmup, *methods.values()) for pid in ids
                    if ledger.log_path(pid).is_file()),
         simulated=warmup.simulated, setting=setting, answers=answers))

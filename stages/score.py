@@ -1,4 +1,5 @@
-"""Stage score: the pool -> one row per sample (answer, correctness, validity, the four confidences), and
+"""Stage score: the pool -> one row per sample (answer, correctness, validity, the four confidences
+of confidence.token, and with confidence.compare_signals each other signal's), and
 the stop table: where each sample would stop under online DeepConf, for any threshold.
 
 Streams the pool one problem at a time, so peak memory does not grow with the number of problems.
@@ -19,7 +20,7 @@ from tracevote.core.entry import stage_main
 from tracevote.core.fileio import check_output_folders
 from tracevote.core.parquet import write_tables
 from tracevote.datasets.problems import load_problems
-from tracevote.deepconf.score import STOP_WRITE_OPTIONS, ScoredProblem, score_pool
+from tracevote.deepconf.score import STOP_WRITE_OPTIONS, ScoredProblem, score_plan, score_pool
 from tracevote.store.pool import Pool, read_manifest
 
 
@@ -36,16 +37,18 @@ def main() -> None:
     manifest = read_manifest(args.manifest)
     pool = Pool(manifest.pool_root(args.manifest))
     problems = load_problems(args.problems)
+    plan = score_plan(pool, [p.id for p in problems], params.confidence)
     scored = score_pool(pool, [(p.id, p.answer) for p in problems], manifest.n_pool, params.confidence,
-                        params.answers, workers=_workers())
+                        params.answers, workers=_workers(), plan=plan)
     metadata = {"simulated": str(manifest.simulated).lower(), "pool": manifest.pool,
                 "model": pool.meta["setting"]["model"],
-                "group_size": str(params.confidence.group_size)}
+                "group_size": str(params.confidence.group_size), **plan.metadata()}
     stops: list[pa.Table] = []
     rows = write_tables(args.out, _scores_keeping_stops(scored, stops), metadata)
     records = write_tables(args.stops, stops, metadata, **STOP_WRITE_OPTIONS)
     print(f"score: {rows} samples of {len(problems)} problems -> {args.out}; {records} stop records -> "
-          f"{args.stops}" + (" (SIMULATED model)" if manifest.simulated else ""))
+          f"{args.stops}; token signal {plan.token}, top_k {plan.metadata()['top_k']}"
+          + (" (SIMULATED model)" if manifest.simulated else ""))
 
 
 def _scores_keeping_stops(problems: Iterator[ScoredProblem], stops: list[pa.Table]) -> Iterator[pa.Table]:

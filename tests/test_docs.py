@@ -156,7 +156,8 @@ STALE_PROBLEMS = [
     ["python -m tracevote estimate --n-pools 8: python -m tracevote: error: unrecognized arguments: --n-pools 8",
      "dvc repro: no stage 'normalise@aime_2025' in dvc.yaml"],
     ["make: no target 'tri' in the Makefile", "make: the Makefile reads no variable DATAS",
-     "-S confidence.windw=16: confidence.windw: unknown key (known: bottom_fraction, group_size, tail_tokens)",
+     "-S confidence.windw=16: confidence.windw: unknown key (known: bottom_fraction, compare_signals, group_size, "
+     "tail_tokens, token, top_k)",
      "dvc exp show --keeep pass1: unrecognized arguments: --keeep pass1",
      "pip-audit: not a command the checker knows",
      "python stages/score.py: the script has no option --problem", "python -m piip: not a module the checker knows"],

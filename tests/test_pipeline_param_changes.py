@@ -20,7 +20,8 @@ GRADING = ("build_grading_critic", "grade", "report_grading")
 Step = tuple[dict[str, Any], set[str]]  # (params change, stages `dvc repro` must run)
 
 # compare reads the voting results beside the debate's: it follows every change to them
-CONFIDENCE: list[Step] = [({"confidence": {"group_size": 16}}, {"score", "aggregate", "report", "compare"})]
+CONFIDENCE: list[Step] = [({"confidence": {"group_size": 16}}, {"score", "aggregate", "report", "compare"}),
+                          ({"confidence": {"token": "chosen"}}, {"score", "aggregate", "report", "compare"})]
 EVAL_AND_REPORT: list[Step] = [
     ({"eval": {"repeat": 4}}, {"aggregate", "report", "compare"}),
     ({"report": {"k": 8}}, {"report", "compare"}),
@@ -85,6 +86,7 @@ def test_each_param_change_reruns_exactly_its_stages(own_copy: Path, steps: list
 
 def test_a_confidence_change_reruns_its_stages_and_shows_in_metrics_diff_and_plots(own_copy: Path) -> None:
     repro_each(own_copy, CONFIDENCE)
+    assert "(confidence.token: chosen, top_k all kept)" in (own_copy / "metrics/deepconf/toy/report.txt").read_text()
     # every figure, named as a target (dvc.yaml declares only the headline files as metrics)
     summary = "metrics/deepconf/toy/summary.json"
     diff = json.loads(dvc(own_copy, "metrics", "diff", "--targets", summary, "--json").stdout)

@@ -29,6 +29,7 @@ from tracevote.core.study_paths import model_paths
 from tracevote.deepconf.evaluate import ProblemScores, split_problems
 from tracevote.deepconf.plan import Projection, project
 from tracevote.deepconf.plan_validation import Validation, cross_validate, predicted_interval
+from tracevote.deepconf.signals import table_signal
 from tracevote.store import codec
 from tracevote.store.pool import Pool, read_manifest
 
@@ -103,8 +104,10 @@ def read_pilot(dataset: str, scores: Path, manifest: Path, pilot_traces: int | N
         table, metadata = pd.read_parquet(scores), read_parquet_metadata(scores)
     except (OSError, ValueError) as exc:
         raise DataError(f"{scores}: not a score table ({exc})") from exc
-    whole = split_problems(table, MEASURES)
-    problems = whole if pilot_traces is None else split_problems(first_traces(table, pilot_traces, scores), MEASURES)
+    signal = table_signal(metadata)  # the votes the plan predicts weigh the table's measures as aggregate does
+    whole = split_problems(table, MEASURES, signal)
+    problems = (whole if pilot_traces is None
+                else split_problems(first_traces(table, pilot_traces, scores), MEASURES, signal))
     return Pilot(dataset=dataset, scores=scores, problems=problems,
                  usage=pool_usage(manifest, [p.problem_id for p in problems]),
                  simulated=metadata.get("simulated") == "true",

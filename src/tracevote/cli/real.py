@@ -39,7 +39,8 @@ class RealRun:
 
 def real_overrides(params: dict[str, Any], run: RealRun, base_url: str) -> dict[str, Any]:
     """params.yaml changes: one dataset (the held-out file's first problems), one endpoint for every method, the
-    pool's sizes, and confidence windows for traces of ~50 tokens (the paper's 2048 would hold a whole trace)."""
+    pool's sizes, and confidence windows for traces of ~50 tokens (the paper's 2048 would hold a whole trace), every
+    token signal compared in the AUROC table (confidence.compare_signals: a pool this small scores in a second)."""
     recipe = params["datasets"][DATASET]
     source = {**recipe["source"], "hf_dataset": None, "path": str(PROBLEMS_FILE), "watch": str(PROBLEMS_FILE)}
     ks = [k for k in K_LADDER if k < run.traces] + [run.traces]
@@ -50,7 +51,7 @@ def real_overrides(params: dict[str, Any], run: RealRun, base_url: str) -> dict[
         "deepconf": {"datasets": [DATASET], "endpoint": ENDPOINT},
         "decoding": {"temperature": 0.6, "top_p": None, "max_tokens": 256, "top_logprobs": 20, "seed": 0},
         "pool": {"n_pool": run.traces, "concurrency": 2, "max_cost_usd": 0.0},
-        "confidence": {"group_size": 16, "tail_tokens": 16},
+        "confidence": {"group_size": 16, "tail_tokens": 16, "compare_signals": True},
         "eval": {"k": ks},
         "online": {"warmup": min(16, run.traces),
                    "live": {"datasets": [DATASET], "methods": ["low", "high"], "budget": run.traces, "concurrency": 2,

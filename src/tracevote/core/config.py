@@ -114,6 +114,7 @@ class Params:
             self._check_study_models()
         self._check_ks()
         self._check_study()
+        self._check_token_signal()
 
     def study_models(self) -> tuple[str, ...]:
         """The endpoints a study compares: deepconf.endpoint first, then deepconf.endpoints."""
@@ -135,6 +136,19 @@ class Params:
         if self.study.reference is not None:
             require(self.study.reference in models, "study", "reference", self.study.reference,
                     f"one of the models the study compares ({', '.join(models)}), or null")
+
+    def _check_token_signal(self) -> None:
+        """confidence.top_k within the top-k the pool asks for, and a signal that needs the top-k only from a pool
+        that keeps it (deepconf at the pool's own k reads the stored C_i)."""
+        top_k, asked, token = self.confidence.top_k, self.decoding.top_logprobs, self.confidence.token
+        if top_k is not None:
+            require(top_k <= asked, "confidence", "top_k", top_k,
+                    f"at most decoding.top_logprobs ({asked}), the top-k the pool holds; or null")
+        own_k = token == "deepconf" and top_k in (None, asked)
+        if not self.pool.keep_top_logprobs and token != "chosen" and not own_k:
+            require(False, "confidence", "token", token,
+                    f"chosen, or deepconf with top_k null: {token} at top_k {'null' if top_k is None else top_k} "
+                    "needs the top-k logprobs, which pool.keep_top_logprobs: false does not keep")
 
     def _check_ks(self) -> None:
         """Every K within the pool. A shrunken pool.n_pool invalidates eval.k and report.k at once: both are

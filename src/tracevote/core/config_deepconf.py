@@ -12,6 +12,8 @@ from tracevote.core.limits import MAX_COUNT_BOUND, MAX_TOKENS_BOUND
 from tracevote.core.typedconfig import param, require
 
 TieBreak = Literal["smallest", "first", "fractional"]
+TokenSignal = Literal["deepconf", "chosen", "entropy"]
+TOKEN_SIGNALS: tuple[str, ...] = ("deepconf", "chosen", "entropy")
 MEASURES: tuple[str, ...] = ("avg", "bottom10", "lowest", "tail")
 TOKENS = {"ge": 1, "le": MAX_TOKENS_BOUND}  # any max_tokens and any per-trace token window
 COUNT = {"ge": 1, "le": MAX_COUNT_BOUND}  # per-problem samples, votes, resamples, repeats
@@ -72,6 +74,16 @@ class ConfidenceConfig:
     group_size: int = param("tokens in each sliding window of the group confidence", **TOKENS)
     bottom_fraction: float = param("the share of lowest windows the bottom10 measure averages", gt=0, le=1)
     tail_tokens: int = param("the last tokens of a trace the tail measure averages", **TOKENS)
+    token: TokenSignal = param("the per-token signal the four measures average (higher = surer): deepconf, DeepConf's "
+                               "token confidence C_i (minus the mean of the top-k logprobs); chosen, the chosen "
+                               "token's logprob; entropy, minus the entropy of the token's top-k (not renormalized)",
+                               "deepconf")
+    top_k: int | None = param("how many of each token's kept top-k entries (the first k, by rank) deepconf and entropy "
+                              "use, at most decoding.top_logprobs; null: every entry the pool kept", None, ge=1)
+    compare_signals: bool = param("true also scores every other token signal the pool supports (columns "
+                                  "<signal>_<measure>) for the report's AUROC table, reading every trace's logprobs "
+                                  "(~14x the score stage's time with top-20 kept); false: only `token` (deepconf at "
+                                  "the pool's k then reads C_i alone)", False)
 
 
 # subtle: a rounded name would hide the real eta, e.g. report 0.125 as `avg_top12`

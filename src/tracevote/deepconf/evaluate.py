@@ -38,8 +38,9 @@ from tracevote.deepconf.results import (
     TieRate,
     WorkingSets,
 )
-from tracevote.deepconf.sample_stats import confidence_summaries, measure_aurocs, validity_counts
+from tracevote.deepconf.sample_stats import confidence_summaries, signal_aurocs, validity_counts
 from tracevote.deepconf.score import KEY_COLUMNS
+from tracevote.deepconf.signals import DEFAULT_SIGNAL, vote_weights
 from tracevote.deepconf.stop_table import StopTable, stop_profiles
 from tracevote.deepconf.uncertainty import Interval, bootstrap_rng, intervals, paired, resample_weights
 from tracevote.deepconf.voting import Vote, majority_vote, tie_credit, top_etas, weighted_vote
@@ -63,9 +64,10 @@ class ProblemScores:
     gold_code: int  # code of the correct answer; NO_ANSWER when no sample is correct
     correct: np.ndarray  # bool [n]
     valid: np.ndarray  # bool [n]
-    confidence: np.ndarray  # float64 [measures, n]
+    confidence: np.ndarray  # float64 [measures, n]: the weight each measure gives a vote (signals.vote_weights)
     n_tokens: np.ndarray  # int64 [n]
     lowest: np.ndarray  # float64 [n]: lowest-group confidence of every sample, valid or not (online DeepConf)
+    signal: str = DEFAULT_SIGNAL  # confidence.token: the per-token signal the measures average
 
     def __len__(self) -> int:
         return len(self.sample_ids)
@@ -148,11 +150,13 @@ def _decode(values: np.ndarray, codes: np.ndarray) -> np.ndarray:
 
 # --- the score table, split into problems -------------------------------------------------------------
 
-def split_problems(scores: pd.DataFrame, measures: tuple[str, ...] = MEASURES) -> list[ProblemScores]:
-    """The table's problems ordered by problem_id, each with its samples ordered by sample_id."""
+def split_problems(scores: pd.DataFrame, measures: tuple[str, ...] = MEASURES,
+                   signal: str = DEFAULT_SIGNAL) -> list[ProblemScores]:
+    """The table's problems ordered by problem_id, each with its samples ordered by sample_id; `confidence` holds
+    the weights its measures give a vote (vote_weights of the table's token `signal`)."""
     _check_columns(scores, measures)
     table = scores.sort_values(["problem_id", "sample_id"], kind="stable")
-    return [_problem(str(problem_id), rows, measures)
+    return [_problem(str(problem_id), rows, measures, signal)
             for problem_id, rows in table.groupby("problem_id", sort=False)]
 
 
@@ -165,7 +169,7 @@ def _check_columns(scores: pd.DataFrame, measures: tuple[str, ...]) -> None:
         raise DataError("score table: no rows")
 
 
-def _problem(problem_id: str, rows: pd.DataFrame, measures: tuple[str, ...]) -> ProblemScores:
+def _problem(problem_id: str, rows: pd.DataFrame, measures: tuple[str, ...], signal: str) -> ProblemScores:
     valid = rows["valid"].to_numpy(dtype=bool)
     correct = rows["correct"].to_numpy(dtype=bool)
     answers = rows["answer"].astype("Int64").to_numpy(dtype=np.int64, na_value=NO_ANSWER)
@@ -177,13 +181,13 @@ def _problem(problem_id: str, rows: pd.DataFrame, measures: tuple[str, ...]) -> 
     all_codes = np.full(len(rows), NO_ANSWER, dtype=np.int64)
     all_codes[valid] = codes
     gold = np.unique(all_codes[correct])
-    confidence = rows[list(measures)].to_numpy(dtype=np.float64).T.copy()
+    confidence = vote_weights(rows[list(measures)].to_numpy(dtype=np.float64).T.copy(), signal)
     confidence[:, ~valid] = np.nan
     return ProblemScores(problem_id=problem_id, sample_ids=sample_ids, codes=all_codes,
                          values=values.astype(np.int64), gold_code=int(gold[0]) if len(gold) else NO_ANSWER,
                          correct=correct, valid=valid, confidence=confidence,
                          n_tokens=rows["n_tokens"].to_numpy(dtype=np.int64),
-                         lowest=rows["lowest"].to_numpy(dtype=np.float64))
+                         lowest=rows["lowest"].to_numpy(dtype=np.float64), signal=signal)
 
 
 def _check_problem(problem_id: str, sample_ids: np.ndarray, has_answer: np.ndarray, has_tokens: np.ndarray,
@@ -209,15 +213,18 @@ def _check_correct(problem_id: str, answers: np.ndarray, valid: np.ndarray, corr
 # --- aggregate --------------------------------------------------------------------------------------
 
 def aggregate(scores: pd.DataFrame, cfg: EvalConfig, measures: tuple[str, ...] = MEASURES, *,
-              online: OnlineConfig | None = None, stops: pd.DataFrame | StopTable | None = None) -> AggregateResult:
+              online: OnlineConfig | None = None, stops: pd.DataFrame | StopTable | None = None,
+              signal: str = DEFAULT_SIGNAL, top_k: int | None = None) -> AggregateResult:
     """Accuracy (mean, std over repeats, bootstrap interval) of every method at every K in cfg.k, with Cons@K
     tie rates, paired comparisons against Cons@K, per-problem results, validity counts, confidence summaries
     and AUROCs. See the module docstring. With `online` and the score stage's stop table `stops`, online
     DeepConf is replayed on the same working sets (tracevote.deepconf.online).
 
-    Reads only the score table (SCORE_COLUMNS of tracevote.deepconf.score); gold answers are in `correct`.
+    Reads only the score table (SCORE_COLUMNS of tracevote.deepconf.score); gold answers are in `correct`; `signal`
+    is the token signal its measures average at `top_k` (its metadata's, deepconf.signals.table_signal), which sets
+    how a vote weighs them; the AUROC table also reads the compared signals' columns <signal>_<measure>.
     """
-    problems = split_problems(scores, measures)
+    problems = split_problems(scores, measures, signal)
     methods = method_names(measures, cfg.etas)
     _check_pool_sizes(problems, cfg.k)
     replayed, traces = None, []  # online DeepConf runs only with a stop table
@@ -252,18 +259,18 @@ def aggregate(scores: pd.DataFrame, cfg: EvalConfig, measures: tuple[str, ...] =
         k=tuple(cfg.k), repeat=cfg.repeat, seed=cfg.seed, tie_break=cfg.tie_break, etas=tuple(cfg.etas),
         measures=tuple(measures),
         methods=methods, accuracy=tuple(accuracy), ties=tuple(ties), validity=validity_counts(scores, measures),
-        confidence=confidence_summaries(scores, measures), auroc=measure_aurocs(scores, measures),
+        confidence=confidence_summaries(scores, measures), auroc=signal_aurocs(scores, signal, measures),
         problems=tuple(per_problem), working_sets=tuple(set_counts), bootstrap=cfg.bootstrap,
         ci_level=cfg.ci_level, online=tuple(online_rows),
         online_methods=replayed.method_names() if replayed is not None else (),
         online_warmup=replayed.warmup if replayed is not None else None,
         online_consensus=replayed.consensus if replayed is not None else None,
-        paired=tuple(paired_rows))
+        paired=tuple(paired_rows), token_signal=signal, top_k=top_k)
 
 
 def online_traces(problems: list[ProblemScores], stops: pd.DataFrame | StopTable) -> list[OnlineTrace]:
     table = stops if isinstance(stops, StopTable) else StopTable.of_frame(stops)
-    return [OnlineTrace(codes=p.codes, gold_code=p.gold_code, lowest=p.lowest, n_tokens=p.n_tokens,
+    return [OnlineTrace(codes=p.codes, gold_code=p.gold_code, lowest=p.lowest, n_tokens=p.n_tokens, signal=p.signal,
                         stops=stop_profiles(table.rows_of(p.problem_id), p.problem_id, p.sample_ids, p.n_tokens))
             for p in problems]
 

@@ -58,8 +58,9 @@ class WindowStop:
     (None, 4)
     """
 
-    def __init__(self, threshold: float, group_size: int, capacity: int = 1024) -> None:
+    def __init__(self, threshold: float, group_size: int, capacity: int = 1024, *, nonnegative: bool = True) -> None:
         self.threshold = threshold
+        self.nonnegative = nonnegative  # every value fed is >= 0 (C_i); false for chosen and entropy, which are <= 0
         self.width = group_size
         self._prefix = np.zeros(capacity + 1)  # prefix sums of the confident tokens' C_i; _prefix[0] = 0
         self._positions = np.zeros(capacity, dtype=np.int64)  # each confident token's index in the trace
@@ -87,7 +88,8 @@ class WindowStop:
         return self.spent
 
     def safe_tokens(self) -> int | None:
-        """How many more tokens can arrive before this rule could stop (None: never; 0: it has stopped).
+        """How many more tokens can arrive before this rule could stop (None: no count, never or at any token; 0: it
+        has stopped).
 
         A token's C_i is never negative (it is minus a mean of logprobs, each at most 0), so after m more confident
         tokens a full window's sum is at least that of the w - m newest tokens seen so far: the rule cannot stop
@@ -96,6 +98,8 @@ class WindowStop:
         sooner loses nothing."""
         if self.spent is not None:
             return 0
+        if not self.nonnegative:
+            return None  # a value <= 0 can pull any window below the threshold at once: no count can be promised
         if np.isnan(self.threshold) or self.threshold <= 0:
             return None  # a window's mean is never negative: it is never below such a threshold
         w, n = self.width, self._confident

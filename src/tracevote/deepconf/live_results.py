@@ -31,9 +31,11 @@ from tracevote.core.parquet import read_parquet_metadata
 from tracevote.deepconf.evaluate import online_traces, split_problems
 from tracevote.deepconf.live import LiveAnswers, lowest_groups, warmup_threshold
 from tracevote.deepconf.online import OnlineTrace, consensus_checks, replay
+from tracevote.deepconf.signals import DEFAULT_SIGNAL, table_signal, vote_weights
 from tracevote.deepconf.voting import majority_vote, tie_credit, weighted_vote
 from tracevote.store.ledger import fingerprint_of, folder_name
 from tracevote.store.live import LiveLedger, LiveManifest, LiveTrace
+from tracevote.store.token_signals import trace_signal
 
 NO_ANSWER = -1
 
@@ -67,14 +69,16 @@ class LiveProblem:
 
 
 def score_problem(problem_id: str, method: str, percentile: float, traces: Sequence[LiveTrace], *, warmup: int,
-                  group_size: int, consensus: float | None, answers: LiveAnswers, tie_break: TieBreak) -> LiveProblem:
+                  group_size: int, consensus: float | None, answers: LiveAnswers, tie_break: TieBreak,
+                  token: str = DEFAULT_SIGNAL, top_k: int | None = None) -> LiveProblem:
     """The live run of one problem under one method; `traces` are its stored traces 0..n-1 in order (the warmup's
     first)."""
-    lowest = lowest_groups([trace.sample.token_confidence for trace in traces], group_size)
+    lowest = lowest_groups([trace_signal(token, top_k, trace.sample.token_logprobs, trace.sample.top_logprobs,
+                                         trace.sample.token_confidence) for trace in traces], group_size)
     threshold = warmup_threshold(lowest[:warmup], percentile)
     codes, gold = answers.coded(problem_id, list(traces))
     with np.errstate(invalid="ignore"):
-        weights = np.where((codes >= 0) & (lowest >= threshold), lowest, np.nan)
+        weights = np.where((codes >= 0) & (lowest >= threshold), vote_weights(lowest, token), np.nan)
     decided = _decided(codes, weights, warmup, consensus)
     weights[decided + 1:] = np.nan
     vote = weighted_vote(codes[None, :], weights[None, :], tie_break)
@@ -111,7 +115,8 @@ def score_run(manifest_path: Path, manifest: LiveManifest, answers: LiveAnswers,
             traces = _in_order(manifest_path, problem_id, name, stored, manifest.warmup)
             scored.append(score_problem(problem_id, name, manifest.percentiles[name], traces,
                                         warmup=manifest.warmup, group_size=manifest.group_size,
-                                        consensus=manifest.consensus, answers=answers, tie_break=tie_break))
+                                        consensus=manifest.consensus, answers=answers, tie_break=tie_break,
+                                        token=manifest.token, top_k=manifest.top_k))
     return scored
 
 
@@ -159,13 +164,18 @@ def same_traces(trace: OnlineTrace, problem_id: str, budget: int, percentiles: d
                       replay_tokens={name: float(r.tokens[0]) for name, r in replays.items()})
 
 
-def pool_traces(scores: pd.DataFrame, stops: pd.DataFrame, budget: int) -> dict[str, OnlineTrace]:
+def pool_traces(scores: pd.DataFrame, stops: pd.DataFrame, budget: int,
+                signal: str = DEFAULT_SIGNAL) -> dict[str, OnlineTrace]:
     """Each pool problem's samples 0..budget-1 as the replay reads them (score and stop tables of those samples
     alone); a problem holding fewer is left out."""
     kept = scores[scores["sample_id"] < budget]
-    problems = [p for p in split_problems(kept) if len(p) == budget]
+    problems = [p for p in split_problems(kept, signal=signal) if len(p) == budget]
     traces = online_traces(problems, stops[stops["sample_id"] < budget])
     return {problem.problem_id: trace for problem, trace in zip(problems, traces, strict=True)}
+
+
+def _k(top_k: int | None) -> str:
+    return "null" if top_k is None else str(top_k)
 
 
 def pool_beside(scores: Path, manifest: LiveManifest, tie_break: TieBreak) -> tuple[list[SameTraces], str | None]:
@@ -180,13 +190,16 @@ def pool_beside(scores: Path, manifest: LiveManifest, tie_break: TieBreak) -> tu
     expected = folder_name(setting["model"], fingerprint_of(setting), simulated=setting["backend"] == "sim")
     if Path(str(metadata.get("pool"))).name != expected:
         return [], f"the scored pool ({metadata.get('pool')}) is of another setting than the live run ({expected})"
+    if (table_signal(metadata), metadata.get("top_k", "null")) != (manifest.token, _k(manifest.top_k)):
+        return [], (f"the pool was scored on token signal {table_signal(metadata)} at top_k {metadata.get('top_k')}, "
+                    f"the live run used {manifest.token} at top_k {_k(manifest.top_k)}")
     if metadata.get("group_size") != str(manifest.group_size):
         return [], (f"the pool was scored with windows of {metadata.get('group_size')} tokens, the live run used "
                     f"{manifest.group_size}")
     budget = manifest.budget
     table = pd.read_parquet(scores, filters=[("sample_id", "<", budget)])
     stops = pq.read_table(stops_path, filters=[("sample_id", "<", budget)]).to_pandas()
-    traces = pool_traces(table, stops, budget)
+    traces = pool_traces(table, stops, budget, table_signal(metadata))
     lacking = [pid for pid in manifest.problems if pid not in traces]
     if lacking:
         return [], f"the pool holds fewer than {budget} traces of {len(lacking)} problems (pool.n_pool)"

@@ -29,6 +29,7 @@ import numpy as np
 
 from tracevote.core.config_deepconf import OnlineConfig, TieBreak
 from tracevote.deepconf.confidence import StopProfiles
+from tracevote.deepconf.signals import vote_weights
 from tracevote.deepconf.voting import row_percentile, tie_credit, weighted_vote
 
 
@@ -41,6 +42,7 @@ class OnlineTrace:
     lowest: np.ndarray  # float64 [n]: lowest-group confidence, NaN when no token had one (valid or not)
     n_tokens: np.ndarray  # int64 [n]
     stops: StopProfiles  # records of sample i at stops.offsets[i]:stops.offsets[i+1]
+    signal: str = "deepconf"  # confidence.token: what `lowest` averages, hence how a vote weighs it (vote_weights)
 
 
 def records_at_least(stops: StopProfiles, positions: np.ndarray, threshold: np.ndarray) -> np.ndarray:
@@ -105,7 +107,7 @@ def replay(trace: OnlineTrace, sets: np.ndarray, percentile: float, cfg: OnlineC
     codes = trace.codes[sets]
     with np.errstate(invalid="ignore"):
         votes = (codes >= 0) & (lowest >= threshold[:, None])
-    weights = np.where(votes, lowest, np.nan)
+    weights = np.where(votes, vote_weights(lowest, trace.signal), np.nan)
     generated = np.ones(sets.shape, dtype=bool)
     if cfg.consensus is not None:
         generated = _before_consensus(codes, weights, warmup, cfg.consensus)

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from tracevote.answers.extract import ANSWER_SOURCES
-from tracevote.core.config_deepconf import MEASURES
+from tracevote.core.config_deepconf import MEASURES, TOKEN_SIGNALS
 from tracevote.deepconf.results import Auroc, ConfidenceSummary, Validity
 
 SUMMARY_PERCENTILES = (10, 50, 90)
@@ -67,7 +67,20 @@ def _summary(measure: str, correct: bool, values: np.ndarray) -> ConfidenceSumma
     return ConfidenceSummary(measure, correct, len(values), float(values.mean()), p10, p50, p90)
 
 
-def measure_aurocs(scores: pd.DataFrame, measures: tuple[str, ...] = MEASURES) -> tuple[Auroc, ...]:
+def signal_aurocs(scores: pd.DataFrame, signal: str, measures: tuple[str, ...] = MEASURES) -> tuple[Auroc, ...]:
+    """`measure_aurocs` of the table's own measures (token signal `signal`), then of every compared signal whose
+    columns <other>_<measure> the table holds (deepconf.signals), in TOKEN_SIGNALS order."""
+    rows = list(measure_aurocs(scores, measures, signal=signal))
+    for other in TOKEN_SIGNALS:
+        columns = {f"{other}_{measure}": measure for measure in measures}
+        if other != signal and all(column in scores.columns for column in columns):
+            renamed = scores.drop(columns=list(measures)).rename(columns=columns)
+            rows += measure_aurocs(renamed, measures, signal=other)
+    return tuple(rows)
+
+
+def measure_aurocs(scores: pd.DataFrame, measures: tuple[str, ...] = MEASURES, *,
+                   signal: str = "deepconf") -> tuple[Auroc, ...]:
     """AUROC of each measure for telling correct from wrong valid samples: pooled over all samples,
     and the mean over problems that have both classes (with their number)."""
     valid = scores["valid"].to_numpy(dtype=bool)
@@ -80,7 +93,7 @@ def measure_aurocs(scores: pd.DataFrame, measures: tuple[str, ...] = MEASURES) -
                        for _, group in rows.groupby("problem_id")]
         defined = [a for a in per_problem if a is not None]
         results.append(Auroc(measure=measure, pooled=pooled, n_problems=len(defined),
-                             per_problem_mean=float(np.mean(defined)) if defined else None))
+                             per_problem_mean=float(np.mean(defined)) if defined else None, signal=signal))
     return tuple(results)
 
 

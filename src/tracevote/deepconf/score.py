@@ -20,10 +20,11 @@ from tracevote.answers.classes import NO_CODE, answer_classes
 from tracevote.answers.extract import box_source, boxed_text, resolve_answer
 from tracevote.answers.mathverify import MathJudge
 from tracevote.core.config_datasets import AnswersConfig
-from tracevote.core.config_deepconf import MEASURES, ConfidenceConfig
+from tracevote.core.config_deepconf import MEASURES, TOKEN_SIGNALS, ConfidenceConfig
 from tracevote.core.errors import DataError
 from tracevote.core.parquet import booleans, numbers, pandas_metadata, repeated, strings
 from tracevote.deepconf.confidence import StopProfiles, TraceMeasures, trace_measures
+from tracevote.deepconf.signals import SignalPlan, plan_signals, pool_top_width, signal_columns, signal_traces
 from tracevote.store.pool import Pool
 from tracevote.store.records import ProblemTraces
 
@@ -40,7 +41,8 @@ _TYPES = {"problem_id": (pa.large_string(), "str"), "sample_id": (pa.int64(), "i
           "answer": (pa.int64(), "Int64"), "answer_source": (pa.large_string(), "str"),
           "correct": (pa.bool_(), "bool"), "valid": (pa.bool_(), "bool"), "n_tokens": (pa.int64(), "int64"),
           "finish_reason": (pa.large_string(), "str"), "spent": (pa.int64(), "int64"),
-          "value": (pa.float64(), "float64"), **{name: (pa.float64(), "float64") for name in MEASURES}}
+          "value": (pa.float64(), "float64"), **{name: (pa.float64(), "float64") for name in MEASURES},
+          **{name: (pa.float64(), "float64") for signal in TOKEN_SIGNALS for name in signal_columns(signal)}}
 
 
 def _schema(columns: tuple[str, ...]) -> pa.Schema:
@@ -69,6 +71,11 @@ class ScoredProblem:
         return self.scores.to_pandas(), self.stops.to_pandas()
 
 
+def score_schema(extra_columns: tuple[str, ...] = ()) -> pa.Schema:
+    """SCORE_SCHEMA with a compared signal's columns after it (SignalPlan.extra_columns)."""
+    return _schema((*SCORE_COLUMNS, *extra_columns)) if extra_columns else SCORE_SCHEMA
+
+
 def score_problem(traces: ProblemTraces, gold: int, cfg: ConfidenceConfig, answers: AnswersConfig) -> pd.DataFrame:
     """The score-table rows of `traces` (see `scored`); the stop rows are not converted."""
     return scored(traces, gold, cfg, answers).scores.to_pandas()
@@ -80,7 +87,8 @@ def score_and_stops(traces: ProblemTraces, gold: int, cfg: ConfidenceConfig,
     return scored(traces, gold, cfg, answers).frames()
 
 
-def scored(traces: ProblemTraces, gold: int, cfg: ConfidenceConfig, answers: AnswersConfig) -> ScoredProblem:
+def scored(traces: ProblemTraces, gold: int, cfg: ConfidenceConfig, answers: AnswersConfig,
+           others: dict[str, ProblemTraces] | None = None) -> ScoredProblem:
     """One row per trace, columns SCORE_COLUMNS, in the order of `traces`.
 
     - answer, answer_source: `resolve_answer` of the trace's candidates under `answers` (pandas Int64,
@@ -91,6 +99,9 @@ def scored(traces: ProblemTraces, gold: int, cfg: ConfidenceConfig, answers: Ans
     - n_tokens: tokens in the trace, including tokens without a confidence.
     - avg, bottom10, lowest, tail: `trace_measures`; NaN when no token has a confidence, even for a
       valid trace (it then votes in Cons@K but not in the confidence-weighted votes).
+    `traces.token_confidence` is the per-token signal the measures average (C_i, or the one
+    tracevote.deepconf.signals.signal_traces put in its place); each of `others` (signal -> the same traces with
+    that signal) adds its measures as columns <signal>_<measure>.
     The second table is the stop table: one row per record low of each trace (columns STOP_COLUMNS,
     tracevote.deepconf.confidence.StopProfiles), which online DeepConf replays. It keeps only the records
     that a threshold between the smallest and the largest `lowest` of these traces can reach
@@ -101,11 +112,11 @@ def scored(traces: ProblemTraces, gold: int, cfg: ConfidenceConfig, answers: Ans
                                                                           strict=True)]
     missing = np.array([value is None for value, _ in resolved], dtype=bool)
     answer = np.array([-1 if value is None else value for value, _ in resolved], dtype=np.int64)
-    return _table(traces, cfg, answer, missing, [source for _, source in resolved], answer == gold)
+    return _table(traces, cfg, answer, missing, [source for _, source in resolved], answer == gold, others or {})
 
 
 def scored_math(traces: ProblemTraces, texts: Sequence[str], gold: str, cfg: ConfidenceConfig,
-                judge: MathJudge) -> ScoredProblem:
+                judge: MathJudge, others: dict[str, ProblemTraces] | None = None) -> ScoredProblem:
     """`scored` of a problem of `answer_format: math`, whose traces' `texts` are in the order of `traces`.
 
     answer is the code of the trace's answer class (tracevote.answers.classes: the text of its last box,
@@ -117,11 +128,11 @@ def scored_math(traces: ProblemTraces, texts: Sequence[str], gold: str, cfg: Con
     classes = answer_classes(gold, boxed, judge)
     missing = classes.codes == NO_CODE
     sources = ["none" if text is None else "boxed" for text in boxed]
-    return _table(traces, cfg, classes.codes, missing, sources, classes.correct)
+    return _table(traces, cfg, classes.codes, missing, sources, classes.correct, others or {})
 
 
 def _table(traces: ProblemTraces, cfg: ConfidenceConfig, answer: np.ndarray, missing: np.ndarray,
-           sources: list[str], matches_gold: np.ndarray) -> ScoredProblem:
+           sources: list[str], matches_gold: np.ndarray, others: dict[str, ProblemTraces]) -> ScoredProblem:
     measures = trace_measures(traces, cfg)
     n_tokens = np.diff(np.asarray(traces.offsets)).astype(np.int64)
     valid = ~missing & (n_tokens > 0)
@@ -136,7 +147,11 @@ def _table(traces: ProblemTraces, cfg: ConfidenceConfig, answer: np.ndarray, mis
         strings(list(traces.finish_reasons)),
         *(numbers(measures.by_name(name)) for name in MEASURES),
     ]
-    return ScoredProblem(pa.Table.from_arrays(columns, schema=SCORE_SCHEMA), _stop_rows(traces, _kept_stops(measures)))
+    for other in others.values():
+        extra = trace_measures(other, cfg)
+        columns += [numbers(extra.by_name(name)) for name in MEASURES]
+    schema = score_schema(tuple(name for signal in others for name in signal_columns(signal)))
+    return ScoredProblem(pa.Table.from_arrays(columns, schema=schema), _stop_rows(traces, _kept_stops(measures)))
 
 
 def _kept_stops(measures: TraceMeasures) -> StopProfiles:
@@ -153,19 +168,28 @@ def _stop_rows(traces: ProblemTraces, stops: StopProfiles) -> pa.Table:
     return pa.Table.from_arrays(columns, schema=STOP_SCHEMA)
 
 
+def score_plan(pool: Pool, problem_ids: Sequence[str], cfg: ConfidenceConfig) -> SignalPlan:
+    """The signals the pool is scored on (tracevote.deepconf.signals), from the top-k width of its first problem's
+    first sample; refuses (DataError, one line) a configured signal the pool cannot give."""
+    stored_k = pool_top_width(pool, problem_ids[0]) if problem_ids else None
+    return plan_signals(cfg, stored_k, str(pool.root))
+
+
 def score_pool(pool: Pool, problems: Sequence[tuple[str, int | str]], n_pool: int, cfg: ConfidenceConfig,
-               answers: AnswersConfig, *, workers: int) -> Iterator[ScoredProblem]:
-    """`scored` of samples 0..n_pool-1 of each (problem id, gold), in the order given.
+               answers: AnswersConfig, *, workers: int, plan: SignalPlan | None = None) -> Iterator[ScoredProblem]:
+    """`scored` of samples 0..n_pool-1 of each (problem id, gold), in the order given, on the signals of `plan`
+    (default: `score_plan`'s).
 
     With workers > 1, problems are read and scored in up to that many processes, as many as pay
     (`paying_workers`); the tables come back in the same order, so the table does not depend on the number of
     workers. Problems with a LaTeX gold (`answer_format: math`) are scored by `scored_math` in this process,
     their Math-Verify comparisons in up to `workers` worker processes.
     """
+    plan = plan or score_plan(pool, [problem_id for problem_id, _ in problems], cfg)
     if any(isinstance(gold, str) for _, gold in problems):
-        yield from _score_math_pool(pool, problems, n_pool, cfg, workers=workers)
+        yield from _score_math_pool(pool, problems, n_pool, cfg, plan, workers=workers)
         return
-    jobs = [(pool, problem_id, gold, n_pool, cfg, answers) for problem_id, gold in problems]
+    jobs = [(pool, problem_id, gold, n_pool, cfg, answers, plan) for problem_id, gold in problems]
     workers = paying_workers(pool, [problem_id for problem_id, _ in problems], workers)
     if workers <= 1 or len(jobs) <= 1:
         yield from map(_score_job, jobs)
@@ -175,11 +199,13 @@ def score_pool(pool: Pool, problems: Sequence[tuple[str, int | str]], n_pool: in
 
 
 def _score_math_pool(pool: Pool, problems: Sequence[tuple[str, int | str]], n_pool: int, cfg: ConfidenceConfig,
-                     *, workers: int) -> Iterator[ScoredProblem]:
+                     plan: SignalPlan, *, workers: int) -> Iterator[ScoredProblem]:
     with MathJudge(max_workers=workers) as judge:
         for problem_id, gold in problems:
             traces = pool.read_problem(problem_id, n_pool)
-            yield scored_math(traces, _texts(pool, problem_id, traces), str(gold), cfg, judge)
+            signals = signal_traces(pool, traces, plan)
+            yield scored_math(signals[plan.token], _texts(pool, problem_id, traces), str(gold), cfg, judge,
+                              {signal: signals[signal] for signal in plan.others})
 
 
 def _texts(pool: Pool, problem_id: str, traces: ProblemTraces) -> list[str]:
@@ -207,9 +233,10 @@ def _cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
-def _score_job(job: tuple[Pool, str, int, int, ConfidenceConfig, AnswersConfig]) -> ScoredProblem:
-    pool, problem_id, gold, n_pool, cfg, answers = job
-    return scored(pool.read_problem(problem_id, n_pool), gold, cfg, answers)
+def _score_job(job: tuple[Pool, str, int, int, ConfidenceConfig, AnswersConfig, SignalPlan]) -> ScoredProblem:
+    pool, problem_id, gold, n_pool, cfg, answers, plan = job
+    signals = signal_traces(pool, pool.read_problem(problem_id, n_pool), plan)
+    return scored(signals[plan.token], gold, cfg, answers, {signal: signals[signal] for signal in plan.others})
 
 
 def _check_lengths(traces: ProblemTraces) -> None:

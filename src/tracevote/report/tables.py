@@ -12,6 +12,7 @@ from tracevote.core.errors import ConfigError
 from tracevote.core.simulated import SIMULATED_BANNER
 from tracevote.datasets.problems import Problem
 from tracevote.deepconf.results import AggregateResult, PairedComparison, WorkingSets
+from tracevote.report.auroc import auroc_lines
 
 TIE_RULES = {"smallest": "the smallest answer wins", "first": "the answer met first in the working set wins",
              "fractional": "a t-way tie holding the gold scores 1/t"}
@@ -119,9 +120,7 @@ def render(result: AggregateResult, k: int, *, simulated: bool, model: str | Non
     lines += ["", *_validity_lines(result), f"Cons@{k} tie rate: {100 * result.tie_rate_at(k):.1f}% of working sets"]
     lines += ["", "Confidence (valid samples)    correct: mean [p10 p50 p90]  |  incorrect: mean [p10 p50 p90]"]
     lines += [_confidence_line(result, measure) for measure in result.measures]
-    lines += ["", "AUROC, correct vs incorrect    per-problem mean (problems)  |  pooled"]
-    lines += [f"  {a.measure:<10} {_num(a.per_problem_mean)} ({a.n_problems})  |  {_num(a.pooled)}"
-              for a in result.auroc]
+    lines += ["", *auroc_lines(result, _num)]
     return "\n".join(lines)
 
 
@@ -242,8 +241,11 @@ def summary_metrics(result: AggregateResult, k: int, *, simulated: bool) -> dict
         summary["cons_tokens_per_problem"] = round(online.cons_tokens, 1)
     summary["cons_tie_rate_pct"] = percent(result.tie_rate_at(k))
     summary.update(_validity_metrics(result))
+    summary["token_signal"], summary["token_top_k"] = result.token_signal, result.top_k
     for a in result.auroc:
-        summary[f"auroc_{a.measure}"] = None if a.per_problem_mean is None else round(a.per_problem_mean, 6)
+        name = f"auroc_{a.measure}" if a.signal == result.token_signal else f"auroc_{a.signal}_{a.measure}"
+        summary[name] = None if a.per_problem_mean is None else round(a.per_problem_mean, 6)
+        summary[f"{name}_pooled"] = None if a.pooled is None else round(a.pooled, 6)
     return summary
 
 

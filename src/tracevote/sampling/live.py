@@ -38,6 +38,7 @@ from tracevote.core.errors import DataError, QuotaError, StorageError, Tracevote
 from tracevote.core.retry import TransientError
 from tracevote.deepconf.live import WindowStop, lowest_groups, warmup_threshold
 from tracevote.deepconf.online import consensus_checks
+from tracevote.deepconf.signals import vote_weights
 from tracevote.sampling.breaker import OutageError
 from tracevote.sampling.budget import SpendCap, SpendCapError
 from tracevote.sampling.client import ChatClient, StreamBroken
@@ -47,6 +48,7 @@ from tracevote.store.framing import FrameWriter
 from tracevote.store.live import LiveLedger, LiveTrace, StopReason, encode, method_setting, warmup_setting
 from tracevote.store.pool import Setting
 from tracevote.store.records import Sample
+from tracevote.store.token_signals import trace_signal
 
 # answer codes (-1: none) of one problem's traces, given in trace order
 CodesFn = Callable[[str, list[LiveTrace]], np.ndarray]
@@ -63,6 +65,17 @@ class LiveRules:
     group_size: int  # confidence.group_size: the window
     consensus: float | None
     max_tokens: int
+    token: str = "deepconf"  # confidence.token: the per-token signal the windows average
+    top_k: int | None = None  # confidence.top_k
+
+    @property
+    def keeps_top(self) -> bool:
+        """Whether the streams keep their top-k: the signal is computed from it (else C_i or the chosen logprobs)."""
+        return self.token == "entropy" or (self.token == "deepconf" and self.top_k is not None)
+
+    def signal(self, token_logprobs: np.ndarray, top: np.ndarray | None, confidence: np.ndarray) -> np.ndarray:
+        """The per-token signal of tokens, as the score stage reads it from a pool (store.token_signals)."""
+        return trace_signal(self.token, self.top_k, token_logprobs, top, confidence)
 
 
 @dataclass
@@ -158,14 +171,16 @@ def live_rules(params: Params) -> LiveRules:
     return LiveRules(warmup=online.warmup, budget=online.live.budget,
                      percentiles={name: online.percentiles[name] for name in online.live.methods},
                      group_size=params.confidence.group_size, consensus=online.consensus,
-                     max_tokens=params.decoding.max_tokens)
+                     max_tokens=params.decoding.max_tokens, token=params.confidence.token,
+                     top_k=params.confidence.top_k)
 
 
 def ledger_settings(params: Params, rules: LiveRules) -> dict[str, dict[str, Any]]:
     """The warmup ledger's setting (WARMUP) and each live method's, by name."""
     pool = Setting.from_params(params).record()
     return {WARMUP: warmup_setting(pool)} | {
-        name: method_setting(pool, percentile=percentile, group_size=rules.group_size,
+        name: method_setting(pool, percentile=percentile, group_size=rules.group_size, token=rules.token,
+                             top_k=rules.top_k,
                              warmup=rules.warmup, budget=rules.budget, consensus=rules.consensus)
         for name, percentile in rules.percentiles.items()}
 
@@ -336,7 +351,7 @@ def _check_consensus(problem: _Problem, method: _Method, rules: LiveRules, codes
     else:
         answer = codes(problem.problem_id, ordered[:contiguous])
     with np.errstate(invalid="ignore"):
-        weights = np.where(lowest >= method.threshold, lowest, np.nan)
+        weights = np.where(lowest >= method.threshold, vote_weights(lowest, rules.token), np.nan)
     # the check after trace i reads traces 0..i alone, so one pass over the stored prefix gives every check
     reached = consensus_checks(answer[None, :], weights[None, :], rules.warmup, rules.consensus)[0]
     first = np.flatnonzero(reached[max(method.decided, rules.warmup - 1):])
@@ -357,7 +372,8 @@ def _lowest(problem: _Problem, method: str, traces: list[LiveTrace], rules: Live
 
     missing = [trace for trace in traces if key(trace) not in problem.lowest]
     if missing:
-        lowest = lowest_groups([trace.sample.token_confidence for trace in missing], rules.group_size)
+        lowest = lowest_groups([rules.signal(trace.sample.token_logprobs, trace.sample.top_logprobs,
+                                             trace.sample.token_confidence) for trace in missing], rules.group_size)
         for trace, value in zip(missing, lowest.tolist(), strict=True):
             problem.lowest[key(trace)] = value
     return np.array([problem.lowest[key(trace)] for trace in traces], dtype=np.float64)
@@ -451,11 +467,15 @@ def _stream(client: ChatClient, job: _Job, rules: LiveRules, batch_chunks: int,
     method = job.method
 
     def rule() -> WindowStop | None:
-        return None if method is None else WindowStop(method.threshold, rules.group_size)
+        return None if method is None else WindowStop(method.threshold, rules.group_size,
+                                                    nonnegative=rules.token == "deepconf")
 
     return stream_trace(client, job.problem.messages, f"{job.problem.problem_id}/{job.index}", rule,
                         max_tokens=rules.max_tokens, cancel=job.cancel, batch_chunks=batch_chunks,
-                        attempts=job.attempts, pricing=pricing)
+                        attempts=job.attempts, pricing=pricing,
+                        signal=lambda batch: rules.signal(batch.token_logprobs, batch.top_logprobs,
+                                                          batch.token_confidence),
+                        keep_top_logprobs=rules.keeps_top)
 
 
 def _cut(streamed: Streamed, spent: int) -> Streamed:
@@ -473,7 +493,7 @@ def _cut(streamed: Streamed, spent: int) -> Streamed:
 def _trace(job: _Job, received: Streamed, reason: StopReason, kept: int, paid: float) -> LiveTrace:
     streamed = _cut(received, kept)
     sample = Sample(problem_id=job.problem.problem_id, sample_id=job.index, text=streamed.text,
-                    tokens=streamed.tokens, token_logprobs=streamed.token_logprobs, top_logprobs=None,
+                    tokens=streamed.tokens, token_logprobs=streamed.token_logprobs, top_logprobs=streamed.top_logprobs,
                     top_tokens=None, token_confidence=streamed.token_confidence, answer=None,
                     finish_reason=streamed.finish_reason or reason, prompt_tokens=streamed.prompt_tokens or 0,
                     completion_tokens=streamed.completion_tokens, latency_s=streamed.latency_s,

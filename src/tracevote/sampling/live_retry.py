@@ -21,6 +21,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
+import numpy as np
+
 from tracevote.core.config_endpoints import PricingConfig
 from tracevote.core.costs import prompt_bytes, prompt_tokens, usd
 from tracevote.core.errors import TracevoteError
@@ -75,11 +77,17 @@ def price(streamed: Streamed, messages: Messages, pricing: PricingConfig) -> flo
     return usd(prompt, streamed.completion_tokens, pricing)
 
 
+def _confidence(batch: TokenBatch) -> np.ndarray:
+    return batch.token_confidence
+
+
 class _Observer:
     """The stop rule on the attempt streaming now; a fresh rule for each attempt."""
 
-    def __init__(self, new_rule: Callable[[], WindowStop | None], cancel: threading.Event, max_tokens: int) -> None:
+    def __init__(self, new_rule: Callable[[], WindowStop | None], cancel: threading.Event, max_tokens: int,
+                 signal: Callable[[TokenBatch], np.ndarray]) -> None:
         self.new_rule = new_rule
+        self.signal = signal
         self.cancel = cancel
         self.max_tokens = max_tokens
         self.rule = new_rule()
@@ -89,7 +97,7 @@ class _Observer:
         self.rule, self.why = self.new_rule(), None
 
     def __call__(self, batch: TokenBatch) -> Literal["stop"] | int | None:
-        if self.rule is not None and self.rule.feed(batch.token_confidence) is not None:
+        if self.rule is not None and self.rule.feed(self.signal(batch)) is not None:
             self.why = "confidence"
             return "stop"
         if self.cancel.is_set():
@@ -105,11 +113,13 @@ class _Observer:
 
 def stream_trace(client: ChatClient, messages: Messages, sample_key: str, new_rule: Callable[[], WindowStop | None],
                  *, max_tokens: int, cancel: threading.Event, batch_chunks: int, attempts: Attempts,
-                 pricing: PricingConfig) -> tuple[Streamed, StopReason, int]:
+                 pricing: PricingConfig, signal: Callable[[TokenBatch], np.ndarray] = _confidence,
+                 keep_top_logprobs: bool = False) -> tuple[Streamed, StopReason, int]:
     """The trace streamed (asked again from its start each time its stream breaks, within the client's retries),
     how it ended and how many of its tokens are kept; closed when its rule (`new_rule()`, None for a warmup trace)
-    fires or the run cancels it. Broken attempts are booked on `attempts`, also when the retries run out."""
-    observer = _Observer(new_rule, cancel, max_tokens)
+    fires or the run cancels it, the rule reading `signal` of each batch (DeepConf's C_i unless told). Broken
+    attempts are booked on `attempts`, also when the retries run out."""
+    observer = _Observer(new_rule, cancel, max_tokens, signal)
 
     def restart(broken: StreamBroken) -> None:
         received = broken.received
@@ -119,7 +129,7 @@ def stream_trace(client: ChatClient, messages: Messages, sample_key: str, new_ru
         observer.fresh()
 
     streamed = stream_completion(client, messages, sample_key=sample_key, observer=observer, max_tokens=max_tokens,
-                                 keep_top_logprobs=False, batch_chunks=batch_chunks, want=observer.safe(),
+                                 keep_top_logprobs=keep_top_logprobs, batch_chunks=batch_chunks, want=observer.safe(),
                                  cancel=cancel, restart=restart)
     reason: StopReason = observer.why or streamed.stop_reason  # type: ignore[assignment]
     rule = observer.rule

@@ -193,6 +193,25 @@ def score_fields(payload: bytes | memoryview) -> ScoreFields:
     return ScoreFields(header["sample_id"], header["finish_reason"], candidates, arrays["token_confidence"])
 
 
+def logprob_fields(payload: bytes | memoryview, *, top: bool = True) -> tuple[int, np.ndarray, np.ndarray | None]:
+    """(sample id, the chosen logprobs float32 [n], the top-k as rows [n, k] best first or None when the pool keeps
+    none or `top` is false), decompressing only the text block and, with `top`, the top block (formats 2, 3; format
+    1 decodes whole)."""
+    view = memoryview(payload)
+    if _is_format_1(view):
+        decoded = _decode_format_1(view)
+        header, blobs = decoded.header, decoded.blobs
+    else:
+        header, offset = _header(view)
+        blobs = _blocks_named(view, header, offset, {"text", "top"} if top else {"text"})
+        if "top_steps" in blobs:
+            step, scale = header["top_quantum"]
+            blobs["top_logprobs_kmajor"] = top_from_steps(blobs.pop("top_steps"), blobs.pop("top_absent", None),
+                                                          blobs["token_logprobs"], step, scale)
+    kmajor = blobs.get("top_logprobs_kmajor") if top else None
+    return int(header["sample_id"]), blobs["token_logprobs"], None if kmajor is None else kmajor.T
+
+
 def sample_id_of(payload: bytes | memoryview) -> int | None:
     """The sample id a payload's header holds, reading nothing else (None for format 1, which keeps it
     inside its compressed body)."""

@@ -124,10 +124,13 @@ def warmup_setting(pool_setting: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def method_setting(pool_setting: Mapping[str, Any], *, percentile: float, group_size: int, warmup: int,
-                   budget: int, consensus: float | None) -> dict[str, Any]:
-    """A method's ledger setting: the pool's, and what decides where its traces stop and how many start."""
+                   budget: int, consensus: float | None, token: str = "deepconf",
+                   top_k: int | None = None) -> dict[str, Any]:
+    """A method's ledger setting: the pool's, and what decides where its traces stop and how many start (the token
+    signal and its k only when not DeepConf's C_i, so ledgers from before them keep their folder)."""
+    signal = {} if (token, top_k) == ("deepconf", None) else {"token": token, "top_k": top_k}
     return {"part": "stream", **pool_setting, "percentile": percentile, "group_size": group_size,
-            "warmup": warmup, "budget": budget, "consensus": consensus}
+            "warmup": warmup, "budget": budget, "consensus": consensus, **signal}
 
 
 def ledger_root(folder: Path, prefix: str, setting: Mapping[str, Any], *, simulated: bool) -> Path:
@@ -157,6 +160,8 @@ class LiveManifest:
     simulated: bool
     setting: dict[str, Any]  # the pool's setting (model, prompt, decoding) the traces were generated under
     answers: dict[str, Any]  # the `answers:` rules the consensus check read answers by
+    token: str = "deepconf"  # confidence.token: the per-token signal the stop rule averaged
+    top_k: int | None = None  # confidence.top_k
 
     def root(self, manifest_path: Path, relative: str) -> Path:
         return recorded_path(manifest_path.parent, relative, source=manifest_path)
