@@ -30,7 +30,7 @@ from tracevote.cli.demo import clear_scratch, copy_pipeline, repro_targets, resu
 from tracevote.core.errors import DataError
 from tracevote.engine.llamacpp import EngineServer, llamacpp_server
 from tracevote.engine.loopback import log_tail
-from tracevote.engine.processes import Stopped, stop_group, stopped_by_signals
+from tracevote.engine.processes import Stopped, own_group, stopped_by_signals
 
 MODEL = Path("models") / "tinymath.gguf"
 DATASET = "tinymath"
@@ -161,15 +161,12 @@ def run_dvc_watched(scratch: Path, commands: list[list[str]], server: EngineServ
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
     for command in commands:
         shown = f"`dvc {' '.join(command)}`"
-        process = subprocess.Popen([sys.executable, "-m", "dvc", *command], cwd=scratch, env=env,
-                                   start_new_session=True)
-        try:
-            code = wait_watching(process, server, shown)
-        except Stopped as stopped:
-            stopped.stopped.append(f"{shown} (pid {process.pid}) stopped")
-            raise
-        finally:
-            stop_group(process)
+        with own_group([sys.executable, "-m", "dvc", *command], cwd=scratch, env=env) as process:
+            try:
+                code = wait_watching(process, server, shown)
+            except Stopped as stopped:
+                stopped.stopped.append(f"{shown} (pid {process.pid}) stopped")
+                raise
         if code != 0:
             print(f"real: {shown} failed in {scratch}", file=sys.stderr)
             return code

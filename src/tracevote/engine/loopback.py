@@ -27,7 +27,7 @@ from pathlib import Path
 import requests
 
 from tracevote.core.errors import DataError
-from tracevote.engine.processes import stop_group
+from tracevote.engine.processes import own_group
 
 LOG_TAIL_LINES = 20
 HOST = "127.0.0.1"
@@ -54,16 +54,12 @@ def held_port_server(command: Callable[[int], list[str]], *, log: Path, model_al
     with listening_socket() as listener:
         fd = listener.fileno()
         log.parent.mkdir(parents=True, exist_ok=True)
-        with log.open("wb") as sink:
-            process = subprocess.Popen(command(fd), stdout=sink, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                       pass_fds=(fd,), start_new_session=True)
-        try:
+        with log.open("wb") as sink, own_group(command(fd), stdout=sink, stderr=subprocess.STDOUT,
+                                               stdin=subprocess.DEVNULL, pass_fds=(fd,)) as process:
             server = EngineServer(base_url=f"http://{HOST}:{listener.getsockname()[1]}/v1", model_alias=model_alias,
                                   pid=process.pid, log=log, process=process, name=name)
             wait_ready(server, ready_timeout_s)
             yield server
-        finally:
-            stop_group(process)
 
 
 @contextlib.contextmanager

@@ -1,14 +1,12 @@
 """Process groups we start and stop, and the signals that stop a run.
 
-    with stopped_by_signals():          # SIGHUP, SIGTERM or SIGINT raises Stopped, once
-        process = subprocess.Popen(command, start_new_session=True)
-        try:
+    with stopped_by_signals():              # SIGHUP, SIGTERM or SIGINT raises Stopped, once
+        with own_group(command) as process:  # on leaving: stop_group(process), however the block ends
             process.wait()
-        finally:
-            stop_group(process)         # its whole group, children first; returns once none is alive
 
 A child started in its own session leads its own process group: a terminal's Ctrl-C or hang-up does not reach it,
-so whoever started it stops it, and `stop_group` waits until no process of that group is alive.
+so whoever started it stops it: `stop_group` stops its other processes first, then the whole group, and returns
+once no process of the group is alive.
 """
 
 from __future__ import annotations
@@ -20,6 +18,7 @@ import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 STOP_GRACE_S = 10.0
 POLL_S = 0.05
@@ -86,6 +85,20 @@ def shielded() -> Iterator[None]:
     if not _STOPS.shielded and _STOPS.pending is not None and not _STOPS.raised:
         _STOPS.raised = True
         raise Stopped(_STOPS.pending)
+
+
+@contextlib.contextmanager
+def own_group(command: list[str], **options: Any) -> Iterator[subprocess.Popen[bytes]]:
+    """`command` started in a session and process group of its own (`options` are Popen's); its group stopped on
+    leaving, however the block ends. A stop signal during the start is held until the process is ours to stop."""
+    process = None
+    try:
+        with shielded():
+            process = subprocess.Popen(command, start_new_session=True, **options)
+        yield process
+    finally:
+        if process is not None:
+            stop_group(process)
 
 
 def stop_group(process: subprocess.Popen[bytes], grace_s: float = STOP_GRACE_S) -> None:
