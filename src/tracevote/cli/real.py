@@ -22,7 +22,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import yaml
 
@@ -190,7 +190,7 @@ def wait_watching(process: subprocess.Popen[bytes], server: EngineServer, shown:
             return code
 
 
-def say(text: str, stream: Any = None) -> None:
+def say(text: str, stream: TextIO | None = None) -> None:
     """Print, where a closed terminal (SIGHUP) makes writing fail: the run's outcome is its exit code."""
     with contextlib.suppress(OSError):
         print(text, file=stream or sys.stdout, flush=True)
