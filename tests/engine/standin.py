@@ -32,6 +32,13 @@ def say(line: str) -> None:
     print(f"standin: {line}", flush=True)
 
 
+def terminal_job_signals() -> None:
+    """Popen's preexec_fn for a command that stands for a terminal's job: SIGHUP and SIGINT at their defaults,
+    whatever the test runner inherited (`nohup`, a shell's background job, which ignore them)."""
+    for signum in (signal.SIGHUP, signal.SIGINT):
+        signal.signal(signum, signal.SIG_DFL)
+
+
 def serve(args: argparse.Namespace) -> None:
     listener = socket.socket(fileno=args.listen_fd)
     say(f"port {listener.getsockname()[1]}")

@@ -21,6 +21,7 @@ import pytest
 import requests
 
 from tests.conftest import wait_for
+from tests.engine.standin import terminal_job_signals
 from tests.gate_proxy import DIRECT
 from tracevote.core.errors import DataError
 from tracevote.engine.loopback import EngineServer, held_port_server
@@ -91,7 +92,8 @@ def test_a_server_that_is_not_the_one_started_is_refused(tmp_path: Path, options
 def start_real(scratch: Path, *options: str) -> subprocess.Popen[str]:
     """The stand-in `make real` in a session of its own, as a terminal's job is."""
     return subprocess.Popen([sys.executable, str(STANDIN), "real", str(scratch), *options], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+                            stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            preexec_fn=terminal_job_signals)
 
 
 def pids(pattern: str, text: str) -> list[int]:

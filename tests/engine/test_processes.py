@@ -31,6 +31,17 @@ def test_the_first_stop_signal_raises_stopped_and_a_second_one_does_not_cut_the_
     assert signal.getsignal(signal.SIGHUP) == before  # the handlers are put back
 
 
+def test_a_signal_ignored_from_the_start_stays_ignored() -> None:
+    """`nohup make real`: SIGHUP ignored by whoever started the command must not stop the run."""
+    before = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        with stopped_by_signals():
+            os.kill(os.getpid(), signal.SIGHUP)
+            assert signal.getsignal(signal.SIGHUP) == signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGHUP, before)
+
+
 def test_a_stop_signal_during_a_shielded_block_is_raised_at_its_end() -> None:
     reached = []
     with pytest.raises(Stopped) as caught, stopped_by_signals():

@@ -22,6 +22,7 @@ import requests
 
 from bench import real_live
 from tests.conftest import wait_for
+from tests.engine.standin import terminal_job_signals
 from tests.gate_proxy import DIRECT, gate_proxy
 from tracevote.cli import real
 from tracevote.core.config_deepconf import DecodingConfig
@@ -190,7 +191,7 @@ def test_make_real_stops_the_stage_then_the_engine_when_its_terminal_closes(tmp_
     log = repo / "real-engine.log"
     run = subprocess.Popen([sys.executable, "-m", "tracevote", "real", "--problems", "20", "--traces", "64",
                             "--method", "deepconf"], cwd=repo, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                           text=True, start_new_session=True)
+                           text=True, start_new_session=True, preexec_fn=terminal_job_signals)
     try:
         wait_for(lambda: bool(read_counts(log)), "the engine to answer the pool's first request")
         run.send_signal(signal.SIGHUP)

@@ -53,7 +53,8 @@ _STOPS = _Stops()
 def stopped_by_signals(signums: tuple[signal.Signals, ...] = STOP_SIGNALS) -> Iterator[None]:
     """Inside the block the first of `signums` raises Stopped, so `finally` clauses stop what the block started;
     later ones are let go (a second Ctrl-C does not cut the cleanup short), and one that comes while a group is
-    being stopped (`shielded`) is raised once that stop is done. Main thread only, as signal.signal."""
+    being stopped (`shielded`) is raised once that stop is done. A signal this process ignores already (SIGHUP
+    under `nohup`) is left ignored. Main thread only, as signal.signal."""
     global _STOPS
     _STOPS = _Stops()
 
@@ -66,7 +67,9 @@ def stopped_by_signals(signums: tuple[signal.Signals, ...] = STOP_SIGNALS) -> It
         _STOPS.raised = True
         raise Stopped(signum)
 
-    previous = {signum: signal.signal(signum, stop) for signum in signums}
+    # a signal ignored from the start stays ignored: `nohup make real` asks to outlive the terminal
+    watched = [signum for signum in signums if signal.getsignal(signum) != signal.SIG_IGN]
+    previous = {signum: signal.signal(signum, stop) for signum in watched}
     try:
         yield
     finally:
