@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -28,6 +29,9 @@ from tracevote.engine.loopback import EngineServer, held_port_server
 from tracevote.engine.processes import live_members
 
 STANDIN = Path(__file__).with_name("standin.py")
+# every address and port-sharing option another server could try the port with
+IMPOSTOR_BINDS = [("0.0.0.0", socket.SO_REUSEADDR), ("127.0.0.1", socket.SO_REUSEPORT),
+                  ("0.0.0.0", socket.SO_REUSEPORT)]
 RUN_TIMEOUT_S = 600  # a whole stand-in run on a busy machine: only reached when something hangs
 
 
@@ -63,6 +67,10 @@ def test_no_other_server_can_take_the_engines_port_while_it_starts(tmp_path: Pat
         port = int(log_lines(log)[0].removeprefix("standin: port "))
         with pytest.raises(OSError, match="Address already in use"):
             HTTPServer(("127.0.0.1", port), BaseHTTPRequestHandler)
+        for host, option in IMPOSTOR_BINDS:  # nor with the socket options that share a port
+            with socket.socket() as impostor, pytest.raises(OSError, match="Address already in use"):
+                impostor.setsockopt(socket.SOL_SOCKET, option, 1)
+                impostor.bind((host, port))
         with open(gate, "w", encoding="utf-8"):  # the engine has loaded: it serves now
             pass
         wait_for(lambda: bool(started), "the engine to answer")

@@ -184,9 +184,11 @@ def test_make_real_runs_every_method_on_the_engine_and_stops_it(tmp_path: Path) 
     assert warmup.received == warmup.kept == warmup.pool_tokens and warmup.ahead == [1] * 12  # and <|end|>
 
 
-def test_make_real_stops_the_stage_then_the_engine_when_its_terminal_closes(tmp_path: Path) -> None:
-    """SIGHUP (the terminal closing) to `python -m tracevote real` once the pool is being built on the engine: the
-    stage, dvc and the engine are all gone when the command exits (129), the stage stopped first."""
+@pytest.mark.parametrize("sig", [signal.SIGHUP, signal.SIGTERM, signal.SIGINT], ids=lambda sig: sig.name)
+def test_make_real_stops_the_stage_then_the_engine_on_a_stop_signal(tmp_path: Path, sig: signal.Signals) -> None:
+    """The terminal closing (SIGHUP), `kill` (SIGTERM) or Ctrl-C (SIGINT) reaching `python -m tracevote real` once
+    the pool is being built on the engine: the stage and dvc, then the engine, are all gone when the command exits
+    (128 + the signal's number)."""
     repo = copy_of_repo(tmp_path / "repo")
     log = repo / "real-engine.log"
     run = subprocess.Popen([sys.executable, "-m", "tracevote", "real", "--problems", "20", "--traces", "64",
@@ -194,15 +196,15 @@ def test_make_real_stops_the_stage_then_the_engine_when_its_terminal_closes(tmp_
                            text=True, start_new_session=True, preexec_fn=terminal_job_signals)
     try:
         wait_for(lambda: bool(read_counts(log)), "the engine to answer the pool's first request")
-        run.send_signal(signal.SIGHUP)
+        run.send_signal(sig)
         out, err = run.communicate(timeout=600)
     finally:
         if run.poll() is None:
             os.killpg(run.pid, signal.SIGKILL)
-    assert run.returncode == 128 + signal.SIGHUP, (out + err)[-3000:]
+    assert run.returncode == 128 + sig, (out + err)[-3000:]
     closing = err.strip().splitlines()[-1]
-    stopped = re.fullmatch(r"real: stopped by SIGHUP: `dvc repro report` \(pid (\d+)\) stopped, then llama.cpp's "
-                           r"server \(pid (\d+)\) stopped", closing)
+    stopped = re.fullmatch(rf"real: stopped by {sig.name}: `dvc repro report` \(pid (\d+)\) stopped, then "
+                           r"llama.cpp's server \(pid (\d+)\) stopped", closing)
     assert stopped, err[-3000:]
     assert f"(pid {stopped.group(2)})" in out
     for pid in stopped.groups():
