@@ -3,8 +3,9 @@
     python -m tracevote.engine.serve --listen-fd 3 --count-tokens --model models/tinymath.gguf ...
 
 A streamed reply the client closes ends without usage, and llama.cpp prints its perf lines only after a whole
-completion; so nothing the server says tells how far it went. This launcher wraps three functions of
-llama-cpp-python 0.3.36, the pinned version (no behaviour changed) and prints, when each completion ends, a line
+completion; so nothing the server says tells how far it went. `install` (tracevote.engine.serve calls it with
+`--count-tokens`) wraps three functions of llama-cpp-python 0.3.36, the pinned version (no behaviour changed) and
+prints, when each completion ends, a line
 
     tracevote-engine-count {"request": 7, "key": "p/3", "seed": ..., "stream": true, "sampled": 18, ...}
 
