@@ -6,6 +6,7 @@ Skipped, with the reason, where the engine is not installed (`make engine` insta
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -21,6 +22,7 @@ import requests
 
 from bench import real_live
 from tests.conftest import hang_guard_s, wait_for
+from tests.engine.standin import terminal_job_signals
 from tests.gate_proxy import DIRECT, gate_proxy
 from tracevote.cli import real
 from tracevote.core.config_deepconf import DecodingConfig
@@ -28,6 +30,7 @@ from tracevote.core.config_endpoints import ModelConfig, SimConfig
 from tracevote.core.errors import DataError
 from tracevote.core.profiles import PROFILES
 from tracevote.engine.llamacpp import EngineServer, llamacpp_server, missing_engine_reason, read_counts
+from tracevote.engine.processes import live_members
 from tracevote.sampling.client import ChatClient
 from tracevote.sampling.ingest import parse_completion
 from tracevote.sampling.stream import stream_completion
@@ -179,6 +182,33 @@ def test_make_real_runs_every_method_on_the_engine_and_stops_it(tmp_path: Path) 
     warmup = real_live.compare(scratch, repo / "real-engine.log")["warmup"]
     assert (warmup.traces, warmup.unmatched, warmup.differ, dict(warmup.by_reason)) == (12, 0, [], {"finished": 12})
     assert warmup.received == warmup.kept == warmup.pool_tokens and warmup.ahead == [1] * 12  # and <|end|>
+
+
+@pytest.mark.parametrize("sig", [signal.SIGHUP, signal.SIGTERM, signal.SIGINT], ids=lambda sig: sig.name)
+def test_make_real_stops_the_stage_then_the_engine_on_a_stop_signal(tmp_path: Path, sig: signal.Signals) -> None:
+    """The terminal closing (SIGHUP), `kill` (SIGTERM) or Ctrl-C (SIGINT) reaching `python -m tracevote real` once
+    the pool is being built on the engine: the stage and dvc, then the engine, are all gone when the command exits
+    (128 + the signal's number)."""
+    repo = copy_of_repo(tmp_path / "repo")
+    log = repo / "real-engine.log"
+    run = subprocess.Popen([sys.executable, "-m", "tracevote", "real", "--problems", "20", "--traces", "64",
+                            "--method", "deepconf"], cwd=repo, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           text=True, start_new_session=True, preexec_fn=terminal_job_signals)
+    try:
+        wait_for(lambda: bool(read_counts(log)), "the engine to answer the pool's first request")
+        run.send_signal(sig)
+        out, err = run.communicate(timeout=600)
+    finally:
+        if run.poll() is None:
+            os.killpg(run.pid, signal.SIGKILL)
+    assert run.returncode == 128 + sig, (out + err)[-3000:]
+    closing = err.strip().splitlines()[-1]
+    stopped = re.fullmatch(rf"real: stopped by {sig.name}: `dvc repro report` \(pid (\d+)\) stopped, then "
+                           r"llama.cpp's server \(pid (\d+)\) stopped", closing)
+    assert stopped, err[-3000:]
+    assert f"(pid {stopped.group(2)})" in out
+    for pid in stopped.groups():
+        assert live_members(int(pid)) == [], pid
 
 
 def copy_of_repo(dest: Path) -> Path:

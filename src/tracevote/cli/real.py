@@ -6,18 +6,31 @@ key, no price), at the server's address: the DeepConf pool on the held-out probl
 online DeepConf run live on the same problems and seeds (the pool's traces are its traces in full); a short
 debate; critiques of the model's own solutions, labelled by the generator; grading of the pool's traces with
 Math-Verify and the critic. The server runs only while `dvc repro` does.
+
+The server's port is held by this process from before the server starts (tracevote.engine.loopback), and `dvc`
+runs in a session of its own, watched: if the server exits, the stage is stopped and the run ends in one line.
+SIGHUP, SIGTERM and SIGINT stop `dvc` (its stage first, then dvc; the whole group, waited for) and then the
+server (its whole group), and the command exits with 128 + the signal's number: nothing it started outlives it.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
+import subprocess
+import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import yaml
 
-from tracevote.cli.demo import clear_scratch, copy_pipeline, repro_targets, results_listing, run_dvc
-from tracevote.engine.llamacpp import EngineServer, llamacpp_server, stop_on_sigterm
+from tracevote.cli.demo import clear_scratch, copy_pipeline, repro_targets, results_listing
+from tracevote.core.errors import DataError
+from tracevote.engine.llamacpp import EngineServer, llamacpp_server
+from tracevote.engine.loopback import log_tail
+from tracevote.engine.processes import Stopped, own_group, stopped_by_signals
 
 MODEL = Path("models") / "tinymath.gguf"
 DATASET = "tinymath"
@@ -27,6 +40,10 @@ SERVER_CONTEXT = 2048  # the debate's later rounds quote other agents: far past 
 OWN_SOLUTIONS = "tinymath_own"  # the pool's own traces cut into steps, labelled by the generator (source.pool)
 PER_PROBLEM = 4  # solutions critiqued per problem, half right and half wrong where the pool has both
 K_LADDER = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
+WATCH_S = 0.5  # how often the server is checked for life while dvc runs
+
+# the engine's log file -> the running engine, stopped on leaving (llamacpp_engine's by default)
+EngineLauncher = Callable[[Path], contextlib.AbstractContextManager[EngineServer]]
 
 
 @dataclass(frozen=True)
@@ -96,16 +113,85 @@ def prepare(repo: Path, scratch: Path, run: RealRun, server: EngineServer) -> No
     (scratch / PROBLEMS_FILE).write_text("\n".join(rows) + "\n", encoding="utf-8")
 
 
-def run_real(repo: Path, scratch: Path, run: RealRun) -> int:
-    """Start the server, build and run the scratch project, stop the server; dvc's exit code."""
-    with stop_on_sigterm(), llamacpp_server(repo / MODEL, log=scratch.parent / "real-engine.log",
-                                            model_alias="tinymath", n_ctx=SERVER_CONTEXT, count_tokens=True) as server:
-        print(f"real: llama.cpp's server on {server.base_url} (pid {server.pid}) serving {MODEL}; "
-              f"{run.problems} problems x {run.traces} traces in the scratch project {scratch}")
-        prepare(repo, scratch, run, server)
-        failed = run_dvc(scratch, [["init", "--no-scm", "-q"], ["repro", *repro_targets(run.method)]], "real")
-        if failed:
-            return failed
-    print("real: the server is stopped\n" + results_listing(scratch, DATASET, repo, label="real", method=run.method,
-                                                                live=True))
+def llamacpp_engine(repo: Path) -> EngineLauncher:
+    """The engine `make real` runs: llama.cpp's server on the shipped model, counting the tokens it generates."""
+    return lambda log: llamacpp_server(repo / MODEL, log=log, model_alias=ENDPOINT, n_ctx=SERVER_CONTEXT,
+                                       count_tokens=True)
+
+
+def run_real(repo: Path, scratch: Path, run: RealRun, engine: EngineLauncher | None = None) -> int:
+    """Start the server, build and run the scratch project, stop the server; dvc's exit code, or 128 + the number
+    of the signal that stopped the run."""
+    launch = engine or llamacpp_engine(repo)
+    try:
+        with stopped_by_signals():
+            failed = run_with_engine(repo, scratch, run, launch)
+    except Stopped as stopped:
+        say(f"real: stopped by {stopped.name}: " + ", then ".join(stopped.stopped or ["nothing was running"]),
+            stream=sys.stderr)
+        return 128 + stopped.signum
+    if failed:
+        return failed
+    say("real: the server is stopped\n" + results_listing(scratch, DATASET, repo, label="real", method=run.method,
+                                                          live=True))
     return 0
+
+
+def run_with_engine(repo: Path, scratch: Path, run: RealRun, launch: EngineLauncher) -> int:
+    try:
+        with launch(scratch.parent / "real-engine.log") as server:
+            try:
+                say(f"real: {server.name} on {server.base_url} (pid {server.pid}) serving {MODEL}; "
+                    f"{run.problems} problems x {run.traces} traces in the scratch project {scratch}")
+                prepare(repo, scratch, run, server)
+                return run_dvc_watched(scratch, [["init", "--no-scm", "-q"], ["repro", *repro_targets(run.method)]],
+                                       server)
+            except Stopped as stopped:
+                stopped.stopped.append(f"{server.name} (pid {server.pid}) stopped")
+                raise
+    except Stopped as stopped:
+        if not stopped.stopped:
+            stopped.stopped.append("the server (still starting) stopped")
+        raise
+
+
+def run_dvc_watched(scratch: Path, commands: list[list[str]], server: EngineServer) -> int:
+    """Each `dvc` command in the scratch project, in a session of its own, while `server` lives; 0, or the first
+    failure's exit code, said in one line. Whatever ends the wait, the command's whole group is stopped before
+    this returns (the caller stops the server after)."""
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    for command in commands:
+        shown = f"`dvc {' '.join(command)}`"
+        with own_group([sys.executable, "-m", "dvc", *command], cwd=scratch, env=env) as process:
+            try:
+                code = wait_watching(process, server, shown)
+            except Stopped as stopped:
+                stopped.stopped.append(f"{shown} (pid {process.pid}) stopped")
+                raise
+        if code != 0:
+            print(f"real: {shown} failed in {scratch}", file=sys.stderr)
+            return code
+    return 0
+
+
+def wait_watching(process: subprocess.Popen[bytes], server: EngineServer, shown: str) -> int:
+    """`process`'s exit code; DataError as soon as the server has exited (or if it had when `process` failed), so
+    no request goes elsewhere and no failure is blamed on the wrong cause."""
+    while True:
+        try:
+            code = process.wait(timeout=WATCH_S)
+        except subprocess.TimeoutExpired:
+            code = None
+        engine_code = server.exit_code()
+        if engine_code is not None and code != 0:
+            raise DataError(f"real: {server.name} (pid {server.pid}) exited with code {engine_code} while {shown} "
+                            f"(pid {process.pid}) ran; it is stopped and the run ends here; the end of the server's "
+                            f"log ({server.log}):\n{log_tail(server.log)}")
+        if code is not None:
+            return code
+
+
+def say(text: str, stream: TextIO | None = None) -> None:
+    """Print, where a closed terminal (SIGHUP) makes writing fail: the run's outcome is its exit code."""
+    with contextlib.suppress(OSError):
+        print(text, file=stream or sys.stdout, flush=True)

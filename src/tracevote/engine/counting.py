@@ -1,10 +1,11 @@
 """llama-cpp-python's server, with one log line per chat completion counting the tokens the engine generated.
 
-    python -m tracevote.engine.counting --model models/tinymath.gguf ...   # llama_cpp.server's own options
+    python -m tracevote.engine.serve --listen-fd 3 --count-tokens --model models/tinymath.gguf ...
 
 A streamed reply the client closes ends without usage, and llama.cpp prints its perf lines only after a whole
-completion; so nothing the server says tells how far it went. This launcher wraps three functions of
-llama-cpp-python 0.3.36, the pinned version (no behaviour changed) and prints, when each completion ends, a line
+completion; so nothing the server says tells how far it went. `install` (tracevote.engine.serve calls it with
+`--count-tokens`) wraps three functions of llama-cpp-python 0.3.36, the pinned version (no behaviour changed) and
+prints, when each completion ends, a line
 
     tracevote-engine-count {"request": 7, "key": "p/3", "seed": ..., "stream": true, "sampled": 18, ...}
 
@@ -24,7 +25,6 @@ from __future__ import annotations
 
 import contextvars
 import itertools
-import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -101,19 +101,3 @@ def install(llama_cpp: Any, app: Any, out: Callable[[str], None]) -> None:
     llama_cpp.Llama.sample = counted_sample
     llama_cpp.Llama.create_chat_completion = counted_create
     app.get_event_publisher = counted_publisher
-
-
-def main() -> None:
-    import llama_cpp  # the engine's interpreter only: tracevote imports without it
-    import llama_cpp.server.app as app
-    from llama_cpp.server.__main__ import main as serve
-
-    def out(line: str) -> None:
-        print(line, file=sys.stdout, flush=True)
-
-    install(llama_cpp, app, out)
-    serve()
-
-
-if __name__ == "__main__":
-    main()
