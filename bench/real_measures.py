@@ -1,8 +1,8 @@
 """Which token confidence tells the real model's right traces from its wrong ones, computed without tracevote.
 
-    .venv/bin/python -m tracevote pool export --params real/params.yaml --pool-dir real/pools/tinymath \\
-        --fields problem_id,sample_id,answer,token_logprobs,top_logprobs --quiet > real-pool.jsonl
-    .venv/bin/python -m bench.real_measures --pool real-pool.jsonl
+    cd real && ../.venv/bin/python -m tracevote pool export --quiet \\
+        --fields problem_id,sample_id,answer,token_logprobs,top_logprobs,token_confidence > pool.jsonl
+    cd .. && .venv/bin/python -m bench.real_measures --pool real/pool.jsonl
 
 Reads the pool's JSON-lines export and the held-out problems (their gold answers and texts) with numpy and pandas
 only, so every figure docs/real-model.md quotes is checked by code that shares nothing with the score, aggregate
@@ -13,6 +13,9 @@ chosen token's logprob, minus the entropy of the top-20 renormalized), it comput
 - the votes on the whole pool (K = the traces per problem): weighted, top-10% and top-90% against Cons@K;
 - what makes up DeepConf's C_i at k = 20: the chosen, best and tail entries' typical values and shares;
 - Pass@1 and Cons@K by the problems' distractor sentences (the training problems had 0 or 1).
+The pool keeps DeepConf's C_i (float32) and the top-k quantised (tracevote.store.logprobs.TOP_STEP): with
+`token_confidence` exported, DeepConf's k = 20 is the C_i the score stage reads (its figures are the report's), and
+every other signal comes from the kept top-k, as the stages' own would.
 Ties go to the smallest answer (eval.tie_break: smallest); a trace without an answer casts no vote and is wrong.
 """
 
@@ -49,6 +52,7 @@ class Trace:
     answer: int | None
     chosen: np.ndarray  # float64 [tokens]: the sampled token's logprob
     top: np.ndarray  # float64 [tokens, TOP_K]: the top-k logprobs, best first, NaN where absent
+    stored: np.ndarray | None  # float64 [tokens]: the pool's own C_i, when exported
 
 
 def read_pool(path: Path) -> list[Trace]:
@@ -60,7 +64,9 @@ def read_pool(path: Path) -> list[Trace]:
             values = [np.nan if v is None or v <= -9999 else v for v in entries[:TOP_K]]
             top[i, :len(values)] = values
         chosen = np.array([np.nan if v is None else v for v in row["token_logprobs"]], dtype=np.float64)
-        traces.append(Trace(row["problem_id"], row["answer"], chosen, top))
+        stored = row.get("token_confidence")
+        stored = None if stored is None else np.array([np.nan if v is None else v for v in stored], dtype=np.float64)
+        traces.append(Trace(row["problem_id"], row["answer"], chosen, top, stored))
     return traces
 
 
@@ -79,6 +85,11 @@ def deepconf(k: int) -> Callable[[Trace], np.ndarray]:
     return lambda trace: -np.nanmean(trace.top[:, :k], axis=1)
 
 
+def stored_or_top(trace: Trace) -> np.ndarray:
+    """DeepConf's C_i at k = 20: the pool's own when exported, else from the kept top-20."""
+    return deepconf(TOP_K)(trace) if trace.stored is None else trace.stored
+
+
 def chosen(trace: Trace) -> np.ndarray:
     return trace.chosen
 
@@ -91,7 +102,7 @@ def minus_entropy(trace: Trace) -> np.ndarray:
 
 
 SIGNALS: dict[str, Callable[[Trace], np.ndarray]] = {
-    "deepconf k=20": deepconf(20), "deepconf k=10": deepconf(10), "deepconf k=5": deepconf(5),
+    "deepconf k=20": stored_or_top, "deepconf k=10": deepconf(10), "deepconf k=5": deepconf(5),
     "deepconf k=2": deepconf(2), "deepconf k=1": deepconf(1), "chosen": chosen, "entropy k=20": minus_entropy}
 # weights of a weighted vote must be positive: a logprob or minus an entropy votes as its exp (same order)
 POSITIVE: dict[str, Callable[[np.ndarray], np.ndarray]] = {"chosen": np.exp, "entropy k=20": np.exp}
@@ -190,24 +201,37 @@ def print_votes(table: pd.DataFrame, heldout: pd.DataFrame, k: int) -> None:
 
 
 def print_tail(traces: list[Trace]) -> None:
-    """What DeepConf's C_i at k = 20 is made of, over every token of the pool."""
+    """What DeepConf's C_i at k = 20 is made of, over every token of the pool with 20 entries."""
     top = np.concatenate([t.top for t in traces])
     chosen_lp = np.concatenate([t.chosen for t in traces])
     full = ~np.isnan(top).any(axis=1)
     top, chosen_lp = top[full], chosen_lp[full]
-    c = -top.mean(axis=1)
     head, tail = -top[:, 0] / TOP_K, -top[:, 1:].sum(axis=1) / TOP_K
-    print(f"\nDeepConf's C_i at k = {TOP_K} over {len(c):,} tokens with {TOP_K} entries "
-          f"({int((~full).sum())} with fewer left out):")
-    print(f"  chosen token is the best entry: {100 * np.mean(chosen_lp == top[:, 0]):.1f}% of tokens")
-    for label, values in (("best entry (rank 1)", top[:, 0]), ("chosen token", chosen_lp),
-                          ("rank 2", top[:, 1]), ("ranks 2-20", top[:, 1:].ravel()), ("rank 20", top[:, -1])):
-        p10, p50, p90 = np.percentile(values, [10, 50, 90])
-        print(f"  logprob of {label:<20} median {p50:7.2f}  [p10 {p10:7.2f}, p90 {p90:7.2f}]")
-    print(f"  C_i median {np.median(c):.2f}; share of C_i from ranks 2-20: median "
-          f"{100 * np.median(tail / c):.1f}% [p10 {100 * np.percentile(tail / c, 10):.1f}%]")
-    print(f"  std over tokens: rank 1's part {np.std(head):.3f}, ranks 2-20's part {np.std(tail):.3f}; "
-          f"correlation of the two parts {np.corrcoef(head, tail)[0, 1]:+.3f}")
+    print(f"\nDeepConf's C_i at k = {TOP_K} over {len(top):,} tokens with {TOP_K} entries "
+          f"({int((~full).sum())} with fewer left out): logprobs, p10 / median / p90")
+    for label, values in (("best entry (rank 1)", top[:, 0]), ("chosen token", chosen_lp), ("rank 2", top[:, 1]),
+                          ("ranks 2-20", top[:, 1:].ravel()), ("rank 20", top[:, -1])):
+        print(f"  {label:<20}" + " / ".join(f"{v:9.4f}" for v in np.percentile(values, [10, 50, 90])))
+    print(f"  C_i median {np.median(head + tail):.3f}: the best entry's part median {np.median(head):.5f}, "
+          f"ranks 2-20's {np.median(tail):.3f}")
+    print(f"  std over tokens: rank 1's part {np.std(head):.4f}, ranks 2-20's part {np.std(tail):.3f}")
+
+
+def off_best_picks(trace: Trace) -> int:
+    """Tokens where the sampler took another token than the best entry (the chosen logprob below the best)."""
+    return int((trace.chosen < trace.top[:, 0]).sum())
+
+
+def print_picks(traces: list[Trace], table: pd.DataFrame) -> None:
+    """Where the signal is: the tokens sampled off the best entry, in right and in wrong traces."""
+    table = table.assign(picks=[-off_best_picks(t) for t in traces], tokens=[len(t.chosen) for t in traces])
+    answered = table[table["answer"] >= 0]
+    print("\nTokens sampled off the best entry (chosen logprob below the best one's)")
+    for label, rows in (("right", answered[answered["correct"]]), ("wrong", answered[~answered["correct"]])):
+        print(f"  {label} traces {len(rows):>5}: {-rows['picks'].sum() / rows['tokens'].sum() * 100:.2f}% of tokens, "
+              f"{-rows['picks'].mean():.2f} a trace, {100 * (rows['picks'] < 0).mean():.1f}% of traces have one")
+    within, problems, pooled = aurocs(table, "picks")
+    print(f"  AUROC of minus that count: within {within:.3f} ({problems}) | pooled {pooled:.3f}")
 
 
 def print_distractors(table: pd.DataFrame, heldout: pd.DataFrame) -> None:
@@ -241,6 +265,7 @@ def main(argv: list[str]) -> int:
     print_aurocs(table)
     print_votes(table, heldout, k)
     print_tail(traces)
+    print_picks(traces, table)
     print_distractors(table, heldout)
     return 0
 

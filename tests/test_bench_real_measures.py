@@ -19,8 +19,10 @@ from bench.real_measures import (
     main,
     measure_table,
     minus_entropy,
+    off_best_picks,
     read_heldout,
     read_pool,
+    stored_or_top,
     trace_measures,
     vote,
 )
@@ -52,7 +54,7 @@ def test_a_tied_vote_goes_to_the_smallest_answer_and_unanswered_traces_do_not_vo
 
 def test_deepconf_at_k_and_the_entropy_read_only_their_entries() -> None:
     top = np.array([[np.log(0.5), np.log(0.5), -20.0], [-0.1, np.nan, np.nan]])
-    trace = Trace("p", 1, np.array([-0.7, -0.1]), np.pad(top, ((0, 0), (0, 17)), constant_values=np.nan))
+    trace = Trace("p", 1, np.array([-0.7, -0.1]), np.pad(top, ((0, 0), (0, 17)), constant_values=np.nan), None)
     assert deepconf(1)(trace).tolist() == pytest.approx([np.log(2), 0.1])
     assert deepconf(20)(trace)[0] == pytest.approx((2 * np.log(2) + 20) / 3)
     assert minus_entropy(trace).tolist() == pytest.approx([-np.log(2), 0.0], abs=1e-6)
@@ -92,3 +94,13 @@ def test_on_a_small_pool_the_chosen_logprob_separates_where_the_top_mean_does_no
     assert "Pass@1 50.00, Cons@4 100.00" in "\n".join(lines)
     assert any(line.split()[:2] == ["0", "1"] for line in lines)  # no distractor: one problem
 
+
+
+def test_deepconf_at_20_is_the_pools_own_c_i_when_exported(tmp_path: Path) -> None:
+    pool = tmp_path / "pool.jsonl"
+    row = json.loads(export_line("p", 7, [-0.1], [-0.1]))
+    pool.write_text(json.dumps(row) + "\n" + json.dumps({**row, "token_confidence": [13.0]}) + "\n")
+    recomputed, stored = read_pool(pool)
+    assert stored_or_top(recomputed).tolist() == pytest.approx([(0.1 + 19 * 14) / 20])
+    assert stored_or_top(stored).tolist() == [13.0]
+    assert off_best_picks(recomputed) == 0
