@@ -1,17 +1,19 @@
 """Which token confidence tells the real model's right traces from its wrong ones, computed without tracevote.
 
-    cd real && ../.venv/bin/python -m tracevote pool export --quiet \\
-        --fields problem_id,sample_id,answer,token_logprobs,top_logprobs,token_confidence > pool.jsonl
-    cd .. && .venv/bin/python -m bench.real_measures --pool real/pool.jsonl
+    .venv/bin/python -m bench.real_measures --real real     # the pool `make real` left in real/
+    .venv/bin/python -m bench.real_measures --pool pool.jsonl   # or a `pool export` of EXPORT_FIELDS
 
-Reads the pool's JSON-lines export and the held-out problems (their gold answers and texts) with numpy and pandas
-only, so every figure docs/real-model.md quotes is checked by code that shares nothing with the score, aggregate
-and report stages. For each token signal (DeepConf's C_i = minus the mean of the top-k logprobs at several k, the
+Reads the pool's JSON-lines export (--real runs the project's `pool export` in that project, a separate process)
+and the held-out problems (their gold answers and texts) with numpy and pandas only, so every figure
+docs/real-model.md quotes is checked by code that shares nothing with the score, aggregate and report stages.
+For each token signal (DeepConf's C_i = minus the mean of the top-k logprobs at several k, the
 chosen token's logprob, minus the entropy of the top-20 renormalized), it computes DeepConf's four trace measures
 (avg, bottom10, lowest, tail: confidence.group_size, bottom_fraction and tail_tokens as given), and prints:
 - the AUROC of right against wrong traces, within problems (the mean over problems with both) and pooled;
-- the votes on the whole pool (K = the traces per problem): weighted, top-10% and top-90% against Cons@K;
-- what makes up DeepConf's C_i at k = 20: the chosen, best and tail entries' typical values and shares;
+- the votes on the whole pool (K = the traces per problem): weighted, top-10% and top-90% against Cons@K (a
+  logprob or minus an entropy weighs a vote as its exp, which keeps the order: weights must be positive);
+- what makes up DeepConf's C_i at k = 20: the best, chosen and tail entries' logprobs and each part's spread;
+- the tokens sampled off the best entry, in right and in wrong traces;
 - Pass@1 and Cons@K by the problems' distractor sentences (the training problems had 0 or 1).
 The pool keeps DeepConf's C_i (float32) and the top-k quantised (tracevote.store.logprobs.TOP_STEP): with
 `token_confidence` exported, DeepConf's k = 20 is the C_i the score stage reads (its figures are the report's), and
@@ -23,7 +25,9 @@ from __future__ import annotations
 
 import argparse
 import re
+import subprocess
 import sys
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +39,7 @@ import pandas as pd
 HELDOUT = Path("src/tracevote/datasets/data/tinymath_heldout.jsonl")
 MEASURES = ("avg", "bottom10", "lowest", "tail")
 TOP_K = 20
+EXPORT_FIELDS = "problem_id,sample_id,answer,token_logprobs,top_logprobs,token_confidence"
 ETAS = (0.1, 0.9)
 SENTENCE_END = re.compile(r"(?<=[.?])\s+")
 
@@ -56,8 +61,13 @@ class Trace:
 
 
 def read_pool(path: Path) -> list[Trace]:
+    return parse_pool(path.read_bytes())
+
+
+def parse_pool(export: bytes) -> list[Trace]:
+    """The traces of a `pool export` (one JSON object a line)."""
     traces = []
-    for line in path.read_bytes().splitlines():
+    for line in export.splitlines():
         row = orjson.loads(line)
         top = np.full((len(row["top_logprobs"]), TOP_K), np.nan)
         for i, entries in enumerate(row["top_logprobs"]):
@@ -245,18 +255,29 @@ def print_distractors(table: pd.DataFrame, heldout: pd.DataFrame) -> None:
         print(f"  {count:>11} {len(ids):>9} {100 * answered.loc[ids].mean():>8.2f} {cons:>8.2f}")
 
 
+def exported(project: Path) -> list[Trace]:
+    """The traces of `project`'s pool, through its own `pool export` run in that folder."""
+    with tempfile.TemporaryFile() as out:
+        subprocess.run([sys.executable, "-m", "tracevote", "pool", "export", "--quiet", "--fields", EXPORT_FIELDS],
+                       cwd=project, stdout=out, check=True)
+        out.seek(0)
+        return parse_pool(out.read())
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--pool", type=Path, required=True, help="the pool's `pool export` JSON lines")
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--pool", type=Path, help=f"the pool's `pool export --fields {EXPORT_FIELDS}`")
+    source.add_argument("--real", type=Path, help="the scratch project of `make real` (its pool exported here)")
     parser.add_argument("--heldout", type=Path, default=HELDOUT, help=f"the problems (default: {HELDOUT})")
     parser.add_argument("--group-size", type=int, default=16, help="confidence.group_size (make real's: 16)")
     parser.add_argument("--tail-tokens", type=int, default=16, help="confidence.tail_tokens (make real's: 16)")
     parser.add_argument("--bottom-fraction", type=float, default=0.1, help="confidence.bottom_fraction")
     args = parser.parse_args(argv)
-    traces, heldout = read_pool(args.pool), read_heldout(args.heldout)
+    traces, heldout = read_pool(args.pool) if args.pool else exported(args.real), read_heldout(args.heldout)
     unknown = sorted({t.problem_id for t in traces} - set(heldout.index))
     if unknown:
-        print(f"error: {args.pool}: problem {unknown[0]!r} is not in {args.heldout}", file=sys.stderr)
+        print(f"error: {args.pool or args.real}: problem {unknown[0]!r} is not in {args.heldout}", file=sys.stderr)
         return 2
     table = measure_table(traces, heldout, Window(args.group_size, args.bottom_fraction, args.tail_tokens))
     k = int(table.groupby("problem_id").size().max())

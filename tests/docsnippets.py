@@ -58,7 +58,9 @@ OTHER_MODULES = {"pip": "the package installer", "llama_cpp.server": "llama-cpp-
                  "bench.plan_calibration": "the planner's calibration cases (a small scale runs in "
                                            "tests/deepconf/test_plan_calibration.py)",
                  "bench.split_stream_cpu": "client CPU per streamed token with a reasoning parser's split and "
-                                           "without (a minute; not run by the suite)"}
+                                           "without (a minute; not run by the suite)",
+                 "bench.real_measures": "the real pool's token signals, recomputed without tracevote (needs a "
+                                        "`make real` pool; its functions run in tests/test_bench_real_measures.py)"}
 # Commands that run the command after them: `nice -n 15 python x.py` is checked as `python x.py`.
 WRAPPERS = {"nice": {"-n"}, "time": set(), "env": set()}
 PLACEHOLDER_SETTINGS = {"key=value", "…", "..."}  # prose describing -S itself
