@@ -7,7 +7,7 @@ Reads the pool's JSON-lines export (--real runs the project's `pool export` in t
 and the held-out problems (their gold answers and texts) with numpy and pandas only, so every figure
 docs/real-model.md quotes is checked by code that shares nothing with the score, aggregate and report stages.
 For each token signal (DeepConf's C_i = minus the mean of the top-k logprobs at several k, the
-chosen token's logprob, minus the entropy of the top-20 renormalized), it computes DeepConf's four trace measures
+chosen token's logprob, minus the entropy of the top-20, not renormalized), it computes DeepConf's four trace measures
 (avg, bottom10, lowest, tail: confidence.group_size, bottom_fraction and tail_tokens as given), and prints:
 - the AUROC of right against wrong traces, within problems (the mean over problems with both) and pooled;
 - the votes on the whole pool (K = the traces per problem): weighted, top-10% and top-90% against Cons@K (a
@@ -105,10 +105,11 @@ def chosen(trace: Trace) -> np.ndarray:
 
 
 def minus_entropy(trace: Trace) -> np.ndarray:
-    """Minus the entropy (nats) of the top-20 entries' probabilities renormalized to sum to 1."""
-    probabilities = np.exp(trace.top)
-    probabilities = probabilities / np.nansum(probabilities, axis=1, keepdims=True)
-    return np.nansum(probabilities * np.log(probabilities), axis=1)
+    """Minus the entropy (nats) of the top-20 entries, sum of p log p over them, not renormalized: each term is one
+    of the full vocabulary's entropy, so this is a lower bound of minus the whole entropy."""
+    present = ~np.isnan(trace.top)
+    terms = np.where(present, np.exp(np.where(present, trace.top, 0.0)) * np.where(present, trace.top, 0.0), 0.0)
+    return np.where(present.any(axis=1), terms.sum(axis=1), np.nan)
 
 
 SIGNALS: dict[str, Callable[[Trace], np.ndarray]] = {

@@ -57,7 +57,7 @@ def test_deepconf_at_k_and_the_entropy_read_only_their_entries() -> None:
     trace = Trace("p", 1, np.array([-0.7, -0.1]), np.pad(top, ((0, 0), (0, 17)), constant_values=np.nan), None)
     assert deepconf(1)(trace).tolist() == pytest.approx([np.log(2), 0.1])
     assert deepconf(20)(trace)[0] == pytest.approx((2 * np.log(2) + 20) / 3)
-    assert minus_entropy(trace).tolist() == pytest.approx([-np.log(2), 0.0], abs=1e-6)
+    assert minus_entropy(trace).tolist() == pytest.approx([-np.log(2), -0.1 * np.exp(-0.1)], abs=1e-6)
 
 
 def test_the_heldout_problems_have_one_to_three_distractors() -> None:
