@@ -60,7 +60,9 @@ OTHER_MODULES = {"pip": "the package installer", "llama_cpp.server": "llama-cpp-
                  "bench.split_stream_cpu": "client CPU per streamed token with a reasoning parser's split and "
                                            "without (a minute; not run by the suite)",
                  "bench.signals_cost": "the score stage's time per token signal and a pool's bytes per token per "
-                                       "kept top-k (a minute; not run by the suite)"}
+                                       "kept top-k (a minute; not run by the suite)",
+                 "bench.real_measures": "the real pool's token signals, recomputed without tracevote (needs a "
+                                        "`make real` pool; its functions run in tests/test_bench_real_measures.py)"}
 # Commands that run the command after them: `nice -n 15 python x.py` is checked as `python x.py`.
 WRAPPERS = {"nice": {"-n"}, "time": set(), "env": set()}
 PLACEHOLDER_SETTINGS = {"key=value", "…", "..."}  # prose describing -S itself
