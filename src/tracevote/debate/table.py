@@ -34,7 +34,7 @@ def debate_markdown(results: Sequence[DebateResult], metrics: dict[str, Any], to
               f"{totals.calls_per_problem:.2f} per problem.", ""]
     groups = [(key.removeprefix("accuracy_").removesuffix("_pct"), value) for key, value in metrics.items()
               if key.startswith("accuracy_") and key.endswith("_pct") and key != "accuracy_pct"]
-    lines += [f"- accuracy, {name}: {value:.2f}%" for name, value in groups] + ([""] if groups else [])
+    lines += [f"- accuracy, {md_text(name)}: {value:.2f}%" for name, value in groups] + ([""] if groups else [])
     failed = ', '.join(map(md_text, totals.failed)) or 'none'
     lines += [f"Failed (wrong or unanswered): {failed}.", ""]
     lines += _table(problem_rows(results))

@@ -185,7 +185,7 @@ def table_markdown(live: dict[str, LiveMethod], comparison: Comparison | None, a
                          f"client; {m.prompt_tokens_unknown} traces' prompt tokens were not reported.")
     notes += [note for name, m in live.items() if (note := stops_after_finish_note(name, m))]
     if comparison is None:
-        notes.append(f"No saving is reported: {absent}.")
+        notes.append(f"No saving is reported: {md_text(absent)}.")
     else:
         notes += [f"live {name} used {comparison.saving_vs_cons_pct[name]:.1f}% fewer completion tokens than "
                   f"{method_label('cons', budget)} on the same traces (measured)." for name in live]
