@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import io
 from collections.abc import Callable
 from pathlib import Path
 
@@ -20,11 +21,12 @@ from tests.debate.test_results import CFG, four_results
 from tests.deepconf.test_live_results import ANSWERS, trace
 from tests.grading.test_summary import record as grading_record
 from tests.report.test_report_tables import result as aggregate_result
-from tracevote.critique.results import by_task_rows, critique_metrics
+from tracevote.critique.results import by_task_rows, critique_metrics, write_by_task_csv
 from tracevote.debate.results import debate_metrics, debate_totals
 from tracevote.debate.table import debate_markdown
 from tracevote.deepconf.live_results import score_problem
 from tracevote.report import compare, critique, grading, live, study, tables
+from tracevote.report.plots import dvc_plot_csv
 
 HOSTILE = "<script>alert(1)</script> a|b\nc\\"
 PLAIN = "plain"
@@ -131,3 +133,17 @@ def test_names_from_input_forge_no_row_cell_or_html(writer: str) -> None:
     assert "<script" not in html and "<script" not in hostile
     assert "&lt;script&gt;alert(1)&lt;/script&gt; a|b c\\" in html  # shown as written, on one line
     assert len(hostile.splitlines()) == len(plain.splitlines())
+
+
+def test_the_critiques_csvs_keep_a_hostile_task_as_one_cell_and_the_markdown_read_back_escapes_it(
+        tmp_path: Path) -> None:
+    """The same task names through the CSV files the critique writes (core.csvtext), read back as the report stage
+    reads them, then into its table: one row each, the name exactly as it was."""
+    rows = [{**row, "task": HOSTILE} for row in by_task_rows(critique_results())]
+    write_by_task_csv(tmp_path / "by_task.csv", rows)
+    back = critique.read_by_task_csv(tmp_path / "by_task.csv")
+    assert [row["task"] for row in back] == [HOSTILE] * len(rows)
+    plotted = pd.read_csv(io.StringIO(dvc_plot_csv(critique.f1_table(back), simulated=True, float_format="%.2f")))
+    assert len(plotted) == len(rows) and all(HOSTILE in subset for subset in plotted["subset"])
+    metrics = critique_metrics(critique_results(), simulated=True)
+    assert shape(critique.render_markdown(back, metrics, simulated=True)) == shape(critique_table(PLAIN))
