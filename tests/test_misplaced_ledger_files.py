@@ -12,7 +12,7 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 import pytest
@@ -29,6 +29,7 @@ from tracevote.sim.model import SimModel
 from tracevote.sim.server import running_server
 from tracevote.store import confidence_block, framing
 from tracevote.store.ledger import LOG_SUFFIX, Ledger
+from tracevote.store.pool import Pool
 from tracevote.store.verify import LEDGER_CLASSES, find_ledgers, verify_ledger
 
 pytestmark = pytest.mark.slow
@@ -38,12 +39,12 @@ STAGES = {"build_pool": "pools/toy", "build_online": "online/toy", "build_critiq
 SIM = SimConfig(seed=0, signal=1.0, accuracy=0.45, mean_tokens=40, critique_noise=0.3)
 
 
-def run_stages(project: Path) -> dict[str, subprocess.CompletedProcess[str]]:
-    """The three stages at once, as DVC may run them."""
+def run_stages(project: Path, stages: Iterable[str] = STAGES) -> dict[str, subprocess.CompletedProcess[str]]:
+    """The stages at once, as DVC may run them."""
     running = {stage: subprocess.Popen([sys.executable, str(REPO_ROOT / "stages" / f"{stage}.py"),
                                         *PAID_STAGES[stage]], cwd=project, env=project_env(), text=True,
                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-               for stage in STAGES}
+               for stage in stages}
     done = {}
     for stage, process in running.items():
         stdout, stderr = process.communicate(timeout=600)
@@ -189,3 +190,19 @@ def test_what_every_stage_accepts_verify_calls_sound(built: Path, tmp_path: Path
     for stage, result in results.items():
         assert result.returncode == 0, f"{stage}: {result.stderr}"
         assert verdicts[stage], f"{stage}: ledger verify refuses what the stage accepts"
+
+
+def test_a_directory_where_a_pools_confidence_block_belongs_is_refused_before_any_request(built: Path, server: str,
+                                                                                         tmp_path: Path) -> None:
+    """build_pool writes each problem's block after its last sample: found only then, the samples were paid."""
+    project = copy_project(built, tmp_path / "project")
+    root = busiest_ledger(project / STAGES["build_pool"])
+    block = to_directory(sorted((root / confidence_block.FOLDER).glob(f"*{confidence_block.SUFFIX}"))[0])
+    (root / Pool.LOGS / block.name.replace(confidence_block.SUFFIX, LOG_SUFFIX)).unlink()  # its samples to request
+    before = sum(requests_by_key(server).values())
+    result = run_stages(project, ["build_pool"])["build_pool"]
+    assert sum(requests_by_key(server).values()) == before
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    [line] = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
+    assert f"{block.relative_to(project)}: a directory where a ledger file belongs" in line, line
+    assert not verify_ok(project, STAGES["build_pool"])

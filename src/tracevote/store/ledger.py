@@ -34,7 +34,7 @@ from tracevote.store.framing import Key
 
 LEDGER_FORMAT = 1
 L = TypeVar("L", bound="Ledger")
-LOG_SUFFIX = ".tvf"
+LOG_SUFFIX = layout.LOG_SUFFIX
 MODEL_SLUG_MAX = 80
 
 
@@ -101,7 +101,12 @@ class Ledger:
     def layout_problems(cls, root: Path) -> list[str]:
         """What is misplaced in the ledger folder at `root` (store.layout), one line each: what every stage refuses
         and `ledger verify` reports."""
-        return layout.layout_problems(root, meta=cls.META, items=cls.ITEMS, logs=cls.LOGS, log_suffix=LOG_SUFFIX)
+        return layout.layout_problems(root, meta=cls.META, items=cls.ITEMS, folders=cls.file_folders())
+
+    @classmethod
+    def file_folders(cls) -> tuple[tuple[str, str], ...]:
+        """(folder, suffix of its files) for each folder of files the ledger keeps: its logs."""
+        return ((cls.LOGS, LOG_SUFFIX),)
 
     @classmethod
     def refuse_bad_layout(cls, root: Path) -> None:
