@@ -206,3 +206,24 @@ def test_a_directory_where_a_pools_confidence_block_belongs_is_refused_before_an
     [line] = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
     assert f"{block.relative_to(project)}: a directory where a ledger file belongs" in line, line
     assert not verify_ok(project, STAGES["build_pool"])
+
+
+def test_where_dvc_lock_records_the_run_the_line_names_the_directory_not_ledger_repair(built: Path, server: str,
+                                                                                     tmp_path: Path) -> None:
+    """A directory at a live log read as a missing trace: with dvc.lock recording the run, the stage blamed `ledger
+    repair` and TRACEVOTE_REBUILD (and, given that, paid for the trace and failed to store it)."""
+    project, paths = damaged_copy(built, tmp_path, log_a_directory)
+    params = yaml.safe_load((project / "params.yaml").read_text())
+    lock = {"schema": "2.0", "stages": {"build_online@toy": {"cmd": "python stages/build_online.py", "params": {
+        "params.yaml": {"online.warmup": params["online"]["warmup"], "decoding": params["decoding"]}}}}}
+    (project / "dvc.lock").write_text(yaml.safe_dump(lock))
+    before = sum(requests_by_key(server).values())
+    for env in ({}, {"TRACEVOTE_REBUILD": "1"}):
+        result = subprocess.run([sys.executable, str(REPO_ROOT / "stages" / "build_online.py"),
+                                 *PAID_STAGES["build_online"]], cwd=project, env=project_env(env),
+                                capture_output=True, text=True, timeout=600)
+        assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+        [line] = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
+        assert f"{paths['build_online'].relative_to(project)}: a directory where a ledger log belongs" in line, line
+        assert "ledger repair" not in line and "TRACEVOTE_REBUILD" not in line, line
+    assert sum(requests_by_key(server).values()) == before
