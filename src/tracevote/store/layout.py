@@ -14,6 +14,7 @@ written, outside the project.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -43,8 +44,10 @@ def _folder_problems(folder: Path, suffix: str) -> list[str]:
         return [problem]
     if not folder.is_dir():
         return []
-    return [problem for path in sorted(folder.iterdir()) if path.name.endswith(suffix)
-            and (problem := _file_problem(folder, path)) is not None]
+    with os.scandir(folder) as entries:  # each entry's kind comes with the listing: no stat for a plain file
+        odd = sorted(Path(entry.path) for entry in entries if entry.name.endswith(suffix)
+                     and (entry.is_symlink() or not entry.is_file(follow_symlinks=False)))
+    return [problem for path in odd if (problem := _file_problem(folder, path)) is not None]
 
 
 def non_file_problem(path: Path, what: str = "a ledger log", *, then: str = LOG_MOVED) -> str | None:
