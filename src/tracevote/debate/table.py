@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from tracevote.core.mdtext import md_text
 from tracevote.debate.results import DebateResult, DebateTotals
 
 STOPPED = {"round0": "round 0 (consensus)", "round1": "round 1 (consensus)", "ranking": "ranking (top 2 agree)",
@@ -28,17 +29,18 @@ def debate_markdown(results: Sequence[DebateResult], metrics: dict[str, Any], to
     lines = ["# Debate (DyLAN): per problem", ""] + ([f"**{banner}**", ""] if banner else [])
     share = f"{totals.correct / totals.problems:.2%}" if totals.problems else "n/a"
     if models is not None:
-        lines += [f"Agents: {models['model']}; judge: {models['judge_model']}.", ""]
+        lines += [f"Agents: {md_text(models['model'])}; judge: {md_text(models['judge_model'])}.", ""]
     lines += [f"Problems: {totals.problems}. Right: {totals.correct} ({share}). Calls: {totals.calls} in all, "
               f"{totals.calls_per_problem:.2f} per problem.", ""]
     groups = [(key.removeprefix("accuracy_").removesuffix("_pct"), value) for key, value in metrics.items()
               if key.startswith("accuracy_") and key.endswith("_pct") and key != "accuracy_pct"]
-    lines += [f"- accuracy, {name}: {value:.2f}%" for name, value in groups] + ([""] if groups else [])
-    lines += [f"Failed (wrong or unanswered): {', '.join(totals.failed) if totals.failed else 'none'}.", ""]
+    lines += [f"- accuracy, {md_text(name)}: {value:.2f}%" for name, value in groups] + ([""] if groups else [])
+    failed = ', '.join(map(md_text, totals.failed)) or 'none'
+    lines += [f"Failed (wrong or unanswered): {failed}.", ""]
     lines += _table(problem_rows(results))
     return "\n".join(lines) + "\n"
 
 
 def _table(rows: list[tuple[str, ...]]) -> list[str]:
     return ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)] + [
-        "| " + " | ".join(row) + " |" for row in rows]
+        "| " + " | ".join(map(md_text, row)) + " |" for row in rows]

@@ -20,6 +20,7 @@ import orjson
 import pandas as pd
 from matplotlib.figure import Figure
 
+from tracevote.core.mdtext import md_text
 from tracevote.deepconf.results import AggregateResult
 from tracevote.report.plots import BASELINE_STYLES, online_styles, panel_methods, save_png, titled
 from tracevote.report.tables import SIMULATED_BANNER, method_label, percent
@@ -159,13 +160,14 @@ def render_markdown(rows: list[dict[str, Any]], datasets: Sequence[str], *, simu
     """The table, under a line counting the problems each kind of row covers: the pool's problems for the votes,
     the debated ones for the debate (fewer with debate.problems), with a warning when they differ."""
     lines = [f"**{SIMULATED_BANNER}**", ""] if simulated else []
-    lines += [f"Accuracy and completion tokens per problem on {', '.join(datasets) or 'no shared dataset'}: "
+    shown = ', '.join(map(md_text, datasets)) or 'no shared dataset'
+    lines += [f"Accuracy and completion tokens per problem on {shown}: "
               f"{coverage(rows)}.", ""]
     if note:
-        lines += [note, ""]
+        lines += [md_text(note), ""]
     lines += ["| method | K | problems | accuracy (%) | completion tokens / problem |", "|---|---:|---:|---:|---:|"]
-    lines += [f"| {r['label']} | {r['k'] if r['k'] is not None else ''} | {r['problems']} | {r['accuracy_pct']:.2f} | "
-              f"{r['completion_tokens_per_problem']:,.0f} |" for r in rows]
+    lines += [f"| {md_text(r['label'])} | {r['k'] if r['k'] is not None else ''} | {r['problems']} | "
+              f"{r['accuracy_pct']:.2f} | {r['completion_tokens_per_problem']:,.0f} |" for r in rows]
     return "\n".join(lines) + "\n"
 
 

@@ -13,6 +13,7 @@ from matplotlib.figure import Figure
 
 from tracevote.core.csvtext import read_cell
 from tracevote.core.errors import DataError
+from tracevote.core.mdtext import md_text
 from tracevote.critique.results import BY_TASK_COLUMNS, PERCENT_KEYS
 from tracevote.report.plots import save_png, titled
 from tracevote.report.tables import SIMULATED_BANNER
@@ -45,12 +46,13 @@ def render_markdown(rows: Sequence[dict[str, Any]], metrics: dict[str, Any], *, 
                     models: Sequence[str] = ()) -> str:
     """The critique table; `models`, the critics' models, name who wrote the critiques."""
     lines = [f"**{SIMULATED_BANNER}**", ""] if simulated else []
-    by = f" by {', '.join(models)}" if models else ""
+    by = f" by {', '.join(map(md_text, models))}" if models else ""
     lines += [f"First-error identification{by} (ProcessBench's prompt and scores), {metrics['solutions']} solutions, "
               f"majority vote over each solution's critiques. Percentages (%); an empty subset is shown as -.", "",
               "| dataset | task | with error | without | error acc | correct acc | F1 | unanimous | unparsable |",
               "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
-    lines += [f"| {r['dataset']} | {r['task']} | {r['n_error']} | {r['n_correct']} | {_shares(r)} |" for r in rows]
+    lines += [f"| {md_text(r['dataset'])} | {md_text(r['task'])} | {r['n_error']} | {r['n_correct']} | {_shares(r)} |"
+              for r in rows]
     lines += [f"| **all** | | {metrics['n_error']} | {metrics['n_correct']} | {_shares(metrics)} |", ""]
     lines.append(f"Mean F1 over datasets: {_percent(metrics['f1_mean_pct'])}. {metrics['calls']} critiques, "
                  f"{metrics['completion_tokens_per_call']} completion tokens each on average, "

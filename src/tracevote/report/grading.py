@@ -13,6 +13,7 @@ from matplotlib.figure import Figure
 
 from tracevote.core.csvtext import csv_text
 from tracevote.core.fileio import write_text
+from tracevote.core.mdtext import md_text
 from tracevote.report.plots import save_png, titled
 from tracevote.report.tables import SIMULATED_BANNER
 
@@ -64,13 +65,13 @@ def table_rows(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 def render_table(records: Sequence[dict[str, Any]]) -> str:
     runs = [record["run"] for record in records]
     simulated = [record["run"] for record in records if record["simulated"]]
-    lines = [f"**{SIMULATED_BANNER}** (runs {', '.join(simulated)})", ""] if simulated else []
+    lines = [f"**{SIMULATED_BANNER}** (runs {', '.join(map(md_text, simulated))})", ""] if simulated else []
     lines += ["Grading: Math-Verify accuracy (gold first), average word count of the reasoning, LLM critic.",
-              "", "| dataset | metric | " + " | ".join(runs) + " |", "|---|---|" + "---:|" * len(runs)]
+              "", "| dataset | metric | " + " | ".join(map(md_text, runs)) + " |", "|---|---|" + "---:|" * len(runs)]
     for row in table_rows(records):
         cells = [_cell(row[run]) for run in runs]
-        lines.append(f"| {row['dataset']} | {row['metric']} | " + " | ".join(cells) + " |")
-    lines += ["", "Each run: " + "; ".join(f"{r['run']} = {r['predictions_path']} ({r['source']}, "
+        lines.append(f"| {md_text(row['dataset'])} | {row['metric']} | " + " | ".join(cells) + " |")
+    lines += ["", "Each run: " + "; ".join(f"{md_text(r['run'])} = {md_text(r['predictions_path'])} ({r['source']}, "
                                            f"{r['correct']}/{r['total']} correct{_unparsable(r)})"
                                            for r in records) + "."]
     return "\n".join(lines) + "\n"

@@ -19,6 +19,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from tracevote.core.csvtext import frame_csv
+from tracevote.core.mdtext import md_text
 from tracevote.deepconf.live_results import LiveProblem, SameTraces
 from tracevote.deepconf.results import AggregateResult
 from tracevote.deepconf.uncertainty import bootstrap_rng, intervals, resample_weights
@@ -161,7 +162,7 @@ def table_markdown(live: dict[str, LiveMethod], comparison: Comparison | None, a
              "traces started | stopped | cancelled | started before the consensus decision |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     for name, m in live.items():
-        lines.append(f"| live {name} | {m.accuracy_pct:.1f} ({m.ci_low_pct:.1f}–{m.ci_high_pct:.1f}) | "
+        lines.append(f"| live {md_text(name)} | {m.accuracy_pct:.1f} ({m.ci_low_pct:.1f}–{m.ci_high_pct:.1f}) | "
                      f"{m.completion_tokens:,.0f} | {m.received_tokens:,.0f} | {m.kept_tokens:,.0f} | "
                      f"{m.usd:.6f} | {m.traces_started} | {m.traces_stopped} | {m.traces_cancelled} | "
                      f"{m.started_before_decision} |")
@@ -169,11 +170,11 @@ def table_markdown(live: dict[str, LiveMethod], comparison: Comparison | None, a
         lines.append(f"| {method_label('cons', budget)} on the same traces | {comparison.cons_accuracy_pct:.1f} | "
                      f"{comparison.cons_tokens:,.0f} | | | | | | | |")
         for name in live:
-            lines.append(f"| replay {name} on the same traces | {comparison.replay_accuracy_pct[name]:.1f} | "
+            lines.append(f"| replay {md_text(name)} on the same traces | {comparison.replay_accuracy_pct[name]:.1f} | "
                          f"{comparison.replay_tokens[name]:,.0f} | | | | | | | |")
     if repeated is not None:
         for name in live:
-            lines.append(f"| replay {name}, mean of {repeated.repeat} working sets of {budget} (at least "
+            lines.append(f"| replay {md_text(name)}, mean of {repeated.repeat} working sets of {budget} (at least "
                          f"{repeated.distinct_sets} distinct) | "
                          f"{repeated.accuracy_pct[name]:.1f} ({repeated.ci_low_pct[name]:.1f}–"
                          f"{repeated.ci_high_pct[name]:.1f}) | {repeated.tokens[name]:,.0f} | | | | | | | |")
@@ -189,7 +190,7 @@ def table_markdown(live: dict[str, LiveMethod], comparison: Comparison | None, a
               f"from the start; the tokens received on them are in the billed tokens and dollars above."
               for name, m in live.items() if m.failed_attempts]
     if comparison is None:
-        notes.append(f"No saving is reported: {absent}.")
+        notes.append(f"No saving is reported: {md_text(absent)}.")
     else:
         notes += [f"live {name} used {comparison.saving_vs_cons_pct[name]:.1f}% fewer completion tokens than "
                   f"{method_label('cons', budget)} on the same traces (measured)." for name in live]

@@ -23,6 +23,7 @@ from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 from tracevote.core.config_endpoints import PricingConfig
 from tracevote.core.costs import money
 from tracevote.core.errors import DataError
+from tracevote.core.mdtext import md_text
 from tracevote.core.names import inside
 from tracevote.core.simulated import SIMULATED_BANNER
 from tracevote.core.study_paths import ModelPaths
@@ -138,27 +139,29 @@ def render_markdown(table: pd.DataFrame, differences: pd.DataFrame, *, dataset: 
                     simulated: bool, notes: Sequence[str]) -> str:
     """The study's page: the table by model, the frontier, then each model against the reference."""
     lines = [f"**{SIMULATED_BANNER}**", ""] if simulated else []
-    lines += [f"# Study: {dataset}", "",
+    lines += [f"# Study: {md_text(dataset)}", "",
               f"Accuracy (%) with its {100 * level:.0f}% bootstrap interval over problems, completion tokens and "
               "dollars per problem (each endpoint's pricing, input at the cache-miss price); * marks the frontier, "
               "the cheapest way to each accuracy.", ""]
-    lines += [f"- {note}" for note in notes] + ([""] if notes else [])
+    lines += [f"- {md_text(note)}" for note in notes] + ([""] if notes else [])
     lines += ["| model | method | problems | accuracy (%) | interval (%) | tokens / problem | $ / problem | |",
               "|---|---|---:|---:|---:|---:|---:|---|"]
-    lines += [f"| {r.model} | {r.label} | {r.problems} | {r.accuracy_pct:.2f} | "
+    lines += [f"| {md_text(r.model)} | {md_text(r.label)} | {r.problems} | {r.accuracy_pct:.2f} | "
               f"{_interval(r.ci_low_pct, r.ci_high_pct)} | {r.tokens_per_problem:,.0f} | "
               f"{money(r.usd_per_problem)} | {'*' if r.on_frontier else ''} |"
               for r in table.itertuples()]
     frontier_rows = table[table["on_frontier"]].sort_values("usd_per_problem")
     lines += ["", "Frontier, cheapest first: " + "; ".join(
-        f"{r.model} {r.label} {r.accuracy_pct:.2f}% at {money(r.usd_per_problem)}" for r in frontier_rows.itertuples())
+        f"{md_text(r.model)} {md_text(r.label)} {r.accuracy_pct:.2f}% at {money(r.usd_per_problem)}"
+        for r in frontier_rows.itertuples())
         + "."]
     if not differences.empty:
         lines += ["", "Each model minus the reference on the problems both ran (points), paired bootstrap over "
                   "problems:", "", "| model | reference | method | problems | difference (pts) | interval (pts) | p |",
                   "|---|---|---|---:|---:|---:|---:|"]
-        lines += [f"| {r.model} | {r.reference} | {r.label} | {r.problems} | {r.difference_pts:+.2f} | "
-                  f"{_interval(r.ci_low_pts, r.ci_high_pts)} | {r.p_value:.3f} |" for r in differences.itertuples()]
+        lines += [f"| {md_text(r.model)} | {md_text(r.reference)} | {md_text(r.label)} | {r.problems} | "
+                  f"{r.difference_pts:+.2f} | {_interval(r.ci_low_pts, r.ci_high_pts)} | {r.p_value:.3f} |"
+                  for r in differences.itertuples()]
     return "\n".join(lines) + "\n"
 
 

@@ -9,6 +9,7 @@ import numpy as np
 
 from tracevote.core.csvtext import csv_text
 from tracevote.core.errors import ConfigError
+from tracevote.core.mdtext import md_text
 from tracevote.core.simulated import SIMULATED_BANNER
 from tracevote.datasets.problems import Problem
 from tracevote.deepconf.results import AggregateResult, PairedComparison, WorkingSets
@@ -315,7 +316,8 @@ def table_markdown(records: list[dict[str, Any]], k: int, tie_break: str, ci_lev
         versus = "" if record["vs_cons_pts"] is None else (f"{record['vs_cons_pts']:+.2f} "
                                                             f"[{record['vs_cons_low_pts']:+.2f}, "
                                                             f"{record['vs_cons_high_pts']:+.2f}]")
-        cells = [record["method"], record["label"], f"{record['accuracy_pct']:.2f}", f"{record['std_pct']:.2f}",
+        cells = [md_text(record["method"]), md_text(record["label"]), f"{record['accuracy_pct']:.2f}",
+                 f"{record['std_pct']:.2f}",
                  _interval(record["ci_low_pct"], record["ci_high_pct"]), f"{record['fractional_pct']:.2f}",
                  f"{record['tie_rule_pts']:+.2f}", versus,
                  "" if record["vs_cons_p"] is None else f"{record['vs_cons_p']:.3f}", str(record["working_sets"])]

@@ -30,6 +30,7 @@ from pathlib import Path
 
 from tracevote.core.errors import DamagedLogError, DataError
 from tracevote.core.fileio import make_folder
+from tracevote.store.layout import non_file_problem
 
 MAGIC = b"TVF1"
 KEYED_MAGIC = b"TVK1"
@@ -380,10 +381,9 @@ def map_log(path: Path) -> memoryview:
 def refuse_non_file(path: Path) -> None:
     """DataError when something other than a file (a directory, a socket) sits where the log `path` belongs: every
     reader, the writer, verify and repair meet it as this one line."""
-    if path.exists() and not path.is_file():
-        what = "a directory" if path.is_dir() else "not a regular file"
-        raise DataError(f"{path}: {what} where a ledger log belongs; move it out of the way (the stage then "
-                        f"requests that item's calls again) or restore the log with `dvc checkout`")
+    problem = non_file_problem(path)
+    if problem is not None:
+        raise DataError(problem)
 
 
 def key_named_at(data: memoryview, offset: int) -> Key | None:

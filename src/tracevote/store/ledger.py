@@ -29,12 +29,12 @@ import orjson
 from tracevote.core.errors import DataError
 from tracevote.core.fileio import write_json
 from tracevote.core.names import inside
-from tracevote.store import framing
+from tracevote.store import framing, layout
 from tracevote.store.framing import Key
 
 LEDGER_FORMAT = 1
 L = TypeVar("L", bound="Ledger")
-LOG_SUFFIX = ".tvf"
+LOG_SUFFIX = layout.LOG_SUFFIX
 MODEL_SLUG_MAX = 80
 
 
@@ -67,6 +67,7 @@ class Ledger:
     FORMAT: ClassVar[int] = LEDGER_FORMAT
 
     def __init__(self, root: Path) -> None:
+        self.refuse_bad_layout(root)
         meta_path = root / self.META
         if not meta_path.is_file():
             raise DataError(f"{root}: not a {self._what()} (no {self.META})")
@@ -83,6 +84,7 @@ class Ledger:
     def open_at(cls: type[L], root: Path, setting: Mapping[str, Any], *, simulated: bool) -> L:
         """The ledger at `root` for `setting`, created empty when absent; a different setting there is an error."""
         fingerprint = fingerprint_of(setting)
+        cls.refuse_bad_layout(root)  # before writing anything: a paid stage opens its ledgers before its first request
         if not (root / cls.META).is_file():
             write_json(root / cls.ITEMS, {})
             write_json(root / cls.META, {"format": cls.FORMAT, "fingerprint": fingerprint,
@@ -94,6 +96,23 @@ class Ledger:
         if simulated and not ledger.simulated:
             ledger.check_kind(simulated=True)
         return ledger
+
+    @classmethod
+    def layout_problems(cls, root: Path) -> list[str]:
+        """What is misplaced in the ledger folder at `root` (store.layout), one line each: what every stage refuses
+        and `ledger verify` reports."""
+        return layout.layout_problems(root, meta=cls.META, items=cls.ITEMS, folders=cls.file_folders())
+
+    @classmethod
+    def file_folders(cls) -> tuple[tuple[str, str], ...]:
+        """(folder, suffix of its files) for each folder of files the ledger keeps: its logs."""
+        return ((cls.LOGS, LOG_SUFFIX),)
+
+    @classmethod
+    def refuse_bad_layout(cls, root: Path) -> None:
+        problems = cls.layout_problems(root)
+        if problems:
+            raise DataError(problems[0])
 
     @property
     def fingerprint(self) -> str:

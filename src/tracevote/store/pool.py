@@ -92,6 +92,11 @@ class Pool(Ledger):
     FORMAT = POOL_FORMAT
 
     @classmethod
+    def file_folders(cls) -> tuple[tuple[str, str], ...]:
+        """Its logs, and its confidence blocks."""
+        return (*super().file_folders(), (confidence_block.FOLDER, confidence_block.SUFFIX))
+
+    @classmethod
     def open_or_create(cls, dataset_dir: Path, setting: Setting, *, simulated: bool) -> Pool:
         return cls.open_at(dataset_dir / setting.folder_name, setting.record(), simulated=simulated)
 

@@ -93,12 +93,18 @@ def _ledgers_under(folder: Path) -> Iterator[Path]:
 
 
 def _ledger_class(root: Path) -> type[Ledger] | None:
-    return next((cls for cls in LEDGER_CLASSES if (root / cls.META).is_file()), None)
+    """The kind of ledger at `root`, by its meta file; anything at that name counts (a directory there is reported)."""
+    return next((cls for cls in LEDGER_CLASSES if (root / cls.META).exists()), None)
 
 
 def verify_ledger(root: Path, logs: list[Path] | None = None) -> LedgerReport:
     """Check the ledger at `root` (only `logs` of it, when given)."""
     report = LedgerReport(root)
+    found = _ledger_class(root)
+    if found is not None:  # what every stage refuses on opening the ledger; its logs are read once it is mended
+        report.problems += found.layout_problems(root)
+        if report.problems:
+            return report
     try:
         ledger = _open(root)
     except DataError as exc:
