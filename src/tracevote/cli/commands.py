@@ -115,12 +115,11 @@ def cmd_datasets_local(args: argparse.Namespace) -> int:
 def cmd_real(args: argparse.Namespace) -> int:
     from tracevote.cli import demo, real
 
-    if not 1 <= args.problems <= 100 or args.traces < 1 or not 1 <= args.debates <= args.problems:
-        raise DataError(f"real: --problems {args.problems} (1-100), --traces {args.traces} (>= 1) and --debates "
-                        f"{args.debates} (1 to --problems) are out of range")
+    run = real.RealRun(args.problems, args.traces, args.debates, args.method)
+    run.check()
     scratch = Path.cwd() / "real"
     with demo.scratch_lock(scratch):
-        return real.run_real(Path.cwd(), scratch, real.RealRun(args.problems, args.traces, args.debates, args.method))
+        return real.run_real(Path.cwd(), scratch, run)
 
 
 def cmd_demo(args: argparse.Namespace) -> int:

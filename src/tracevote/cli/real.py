@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 
 from tracevote.cli.demo import clear_scratch, copy_pipeline, repro_targets, results_listing, run_dvc
+from tracevote.core.errors import DataError
 from tracevote.engine.llamacpp import EngineServer, llamacpp_server, stop_on_sigterm
 
 MODEL = Path("models") / "tinymath.gguf"
@@ -35,6 +36,17 @@ class RealRun:
     traces: int  # traces per problem
     debates: int  # problems debated
     method: str | None  # a key of cli.demo.METHOD_TARGETS, or None: every stage
+
+    def check(self) -> None:
+        """A DataError naming each flag out of range, and only those, with its value and what would fit."""
+        problems_fit = 1 <= self.problems <= 100
+        most_debates = self.problems if problems_fit else 100  # a wrong --problems is blamed, not --debates
+        wrong = [*([f"--problems {self.problems} (1-100)"] if not problems_fit else []),
+                 *([f"--traces {self.traces} (>= 1)"] if self.traces < 1 else []),
+                 *([f"--debates {self.debates} (1 to --problems {self.problems})"]
+                   if not 1 <= self.debates <= most_debates else [])]
+        if wrong:
+            raise DataError(f"real: {' and '.join(wrong)}: out of range")
 
 
 def real_overrides(params: dict[str, Any], run: RealRun, base_url: str) -> dict[str, Any]:
