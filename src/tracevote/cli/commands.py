@@ -141,6 +141,8 @@ def _run_demo(args: argparse.Namespace, scratch: Path) -> int:
     print(f"demo: simulated model on {read_from} in the scratch project {scratch} (your workspace is untouched)")
     for method in plan.fallbacks:
         print(f"demo: {method}: none of its datasets has a file in {args.data}; it runs on the built-in demo files")
+    if plan.set_aside:
+        print(demo.set_aside_line(plan))
     offline_page = repo / DEFAULT_TEMPLATE  # written by make setup: `dvc plots show` draws offline
     page = [["config", "plots.html_template", str(offline_page)]] if offline_page.is_file() else []
     failed = demo.run_dvc(scratch, [["init", "--no-scm", "-q"], *page, ["repro", *demo.repro_targets(args.method)]],

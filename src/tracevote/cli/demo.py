@@ -16,7 +16,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +37,12 @@ PIPELINE_FILES = ("dvc.yaml", ".dvcignore", ".gitignore")  # .gitignore: ledger 
 DEMO_POOL = 64
 LOCK_NAME = ".demo.lock"  # inside the scratch project, which git and DVC ignore
 LOCAL_SUFFIXES = (".jsonl", ".json", ".parquet", ".csv")  # the local files fetch reads (tracevote.datasets.local)
+# Every list of dataset names params.yaml may hold (tests/cli/test_demo_user_params.py finds them in the config
+# classes): each method's the demo maps to the datasets it runs on; a live run (it needs a server: make real runs
+# one) and a study (it compares models' real pools) it sets aside, emptied in the scratch copy and said so.
+MAPPED_LISTS = (("deepconf", "datasets"), ("debate", "datasets"), ("debate", "contest_halves"),
+                ("critique", "datasets"))
+SET_ASIDE_LISTS = (("online", "live", "datasets"), ("study", "datasets"))
 # the stage that runs a method and everything it needs; online (a live run) is make real's alone
 METHOD_TARGETS = {"deepconf": "report", "debate": "score_debate", "critique": "report_critiques",
                   "grading": "report_grading", "online": "score_online"}
@@ -172,6 +178,12 @@ def prepare(repo: Path, scratch: Path, problems: Path, *, data: Path | None = No
         overrides = demo_overrides(problems, problem_key=guess_problem_key(problems))
     else:
         plan, overrides = local_overrides(params, data)
+    set_aside = set_aside_lists(params)
+    plan = replace(plan, set_aside=[f"{'.'.join(keys)} [{', '.join(names)}]" for keys, names in set_aside.items()])
+    for keys in set_aside:
+        overrides = deep_merge(overrides, nested(keys, []))
+    if (params.get("study") or {}).get("k"):  # each must be one of eval.k, which the demo sets: [] is every one
+        overrides = deep_merge(overrides, {"study": {"k": []}})
     clear_scratch(scratch)
     copy_pipeline(repo, scratch, repo / "params.yaml", overrides)
     (scratch / DEMO_PREDICTIONS).parent.mkdir(parents=True, exist_ok=True)
@@ -226,6 +238,32 @@ class LocalPlan:
     deepconf_dataset: str
     sources: dict[str, Path]
     fallbacks: list[str]
+    set_aside: list[str] = field(default_factory=list)  # "study.datasets [aime_2025]": lists emptied in the copy
+
+
+def set_aside_lists(params: dict[str, Any]) -> dict[tuple[str, ...], list[str]]:
+    """The lists of SET_ASIDE_LISTS that name any dataset in the user's params, with their names."""
+    found = {}
+    for keys in SET_ASIDE_LISTS:
+        names: Any = params
+        for key in keys:
+            names = names.get(key) if isinstance(names, dict) else None
+        if names:
+            found[keys] = [str(name) for name in names]
+    return found
+
+
+def nested(keys: tuple[str, ...], value: Any) -> dict[str, Any]:
+    """("study", "datasets"), [] -> {"study": {"datasets": []}}."""
+    return {keys[0]: value if len(keys) == 1 else nested(keys[1:], value)}
+
+
+def set_aside_line(plan: LocalPlan) -> str:
+    """The one line saying which lists of the user's params the demo emptied, or "" when none."""
+    if not plan.set_aside:
+        return ""
+    return (f"demo: set aside {' and '.join(plan.set_aside)} of your params.yaml: the demo runs no live run and no "
+            f"study")
 
 
 def local_overrides(params: dict[str, Any], data: Path) -> tuple[LocalPlan, dict[str, Any]]:
