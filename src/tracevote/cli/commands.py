@@ -125,16 +125,15 @@ def cmd_real(args: argparse.Namespace) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     from tracevote.cli import demo
 
-    scratch = Path.cwd() / "demo"
+    scratch = demo.scratch_for(Path.cwd(), args.method)
     with demo.scratch_lock(scratch):
-        return _run_demo(args, scratch)
+        return _run_demo(args, Path.cwd(), scratch)
 
 
-def _run_demo(args: argparse.Namespace, scratch: Path) -> int:
+def _run_demo(args: argparse.Namespace, repo: Path, scratch: Path) -> int:
     from tracevote.cli import demo
     from tracevote.cli.plots import DEFAULT_TEMPLATE
 
-    repo = scratch.parent
     problems = Path(args.dataset) if args.dataset else demo.BUILTIN_PROBLEMS
     plan = demo.prepare(repo, scratch, problems, data=Path(args.data) if args.data else None)
     read_from = ", ".join(f"{name} from {path}" for name, path in plan.sources.items()) or str(problems)
@@ -149,11 +148,10 @@ def _run_demo(args: argparse.Namespace, scratch: Path) -> int:
                           "demo")
     if failed:
         return failed
-    if args.method:  # one method ran: the other methods' outputs listed below do not exist
-        where = os.path.relpath(scratch, repo)
-        print(f"\ndemo: done ({args.method}). Metrics under {where}/metrics, plots under {where}/plots")
-        return 0
-    print("\n" + demo.results_listing(scratch, plan.deepconf_dataset, repo))
+    print("\n" + demo.results_listing(scratch, plan.deepconf_dataset, repo, method=args.method))
+    if args.method:  # in its own folder: the other methods' last results stay where they were
+        where = os.path.relpath(scratch.parent, repo)
+        print(f"demo: each method run alone keeps its results in {where}/<method>/, beside the others'")
     return 0
 
 

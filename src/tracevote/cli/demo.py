@@ -36,6 +36,9 @@ DEMO_PREDICTIONS = Path("predictions") / "demo_gsm8k.jsonl"  # where the scratch
 PIPELINE_FILES = ("dvc.yaml", ".dvcignore", ".gitignore")  # .gitignore: ledger folders are never committed
 DEMO_POOL = 64
 LOCK_NAME = ".demo.lock"  # inside the scratch project, which git and DVC ignore
+# demo/methods/<method>/: the scratch project of a run of one method (`make try METHOD=...`), kept beside the other
+# methods' when any run starts again; DVC ignores a project inside another (a subrepo), so demo/'s run never sees it
+METHOD_RUNS = "methods"
 LOCAL_SUFFIXES = (".jsonl", ".json", ".parquet", ".csv")  # the local files fetch reads (tracevote.datasets.local)
 # Every list of dataset names params.yaml may hold (tests/cli/test_demo_user_params.py finds them in the config
 # classes): each method's the demo maps to the datasets it runs on; a live run (it needs a server: make real runs
@@ -191,12 +194,17 @@ def prepare(repo: Path, scratch: Path, problems: Path, *, data: Path | None = No
     return plan
 
 
+def scratch_for(repo: Path, method: str | None) -> Path:
+    """demo/ for every method; demo/methods/<method>/ for one, so each method's last results stay side by side."""
+    return repo / "demo" if method is None else repo / "demo" / METHOD_RUNS / method
+
+
 def clear_scratch(scratch: Path) -> None:
-    """Everything in the scratch project but its lock (held by this run)."""
+    """Everything in the scratch project but its lock (held by this run) and the one-method runs inside it."""
     if not scratch.exists():
         return
     for entry in scratch.iterdir():
-        if entry.name == LOCK_NAME:
+        if entry.name in (LOCK_NAME, METHOD_RUNS):
             continue
         if entry.is_dir() and not entry.is_symlink():
             shutil.rmtree(entry)
