@@ -71,6 +71,7 @@ real: setup engine
 
 # Pull what teammates pushed before running anything, so a fresh clone never pays for a pool twice.
 repro: setup
+	@$(BIN)/python -m tracevote params check --syntax  # a YAML error in one line, before DVC's five
 	$(BIN)/python -m tracevote unlock
 	$(BIN)/dvc repro --pull $(ARGS)
 

@@ -24,6 +24,7 @@ import yaml
 
 from tracevote.core.config_datasets import DATASET_NAME, KEY_NAME_RULE
 from tracevote.core.errors import DataError
+from tracevote.core.params_yaml import read_params_yaml
 from tracevote.datasets.local import read_local_rows
 
 BUILTIN_DATA = Path(__file__).parents[1] / "datasets" / "data"
@@ -175,7 +176,7 @@ def guess_problem_key(problems: Path) -> str:
 def prepare(repo: Path, scratch: Path, problems: Path, *, data: Path | None = None) -> LocalPlan:
     """A fresh scratch project: the pipeline files, the stage scripts and demo params; with `data`, the datasets
     of the workspace's params.yaml read from that folder's files (see local_overrides)."""
-    params = yaml.safe_load((repo / "params.yaml").read_text(encoding="utf-8"))
+    params = read_params_yaml(repo / "params.yaml")  # a syntax error: one line with its line and column
     if data is None:
         plan = LocalPlan(deepconf_dataset=demo_name(problems), sources={}, fallbacks=[])
         overrides = demo_overrides(problems, problem_key=guess_problem_key(problems))
