@@ -23,7 +23,7 @@ LIVE_ONLINE = {"online": {"warmup": 16, "percentiles": {"low": 90, "high": 10}, 
                                    "max_cost_usd": 5.0}}}
 STUDY = {"endpoints": {"qwen-local": {
     "profile": "local", "base_url": "http://127.0.0.1:8000/v1", "name": "Qwen/Qwen3-8B", "extra_body": {},
-    "api_key_env": "VLLM_API_KEY", "needs_key": False, "sim": {"accuracy": 0.3},
+    "api_key_env": "VLLM_API_KEY", "needs_key": False, "reasoning_effort": None, "sim": {"accuracy": 0.3},
     "pricing": {"checked": "2026-07", "input_cache_miss": 0.0, "input_cache_hit": 0.0, "output": 0.0}}},
     "deepconf": {"endpoints": ["qwen-local"]},
     "study": {"datasets": ["aime_2025"], "k": [64, 512], "reference": "deepseek"}}
@@ -58,10 +58,13 @@ def test_the_scratch_params_pass_check_params_after_the_live_and_study_pages(tmp
     data = shared_like_folder(tmp_path / "data") if local else None
     plan = demo.prepare(repo, scratch, demo.BUILTIN_PROBLEMS, data=data)
     params = check_params(scratch / "params.yaml", root=scratch)  # what the check_params stage runs
-    assert params.online.live.datasets == () and params.study.datasets == ()
-    assert plan.set_aside == ["online.live.datasets [aime_2025]", "study.datasets [aime_2025]"]
-    assert demo.set_aside_line(plan) == ("demo: set aside online.live.datasets [aime_2025] and study.datasets "
-                                         "[aime_2025] of your params.yaml: the demo runs no live run and no study")
+    assert params.online.live.datasets == () and params.study.datasets == () and params.deepconf.endpoints == ()
+    assert plan.set_aside == ["online.live.datasets [aime_2025]", "study.datasets [aime_2025]",
+                              "deepconf.endpoints [qwen-local]"]
+    assert demo.set_aside_line(plan) == (
+        "demo: set aside online.live.datasets [aime_2025], study.datasets [aime_2025], deepconf.endpoints "
+        "[qwen-local] of your params.yaml: the demo runs every method on one simulated model, with no live run and "
+        "no study")
 
 
 def dataset_lists(cls: type, prefix: str = "") -> set[str]:

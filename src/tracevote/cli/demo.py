@@ -47,6 +47,7 @@ LOCAL_SUFFIXES = (".jsonl", ".json", ".parquet", ".csv")  # the local files fetc
 MAPPED_LISTS = (("deepconf", "datasets"), ("debate", "datasets"), ("debate", "contest_halves"),
                 ("critique", "datasets"))
 SET_ASIDE_LISTS = (("online", "live", "datasets"), ("study", "datasets"))
+OTHER_MODELS = ("deepconf", "endpoints")  # the models a study compares beside deepconf.endpoint: set aside with it
 # the stage that runs a method and everything it needs; online (a live run) is make real's alone
 METHOD_TARGETS = {"deepconf": "report", "debate": "score_debate", "critique": "report_critiques",
                   "grading": "report_grading", "online": "score_online"}
@@ -182,12 +183,9 @@ def prepare(repo: Path, scratch: Path, problems: Path, *, data: Path | None = No
         overrides = demo_overrides(problems, problem_key=guess_problem_key(problems))
     else:
         plan, overrides = local_overrides(params, data)
-    set_aside = set_aside_lists(params)
-    plan = replace(plan, set_aside=[f"{'.'.join(keys)} [{', '.join(names)}]" for keys, names in set_aside.items()])
-    for keys in set_aside:
-        overrides = deep_merge(overrides, nested(keys, []))
-    if (params.get("study") or {}).get("k"):  # each must be one of eval.k, which the demo sets: [] is every one
-        overrides = deep_merge(overrides, {"study": {"k": []}})
+    set_aside, emptied = set_aside_overrides(params)
+    plan = replace(plan, set_aside=set_aside)
+    overrides = deep_merge(overrides, emptied)
     clear_scratch(scratch)
     copy_pipeline(repo, scratch, repo / "params.yaml", overrides)
     (scratch / DEMO_PREDICTIONS).parent.mkdir(parents=True, exist_ok=True)
@@ -262,6 +260,25 @@ def set_aside_lists(params: dict[str, Any]) -> dict[tuple[str, ...], list[str]]:
     return found
 
 
+def set_aside_overrides(params: dict[str, Any]) -> tuple[list[str], dict[str, Any]]:
+    """What the demo sets aside of the user's params ("study.datasets [aime_2025]", ...) and the overrides that empty
+    it: the lists of SET_ASIDE_LISTS; the study's K (each must be one of eval.k, which the demo sets); the other
+    models of deepconf.endpoints, which only a study reads (their sim: keys go too: check_params refuses one on an
+    endpoint that is not among them)."""
+    found = set_aside_lists(params)
+    overrides: dict[str, Any] = {}
+    for keys in found:
+        overrides = deep_merge(overrides, nested(keys, []))
+    if (params.get("study") or {}).get("k"):
+        overrides = deep_merge(overrides, {"study": {"k": []}})
+    models = [str(key) for key in (params.get("deepconf") or {}).get("endpoints") or []]
+    if models:
+        found[OTHER_MODELS] = models
+        overrides = deep_merge(overrides, {"deepconf": {"endpoints": []},
+                                           "endpoints": {key: {"sim": None} for key in models}})
+    return [f"{'.'.join(keys)} [{', '.join(names)}]" for keys, names in found.items()], overrides
+
+
 def nested(keys: tuple[str, ...], value: Any) -> dict[str, Any]:
     """("study", "datasets"), [] -> {"study": {"datasets": []}}."""
     return {keys[0]: value if len(keys) == 1 else nested(keys[1:], value)}
@@ -271,8 +288,8 @@ def set_aside_line(plan: LocalPlan) -> str:
     """The one line saying which lists of the user's params the demo emptied, or "" when none."""
     if not plan.set_aside:
         return ""
-    return (f"demo: set aside {' and '.join(plan.set_aside)} of your params.yaml: the demo runs no live run and no "
-            f"study")
+    return (f"demo: set aside {', '.join(plan.set_aside)} of your params.yaml: the demo runs every method on one "
+            f"simulated model, with no live run and no study")
 
 
 def local_overrides(params: dict[str, Any], data: Path) -> tuple[LocalPlan, dict[str, Any]]:
