@@ -11,6 +11,7 @@ from tracevote import __version__
 from tracevote.cli import commands
 from tracevote.cli.params_commands import add_params_commands
 from tracevote.cli.plots import add_plots_command
+from tracevote.cli.preset import add_preset_command
 from tracevote.core.entry import stage_main
 from tracevote.core.profiles import PROFILES
 
@@ -348,6 +349,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_ledger_commands(subparsers)
     add_plots_command(subparsers)
     add_params_commands(subparsers)
+    add_preset_command(subparsers)
     return parser
 
 
