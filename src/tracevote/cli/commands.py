@@ -333,7 +333,10 @@ def cmd_pool_status(args: argparse.Namespace) -> int:
     active = Setting.from_params(params).folder_name
     roots = sorted(p.parent for p in dataset_dir.glob("*/pool.json"))
     if not roots:
-        print(f"no pools under {dataset_dir}")
+        from tracevote.cli.missing_inputs import output_hint
+
+        how = output_hint(Path.cwd(), dataset_dir)  # a fresh clone: pull it, or make it
+        print(f"no pools under {dataset_dir}" + (f": {how}" if how else ""))
     for root in roots:
         pool = Pool(root)
         counts = [len(pool.stored_ids(pid)) for pid in pool.problem_ids()] or [0]
@@ -342,6 +345,15 @@ def cmd_pool_status(args: argparse.Namespace) -> int:
               f"samples each; {setting['model']} T={setting['temperature']} max_tokens={setting['max_tokens']} "
               f"top_logprobs={setting['top_logprobs']}" + ("  SIMULATED" if pool.simulated else ""))
     return 0
+
+
+def cmd_inputs(args: argparse.Namespace) -> int:
+    from tracevote.cli.missing_inputs import hint, stage_inputs
+
+    found = stage_inputs(Path.cwd(), args.targets)
+    for inputs in found:
+        print(hint(inputs, pulled=args.pulled) or f"inputs: {inputs.stage} has every input")
+    return 1 if any(inputs.missing for inputs in found) else 0
 
 
 def cmd_sim_server(args: argparse.Namespace) -> int:
