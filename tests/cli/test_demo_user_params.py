@@ -13,7 +13,7 @@ import yaml
 
 from tests.conftest import REPO_ROOT, committed_params_text
 from tracevote.cli import demo
-from tracevote.cli.demo import deep_merge
+from tracevote.cli.demo_params import MAPPED_LISTS, SET_ASIDE_LISTS, deep_merge, set_aside_line
 from tracevote.core.config import Params, check_params
 from tracevote.core.typedconfig import spec_of
 
@@ -61,7 +61,7 @@ def test_the_scratch_params_pass_check_params_after_the_live_and_study_pages(tmp
     assert params.online.live.datasets == () and params.study.datasets == () and params.deepconf.endpoints == ()
     assert plan.set_aside == ["online.live.datasets [aime_2025]", "study.datasets [aime_2025]",
                               "deepconf.endpoints [qwen-local]"]
-    assert demo.set_aside_line(plan) == (
+    assert set_aside_line(plan.set_aside) == (
         "demo: set aside online.live.datasets [aime_2025], study.datasets [aime_2025], deepconf.endpoints "
         "[qwen-local] of your params.yaml: the demo runs every method on one simulated model, with no live run and "
         "no study")
@@ -82,7 +82,7 @@ def dataset_lists(cls: type, prefix: str = "") -> set[str]:
 
 
 def test_every_list_of_dataset_names_is_mapped_or_set_aside() -> None:
-    known = {".".join(keys) for keys in (*demo.MAPPED_LISTS, *demo.SET_ASIDE_LISTS)}
+    known = {".".join(keys) for keys in (*MAPPED_LISTS, *SET_ASIDE_LISTS)}
     assert dataset_lists(Params) == known
 
 
@@ -90,7 +90,7 @@ def test_the_demo_command_says_what_it_set_aside(tmp_path: Path) -> None:
     """The line printed before `dvc repro` starts (the run itself is tests/test_workflow.py's)."""
     repo = user_repo(tmp_path / "repo")
     plan = demo.prepare(repo, repo / "demo", demo.BUILTIN_PROBLEMS)
-    assert "online.live.datasets [aime_2025]" in demo.set_aside_line(plan)
+    assert "online.live.datasets [aime_2025]" in set_aside_line(plan.set_aside)
     shipped = user_repo(tmp_path / "shipped", pages=False)
     untouched = demo.prepare(shipped, shipped / "demo", demo.BUILTIN_PROBLEMS)
-    assert untouched.set_aside == [] and demo.set_aside_line(untouched) == ""
+    assert untouched.set_aside == [] and set_aside_line(untouched.set_aside) == ""

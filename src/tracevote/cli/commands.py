@@ -132,6 +132,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 def _run_demo(args: argparse.Namespace, repo: Path, scratch: Path) -> int:
     from tracevote.cli import demo
+    from tracevote.cli.demo_params import set_aside_line
     from tracevote.cli.plots import DEFAULT_TEMPLATE
 
     problems = Path(args.dataset) if args.dataset else demo.BUILTIN_PROBLEMS
@@ -141,7 +142,7 @@ def _run_demo(args: argparse.Namespace, repo: Path, scratch: Path) -> int:
     for method in plan.fallbacks:
         print(f"demo: {method}: none of its datasets has a file in {args.data}; it runs on the built-in demo files")
     if plan.set_aside:
-        print(demo.set_aside_line(plan))
+        print(set_aside_line(plan.set_aside))
     offline_page = repo / DEFAULT_TEMPLATE  # written by make setup: `dvc plots show` draws offline
     page = [["config", "plots.html_template", str(offline_page)]] if offline_page.is_file() else []
     failed = demo.run_dvc(scratch, [["init", "--no-scm", "-q"], *page, ["repro", *demo.repro_targets(args.method)]],

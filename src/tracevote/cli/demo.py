@@ -22,6 +22,7 @@ from typing import Any
 
 import yaml
 
+from tracevote.cli.demo_params import deep_merge, set_aside_overrides
 from tracevote.core.config_datasets import DATASET_NAME, KEY_NAME_RULE
 from tracevote.core.errors import DataError
 from tracevote.core.params_yaml import read_params_yaml
@@ -41,13 +42,6 @@ LOCK_NAME = ".demo.lock"  # inside the scratch project, which git and DVC ignore
 # methods' when any run starts again; DVC ignores a project inside another (a subrepo), so demo/'s run never sees it
 METHOD_RUNS = "methods"
 LOCAL_SUFFIXES = (".jsonl", ".json", ".parquet", ".csv")  # the local files fetch reads (tracevote.datasets.local)
-# Every list of dataset names params.yaml may hold (tests/cli/test_demo_user_params.py finds them in the config
-# classes): each method's the demo maps to the datasets it runs on; a live run (it needs a server: make real runs
-# one) and a study (it compares models' real pools) it sets aside, emptied in the scratch copy and said so.
-MAPPED_LISTS = (("deepconf", "datasets"), ("debate", "datasets"), ("debate", "contest_halves"),
-                ("critique", "datasets"))
-SET_ASIDE_LISTS = (("online", "live", "datasets"), ("study", "datasets"))
-OTHER_MODELS = ("deepconf", "endpoints")  # the models a study compares beside deepconf.endpoint: set aside with it
 # the stage that runs a method and everything it needs; online (a live run) is make real's alone
 METHOD_TARGETS = {"deepconf": "report", "debate": "score_debate", "critique": "report_critiques",
                   "grading": "report_grading", "online": "score_online"}
@@ -183,7 +177,7 @@ def prepare(repo: Path, scratch: Path, problems: Path, *, data: Path | None = No
         overrides = demo_overrides(problems, problem_key=guess_problem_key(problems))
     else:
         plan, overrides = local_overrides(params, data)
-    set_aside, emptied = set_aside_overrides(params)
+    set_aside, emptied = set_aside_overrides(params)  # a live run, a study
     plan = replace(plan, set_aside=set_aside)
     overrides = deep_merge(overrides, emptied)
     clear_scratch(scratch)
@@ -246,50 +240,6 @@ class LocalPlan:
     sources: dict[str, Path]
     fallbacks: list[str]
     set_aside: list[str] = field(default_factory=list)  # "study.datasets [aime_2025]": lists emptied in the copy
-
-
-def set_aside_lists(params: dict[str, Any]) -> dict[tuple[str, ...], list[str]]:
-    """The lists of SET_ASIDE_LISTS that name any dataset in the user's params, with their names."""
-    found = {}
-    for keys in SET_ASIDE_LISTS:
-        names: Any = params
-        for key in keys:
-            names = names.get(key) if isinstance(names, dict) else None
-        if names:
-            found[keys] = [str(name) for name in names]
-    return found
-
-
-def set_aside_overrides(params: dict[str, Any]) -> tuple[list[str], dict[str, Any]]:
-    """What the demo sets aside of the user's params ("study.datasets [aime_2025]", ...) and the overrides that empty
-    it: the lists of SET_ASIDE_LISTS; the study's K (each must be one of eval.k, which the demo sets); the other
-    models of deepconf.endpoints, which only a study reads (their sim: keys go too: check_params refuses one on an
-    endpoint that is not among them)."""
-    found = set_aside_lists(params)
-    overrides: dict[str, Any] = {}
-    for keys in found:
-        overrides = deep_merge(overrides, nested(keys, []))
-    if (params.get("study") or {}).get("k"):
-        overrides = deep_merge(overrides, {"study": {"k": []}})
-    models = [str(key) for key in (params.get("deepconf") or {}).get("endpoints") or []]
-    if models:
-        found[OTHER_MODELS] = models
-        overrides = deep_merge(overrides, {"deepconf": {"endpoints": []},
-                                           "endpoints": {key: {"sim": None} for key in models}})
-    return [f"{'.'.join(keys)} [{', '.join(names)}]" for keys, names in found.items()], overrides
-
-
-def nested(keys: tuple[str, ...], value: Any) -> dict[str, Any]:
-    """("study", "datasets"), [] -> {"study": {"datasets": []}}."""
-    return {keys[0]: value if len(keys) == 1 else nested(keys[1:], value)}
-
-
-def set_aside_line(plan: LocalPlan) -> str:
-    """The one line saying which lists of the user's params the demo emptied, or "" when none."""
-    if not plan.set_aside:
-        return ""
-    return (f"demo: set aside {', '.join(plan.set_aside)} of your params.yaml: the demo runs every method on one "
-            f"simulated model, with no live run and no study")
 
 
 def local_overrides(params: dict[str, Any], data: Path) -> tuple[LocalPlan, dict[str, Any]]:
@@ -385,13 +335,3 @@ def with_overrides(params: dict[str, Any], overrides: dict[str, Any]) -> dict[st
 def write_params(path: Path, params: dict[str, Any]) -> None:
     path.write_text(yaml.safe_dump(params, sort_keys=False, allow_unicode=True), encoding="utf-8")
 
-
-def deep_merge(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
-    """{"a": {"b": 1, "c": 2}} merged with {"a": {"c": 3}} -> {"a": {"b": 1, "c": 3}}."""
-    merged = dict(base)
-    for key, value in overrides.items():
-        if isinstance(value, dict) and value and isinstance(merged.get(key), dict):
-            merged[key] = deep_merge(merged[key], value)
-        else:
-            merged[key] = value
-    return merged
