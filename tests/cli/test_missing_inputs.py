@@ -20,10 +20,9 @@ SCORE_LACKS = ("score@aime_2025: its inputs data/aime_2025.jsonl (made by normal
 
 @pytest.fixture
 def clone(tmp_path: Path) -> Path:
-    """A fresh clone: no data, no pools; its DVC remote (the shipped `local`) an empty folder."""
+    """A fresh clone: no data, no pools; its DVC remote the shipped `local`."""
     clone = tmp_path / "clone"
     run(tmp_path, "git", "clone", "-q", str(REPO_ROOT), str(clone))
-    dvc(clone, "remote", "modify", "--local", "local", "url", str(tmp_path / "remote"))
     return clone
 
 
@@ -62,6 +61,7 @@ def test_pool_status_says_how_to_get_the_pool(clone: Path) -> None:
 
 @pytest.mark.slow
 def test_make_repro_of_one_stage_says_it_after_dvc_fails(clone: Path, venv_stamp: None) -> None:  # noqa: F811
+    dvc(clone, "remote", "modify", "--local", "local", "url", str(clone.parent / "remote"))  # an empty one
     result = make(clone, "repro", "ARGS=-s score@aime_2025")
     assert result.returncode != 0
     assert "ERROR" in result.stderr or "WARNING" in result.stderr  # DVC's own lines, before the stage could run
