@@ -69,10 +69,12 @@ real: setup engine
 	$(compile_own)
 	$(BIN)/python -m tracevote real $(ARGS)
 
-# Pull what teammates pushed before running anything, so a fresh clone never pays for a pool twice.
+# Pull what teammates pushed before running anything, so a fresh clone never pays for a pool twice. A stage run alone
+# (-s) whose inputs are missing fails in DVC with `[Errno 2] ...`: `tracevote inputs` then says what and how to get it.
 repro: setup
+	@$(BIN)/python -m tracevote params check --syntax  # a YAML error in one line, before DVC's five
 	$(BIN)/python -m tracevote unlock
-	$(BIN)/dvc repro --pull $(ARGS)
+	$(BIN)/dvc repro --pull $(ARGS)$(if $(filter -s --single-item,$(ARGS)), || { $(BIN)/python -m tracevote inputs --pulled $(filter-out -%,$(ARGS)); exit 1; })
 
 # The docs site (docs/, mkdocs.yml) into site/, git-ignored. --strict: a broken link or anchor, a missing page or a
 # page left out of the nav is an error; docs/hooks.py generates the params reference from the config classes.

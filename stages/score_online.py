@@ -63,8 +63,9 @@ def main() -> None:
     write_headlines(args.headline, live_headlines(live, comparison, problems=len(manifest.problems),
                                                   budget=manifest.budget, simulated=manifest.simulated,
                                                   repeated=repeated))
-    write_text(args.metrics / "live.md", report.table_markdown(live, comparison, absent, budget=manifest.budget,
-                                                              simulated=manifest.simulated, repeated=repeated))
+    table = report.table_markdown(live, comparison, absent, budget=manifest.budget, simulated=manifest.simulated,
+                                  repeated=repeated)
+    write_text(args.metrics / "live.md", table)
     write_text(args.metrics / "problems.csv", report.problems_csv(problems, simulated=manifest.simulated))
     write_text(args.metrics / "live.csv", report.table_csv(live, comparison, repeated, budget=manifest.budget,
                                                           simulated=manifest.simulated))
@@ -72,6 +73,7 @@ def main() -> None:
     report.plot_accuracy_vs_tokens(curves, live, args.plots / "accuracy_vs_tokens.png", dataset=args.dataset,
                                    simulated=manifest.simulated, comparison=comparison, budget=manifest.budget,
                                    absent=absent)
+    print(table)  # what the run found, as every other scoring stage prints its table
     print(f"score_online: {len(manifest.problems)} problems x {len(live)} live methods -> {args.metrics}"
           + ("" if same else f" (no comparison: {absent})") + (" (SIMULATED model)" if manifest.simulated else ""))
 

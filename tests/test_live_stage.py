@@ -209,12 +209,13 @@ def test_a_stop_after_the_server_finished_the_trace_is_recorded_as_the_server_sa
             assert generated[key] >= trace.received, key
     # each stop the client saw come after the finish was a stream the server finished
     assert stats["streams"]["finished"] >= len(traces) - len(closed) + sum(bool(t.server_finished) for t in closed)
-    run_stage(root, "score_online.py", "--dataset", "toy", "--problems", "data/toy.jsonl", "--manifest",
-              "online/toy.json", "--scores", "data/scores", "--aggregate", "data/aggregate", "--metrics",
-              "metrics/online_live/toy", "--headline", "metrics/headline/online_live/toy", "--plots",
-              "plots/online_live/toy")
+    scored = run_stage(root, "score_online.py", "--dataset", "toy", "--problems", "data/toy.jsonl", "--manifest",
+                       "online/toy.json", "--scores", "data/scores", "--aggregate", "data/aggregate", "--metrics",
+                       "metrics/online_live/toy", "--headline", "metrics/headline/online_live/toy", "--plots",
+                       "plots/online_live/toy")
     after_finish = sum(bool(trace.server_finished) for trace in closed)
     live = (root / "metrics" / "online_live" / "toy" / "live.md").read_text()
+    assert live.strip() in scored.stdout  # it prints what it found, as every other scoring stage does
     assert (f"live low: {after_finish} of {len(closed)} stops came after the server had finished the trace (its "
             "finish_reason arrived before the client closed the stream), saving it nothing.") in live.splitlines()
     summary = json.loads((root / "metrics" / "online_live" / "toy" / "summary.json").read_text())

@@ -15,7 +15,7 @@ from tests.conftest import FIXTURE_PARAMS, hang_guard_s
 from tests.dvcproject import dvc, make_project, project_env, run_stage
 from tests.rows_server import RowsAPI, serve_rows
 from tracevote.cli import datasets_local as local
-from tracevote.cli.demo import write_params
+from tracevote.cli.demo import BUILTIN_STEPS, write_params
 from tracevote.core.config import load_params
 from tracevote.datasets.problems import load_problems
 
@@ -65,6 +65,21 @@ def test_a_method_left_with_none_of_its_datasets_is_refused_and_nothing_written(
                                      f".csv); add one, or name another dataset there; nothing written")
     assert "Traceback" not in refused.stderr
     assert (tmp_path / "params.yaml").read_bytes() == before
+
+
+def test_a_live_run_on_a_dataset_with_no_file_is_emptied_too(tmp_path: Path) -> None:
+    """As after the live-online page, on a dataset the folder lacks: online.live.datasets loses it, as each method's
+    list does, and check_params passes."""
+    params = yaml.safe_load(FIXTURE_PARAMS.read_text())
+    params["online"]["live"] = {**params["online"]["live"], "datasets": ["aime_2024"], "methods": ["low"]}
+    write_params(tmp_path / "params.yaml", params)
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "aime_2025.jsonl").write_text('{"question": "Compute 1+1.", "answer": "2"}\n')
+    shutil.copy(BUILTIN_STEPS, tmp_path / "data" / "processbench_gsm8k.jsonl")
+    done = datasets_local(tmp_path, tmp_path / "data")
+    assert done.returncode == 0, done.stderr
+    assert "datasets local: online.live.datasets is now []" in done.stdout.splitlines()
+    assert load_params(tmp_path / "params.yaml").online.live.datasets == ()
 
 
 def test_a_relative_folder_is_written_relative_to_the_params_file(tmp_path: Path,

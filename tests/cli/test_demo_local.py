@@ -102,7 +102,8 @@ def test_make_try_runs_one_method_on_a_folder_of_files(tmp_path: Path, venv_stam
     shutil.copy(demo.BUILTIN_PROBLEMS, data / "aime_2025.jsonl")
     result = make(clone, "try", f"DATA={data}", "METHOD=debate")
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    debate = json.loads((clone / "demo" / "metrics" / "debate.json").read_text(encoding="utf-8"))
+    alone = clone / "demo" / "methods" / "debate"  # one method's own scratch project
+    debate = json.loads((alone / "metrics" / "debate.json").read_text(encoding="utf-8"))
     assert debate["simulated"] is True and debate["problems"] == 24
-    assert not (clone / "demo" / "pools" / "aime_2025").exists()  # one method: DeepConf's pool was not built
+    assert not (alone / "pools" / "aime_2025").exists()  # one method: DeepConf's pool was not built
     assert run(clone, "git", "status", "--porcelain").stdout == ""

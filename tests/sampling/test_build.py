@@ -151,6 +151,8 @@ def test_raising_n_pool_tops_up_without_rebuilding(tmp_path: Path) -> None:
         # backend openai, but the simulator answered: the dollars say what they are
         summary = [line for line in built.stdout.splitlines() if line.startswith("stored ")]
         assert summary and summary[-1].endswith("(SIMULATED: nothing was spent)"), built.stdout
+        # stderr is a pipe, not a terminal: the progress bar wrote whole lines, no carriage-return redraws
+        assert "\r" not in built.stderr and "build_pool: 100%" in built.stderr, built.stderr
         first = sample_requests(server)
         params = yaml.safe_load((workdir / "params.yaml").read_text())
         params["pool"]["n_pool"] = 6

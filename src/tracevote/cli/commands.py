@@ -115,44 +115,44 @@ def cmd_datasets_local(args: argparse.Namespace) -> int:
 def cmd_real(args: argparse.Namespace) -> int:
     from tracevote.cli import demo, real
 
-    if not 1 <= args.problems <= 100 or args.traces < 1 or not 1 <= args.debates <= args.problems:
-        raise DataError(f"real: --problems {args.problems} (1-100), --traces {args.traces} (>= 1) and --debates "
-                        f"{args.debates} (1 to --problems) are out of range")
+    run = real.RealRun(args.problems, args.traces, args.debates, args.method)
+    run.check()
     scratch = Path.cwd() / "real"
     with demo.scratch_lock(scratch):
-        return real.run_real(Path.cwd(), scratch, real.RealRun(args.problems, args.traces, args.debates, args.method))
+        return real.run_real(Path.cwd(), scratch, run)
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
     from tracevote.cli import demo
 
-    scratch = Path.cwd() / "demo"
+    scratch = demo.scratch_for(Path.cwd(), args.method)
     with demo.scratch_lock(scratch):
-        return _run_demo(args, scratch)
+        return _run_demo(args, Path.cwd(), scratch)
 
 
-def _run_demo(args: argparse.Namespace, scratch: Path) -> int:
+def _run_demo(args: argparse.Namespace, repo: Path, scratch: Path) -> int:
     from tracevote.cli import demo
+    from tracevote.cli.demo_params import set_aside_line
     from tracevote.cli.plots import DEFAULT_TEMPLATE
 
-    repo = scratch.parent
     problems = Path(args.dataset) if args.dataset else demo.BUILTIN_PROBLEMS
     plan = demo.prepare(repo, scratch, problems, data=Path(args.data) if args.data else None)
     read_from = ", ".join(f"{name} from {path}" for name, path in plan.sources.items()) or str(problems)
     print(f"demo: simulated model on {read_from} in the scratch project {scratch} (your workspace is untouched)")
     for method in plan.fallbacks:
         print(f"demo: {method}: none of its datasets has a file in {args.data}; it runs on the built-in demo files")
+    if plan.set_aside:
+        print(set_aside_line(plan.set_aside))
     offline_page = repo / DEFAULT_TEMPLATE  # written by make setup: `dvc plots show` draws offline
     page = [["config", "plots.html_template", str(offline_page)]] if offline_page.is_file() else []
     failed = demo.run_dvc(scratch, [["init", "--no-scm", "-q"], *page, ["repro", *demo.repro_targets(args.method)]],
                           "demo")
     if failed:
         return failed
-    if args.method:  # one method ran: the other methods' outputs listed below do not exist
-        where = os.path.relpath(scratch, repo)
-        print(f"\ndemo: done ({args.method}). Metrics under {where}/metrics, plots under {where}/plots")
-        return 0
-    print("\n" + demo.results_listing(scratch, plan.deepconf_dataset, repo))
+    print("\n" + demo.results_listing(scratch, plan.deepconf_dataset, repo, method=args.method))
+    if args.method:  # in its own folder: the other methods' last results stay where they were
+        where = os.path.relpath(scratch.parent, repo)
+        print(f"demo: each method run alone keeps its results in {where}/<method>/, beside the others'")
     return 0
 
 
@@ -334,7 +334,10 @@ def cmd_pool_status(args: argparse.Namespace) -> int:
     active = Setting.from_params(params).folder_name
     roots = sorted(p.parent for p in dataset_dir.glob("*/pool.json"))
     if not roots:
-        print(f"no pools under {dataset_dir}")
+        from tracevote.cli.missing_inputs import output_hint
+
+        how = output_hint(Path.cwd(), dataset_dir)  # a fresh clone: pull it, or make it
+        print(f"no pools under {dataset_dir}" + (f": {how}" if how else ""))
     for root in roots:
         pool = Pool(root)
         counts = [len(pool.stored_ids(pid)) for pid in pool.problem_ids()] or [0]
@@ -343,6 +346,15 @@ def cmd_pool_status(args: argparse.Namespace) -> int:
               f"samples each; {setting['model']} T={setting['temperature']} max_tokens={setting['max_tokens']} "
               f"top_logprobs={setting['top_logprobs']}" + ("  SIMULATED" if pool.simulated else ""))
     return 0
+
+
+def cmd_inputs(args: argparse.Namespace) -> int:
+    from tracevote.cli.missing_inputs import hint, stage_inputs
+
+    found = stage_inputs(Path.cwd(), args.targets)
+    for inputs in found:
+        print(hint(inputs, pulled=args.pulled) or f"inputs: {inputs.stage} has every input")
+    return 1 if any(inputs.missing for inputs in found) else 0
 
 
 def cmd_sim_server(args: argparse.Namespace) -> int:

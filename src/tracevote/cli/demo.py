@@ -16,14 +16,16 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from tracevote.cli.demo_params import deep_merge, set_aside_overrides
 from tracevote.core.config_datasets import DATASET_NAME, KEY_NAME_RULE
 from tracevote.core.errors import DataError
+from tracevote.core.params_yaml import read_params_yaml
 from tracevote.datasets.local import read_local_rows
 
 BUILTIN_DATA = Path(__file__).parents[1] / "datasets" / "data"
@@ -36,6 +38,9 @@ DEMO_PREDICTIONS = Path("predictions") / "demo_gsm8k.jsonl"  # where the scratch
 PIPELINE_FILES = ("dvc.yaml", ".dvcignore", ".gitignore")  # .gitignore: ledger folders are never committed
 DEMO_POOL = 64
 LOCK_NAME = ".demo.lock"  # inside the scratch project, which git and DVC ignore
+# demo/methods/<method>/: the scratch project of a run of one method (`make try METHOD=...`), kept beside the other
+# methods' when any run starts again; DVC ignores a project inside another (a subrepo), so demo/'s run never sees it
+METHOD_RUNS = "methods"
 LOCAL_SUFFIXES = (".jsonl", ".json", ".parquet", ".csv")  # the local files fetch reads (tracevote.datasets.local)
 # the stage that runs a method and everything it needs; online (a live run) is make real's alone
 METHOD_TARGETS = {"deepconf": "report", "debate": "score_debate", "critique": "report_critiques",
@@ -166,12 +171,15 @@ def guess_problem_key(problems: Path) -> str:
 def prepare(repo: Path, scratch: Path, problems: Path, *, data: Path | None = None) -> LocalPlan:
     """A fresh scratch project: the pipeline files, the stage scripts and demo params; with `data`, the datasets
     of the workspace's params.yaml read from that folder's files (see local_overrides)."""
-    params = yaml.safe_load((repo / "params.yaml").read_text(encoding="utf-8"))
+    params = read_params_yaml(repo / "params.yaml")  # a syntax error: one line with its line and column
     if data is None:
         plan = LocalPlan(deepconf_dataset=demo_name(problems), sources={}, fallbacks=[])
         overrides = demo_overrides(problems, problem_key=guess_problem_key(problems))
     else:
         plan, overrides = local_overrides(params, data)
+    set_aside, emptied = set_aside_overrides(params)  # a live run, a study
+    plan = replace(plan, set_aside=set_aside)
+    overrides = deep_merge(overrides, emptied)
     clear_scratch(scratch)
     copy_pipeline(repo, scratch, repo / "params.yaml", overrides)
     (scratch / DEMO_PREDICTIONS).parent.mkdir(parents=True, exist_ok=True)
@@ -179,12 +187,17 @@ def prepare(repo: Path, scratch: Path, problems: Path, *, data: Path | None = No
     return plan
 
 
+def scratch_for(repo: Path, method: str | None) -> Path:
+    """demo/ for every method; demo/methods/<method>/ for one, so each method's last results stay side by side."""
+    return repo / "demo" if method is None else repo / "demo" / METHOD_RUNS / method
+
+
 def clear_scratch(scratch: Path) -> None:
-    """Everything in the scratch project but its lock (held by this run)."""
+    """Everything in the scratch project but its lock (held by this run) and the one-method runs inside it."""
     if not scratch.exists():
         return
     for entry in scratch.iterdir():
-        if entry.name == LOCK_NAME:
+        if entry.name in (LOCK_NAME, METHOD_RUNS):
             continue
         if entry.is_dir() and not entry.is_symlink():
             shutil.rmtree(entry)
@@ -226,6 +239,7 @@ class LocalPlan:
     deepconf_dataset: str
     sources: dict[str, Path]
     fallbacks: list[str]
+    set_aside: list[str] = field(default_factory=list)  # "study.datasets [aime_2025]": lists emptied in the copy
 
 
 def local_overrides(params: dict[str, Any], data: Path) -> tuple[LocalPlan, dict[str, Any]]:
@@ -321,13 +335,3 @@ def with_overrides(params: dict[str, Any], overrides: dict[str, Any]) -> dict[st
 def write_params(path: Path, params: dict[str, Any]) -> None:
     path.write_text(yaml.safe_dump(params, sort_keys=False, allow_unicode=True), encoding="utf-8")
 
-
-def deep_merge(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
-    """{"a": {"b": 1, "c": 2}} merged with {"a": {"c": 3}} -> {"a": {"b": 1, "c": 3}}."""
-    merged = dict(base)
-    for key, value in overrides.items():
-        if isinstance(value, dict) and value and isinstance(merged.get(key), dict):
-            merged[key] = deep_merge(merged[key], value)
-        else:
-            merged[key] = value
-    return merged

@@ -11,6 +11,7 @@ from tracevote import __version__
 from tracevote.cli import commands
 from tracevote.cli.params_commands import add_params_commands
 from tracevote.cli.plots import add_plots_command
+from tracevote.cli.preset import add_preset_command
 from tracevote.core.entry import stage_main
 from tracevote.core.profiles import PROFILES
 
@@ -232,6 +233,16 @@ def add_other_commands(subparsers: argparse._SubParsersAction[argparse.ArgumentP
     local.add_argument("--params", type=Path, default=Path("params.yaml"), help=PARAMS_HELP)
     local.set_defaults(handler=commands.cmd_datasets_local)
 
+    inputs = subparsers.add_parser("inputs", help="what a stage's inputs lack and how to get them: `dvc pull` "
+                                   "(with a DVC remote) or the stage that makes them",
+                                   description="For each stage, its inputs that are missing here and how to get "
+                                               "them: `dvc pull <the stage that makes it>` when the project has a "
+                                               "DVC remote, else that stage. Exit 1 when any is missing.")
+    inputs.add_argument("targets", nargs="+", metavar="STAGE", help="a stage (score@aime_2025) or a foreach group")
+    inputs.add_argument("--pulled", action="store_true", help="a pull was tried already (`dvc repro --pull`): say "
+                        "only which stage makes what is missing")
+    inputs.set_defaults(handler=commands.cmd_inputs)
+
     unlock = subparsers.add_parser("unlock", help="clear DVC stage locks left by killed `dvc repro` runs")
     unlock.add_argument("--rwlock", default=".dvc/tmp/rwlock", help="DVC's lock table (default: %(default)s)")
     unlock.set_defaults(handler=commands.cmd_unlock)
@@ -348,6 +359,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_ledger_commands(subparsers)
     add_plots_command(subparsers)
     add_params_commands(subparsers)
+    add_preset_command(subparsers)
     return parser
 
 

@@ -9,6 +9,8 @@ import sys
 from tracevote.core.fileio import write_text
 
 SCHEMA_HELP = "write params.yaml's JSON Schema (editors complete keys and flag wrong values with it)"
+CHECK_HELP = ("check the params file as the check_params stage does, a YAML syntax error in one line with its line "
+              "and column")
 REFERENCE_HELP = "print (or write) the params reference: every key with its type, default, bounds and meaning"
 
 
@@ -26,6 +28,11 @@ def add_params_commands(subparsers: argparse._SubParsersAction[argparse.Argument
                            "shown (default: %(default)s)")
     reference.add_argument("--out", default="-", help="the Markdown file to write (default: print it)")
     reference.set_defaults(handler=cmd_params_reference)
+    check = actions.add_parser("check", help=CHECK_HELP, description=CHECK_HELP[0].upper() + CHECK_HELP[1:] + ".")
+    check.add_argument("--params", default="params.yaml", help="the params file to check (default: %(default)s)")
+    check.add_argument("--syntax", action="store_true", help="only that it reads as YAML (what DVC reads first, "
+                       "before any stage): make repro checks this, each stage its own keys")
+    check.set_defaults(handler=cmd_params_check)
 
 
 def cmd_params_schema(args: argparse.Namespace) -> int:
@@ -38,6 +45,21 @@ def cmd_params_reference(args: argparse.Namespace) -> int:
     from tracevote.core.params_docs import reference_markdown
 
     return _emit(reference_markdown(args.params), args.out)
+
+
+def cmd_params_check(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    if args.syntax:
+        from tracevote.core.params_yaml import read_params_yaml
+
+        read_params_yaml(Path(args.params))
+        return 0
+    from tracevote.core.config import check_params
+
+    check_params(args.params)
+    print(f"params check: {args.params} is ok")
+    return 0
 
 
 def _emit(text: str, out: str) -> int:

@@ -24,10 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-import yaml
-
 from tracevote.cli.demo import clear_scratch, copy_pipeline, repro_targets, results_listing
 from tracevote.core.errors import DataError
+from tracevote.core.params_yaml import read_params_yaml
 from tracevote.engine.llamacpp import EngineServer, llamacpp_server
 from tracevote.engine.loopback import log_tail
 from tracevote.engine.processes import Stopped, own_group, stopped_by_signals
@@ -52,6 +51,17 @@ class RealRun:
     traces: int  # traces per problem
     debates: int  # problems debated
     method: str | None  # a key of cli.demo.METHOD_TARGETS, or None: every stage
+
+    def check(self) -> None:
+        """A DataError naming each flag out of range, and only those, with its value and what would fit."""
+        problems_fit = 1 <= self.problems <= 100
+        most_debates = self.problems if problems_fit else 100  # a wrong --problems is blamed, not --debates
+        wrong = [*([f"--problems {self.problems} (1-100)"] if not problems_fit else []),
+                 *([f"--traces {self.traces} (>= 1)"] if self.traces < 1 else []),
+                 *([f"--debates {self.debates} (1 to --problems {self.problems})"]
+                   if not 1 <= self.debates <= most_debates else [])]
+        if wrong:
+            raise DataError(f"real: {' and '.join(wrong)}: out of range")
 
 
 def real_overrides(params: dict[str, Any], run: RealRun, base_url: str) -> dict[str, Any]:
@@ -104,7 +114,7 @@ def endpoint(base_url: str) -> dict[str, Any]:
 
 def prepare(repo: Path, scratch: Path, run: RealRun, server: EngineServer) -> None:
     """A fresh scratch project for `run` against `server`."""
-    params = yaml.safe_load((repo / "params.yaml").read_text(encoding="utf-8"))
+    params = read_params_yaml(repo / "params.yaml")
     held_out = repo / params["datasets"][DATASET]["source"]["path"]
     rows = held_out.read_text(encoding="utf-8").splitlines()[: run.problems]
     clear_scratch(scratch)

@@ -15,8 +15,6 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
-
 from tracevote.core.config_datasets import INTEGER_FORMATS, KEY_NAME_PATTERN, AnswersConfig, DatasetConfig
 from tracevote.core.config_deepconf import (
     ConfidenceConfig,
@@ -33,6 +31,7 @@ from tracevote.core.config_methods import CritiqueConfig, DebateConfig, GradingC
 from tracevote.core.config_study import NO_STUDY, StudyConfig
 from tracevote.core.errors import ConfigError
 from tracevote.core.inputs import local_sources, output_sources
+from tracevote.core.params_yaml import read_params_yaml
 from tracevote.core.profiles import DEFAULT_TEMPERATURE
 from tracevote.core.typedconfig import INVALID, Problem, build, collecting, param, report, require
 
@@ -330,12 +329,7 @@ def load_params(path: str | Path = "params.yaml") -> Params:
     """Read and validate params.yaml; one error lists every problem, one line each naming the key and value.
     Under an offline stage (stage_declaring), only the problems of its own keys stop it (see check_params)."""
     path = Path(path)
-    try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except FileNotFoundError as exc:
-        raise ConfigError(f"{path}: not found") from exc
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
+    raw = read_params_yaml(path)
     with collecting() as problems:
         params = build(Params, {} if raw is None else raw, "")
     if not problems:

@@ -13,8 +13,6 @@ from pathlib import Path
 from types import TracebackType
 from typing import Generic, TypeVar
 
-from tqdm import tqdm
-
 from tracevote.core.config import Params, check_params
 from tracevote.core.config_deepconf import DecodingConfig, PoolConfig
 from tracevote.core.config_endpoints import ModelConfig, base_urls
@@ -23,6 +21,7 @@ from tracevote.core.costs import simulated_as, spent_text, worst_case_usd
 from tracevote.core.dvcstate import already_built
 from tracevote.core.errors import ConfigError, StorageError, TracevoteError
 from tracevote.core.fileio import missing_folders
+from tracevote.core.progress import progress_bar
 from tracevote.core.reads import paused_reads
 from tracevote.core.retry import CauseCounter, RetryNotice
 from tracevote.core.study_paths import model_stage
@@ -172,7 +171,7 @@ class CallProgress:
 
     def __init__(self, total: int, *, desc: str, unit: str, retries: Sequence[CauseCounter]) -> None:
         self._retries = retries  # one counter per client
-        self._bar = tqdm(total=total, unit=unit, desc=desc, dynamic_ncols=True, mininterval=1.0)
+        self._bar = progress_bar(total=total, unit=unit, desc=desc)
         self._counts = self._counts_text(0, "")
 
     def on_stored(self, paid: Paid, summary: RunSummary) -> None:
