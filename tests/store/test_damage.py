@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from tests.store.test_framing_codec import make_sample
 from tracevote.core.errors import DamagedLogError
-from tracevote.store import codec, framing
+from tracevote.store import codec, frame_writer, framing
 from tracevote.store.calls import CallLedger, CallRecord, encode
 from tracevote.store.ledger import fingerprint_of, folder_name
 from tracevote.store.pool import Pool
@@ -147,9 +147,9 @@ def test_every_truncation_of_a_log_reads_back_as_a_prefix(tmp_path_factory: pyte
 
 
 def test_a_writer_fsyncs_what_it_appended_without_waiting_for_close(tmp_path: Path) -> None:
-    with framing.FrameWriter(tmp_path / "p.tvf") as writer:
+    with frame_writer.FrameWriter(tmp_path / "p.tvf") as writer:
         writer.append(0, b"payload")
-        assert writer.synced.wait(timeout=60), f"no fsync within {framing.FSYNC_SECONDS} s of the append"
+        assert writer.synced.wait(timeout=60), f"no fsync within {frame_writer.FSYNC_SECONDS} s of the append"
 
 
 def test_verify_checks_the_setting_against_its_fingerprint_and_names_stray_logs(tmp_path: Path) -> None:

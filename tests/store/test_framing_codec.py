@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from tracevote.core.errors import DataError
-from tracevote.store import codec, framing
+from tracevote.store import codec, frame_writer, framing
 from tracevote.store.logprobs import clean_logprobs, token_confidence, top_error_bound
 from tracevote.store.records import Sample
 
@@ -99,7 +99,7 @@ def test_sentinels_become_absent() -> None:
 
 
 def write_frames(path: Path, ids: list[int]) -> None:
-    with framing.FrameWriter(path) as writer:
+    with frame_writer.FrameWriter(path) as writer:
         for sample_id in ids:
             writer.append(sample_id, codec.encode(make_sample(sample_id=sample_id, seed=sample_id)))
 
@@ -113,7 +113,7 @@ def test_torn_tail_is_ignored_then_truncated(tmp_path: Path, cut: int) -> None:
         handle.truncate(whole - cut)
     assert [sid for sid, _ in framing.iter_payloads(log)] == [0, 1]
 
-    with framing.FrameWriter(log) as writer:
+    with frame_writer.FrameWriter(log) as writer:
         assert writer.torn_bytes > 0
         assert writer.keys == {0, 1}
         writer.append(2, codec.encode(make_sample(sample_id=2)))
@@ -132,7 +132,7 @@ def test_corrupt_tail_bytes_fail_the_checksum(tmp_path: Path) -> None:
 
 def test_duplicate_sample_ids_keep_the_first(tmp_path: Path) -> None:
     log = tmp_path / "p.tvf"
-    with framing.FrameWriter(log) as writer:
+    with frame_writer.FrameWriter(log) as writer:
         writer.append(4, b"first")
         writer.append(4, b"second")
     assert list(framing.iter_payloads(log)) == [(4, b"first")]
@@ -140,5 +140,5 @@ def test_duplicate_sample_ids_keep_the_first(tmp_path: Path) -> None:
 
 def test_one_writer_at_a_time(tmp_path: Path) -> None:
     log = tmp_path / "p.tvf"
-    with framing.FrameWriter(log), pytest.raises(DataError, match="another process is writing"):
-        framing.FrameWriter(log)
+    with frame_writer.FrameWriter(log), pytest.raises(DataError, match="another process is writing"):
+        frame_writer.FrameWriter(log)

@@ -15,7 +15,7 @@ from tracevote.core.errors import DataError
 from tracevote.sampling.ingest import parse_completion
 from tracevote.sampling.prompts import build_messages
 from tracevote.sim.model import SimModel
-from tracevote.store import calls, codec, framing
+from tracevote.store import calls, codec, frame_writer, framing
 from tracevote.store.calls import Call, CallLedger, CallRecord
 from tracevote.store.ledger import Ledger, fingerprint_of, folder_name
 from tracevote.store.pool import Pool
@@ -52,7 +52,7 @@ def test_bad_call_payloads_are_named(payload: bytes, message: str) -> None:
 
 def test_text_and_integer_keys_share_a_log_and_survive_a_torn_tail(tmp_path: Path) -> None:
     log = tmp_path / "p.tvf"
-    with framing.FrameWriter(log) as writer:
+    with frame_writer.FrameWriter(log) as writer:
         writer.append(0, b"sample zero")
         writer.append("r0/agent1", b"a debate turn")
         writer.append("rank", b"a ranking")
@@ -62,7 +62,7 @@ def test_text_and_integer_keys_share_a_log_and_survive_a_torn_tail(tmp_path: Pat
                                                                          ("r0/agent1", b"a debate turn")]
     frames = framing.scan(log)
     assert [f.key for f in frames] == [0, "r0/agent1"]
-    with framing.FrameWriter(log) as writer:
+    with frame_writer.FrameWriter(log) as writer:
         assert writer.torn_bytes > 0 and writer.keys == {0, "r0/agent1"}
         writer.append("rank", b"a ranking")
     assert [key for key, _ in framing.iter_payloads(log)] == [0, "r0/agent1", "rank"]
@@ -70,7 +70,7 @@ def test_text_and_integer_keys_share_a_log_and_survive_a_torn_tail(tmp_path: Pat
 
 @pytest.mark.parametrize("key", ["", "x" * 1025])
 def test_call_keys_must_fit(tmp_path: Path, key: str) -> None:
-    with framing.FrameWriter(tmp_path / "p.tvf") as writer, pytest.raises(ValueError, match="call key"):
+    with frame_writer.FrameWriter(tmp_path / "p.tvf") as writer, pytest.raises(ValueError, match="call key"):
         writer.append(key, b"payload")
 
 

@@ -16,7 +16,7 @@ import pytest
 from tracevote.core.config_deepconf import ConfidenceConfig
 from tracevote.deepconf.confidence import trace_measures
 from tracevote.sampling.ingest import parse_completion
-from tracevote.store import codec, framing
+from tracevote.store import codec, frame_writer
 from tracevote.store.pool import Pool
 from tracevote.store.records import Sample
 
@@ -64,7 +64,7 @@ def exact_confidence(chosen: np.ndarray, top: np.ndarray) -> list[float]:
 def write_pool(root: Path, samples: list[Sample]) -> Pool:
     root.mkdir(parents=True)
     (root / "pool.json").write_bytes(orjson.dumps({"format": 1, "fingerprint": "test", "setting": {}}))
-    with framing.FrameWriter(root / "samples" / "p.tvf") as writer:
+    with frame_writer.FrameWriter(root / "samples" / "p.tvf") as writer:
         for sample in samples:
             writer.append(sample.sample_id, codec.encode(sample))
     return Pool(root)

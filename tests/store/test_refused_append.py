@@ -14,7 +14,7 @@ LIMIT = 10_000  # bytes: the log fills up within a few frames of 3,000 bytes, on
 CHILD = """
 import errno, resource, signal, sys
 from pathlib import Path
-from tracevote.store.framing import FrameWriter
+from tracevote.store.frame_writer import FrameWriter
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
 resource.setrlimit(resource.RLIMIT_FSIZE, ({limit}, {limit}))
 refused = []

@@ -44,7 +44,7 @@ from tracevote.sampling.budget import SpendCap, SpendCapError
 from tracevote.sampling.client import ChatClient, StreamBroken
 from tracevote.sampling.live_retry import Attempts, gave_up, price, stream_trace
 from tracevote.sampling.stream import HOLD_CHUNKS, Streamed
-from tracevote.store.framing import FrameWriter
+from tracevote.store.frame_writer import FrameWriter
 from tracevote.store.live import LiveLedger, LiveTrace, StopReason, encode, method_setting, warmup_setting
 from tracevote.store.pool import Setting
 from tracevote.store.records import Sample

@@ -38,7 +38,8 @@ from tracevote.core.retry import TransientError
 from tracevote.sampling.breaker import OutageError
 from tracevote.sampling.budget import SpendCap, SpendCapError
 from tracevote.store.calls import Call
-from tracevote.store.framing import FrameWriter, Key
+from tracevote.store.frame_writer import FrameWriter
+from tracevote.store.framing import Key
 
 R = TypeVar("R")
 R_co = TypeVar("R_co", covariant=True)

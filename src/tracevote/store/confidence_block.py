@@ -32,7 +32,7 @@ import orjson
 import xxhash
 
 from tracevote.answers.extract import EXTRACT_VERSION, AnswerCandidates
-from tracevote.store import framing
+from tracevote.store import frame_writer, framing
 from tracevote.store.records import ProblemTraces
 
 FOLDER = "confidence"
@@ -108,7 +108,7 @@ def write_block(path: Path, traces: ProblemTraces, stamp: LogStamp) -> None:
         handle.flush()
         os.fsync(handle.fileno())
     os.replace(temporary, path)
-    framing.fsync_folder(path.parent)
+    frame_writer.fsync_folder(path.parent)
 
 
 def _prefix_digests(values: np.ndarray, offsets: np.ndarray) -> list[int]:

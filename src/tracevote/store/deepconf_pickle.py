@@ -41,7 +41,7 @@ from tracevote.answers.extract import extract_answer
 from tracevote.core.errors import DataError
 from tracevote.datasets.problems import Problem
 from tracevote.store import codec
-from tracevote.store.framing import FrameWriter
+from tracevote.store.frame_writer import FrameWriter
 from tracevote.store.pool import Pool
 from tracevote.store.records import Sample
 

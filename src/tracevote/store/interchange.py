@@ -34,7 +34,7 @@ from tracevote.core.errors import ConfigError, DataError
 from tracevote.core.fileio import parse_json_object
 from tracevote.datasets.problems import Problem
 from tracevote.store import codec
-from tracevote.store.framing import FrameWriter
+from tracevote.store.frame_writer import FrameWriter
 from tracevote.store.logprobs import clean_logprobs, token_confidence
 from tracevote.store.pool import Pool
 from tracevote.store.records import Sample

@@ -29,7 +29,7 @@ import orjson
 from tracevote.core.errors import DataError
 from tracevote.core.fileio import write_json
 from tracevote.core.names import inside
-from tracevote.store import framing, layout
+from tracevote.store import frame_writer, framing, layout
 from tracevote.store.framing import Key
 
 LEDGER_FORMAT = 1
@@ -191,8 +191,8 @@ class Ledger:
         finally:
             os.close(fd)
 
-    def writer(self, item_id: str) -> framing.FrameWriter:
-        return framing.FrameWriter(self.log_path(item_id))
+    def writer(self, item_id: str) -> frame_writer.FrameWriter:
+        return frame_writer.FrameWriter(self.log_path(item_id))
 
     def iter_payloads(self, item_id: str) -> Iterator[tuple[Key, memoryview]]:
         return framing.iter_payloads(self.log_path(item_id))

@@ -28,7 +28,7 @@ from tracevote.core.errors import DataError
 from tracevote.core.fileio import read_json_record, write_json
 from tracevote.core.names import inside, recorded_path
 from tracevote.core.study_paths import pool_stage
-from tracevote.store import codec, confidence_block, framing
+from tracevote.store import codec, confidence_block, frame_writer, framing
 from tracevote.store.calls import Call
 from tracevote.store.ledger import Ledger, canonical_json, fingerprint_of, folder_name
 from tracevote.store.records import ProblemTraces, Sample
@@ -180,7 +180,7 @@ class Pool(Ledger):
             log, block = self.log_path(problem_id), self.block_path(problem_id)
             if not log.exists() or confidence_block.read_block(block, log, problem_id, 0) is not None:
                 continue
-            fd = framing.lock_log(log, read_only=True)  # the block is written beside the log, not into it
+            fd = frame_writer.lock_log(log, read_only=True)  # the block is written beside the log, not into it
             try:
                 state = framing.survey(log, check_every_crc=True)  # one walk: the stamp and the traces
                 stamp = confidence_block.stamp_of(state)

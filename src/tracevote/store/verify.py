@@ -23,7 +23,7 @@ import orjson
 
 from tracevote.core.errors import DataError
 from tracevote.core.names import safe_name
-from tracevote.store import calls, codec, confidence_block, framing, live
+from tracevote.store import calls, codec, confidence_block, frame_writer, framing, live
 from tracevote.store.calls import CallLedger
 from tracevote.store.framing import Frame
 from tracevote.store.ledger import LOG_SUFFIX, Ledger, fingerprint_of
@@ -271,14 +271,14 @@ class Repair:
 
 def repair_log(path: Path, check: FrameCheck) -> Repair | None:
     """Rewrite the log with only its good frames; None when it had nothing to drop."""
-    fd = framing.lock_log(path)
+    fd = frame_writer.lock_log(path)
     try:
         data = framing.map_log(path)
         found = framing.salvage(data)
         kept = [frame for frame in framing.first_copies(found.frames) if check(frame) is None]
         if len(kept) == len(found.frames) and not found.damages and not found.torn_bytes:
             return None
-        framing.replace_log(path, kept)
+        frame_writer.replace_log(path, kept)
         return Repair(path, len(kept), len(data) - path.stat().st_size)
     finally:
         os.close(fd)
