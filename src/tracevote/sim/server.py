@@ -26,15 +26,13 @@ per sample (generated_tokens) and how streams ended (streams).
 
 from __future__ import annotations
 
-import collections
 import contextlib
-import select
 import socket
 import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -42,14 +40,15 @@ import orjson
 
 from tracevote.core.profiles import PROFILES
 from tracevote.core.simulated import KIND_HEADER, MODELS_OWNER, SAMPLE_HEADER, SIMULATED_HEADER, SOLVE
-from tracevote.sim.context import context_refusal
 from tracevote.sim.faults import FaultPlan, half_chunk
-from tracevote.sim.kinds import KNOWN_KINDS, UnknownKindError
 from tracevote.sim.model import SimModel
-from tracevote.sim.nchoices import N_REFUSED, choice_keys, choices_served, complete_n, requested_n
+from tracevote.sim.nchoices import choice_keys, choices_served, complete_n
+from tracevote.sim.pace import Generation, client_gone, stalled
+from tracevote.sim.refusals import auth_refusal, check_request, error_body
 from tracevote.sim.render import Degrade
-from tracevote.sim.request import ReasoningField, SimRequestError, parse_request
-from tracevote.sim.stream import StreamEvent, stream_request
+from tracevote.sim.request import ReasoningField
+from tracevote.sim.stats import ServerStats
+from tracevote.sim.stream import StreamEvent
 
 _KEPT_ALIVE_SEND_BUFFER = 4 << 20  # bytes of send buffer a connection gets back after a stream shrank it
 _CHAT_PATHS = ("/chat/completions", "/v1/chat/completions")
@@ -77,67 +76,6 @@ class ServerOptions:
     context_window: int | None = None  # every model's window; None: a known name's documented one (sim/context.py)
 
 
-@dataclass
-class ServerStats:
-    """Requests per sample and per kind of call (as marked, unknown kinds too); outcomes ("ok", a fault
-    kind, or a status such as "401") as decided; and per sample the complete valid responses ("ok" or
-    "slow") written out in full."""
-
-    lock: threading.Lock = field(default_factory=threading.Lock)
-    by_sample: collections.Counter[str] = field(default_factory=collections.Counter)
-    by_kind: collections.Counter[str] = field(default_factory=collections.Counter)
-    delivered: collections.Counter[str] = field(default_factory=collections.Counter)
-    outcomes: collections.Counter[str] = field(default_factory=collections.Counter)
-    generated: collections.Counter[str] = field(default_factory=collections.Counter)
-    streams: collections.Counter[str] = field(default_factory=collections.Counter)
-    choices: collections.Counter[str] = field(default_factory=collections.Counter)  # whole replies' choices, by key
-    connections: int = 0  # TCP connections accepted: a client that keeps its connections alive opens few
-    anonymous: int = 0
-
-    def begin(self, sample_key: str | None, kind: str = SOLVE) -> tuple[str, int]:
-        """(the key counted, how many requests for it came before this one)."""
-        with self.lock:
-            self.by_kind[kind] += 1
-            if sample_key is None:
-                self.anonymous += 1
-                sample_key = f"#request{self.anonymous}"
-            attempt = self.by_sample[sample_key]
-            self.by_sample[sample_key] += 1
-            return sample_key, attempt
-
-    def outcome(self, outcome: str) -> None:
-        with self.lock:
-            self.outcomes[outcome] += 1
-
-    def delivered_to(self, sample_key: str, count: int = 1) -> None:
-        with self.lock:
-            self.delivered[sample_key] += count
-
-    def streamed(self, sample_key: str, tokens: int) -> None:
-        with self.lock:
-            self.generated[sample_key] += tokens
-
-    def answered(self, choice_keys: list[str | None]) -> None:
-        """A whole reply was made, one choice for each of `choice_keys` (n of them where n is honoured)."""
-        with self.lock:
-            self.choices.update(key for key in choice_keys if key is not None)
-
-    def stream_ended(self, ending: str) -> None:
-        with self.lock:
-            self.streams[ending] += 1
-
-    def connected(self) -> None:
-        with self.lock:
-            self.connections += 1
-
-    def snapshot(self) -> dict[str, Any]:
-        with self.lock:
-            return {"requests": sum(self.by_sample.values()), "outcomes": dict(self.outcomes),
-                    "by_sample": dict(self.by_sample), "by_kind": dict(self.by_kind),
-                    "delivered": dict(self.delivered), "generated_tokens": dict(self.generated),
-                    "streams": dict(self.streams), "choices": dict(self.choices), "connections": self.connections}
-
-
 class SimServer(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
@@ -156,7 +94,7 @@ class SimServer(ThreadingHTTPServer):
         host, port = self.server_address[:2]
         return f"http://{host}:{port}"
 
-    def handle_error(self, request: Any, client_address: Any) -> None:
+    def handleerror_body(self, request: Any, client_address: Any) -> None:
         """Count instead of printing: a client that timed out and hung up is expected here."""
         exc = sys.exc_info()[1]
         label = "client gone" if isinstance(exc, ConnectionError) else f"handler error {type(exc).__name__}: {exc}"
@@ -217,7 +155,7 @@ class _Handler(BaseHTTPRequestHandler):
         if path == "/_stats":
             self._send_json(200, self.server.stats.snapshot())
         elif path in _MODELS_PATHS:
-            refusal = _auth_refusal(self.server.options, self.headers.get("Authorization"))
+            refusal = auth_refusal(self.server.options, self.headers.get("Authorization"))
             if refusal is not None:
                 self._send_json(refusal[0], refusal[1])
                 return
@@ -235,7 +173,7 @@ class _Handler(BaseHTTPRequestHandler):
         sample_key = self.headers.get(SAMPLE_HEADER)
         kind = self.headers.get(KIND_HEADER, SOLVE)
         counted_key, attempt = self.server.stats.begin(sample_key, kind)
-        request, refusal = _check_request(self.server.options, self.headers.get("Authorization"), kind, body)
+        request, refusal = check_request(self.server.options, self.headers.get("Authorization"), kind, body)
         if refusal is not None:
             self.server.stats.outcome(str(refusal[0]))
             self._send_json(*refusal, {SIMULATED_HEADER: "1"})  # an error of the simulator is simulated too
@@ -253,15 +191,15 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _send_status_fault(self, fault: str) -> None:
         if fault == "429":
-            payload = _error("Rate Limit Reached", "rate_limit_error", "rate_limit_exceeded")
+            payload = error_body("Rate Limit Reached", "rate_limit_error", "rate_limit_exceeded")
             retry_after = f"{self.server.faults.retry_after_s:g}"
             self._send_json(429, payload, {"Retry-After": retry_after})
         elif fault == "500":
-            self._send_json(500, _error("Server Error", "server_error", "internal_error"))
+            self._send_json(500, error_body("Server Error", "server_error", "internal_error"))
         else:
             faults = self.server.faults
             headers = {"Retry-After": f"{faults.retry_after_s:g}"} if faults.overloaded_retry_after else {}
-            self._send_json(503, _error("Server Overloaded", "server_error", "overloaded"), headers)
+            self._send_json(503, error_body("Server Overloaded", "server_error", "overloaded"), headers)
 
     def _send_completion(self, request: dict[str, Any], sample_key: str | None, delivered_key: str | None,
                          kind: str, fault: str | None) -> None:
@@ -334,14 +272,14 @@ class _Handler(BaseHTTPRequestHandler):
     def _stream_events(self, events: Iterator[StreamEvent], counted_key: str, fault: str | None) -> str:
         """Writes the events; returns how the stream ended: "finished", "client gone" or the fault's kind."""
         pace, stats, strike_at = self.server.options.pace, self.server.stats, self.server.faults.stream_after
-        generation = _Generation(self.server.options.tokens_per_s)
+        generation = Generation(self.server.options.tokens_per_s)
         content_sent, struck = 0, False
         for event in events:
             if pace is not None:
                 pace()
             if event.tokens and not generation.wait_for(event.tokens, self.connection):
                 return "client gone"
-            if _client_gone(self.connection):
+            if client_gone(self.connection):
                 return "client gone"
             data = event.data
             if event.tokens and content_sent == strike_at:
@@ -350,7 +288,7 @@ class _Handler(BaseHTTPRequestHandler):
                     with contextlib.suppress(ConnectionError):  # cut: the connection drops inside an HTTP chunk
                         self.wfile.write(half_chunk(data) if fault == "cut" else b"")
                     return fault
-                if fault == "slow" and _stalled(self.connection, self.server.faults.slow_s):
+                if fault == "slow" and stalled(self.connection, self.server.faults.slow_s):
                     return "client gone"
                 if fault == "malformed":  # half an event, as a proxy that cut it sends it
                     data = data[: len(data) // 2] + b"\n\n"
@@ -379,87 +317,3 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header(name, value)
         self.end_headers()
         self.wfile.write(data)
-
-
-def _check_request(options: ServerOptions, authorization: str | None, kind: str,
-                   body: bytes) -> tuple[dict[str, Any], tuple[int, dict[str, Any]] | None]:
-    """(the request, None), or (_, (status, error payload)) in DeepSeek's order of checks; the kind of
-    call, which DeepSeek never sees, is checked once the account is known to be good."""
-    refusal = _auth_refusal(options, authorization)
-    if refusal is not None:
-        return {}, refusal
-    if options.no_balance:
-        return {}, (402, _error("Insufficient Balance", "unknown_error", "invalid_request_error"))
-    if kind not in KNOWN_KINDS:
-        return {}, (400, _error(str(UnknownKindError(kind)), "invalid_request_error", "invalid_request_error"))
-    try:
-        request = orjson.loads(body)
-        if not isinstance(request, dict):
-            raise ValueError("not an object")
-        parsed = parse_request(request, PROFILES[options.profile])
-        stream_request(request)
-        requested_n(request)
-    except (orjson.JSONDecodeError, ValueError) as exc:
-        status = exc.status if isinstance(exc, SimRequestError) else 400
-        message = str(exc) if isinstance(exc, SimRequestError) else "Invalid request body: not a JSON object"
-        return {}, (status, _error(message, "invalid_request_error", "invalid_request_error"))
-    if parsed.top_logprobs > options.max_top_logprobs:
-        message = f"top_logprobs {parsed.top_logprobs} exceeds this server's limit of {options.max_top_logprobs}"
-        return {}, (400, _error(message, "invalid_request_error", "invalid_request_error"))
-    if options.refuse_n and requested_n(request) > 1:
-        return {}, (500, _error(N_REFUSED, "server_error", "500"))
-    if options.models is not None and parsed.model not in options.models:
-        return {}, (400, _error("Model Not Exist", "invalid_request_error", "invalid_request_error"))
-    return request, context_refusal(request, parsed.max_tokens, options.profile, options.context_window)
-
-
-def _client_gone(connection: socket.socket) -> bool:
-    """Whether the client closed its end: the socket reads as end of file (vLLM checks the same per step)."""
-    readable, _, _ = select.select([connection], [], [], 0)
-    if not readable:
-        return False
-    try:
-        return connection.recv(1, socket.MSG_PEEK) == b""
-    except OSError:
-        return True
-
-
-class _Generation:
-    """A stream's generation pace: token n is made no earlier than n / tokens_per_s seconds after the first."""
-
-    def __init__(self, tokens_per_s: float | None) -> None:
-        self.tokens_per_s = tokens_per_s
-        self.started = time.monotonic()
-        self.made = 0
-
-    def wait_for(self, tokens: int, connection: socket.socket) -> bool:
-        """Waits until `tokens` more may be made; False when the client went away meanwhile."""
-        if self.tokens_per_s is None:
-            return True
-        self.made += tokens
-        ahead = self.started + (self.made - 1) / self.tokens_per_s - time.monotonic()
-        return ahead <= 0 or not _stalled(connection, ahead)
-
-
-def _stalled(connection: socket.socket, seconds: float) -> bool:
-    """Sends nothing for `seconds`; True when the client went away meanwhile (so the stall ends early)."""
-    deadline = time.monotonic() + seconds
-    while (left := deadline - time.monotonic()) > 0:
-        if _client_gone(connection):
-            return True
-        time.sleep(min(left, 0.02))
-    return False
-
-
-def _auth_refusal(options: ServerOptions, authorization: str | None) -> tuple[int, dict[str, Any]] | None:
-    if options.api_key is None or authorization == f"Bearer {options.api_key}":
-        return None
-    if not authorization or not authorization.startswith("Bearer "):
-        message = "Authentication Fails (auth header format should be Bearer sk-...)"
-    else:  # like DeepSeek: only the last four characters of the key come back
-        message = f"Authentication Fails, Your api key: ****{authorization[-4:]} is invalid"
-    return 401, _error(message, "authentication_error", "invalid_request_error")
-
-
-def _error(message: str, kind: str, code: str) -> dict[str, Any]:
-    return {"error": {"message": message, "type": kind, "param": None, "code": code}}
