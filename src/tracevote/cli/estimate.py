@@ -116,7 +116,7 @@ def online_row(params: Params, name: str) -> Row:
     import dataclasses
 
     from tracevote.datasets.problems import load_problems
-    from tracevote.sampling import live
+    from tracevote.sampling import live, live_rules
     from tracevote.sampling.prompts import setting_messages
     from tracevote.store.live import LiveLedger, ledger_root
     from tracevote.store.pool import Setting
@@ -125,13 +125,13 @@ def online_row(params: Params, name: str) -> Row:
     problems = _normalized(name, load_problems)
     if problems is None:
         return _not_normalized(stage, name)
-    model, rules = params.deepconf_model, live.live_rules(params)
+    model, rules = params.deepconf_model, live_rules.live_rules(params)
     folder, simulated = Path("online") / name, model.backend == "sim"
     roots = {part: ledger_root(folder, part, setting, simulated=simulated)
-             for part, setting in live.ledger_settings(params, rules).items()}
+             for part, setting in live_rules.ledger_settings(params, rules).items()}
     rules = dataclasses.replace(rules, consensus=None)  # the worst case: no consensus stop
     ledgers = {part: LiveLedger(root) for part, root in roots.items() if (root / LiveLedger.META).is_file()}
-    warmup = ledgers.pop(live.WARMUP, None)
+    warmup = ledgers.pop(live_rules.WARMUP, None)
     ids = [problem.id for problem in problems]
     missing = len(ids) * (rules.warmup + len(rules.percentiles) * (rules.budget - rules.warmup))
     if warmup is not None and len(ledgers) == len(rules.percentiles):

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tracevote import __version__
-from tracevote.cli import commands
+from tracevote.cli import commands, ledger_commands, pool_commands, report_command, sim_command
 from tracevote.cli.params_commands import add_params_commands
 from tracevote.cli.plots import add_plots_command
 from tracevote.cli.preset import add_preset_command
@@ -78,9 +78,9 @@ def add_pool_commands(subparsers: argparse._SubParsersAction[argparse.ArgumentPa
                                 description="Inspect, export and import trace pools.")
     actions = pool.add_subparsers(dest="pool_command", required=True, metavar="ACTION")
     for name, handler, text in (
-        ("status", commands.cmd_pool_status, "list this dataset's pools (* = the setting params.yaml selects)"),
-        ("export", commands.cmd_pool_export, "write the pool as JSON lines to stdout"),
-        ("import", commands.cmd_pool_import, "add samples from a JSON-lines file to the pool, all or nothing"),
+        ("status", pool_commands.cmd_pool_status, "list this dataset's pools (* = the setting params.yaml selects)"),
+        ("export", pool_commands.cmd_pool_export, "write the pool as JSON lines to stdout"),
+        ("import", pool_commands.cmd_pool_import, "add samples from a JSON-lines file to the pool, all or nothing"),
     ):
         action = actions.add_parser(name, help=text, description=text[0].upper() + text[1:] + ".")
         action.add_argument("--params", default="params.yaml", help=PARAMS_HELP)
@@ -130,14 +130,14 @@ def add_run_commands(subparsers: argparse._SubParsersAction[argparse.ArgumentPar
     add_plan_command(subparsers)
 
     report = subparsers.add_parser("report", help="print the last report, or its results table as CSV or Markdown")
-    report.add_argument("--format", choices=sorted(commands.REPORT_FILES), default="text",
+    report.add_argument("--format", choices=sorted(report_command.REPORT_FILES), default="text",
                         help="text: the printed report; csv or md: the per-method results table "
                              "(default: %(default)s)")
     report.add_argument("--metrics", metavar="DIR",
                         help="the folder a report stage wrote (default: metrics/deepconf/<dataset>)")
     report.add_argument("--dataset", help="whose report (default: the first of deepconf.datasets)")
     report.add_argument("--params", default="params.yaml", help=PARAMS_HELP)
-    report.set_defaults(handler=commands.cmd_report)
+    report.set_defaults(handler=report_command.cmd_report)
 
 
 def points_between(low: float, high: float, what: str) -> Callable[[str], float]:
@@ -261,8 +261,9 @@ def add_ledger_commands(subparsers: argparse._SubParsersAction[argparse.Argument
                                    description=LEDGER_DESCRIPTION)
     actions = ledger.add_subparsers(dest="ledger_command", required=True, metavar="ACTION")
     for name, handler, text in (
-        ("verify", commands.cmd_ledger_verify, "check every frame of every ledger under PATH; exit 1 if any is bad"),
-        ("repair", commands.cmd_ledger_repair, "rewrite each damaged log with only its good frames"),
+        ("verify", ledger_commands.cmd_ledger_verify,
+         "check every frame of every ledger under PATH; exit 1 if any is bad"),
+        ("repair", ledger_commands.cmd_ledger_repair, "rewrite each damaged log with only its good frames"),
     ):
         action = actions.add_parser(name, help=text, description=text[0].upper() + text[1:] + ".")
         action.add_argument("paths", nargs="*", type=Path, metavar="PATH",
@@ -344,7 +345,7 @@ def add_sim_server(subparsers: argparse._SubParsersAction[argparse.ArgumentParse
     sim.add_argument("--context-window", type=int_at_least(1, "a context window"), metavar="TOKENS",
                      help="refuse a request whose prompt + max_tokens exceeds TOKENS, in the profile's error shape "
                           "(default: the documented window of a known model name, none for others)")
-    sim.set_defaults(handler=commands.cmd_sim_server)
+    sim.set_defaults(handler=sim_command.cmd_sim_server)
 
 
 def build_parser() -> argparse.ArgumentParser:
