@@ -61,7 +61,8 @@ from tracevote.deepconf.online import OnlineTrace, spent_tokens
 from tracevote.deepconf.voting import row_percentile
 from tracevote.sampling.client import ChatClient
 from tracevote.sampling.ingest import parse_completion
-from tracevote.sampling.live import LiveRules, run_live
+from tracevote.sampling.live import run_live
+from tracevote.sampling.live_rules import LiveRules
 from tracevote.sampling.stream import stream_completion
 from tracevote.sim.model import SimModel
 from tracevote.store.live import LiveLedger, LiveTrace

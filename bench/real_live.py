@@ -10,7 +10,7 @@ row per part of the run (warmup, each method), every trace whose tokens differ f
 
 The engine log names each streamed request by its key ("<problem>/<index>"). The warmup streams a key once; each
 method streams the keys warmup..budget-1 once, the methods one after another per problem in the order of
-online.live.methods (sampling.live._next_job), so a key's n-th streamed request is the n-th method's.
+online.live.methods (sampling.live_schedule.next_job), so a key's n-th streamed request is the n-th method's.
 """
 
 from __future__ import annotations

@@ -23,16 +23,9 @@ from tracevote.deepconf.live import LiveAnswers
 from tracevote.sampling import backend
 from tracevote.sampling.budget import SpendCap, check_budget
 from tracevote.sampling.identify import as_served
-from tracevote.sampling.live import (
-    WARMUP,
-    LiveRules,
-    LiveSummary,
-    ledger_settings,
-    live_rules,
-    missing_traces,
-    run_live,
-    worst_case,
-)
+from tracevote.sampling.live import missing_traces, run_live, worst_case
+from tracevote.sampling.live_rules import WARMUP, LiveRules, ledger_settings, live_rules
+from tracevote.sampling.live_summary import LiveSummary
 from tracevote.sampling.paid import (
     CallProgress,
     PaidStageArgs,

@@ -22,7 +22,7 @@ from tracevote.core.config_deepconf import ConfidenceConfig
 from tracevote.deepconf.confidence import trace_measures
 from tracevote.deepconf.online import spent_tokens
 from tracevote.deepconf.voting import row_percentile
-from tracevote.sampling.live import LiveRules
+from tracevote.sampling.live_rules import LiveRules
 from tracevote.store.live import LiveTrace
 from tracevote.store.records import ProblemTraces
 

@@ -26,7 +26,9 @@ from tracevote.deepconf.live import LiveAnswers, WindowStop
 from tracevote.deepconf.online import OnlineTrace, consensus_checks, replay, spent_tokens
 from tracevote.deepconf.voting import row_percentile
 from tracevote.sampling.client import ChatClient
-from tracevote.sampling.live import LiveRules, LiveSummary, missing_traces, run_live
+from tracevote.sampling.live import missing_traces, run_live
+from tracevote.sampling.live_rules import LiveRules
+from tracevote.sampling.live_summary import LiveSummary
 from tracevote.sampling.stream import stream_completion
 from tracevote.sim.faults import parse_faults
 from tracevote.sim.model import SimModel
