@@ -5,7 +5,7 @@
 
 Choice i of the reply is sample sample_ids[i]. In the compact layout vLLM, SGLang and the simulator write, the
 reply's bytes are cut into one-choice documents (a choice starts with `{"index":i,`, which cannot occur inside a
-JSON string, where every quote is escaped), each read by ingest.parse_completion on its compiled fast path; any
+JSON string, where every quote is escaped), each read by ingest.parse_completion on its fast path (typed decoding); any
 other layout is read by ingest's per-choice functions on a full orjson parse, ~35x slower (bench/bench_n.py
 measures both). Each choice is checked as a lone reply is: a choice without logprobs, cut short (a finish_reason
 other than stop or length), all sentinels, or missing (a server that sent fewer choices than n) fails alone, and
