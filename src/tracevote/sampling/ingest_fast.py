@@ -1,17 +1,19 @@
-"""The fast path of ingest: chat-completions bytes -> Parsed by msgspec's typed decoding, about 5x faster than a full
+"""The fast path of ingest: chat-completions bytes -> Parsed by msgspec's typed decoding, ~8x faster than a full
 orjson parse and a loop (ingest's slow path; bench/bench_ingest.py).
 
 A 4096-token response with top-20 is ~5 MB of JSON and ~86k logprob objects; building those objects as dicts is
 what makes a JSON parser slow. msgspec decodes them straight into small typed records (no dict, no key strings;
 the `bytes` arrays skipped unread), which a loop then turns into the arrays a Sample holds. The fast path reads a
 document whose choices all have a logprobs.content of {"token": str, "logprob": number, "top_logprobs": [{...}]}
-items, every top_logprobs row of one length (what DeepSeek, vLLM and SGLang send) and every number finite; for any
-other document parse_fast returns None and ingest takes the slow path, which also decides the cause of every
-error. Both paths give identical Samples (tests/sampling/test_ingest_properties.py).
+items, every top_logprobs row of one length (what DeepSeek, vLLM, SGLang and OpenAI send) and every number finite;
+for any other document parse_fast returns None and ingest takes the slow path, which also decides the cause of
+every error. Both paths give identical Samples (tests/sampling/test_ingest_properties.py).
 
-Compiled loops were here (numba, sampling.kernels) until the library path was measured against them: on a 64k-token
-reply with top-20 they were faster per reply, but not by 2x once a process pays numba's import (docs/benchmarks.md,
-"Ingestion"), and every process that parses a completion paid that import.
+Compiled loops (numba, sampling.kernels) read replies here until issue 46 measured them against this path on a
+65,536-token reply with top-20 (bench/interleave_ingest.py, docs/benchmarks.md): 85 against 343 ms of CPU a reply
+in a process that had loaded them, but 498 against 410 ms for a process's first reply, numba's import included.
+No figure a user waits for had the library path 2x slower (a reply that long takes minutes to generate), and every
+process that parsed a completion paid that import, so they went.
 """
 
 from __future__ import annotations
