@@ -5,8 +5,8 @@ A 4096-token response with top-20 is ~5 MB of JSON and ~86k logprob objects; bui
 what makes a JSON parser slow. msgspec decodes them straight into small typed records (no dict, no key strings;
 the `bytes` arrays skipped unread), which a loop then turns into the arrays a Sample holds. The fast path reads a
 document whose choices all have a logprobs.content of {"token": str, "logprob": number, "top_logprobs": [{...}]}
-items, every top_logprobs row of one length (what DeepSeek, vLLM, SGLang and OpenAI send) and every number finite;
-for any other document parse_fast returns None and ingest takes the slow path, which also decides the cause of
+items and every top_logprobs row of one length (what DeepSeek, vLLM, SGLang and OpenAI send); for any other
+document parse_fast returns None and ingest takes the slow path, which also decides the cause of
 every error. Both paths give identical Samples (tests/sampling/test_ingest_properties.py).
 
 Compiled loops (numba, sampling.kernels) read replies here until issue 46 measured them against this path on a
@@ -92,12 +92,11 @@ def _decoder(top_tokens: bool) -> msgspec.json.Decoder:
     entry_fields: list[Any] = [("token", str)] if top_tokens else []
     entry = msgspec.defstruct("Entry", [*entry_fields, ("logprob", float)], gc=False)
     item = msgspec.defstruct("Item", [("token", str), ("logprob", float),
-                                      ("top_logprobs", list[entry] | None, None)], gc=False)  # type: ignore[valid-type]
-    logprobs = msgspec.defstruct("Logprobs", [("content", list[item])])  # type: ignore[valid-type]
+                                      ("top_logprobs", list[entry] | None, None)], gc=False)
+    logprobs = msgspec.defstruct("Logprobs", [("content", list[item])])
     choice = msgspec.defstruct("Choice", [("logprobs", logprobs), ("message", Any, None),
                                           ("finish_reason", Any, None)])
-    completion = msgspec.defstruct("Completion", [("choices", list[choice]),  # type: ignore[valid-type]
-                                                  ("usage", Any, None)])
+    completion = msgspec.defstruct("Completion", [("choices", list[choice]), ("usage", Any, None)])
     return msgspec.json.Decoder(completion)
 
 
@@ -108,7 +107,7 @@ def parse_fast(body: bytes, k: int, keep_top_tokens: bool) -> Parsed | None:
     """The same result as ingest's slow path, or None when `body` is not a document this path reads."""
     try:
         doc = _decoder(keep_top_tokens).decode(body)
-    except (msgspec.DecodeError, RecursionError):  # not JSON, not this layout, or a number beyond float64
+    except (msgspec.DecodeError, RecursionError):  # not JSON (NaN, Infinity), not this layout, beyond float64
         return None
     if not doc.choices:
         return None
@@ -121,12 +120,9 @@ def parse_fast(body: bytes, k: int, keep_top_tokens: bool) -> Parsed | None:
     chosen = np.fromiter(map(_LOGPROB, items), dtype=np.float64, count=len(items))
     top = np.fromiter(map(_LOGPROB, (entry for row in rows for entry in row)), dtype=np.float64,
                       count=len(items) * width).reshape(len(items), width)
-    if not (np.isfinite(chosen).all() and np.isfinite(top).all()):  # NaN/Infinity are not JSON: the slow path's
-        return None
     names = [list(map(_TOKEN, row)) for row in rows] if keep_top_tokens else None
     top, names = best_k(top, names, k)
-    message = {"message": choice.message}
-    return Parsed(message_text(message), choice.finish_reason, usage_counts({"usage": doc.usage}),
+    return Parsed(message_text({"message": choice.message}), choice.finish_reason, usage_counts({"usage": doc.usage}),
                   list(map(_TOKEN, items)), chosen, top, names, len(items) * width, reasoning_text(choice.message))
 
 
