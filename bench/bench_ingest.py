@@ -6,20 +6,27 @@ block as format 3 stores it), the payload a build appends.
 Bodies come from the simulated model in DeepSeek's exact format; every method runs in the same process
 on the same bodies, in interleaved rounds (median, min, max; wall and CPU). The fast path was built to
 run at >= 10x the stdlib baseline (not guarded: no user waits on parsing alone).
+
+Then one long reply (65,536 tokens with top-20, ~79 MB; 4,096 at --quick), the figure issue 46 names: parsed in
+process by parse_completion against the orjson loop, and by a whole process that reads it from disk and parses it
+(start-up and imports included, as a user waits for it) against one that only starts and reads it.
     python -m bench.run --only bench_ingest [--quick]
 """
 
 from __future__ import annotations
 
 import json
+import sys
+import tempfile
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from bench.figures import Figure
-from bench.measure import Run, interleaved, timed
+from bench.measure import Run, interleaved, run_process, timed
 from tracevote.core.config_endpoints import SimConfig
 from tracevote.sampling.ingest import _parse_slow, parse_completion
 from tracevote.sim.model import SimModel
@@ -28,6 +35,7 @@ from tracevote.store.logprobs import clean_logprobs
 
 TOP_K = 20
 SCALES = {"quick": (2, 1024, 2), "full": (8, 4096, 3)}  # responses, tokens each, rounds
+LONG_REPLY = {"quick": 4096, "full": 65536}  # tokens of the long reply
 NOTES = {"ingest_stdlib_json_loop": "json.loads + a plain loop (stdlib)", "ingest_fast": "parse_completion;",
          "ingest_fast_then_encode": "parse_completion + codec.encode (the payload a build appends);"}
 
@@ -101,7 +109,39 @@ def run(scale: str = "full") -> list[dict[str, Any]]:
                              f"tokens, top-{TOP_K}; {rounds} interleaved rounds") for name, side_runs in runs.items()]
     figures.append(Figure(f"ingestion: simulated model writing one {tokens}-token response", "ms",
                           [sim_ms(tokens, i) for i in range(rounds)], note="for scale"))
+    figures += long_reply_figures(LONG_REPLY[scale], rounds)
     return [figure.to_json() for figure in figures]
+
+
+ONE_REPLY = ("import sys\n"
+             "body = open(sys.argv[1], 'rb').read()\n"
+             "if sys.argv[2] == 'parse':\n"
+             "    from tracevote.sampling.ingest import parse_completion\n"
+             "    parse_completion(body, problem_id='p', sample_id=0, latency_s=0.0, keep_top_logprobs=True,\n"
+             "                     expect_top_logprobs=20)\n")
+
+
+def long_reply_figures(tokens: int, rounds: int) -> list[Figure]:
+    """One long reply parsed in process (against the orjson loop), and by a whole process (against start-up)."""
+    body = sim_bodies(1, tokens)[0]
+    in_process = interleaved({"fast": lambda: timed(lambda: fast(body)),
+                              "orjson": lambda: timed(lambda: _parse_slow(body, TOP_K, False))}, rounds)
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "reply.json"
+        path.write_bytes(body)
+        command = [sys.executable, "-c", ONE_REPLY, str(path)]
+        whole = interleaved({side: (lambda side=side: run_process([*command, side], Path(folder)))
+                             for side in ("parse", "start")}, rounds)
+    note = f"one {tokens}-token reply, top-{TOP_K}, {len(body) / 1e6:.0f} MB; {rounds} interleaved rounds"
+    return [Figure(f"ingestion: one {tokens}-token reply, parse_completion in process", "s",
+                   [r.wall for r in in_process["fast"]], [r.wall for r in in_process["orjson"]],
+                   higher_is_better=False, cpu=[r.cpu for r in in_process["fast"]],
+                   baseline_cpu=[r.cpu for r in in_process["orjson"]], baseline_name="orjson + a loop (the slow path)",
+                   note=note),
+            Figure(f"ingestion: one {tokens}-token reply, a whole process reading and parsing it", "s",
+                   [r.wall for r in whole["parse"]], [r.wall for r in whole["start"]], higher_is_better=False,
+                   cpu=[r.cpu for r in whole["parse"]], baseline_cpu=[r.cpu for r in whole["start"]],
+                   baseline_name="a process that only starts and reads it", note=f"{note}; imports included")]
 
 
 def ingest_figure(name: str, runs: list[Run], baseline: list[Run], total: int, note: str) -> Figure:

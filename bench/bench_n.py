@@ -7,7 +7,7 @@ Three measures, each side against its baseline in interleaved rounds (median, mi
   and the probes included), into a fresh folder, profile local (vLLM's rules: n honoured). The figure is what n
   saves in requests and client work, not a GPU's throughput, which the simulator does not model.
 - ingest: parsing a reply into samples, per trace: n-choice replies in the compact layout (vLLM's, SGLang's: cut
-  into one-choice documents, each on the compiled fast path) and in a spaced layout (OpenAI's: a full orjson parse
+  into one-choice documents, each on the typed fast path) and in a spaced layout (OpenAI's: a full orjson parse
   read choice by choice), against one-choice replies on the fast path (sampling.choices, sampling.ingest_fast).
 - the real llama.cpp engine (models/tinymath.gguf, llama-cpp-python's server, full scale only): llama.cpp ignores
   n, so the probe finds it and the build sends one trace per request; the figure shows what the setting costs there
@@ -140,7 +140,7 @@ def ingest_figures(size: Scale) -> list[dict]:
                              expect_top_logprobs=20)
         return Run(time.perf_counter() - started, time.process_time() - cpu)
 
-    parse_alone()  # numba's kernels compile on the first parse
+    parse_alone()  # untimed: the first parse builds the typed decoders
     sides = {"compact layout (cut, fast path)": lambda: parse_shared(shared),
              "spaced layout (orjson per choice)": lambda: parse_shared(spaced), "alone": parse_alone}
     runs = interleaved(sides, max(size.rounds, 3))

@@ -1,5 +1,6 @@
-"""The compiled loops of the fast paths against plain references: JSON numbers read exactly as orjson reads them (or
-refused), and keys found wherever the bytes hold them."""
+"""The compiled loops the streaming client's batch path still uses (sampling.kernels, through
+ingest_fast.parse_items) against plain references: JSON numbers read exactly as orjson reads them (or refused), and
+keys found wherever the bytes hold them. Goes with kernels.py when the stream's rewrite drops stream_fast."""
 
 from __future__ import annotations
 
@@ -12,7 +13,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tracevote.sampling import ingest_fast
-from tracevote.store.logprobs import clean_logprobs, token_confidence
 
 FILLER = b'{"choices":[{"x":1,' * 2  # the keys the kernels find lie past a document's first 14 bytes
 
@@ -85,34 +85,3 @@ def test_keys_are_found_wherever_the_bytes_hold_them(fragments: list[bytes], shi
     logprob = [m.end() - 1 for m in re.finditer(rb'"logprob":', body)]
     top = [m.end() - 1 for m in re.finditer(rb'_logprobs":', body)]
     assert keys.logprob.tolist() == logprob and keys.top.tolist() == top
-
-
-LOGPROBS = st.one_of(st.floats(-30, 0), st.sampled_from([0.0, -0.0, -9999.0, -9999.5, -1e300, np.nan, np.inf,
-                                                          -np.inf, -1e-45, 3.4e38, 3.5e38]))
-
-
-@settings(max_examples=300, deadline=None)
-@given(st.integers(0, 6).flatmap(lambda k: st.lists(st.tuples(LOGPROBS, st.lists(LOGPROBS, min_size=k, max_size=k)),
-                                                    max_size=12).map(lambda rows: (k, rows))),
-       st.booleans())
-def test_stored_measures_are_the_stores_own_bit_for_bit(case: tuple[int, list], keep_top: bool) -> None:
-    k, rows = case
-    chosen = np.array([row[0] for row in rows], dtype=np.float64)
-    top = np.array([row[1] for row in rows], dtype=np.float64).reshape(len(rows), k)
-    token_logprobs, confidence, top_logprobs = ingest_fast.stored_measures(chosen, top, keep_top)
-    with np.errstate(over="ignore"):  # 3.5e38 rounds to float32's inf: absent, as the store has it
-        expected_logprobs, expected_top = clean_logprobs(chosen), clean_logprobs(top)
-        expected = token_confidence(top, chosen).astype(np.float32)
-    assert np.array_equal(token_logprobs, expected_logprobs, equal_nan=True)
-    assert np.array_equal(confidence.view(np.int32)[~np.isnan(expected)], expected.view(np.int32)[~np.isnan(expected)])
-    assert np.array_equal(np.isnan(confidence), np.isnan(expected))
-    assert (top_logprobs is None) if not keep_top else np.array_equal(top_logprobs, expected_top, equal_nan=True)
-
-
-@settings(max_examples=200, deadline=None)
-@given(st.lists(st.lists(LOGPROBS, min_size=3, max_size=3), min_size=1, max_size=8))
-def test_rows_best_first_is_what_sorting_would_leave_unchanged(rows: list[list[float]]) -> None:
-    top = np.array(rows, dtype=np.float64)
-    unchanged = ingest_fast._best_first_order(top) is None
-    order = np.argsort(-top, axis=1, kind="stable")
-    assert unchanged == np.array_equal(np.take_along_axis(top, order, axis=1), top, equal_nan=True)

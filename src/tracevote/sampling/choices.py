@@ -5,14 +5,14 @@
 
 Choice i of the reply is sample sample_ids[i]. In the compact layout vLLM, SGLang and the simulator write, the
 reply's bytes are cut into one-choice documents (a choice starts with `{"index":i,`, which cannot occur inside a
-JSON string, where every quote is escaped), each read by ingest.parse_completion on its compiled fast path; any
-other layout is read by ingest's per-choice functions on a full orjson parse, ~35x slower (bench/bench_n.py
-measures both). Each choice is checked as a lone reply is: a choice without logprobs, cut short (a finish_reason
-other than stop or length), all sentinels, or missing (a server that sent fewer choices than n) fails alone, and
-the others are kept. A reply cut short (the connection ended mid-body) keeps the choices that arrived whole and
-asks for the rest in a request of their own (sample_choices). A reply that cannot be read at all (malformed, no
-usage, cut before any whole choice) or whose every choice failed raises, so the client asks again, as for a lone
-reply.
+JSON string, where every quote is escaped), each read by ingest.parse_completion on its fast path (msgspec's typed
+decoding); any other layout is read by ingest's per-choice functions on a full orjson parse, ~7x slower
+(bench/bench_ingest.py; bench/bench_n.py measures both). Each choice is checked as a lone reply is: a choice
+without logprobs, cut short (a finish_reason other than stop or length), all sentinels, or missing (a server that
+sent fewer choices than n) fails alone, and the others are kept. A reply cut short (the connection ended
+mid-body) keeps the choices that arrived whole and asks for the rest in a request of their own (sample_choices). A
+reply that cannot be read at all (malformed, no usage, cut before any whole choice) or whose every choice failed
+raises, so the client asks again, as for a lone reply.
 
 Usage is counted once per request: the prompt tokens are split over the traces kept from it (evenly, the
 remainder to the first), so the kept traces' prompt tokens add up to what the server billed. Each trace's

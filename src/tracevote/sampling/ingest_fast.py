@@ -1,52 +1,34 @@
-"""The fast path of ingest: chat-completions bytes -> Parsed, ~40x faster than json.loads and a loop (bench_ingest).
+"""The fast path of ingest: chat-completions bytes -> Parsed by msgspec's typed decoding, ~8x faster than a full
+orjson parse and a loop (ingest's slow path; bench/bench_ingest.py).
 
-A 4096-token response with top-20 is ~5 MB of JSON and ~86k logprob objects; building those objects is
-what makes any JSON parser slow. The fast path never builds them. Compiled loops (sampling.kernels) find the
-`"logprob":` and `"top_logprobs":` keys in one pass over the raw bytes, read the numbers (exactly: orjson reads
-the few a quick exact reading cannot), and gather the chosen tokens' strings for one orjson call; orjson parses the
-small rest of the document (the envelope: text, finish_reason, usage). It accepts only the compact layout
-DeepSeek, vLLM and SGLang write ({"token", "logprob", "bytes", "top_logprobs"}, no spaces) and checks it as it
-goes; for any other document parse_fast returns None and ingest takes the slow path (a full orjson parse), which
-also decides the cause of every error. Both paths give identical Samples.
+A 4096-token response with top-20 is ~5 MB of JSON and ~86k logprob objects; building those objects as dicts is
+what makes a JSON parser slow. msgspec decodes them straight into small typed records (no dict, no key strings;
+the `bytes` arrays skipped unread), which a loop then turns into the arrays a Sample holds. The fast path reads a
+document whose choices all have a logprobs.content of {"token": str, "logprob": number, "top_logprobs": [{...}]}
+items and every top_logprobs row of one length (what DeepSeek, vLLM, SGLang and OpenAI send); for any other
+document parse_fast returns None and ingest takes the slow path, which also decides the cause of
+every error. Both paths give identical Samples (tests/sampling/test_ingest_properties.py).
+
+Compiled loops (numba, sampling.kernels) read replies here until issue 46 measured them against this path on a
+65,536-token reply with top-20 (bench/interleave_ingest.py, docs/benchmarks.md): 85 against 343 ms of CPU a reply
+in a process that had loaded them, but 498 against 410 ms for a process's first reply, numba's import included.
+No figure a user waits for had the library path 2x slower (a reply that long takes minutes to generate), and every
+process that parsed a completion paid that import, so they went.
 """
 
 from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
+from operator import attrgetter
 from types import ModuleType
 from typing import Any
 
+import msgspec
 import numpy as np
 import orjson
 
-from tracevote.store.logprobs import SENTINEL_LOGPROB
-
-_KEY_LOGPROB = np.uint64(int.from_bytes(b'logprob"', "little"))  # the 8 bytes before a key's colon
-_KEY_OGPROBS = np.uint64(int.from_bytes(b'ogprobs"', "little"))  # "top_logprobs"
-_BIT_INDEX = np.zeros(64, dtype=np.int64)  # a de Bruijn sequence's table: a uint64's lowest set bit -> its index
-_BIT_INDEX[[((1 << bit) * 0x03F79D71B4CB0A89 & (2**64 - 1)) >> 58 for bit in range(64)]] = np.arange(64)
-_TOKEN_KEY = np.frombuffer(b'"token":', dtype=np.uint8)
-_EXACT_POWERS = np.array([10.0 ** i for i in range(23)])  # exact in float64 up to 1e22 (sampling.kernels)
-
-
-@functools.cache
-def kernels() -> ModuleType:
-    """sampling.kernels, imported at the first parse: loading numba costs ~0.3 s a process."""
-    from tracevote.sampling import kernels
-
-    return kernels
-
-
-def aligned_words(raw: np.ndarray) -> np.ndarray:
-    """`raw`'s whole eight-byte words as uint64 (no copy), for the kernels' eight bytes at a time."""
-    return np.frombuffer(raw.data, dtype="<u8", count=len(raw) // 8)
-
-
-def unaligned_words(raw: np.ndarray) -> np.ndarray:
-    """The little-endian uint64 at each byte offset of `raw` (a strided view, no copy), for the kernels' eight
-    bytes at a time."""
-    return np.ndarray((max(len(raw) - 7, 0),), dtype="<u8", buffer=raw.data, strides=(1,))
+from tracevote.store.logprobs import clean_logprobs, token_confidence
 
 
 @dataclass(frozen=True, eq=False)
@@ -99,7 +81,121 @@ def usage_counts(doc: dict[str, Any]) -> tuple[int, int] | None:
     return prompt, completion
 
 
-# --- scanning the bytes ---------------------------------------------------------------------------------
+# --- the typed decoding -----------------------------------------------------------------------------------
+
+
+@functools.cache
+def _decoder(top_tokens: bool) -> msgspec.json.Decoder:
+    """A decoder of a whole response into typed records. Without `top_tokens` an alternative's token is skipped
+    unread, as the slow path does not read it either. Records of a token and its alternatives are made in the
+    millions for a long reply and hold no reference back, so the garbage collector need not track them."""
+    entry_fields: list[Any] = [("token", str)] if top_tokens else []
+    entry = msgspec.defstruct("Entry", [*entry_fields, ("logprob", float)], gc=False)
+    item = msgspec.defstruct("Item", [("token", str), ("logprob", float),
+                                      ("top_logprobs", list[entry] | None, None)], gc=False)
+    logprobs = msgspec.defstruct("Logprobs", [("content", list[item])])
+    choice = msgspec.defstruct("Choice", [("logprobs", logprobs), ("message", Any, None),
+                                          ("finish_reason", Any, None)])
+    completion = msgspec.defstruct("Completion", [("choices", list[choice]), ("usage", Any, None)])
+    return msgspec.json.Decoder(completion)
+
+
+_TOKEN, _LOGPROB, _ROW = attrgetter("token"), attrgetter("logprob"), attrgetter("top_logprobs")
+
+
+def parse_fast(body: bytes, k: int, keep_top_tokens: bool) -> Parsed | None:
+    """The same result as ingest's slow path, or None when `body` is not a document this path reads."""
+    try:
+        doc = _decoder(keep_top_tokens).decode(body)
+    except (msgspec.DecodeError, RecursionError):  # not JSON (NaN, Infinity), not this layout, beyond float64
+        return None
+    if not doc.choices:
+        return None
+    choice = doc.choices[0]
+    items = choice.logprobs.content
+    rows = [row or () for row in map(_ROW, items)]
+    width = len(rows[0]) if rows else 0
+    if any(len(row) != width for row in rows):  # llama.cpp's ragged rows: the slow path pads them
+        return None
+    chosen = np.fromiter(map(_LOGPROB, items), dtype=np.float64, count=len(items))
+    top = np.fromiter(map(_LOGPROB, (entry for row in rows for entry in row)), dtype=np.float64,
+                      count=len(items) * width).reshape(len(items), width)
+    names = [list(map(_TOKEN, row)) for row in rows] if keep_top_tokens else None
+    top, names = best_k(top, names, k)
+    return Parsed(message_text({"message": choice.message}), choice.finish_reason, usage_counts({"usage": doc.usage}),
+                  list(map(_TOKEN, items)), chosen, top, names, len(items) * width, reasoning_text(choice.message))
+
+
+def best_k(top: np.ndarray, top_tokens: list[list[str]] | None,
+           k: int) -> tuple[np.ndarray, list[list[str]] | None]:
+    """Each row's k highest logprobs, best first ([n, k], NaN where a row has fewer), and their tokens.
+
+    Hosted APIs send rows best first and k long. llama.cpp's server builds them from a dict keyed by token text:
+    not in order, k + 1 long when the chosen token is outside the top k, shorter when tokens share a text. Cutting
+    such a row at k could drop its best entry, so rows out of order are sorted first (NaN padding last).
+    """
+    order = _best_first_order(top)
+    if order is not None:
+        top = np.take_along_axis(top, order, axis=1)
+        if top_tokens is not None:
+            top_tokens = [[row[j] for j in ranks if j < len(row)] for row, ranks in zip(top_tokens, order.tolist(),
+                                                                                         strict=True)]
+    if top_tokens is not None:
+        top_tokens = [row[:k] for row in top_tokens]
+    if top.shape[1] >= k:
+        return np.ascontiguousarray(top[:, :k]), top_tokens
+    return np.hstack([top, np.full((len(top), k - top.shape[1]), np.nan)]), top_tokens
+
+
+def _best_first_order(top: np.ndarray) -> np.ndarray | None:
+    """The column order that sorts every row descending, NaN last; None when every row already is."""
+    if top.shape[1] < 2:
+        return None
+    before, after = top[:, :-1], top[:, 1:]
+    if not ((after > before) | (np.isnan(before) & ~np.isnan(after))).any():
+        return None
+    return np.argsort(-top, axis=1, kind="stable")  # -NaN is NaN, which argsort puts last
+
+
+def stored_measures(chosen: np.ndarray, top: np.ndarray,
+                    keep_top: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """(token_logprobs, token_confidence, top_logprobs or None) as a Sample stores them, float32, from the chosen
+    and top logprobs as parsed (float64, rows best first): store.logprobs.clean_logprobs and token_confidence,
+    C_i computed in float64 before it is rounded to float32."""
+    with np.errstate(over="ignore"):  # a logprob beyond float32's range is absent as stored (NaN), as in the store
+        confidence = token_confidence(top, chosen).astype(np.float32)
+        return clean_logprobs(chosen), confidence, clean_logprobs(top) if keep_top else None
+
+
+# --- left only for sampling.stream_fast --------------------------------------------------------------------
+# The streaming client's batch path still reads a batch's items with the compiled loops; its rewrite on
+# well-kept libraries (issue 46, item 1) drops stream_fast, and with it this section and sampling/kernels.py.
+
+_KEY_LOGPROB = np.uint64(int.from_bytes(b'logprob"', "little"))  # the 8 bytes before a key's colon
+_KEY_OGPROBS = np.uint64(int.from_bytes(b'ogprobs"', "little"))  # "top_logprobs"
+_BIT_INDEX = np.zeros(64, dtype=np.int64)  # a de Bruijn sequence's table: a uint64's lowest set bit -> its index
+_BIT_INDEX[[((1 << bit) * 0x03F79D71B4CB0A89 & (2**64 - 1)) >> 58 for bit in range(64)]] = np.arange(64)
+_TOKEN_KEY = np.frombuffer(b'"token":', dtype=np.uint8)
+_EXACT_POWERS = np.array([10.0 ** i for i in range(23)])  # exact in float64 up to 1e22 (sampling.kernels)
+
+
+@functools.cache
+def kernels() -> ModuleType:
+    """sampling.kernels, imported at the first parse: loading numba costs ~0.3 s a process."""
+    from tracevote.sampling import kernels
+
+    return kernels
+
+
+def aligned_words(raw: np.ndarray) -> np.ndarray:
+    """`raw`'s whole eight-byte words as uint64 (no copy), for the kernels' eight bytes at a time."""
+    return np.frombuffer(raw.data, dtype="<u8", count=len(raw) // 8)
+
+
+def unaligned_words(raw: np.ndarray) -> np.ndarray:
+    """The little-endian uint64 at each byte offset of `raw` (a strided view, no copy), for the kernels' eight
+    bytes at a time."""
+    return np.ndarray((max(len(raw) - 7, 0),), dtype="<u8", buffer=raw.data, strides=(1,))
 
 
 @dataclass(frozen=True, eq=False)
@@ -123,21 +219,6 @@ class Items:
     token_ends: np.ndarray  # offset just past each item's token string (JSON, its closing quote)
     end: int  # offset just past the last number
     per_item: int  # 1 + the top-k entries each item has
-
-
-def parse_fast(body: bytes, k: int, keep_top_tokens: bool) -> Parsed | None:
-    """The same result as ingest's slow path, or None when `body` is not in the layout this path reads."""
-    if len(body) < 64:
-        return None
-    raw = np.frombuffer(body, dtype=np.uint8)
-    items = parse_items(body, raw, k, keep_top_tokens)
-    if items is None:
-        return None
-    choice, doc = _envelope(body, raw, int(items.token_keys[0]) - 8, items.end, depth=4 if items.per_item > 1 else 2)
-    if choice is None:
-        return None
-    return Parsed(message_text(choice), choice.get("finish_reason"), usage_counts(doc), items.tokens, items.chosen,
-                  items.top, items.top_tokens, items.entries, reasoning_text(choice.get("message")))
 
 
 def parse_items(body: bytes, raw: np.ndarray, k: int, keep_top_tokens: bool) -> Items | None:
@@ -235,73 +316,3 @@ def _top_tokens(raw: np.ndarray, logprob_keys: np.ndarray, per_item: int) -> lis
     if strings is None:
         return None
     return [strings[start:start + width] for start in range(0, len(strings), width)]
-
-
-def _envelope(body: bytes, raw: np.ndarray, first: int, end: int,
-              depth: int) -> tuple[dict[str, Any], dict[str, Any]] | tuple[None, None]:
-    """(choices[0], document) parsed with logprobs.content cut out, or (None, None)."""
-    close = _closing_bracket(raw, end, depth)
-    if close is None or raw[first] != ord("{") or raw[first - 1] != ord("[") or raw[close] != ord("]"):
-        return None, None
-    try:
-        doc = orjson.loads(body[:first] + body[close:])
-        choice = doc["choices"][0]
-        if choice["logprobs"]["content"] != []:
-            return None, None
-    except (orjson.JSONDecodeError, KeyError, IndexError, TypeError):
-        return None, None
-    return choice, doc
-
-
-def _closing_bracket(raw: np.ndarray, start: int, depth: int) -> int | None:
-    """Offset of the bracket that leaves `depth` levels of nesting open at `start`, skipping strings."""
-    tail = raw[start:]
-    index = np.arange(len(tail))
-    last_plain = np.maximum.accumulate(np.where(tail == ord("\\"), -1, index))
-    backslashes = index - 1 - np.concatenate(([-1], last_plain[:-1]))
-    quotes = (tail == ord('"')) & (backslashes % 2 == 0)
-    in_string = np.cumsum(quotes) % 2 == 1
-    opens = (tail == ord("[")) | (tail == ord("{"))
-    closes = (tail == ord("]")) | (tail == ord("}"))
-    level = depth + np.cumsum(np.where(in_string, 0, opens.astype(np.int64) - closes))
-    hits = np.flatnonzero(level == 0)
-    return start + int(hits[0]) if len(hits) else None
-
-
-def best_k(top: np.ndarray, top_tokens: list[list[str]] | None,
-           k: int) -> tuple[np.ndarray, list[list[str]] | None]:
-    """Each row's k highest logprobs, best first ([n, k], NaN where a row has fewer), and their tokens.
-
-    Hosted APIs send rows best first and k long. llama.cpp's server builds them from a dict keyed by token text:
-    not in order, k + 1 long when the chosen token is outside the top k, shorter when tokens share a text. Cutting
-    such a row at k could drop its best entry, so rows out of order are sorted first (NaN padding last).
-    """
-    order = _best_first_order(top)
-    if order is not None:
-        top = np.take_along_axis(top, order, axis=1)
-        if top_tokens is not None:
-            top_tokens = [[row[j] for j in ranks if j < len(row)] for row, ranks in zip(top_tokens, order.tolist(),
-                                                                                         strict=True)]
-    if top_tokens is not None:
-        top_tokens = [row[:k] for row in top_tokens]
-    if top.shape[1] >= k:
-        return np.ascontiguousarray(top[:, :k]), top_tokens
-    return np.hstack([top, np.full((len(top), k - top.shape[1]), np.nan)]), top_tokens
-
-
-def _best_first_order(top: np.ndarray) -> np.ndarray | None:
-    """The column order that sorts every row descending, NaN last; None when every row already is."""
-    if top.shape[1] < 2 or kernels().rows_best_first(top):
-        return None
-    return np.argsort(-top, axis=1, kind="stable")  # -NaN is NaN, which argsort puts last
-
-
-def stored_measures(chosen: np.ndarray, top: np.ndarray,
-                    keep_top: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
-    """(token_logprobs, token_confidence, top_logprobs or None) as a Sample stores them, float32, from the chosen
-    and top logprobs as parsed (float64, rows best first): store.logprobs.clean_logprobs and token_confidence, bit
-    for bit, in one compiled pass over the rows (tests/sampling/test_kernels.py)."""
-    chosen32, confidence32, top32 = kernels().logprob_measures(
-        np.ascontiguousarray(chosen, dtype=np.float64), np.ascontiguousarray(top, dtype=np.float64),
-        SENTINEL_LOGPROB, keep_top)
-    return chosen32, confidence32, top32 if keep_top else None

@@ -1,12 +1,14 @@
-"""Compiled loops (numba) over a response's bytes, for ingest_fast and stream_fast: each is one pass in machine code
-where numpy needed several over the whole buffer, and each releases the GIL, so concurrent streams parse in parallel.
+"""Compiled loops (numba) over a streamed batch's bytes, for stream_fast (through ingest_fast.parse_items): each is one
+pass in machine code where numpy needed several over the whole buffer, and each releases the GIL, so concurrent
+streams parse in parallel. Non-streamed replies no longer use them (ingest_fast: msgspec's typed decoding); the
+streaming client's rewrite on well-kept libraries (issue 46, item 1) drops stream_fast, and this module with it.
 
 Every function takes the bytes as a uint8 array and returns offsets or values; none decides alone whether a
 document is in the layout the fast paths read: they report what they found (or -1 / a status), and the callers
 check the rest and fall back to the slow path on any doubt, as before. Compiled once per machine on first use
 (`cache=True`: numba keeps the machine code beside this file, or in its user-wide cache when that is read-only).
-This module is imported only when a fast path first runs, so a process that never parses a completion does not
-load numba.
+This module is imported only when a stream's batch is first parsed, so a process that streams nothing does not load
+numba.
 """
 
 from __future__ import annotations
@@ -365,55 +367,3 @@ def same_spans(raw: np.ndarray, starts: np.ndarray, ends: np.ndarray, other_star
         if other_ends[j] - other_starts[j] != size or not _equal_at(raw, other_starts[j], raw[starts[j]:ends[j]]):
             return False
     return True
-
-
-# --- a batch's numbers, as stored ------------------------------------------------------------------------------
-
-
-@njit(cache=True, nogil=True)
-def rows_best_first(top: np.ndarray) -> bool:
-    """Whether every row is descending with its NaNs last (ingest_fast.best_k then has nothing to sort): one pass,
-    no temporaries."""
-    for i in range(top.shape[0]):
-        for j in range(1, top.shape[1]):
-            before, value = top[i, j - 1], top[i, j]
-            if value > before or (np.isnan(before) and not np.isnan(value)):
-                return False
-    return True
-
-
-@njit(cache=True, nogil=True)
-def logprob_measures(chosen: np.ndarray, top: np.ndarray, sentinel: float,
-                     keep_top: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(chosen, C_i, top) as stored, float32, in one pass over the rows: what store.logprobs.clean_logprobs gives
-    for the chosen and top logprobs (an empty top unless `keep_top`) and token_confidence(top, chosen) rounded to
-    float32, bit for bit: C_i is minus the mean of the present entries of the row, summed in float64 in column
-    order (an absent entry adds 0.0, as there), or minus the chosen logprob when none is present."""
-    n, k = top.shape
-    chosen32 = np.empty(n, dtype=np.float32)
-    confidence32 = np.empty(n, dtype=np.float32)
-    top32 = np.empty((n if keep_top else 0, k), dtype=np.float32)
-    for i in range(n):
-        chosen32[i] = _cleaned(chosen[i], sentinel)
-        total, count = 0.0, 0
-        for j in range(k):
-            value = top[i, j]
-            present = value > sentinel and value != np.inf
-            total += value if present else 0.0
-            count += present
-            if keep_top:
-                top32[i, j] = _cleaned(value, sentinel)
-        if count:
-            confidence = -total / count
-        else:
-            own = chosen[i]
-            confidence = -own if np.isfinite(own) and own > sentinel else np.nan
-        confidence32[i] = np.float32(confidence)
-    return chosen32, confidence32, top32
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _cleaned(value: float, sentinel: float) -> np.float32:
-    """clean_logprobs of one value: rounded to float32 first, then NaN unless finite and above the sentinel."""
-    single = np.float32(value)
-    return single if np.isfinite(single) and single > sentinel else np.float32(np.nan)
