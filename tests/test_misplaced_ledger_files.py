@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import REPO_ROOT
+from tests.conftest import REPO_ROOT, hang_guard_s
 from tests.dvcproject import copy_project, model_overrides, project_env
 from tests.sim_servers import requests_by_key
 from tests.test_hostile_ids import PAID_STAGES, write_stage_inputs
@@ -47,7 +47,7 @@ def run_stages(project: Path, stages: Iterable[str] = STAGES) -> dict[str, subpr
                for stage in stages}
     done = {}
     for stage, process in running.items():
-        stdout, stderr = process.communicate(timeout=600)
+        stdout, stderr = process.communicate(timeout=hang_guard_s())
         done[stage] = subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
     return done
 
@@ -221,7 +221,7 @@ def test_where_dvc_lock_records_the_run_the_line_names_the_directory_not_ledger_
     for env in ({}, {"TRACEVOTE_REBUILD": "1"}):
         result = subprocess.run([sys.executable, str(REPO_ROOT / "stages" / "build_online.py"),
                                  *PAID_STAGES["build_online"]], cwd=project, env=project_env(env),
-                                capture_output=True, text=True, timeout=600)
+                                capture_output=True, text=True, timeout=hang_guard_s())
         assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
         [line] = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
         assert f"{paths['build_online'].relative_to(project)}: a directory where a ledger log belongs" in line, line

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO_ROOT
+from tests.conftest import REPO_ROOT, hang_guard_s
 from tests.dvcproject import dvc, project_env, run
 from tests.test_workflow import make, venv_stamp  # noqa: F401 (a fixture)
 
@@ -28,7 +28,7 @@ def clone(tmp_path: Path) -> Path:
 
 def tracevote(cwd: Path, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "tracevote", *args], cwd=cwd, env=project_env(),
-                          capture_output=True, text=True, timeout=600)
+                          capture_output=True, text=True, timeout=hang_guard_s())
 
 
 def test_with_a_remote_it_says_what_to_pull(clone: Path) -> None:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import REPO_ROOT, committed_params_text
+from tests.conftest import REPO_ROOT, committed_params_text, hang_guard_s
 from tests.dvcproject import project_env, run
 from tests.test_workflow import VENV, make, venv_stamp  # noqa: F401 (a fixture)
 from tracevote.cli import demo
@@ -85,7 +85,7 @@ def test_the_readme_offline_block_runs_as_written_in_a_fresh_clone(tmp_path: Pat
     *commands, repro = readme_offline_block()
     for command in commands:
         done = subprocess.run(command, shell=True, cwd=clone,
-                              env=project_env(), capture_output=True, text=True, timeout=600)
+                              env=project_env(), capture_output=True, text=True, timeout=hang_guard_s())
         assert done.returncode == 0, done.stdout + done.stderr
     assert repro == "make repro"
     result = make(clone, "repro")

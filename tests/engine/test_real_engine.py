@@ -197,7 +197,7 @@ def test_make_real_stops_the_stage_then_the_engine_on_a_stop_signal(tmp_path: Pa
     try:
         wait_for(lambda: bool(read_counts(log)), "the engine to answer the pool's first request")
         run.send_signal(sig)
-        out, err = run.communicate(timeout=600)
+        out, err = run.communicate(timeout=hang_guard_s())
     finally:
         if run.poll() is None:
             os.killpg(run.pid, signal.SIGKILL)

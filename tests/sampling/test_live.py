@@ -35,6 +35,7 @@ from tracevote.sim.model import SimModel
 from tracevote.sim.server import SimServer, start_server, stop_server
 from tracevote.store.live import LiveLedger, LiveTrace
 from tracevote.store.records import ProblemTraces, Sample
+from tracevote.store.token_signals import trace_signal
 
 SIM = SimConfig(seed=3, signal=1.0, accuracy=0.5, mean_tokens=260, critique_noise=0.3)
 DECODING = DecodingConfig(temperature=0.6, top_p=None, max_tokens=900, top_logprobs=20)
@@ -109,15 +110,18 @@ def pool(server: SimServer) -> dict[str, list[Sample]]:
                       for i in range(16)] for pid in GOLDS}
 
 
-def online_trace(samples: list[Sample], gold: int) -> OnlineTrace:
-    confidence = [np.asarray(s.token_confidence, dtype=np.float32) for s in samples]
+def online_trace(samples: list[Sample], gold: int, token: str = "deepconf", top_k: int | None = None) -> OnlineTrace:
+    """The replay's view of streamed-in-full `samples`: `token`'s signal as the score stage reads it from a pool
+    (C_i as the pool stores it, float32, for deepconf at the full width)."""
+    signal = [trace_signal(token, top_k, s.token_logprobs, s.top_logprobs,
+                           np.asarray(s.token_confidence, dtype=np.float32)) for s in samples]
     traces = ProblemTraces("p", np.arange(len(samples)), [], [], np.concatenate(([0], np.cumsum(
-        [len(c) for c in confidence]))).astype(np.int64), np.concatenate(confidence))
+        [len(c) for c in signal]))).astype(np.int64), np.concatenate(signal))
     measures = trace_measures(traces, CONFIDENCE)
     codes = [resolve_answer(answer_candidates(s.text), s.finish_reason, ANSWERS)[0] for s in samples]
     return OnlineTrace(codes=np.array([-1 if c is None else c for c in codes], dtype=np.int64), gold_code=gold,
                        lowest=measures.lowest, n_tokens=np.array([s.n_tokens for s in samples], dtype=np.int64),
-                       stops=measures.stops)
+                       stops=measures.stops, signal=token)
 
 
 def test_live_traces_stop_at_the_token_the_replay_stops_at_trace_by_trace(

@@ -11,25 +11,21 @@ import numpy as np
 import pytest
 
 from tests.sampling.test_live import (
-    ANSWERS,
-    CONFIDENCE,
     GOLDS,
     MESSAGES,
     PERCENTILES,
     client_for,
     live_run,
+    online_trace,
     rules,
     server,  # noqa: F401 (a fixture)
 )
-from tracevote.answers.extract import answer_candidates, resolve_answer
 from tracevote.core.config_deepconf import OnlineConfig
-from tracevote.deepconf.confidence import trace_measures
 from tracevote.deepconf.live import WindowStop
-from tracevote.deepconf.online import OnlineTrace, replay, spent_tokens
+from tracevote.deepconf.online import replay, spent_tokens
 from tracevote.deepconf.voting import row_percentile
 from tracevote.sim.server import SimServer
-from tracevote.store.records import ProblemTraces, Sample
-from tracevote.store.token_signals import trace_signal
+from tracevote.store.records import Sample
 
 
 @pytest.fixture(scope="module")
@@ -38,17 +34,6 @@ def full_traces(server: SimServer) -> dict[str, list[Sample]]:  # noqa: F811
     with client_for(server, 4) as client:
         return {pid: [client.sample(MESSAGES[pid], problem_id=pid, sample_id=i, keep_top_logprobs=True)
                       for i in range(12)] for pid in GOLDS}
-
-
-def online_trace(samples: list[Sample], gold: int, token: str, top_k: int | None) -> OnlineTrace:
-    signal = [trace_signal(token, top_k, s.token_logprobs, s.top_logprobs, s.token_confidence) for s in samples]
-    traces = ProblemTraces("p", np.arange(len(samples)), [], [], np.concatenate(([0], np.cumsum(
-        [len(c) for c in signal]))).astype(np.int64), np.concatenate(signal))
-    measures = trace_measures(traces, CONFIDENCE)
-    codes = [resolve_answer(answer_candidates(s.text), s.finish_reason, ANSWERS)[0] for s in samples]
-    return OnlineTrace(codes=np.array([-1 if c is None else c for c in codes], dtype=np.int64), gold_code=gold,
-                       lowest=measures.lowest, n_tokens=np.array([s.n_tokens for s in samples], dtype=np.int64),
-                       stops=measures.stops, signal=token)
 
 
 @pytest.mark.parametrize(("token", "top_k"), [("chosen", None), ("entropy", None), ("deepconf", 5)])
