@@ -1,0 +1,138 @@
+"""Reading a streamed response: its body's bytes as they arrive, through urllib3's own reads, with a wait that can
+end before the next read comes.
+
+The body is read by a thread of its own (`HTTPResponse.read1`: urllib3 takes the HTTP chunked framing off and
+hands back what has arrived), a read each time the reader of the events asks for one, so that reader can wait for
+the next read with a time limit: it hands held tokens to the observer when nothing more comes in time, and sees a
+cancel while it waits. A body read to its
+end gives its connection back to the pool (urllib3 does, as for any body it reads whole); a stream closed before
+its end is shut down first (`HTTPResponse.shutdown`, which wakes the read in progress), then closed by the caller,
+so the server sees the client go and stops generating.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import queue
+import re
+import threading
+from collections.abc import Callable, Iterable, Iterator
+
+import urllib3
+
+from tracevote.core.retry import TransientError
+
+READ_SIZE = 1 << 20  # bytes asked of a read at most; read1 returns what has arrived (with chunked framing, a chunk)
+_FINISH = re.compile(rb'"finish_reason"\s*:\s*"')  # a finish_reason that is not null
+_END = b""
+
+
+class Reads:
+    """What arrives on a stream, a read at a time; `next` waits at most `timeout` seconds (None: as long as the
+    stream takes), and returns None when nothing came by then, b"" at the stream's end."""
+
+    def next(self, timeout: float | None) -> bytes | None:
+        raise NotImplementedError
+
+    def arrived(self) -> bytes:
+        """The bytes read that the caller did not take (the stream is over for it); recorded reads are each taken
+        whole before the next is asked for."""
+        return b""
+
+    def finish(self) -> None:
+        """Wait for the stream's end after its last event (the caller read what it needs)."""
+
+    def close(self) -> None:
+        """Stop reading (the caller is done with the stream)."""
+
+
+class RecordedReads(Reads):
+    """Recorded reads, one at a time, as they were read (benchmarks and tests, without a server)."""
+
+    def __init__(self, pieces: Iterable[bytes]) -> None:
+        self._pieces: Iterator[bytes] = iter(pieces)
+
+    def next(self, timeout: float | None) -> bytes | None:
+        for piece in self._pieces:
+            if piece:
+                return piece
+        return _END
+
+
+class ResponseReads(Reads):
+    """A response's body, read on a thread of its own, one read each time the caller asks for the next (so nothing
+    is read past what the caller took: a stream stopped before its end never reaches it, and its connection is
+    closed, not given back); a failed read raises TransientError ("timeout", "connection") from `next`, its words
+    passed through `redact`."""
+
+    def __init__(self, response: urllib3.BaseHTTPResponse, redact: Callable[[str], str]) -> None:
+        self._response = response
+        self._redact = redact
+        self._asks: queue.SimpleQueue[bool] = queue.SimpleQueue()  # True: read once more; False: stop
+        self._reads: queue.SimpleQueue[bytes | TransientError] = queue.SimpleQueue()
+        self._asked = False  # a read was asked for and its result not taken yet
+        self._thread = threading.Thread(target=self._serve, name="stream-reads", daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        while self._asks.get():
+            item = self._read()
+            self._reads.put(item)
+            if not item or isinstance(item, TransientError):
+                return
+
+    def _read(self) -> bytes | TransientError:
+        try:
+            return self._response.read1(READ_SIZE, decode_content=True)
+        except urllib3.exceptions.ReadTimeoutError as exc:
+            return TransientError("timeout", self._redact(str(exc)))
+        except (urllib3.exceptions.HTTPError, http.client.HTTPException, OSError, ValueError) as exc:
+            # ValueError: the body closed under the read (the stream was shut down)
+            return TransientError("connection", self._redact(str(exc) or type(exc).__name__))
+
+    def next(self, timeout: float | None) -> bytes | None:
+        if not self._asked:
+            self._asks.put(True)
+            self._asked = True
+        try:
+            item = self._reads.get(timeout=timeout)
+        except queue.Empty:
+            return None
+        self._asked = False
+        if isinstance(item, TransientError):
+            raise item
+        return item
+
+    def arrived(self) -> bytes:
+        """What the read asked for last brought, if it came before the stream was closed."""
+        parts = []
+        with contextlib.suppress(queue.Empty):
+            while True:
+                item = self._reads.get_nowait()
+                if isinstance(item, bytes):
+                    parts.append(item)
+        return b"".join(parts)
+
+    def finish(self) -> None:
+        """Read on to the body's end (after the server's `data: [DONE]` the last HTTP chunk follows at once), so
+        its connection is back in the pool (urllib3 puts it there) before the next call asks for one; a failed read
+        leaves it to be closed."""
+        with contextlib.suppress(TransientError):
+            while self._thread.is_alive() and self.next(None):
+                pass
+
+    def close(self) -> None:
+        if not self._thread.is_alive():
+            return
+        if self._asked:  # a read in progress: woken by a shutdown of the socket's reading side
+            # RuntimeError: the body ended meanwhile and its connection went back to the pool; nothing to wake
+            with contextlib.suppress(RuntimeError, ValueError, OSError):
+                self._response.shutdown()
+        self._asks.put(False)
+        self._thread.join()
+
+
+def finish_arrived(rest: bytes) -> bool:
+    """Whether bytes that arrived but were not read hold the server's finish_reason (it had finished the trace)."""
+    return _FINISH.search(rest) is not None
