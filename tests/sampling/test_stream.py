@@ -269,6 +269,25 @@ def test_an_observer_that_could_stop_soon_gets_the_tokens_sooner() -> None:
     assert sum(sizes) == result.n_tokens and sizes[0] == 8 and max(sizes[1:]) == 3
 
 
+def test_an_observer_one_token_from_a_possible_stop_gets_each_token_as_it_arrives() -> None:
+    """Near a stop (the observer can take 1 more token) nothing is held back, however long the hold: a server that
+    writes a token only once the last was seen streams the whole trace, one token a batch."""
+    script = SSEScript(events(provider_stream("openai")), paced=True)
+    sizes: list[int] = []
+
+    def observer(batch: TokenBatch) -> int:
+        sizes.append(len(batch.tokens))
+        script.go()
+        return 1
+
+    for _ in range(3):  # the chunks after the last token (finish, usage, [DONE]) are not tokens: let them out
+        script.go()
+    with serve_sse(script) as url, client_for(url) as client:
+        result = stream_completion(client, messages(), sample_key="p/0", observer=observer, batch_chunks=1_000_000,
+                                   hold_s=3600.0, want=1)
+    assert result.n_tokens == 41 == len(sizes) and set(sizes) == {1} and result.stop_reason == "finished"
+
+
 def test_a_cancel_reaches_a_client_holding_tokens_back_for_an_hour() -> None:
     """An observer that can take a million more tokens lets the client hold them back, here for an hour; a cancel
     (the live run's consensus stop) hands them over at once, whether it comes while the client sleeps on them or

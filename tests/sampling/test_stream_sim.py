@@ -5,6 +5,7 @@ it."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import numpy as np
@@ -12,6 +13,7 @@ import orjson
 import pytest
 import requests
 
+from tests.conftest import EVENT_TIMEOUT_S
 from tests.sampling.test_client import make_client, messages
 from tests.sampling.test_stream import client_for
 from tests.sse_server import SSEScript, events, serve_sse
@@ -79,6 +81,31 @@ def test_a_stream_read_to_its_end_leaves_its_connection_to_the_next_call_and_a_s
         stats = requests.get(f"{url}/_stats", timeout=30).json()
     assert (stopped.stop_reason, after.stop_reason) == ("confidence", "finished")
     assert stats["connections"] == 2 + 2
+
+
+def test_a_stream_stopped_after_the_server_wrote_all_of_it_still_closes_its_connection() -> None:
+    """Whether a stopped stream's connection closes does not hang on how far the reads got: here the server has
+    written the whole stream before the observer stops it at its first batch, and the next call
+    still connects again (a stream's reads are asked for one at a time, so a stopped one never reaches its end)."""
+    polls: list[int] = []
+
+    def finished_streams(url: str) -> int:
+        polls.append(1)  # each /_stats request opens a connection of its own
+        return requests.get(f"{url}/_stats", timeout=30).json()["streams"].get("finished", 0)
+
+    with running_server(SimModel(SIM)) as url, sim_client(url, "deepseek") as client:
+        def observer(batch: object) -> str:
+            deadline = time.monotonic() + EVENT_TIMEOUT_S
+            while not finished_streams(url) and time.monotonic() < deadline:
+                time.sleep(0.01)
+            return "stop"
+
+        stopped = stream_completion(client, messages(), sample_key="p/0", observer=observer)
+        assert finished_streams(url) == 1  # the server wrote it all
+        after = stream_completion(client, messages(), sample_key="p/1")
+        stats = requests.get(f"{url}/_stats", timeout=30).json()
+    assert (stopped.stop_reason, after.stop_reason) == ("confidence", "finished")
+    assert stats["connections"] == 1 + len(polls) + 1 + 1  # the stopped stream's, the polls', the next's, this one
 
 
 def test_a_stream_of_sentinel_logprobs_is_asked_again_as_a_reply_of_them_is() -> None:
