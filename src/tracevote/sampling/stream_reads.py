@@ -2,9 +2,8 @@
 end before the next read comes.
 
 The body is read by a thread of its own (`HTTPResponse.read1`: urllib3 takes the HTTP chunked framing off and
-hands back what has arrived), a read each time the reader of the events asks for one, so that reader can wait for
-the next read with a time limit: it hands held tokens to the observer when nothing more comes in time, and sees a
-cancel while it waits. A body read to its
+hands back what has arrived), so the reader of the events can wait for the next read with a time limit: it hands
+held tokens to the observer when nothing more comes in time, and sees a cancel while it waits. A body read to its
 end gives its connection back to the pool (urllib3 does, as for any body it reads whole); a stream closed before
 its end is shut down first (`HTTPResponse.shutdown`, which wakes the read in progress), then closed by the caller,
 so the server sees the client go and stops generating.
@@ -26,6 +25,7 @@ from tracevote.core.retry import TransientError
 READ_SIZE = 1 << 20  # bytes asked of a read at most; read1 returns what has arrived (with chunked framing, a chunk)
 _FINISH = re.compile(rb'"finish_reason"\s*:\s*"')  # a finish_reason that is not null
 _END = b""
+_DONE = b"[DONE]"
 
 
 class Reads:
@@ -61,26 +61,34 @@ class RecordedReads(Reads):
 
 
 class ResponseReads(Reads):
-    """A response's body, read on a thread of its own, one read each time the caller asks for the next (so nothing
-    is read past what the caller took: a stream stopped before its end never reaches it, and its connection is
-    closed, not given back); a failed read raises TransientError ("timeout", "connection") from `next`, its words
-    passed through `redact`."""
+    """A response's body, read on a thread of its own; a failed read raises TransientError ("timeout",
+    "connection") from `next`, its words passed through `redact`.
+
+    The thread reads ahead as the bytes arrive until it has read the server's `data: [DONE]`; after it, only when
+    asked (`finish`). So a stream stopped before its end never reads the body's last chunk, which would give the
+    connection back to the pool: a stopped stream's connection is always closed (but for a server that sends no
+    `[DONE]` and had finished), a finished one's always reused."""
 
     def __init__(self, response: urllib3.BaseHTTPResponse, redact: Callable[[str], str]) -> None:
         self._response = response
         self._redact = redact
         self._asks: queue.SimpleQueue[bool] = queue.SimpleQueue()  # True: read once more; False: stop
         self._reads: queue.SimpleQueue[bytes | TransientError] = queue.SimpleQueue()
+        self._ahead = True  # the thread reads ahead (no [DONE] read yet); it sets this False before it waits
         self._asked = False  # a read was asked for and its result not taken yet
         self._thread = threading.Thread(target=self._serve, name="stream-reads", daemon=True)
         self._thread.start()
 
     def _serve(self) -> None:
-        while self._asks.get():
+        last = b""  # the end of the last read: a `[DONE]` may be split between two
+        while self._ahead or self._asks.get():
             item = self._read()
+            if isinstance(item, bytes) and _DONE in last + item:
+                self._ahead = False
             self._reads.put(item)
             if not item or isinstance(item, TransientError):
                 return
+            last = item[-len(_DONE):]
 
     def _read(self) -> bytes | TransientError:
         try:
@@ -92,20 +100,23 @@ class ResponseReads(Reads):
             return TransientError("connection", self._redact(str(exc) or type(exc).__name__))
 
     def next(self, timeout: float | None) -> bytes | None:
-        if not self._asked:
-            self._asks.put(True)
-            self._asked = True
         try:
-            item = self._reads.get(timeout=timeout)
+            item = self._reads.get_nowait()
         except queue.Empty:
-            return None
+            if not self._ahead and not self._asked:
+                self._asks.put(True)
+                self._asked = True
+            try:
+                item = self._reads.get(timeout=timeout)
+            except queue.Empty:
+                return None
         self._asked = False
         if isinstance(item, TransientError):
             raise item
         return item
 
     def arrived(self) -> bytes:
-        """What the read asked for last brought, if it came before the stream was closed."""
+        """The bytes read ahead and not taken when the stream was closed."""
         parts = []
         with contextlib.suppress(queue.Empty):
             while True:
@@ -125,10 +136,10 @@ class ResponseReads(Reads):
     def close(self) -> None:
         if not self._thread.is_alive():
             return
-        if self._asked:  # a read in progress: woken by a shutdown of the socket's reading side
-            # RuntimeError: the body ended meanwhile and its connection went back to the pool; nothing to wake
-            with contextlib.suppress(RuntimeError, ValueError, OSError):
-                self._response.shutdown()
+        # a read in progress is woken by a shutdown of the socket's reading side; RuntimeError: the body ended
+        # meanwhile and its connection went back to the pool (a server that sends no [DONE]): nothing to wake
+        with contextlib.suppress(RuntimeError, ValueError, OSError):
+            self._response.shutdown()
         self._asks.put(False)
         self._thread.join()
 
