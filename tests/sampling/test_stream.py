@@ -193,6 +193,15 @@ def test_a_dropped_connection_before_any_token_is_retried() -> None:
     assert raised.value.cause in ("connection", "stream cut") and len(script.requests) == 2  # max_retries=1
 
 
+def test_a_stream_whose_body_misses_its_last_http_chunk_after_done_is_whole() -> None:
+    """`data: [DONE]` arrived, then the connection closed without the body's last (empty) chunk: the trace is
+    whole; only the connection is not kept."""
+    script = SSEScript(events(provider_stream("openai")), drop=True)
+    with serve_sse(script) as url, client_for(url) as client:
+        result = stream_completion(client, messages(), sample_key="p/0")
+    assert (result.done, result.n_tokens, result.stop_reason) == (True, 41, "finished") and len(script.requests) == 1
+
+
 def test_the_key_never_shows_in_a_stream_error_and_is_sent_as_a_bearer_token() -> None:
     echo = f'data: {{"error": {{"message": "bad key {CANARY} for this model"}}}}\n\n'.encode()
     script = SSEScript([*events(provider_stream("openai"))[:3], echo])

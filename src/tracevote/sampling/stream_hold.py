@@ -70,7 +70,6 @@ class Hold:
         """How long to wait for the next read while tokens are held (None: for as long as it takes): until their
         deadline, in slices short enough that a cancel is seen soon."""
         longest = self.longest_s()
-        if longest is None:
-            return None
-        left = max(0.0, longest - held_for)
-        return left if self.cancel is None else min(left, CANCEL_POLL_S)
+        if self.cancel is not None:
+            return CANCEL_POLL_S if longest is None else min(max(0.0, longest - held_for), CANCEL_POLL_S)
+        return None if longest is None else max(0.0, longest - held_for)

@@ -16,6 +16,7 @@ import http.client
 import queue
 import re
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator
 
 import urllib3
@@ -25,6 +26,7 @@ from tracevote.core.retry import TransientError
 READ_SIZE = 1 << 20  # bytes asked of a read at most; read1 returns what has arrived (with chunked framing, a chunk)
 _FINISH = re.compile(rb'"finish_reason"\s*:\s*"')  # a finish_reason that is not null
 _END = b""
+END_GRACE_S = 5.0  # after [DONE], how long the body's last chunk may take before the connection is closed
 _DONE = b"[DONE]"
 
 
@@ -127,11 +129,14 @@ class ResponseReads(Reads):
 
     def finish(self) -> None:
         """Read on to the body's end (after the server's `data: [DONE]` the last HTTP chunk follows at once), so
-        its connection is back in the pool (urllib3 puts it there) before the next call asks for one; a failed read
-        leaves it to be closed."""
+        its connection is back in the pool (urllib3 puts it there) before the next call asks for one; a failed read,
+        or no end within END_GRACE_S, leaves it to be closed."""
+        deadline = time.monotonic() + END_GRACE_S
         with contextlib.suppress(TransientError):
-            while self._thread.is_alive() and self.next(None):
-                pass
+            while self._thread.is_alive() and (left := deadline - time.monotonic()) > 0:
+                if self.next(left) == _END:
+                    return
+        self.close()
 
     def close(self) -> None:
         if not self._thread.is_alive():
