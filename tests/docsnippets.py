@@ -59,6 +59,8 @@ OTHER_MODULES = {"pip": "the package installer", "llama_cpp.server": "llama-cpp-
                                            "tests/deepconf/test_plan_calibration.py)",
                  "bench.split_stream_cpu": "client CPU per streamed token with a reasoning parser's split and "
                                            "without (a minute; not run by the suite)",
+                 "bench.stream_cpu_before_after": "client CPU per streamed token before and after a change of the "
+                                                  "streaming client (minutes; not run by the suite)",
                  "bench.signals_cost": "the score stage's time per token signal and a pool's bytes per token per "
                                        "kept top-k (a minute; not run by the suite)",
                  "bench.real_measures": "the real pool's token signals, recomputed without tracevote (needs a "

@@ -27,6 +27,7 @@ class SSEScript:
     paced: bool = False
     drop: bool = False  # end by closing the connection without the last (empty) HTTP chunk
     chunked: bool = True  # False: the body as written, ended by closing the connection (no chunked framing)
+    cut_chunk: bool = False  # the last piece's HTTP chunk promises more bytes than it has (with drop: a cut)
     status: int = 200
     requests: list[dict[str, Any]] = field(default_factory=list)
     written: int = 0  # pieces written
@@ -89,7 +90,7 @@ def serve_sse(script: SSEScript) -> Iterator[str]:
                 if script.paced and n > 1 and not script.wait_for_turn(self.connection):
                     return
                 try:
-                    self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece) if script.chunked else piece)
+                    self.wfile.write(self._framed(piece, cut=script.cut_chunk and n == len(script.pieces) - 1))
                     self.wfile.flush()
                 except OSError:
                     script.client_closed.set()
@@ -97,6 +98,11 @@ def serve_sse(script: SSEScript) -> Iterator[str]:
                 script.written += 1
             if script.chunked and not script.drop:
                 self.wfile.write(b"0\r\n\r\n")
+
+        def _framed(self, piece: bytes, *, cut: bool) -> bytes:
+            if not script.chunked:
+                return piece
+            return b"%x\r\n%s" % (len(piece) + 100, piece) if cut else b"%x\r\n%s\r\n" % (len(piece), piece)
 
         def log_message(self, *args: object) -> None:
             pass

@@ -29,15 +29,13 @@ from tracevote.sampling.stream import (
     HOLD_S,
     UNCOUNTED_CHUNKS,
     UNCOUNTED_HOLD_S,
-    SSEDecoder,
     Streamed,
     TokenBatch,
-    _StreamReader,
-    _unchunk,
     read_stream,
     stream_body,
     stream_completion,
 )
+from tracevote.sampling.stream_events import event_data
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 LLAMACPP = ("stream_top20_usage", "stream_top20_second", "stream_top3_length")
@@ -195,6 +193,15 @@ def test_a_dropped_connection_before_any_token_is_retried() -> None:
     assert raised.value.cause in ("connection", "stream cut") and len(script.requests) == 2  # max_retries=1
 
 
+def test_a_stream_whose_body_misses_its_last_http_chunk_after_done_is_whole() -> None:
+    """`data: [DONE]` arrived, then the connection closed without the body's last (empty) chunk: the trace is
+    whole; only the connection is not kept."""
+    script = SSEScript(events(provider_stream("openai")), drop=True)
+    with serve_sse(script) as url, client_for(url) as client:
+        result = stream_completion(client, messages(), sample_key="p/0")
+    assert (result.done, result.n_tokens, result.stop_reason) == (True, 41, "finished") and len(script.requests) == 1
+
+
 def test_the_key_never_shows_in_a_stream_error_and_is_sent_as_a_bearer_token() -> None:
     echo = f'data: {{"error": {{"message": "bad key {CANARY} for this model"}}}}\n\n'.encode()
     script = SSEScript([*events(provider_stream("openai"))[:3], echo])
@@ -271,6 +278,25 @@ def test_an_observer_that_could_stop_soon_gets_the_tokens_sooner() -> None:
     assert sum(sizes) == result.n_tokens and sizes[0] == 8 and max(sizes[1:]) == 3
 
 
+def test_an_observer_one_token_from_a_possible_stop_gets_each_token_as_it_arrives() -> None:
+    """Near a stop (the observer can take 1 more token) nothing is held back, however long the hold: a server that
+    writes a token only once the last was seen streams the whole trace, one token a batch."""
+    script = SSEScript(events(provider_stream("openai")), paced=True)
+    sizes: list[int] = []
+
+    def observer(batch: TokenBatch) -> int:
+        sizes.append(len(batch.tokens))
+        script.go()
+        return 1
+
+    for _ in range(3):  # the chunks after the last token (finish, usage, [DONE]) are not tokens: let them out
+        script.go()
+    with serve_sse(script) as url, client_for(url) as client:
+        result = stream_completion(client, messages(), sample_key="p/0", observer=observer, batch_chunks=1_000_000,
+                                   hold_s=3600.0, want=1)
+    assert result.n_tokens == 41 == len(sizes) and set(sizes) == {1} and result.stop_reason == "finished"
+
+
 def test_a_cancel_reaches_a_client_holding_tokens_back_for_an_hour() -> None:
     """An observer that can take a million more tokens lets the client hold them back, here for an hour; a cancel
     (the live run's consensus stop) hands them over at once, whether it comes while the client sleeps on them or
@@ -336,26 +362,19 @@ def test_the_request_asks_for_a_stream_and_its_usage(profile: str, options: dict
     ([b"data: a\n\n\n\ndata: b\n\n"], [b"a", b"b"]),
     ([b"data: a\n\ndata:b\n\n: c\n\n"], [b"a", b"b"]),
 ])
-def test_sse_decoder(pieces: list[bytes], expected: list[bytes]) -> None:
-    decoder = SSEDecoder()
-    out = [event for piece in pieces for event in decoder.feed(piece)]
-    assert out + decoder.close() == expected
+def test_sse_events(pieces: list[bytes], expected: list[bytes]) -> None:
+    assert list(event_data(pieces)) == [event.decode() for event in expected]
 
 
-def test_the_chunked_framing_comes_off_whole_wherever_the_reads_split_it() -> None:
-    """The client reads a chunked body straight from the socket (stream._unchunk): cut at every byte, with a chunk
-    extension and the last chunk, the payloads come out whole and in order, and the end is seen once."""
-    body = b"5\r\ndata:\r\n3;ext=1\r\n x\n\r\nA\r\n{\"a\": 1}\n\n\r\n0\r\n\r\n"
-    for cut in range(len(body) + 1):
-        out, left, ended = b"", b"", False
-        for part in (body[:cut], body[cut:]):
-            if not ended:  # the reader stops at the last chunk
-                payloads, left, ended = _unchunk(left + part)
-                out += payloads
-        assert (out, ended) == (b'data: x\n{"a": 1}\n\n', True), cut
-        assert b"\r\n".startswith(left), cut  # the blank line after the last chunk, as far as it was read
-    with pytest.raises(TransientError, match="HTTP chunk size"):
-        _unchunk(b"zz\r\nabc\r\n")
+def test_a_stream_cut_inside_an_http_chunk_after_its_first_tokens_is_broken_with_what_arrived() -> None:
+    """The connection closes in the middle of an HTTP chunk (its size line promised more): urllib3 says so, and
+    the tokens read before it are kept for the caller (StreamBroken), the connection not reused."""
+    pieces = events(provider_stream("openai"))
+    script = SSEScript([*pieces[:6], pieces[6][:40]], drop=True, cut_chunk=True)
+    seen: list[str] = []
+    with serve_sse(script) as url, client_for(url) as client, pytest.raises(StreamBroken) as raised:
+        stream_completion(client, messages(), sample_key="p/0", observer=lambda batch: seen.extend(batch.tokens))
+    assert raised.value.cause == "connection" and len(seen) == 5 == raised.value.received.n_tokens
 
 
 def test_chunks_of_the_learned_layout_and_chunks_that_leave_it_give_the_same_trace() -> None:
@@ -381,14 +400,12 @@ def test_a_chunk_of_the_learned_layout_whose_content_is_not_one_string_is_a_malf
     assert raised.value.cause == "malformed chunk"
 
 
-def test_a_stream_whose_layout_changes_midway_is_cut_by_the_new_one() -> None:
-    """`created` ticking over mid-stream: the chunks after it share the new layout, which is learned from the first."""
+def test_a_stream_whose_layout_changes_midway_gives_the_same_trace() -> None:
+    """`created` ticking over mid-stream: the chunks after it are read as the ones before."""
     chunks = events(provider_stream("deepseek"))
     created = chunks[3].split(b'"created":', 1)[1].split(b",", 1)[0]
     later = [chunk.replace(b'"created":' + created, b'"created":' + str(int(created) + 1).encode()) for chunk in
              chunks[20:]]
     assert later[0] != chunks[20]
-    reader = _StreamReader(20, False, None, str)
-    result = reader.read([b"".join([*chunks[:20], *later])], time.monotonic())
-    assert reader.template is not None and str(int(created) + 1).encode() in reader.template.head
+    result = read_stream([b"".join([*chunks[:20], *later])], top_logprobs=20)
     assert_same_trace(result, (FIXTURES / "streams" / "deepseek.json").read_bytes(), 20)
