@@ -8,12 +8,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 MAX_LINES = 400
 FOLDERS = ("src", "stages")
-# Modules allowed over the limit for now, each with its reason: the lead removes an entry once its module is split.
-KNOWN_EXCEPTIONS = {
-    "src/tracevote/sampling/stream.py": "being rewritten in issue 46 item 1/2",
-    "src/tracevote/sampling/client.py": "being rewritten in issue 46 item 1/2",
-    "src/tracevote/sampling/kernels.py": "being rewritten in issue 46 item 1/2",
-}
 
 
 def line_count(path: Path) -> int:
@@ -30,7 +24,7 @@ def module_lines(root: Path) -> dict[str, int]:
 
 def too_long(lines: dict[str, int]) -> list[str]:
     return sorted(f"{path}: {count} lines" for path, count in lines.items()
-                  if count > MAX_LINES and path not in KNOWN_EXCEPTIONS)
+                  if count > MAX_LINES)
 
 
 def test_no_module_is_over_the_limit() -> None:
@@ -38,12 +32,6 @@ def test_no_module_is_over_the_limit() -> None:
     assert not found, (f"modules over {MAX_LINES} lines (split each along an idea a reader can name; "
                        f"docs/project.md's layout table names the new modules):\n" + "\n".join(found))
 
-
-def test_every_known_exception_is_still_over_the_limit() -> None:
-    """An entry whose module was split (or removed) goes, so the list only shrinks."""
-    lines = module_lines(ROOT)
-    stale = sorted(path for path in KNOWN_EXCEPTIONS if lines.get(path, 0) <= MAX_LINES)
-    assert not stale, "KNOWN_EXCEPTIONS lists modules no longer over the limit: remove them\n" + "\n".join(stale)
 
 
 def test_the_check_sees_a_long_module(tmp_path: Path) -> None:
