@@ -78,7 +78,7 @@ def main() -> None:
             folder = Path(stack.enter_context(tempfile.TemporaryDirectory()))
             url = stack.enter_context(sim_server(folder, None if parser == "none" else parser))
             clients[parser] = stack.enter_context(client(url))
-            stream_completion(clients[parser], MESSAGES, sample_key="warm/0")  # imports and first-use costs once, outside the rounds
+            stream_completion(clients[parser], MESSAGES, sample_key="warm/0")  # warm-up, outside the rounds
         runs = interleaved({parser: lambda c=c: side(c) for parser, c in clients.items()}, ROUNDS)
     per_token = {parser: Spread.of([run.cpu / int(run.output) * 1e6 for run in side_runs])
                  for parser, side_runs in runs.items()}

@@ -32,7 +32,7 @@ def worker(url: str) -> None:
     from tracevote.sampling.stream import stream_completion
 
     with client(url) as chat:
-        stream_completion(chat, MESSAGES, sample_key="warm/0")  # imports and first-use costs once, outside the rounds
+        stream_completion(chat, MESSAGES, sample_key="warm/0")  # warm-up, outside the rounds
         print("ready", flush=True)
         for _ in sys.stdin:
             started, cpu, tokens = time.monotonic(), time.process_time(), 0
