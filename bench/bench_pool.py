@@ -29,7 +29,8 @@ from tracevote.sampling.ingest import parse_completion
 from tracevote.sampling.prompts import build_messages
 from tracevote.sim.model import SimModel
 from tracevote.store import codec
-from tracevote.store.framing import HEADER, FrameWriter, iter_payloads
+from tracevote.store.frame_writer import FrameWriter
+from tracevote.store.framing import HEADER, iter_payloads
 from tracevote.store.interchange import for_storage
 
 SCALES = {"full": (64, 3000, 3), "quick": (8, 600, 1)}  # (responses, mean tokens, rounds)

@@ -25,7 +25,7 @@ from tracevote.datasets.problems import load_problems
 from tracevote.deepconf.score import score_pool
 from tracevote.sampling.ingest import parse_completion
 from tracevote.store import codec
-from tracevote.store.framing import FrameWriter
+from tracevote.store.frame_writer import FrameWriter
 from tracevote.store.interchange import for_storage
 from tracevote.store.pool import Pool
 
