@@ -87,19 +87,18 @@ docs: dev
 lint: dev
 	$(BIN)/ruff check .
 
-# Two workers (the 30 slowest tests listed at the end, to see where the time goes): most of the suite waits on DVC
-# and subprocesses, so this halves the wall time on 2 cores (`make test PYTEST_WORKERS=0`: serial). --dist loadgroup:
-# a file's tests go to one worker together (tests/conftest.py gives each file its group, so module fixtures are built
-# once), except the longest files', which go one by one to whichever worker is free, their projects built once per
-# run for both (tests/dvcproject.py's built_once). In the order tests/conftest.py gives (longest files first), not
-# xdist's (most tests first), so no long file starts last.
+# Two workers, one test file each at a time (module fixtures stay in one process; the 30 slowest tests listed at
+# the end, to see where the time goes): most of the suite waits on DVC and subprocesses, so this halves the wall time
+# on 2 cores (`make test PYTEST_WORKERS=0`: serial). The DVC projects several files share are built once per run
+# for both workers (tests/dvcproject.py's built_once). In the order tests/conftest.py gives (longest files first),
+# not xdist's (most tests first), so no long file starts last. Not --dist loadgroup: see tests/conftest.py.
 PYTEST_WORKERS ?= 2
 
 test: dev
 	$(BIN)/ruff check .
 	$(MKDOCS)
 	$(compile_own)
-	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadgroup --no-loadscope-reorder --durations=30 $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=30 $(PYTEST_ARGS)
 
 # The suite in random order (pytest-random-order: the files shuffled, and the tests inside each), to show no
 # test leans on another having run. The header names the seed; replay a failure with

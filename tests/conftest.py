@@ -3,7 +3,6 @@ beside the clone, and waiting for an observable event instead of sleeping a fixe
 
 from __future__ import annotations
 
-import itertools
 import os
 import shutil
 import subprocess
@@ -75,12 +74,16 @@ def wait_for(condition: Callable[[], bool], what: str, timeout_s: float = EVENT_
         time.sleep(0.01)
 
 
-# `make test` hands work to two workers (--dist loadgroup) in collection order (--no-loadscope-reorder, since xdist's
-# own order, most tests first, leaves a two-test file of DVC runs for last, one worker idle meanwhile): the files that
-# drive DVC or subprocesses go first, the longest measured first, so the many quick files fill the end.
+# `make test` hands whole files to two workers (--dist loadfile) in collection order (--no-loadscope-reorder, since
+# xdist's own order, most tests first, leaves a two-test file of DVC runs for last, one worker idle meanwhile): the
+# files that drive DVC or subprocesses go first, the longest measured first, so the many quick files fill the end.
 # Measured 2026-11-26 (per-file totals of one --junitxml run; the engine file and the pool-steps pipeline, added
 # after it, placed by their own durations); the param-change groups, split out of test_pipeline.py on 2026-11-27,
-# placed by --durations of the files together; paths under tests/.
+# placed by --durations of the files together: the projects they build are built once per run for both workers
+# (tests/dvcproject.py's built_once), and profiles between them lets the other worker start without waiting for
+# the pipeline's build; paths under tests/.
+# Not --dist loadgroup: pytest-xdist 3.8 marks a group by rewriting an item's private _nodeid, which pytest 9 no
+# longer reads, so every test of a grouped file would go to either worker and its module fixtures be built on both.
 LONGEST_FIRST = ("test_pipeline_param_changes.py", "test_profiles_pipeline.py", "test_pipeline.py",
                  "test_ledgers_ignored.py",
                  "engine/test_real_engine.py", "datasets/test_data_stages.py", "test_stage_failures.py",
@@ -88,38 +91,18 @@ LONGEST_FIRST = ("test_pipeline_param_changes.py", "test_profiles_pipeline.py", 
                  "critique/test_build.py", "test_remote.py", "test_pipeline_experiments.py", "sampling/test_build.py",
                  "sampling/test_run_control.py", "core/test_check_params.py", "test_bench.py",
                  "test_pool_steps_pipeline.py")
-# The longest files, whose tests go to the workers one by one instead of a file at a time: each test builds what it
-# needs itself or copies it from a project built once per run for every worker (tests/dvcproject.py's built_once),
-# so no module fixture of theirs is built twice, and their builds (the pipeline's, each profile's) run side by side
-# on both workers instead of one after the other on one. Their tests are interleaved, one of each file in turn, so
-# the two workers start on different builds rather than one waiting for the other's. Every other file's tests go
-# to one worker together (an xdist_group named after the file), where its module fixtures are built once.
-SPLIT_FILES = ("test_pipeline_param_changes.py", "test_profiles_pipeline.py")
 
 
-def test_file(item: pytest.Item) -> str | None:
-    """The item's file under tests/ ("sampling/test_build.py"); None for a doctest of src/ (pyproject's testpaths)."""
-    if not item.path.is_relative_to(FIXTURES.parent):
-        return None
-    return item.path.relative_to(FIXTURES.parent).as_posix()
-
-
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook, which reads the groups under --dist loadgroup
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    for item in items:
-        if test_file(item) not in SPLIT_FILES:
-            item.add_marker(pytest.mark.xdist_group(item.path.relative_to(REPO_ROOT).as_posix()))
     if config.getoption("random_order_enabled", default=False):  # `make test-random` shuffles the files on purpose
         return
 
     def cost_rank(item: pytest.Item) -> tuple[int, int]:
-        name = test_file(item)
+        if not item.path.is_relative_to(FIXTURES.parent):  # a doctest of src/ (pyproject's testpaths)
+            return 2, 0
+        name = item.path.relative_to(FIXTURES.parent).as_posix()
         if name in LONGEST_FIRST:
             return 0, LONGEST_FIRST.index(name)
-        return (1 if name is not None and item.get_closest_marker("slow") else 2), 0
+        return (1 if item.get_closest_marker("slow") else 2), 0
 
     items.sort(key=cost_rank)  # stable: each file's tests keep their order
-    split = [item for item in items if test_file(item) in SPLIT_FILES]
-    by_file = [[item for item in split if test_file(item) == name] for name in SPLIT_FILES]
-    items[:] = [*(item for turn in itertools.zip_longest(*by_file) for item in turn if item is not None),
-                *(item for item in items if test_file(item) not in SPLIT_FILES)]

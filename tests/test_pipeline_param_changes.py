@@ -1,7 +1,7 @@
 """What each param change re-runs in the whole pipeline as a real DVC project, and that switching back costs
 nothing. Each group of changes runs on its own copy of one built project, so the groups are independent of each
-other and of their order, and `make test` hands them to its two workers one by one (tests/conftest.py's
-SPLIT_FILES), each worker copying the project built once per run."""
+other and of their order; a file of its own, so `make test` (--dist loadfile) can run it beside tests/test_pipeline.py
+on the other worker."""
 
 from __future__ import annotations
 

@@ -119,9 +119,9 @@ def build_profile(profile: str, base: Path, folder: Path) -> None:
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Built]:
-    """The project of one profile: built once per run whichever xdist worker first asks (tests/dvcproject.py's
-    built_once; `make test` hands this file's tests to both workers one by one, so the four profiles build side by
-    side), and copied once for this module in each worker, where tests may change and restore it."""
+    """The project of one profile: built once per run, whichever xdist worker first asks (tests/dvcproject.py's
+    built_once, so a file that splits these tests off shares the builds), and copied once for this module, whose
+    tests may change and restore it."""
     projects: dict[str, Built] = {}
 
     def build(profile: str) -> Built:
