@@ -88,9 +88,10 @@ lint: dev
 	$(BIN)/ruff check .
 
 # Two workers, one test file each at a time (module fixtures stay in one process; the 30 slowest tests listed at
-# the end, to see where the time goes): most of the suite waits
-# on DVC and subprocesses, so this halves the wall time on 2 cores (`make test PYTEST_WORKERS=0`: serial). In the
-# order tests/conftest.py gives (longest files first), not xdist's (most tests first), so no long file starts last.
+# the end, to see where the time goes): most of the suite waits on DVC and subprocesses, so this halves the wall time
+# on 2 cores (`make test PYTEST_WORKERS=0`: serial). The DVC projects several files share are built once per run
+# for both workers (tests/dvcproject.py's built_once). In the order tests/conftest.py gives (longest files first),
+# not xdist's (most tests first), so no long file starts last. Not --dist loadgroup: see tests/conftest.py.
 PYTEST_WORKERS ?= 2
 
 test: dev

@@ -79,13 +79,19 @@ def wait_for(condition: Callable[[], bool], what: str, timeout_s: float = EVENT_
 # files that drive DVC or subprocesses go first, the longest measured first, so the many quick files fill the end.
 # Measured 2026-11-26 (per-file totals of one --junitxml run; the engine file and the pool-steps pipeline, added
 # after it, placed by their own durations); the param-change groups, split out of test_pipeline.py on 2026-11-27,
-# placed by --durations of the files together: the two share one built project (the first to ask builds it), and
-# profiles between them lets the other worker start without waiting for that build; paths under tests/.
-LONGEST_FIRST = ("test_pipeline_param_changes.py", "test_profiles_pipeline.py", "test_pipeline.py",
-                 "test_ledgers_ignored.py",
+# placed by --durations of the files together: the projects they build are built once per run for both workers
+# (tests/dvcproject.py's built_once), and profiles between them lets the other worker start without waiting for
+# the pipeline's build. test_live_stage.py and the slow files after test_remote.py placed by per-file totals of one
+# --junitxml run of the slow files on 2026-12-07 (test_live_stage.py was then the longest of them); paths under tests/.
+# Not --dist loadgroup: pytest-xdist 3.8 marks a group by rewriting an item's private _nodeid, which pytest 9 no
+# longer reads, so every test of a grouped file would go to either worker and its module fixtures be built on both.
+LONGEST_FIRST = ("test_pipeline_param_changes.py", "test_profiles_pipeline.py", "test_live_stage.py",
+                 "test_pipeline.py", "test_ledgers_ignored.py",
                  "engine/test_real_engine.py", "datasets/test_data_stages.py", "test_stage_failures.py",
                  "test_profile_endpoints.py",
-                 "critique/test_build.py", "test_remote.py", "test_pipeline_experiments.py", "sampling/test_build.py",
+                 "critique/test_build.py", "test_remote.py", "sampling/test_build_n.py", "test_grading_pipeline.py",
+                 "test_misplaced_ledger_files.py", "cli/test_preset.py", "test_workflow.py",
+                 "test_pipeline_experiments.py", "sampling/test_build.py",
                  "sampling/test_run_control.py", "core/test_check_params.py", "test_bench.py",
                  "test_pool_steps_pipeline.py")
 

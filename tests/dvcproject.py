@@ -7,10 +7,13 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
+from filelock import FileLock
 
 from tests.conftest import FIXTURE_PARAMS, REPO_ROOT, hang_guard_s
 from tracevote.cli.demo import (
@@ -71,6 +74,23 @@ def copy_project(project: Path, destination: Path) -> Path:
     """A copy of a built project (git, DVC cache, ledgers and all) for a test that changes or deletes parts of
     it, so the tests sharing the original see it as built whatever order they run in."""
     return Path(shutil.copytree(project, destination, symlinks=True))
+
+
+def built_once(tmp_path_factory: pytest.TempPathFactory, name: str, build: Callable[[Path], None]) -> Path:
+    """The folder `name` that `build` fills, built once per test run and shared by every xdist worker: the first
+    to ask builds it under a lock, the others wait and then read it. A build that failed half-way is built anew by
+    the next to ask. Read it or copy it (copy_project): never change it, other workers read it at the same time."""
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base  # the run's folder, above each worker's
+    folder = shared / "built-once" / name
+    folder.parent.mkdir(exist_ok=True)
+    with FileLock(shared / "built-once" / f"{name}.lock"):
+        if not (folder / "done").is_file():
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir(parents=True)
+            build(folder)
+            (folder / "done").write_text("built\n")
+    return folder
 
 
 def one_dataset(name: str, path: Path | str, **fields: Any) -> dict[str, Any]:

@@ -6,19 +6,25 @@ from __future__ import annotations
 import copy
 import html
 import json
-import os
 import re
-import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
 import vl_convert
 import yaml
-from filelock import FileLock
 
 from tests.conftest import REPO_ROOT
-from tests.dvcproject import copy_project, dvc, make_project, model_overrides, one_dataset, run, update_params
+from tests.dvcproject import (
+    built_once,
+    copy_project,
+    dvc,
+    make_project,
+    model_overrides,
+    one_dataset,
+    run,
+    update_params,
+)
 from tests.images import assert_not_blank
 from tracevote.cli.demo import BUILTIN_PROBLEMS, local_dataset
 
@@ -72,17 +78,10 @@ NO_SPREAD_AT_16 = "warning: K=16 has one distinct working set per problem"
 
 def build_once(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A committed project in which `dvc repro` ran every stage once, copied for the module asking: built once per
-    run and shared by both xdist workers (the first to ask builds it under a lock, the other waits and copies), so
-    this file and tests/test_pipeline_param_changes.py cost one build between them wherever they run."""
-    base = tmp_path_factory.getbasetemp()
-    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base  # the run's folder, above each worker's
-    template = shared / "pipeline-built" / "project"
-    with FileLock(shared / "pipeline-built.lock"):
-        if not (template.parent / "done").is_file():
-            shutil.rmtree(template.parent, ignore_errors=True)  # a build that failed half-way is built anew
-            build_template(template)
-            (template.parent / "done").write_text("built\n")
-    return copy_project(template, tmp_path_factory.mktemp("pipeline") / "project")
+    run and shared by every xdist worker (tests/dvcproject.py's built_once), so this file,
+    tests/test_pipeline_param_changes.py and the others that ask cost one build between them wherever they run."""
+    template = built_once(tmp_path_factory, "pipeline", lambda folder: build_template(folder / "project"))
+    return copy_project(template / "project", tmp_path_factory.mktemp("pipeline") / "project")
 
 
 def build_template(root: Path) -> None:

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.dvcproject import copy_project, dvc, make_project, run, update_params
+from tests.dvcproject import built_once, copy_project, dvc, make_project, run, update_params
 from tests.images import assert_not_blank
 from tests.test_pipeline import changed_stages, ran_stages, small_sim_params
 from tracevote.cli.demo import BUILTIN_GSM8K, BUILTIN_PREDICTIONS, local_dataset
@@ -69,8 +69,7 @@ PROFILE_PROJECTS = {
 }
 
 
-@pytest.fixture(scope="module")
-def base(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def build_base(root: Path) -> Path:
     """A committed project whose datasets are normalized and whose grading run is the hand-written predictions
     (tracked by `dvc add`), with every endpoint a project below uses; each profile's project is a copy of it."""
     params = small_sim_params()
@@ -83,7 +82,7 @@ def base(tmp_path_factory: pytest.TempPathFactory) -> Path:
     params["model"]["sim"] = {**params["model"]["sim"], "accuracy": 0.3}
     params["endpoints"] = {**params["endpoints"], "qwen-local": LOCAL_ENDPOINT}
     params["endpoints"]["deepseek"]["extra_body"] = THINKING
-    project = make_project(tmp_path_factory.mktemp("profiles") / "base", params)
+    project = make_project(root, params)
     return with_predictions_and_datasets(project, "datasets")
 
 
@@ -105,21 +104,33 @@ class Built:
     output: str  # what `dvc repro` printed
 
 
+def build_profile(profile: str, base: Path, folder: Path) -> None:
+    """In folder/project, a copy of `base` set up for `profile`, then every method's paid stage and what turns its
+    replies into metrics and figures, in one `dvc repro` (compare and DeepConf's stages only where DeepConf runs),
+    whose output is kept in folder/repro.txt."""
+    endpoints, extra = PROFILE_PROJECTS[profile]
+    project = copy_project(base, folder / "project")
+    update_params(project, endpoints.params())
+    update_params(project, extra)
+    pool_stages = ["report@toy", "compare"] if endpoints.pool else []
+    result = dvc(project, "repro", *pool_stages, "score_debate", "report_critiques", "report_grading")
+    (folder / "repro.txt").write_text(result.stdout)
+
+
 @pytest.fixture(scope="module")
-def built(base: Path, tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Built]:
-    """The project of one profile, built once: every method's paid stage and what turns its replies into
-    metrics and figures, in one `dvc repro` (compare and DeepConf's stages only where DeepConf runs)."""
+def built(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Built]:
+    """The project of one profile: built once per run, whichever xdist worker first asks (tests/dvcproject.py's
+    built_once, so a file that splits these tests off shares the builds), and copied once for this module, whose
+    tests may change and restore it."""
     projects: dict[str, Built] = {}
 
     def build(profile: str) -> Built:
         if profile not in projects:
-            endpoints, extra = PROFILE_PROJECTS[profile]
-            project = copy_project(base, tmp_path_factory.mktemp(profile) / "project")
-            update_params(project, endpoints.params())
-            update_params(project, extra)
-            pool_stages = ["report@toy", "compare"] if endpoints.pool else []
-            result = dvc(project, "repro", *pool_stages, "score_debate", "report_critiques", "report_grading")
-            projects[profile] = Built(project, result.stdout)
+            base = built_once(tmp_path_factory, "profiles-base", lambda folder: build_base(folder / "project"))
+            template = built_once(tmp_path_factory, f"profiles-{profile}",
+                                  lambda folder: build_profile(profile, base / "project", folder))
+            project = copy_project(template / "project", tmp_path_factory.mktemp(profile) / "project")
+            projects[profile] = Built(project, (template / "repro.txt").read_text())
         return projects[profile]
 
     return build
