@@ -138,7 +138,7 @@ def stream_completion(client: ChatClient, messages: list[dict[str, str]], *, sam
     def read(response: requests.Response, started: float) -> Streamed:
         hold = Hold(batch_chunks, hold_s, counted=observer is None or want is not None, want=want, cancel=cancel)
         reader = _StreamReader(EventReader(client.decoding.top_logprobs, keep_top_tokens, client.redact), hold,
-                               observer, keep_top_logprobs, keep_top_tokens)
+                               observer, keep_top_logprobs)
         reader.simulated = response.headers.get(SIMULATED_HEADER) == "1"
         try:
             return reader.read(ResponseReads(response.raw, client.redact), started)
@@ -157,8 +157,7 @@ def read_stream(pieces: Iterable[bytes], *, top_logprobs: int, observer: Observe
     tests feed it recorded bytes without a server): each piece a read, tokens handed over every `batch_chunks`
     chunks (at a piece's end) and at the end."""
     hold = Hold(batch_chunks, None, counted=observer is None)
-    reader = _StreamReader(EventReader(top_logprobs, keep_top_tokens, str), hold, observer, keep_top_logprobs,
-                           keep_top_tokens)
+    reader = _StreamReader(EventReader(top_logprobs, keep_top_tokens, str), hold, observer, keep_top_logprobs)
     return reader.read(RecordedReads(pieces), time.monotonic())
 
 
@@ -170,7 +169,6 @@ class _StreamReader:
     hold: Hold
     observer: Observer | None
     keep_top_logprobs: bool
-    keep_top_tokens: bool
     simulated: bool = False
     batches: list[TokenBatch] = field(default_factory=list)
     n_tokens: int = 0
@@ -273,7 +271,7 @@ class _StreamReader:
             token_logprobs=_joined([batch.token_logprobs for batch in batches], (0,)),
             top_logprobs=_joined([batch.top_logprobs for batch in batches], (0, events.k))  # type: ignore[misc]
             if self.keep_top_logprobs else None,
-            top_tokens=[row for batch in batches for row in batch.top_tokens or []] if self.keep_top_tokens else None,
+            top_tokens=[row for batch in batches for row in batch.top_tokens or []] if events.keep_top_tokens else None,
             token_confidence=_joined([batch.token_confidence for batch in batches], (0,)),
             finish_reason=None if self.stopped else events.finish_reason, stop_reason=stop_reason,
             prompt_tokens=prompt, completion_tokens=completion,
