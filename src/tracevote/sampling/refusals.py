@@ -124,21 +124,19 @@ class _Provider:
 
     base_url_hint: str
     model_hint: str
-    billing: str
 
 
-_OPENAI = _Provider("OpenAI's is https://api.openai.com/v1", "OpenAI lists its models at "
-                    "https://platform.openai.com/docs/models", "https://platform.openai.com/settings/organization/billing")
+_OPENAI = _Provider("OpenAI's is https://api.openai.com/v1",
+                    "OpenAI lists its models at https://platform.openai.com/docs/models")
 _PROVIDERS = {
     "deepseek": _Provider("DeepSeek's is https://api.deepseek.com",
-                          "DeepSeek retired deepseek-chat in favour of deepseek-v4-flash", "https://platform.deepseek.com/top_up"),
+                          "DeepSeek retired deepseek-chat in favour of deepseek-v4-flash"),
     "openai-chat": _OPENAI,
     "openai-reasoning": _OPENAI,
     "local": _Provider("vLLM and SGLang serve http://<host>:<port>/v1",
-                       "vLLM serves the name given to --served-model-name, else the model's path", "the server's own"),
+                       "vLLM serves the name given to --served-model-name, else the model's path"),
     "llama-cpp-python": _Provider("python -m llama_cpp.server serves http://<host>:<port>/v1",
-                                  "it serves the name given to --model_alias, else the model's path",
-                                  "the server's own"),
+                                  "it serves the name given to --model_alias, else the model's path"),
 }
 
 
