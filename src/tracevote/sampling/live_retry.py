@@ -77,10 +77,6 @@ def price(streamed: Streamed, messages: Messages, pricing: PricingConfig) -> flo
     return usd(prompt, streamed.completion_tokens, pricing)
 
 
-def _confidence(batch: TokenBatch) -> np.ndarray:
-    return batch.token_confidence
-
-
 class _Observer:
     """The stop rule on the attempt streaming now; a fresh rule for each attempt."""
 
@@ -113,11 +109,11 @@ class _Observer:
 
 def stream_trace(client: ChatClient, messages: Messages, sample_key: str, new_rule: Callable[[], WindowStop | None],
                  *, max_tokens: int, cancel: threading.Event, batch_chunks: int, attempts: Attempts,
-                 pricing: PricingConfig, signal: Callable[[TokenBatch], np.ndarray] = _confidence,
+                 pricing: PricingConfig, signal: Callable[[TokenBatch], np.ndarray],
                  keep_top_logprobs: bool = False) -> tuple[Streamed, StopReason, int]:
     """The trace streamed (asked again from its start each time its stream breaks, within the client's retries),
     how it ended and how many of its tokens are kept; closed when its rule (`new_rule()`, None for a warmup trace)
-    fires or the run cancels it, the rule reading `signal` of each batch (DeepConf's C_i unless told). Broken
+    fires or the run cancels it, the rule reading `signal` of each batch (the run's confidence.token). Broken
     attempts are booked on `attempts`, also when the retries run out."""
     observer = _Observer(new_rule, cancel, max_tokens, signal)
 
