@@ -82,10 +82,10 @@ class ResponseReads(Reads):
         self._thread.start()
 
     def _serve(self) -> None:
-        last = b""  # the end of the last read: a `[DONE]` may be split between two
+        last = b""  # the end of the last read: a `[DONE]` may be split between two (joined without copying a read)
         while self._ahead or self._asks.get():
             item = self._read()
-            if isinstance(item, bytes) and _DONE in last + item:
+            if isinstance(item, bytes) and (_DONE in item or _DONE in last + item[:len(_DONE) - 1]):
                 self._ahead = False
             self._reads.put(item)
             if not item or isinstance(item, TransientError):
