@@ -50,7 +50,8 @@ class Refusals:
     def refuse(self, response: requests.Response, endpoint: Endpoint) -> NoReturn:
         """The error a response other than 200 raises: QuotaError, TransientError, or a FatalAPIError."""
         status = response.status_code
-        detail, code = self.redact(_server_message(response)), _error_code(response)
+        doc = _error_document(response)
+        detail, code = self.redact(_server_message(response, doc)), _error_code(doc)
         if _is_quota_error(status, code, detail):
             raise QuotaError(self._quota_message(endpoint, status, detail), status)
         if status in _RETRIED_STATUS or status >= 500:
@@ -156,17 +157,16 @@ def _error_document(response: requests.Response) -> dict[str, Any]:
     return doc if isinstance(doc, dict) else {}
 
 
-def _error_code(response: requests.Response) -> str | None:
+def _error_code(doc: dict[str, Any]) -> str | None:
     """error.code of an OpenAI-style error body ("model_not_found"), else None."""
-    error = _error_document(response).get("error")
+    error = doc.get("error")
     code = error.get("code") if isinstance(error, dict) else None
     return code if isinstance(code, str) else None
 
 
-def _server_message(response: requests.Response) -> str:
-    """The server's own words: error.message (OpenAI, DeepSeek) or message (vLLM) of a JSON error body;
+def _server_message(response: requests.Response, doc: dict[str, Any]) -> str:
+    """The server's own words: error.message (OpenAI, DeepSeek) or message (vLLM) of its JSON error body `doc`;
     "an HTML page" for a proxy's or web server's page; else the start of the body."""
-    doc = _error_document(response)
     error = doc.get("error")
     message = error.get("message") if isinstance(error, dict) else error or doc.get("message")
     if isinstance(message, str) and message:
