@@ -39,8 +39,7 @@ class SignalPlan:
 
     def metadata(self) -> dict[str, str]:
         """What the score table says of its signals (Parquet metadata, read back by the aggregate stage)."""
-        return {"token_signal": self.token, "top_k": "null" if self.top_k is None else str(self.top_k),
-                "stored_top_k": "null" if self.stored_k is None else str(self.stored_k),
+        return {"token_signal": self.token, "top_k": top_k_text(self.top_k), "stored_top_k": top_k_text(self.stored_k),
                 "compared_signals": ",".join(self.others)}
 
 
@@ -66,7 +65,7 @@ def _supported(signal: str, top_k: int | None, stored_k: int | None) -> bool:
 
 def _check_supported(signal: str, top_k: int | None, stored_k: int | None, where: str) -> None:
     if stored_k is None and needs_top(signal, top_k, stored_k) and signal != "chosen":
-        raise DataError(f"{where}: confidence.token {signal} with confidence.top_k {_k(top_k)} needs the top-k "
+        raise DataError(f"{where}: confidence.token {signal} with confidence.top_k {top_k_text(top_k)} needs the top-k "
                         "logprobs, which this pool does not keep (pool.keep_top_logprobs: false); use confidence.token "
                         "chosen, or deepconf with top_k null")
     if stored_k is not None and top_k is not None and top_k > stored_k:
@@ -74,7 +73,8 @@ def _check_supported(signal: str, top_k: int | None, stored_k: int | None, where
                         f"use at most {stored_k}, or null")
 
 
-def _k(top_k: int | None) -> str:
+def top_k_text(top_k: int | None) -> str:
+    """A top-k setting as params.yaml and the score table's metadata spell it (None: null)."""
     return "null" if top_k is None else str(top_k)
 
 
