@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, get_args
 
 from tracevote.core.limits import MAX_COUNT_BOUND, MAX_TOKENS_BOUND
 from tracevote.core.typedconfig import param, require
 
 TieBreak = Literal["smallest", "first", "fractional"]
 TokenSignal = Literal["deepconf", "chosen", "entropy"]
-TOKEN_SIGNALS: tuple[str, ...] = ("deepconf", "chosen", "entropy")
+TOKEN_SIGNALS: tuple[str, ...] = get_args(TokenSignal)
 MEASURES: tuple[str, ...] = ("avg", "bottom10", "lowest", "tail")
 TOKENS = {"ge": 1, "le": MAX_TOKENS_BOUND}  # any max_tokens and any per-trace token window
 COUNT = {"ge": 1, "le": MAX_COUNT_BOUND}  # per-problem samples, votes, resamples, repeats
