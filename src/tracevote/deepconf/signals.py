@@ -34,9 +34,6 @@ class SignalPlan:
         """The signals computed from the stored logprobs (the rest are the stored C_i)."""
         return tuple(s for s in (self.token, *self.others) if needs_top(s, self.top_k, self.stored_k) or s == "chosen")
 
-    def extra_columns(self) -> tuple[str, ...]:
-        return tuple(name for signal in self.others for name in signal_columns(signal))
-
     def metadata(self) -> dict[str, str]:
         """What the score table says of its signals (Parquet metadata, read back by the aggregate stage)."""
         return {"token_signal": self.token, "top_k": top_k_text(self.top_k), "stored_top_k": top_k_text(self.stored_k),
