@@ -55,13 +55,13 @@ def plan_signals(cfg: ConfidenceConfig, stored_k: int | None, where: str) -> Sig
 
 
 def _supported(signal: str, top_k: int | None, stored_k: int | None) -> bool:
-    if signal == "chosen" or not needs_top(signal, top_k, stored_k):
+    if not needs_top(signal, top_k, stored_k):  # chosen, and deepconf at the pool's k, need no top-k
         return True
     return stored_k is not None and (top_k is None or top_k <= stored_k)
 
 
 def _check_supported(signal: str, top_k: int | None, stored_k: int | None, where: str) -> None:
-    if stored_k is None and needs_top(signal, top_k, stored_k) and signal != "chosen":
+    if stored_k is None and needs_top(signal, top_k, stored_k):
         raise DataError(f"{where}: confidence.token {signal} with confidence.top_k {top_k_text(top_k)} needs the top-k "
                         "logprobs, which this pool does not keep (pool.keep_top_logprobs: false); use confidence.token "
                         "chosen, or deepconf with top_k null")
