@@ -25,13 +25,13 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 
-from tracevote.core.config_deepconf import OnlineConfig, TieBreak
+from tracevote.core.config_deepconf import DEFAULT_SIGNAL, OnlineConfig, TieBreak
 from tracevote.core.errors import DataError
 from tracevote.core.parquet import read_parquet_metadata
 from tracevote.deepconf.evaluate import online_traces, split_problems
 from tracevote.deepconf.live import LiveAnswers, lowest_groups, warmup_threshold
 from tracevote.deepconf.online import OnlineTrace, consensus_checks, replay
-from tracevote.deepconf.signals import DEFAULT_SIGNAL, table_signal, top_k_text, vote_weights
+from tracevote.deepconf.signals import table_signal, top_k_text, vote_weights
 from tracevote.deepconf.voting import majority_vote, tie_credit, weighted_vote
 from tracevote.store.ledger import fingerprint_of, folder_name
 from tracevote.store.live import LiveLedger, LiveManifest, LiveTrace

@@ -11,14 +11,12 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from tracevote.core.config_deepconf import MEASURES, TOKEN_SIGNALS, ConfidenceConfig
+from tracevote.core.config_deepconf import DEFAULT_SIGNAL, MEASURES, TOKEN_SIGNALS, ConfidenceConfig
 from tracevote.core.errors import DataError
 from tracevote.store import codec
 from tracevote.store.pool import Pool
 from tracevote.store.records import ProblemTraces
 from tracevote.store.token_signals import LOG_SCALE_SIGNALS, needs_top, read_signals
-
-DEFAULT_SIGNAL = "deepconf"
 
 
 @dataclass(frozen=True)
