@@ -21,6 +21,7 @@ from tracevote.core.fileio import check_output_folders
 from tracevote.core.parquet import write_tables
 from tracevote.datasets.problems import load_problems
 from tracevote.deepconf.score import STOP_WRITE_OPTIONS, ScoredProblem, score_plan, score_pool
+from tracevote.deepconf.signals import top_k_text
 from tracevote.store.pool import Pool, read_manifest
 
 
@@ -47,7 +48,7 @@ def main() -> None:
     rows = write_tables(args.out, _scores_keeping_stops(scored, stops), metadata)
     records = write_tables(args.stops, stops, metadata, **STOP_WRITE_OPTIONS)
     print(f"score: {rows} samples of {len(problems)} problems -> {args.out}; {records} stop records -> "
-          f"{args.stops}; token signal {plan.token}, top_k {plan.metadata()['top_k']}"
+          f"{args.stops}; token signal {plan.token}, top_k {top_k_text(plan.top_k)}"
           + (" (SIMULATED model)" if manifest.simulated else ""))
 
 

@@ -6,14 +6,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, get_args
 
 from tracevote.core.limits import MAX_COUNT_BOUND, MAX_TOKENS_BOUND
 from tracevote.core.typedconfig import param, require
 
 TieBreak = Literal["smallest", "first", "fractional"]
 TokenSignal = Literal["deepconf", "chosen", "entropy"]
-TOKEN_SIGNALS: tuple[str, ...] = ("deepconf", "chosen", "entropy")
+TOKEN_SIGNALS: tuple[str, ...] = get_args(TokenSignal)
+DEFAULT_SIGNAL = "deepconf"  # confidence.token's default, and what tables and runs from before the setting hold
 MEASURES: tuple[str, ...] = ("avg", "bottom10", "lowest", "tail")
 TOKENS = {"ge": 1, "le": MAX_TOKENS_BOUND}  # any max_tokens and any per-trace token window
 COUNT = {"ge": 1, "le": MAX_COUNT_BOUND}  # per-problem samples, votes, resamples, repeats
@@ -77,7 +78,7 @@ class ConfidenceConfig:
     token: TokenSignal = param("the per-token signal the four measures average (higher = surer): deepconf, DeepConf's "
                                "token confidence C_i (minus the mean of the top-k logprobs); chosen, the chosen "
                                "token's logprob; entropy, minus the entropy of the token's top-k (not renormalized)",
-                               "deepconf")
+                               DEFAULT_SIGNAL)
     top_k: int | None = param("how many of each token's kept top-k entries (the first k, by rank) deepconf and entropy "
                               "use, at most decoding.top_logprobs; null: every entry the pool kept", None, ge=1)
     compare_signals: bool = param("true also scores every other token signal the pool supports (columns "

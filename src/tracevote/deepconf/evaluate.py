@@ -26,7 +26,15 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from tracevote.core.config_deepconf import MEASURES, WHOLE_PERCENT, EvalConfig, OnlineConfig, TieBreak, eta_percent
+from tracevote.core.config_deepconf import (
+    DEFAULT_SIGNAL,
+    MEASURES,
+    WHOLE_PERCENT,
+    EvalConfig,
+    OnlineConfig,
+    TieBreak,
+    eta_percent,
+)
 from tracevote.core.errors import ConfigError, DataError
 from tracevote.deepconf.online import OnlineSets, OnlineTrace, replay
 from tracevote.deepconf.results import (
@@ -40,7 +48,7 @@ from tracevote.deepconf.results import (
 )
 from tracevote.deepconf.sample_stats import confidence_summaries, signal_aurocs, validity_counts
 from tracevote.deepconf.score import KEY_COLUMNS
-from tracevote.deepconf.signals import DEFAULT_SIGNAL, vote_weights
+from tracevote.deepconf.signals import vote_weights
 from tracevote.deepconf.stop_table import StopTable, stop_profiles
 from tracevote.deepconf.uncertainty import Interval, bootstrap_rng, intervals, paired, resample_weights
 from tracevote.deepconf.voting import Vote, majority_vote, tie_credit, top_etas, weighted_vote

@@ -25,13 +25,13 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 
-from tracevote.core.config_deepconf import OnlineConfig, TieBreak
+from tracevote.core.config_deepconf import DEFAULT_SIGNAL, OnlineConfig, TieBreak
 from tracevote.core.errors import DataError
 from tracevote.core.parquet import read_parquet_metadata
 from tracevote.deepconf.evaluate import online_traces, split_problems
 from tracevote.deepconf.live import LiveAnswers, lowest_groups, warmup_threshold
 from tracevote.deepconf.online import OnlineTrace, consensus_checks, replay
-from tracevote.deepconf.signals import DEFAULT_SIGNAL, table_signal, vote_weights
+from tracevote.deepconf.signals import table_signal, top_k_text, vote_weights
 from tracevote.deepconf.voting import majority_vote, tie_credit, weighted_vote
 from tracevote.store.ledger import fingerprint_of, folder_name
 from tracevote.store.live import LiveLedger, LiveManifest, LiveTrace
@@ -174,10 +174,6 @@ def pool_traces(scores: pd.DataFrame, stops: pd.DataFrame, budget: int,
     return {problem.problem_id: trace for problem, trace in zip(problems, traces, strict=True)}
 
 
-def _k(top_k: int | None) -> str:
-    return "null" if top_k is None else str(top_k)
-
-
 def pool_beside(scores: Path, manifest: LiveManifest, tie_break: TieBreak) -> tuple[list[SameTraces], str | None]:
     """Cons@K and the replay on the live run's traces, read from the score stage's tables of a pool of the same
     setting (`scores`: data/scores/<dataset>.parquet, its stop table beside it); or none, and why."""
@@ -190,9 +186,9 @@ def pool_beside(scores: Path, manifest: LiveManifest, tie_break: TieBreak) -> tu
     expected = folder_name(setting["model"], fingerprint_of(setting), simulated=setting["backend"] == "sim")
     if Path(str(metadata.get("pool"))).name != expected:
         return [], f"the scored pool ({metadata.get('pool')}) is of another setting than the live run ({expected})"
-    if (table_signal(metadata), metadata.get("top_k", "null")) != (manifest.token, _k(manifest.top_k)):
+    if (table_signal(metadata), metadata.get("top_k", "null")) != (manifest.token, top_k_text(manifest.top_k)):
         return [], (f"the pool was scored on token signal {table_signal(metadata)} at top_k {metadata.get('top_k')}, "
-                    f"the live run used {manifest.token} at top_k {_k(manifest.top_k)}")
+                    f"the live run used {manifest.token} at top_k {top_k_text(manifest.top_k)}")
     if metadata.get("group_size") != str(manifest.group_size):
         return [], (f"the pool was scored with windows of {metadata.get('group_size')} tokens, the live run used "
                     f"{manifest.group_size}")

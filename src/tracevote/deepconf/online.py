@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tracevote.core.config_deepconf import OnlineConfig, TieBreak
+from tracevote.core.config_deepconf import DEFAULT_SIGNAL, OnlineConfig, TieBreak
 from tracevote.deepconf.confidence import StopProfiles
 from tracevote.deepconf.signals import vote_weights
 from tracevote.deepconf.voting import row_percentile, tie_credit, weighted_vote
@@ -42,7 +42,7 @@ class OnlineTrace:
     lowest: np.ndarray  # float64 [n]: lowest-group confidence, NaN when no token had one (valid or not)
     n_tokens: np.ndarray  # int64 [n]
     stops: StopProfiles  # records of sample i at stops.offsets[i]:stops.offsets[i+1]
-    signal: str = "deepconf"  # confidence.token: what `lowest` averages, hence how a vote weighs it (vote_weights)
+    signal: str = DEFAULT_SIGNAL  # confidence.token: what `lowest` averages, hence how a vote weighs it (vote_weights)
 
 
 def records_at_least(stops: StopProfiles, positions: np.ndarray, threshold: np.ndarray) -> np.ndarray:

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any
 
+from tracevote.core.config_deepconf import DEFAULT_SIGNAL
+
 
 @dataclass(frozen=True)
 class MethodAccuracy:
@@ -134,7 +136,7 @@ class Auroc:
     pooled: float | None  # None unless both classes are present
     per_problem_mean: float | None
     n_problems: int  # problems with both classes, averaged in per_problem_mean
-    signal: str = "deepconf"  # the token signal the measure averages (confidence.token, or a compared one)
+    signal: str = DEFAULT_SIGNAL  # the token signal the measure averages (confidence.token, or a compared one)
 
 
 @dataclass(frozen=True)
@@ -160,7 +162,7 @@ class AggregateResult:
     online_warmup: int | None = None
     online_consensus: float | None = None
     paired: tuple[PairedComparison, ...] = ()  # every (K, method other than pass1 and cons)
-    token_signal: str = "deepconf"  # confidence.token: what the votes' measures average (auroc also holds the others)
+    token_signal: str = DEFAULT_SIGNAL  # confidence.token: what the votes' measures average (auroc also has the others)
     top_k: int | None = None  # confidence.top_k it was scored at; None: every entry the pool kept
 
     def tie_rate_at(self, k: int) -> float:
@@ -205,7 +207,7 @@ class AggregateResult:
                    validity=Validity(**data["validity"]), bootstrap=data.get("bootstrap", 0),
                    ci_level=data.get("ci_level", 0.95), online_methods=tuple(data.get("online_methods", ())),
                    online_warmup=data.get("online_warmup"), online_consensus=data.get("online_consensus"),
-                   token_signal=data.get("token_signal", "deepconf"), top_k=data.get("top_k"), **values)
+                   token_signal=data.get("token_signal", DEFAULT_SIGNAL), top_k=data.get("top_k"), **values)
 
 
 def _plain(value: Any) -> Any:

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from tracevote.answers.extract import ANSWER_SOURCES
-from tracevote.core.config_deepconf import MEASURES, TOKEN_SIGNALS
+from tracevote.core.config_deepconf import DEFAULT_SIGNAL, MEASURES, TOKEN_SIGNALS
 from tracevote.deepconf.results import Auroc, ConfidenceSummary, Validity
 
 SUMMARY_PERCENTILES = (10, 50, 90)
@@ -80,7 +80,7 @@ def signal_aurocs(scores: pd.DataFrame, signal: str, measures: tuple[str, ...] =
 
 
 def measure_aurocs(scores: pd.DataFrame, measures: tuple[str, ...] = MEASURES, *,
-                   signal: str = "deepconf") -> tuple[Auroc, ...]:
+                   signal: str = DEFAULT_SIGNAL) -> tuple[Auroc, ...]:
     """AUROC of each measure for telling correct from wrong valid samples: pooled over all samples,
     and the mean over problems that have both classes (with their number)."""
     valid = scores["valid"].to_numpy(dtype=bool)

@@ -72,7 +72,7 @@ class ScoredProblem:
 
 
 def score_schema(extra_columns: tuple[str, ...] = ()) -> pa.Schema:
-    """SCORE_SCHEMA with a compared signal's columns after it (SignalPlan.extra_columns)."""
+    """SCORE_SCHEMA with a compared signal's columns after it (signals.signal_columns)."""
     return _schema((*SCORE_COLUMNS, *extra_columns)) if extra_columns else SCORE_SCHEMA
 
 

@@ -11,14 +11,12 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from tracevote.core.config_deepconf import MEASURES, TOKEN_SIGNALS, ConfidenceConfig
+from tracevote.core.config_deepconf import DEFAULT_SIGNAL, MEASURES, TOKEN_SIGNALS, ConfidenceConfig
 from tracevote.core.errors import DataError
 from tracevote.store import codec
 from tracevote.store.pool import Pool
 from tracevote.store.records import ProblemTraces
 from tracevote.store.token_signals import LOG_SCALE_SIGNALS, needs_top, read_signals
-
-DEFAULT_SIGNAL = "deepconf"
 
 
 @dataclass(frozen=True)
@@ -34,13 +32,9 @@ class SignalPlan:
         """The signals computed from the stored logprobs (the rest are the stored C_i)."""
         return tuple(s for s in (self.token, *self.others) if needs_top(s, self.top_k, self.stored_k) or s == "chosen")
 
-    def extra_columns(self) -> tuple[str, ...]:
-        return tuple(name for signal in self.others for name in signal_columns(signal))
-
     def metadata(self) -> dict[str, str]:
         """What the score table says of its signals (Parquet metadata, read back by the aggregate stage)."""
-        return {"token_signal": self.token, "top_k": "null" if self.top_k is None else str(self.top_k),
-                "stored_top_k": "null" if self.stored_k is None else str(self.stored_k),
+        return {"token_signal": self.token, "top_k": top_k_text(self.top_k), "stored_top_k": top_k_text(self.stored_k),
                 "compared_signals": ",".join(self.others)}
 
 
@@ -59,14 +53,14 @@ def plan_signals(cfg: ConfidenceConfig, stored_k: int | None, where: str) -> Sig
 
 
 def _supported(signal: str, top_k: int | None, stored_k: int | None) -> bool:
-    if signal == "chosen" or not needs_top(signal, top_k, stored_k):
+    if not needs_top(signal, top_k, stored_k):  # chosen, and deepconf at the pool's k, need no top-k
         return True
     return stored_k is not None and (top_k is None or top_k <= stored_k)
 
 
 def _check_supported(signal: str, top_k: int | None, stored_k: int | None, where: str) -> None:
-    if stored_k is None and needs_top(signal, top_k, stored_k) and signal != "chosen":
-        raise DataError(f"{where}: confidence.token {signal} with confidence.top_k {_k(top_k)} needs the top-k "
+    if stored_k is None and needs_top(signal, top_k, stored_k):
+        raise DataError(f"{where}: confidence.token {signal} with confidence.top_k {top_k_text(top_k)} needs the top-k "
                         "logprobs, which this pool does not keep (pool.keep_top_logprobs: false); use confidence.token "
                         "chosen, or deepconf with top_k null")
     if stored_k is not None and top_k is not None and top_k > stored_k:
@@ -74,7 +68,8 @@ def _check_supported(signal: str, top_k: int | None, stored_k: int | None, where
                         f"use at most {stored_k}, or null")
 
 
-def _k(top_k: int | None) -> str:
+def top_k_text(top_k: int | None) -> str:
+    """A top-k setting as params.yaml and the score table's metadata spell it (None: null)."""
     return "null" if top_k is None else str(top_k)
 
 

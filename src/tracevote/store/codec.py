@@ -162,11 +162,16 @@ def decode(payload: bytes | memoryview) -> Decoded:
     for entry in header["blocks"]:
         blobs.update(_block_arrays(view, offset, entry))
         offset += entry[1]
-    if "top_steps" in blobs:  # format 3: the float32 top-k back from its steps and the chosen logprobs
+    _restore_top(header, blobs)
+    return Decoded(header, blobs)
+
+
+def _restore_top(header: dict[str, Any], blobs: dict[str, np.ndarray]) -> None:
+    """Format 3: the float32 top-k (top_logprobs_kmajor) back from its steps and the chosen logprobs, in place."""
+    if "top_steps" in blobs:
         step, scale = header["top_quantum"]
         blobs["top_logprobs_kmajor"] = top_from_steps(blobs.pop("top_steps"), blobs.pop("top_absent", None),
                                                       blobs["token_logprobs"], step, scale)
-    return Decoded(header, blobs)
 
 
 def score_fields(payload: bytes | memoryview) -> ScoreFields:
@@ -204,10 +209,7 @@ def logprob_fields(payload: bytes | memoryview, *, top: bool = True) -> tuple[in
     else:
         header, offset = _header(view)
         blobs = _blocks_named(view, header, offset, {"text", "top"} if top else {"text"})
-        if "top_steps" in blobs:
-            step, scale = header["top_quantum"]
-            blobs["top_logprobs_kmajor"] = top_from_steps(blobs.pop("top_steps"), blobs.pop("top_absent", None),
-                                                          blobs["token_logprobs"], step, scale)
+        _restore_top(header, blobs)
     kmajor = blobs.get("top_logprobs_kmajor") if top else None
     return int(header["sample_id"]), blobs["token_logprobs"], None if kmajor is None else kmajor.T
 

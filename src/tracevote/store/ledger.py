@@ -84,8 +84,8 @@ class Ledger:
     def open_at(cls: type[L], root: Path, setting: Mapping[str, Any], *, simulated: bool) -> L:
         """The ledger at `root` for `setting`, created empty when absent; a different setting there is an error."""
         fingerprint = fingerprint_of(setting)
-        cls.refuse_bad_layout(root)  # before writing anything: a paid stage opens its ledgers before its first request
         if not (root / cls.META).is_file():
+            cls.refuse_bad_layout(root)  # before writing anything (an existing ledger's is checked on opening it)
             write_json(root / cls.ITEMS, {})
             write_json(root / cls.META, {"format": cls.FORMAT, "fingerprint": fingerprint,
                                          "setting": dict(setting), "simulated": simulated})
