@@ -9,7 +9,6 @@ run -S` rewrites it (DVC's own round-trip YAML writer), so its comments and layo
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -17,16 +16,11 @@ from typing import Any
 import yaml
 
 from tracevote.cli.demo import LOCAL_SUFFIXES, find_local_file, local_problem_key
-from tracevote.cli.demo_params import MAPPED_LISTS, SET_ASIDE_LISTS
+from tracevote.cli.demo_params import MAPPED_LISTS, SET_ASIDE_LISTS, nested_get
 from tracevote.core.config import load_params
 from tracevote.core.errors import DataError
 from tracevote.core.fileio import write_text
 from tracevote.core.inputs import refuse_output_sources
-
-# Every list of dataset names (tests/cli/test_demo_user_params.py checks them against the config classes): a method's
-# own, which must keep at least one dataset with a file, and those of a live run and a study, which may end empty
-METHOD_LISTS = MAPPED_LISTS
-OPTIONAL_LISTS = SET_ASIDE_LISTS
 
 
 @dataclass(frozen=True)
@@ -54,11 +48,12 @@ def plan_local(params: dict[str, Any], data: Path) -> LocalChange:
     removed = [str(name) for name in datasets if name not in found and name not in kept_local]
     offline = {*found, *kept_local}
     lists = {}
-    for keys in (*METHOD_LISTS, *OPTIONAL_LISTS):
+    # a method's own list must keep at least one dataset with a file; a live run's and a study's may end empty
+    for keys in (*MAPPED_LISTS, *SET_ASIDE_LISTS):
         names = [str(name) for name in nested_get(params, keys)]
         kept = [name for name in names if name in offline]
         if kept != names:
-            if not kept and keys in METHOD_LISTS and keys[-1] == "datasets":
+            if not kept and keys in MAPPED_LISTS and keys[-1] == "datasets":
                 raise DataError(f"{'.'.join(keys)}: none of {', '.join(names)} has a file in {data} (<name> or "
                                 f"<name>_test with {', '.join(LOCAL_SUFFIXES)}); add one, or name another dataset "
                                 f"there; nothing written")
@@ -67,15 +62,6 @@ def plan_local(params: dict[str, Any], data: Path) -> LocalChange:
             if (key := local_problem_key(datasets[name], path)) != datasets[name]["problem_key"]}
     runs = [str(run) for run, entry in (params["grading"]["runs"] or {}).items() if entry["dataset"] not in offline]
     return LocalChange({name: str(path) for name, path in found.items()}, keys, removed, kept_local, lists, runs)
-
-
-def nested_get(params: Any, keys: tuple[str, ...]) -> Any:
-    """params[a][b][c] for ("a", "b", "c"), or [] when a section on the way is absent (study: is optional)."""
-    for key in keys:
-        params = params.get(key) if isinstance(params, Mapping) else None
-        if params is None:
-            return []
-    return params
 
 
 def as_written(path: Path, params_dir: Path) -> str:

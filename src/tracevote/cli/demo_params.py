@@ -4,6 +4,7 @@ and a study are set aside, emptied in the scratch copy, and said so in one line.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 # Every list of dataset names params.yaml may hold (tests/cli/test_demo_user_params.py finds them in the config
@@ -18,9 +19,7 @@ def set_aside_lists(params: dict[str, Any]) -> dict[tuple[str, ...], list[str]]:
     """The lists of SET_ASIDE_LISTS that name any dataset in the user's params, with their names."""
     found = {}
     for keys in SET_ASIDE_LISTS:
-        names: Any = params
-        for key in keys:
-            names = names.get(key) if isinstance(names, dict) else None
+        names = nested_get(params, keys)
         if names:
             found[keys] = [str(name) for name in names]
     return found
@@ -43,6 +42,15 @@ def set_aside_overrides(params: dict[str, Any]) -> tuple[list[str], dict[str, An
         overrides = deep_merge(overrides, {"deepconf": {"endpoints": []},
                                            "endpoints": {key: {"sim": None} for key in models}})
     return [f"{'.'.join(keys)} [{', '.join(names)}]" for keys, names in found.items()], overrides
+
+
+def nested_get(params: Any, keys: tuple[str, ...]) -> Any:
+    """params[a][b][c] for ("a", "b", "c"), or [] when a section on the way is absent (study: is optional)."""
+    for key in keys:
+        params = params.get(key) if isinstance(params, Mapping) else None
+        if params is None:
+            return []
+    return params
 
 
 def nested(keys: tuple[str, ...], value: Any) -> dict[str, Any]:

@@ -65,7 +65,7 @@ def estimate_rows(params: Params, n_pool: int) -> list[Row]:
             *(critic_row(params, run) for run in params.grading.runs.values())]
 
 
-def _normalized(name: str, load: Callable[[Path], list[T]]) -> list[T] | None:
+def normalized(name: str, load: Callable[[Path], list[T]]) -> list[T] | None:
     """The dataset's normalized records, or None when `dvc repro normalize@<name>` has not made them yet."""
     path = Path("data") / f"{name}.jsonl"  # a checked name: core.config.DATASET_NAME
     return load(path) if path.is_file() else None
@@ -95,7 +95,7 @@ def pool_row(params: Params, name: str, n_pool: int, endpoint: str | None = None
     from tracevote.store.pool import Setting, find_pool
 
     stage = f"build_pool@{name}" if endpoint is None else model_stage(POOL_STAGE, name, endpoint)
-    problems = _normalized(name, load_problems)
+    problems = normalized(name, load_problems)
     if problems is None:
         return _not_normalized(stage, name)
     model = params.deepconf_model if endpoint is None else params.study_model(endpoint)
@@ -122,7 +122,7 @@ def online_row(params: Params, name: str) -> Row:
     from tracevote.store.pool import Setting
 
     stage = f"build_online@{name}"
-    problems = _normalized(name, load_problems)
+    problems = normalized(name, load_problems)
     if problems is None:
         return _not_normalized(stage, name)
     model, rules = params.deepconf_model, live_rules.live_rules(params)
@@ -153,7 +153,7 @@ def debate_row(params: Params, name: str) -> Row:
     from tracevote.debate import build
 
     stage = f"build_debate@{name}"
-    problems = _normalized(name, load_problems)
+    problems = normalized(name, load_problems)
     if problems is None:
         return _not_normalized(stage, name)
     selection = build.select_problems(problems, params.debate.problems, name)
@@ -176,7 +176,7 @@ def critique_row(params: Params, name: str) -> Row:
     from tracevote.datasets.steps import load_step_records
 
     stage = f"build_critiques@{name}"
-    records = _normalized(name, load_step_records)
+    records = normalized(name, load_step_records)
     if records is None:
         return _not_normalized(stage, name)
     cfg, model = params.critique, params.critique_model

@@ -13,12 +13,12 @@ A row whose request cannot fit says which max_tokens would ("no: max_tokens <= 1
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from tabulate import tabulate
 
+from tracevote.cli.estimate import normalized
 from tracevote.core.config import Params
 from tracevote.core.config_endpoints import ModelConfig
 from tracevote.core.context_fit import SOLVE_PROMPT, Fit, Prompt, assess, prompts_of
@@ -52,11 +52,6 @@ def _row(stage: str, model: ModelConfig, prompts: list[Prompt], max_tokens: int)
     return [] if fit is None else [ContextRow(stage, fit)]
 
 
-def _loaded(name: str, load: Callable[[Path], list]) -> list | None:
-    path = Path("data") / f"{name}.jsonl"  # a checked name: core.config.DATASET_NAME
-    return load(path) if path.is_file() else None
-
-
 def _pool_rows(params: Params, name: str) -> list[ContextRow]:
     """build_pool (and build_online, on the same prompts and max_tokens) and each study model's pool."""
     from tracevote.core.study_paths import POOL_STAGE, model_stage
@@ -64,7 +59,7 @@ def _pool_rows(params: Params, name: str) -> list[ContextRow]:
     from tracevote.sampling.prompts import setting_messages
     from tracevote.store.pool import Setting
 
-    problems = _loaded(name, load_problems)
+    problems = normalized(name, load_problems)
     if problems is None:
         return []
     rows = []
@@ -82,7 +77,7 @@ def _debate_rows(params: Params, name: str) -> list[ContextRow]:
     from tracevote.debate import build
     from tracevote.debate.context import agent_prompts, judge_prompts
 
-    problems = _loaded(name, load_problems)
+    problems = normalized(name, load_problems)
     if problems is None:
         return []
     selection = build.select_problems(problems, params.debate.problems, name)
@@ -96,7 +91,7 @@ def _critique_rows(params: Params, name: str) -> list[ContextRow]:
     from tracevote.critique import build
     from tracevote.datasets.steps import load_step_records
 
-    records = _loaded(name, load_step_records)
+    records = normalized(name, load_step_records)
     if records is None:
         return []
     calls = build.critique_calls(records, build.dataset_template(params, name), 1)  # every vote has one prompt

@@ -28,10 +28,6 @@ class PromptTokens:
     tokens: int
     exact: bool
 
-    @property
-    def how(self) -> str:
-        return "counted" if self.exact else "at most (its bytes)"
-
 
 @functools.cache
 def _encoding(name: Encoding) -> Any:

@@ -137,11 +137,11 @@ def live_members(group: int) -> list[int]:
         except ProcessLookupError:
             return []
         return [group]
-    return [pid for pid, pgrp, _, state in _proc_stats() if pgrp == group and state != "Z"]
+    return [pid for pid, pgrp, state in _proc_stats() if pgrp == group and state != "Z"]
 
 
-def _proc_stats() -> Iterator[tuple[int, int, int, str]]:
-    """(pid, process group, session, state) of every process."""
+def _proc_stats() -> Iterator[tuple[int, int, str]]:
+    """(pid, process group, state) of every process."""
     for entry in PROC.iterdir():
         if not entry.name.isdigit():
             continue
@@ -149,9 +149,9 @@ def _proc_stats() -> Iterator[tuple[int, int, int, str]]:
             stat = (entry / "stat").read_text(encoding="utf-8", errors="replace")
         except OSError:  # ended while we looked
             continue
-        # "pid (comm) state ppid pgrp session ...": comm may hold spaces and parentheses
+        # "pid (comm) state ppid pgrp ...": comm may hold spaces and parentheses
         fields = stat.rsplit(")", 1)[1].split()
-        yield int(entry.name), int(fields[2]), int(fields[3]), fields[0]
+        yield int(entry.name), int(fields[2]), fields[0]
 
 
 def _send(sig: signal.Signals, group: int, targets: list[int] | None) -> None:

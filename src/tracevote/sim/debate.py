@@ -61,7 +61,8 @@ def revise_reply(req: SimRequest, key: str | None, model: SimModel, *, degrade: 
 def rank_reply(req: SimRequest, key: str | None, model: SimModel, *, degrade: Degrade) -> bytes:
     problem = model.problem_within(req.prompt)
     shown = [extract_answer(text) for text in _SOLUTIONS.findall(req.prompt)]
-    rng = seeded_rng(*model.name_seed(req.model), problem, key, "rank")
+    seed = (*model.name_seed(req.model), problem, key)
+    rng = seeded_rng(*seed, "rank")
     length = max(16, model.cfg.mean_tokens // 4)
     draw = rng.random()
     if draw < P_UNPARSABLE or len(shown) < 2:
@@ -70,7 +71,7 @@ def rank_reply(req: SimRequest, key: str | None, model: SimModel, *, degrade: De
         first, second = _picks(shown, model.gold_answer(problem), rng, same_twice=draw < P_UNPARSABLE + P_SAME_TWICE)
         verdict = f"\n\nThe best two solutions are [{first + 1}, {second + 1}]"
     text = "Comparing the solutions step by step." + filler(length, rng) + verdict
-    return render_text(req, text, length, "stop", (*model.name_seed(req.model), problem, key))
+    return render_text(req, text, length, "stop", seed)
 
 
 def _picks(shown: list[int | None], gold: int, rng: np.random.Generator, *, same_twice: bool) -> tuple[int, int]:

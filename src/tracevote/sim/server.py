@@ -94,7 +94,7 @@ class SimServer(ThreadingHTTPServer):
         host, port = self.server_address[:2]
         return f"http://{host}:{port}"
 
-    def handleerror_body(self, request: Any, client_address: Any) -> None:
+    def handle_error(self, request: Any, client_address: Any) -> None:
         """Count instead of printing: a client that timed out and hung up is expected here."""
         exc = sys.exc_info()[1]
         label = "client gone" if isinstance(exc, ConnectionError) else f"handler error {type(exc).__name__}: {exc}"
