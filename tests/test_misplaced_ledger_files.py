@@ -12,7 +12,7 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import pytest
@@ -20,13 +20,10 @@ import yaml
 
 from tests.conftest import REPO_ROOT, hang_guard_s
 from tests.dvcproject import copy_project, model_overrides, project_env
-from tests.sim_servers import requests_by_key
+from tests.sim_servers import module_server, requests_by_key
 from tests.test_hostile_ids import PAID_STAGES, write_stage_inputs
 from tracevote.cli.demo import deep_merge, write_params
 from tracevote.core.config_endpoints import SimConfig
-from tracevote.sim.faults import parse_faults
-from tracevote.sim.model import SimModel
-from tracevote.sim.server import running_server
 from tracevote.store import confidence_block, framing
 from tracevote.store.ledger import LOG_SUFFIX, Ledger
 from tracevote.store.pool import Pool
@@ -52,10 +49,7 @@ def run_stages(project: Path, stages: Iterable[str] = STAGES) -> dict[str, subpr
     return done
 
 
-@pytest.fixture(scope="module")
-def server() -> Iterator[str]:
-    with running_server(SimModel(SIM), parse_faults("")) as base_url:
-        yield base_url
+server = module_server(SIM)
 
 
 @pytest.fixture(scope="module")
