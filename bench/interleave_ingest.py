@@ -16,13 +16,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import sys
 import tempfile
 from pathlib import Path
 
 from bench.bench_ingest import sim_bodies
-from bench.measure import Run, interleaved, run_process
+from bench.measure import Run, Spread, interleaved, run_process
 
 ONE_PROCESS = """
 import hashlib, json, sys, time
@@ -46,8 +45,7 @@ def run_once(src: Path, reply: Path, parses: int) -> Run:
 
 
 def summary(values: list[float], scale: float = 1.0) -> str:
-    values = [v * scale for v in values]
-    return f"{statistics.median(values):.3g} [{min(values):.3g}-{max(values):.3g}]"
+    return Spread.of([v * scale for v in values]).show(".3g")
 
 
 def main() -> None:

@@ -84,7 +84,7 @@ def main() -> None:
     print(f"score stage, {SHAPE.problems} x {SHAPE.traces} traces x ~{SHAPE.mean_tokens} tokens (~{tokens / 1e6:.1f} M "
           f"tokens, SYNTHETIC), median [min-max] of {ROUNDS} interleaved rounds, wall seconds:")
     for name, spread in seconds.items():
-        print(f"  {name}: {spread.median:.2f} [{spread.low:.2f}-{spread.high:.2f}]")
+        print(f"  {name}: {spread.show('.2f')}")
 
 
 if __name__ == "__main__":

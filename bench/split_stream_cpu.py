@@ -84,7 +84,7 @@ def main() -> None:
                  for parser, side_runs in runs.items()}
     for parser, spread in per_token.items():
         print(f"reasoning parser {parser}: {runs[parser][0].output} tokens a round, client CPU "
-              f"{spread.median:.2f} [{spread.low:.2f}-{spread.high:.2f}] us/token, median of {spread.count} rounds")
+              f"{spread.show('.2f')} us/token, median of {spread.count} rounds")
     print(f"split / plain: {per_token['reasoning'].median / per_token['none'].median:.2f}x (medians)")
 
 

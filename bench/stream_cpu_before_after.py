@@ -90,8 +90,7 @@ def main() -> None:
         cpu = Spread.of([c / t * 1e6 for _, c, t in side_runs])
         wall = Spread.of([w / t * 1e6 for w, _, t in side_runs])
         print(f"{name} ({args.before if name == 'before' else 'this tree'}): {side_runs[0][2]} tokens a round, client "
-              f"CPU {cpu.median:.1f} [{cpu.low:.1f}-{cpu.high:.1f}] us/token, wall {wall.median:.1f} "
-              f"[{wall.low:.1f}-{wall.high:.1f}] us/token, median of {cpu.count} rounds")
+              f"CPU {cpu.show('.1f')} us/token, wall {wall.show('.1f')} us/token, median of {cpu.count} rounds")
 
 
 if __name__ == "__main__":

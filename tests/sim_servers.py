@@ -29,7 +29,7 @@ from tracevote.core.simulated import SAMPLE_HEADER
 from tracevote.sampling.runner import calls_at_risk
 from tracevote.sim.faults import parse_faults
 from tracevote.sim.model import SimModel
-from tracevote.sim.server import ServerOptions, SimServer, _Handler, stop_server
+from tracevote.sim.server import ServerOptions, SimServer, _Handler, running_server, stop_server
 from tracevote.store.calls import CallLedger
 
 
@@ -81,6 +81,18 @@ class WatchedServer(SimServer):
         super().shutdown_request(request)
         with self._open_lock:
             self.open_connections -= 1
+
+
+def module_server(sim: SimConfig) -> Any:
+    """A module-scoped fixture, named as it is assigned: the simulated model `sim` behind a fault-free loopback
+    server; it yields the server's base URL."""
+
+    @pytest.fixture(scope="module")
+    def server() -> Iterator[str]:
+        with running_server(SimModel(sim), parse_faults("")) as base_url:
+            yield base_url
+
+    return server
 
 
 @contextlib.contextmanager

@@ -19,7 +19,7 @@ import re
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -310,13 +310,14 @@ PAID_STAGES = {
 SCRIPTS = {"build_pool_model": "build_pool"}  # a stage whose script is another's
 
 
-def run_paid_stages(project: Path) -> dict[str, subprocess.CompletedProcess]:
-    """The six paid stages at once (each has its own folders and its own simulator), as DVC runs them."""
+def run_paid_stages(project: Path, stages: Iterable[str] = PAID_STAGES) -> dict[str, subprocess.CompletedProcess]:
+    """The paid `stages` (all six by default) at once (each has its own folders and its own simulator), as DVC runs
+    them."""
     running = {stage: subprocess.Popen([sys.executable, str(REPO_ROOT / "stages" / f"{SCRIPTS.get(stage, stage)}.py"),
-                                        *args],
+                                        *PAID_STAGES[stage]],
                                        cwd=project, env=project_env(), text=True, stdout=subprocess.PIPE,
                                        stderr=subprocess.PIPE)
-               for stage, args in PAID_STAGES.items()}
+               for stage in stages}
     done = {}
     for stage, process in running.items():
         stdout, stderr = process.communicate(timeout=hang_guard_s())

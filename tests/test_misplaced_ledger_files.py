@@ -12,7 +12,7 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -20,13 +20,10 @@ import yaml
 
 from tests.conftest import REPO_ROOT, hang_guard_s
 from tests.dvcproject import copy_project, model_overrides, project_env
-from tests.sim_servers import requests_by_key
-from tests.test_hostile_ids import PAID_STAGES, write_stage_inputs
+from tests.sim_servers import module_server, requests_by_key
+from tests.test_hostile_ids import PAID_STAGES, run_paid_stages, write_stage_inputs
 from tracevote.cli.demo import deep_merge, write_params
 from tracevote.core.config_endpoints import SimConfig
-from tracevote.sim.faults import parse_faults
-from tracevote.sim.model import SimModel
-from tracevote.sim.server import running_server
 from tracevote.store import confidence_block, framing
 from tracevote.store.ledger import LOG_SUFFIX, Ledger
 from tracevote.store.pool import Pool
@@ -39,23 +36,7 @@ STAGES = {"build_pool": "pools/toy", "build_online": "online/toy", "build_critiq
 SIM = SimConfig(seed=0, signal=1.0, accuracy=0.45, mean_tokens=40, critique_noise=0.3)
 
 
-def run_stages(project: Path, stages: Iterable[str] = STAGES) -> dict[str, subprocess.CompletedProcess[str]]:
-    """The stages at once, as DVC may run them."""
-    running = {stage: subprocess.Popen([sys.executable, str(REPO_ROOT / "stages" / f"{stage}.py"),
-                                        *PAID_STAGES[stage]], cwd=project, env=project_env(), text=True,
-                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-               for stage in stages}
-    done = {}
-    for stage, process in running.items():
-        stdout, stderr = process.communicate(timeout=hang_guard_s())
-        done[stage] = subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
-    return done
-
-
-@pytest.fixture(scope="module")
-def server() -> Iterator[str]:
-    with running_server(SimModel(SIM), parse_faults("")) as base_url:
-        yield base_url
+server = module_server(SIM)
 
 
 @pytest.fixture(scope="module")
@@ -67,7 +48,7 @@ def built(tmp_path_factory: pytest.TempPathFactory, server: str) -> Path:
     served = model_overrides(backend="openai", base_url=server, name="tracevote-sim", needs_key=False, extra_body={})
     more_frames = {"critique": {"n_votes": 2}, "online": {"warmup": 2, "live": {"budget": 3}}}  # logs of 2 or more
     write_params(project / "params.yaml", deep_merge(deep_merge(params, served), more_frames))
-    for stage, result in run_stages(project).items():
+    for stage, result in run_paid_stages(project, STAGES).items():
         assert result.returncode == 0, f"{stage}: {result.stdout}{result.stderr}"
     return project
 
@@ -172,7 +153,7 @@ def test_every_stage_refuses_a_damaged_ledger_before_any_request_and_verify_agre
                                                                                  damage: Damage) -> None:
     project, paths = damaged_copy(built, tmp_path, damage)
     before = sum(requests_by_key(server).values())
-    results = run_stages(project)
+    results = run_paid_stages(project, STAGES)
     assert sum(requests_by_key(server).values()) == before  # not one request, not even a probe
     for stage, result in results.items():
         assert result.returncode == 2 and "Traceback" not in result.stderr, f"{stage}: {result.stderr}"
@@ -186,7 +167,7 @@ def test_every_stage_refuses_a_damaged_ledger_before_any_request_and_verify_agre
 def test_what_every_stage_accepts_verify_calls_sound(built: Path, tmp_path: Path, damage: Damage) -> None:
     project, _ = damaged_copy(built, tmp_path, damage)
     verdicts = {stage: verify_ok(project, folder, blocks=False) for stage, folder in STAGES.items()}
-    results = run_stages(project)
+    results = run_paid_stages(project, STAGES)
     for stage, result in results.items():
         assert result.returncode == 0, f"{stage}: {result.stderr}"
         assert verdicts[stage], f"{stage}: ledger verify refuses what the stage accepts"
@@ -200,7 +181,7 @@ def test_a_directory_where_a_pools_confidence_block_belongs_is_refused_before_an
     block = to_directory(sorted((root / confidence_block.FOLDER).glob(f"*{confidence_block.SUFFIX}"))[0])
     (root / Pool.LOGS / block.name.replace(confidence_block.SUFFIX, LOG_SUFFIX)).unlink()  # its samples to request
     before = sum(requests_by_key(server).values())
-    result = run_stages(project, ["build_pool"])["build_pool"]
+    result = run_paid_stages(project, ["build_pool"])["build_pool"]
     assert sum(requests_by_key(server).values()) == before
     assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
     [line] = [line for line in result.stderr.splitlines() if line.startswith("error: ")]

@@ -11,7 +11,6 @@ import dataclasses
 import json
 import runpy
 import shlex
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +20,7 @@ import yaml
 from tests.conftest import FIXTURE_PARAMS
 from tests.core.test_check_params import REFUSALS
 from tests.dvcproject import copy_project, dvc, make_project, model_overrides, one_dataset
-from tests.sim_servers import requests_by_key
+from tests.sim_servers import module_server, requests_by_key
 from tracevote.cli.demo import BUILTIN_PROBLEMS, local_dataset
 from tracevote.core.config import load_params
 from tracevote.core.config_endpoints import SimConfig
@@ -91,10 +90,7 @@ HOSTILE: list[tuple[dict[str, Any], str]] = [
 ROWS = REFUSALS + HOSTILE
 
 
-@pytest.fixture(scope="module")
-def server() -> Iterator[str]:
-    with running_server(SimModel(SIM), parse_faults("")) as base_url:
-        yield base_url
+server = module_server(SIM)
 
 
 @pytest.fixture(scope="module")
