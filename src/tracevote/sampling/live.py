@@ -47,6 +47,7 @@ from tracevote.sampling.stream import HOLD_CHUNKS, Streamed
 from tracevote.store.frame_writer import FrameWriter
 from tracevote.store.live import LiveLedger, LiveTrace, StopReason, encode
 from tracevote.store.records import Sample
+from tracevote.store.token_signals import LOG_SCALE_SIGNALS
 
 _STOPPING = (OutageError, QuotaError, StorageError, SpendCapError)
 
@@ -179,7 +180,7 @@ def _stream(client: ChatClient, job: LiveJob, rules: LiveRules, batch_chunks: in
 
     def rule() -> WindowStop | None:
         return None if method is None else WindowStop(method.threshold, rules.group_size,
-                                                    nonnegative=rules.token == "deepconf")
+                                                    nonnegative=rules.token not in LOG_SCALE_SIGNALS)
 
     return stream_trace(client, job.problem.messages, f"{job.problem.problem_id}/{job.index}", rule,
                         max_tokens=rules.max_tokens, cancel=job.cancel, batch_chunks=batch_chunks,
