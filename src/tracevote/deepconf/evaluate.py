@@ -37,11 +37,14 @@ from tracevote.core.config_deepconf import (
 )
 from tracevote.core.errors import ConfigError, DataError
 from tracevote.deepconf.online import OnlineSets, OnlineTrace, replay
+from tracevote.deepconf.passk import over_problems, problem_pass_at_k
 from tracevote.deepconf.results import (
     AggregateResult,
     MethodAccuracy,
     OnlineAccuracy,
     PairedComparison,
+    PassAtK,
+    ProblemPassAtK,
     ProblemResult,
     TieRate,
     WorkingSets,
@@ -244,6 +247,8 @@ def aggregate(scores: pd.DataFrame, cfg: EvalConfig, measures: tuple[str, ...] =
     ties: list[TieRate] = []
     per_problem: list[ProblemResult] = []
     set_counts: list[WorkingSets] = []
+    pass_rows: list[PassAtK] = []
+    pass_problems: list[ProblemPassAtK] = []
     for k in cfg.k:
         sets = [working_sets(p.problem_id, len(p), k, cfg) for p in problems]
         set_counts.append(working_set_counts(sets, k))
@@ -263,6 +268,9 @@ def aggregate(scores: pd.DataFrame, cfg: EvalConfig, measures: tuple[str, ...] =
         tied = np.stack([np.broadcast_to(v.tied, (cfg.repeat,)) for v in votes])
         ties.append(TieRate(k=k, rate=float(tied.mean())))
         per_problem.extend(_problem_results(problems, votes, k, cfg.repeat))
+        at_k = [problem_pass_at_k(p.problem_id, p.correct, k) for p in problems]
+        pass_problems.extend(at_k)
+        pass_rows.append(over_problems(at_k, weights, cfg.ci_level))
     return AggregateResult(
         k=tuple(cfg.k), repeat=cfg.repeat, seed=cfg.seed, tie_break=cfg.tie_break, etas=tuple(cfg.etas),
         measures=tuple(measures),
@@ -273,7 +281,8 @@ def aggregate(scores: pd.DataFrame, cfg: EvalConfig, measures: tuple[str, ...] =
         online_methods=replayed.method_names() if replayed is not None else (),
         online_warmup=replayed.warmup if replayed is not None else None,
         online_consensus=replayed.consensus if replayed is not None else None,
-        paired=tuple(paired_rows), token_signal=signal, top_k=top_k)
+        paired=tuple(paired_rows), token_signal=signal, top_k=top_k, pass_at_k=tuple(pass_rows),
+        pass_at_k_problems=tuple(pass_problems))
 
 
 def online_traces(problems: list[ProblemScores], stops: pd.DataFrame | StopTable) -> list[OnlineTrace]:

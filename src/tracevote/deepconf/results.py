@@ -84,6 +84,35 @@ class WorkingSets:
 
 
 @dataclass(frozen=True)
+class PassAtK:
+    """lm-evaluation-harness's pass@k and avg@k at k = K over the problems (tracevote.deepconf.passk): exact means
+    over every working set of K samples of each problem's pool, not over the eval.repeat drawn ones."""
+
+    k: int
+    pass_at_k: float  # mean over problems of 1 - C(n-c, K)/C(n, K)
+    pass_at_k_std: float  # over working sets, one drawn per problem independently, of the mean over problems
+    avg_at_k: float  # mean over problems of c/n: Pass@1 over the whole pool, whatever K
+    avg_at_k_std: float  # what one working set per problem scatters avg@K by around it (0 when K is every pool)
+    pass_at_k_ci_low: float | None = None  # bootstrap interval over problems at eval.ci_level, as MethodAccuracy's
+    pass_at_k_ci_high: float | None = None
+    avg_at_k_ci_low: float | None = None
+    avg_at_k_ci_high: float | None = None
+
+
+@dataclass(frozen=True)
+class ProblemPassAtK:
+    """One problem's pass@K and avg@K from its pool of n samples, c of them correct (invalid samples are wrong)."""
+
+    problem_id: str
+    k: int
+    samples: int  # n
+    correct: int  # c
+    pass_at_k: float  # 1 - C(n-c, K)/C(n, K)
+    avg_at_k: float  # c/n
+    avg_at_k_std: float  # over its C(n, K) working sets: sqrt(c/n (1 - c/n) / K * (n-K)/(n-1))
+
+
+@dataclass(frozen=True)
 class ProblemResult:
     problem_id: str
     method: str
@@ -164,6 +193,8 @@ class AggregateResult:
     paired: tuple[PairedComparison, ...] = ()  # every (K, method other than pass1 and cons)
     token_signal: str = DEFAULT_SIGNAL  # confidence.token: what the votes' measures average (auroc also has the others)
     top_k: int | None = None  # confidence.top_k it was scored at; None: every entry the pool kept
+    pass_at_k: tuple[PassAtK, ...] = ()  # every K, in k's order
+    pass_at_k_problems: tuple[ProblemPassAtK, ...] = ()  # every (K, problem)
 
     def tie_rate_at(self, k: int) -> float:
         for row in self.ties:
@@ -188,6 +219,10 @@ class AggregateResult:
                 return row
         raise KeyError(f"no working-set count at K={k} (K: {list(self.k)})")
 
+    def pass_at_k_at(self, k: int) -> PassAtK | None:
+        """pass@K and avg@K, or None in an aggregate written before they were."""
+        return next((row for row in self.pass_at_k if row.k == k), None)
+
     def paired_at(self, method: str, k: int) -> PairedComparison | None:
         return next((row for row in self.paired if row.method == method and row.k == k), None)
 
@@ -198,7 +233,8 @@ class AggregateResult:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> AggregateResult:
         rows = {"accuracy": MethodAccuracy, "ties": TieRate, "confidence": ConfidenceSummary,
-                "auroc": Auroc, "problems": ProblemResult, "online": OnlineAccuracy, "paired": PairedComparison}
+                "auroc": Auroc, "problems": ProblemResult, "online": OnlineAccuracy, "paired": PairedComparison,
+                "pass_at_k": PassAtK, "pass_at_k_problems": ProblemPassAtK}
         values = {name: tuple(kind(**row) for row in data.get(name, ())) for name, kind in rows.items()}
         values["working_sets"] = tuple(WorkingSets(**row) for row in data["working_sets"])  # no default: required
         return cls(k=tuple(data["k"]), repeat=data["repeat"], seed=data["seed"], tie_break=data["tie_break"],
