@@ -12,7 +12,7 @@ from tracevote.core.entry import stage_main
 from tracevote.core.fileio import write_json, write_text
 from tracevote.datasets.problems import load_problems
 from tracevote.deepconf.results import AggregateResult
-from tracevote.report import headline, plots, tables
+from tracevote.report import headline, passk, plots, tables
 from tracevote.report.compare import tokens_per_trace
 
 
@@ -33,10 +33,11 @@ def main() -> None:
     stored = orjson.loads(args.aggregate.read_bytes())
     result, simulated = AggregateResult.from_json(stored["result"]), bool(stored["simulated"])
 
-    text = tables.render(result, k, simulated=simulated, model=stored["model"])
+    text = "\n".join([tables.render(result, k, simulated=simulated, model=stored["model"]),
+                      *passk.report_lines(result)])
     print(text)
-    summary = tables.summary_metrics(result, k, simulated=simulated)
-    table = tables.results_table(result, k)
+    summary = tables.summary_metrics(result, k, simulated=simulated) | passk.summary_metrics(result, k)
+    table = tables.results_table(result, k) + passk.table_records(result, k)
     results = {"model": stored["model"], **tables.problem_results(result, k, load_problems(args.problems),
                                                                   simulated=simulated)}
     curve = plots.accuracy_curve(result)
@@ -47,8 +48,8 @@ def main() -> None:
     write_json(args.metrics / "results.json", results)
     write_text(args.metrics / "report.txt", text + "\n")
     write_text(args.metrics / "results.csv", tables.table_csv(table))
-    write_text(args.metrics / "results.md", tables.table_markdown(table, k, result.tie_break, result.ci_level,
-                                                                     simulated=simulated))
+    markdown = tables.table_markdown(table, k, result.tie_break, result.ci_level, simulated=simulated)
+    write_text(args.metrics / "results.md", markdown + (f"\n{passk.TABLE_NOTE}\n" if result.pass_at_k else ""))
     online = tables.online_rows(result)
     write_text(args.metrics / "online.csv", tables.table_csv(online, tables.ONLINE_COLUMNS))
     write_text(args.metrics / "online.md", tables.online_markdown(online, result, simulated=simulated)

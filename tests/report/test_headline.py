@@ -53,8 +53,8 @@ def test_online_markdown_gives_tokens_per_problem_like_every_other_table(online_
 def test_deepconf_headlines_are_rows_of_one_short_table_of_methods(online_result) -> None:
     headlines = headline.deepconf_headlines(online_result, 12, 7.0, simulated=True)
     low = online_result.online_at("online_low", 12)
-    # every method the report ranks, in its order, then the online methods
-    assert list(headlines) == [*online_result.methods, "online_low", "online_high"]
+    # every method the report ranks, in its order, then the online methods, then pass@K and avg@K
+    assert list(headlines) == [*online_result.methods, "online_low", "online_high", "pass_at_k", "avg_at_k"]
     assert {"avg", "avg_top10", "tail", "tail_top10"} <= set(headlines)
     pass1 = online_result.accuracy_at("pass1", 12)
     assert headlines["pass1"] == {"simulated": True, "problems": 4, "k": 1, "tokens_per_problem": 7.0,
@@ -73,16 +73,24 @@ def test_deepconf_headlines_are_rows_of_one_short_table_of_methods(online_result
                                        "ci_high_pct": round(100 * low.ci_high, 2),
                                        "tokens_per_problem": round(low.tokens, 1),
                                        "saved_pct": round(100 * low.savings, 2)}
+    exact = online_result.pass_at_k_at(12)
+    assert headlines["pass_at_k"] == {"simulated": True, "problems": 4, "k": 12, "tokens_per_problem": 84.0,
+                                      "accuracy_pct": round(100 * exact.pass_at_k, 2),
+                                      "ci_low_pct": round(100 * exact.pass_at_k_ci_low, 2),
+                                      "ci_high_pct": round(100 * exact.pass_at_k_ci_high, 2)}
+    assert headlines["avg_at_k"]["accuracy_pct"] == round(100 * exact.avg_at_k, 2)
     keys = set().union(*headlines.values())  # the columns of `dvc metrics show`: a handful
     assert keys == {"simulated", "problems", "k", "accuracy_pct", "ci_low_pct", "ci_high_pct", "tokens_per_problem",
                     "saved_pct"}
     below_warmup = headline.deepconf_headlines(online_result, 2, 7.0, simulated=False)
-    assert list(below_warmup) == list(online_result.methods)
+    assert list(below_warmup) == [*online_result.methods, "pass_at_k", "avg_at_k"]
 
 
 def test_without_a_bootstrap_the_headlines_have_no_interval(online_result) -> None:
     plain = replace(online_result, accuracy=tuple(replace(row, ci_low=None, ci_high=None)
-                                                  for row in online_result.accuracy), online=())
+                                                  for row in online_result.accuracy), online=(),
+                    pass_at_k=tuple(replace(row, pass_at_k_ci_low=None, pass_at_k_ci_high=None, avg_at_k_ci_low=None,
+                                            avg_at_k_ci_high=None) for row in online_result.pass_at_k))
     headlines = headline.deepconf_headlines(plain, 12, 7.0, simulated=False)
     assert set().union(*headlines.values()) == {"simulated", "problems", "k", "accuracy_pct", "tokens_per_problem"}
 

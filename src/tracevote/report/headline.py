@@ -12,6 +12,8 @@ quantity is the same. Accuracy in percent to two decimals (`accuracy_pct`), toke
                                          k 1 (one trace's tokens), cons and each confidence measure's weighted,
                                          top-10% and top-90% votes at report.k (K traces' tokens each)
     deepconf/<dataset>/online_low.json  the same, and "saved_pct": the share of Cons@K's tokens it did not spend
+    deepconf/<dataset>/pass_at_k.json   the same keys as a method's, for lm-evaluation-harness's pass@K and avg@K
+    deepconf/<dataset>/avg_at_k.json    at report.k (tracevote.deepconf.passk): exact means over every working set
     online_live/<dataset>/online_<m>.json  a live run's method: the same keys (tokens billed), "usd_per_problem", how
                                          its traces ended, and on the same traces of a pool "saved_pct",
                                          "cons_accuracy_pct", "cons_tokens_per_problem", "replay_accuracy_pct",
@@ -44,14 +46,16 @@ from tracevote.critique.metrics import scores
 from tracevote.critique.results import CritiqueResult
 from tracevote.debate.results import DebateResult
 from tracevote.deepconf.results import AggregateResult
+from tracevote.report import passk
 from tracevote.report.tables import headline_rows, percent
 
 
 def deepconf_headlines(result: AggregateResult, k: int, tokens_per_trace: float, *,
                        simulated: bool) -> dict[str, dict[str, Any]]:
     """Every method the report ranks at the report's K, in its order: Pass@1 (one trace), Cons@K, each
-    measure's weighted and filtered votes, then each online method. Voting at K spends K traces' tokens
-    (report.compare's measure); an online method what its traces spent before they stopped."""
+    measure's weighted and filtered votes, then each online method, then lm-evaluation-harness's pass@K and avg@K
+    (report.passk; K traces each). Voting at K spends K traces' tokens (report.compare's measure); an online method
+    what its traces spent before they stopped."""
     common = {"simulated": simulated, "problems": result.validity.n_problems}
     headlines = {}
     for row in headline_rows(result, k):
@@ -62,6 +66,10 @@ def deepconf_headlines(result: AggregateResult, k: int, tokens_per_trace: float,
         headlines[online.method] = {**common, "k": k, **_accuracy(online.mean, online.ci_low, online.ci_high),
                                     "tokens_per_problem": round(online.tokens, 1),
                                     "saved_pct": percent(online.savings)}
+    exact = result.pass_at_k_at(k)
+    for name, (mean, _, low, high) in ({} if exact is None else passk.figures(exact)).items():
+        headlines[name] = {**common, "k": k, **_accuracy(mean, low, high),
+                           "tokens_per_problem": round(k * tokens_per_trace, 1)}
     return headlines
 
 

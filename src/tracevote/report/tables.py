@@ -320,7 +320,8 @@ def table_markdown(records: list[dict[str, Any]], k: int, tie_break: str, ci_lev
                  f"{record['std_pct']:.2f}",
                  _interval(record["ci_low_pct"], record["ci_high_pct"]), f"{record['fractional_pct']:.2f}",
                  f"{record['tie_rule_pts']:+.2f}", versus,
-                 "" if record["vs_cons_p"] is None else f"{record['vs_cons_p']:.3f}", str(record["working_sets"])]
+                 "" if record["vs_cons_p"] is None else f"{record['vs_cons_p']:.3f}",
+                 "all" if record["working_sets"] is None else str(record["working_sets"])]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
