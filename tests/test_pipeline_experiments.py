@@ -9,6 +9,7 @@ import json
 import re
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import yaml
 
@@ -44,14 +45,21 @@ def test_metrics_show_lists_the_one_method_that_ran_without_a_warning(built: Pat
     result = dvc(built, "metrics", "show")
     assert "failed to load" not in (result.stdout + result.stderr).lower()
     rows = [line.split()[0] for line in result.stdout.splitlines()[1:]]
-    # a row per method the report ranks, offline and online (the fixture's one eta: top-10% only)
-    methods = ["avg", "avg_top10", "avg_top90", "bottom10", "bottom10_top10", "bottom10_top90", "cons", "lowest",
-               "lowest_top10", "lowest_top90", "online_high", "online_low", "pass1", "tail", "tail_top10",
-               "tail_top90"]
+    # a row per method the report ranks, offline and online (the fixture's one eta: top-10% only), and pass@K, avg@K
+    methods = ["avg", "avg_at_k", "avg_top10", "avg_top90", "bottom10", "bottom10_top10", "bottom10_top90", "cons",
+               "lowest", "lowest_top10", "lowest_top90", "online_high", "online_low", "pass1", "pass_at_k", "tail",
+               "tail_top10", "tail_top90"]
     assert rows == [f"metrics/headline/deepconf/toy/{name}.json" for name in methods]
     header = result.stdout.splitlines()[0].split()
     assert header == ["Path", "accuracy_pct", "ci_high_pct", "ci_low_pct", "k", "problems", "saved_pct", "simulated",
                       "tokens_per_problem"]
+    # report.k is the pool (16): pass@16 is the share of problems with a correct sample, avg@16 the share of correct
+    scores = pd.read_parquet(built / "data/scores/toy.parquet")
+    correct = scores.groupby("problem_id")["correct"]
+    shown = {name: json.loads((built / f"metrics/headline/deepconf/toy/{name}.json").read_text())
+             for name in ("pass_at_k", "avg_at_k")}
+    assert shown["pass_at_k"]["k"] == 16 and shown["pass_at_k"]["accuracy_pct"] == round(100 * correct.any().mean(), 2)
+    assert shown["avg_at_k"]["accuracy_pct"] == round(100 * correct.mean().mean(), 2)
 
 
 EXPERIMENTS_DOC = REPO_ROOT / "docs" / "experiments.md"

@@ -8,9 +8,9 @@ eval.k (every K is at most the smallest pool: the aggregate refuses a larger one
   Computed as 1 - prod_{i=n-c+1..n} (1 - K/i), their numerically stable product (no factorials), as
   lm-evaluation-harness's `_pass_at_k` (lm_eval/tasks/cruxeval/utils.py) and Hugging Face's code_eval compute it.
   `pass_at_k(4, 1, 2)` is 1 - C(3,2)/C(4,2) = 1 - 3/6 = 0.5.
-- avg@K = the mean correctness of a working set's K samples (lm-evaluation-harness's `avg_at_k`: correct among the
-  K samples, over K). Over the pool's working sets its mean is c/n, Pass@1 over the whole pool, whatever K; what
-  K changes is its spread: one working set's avg@K scatters around c/n with std
+- avg@K = the mean correctness of a working set's K samples (the `avg_at_k` of lm-evaluation-harness's AIME pull
+  request below: correct among the K samples, over K). Over the pool's working sets its mean is c/n, Pass@1 over
+  the whole pool, whatever K; what K changes is its spread: one working set's avg@K scatters around c/n with std
   sqrt(c/n (1 - c/n) / K * (n-K)/(n-1)) (the hypergeometric draw's, 0 at K = n). lm-evaluation-harness scores its
   avg@k on one set (the first k of its repeats) and reports only the spread over problems (the standard error of
   the mean over documents); we report the mean over all sets and, besides the bootstrap interval over problems, this
