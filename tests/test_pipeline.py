@@ -56,7 +56,8 @@ def small_sim_params(problems: Path = BUILTIN_PROBLEMS, **model: Any) -> dict[st
 
 
 def summary_methods(summary: dict[str, Any]) -> list[str]:
-    """The offline methods of a report's summary.json: pass1, cons, each measure's weighted and filtered votes."""
+    """The offline methods of a report's summary.json: pass1, cons, each measure's weighted and filtered votes; and
+    pass_at_k, avg_at_k, which have a headline file each too."""
     return [key.removesuffix("_std_pct") for key in summary
             if key.endswith("_std_pct") and not key.startswith("online_")]
 

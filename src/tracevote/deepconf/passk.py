@@ -43,7 +43,11 @@ from tracevote.deepconf.working_sets import pool_too_small
 
 def pass_at_k(n: int, c: int, k: int) -> float:
     """1 - C(n-c, k)/C(n, k): the chance that k of n samples, c of them correct, drawn without replacement hold a
-    correct one. pass_at_k(4, 1, 2) -> 0.5; pass_at_k(4, 0, 2) -> 0.0; pass_at_k(4, 3, 2) -> 1.0."""
+    correct one.
+
+    >>> pass_at_k(4, 1, 2), pass_at_k(4, 0, 2), pass_at_k(4, 3, 2)
+    (0.5, 0.0, 1.0)
+    """
     _check_counts(n, c, k)
     if n - c < k:  # every set of k holds a correct sample
         return 1.0
@@ -51,8 +55,11 @@ def pass_at_k(n: int, c: int, k: int) -> float:
 
 
 def avg_at_k_std(n: int, c: int, k: int) -> float:
-    """Std of the mean correctness of k of n samples (c correct) drawn without replacement:
-    avg_at_k_std(4, 2, 2) -> sqrt(0.25 / 2 * 2 / 3) = 0.2887; 0.0 at k = n."""
+    """Std of the mean correctness of k of n samples (c correct) drawn without replacement; 0.0 at k = n.
+
+    >>> round(avg_at_k_std(4, 2, 2), 4), avg_at_k_std(4, 2, 4)  # sqrt(0.25 / 2 * 2 / 3)
+    (0.2887, 0.0)
+    """
     _check_counts(n, c, k)
     if n == 1:
         return 0.0
