@@ -27,7 +27,6 @@ from tracevote.datasets.local import read_local_rows
 from tracevote.datasets.normalize import normalize_dataset
 from tracevote.datasets.pool_steps import Trace, derive_rows, generator_problems
 from tracevote.datasets.problems import normalize_rows
-from tracevote.store.pool import pool_texts
 
 
 def main() -> None:
@@ -64,6 +63,8 @@ def main() -> None:
 
 def _pool_rows(name: str, source: SourceConfig, pool: DatasetConfig, raw_folder: Path) -> list[dict[str, Any]]:
     """The rows of dataset `name` made of the traces of its source's pool (datasets.pool_steps.derive_rows)."""
+    from tracevote.store.pool import pool_texts  # here: only a pool source reads a pool, and fetch runs per dataset
+
     assert source.pool is not None
     raw = raw_folder / f"{source.pool}.jsonl"  # as dvc.yaml names fetch@<pool>'s output: a dataset key, no path
     check_inside(raw_folder, raw)

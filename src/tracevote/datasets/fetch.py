@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
-import requests
 
 from tracevote.core.config_datasets import SourceConfig
 from tracevote.core.errors import DataError, FetchError
 from tracevote.core.retry import TransientError, call_with_retries, parse_retry_after
 from tracevote.datasets.local import Row, read_local_rows
+
+if TYPE_CHECKING:
+    import requests
 
 PAGE_LENGTH = 100  # the rows API serves at most 100 rows a request
 
@@ -33,6 +35,8 @@ def fetch_rows(source: SourceConfig, *, attempts: int = 6, max_elapsed_s: float 
 
 def fetch_hub_rows(source: SourceConfig, *, attempts: int, max_elapsed_s: float) -> list[Row]:
     """Page through `GET {api_url}/rows` until `num_rows_total` rows are in."""
+    import requests  # here, not at the top: a local source, fetched on every project's first run, never needs it
+
     rows: list[Row] = []
     total: int | None = None
     with requests.Session() as session:
@@ -52,6 +56,8 @@ def _get_page(session: requests.Session, source: SourceConfig, offset: int, atte
     url = source.api_url.rstrip("/") + "/rows"
     query = {"dataset": source.hf_dataset, "config": source.hf_config, "split": source.hf_split,
              "offset": offset, "length": PAGE_LENGTH}
+
+    import requests
 
     def attempt() -> dict[str, Any]:
         try:

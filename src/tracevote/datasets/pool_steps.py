@@ -19,8 +19,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from tracevote.core.errors import DataError, listed
 from tracevote.datasets.problems import Problem
 from tracevote.datasets.tinymath import first_wrong_value, step_values
@@ -121,6 +119,8 @@ def choose(solutions: Sequence[Solution], per_problem: int | None, seed: int, pr
         return sorted(solutions, key=lambda s: s.sample_id)
     n_right = min(len(right), max(per_problem // 2, per_problem - len(wrong)))
     n_wrong = min(len(wrong), per_problem - n_right)
+    import numpy as np  # here: fetch and check_params import this module for every dataset, few draw solutions
+
     digest = int.from_bytes(hashlib.sha256(problem_id.encode()).digest()[:8], "big")
     rng = np.random.default_rng([seed, digest])
     picked = [right[i] for i in rng.permutation(len(right))[:n_right]]

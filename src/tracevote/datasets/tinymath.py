@@ -14,9 +14,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
 GENERATOR_VERSION = "tinymath-1"
 # training problems come from seed + offset, its probes from seed + 2 * offset, the held-out set from its own seed
@@ -127,6 +128,8 @@ def make_problem(rng: np.random.Generator, index: int, difficulty: Difficulty = 
 
 def generate(seed: int, count: int, difficulty: Difficulty = DEFAULT) -> list[Problem]:
     """`count` problems, the same for the same seed, difficulty and GENERATOR_VERSION."""
+    import numpy as np  # here: pool_steps, which fetch and check_params load for every dataset, needs no numpy
+
     rng = np.random.default_rng(seed)
     return [make_problem(rng, index, difficulty) for index in range(count)]
 
