@@ -14,6 +14,7 @@ from typing import Any
 from tracevote.core.config import Params
 from tracevote.explorer.pool_inputs import PoolInputs, ProblemRows, pool_sources, read_pool
 from tracevote.explorer.sitefiles import SiteWriter
+from tracevote.explorer.trace_data import TraceSource, open_traces, trace_sections
 from tracevote.report.tables import method_label
 
 RIGHT_ABOVE = 0.5  # a method is right on a problem when its accuracy over working sets exceeds this
@@ -25,7 +26,7 @@ def sections(writer: SiteWriter, params: Params, root: Path) -> list[dict[str, A
     entries = []
     for number, source in enumerate(pool_sources(params, root)):
         pool = read_pool(source, root, params.report.k)
-        entries.append(write_pool(writer, number, pool, params.report.k))
+        entries.append(write_pool(writer, number, pool, params.report.k, open_traces(source.paths, root, params)))
     return entries
 
 
@@ -34,8 +35,10 @@ def pool_label(pool: PoolInputs) -> str:
     return f"DeepConf pool: {paths.dataset} ({paths.endpoint})"
 
 
-def write_pool(writer: SiteWriter, number: int, pool: PoolInputs, k: int) -> dict[str, Any]:
-    """data/pool<number>/index.js and each problem's p<i>.js; returns the site index's entry."""
+def write_pool(writer: SiteWriter, number: int, pool: PoolInputs, k: int,
+               samples: TraceSource | None = None) -> dict[str, Any]:
+    """data/pool<number>/index.js and each problem's p<i>.js (and its trace pages' files, where the pool's samples
+    are at hand: `samples`); returns the site index's entry."""
     methods = list(pool.result.methods)
     results = method_results(pool, k)
     rows = []
@@ -44,8 +47,9 @@ def write_pool(writer: SiteWriter, number: int, pool: PoolInputs, k: int) -> dic
         traces = pool.rows.get(problem.id)
         by_method = results.get(problem.id, {})
         rows.append(index_row(i, problem.id, str(problem.answer), traces, by_method, methods))
-        writer.put(f"pool{number}/p{i}", problem_page(number, i, problem.id, problem.problem, str(problem.answer),
-                                                      traces, by_method, pool, k))
+        page = problem_page(number, i, problem.id, problem.problem, str(problem.answer), traces, by_method, pool, k)
+        page["trace_data"] = None if samples is None else trace_sections(writer, number, i, problem.id, samples)
+        writer.put(f"pool{number}/p{i}", page)
     header = pool_header(pool, k)
     writer.put(f"pool{number}/index", {**header, "problems": rows})
     solved = sum(1 for row in rows if row["cons_right"])
