@@ -183,9 +183,6 @@ def _round(value: float | None) -> float | None:
     return None if value is None or not np.isfinite(value) else round(value, CONF_DIGITS)
 
 
-def chunk_of(position: int) -> int:
-    """The chunk file holding the trace at `position` among its problem's samples (ascending ids)."""
-    return position // CHUNK
 
 
 # --- the files of a pool's trace pages ------------------------------------------------------------------
@@ -223,10 +220,12 @@ def open_traces(paths: ModelPaths, root: Path, params: Params) -> TraceSource | 
     return TraceSource(Pool(pool_root), scores, stops, params)
 
 
-def trace_sections(writer: SiteWriter, number: int, i: int, problem_id: str, source: TraceSource) -> str | None:
+def trace_sections(writer: SiteWriter, number: int, i: int, problem_id: str, source: TraceSource, *,
+                   chunk: int = CHUNK) -> str | None:
     """Write problem `i` of pool `number`'s trace files: data/pool<number>/p<i>/traces.js (the thresholds and
-    which chunk holds each trace), p<i>/c<j>.js (CHUNK traces each, in the pool log's order) and p<i>/c<j>_top.js
-    (their alternatives). Returns the index's data path, or None when the score table has no row of the problem."""
+    which chunk holds each trace), p<i>/c<j>.js (`chunk` traces each, in the pool log's order: one pass over the log,
+    a chunk in memory at a time) and p<i>/c<j>_top.js (their alternatives). Returns the index's data path, or None
+    when the score table has no row of the problem."""
     if problem_id not in source.scores:
         return None
     ids, lowest, n_tokens = source.scores[problem_id]
@@ -259,7 +258,7 @@ def trace_sections(writer: SiteWriter, number: int, i: int, problem_id: str, sou
         has_top = has_top or sample.top_logprobs is not None
         keeps_strings = keeps_strings or sample.top_tokens is not None
         tops.append(top_record(sample))
-        if len(records) == CHUNK:
+        if len(records) == chunk:
             flush()
     if records:
         flush()
