@@ -25,6 +25,7 @@ from tracevote.explorer.trace_data import (
     thresholds,
     trace_record,
     trace_sections,
+    unpacked_top,
     utf16_lengths,
     window_curve,
     would_stop,
@@ -161,7 +162,7 @@ def test_trace_sections_writes_every_trace_once_in_chunks(project: PoolProject, 
             sample = samples[top["id"]]
             assert top["top_tokens"] == sample.top_tokens
             expected = np.round(sample.top_logprobs.astype(np.float64), 2) + 0.0
-            assert top["top"] == [[None if np.isnan(v) else v for v in row] for row in expected.tolist()]
+            np.testing.assert_array_equal(unpacked_top(top["top"], top["k"]), expected)
 
 
 def test_a_project_without_the_pools_samples_has_no_trace_files(project: PoolProject, tmp_path: Path) -> None:

@@ -19,13 +19,14 @@ Per problem (`thresholds`): each method's threshold is the median over the aggre
 the percentile of the warmup traces' lowest-group confidences (deepconf.online.replay; its range beside it). The
 replay draws a threshold per working set, so a trace page shows the typical one: a departure documented in
 docs/explorer.md.
-The alternatives (`top`: each token's top-k logprobs rounded to 2 decimals, null where absent; `top_tokens`: their
-strings where the pool keeps them, pool.keep_top_tokens) go to a file of their own per chunk, loaded only when a
-reader opens a token: they are most of a trace's bytes.
+The alternatives (`top`: each token's top-k logprobs rounded to 2 decimals, packed as base64 of uint16:
+packed_top; `top_tokens`: their strings where the pool keeps them, pool.keep_top_tokens) go to a file of their own
+per chunk, loaded only when a reader opens a token: they are most of a trace's bytes.
 """
 
 from __future__ import annotations
 
+import base64
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,6 +48,7 @@ from tracevote.store.token_signals import trace_signal
 
 CHUNK = 64  # traces per chunk file
 CONF_DIGITS, TOP_DIGITS = 3, 2
+ABSENT = 65535  # a packed top-k entry the server did not send
 COLOUR_PERCENTILES = (5, 95)
 _SURROGATE = re.compile("[\ud800-\udfff]")  # a token cut inside a character: one UTF-16 unit either way
 
@@ -160,12 +162,33 @@ def trace_record(sample: Sample, cfg: ConfidenceConfig, stops: dict[str, int | N
 
 
 def top_record(sample: Sample) -> dict[str, Any]:
-    """A trace's alternatives: each token's top-k logprobs (rows best first) and, where kept, their strings."""
+    """A trace's alternatives: each token's top-k logprobs (rows best first, packed: `packed_top`) and, where kept,
+    their strings."""
     top = sample.top_logprobs
-    rows = [] if top is None else [rounded(row, TOP_DIGITS) for row in np.asarray(top, dtype=np.float64)]
     strings = sample.top_tokens
-    return {"id": sample.sample_id, "top": rows if top is not None else None,
+    return {"id": sample.sample_id, "k": None if top is None else int(np.shape(top)[1]),
+            "top": None if top is None else packed_top(top),
             "top_tokens": None if strings is None else [[_SURROGATE.sub("\ufffd", s) for s in row] for row in strings]}
+
+
+def packed_top(top: np.ndarray) -> str:
+    """Top-k rows [n, k] as base64 of little-endian uint16, row after row: minus each logprob in hundredths of a nat
+    (rounded; 0 for a logprob above 0, at most 65534), 65535 where absent. 2.7 bytes an entry where JSON numbers of
+    two decimals take ~6.5; the page reads them back with atob and a DataView.
+
+    >>> packed_top(np.array([[-0.004, -8.416, np.nan]]))
+    'AABKA///'
+    """
+    hundredths = np.round(-np.asarray(top, dtype=np.float64) * 10 ** TOP_DIGITS)
+    with np.errstate(invalid="ignore"):
+        values = np.where(np.isnan(hundredths), ABSENT, np.clip(hundredths, 0, ABSENT - 1))
+    return base64.b64encode(values.astype("<u2").tobytes()).decode("ascii")
+
+
+def unpacked_top(packed: str, k: int) -> np.ndarray:
+    """`packed_top`'s rows back, float64 [n, k], NaN where absent (what the page shows)."""
+    values = np.frombuffer(base64.b64decode(packed), dtype="<u2").reshape(-1, k).astype(np.float64)
+    return np.where(values == ABSENT, np.nan, -values / 10 ** TOP_DIGITS) + 0.0
 
 
 def live_stop(method: str, threshold: float | None, kept: int, received: int, reason: str) -> dict[str, Any]:

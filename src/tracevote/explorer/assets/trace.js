@@ -135,6 +135,23 @@
   }
 
   // The panel of one token: its confidence, chosen logprob and alternatives.
+  const ABSENT = 65535;  // trace_data.packed_top: minus each logprob in hundredths of a nat, uint16, base64
+
+  function topRow(top, k) {
+    if (!top.rows) {
+      const bytes = Uint8Array.from(atob(top.top), c => c.charCodeAt(0));
+      top.rows = new DataView(bytes.buffer);
+    }
+    const row = [];
+    for (let rank = 0; rank < top.k; rank++) {
+      const at = 2 * (k * top.k + rank);
+      if (at + 2 > top.rows.byteLength) break;
+      const value = top.rows.getUint16(at, true);
+      row.push(value === ABSENT ? null : -value / 100);
+    }
+    return row;
+  }
+
   let shown = 0;  // the latest token asked for: an earlier one's alternatives arriving late are dropped
 
   async function showToken(panel, trace, texts, k, loadTop) {
@@ -150,7 +167,7 @@
       panel.setAttribute("data-ready", "true");
       return;
     }
-    const row = top.top[k] || [];
+    const row = topRow(top, k);
     const strings = top.top_tokens ? top.top_tokens[k] || [] : null;
     const rows = row.map((logprob, rank) => el("tr", {"data-rank": rank, "data-logprob": logprob === null ? "" : logprob,
                                                        "data-token": strings ? strings[rank] : null},
