@@ -25,6 +25,7 @@ from tracevote.explorer.trace_data import (
     thresholds,
     trace_record,
     trace_sections,
+    unpacked_strings,
     unpacked_top,
     utf16_lengths,
     window_curve,
@@ -158,9 +159,11 @@ def test_trace_sections_writes_every_trace_once_in_chunks(project: PoolProject, 
     samples = samples_of(project, problem_id)
     for j, ids in enumerate(index["chunks"]):
         assert [t["id"] for t in read_data(site, f"pool0/p3/c{j}")["traces"]] == ids
-        for top in read_data(site, f"pool0/p3/c{j}_top")["traces"]:
+        chunk = read_data(site, f"pool0/p3/c{j}_top")
+        assert [t["id"] for t in chunk["traces"]] == ids
+        for top in chunk["traces"]:
             sample = samples[top["id"]]
-            assert top["top_tokens"] == sample.top_tokens
+            assert unpacked_strings(chunk, top) == sample.top_tokens
             expected = np.round(sample.top_logprobs.astype(np.float64), 2) + 0.0
             np.testing.assert_array_equal(unpacked_top(top["top"], top["k"]), expected)
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import base64
 import re
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -172,22 +173,66 @@ def top_record(sample: Sample) -> dict[str, Any]:
 
 
 def packed_top(top: np.ndarray) -> str:
-    """Top-k rows [n, k] as base64 of little-endian uint16, row after row: minus each logprob in hundredths of a nat
-    (rounded; 0 for a logprob above 0, at most 65534), 65535 where absent. 2.7 bytes an entry where JSON numbers of
-    two decimals take ~6.5; the page reads them back with atob and a DataView.
+    """Top-k rows [n, k] as little-endian uint16, row after row, `packed`: minus each logprob in hundredths of a nat
+    (rounded; 0 for a logprob above 0, at most 65534), 65535 where absent. ~1.7 bytes an entry where JSON numbers
+    of two decimals take ~6.5; the page reads them back with a DataView.
 
-    >>> packed_top(np.array([[-0.004, -8.416, np.nan]]))
-    'AABKA///'
+    >>> unpacked_top(packed_top(np.array([[-0.004, -8.416, np.nan]])), 3).tolist()
+    [[0.0, -8.42, nan]]
     """
     hundredths = np.round(-np.asarray(top, dtype=np.float64) * 10 ** TOP_DIGITS)
     with np.errstate(invalid="ignore"):
         values = np.where(np.isnan(hundredths), ABSENT, np.clip(hundredths, 0, ABSENT - 1))
-    return base64.b64encode(values.astype("<u2").tobytes()).decode("ascii")
+    return packed(values.astype("<u2").tobytes())
 
 
-def unpacked_top(packed: str, k: int) -> np.ndarray:
+def packed(data: bytes) -> str:
+    """zlib's deflate of `data` (the page inflates it with the browser's own DecompressionStream("deflate")), as
+    base64: rows of alternatives repeat, and deflate takes a third to nine tenths off them."""
+    return base64.b64encode(zlib.compress(data, 6)).decode("ascii")
+
+
+def unpacked(text: str) -> bytes:
+    return zlib.decompress(base64.b64decode(text))
+
+
+def top_chunk(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """The alternatives' file of a chunk: `top_record`s whose strings are replaced by indices into one vocabulary of
+    the chunk's distinct strings (`vocab`), little-endian uint16 (uint32 past 65,536 strings: `width` bytes),
+    `packed`. Alternatives repeat: lists of strings took ~125 bytes a token at top-20.
+
+    >>> chunk = top_chunk([{"id": 0, "k": 2, "top": "", "top_tokens": [["a", "b"], ["b", "a"]]}])
+    >>> chunk["vocab"], chunk["width"], unpacked_strings(chunk, chunk["traces"][0])
+    (['a', 'b'], 2, [['a', 'b'], ['b', 'a']])
+    """
+    vocab: dict[str, int] = {}
+    traces = []
+    for record in records:
+        rows, k = record["top_tokens"], record["k"]
+        # a row of fewer strings than k (llama.cpp's, whose logprobs are absent there) is padded with ""
+        indices = None if rows is None or k is None else [
+            vocab.setdefault(string, len(vocab)) for row in rows for string in [*row[:k], *[""] * (k - len(row))]]
+        traces.append({**record, "top_tokens": indices})
+    width = 2 if len(vocab) <= 65536 else 4
+    for trace in traces:
+        if trace["top_tokens"] is not None:
+            strings = np.asarray(trace["top_tokens"], dtype="<u2" if width == 2 else "<u4").tobytes()
+            trace["top_tokens"] = packed(strings)
+    return {"vocab": list(vocab), "width": width, "traces": traces}
+
+
+def unpacked_strings(chunk: dict[str, Any], trace: dict[str, Any]) -> list[list[str]] | None:
+    """A trace's alternatives' strings back from its chunk (`top_chunk`), rows of k."""
+    if trace["top_tokens"] is None:
+        return None
+    indices = np.frombuffer(unpacked(trace["top_tokens"]), dtype="<u2" if chunk["width"] == 2 else "<u4")
+    strings = [chunk["vocab"][i] for i in indices.tolist()]
+    return [strings[at:at + trace["k"]] for at in range(0, len(strings), trace["k"])]
+
+
+def unpacked_top(text: str, k: int) -> np.ndarray:
     """`packed_top`'s rows back, float64 [n, k], NaN where absent (what the page shows)."""
-    values = np.frombuffer(base64.b64decode(packed), dtype="<u2").reshape(-1, k).astype(np.float64)
+    values = np.frombuffer(unpacked(text), dtype="<u2").reshape(-1, k).astype(np.float64)
     return np.where(values == ABSENT, np.nan, -values / 10 ** TOP_DIGITS) + 0.0
 
 
@@ -265,7 +310,7 @@ def trace_sections(writer: SiteWriter, number: int, i: int, problem_id: str, sou
         chunks.append([record["id"] for record in records])
         writer.put(f"pool{number}/p{i}/c{j}", {"traces": records.copy()})
         if has_top:
-            writer.put(f"pool{number}/p{i}/c{j}_top", {"traces": tops.copy()})
+            writer.put(f"pool{number}/p{i}/c{j}_top", top_chunk(tops))
         records.clear()
         tops.clear()
 

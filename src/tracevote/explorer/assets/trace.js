@@ -137,11 +137,14 @@
   // The panel of one token: its confidence, chosen logprob and alternatives.
   const ABSENT = 65535;  // trace_data.packed_top: minus each logprob in hundredths of a nat, uint16, base64
 
+  // trace_data.packed: base64 of zlib's deflate, inflated by the browser's own DecompressionStream
+  async function inflated(text) {
+    const bytes = Uint8Array.from(atob(text), c => c.charCodeAt(0));
+    const stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("deflate"));
+    return new DataView(await new Response(stream).arrayBuffer());
+  }
+
   function topRow(top, k) {
-    if (!top.rows) {
-      const bytes = Uint8Array.from(atob(top.top), c => c.charCodeAt(0));
-      top.rows = new DataView(bytes.buffer);
-    }
     const row = [];
     for (let rank = 0; rank < top.k; rank++) {
       const at = 2 * (k * top.k + rank);
@@ -150,6 +153,17 @@
       row.push(value === ABSENT ? null : -value / 100);
     }
     return row;
+  }
+
+  // trace_data.top_chunk: each alternative's string as an index into the chunk's vocabulary (uint16 or uint32)
+  function topStrings(top, k) {
+    const width = top.chunk.width, strings = [];
+    for (let rank = 0; rank < top.k; rank++) {
+      const at = width * (k * top.k + rank);
+      if (at + width > top.indices.byteLength) break;
+      strings.push(top.chunk.vocab[width === 2 ? top.indices.getUint16(at, true) : top.indices.getUint32(at, true)]);
+    }
+    return strings;
   }
 
   let shown = 0;  // the latest token asked for: an earlier one's alternatives arriving late are dropped
@@ -168,7 +182,7 @@
       return;
     }
     const row = topRow(top, k);
-    const strings = top.top_tokens ? top.top_tokens[k] || [] : null;
+    const strings = top.top_tokens ? topStrings(top, k) : null;
     const rows = row.map((logprob, rank) => el("tr", {"data-rank": rank, "data-logprob": logprob === null ? "" : logprob,
                                                        "data-token": strings ? strings[rank] : null},
       el("td", {class: "number"}, String(rank + 1)),
@@ -236,7 +250,12 @@
     let topChunk = null;
     const loadTop = async () => {
       if (!index.has_top) return null;
-      if (!topChunk) topChunk = (await TV.need(`pool${n}/p${i}/c${j}_top`)).traces.find(t => t.id === sampleId);
+      if (!topChunk) {
+        const chunk = await TV.need(`pool${n}/p${i}/c${j}_top`);
+        const trace = chunk.traces.find(t => t.id === sampleId);
+        topChunk = {...trace, chunk, rows: trace.top ? await inflated(trace.top) : null,
+                    indices: trace.top_tokens ? await inflated(trace.top_tokens) : null};
+      }
       return topChunk;
     };
     const panel = el("aside", {class: "tv-token-panel", id: "tv-token-panel"},
