@@ -15,7 +15,7 @@ import dataclasses
 import time
 
 from bench.bench_pool import responses
-from tests.conftest import FIXTURE_PARAMS
+from bench.synthetic_pool import FIXTURE_PARAMS
 from tracevote.core.config import load_params
 from tracevote.explorer.sitefiles import script_json
 from tracevote.explorer.trace_data import CHUNK, top_chunk, top_record, trace_record

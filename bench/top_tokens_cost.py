@@ -59,7 +59,7 @@ def cost_of(bodies: list[bytes], top_k: int) -> Cost:
 
 
 def main() -> None:
-    rows = {"simulated model (SIMULATED; 8 replies, ~3,000 tokens)": cost_of(responses(8, 3000), 20)}
+    rows = {"simulated model (SIMULATED; 8 replies, ~3,600 tokens)": cost_of(responses(8, 3000), 20)}
     rows |= {name: cost_of([reply_body(FIXTURES / path)], 20) for name, path in REAL_REPLIES.items()}
     print(f"{'replies':<55} {'tokens':>7} {'B/token without':>16} {'with strings':>13} {'cost B/token':>13}")
     for name, cost in rows.items():

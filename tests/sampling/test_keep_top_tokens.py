@@ -11,6 +11,7 @@ import orjson
 import pytest
 import yaml
 
+from bench.top_tokens_cost import FIXTURES, cost_of, reply_body
 from tests.conftest import FIXTURE_PARAMS
 from tests.sampling.test_build import make_workdir, run_build, sim_server, the_pool
 from tests.store.test_framing_codec import make_sample
@@ -85,3 +86,9 @@ def test_strings_without_the_top_k_are_refused_in_one_line(tmp_path: Path) -> No
             "beside the top-k logprobs")
     with pytest.raises(ConfigError, match=re.escape(f"{path}: {says}")):
         load_params(path)
+
+
+def test_the_cost_is_measured_on_a_recorded_engine_reply() -> None:
+    """bench.top_tokens_cost, whose figures docs/pool-store.md quotes, on llama.cpp's recorded top-20 reply."""
+    cost = cost_of([reply_body(FIXTURES / "llamacpp" / "chat_top20.json")], 20)
+    assert cost.tokens > 0 and cost.with_strings > cost.without and cost.per_token > 0
