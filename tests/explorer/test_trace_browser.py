@@ -15,6 +15,7 @@ from tests.explorer.trace_project import DATASET, GROUP, PoolProject, build_proj
 from tracevote.core.study_paths import model_paths
 from tracevote.deepconf.stop_table import StopRows
 from tracevote.explorer.build import build_site
+from tracevote.explorer.live_traces import open_live
 from tracevote.explorer.trace_data import open_traces, thresholds, token_confidence, would_stop
 from tracevote.store.records import Sample
 
@@ -92,4 +93,22 @@ def test_the_curve_thresholds_and_stops_are_drawn(browser: object, project: Pool
     shots = Path(os.environ.get("TRACEVOTE_SCREENSHOTS") or tmp_path)
     page.screenshot(path=str(shots / SCREENSHOT), full_page=True)
     assert (shots / SCREENSHOT).stat().st_size > 0
+    assert opened.clean() == []
+
+
+def test_a_live_trace_shows_where_the_run_stopped_it(browser: object, project: PoolProject) -> None:  # noqa: F811
+    source = open_live(project.params, project.root, DATASET)
+    problem_id = sorted(project.pool.problem_ids())[0]
+    traces = source.ledgers[1][1].traces(problem_id)
+    index, trace = next((i, t) for i, t in sorted(traces.items()) if t.stop_reason == "confidence")
+    opened = open_page(browser, project.root / "explorer", "#/pool/0/p/0")
+    opened.page.locator(f"a[href='#/pool/0/p/0/t/{index}?live=1']").click()
+    opened.wait_ready()
+    page = opened.page
+    assert page.locator("[data-simulated='true']").count() == 1
+    assert page.locator(".tv-tok").count() == trace.sample.n_tokens
+    assert page.locator("line[data-live-stop='online_low']").get_attribute("data-token") == str(
+        trace.sample.n_tokens - 1)
+    assert "live" in page.locator(f".tv-tok[data-i='{trace.sample.n_tokens - 1}']").get_attribute("data-stop")
+    assert page.locator("li[data-reason='confidence']").count() == 1
     assert opened.clean() == []

@@ -17,6 +17,7 @@ from tracevote.core.config import load_params
 from tracevote.core.study_paths import model_paths
 from tracevote.deepconf.stop_table import StopRows
 from tracevote.deepconf.working_sets import working_sets
+from tracevote.explorer.live_traces import live_sections, open_live
 from tracevote.explorer.sitefiles import SiteWriter
 from tracevote.explorer.trace_data import (
     TraceSource,
@@ -170,3 +171,39 @@ def test_trace_sections_writes_every_trace_once_in_chunks(project: PoolProject, 
 
 def test_a_project_without_the_pools_samples_has_no_trace_files(project: PoolProject, tmp_path: Path) -> None:
     assert open_traces(model_paths("deepseek", DATASET, "deepseek"), tmp_path, project.params) is None
+
+
+def test_live_traces_show_where_the_run_stopped_them(project: PoolProject, tmp_path: Path) -> None:
+    source = open_live(project.params, project.root, DATASET)
+    assert source is not None and [name for name, _ in source.ledgers] == ["warmup", "low"]
+    problem_id = project.pool.problem_ids()[0]
+    with SiteWriter(tmp_path / "site") as writer:
+        listed = live_sections(writer, 0, 0, problem_id, source)
+        writer.finish()
+    stopped = 0
+    for m, (name, ledger) in enumerate(source.ledgers):
+        traces = ledger.traces(problem_id)
+        assert listed["ledgers"][m]["chunks"] == [sorted(traces)]
+        records = {r["id"]: r for r in read_data(tmp_path / "site", f"pool0/p0/l{m}_c0")["traces"]}
+        for index, trace in traces.items():
+            live = records[index]["live"]
+            if name == "warmup":
+                assert live is None
+                continue
+            assert (live["spent"], live["received"], live["reason"]) == (
+                trace.sample.n_tokens, trace.received, trace.stop_reason)
+            assert live["threshold"] == round(trace.threshold, 3)
+            if trace.stop_reason == "confidence":  # its last window is the first below the threshold
+                confidence = np.asarray(trace.sample.token_confidence, dtype=np.float64)
+                means = [confidence[a:a + GROUP].mean() for a in range(len(confidence) - GROUP + 1)]
+                assert _first_below(means, trace.threshold) == trace.sample.n_tokens
+                stopped += 1
+    assert stopped > 0
+    assert {row["index"] for row in listed["traces"] if row["method"] == "low"} == set(source.ledgers[1][1].traces(
+        problem_id))
+
+
+def test_no_live_run_without_its_dataset_in_online_live(project: PoolProject) -> None:
+    params = dataclasses.replace(project.params, online=dataclasses.replace(
+        project.params.online, live=dataclasses.replace(project.params.online.live, datasets=())))
+    assert open_live(params, project.root, DATASET) is None

@@ -1,5 +1,6 @@
 """A small DeepConf project with a real pool for the trace pages' tests: the simulated model's traces built by
-build_pool (alternatives' strings kept), scored and aggregated by the stages' own scripts (no DVC)."""
+build_pool (alternatives' strings kept), scored and aggregated by the stages' own scripts (no DVC), and a live
+online run of the same dataset (build_online)."""
 
 from __future__ import annotations
 
@@ -40,8 +41,9 @@ def overrides(root: Path) -> dict:
             "pool": {"n_pool": TRACES, "concurrency": 4, "keep_top_tokens": True},
             "confidence": {"group_size": GROUP, "tail_tokens": GROUP},
             "eval": {"k": [1, 8, TRACES], "repeat": 8, "bootstrap": 100},
-            "online": {"warmup": 4, "percentiles": {"low": 90, "high": 10}},
-            "report": {"k": 8}}
+            "report": {"k": 8},
+            "online": {"warmup": 4, "percentiles": {"low": 90, "high": 10},
+                       "live": {"datasets": [DATASET], "methods": ["low"], "budget": 8, "concurrency": 4}}}
 
 
 def build_project(root: Path) -> PoolProject:
@@ -59,7 +61,9 @@ def build_project(root: Path) -> PoolProject:
             ("build_pool", "--dataset", DATASET, "--problems", problems, "--pools", f"pools/{DATASET}",
              "--manifest", manifest),
             ("score", "--problems", problems, "--manifest", manifest, "--out", scores, "--stops", stops),
-            ("aggregate", "--scores", scores, "--stops", stops, "--out", f"data/aggregate/{DATASET}.json")):
+            ("aggregate", "--scores", scores, "--stops", stops, "--out", f"data/aggregate/{DATASET}.json"),
+            ("build_online", "--dataset", DATASET, "--problems", problems, "--online", f"online/{DATASET}",
+             "--manifest", f"online/{DATASET}.json")):
         done = subprocess.run([sys.executable, str(REPO_ROOT / "stages" / f"{stage}.py"), *args], cwd=root,
                               env=project_env({"TRACEVOTE_WORKERS": "1"}), capture_output=True, text=True,
                               timeout=hang_guard_s())

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from tracevote.core.config import Params
+from tracevote.explorer.live_traces import LiveSource, live_sections, open_live
 from tracevote.explorer.pool_inputs import PoolInputs, ProblemRows, pool_sources, read_pool
 from tracevote.explorer.sitefiles import SiteWriter
 from tracevote.explorer.trace_data import TraceSource, open_traces, trace_sections
@@ -26,7 +27,9 @@ def sections(writer: SiteWriter, params: Params, root: Path) -> list[dict[str, A
     entries = []
     for number, source in enumerate(pool_sources(params, root)):
         pool = read_pool(source, root, params.report.k)
-        entries.append(write_pool(writer, number, pool, params.report.k, open_traces(source.paths, root, params)))
+        live = open_live(params, root, source.paths.dataset) if source.main else None
+        entries.append(write_pool(writer, number, pool, params.report.k, open_traces(source.paths, root, params),
+                                  live))
     return entries
 
 
@@ -36,9 +39,9 @@ def pool_label(pool: PoolInputs) -> str:
 
 
 def write_pool(writer: SiteWriter, number: int, pool: PoolInputs, k: int,
-               samples: TraceSource | None = None) -> dict[str, Any]:
+               samples: TraceSource | None = None, live: LiveSource | None = None) -> dict[str, Any]:
     """data/pool<number>/index.js and each problem's p<i>.js (and its trace pages' files, where the pool's samples
-    are at hand: `samples`); returns the site index's entry."""
+    are at hand: `samples`, and those of the dataset's live run: `live`); returns the site index's entry."""
     methods = list(pool.result.methods)
     results = method_results(pool, k)
     rows = []
@@ -49,6 +52,7 @@ def write_pool(writer: SiteWriter, number: int, pool: PoolInputs, k: int,
         rows.append(index_row(i, problem.id, str(problem.answer), traces, by_method, methods))
         page = problem_page(number, i, problem.id, problem.problem, str(problem.answer), traces, by_method, pool, k)
         page["trace_data"] = None if samples is None else trace_sections(writer, number, i, problem.id, samples)
+        page["live"] = None if live is None else live_sections(writer, number, i, problem.id, live)
         writer.put(f"pool{number}/p{i}", page)
     header = pool_header(pool, k)
     writer.put(f"pool{number}/index", {**header, "problems": rows})

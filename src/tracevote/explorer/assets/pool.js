@@ -120,6 +120,16 @@
       TV.table({columns: traceColumns(problem), rows: traceRows(problem), filters: TRACE_FILTERS,
                 sort: problem.measures.length ? {key: problem.measures[0], dir: -1} : {key: "sample_id", dir: 1},
                 rowLink: row => `#/pool/${n}/p/${i}/t/${row.sample_id}`, query: route.query}));
+    if (problem.live && problem.live.traces.length) {  // the dataset's live run (trace.js draws its traces)
+      main.append(el("h2", {}, "Live run"), TV.table({columns: [
+        {key: "method", label: "ledger", kind: "text", title: "warmup, or the live method (online.live.methods)"},
+        {key: "index", label: "trace", kind: "number"},
+        {key: "stop_reason", label: "ended", kind: "text"},
+        {key: "kept", label: "kept", kind: "number", title: "tokens kept (up to the stop token)"},
+        {key: "received", label: "received", kind: "number", title: "tokens that arrived before the stream closed"},
+        {key: "threshold", label: "threshold", kind: "number", digits: 3},
+      ], rows: problem.live.traces, rowLink: row => `#/pool/${n}/p/${i}/t/${row.index}?live=${row.ledger}`}));
+    }
   }
 
   async function tracePage(route, main, n, i, sampleId) {

@@ -100,7 +100,7 @@
                      svg("circle", {cx: x(k), cy: y(ends.has(k) ? ends.get(k) : t.threshold), r: 4, fill: colour}));
       }
     });
-    if (trace.live) {
+    if (trace.live && trace.live.reason === "confidence") {
       const k = trace.live.spent - 1;
       chart.append(svg("line", {x1: x(k), x2: x(k), y1: PAD.top, y2: bottom, stroke: "#000", "stroke-width": 2,
                                 "data-live-stop": trace.live.method, "data-token": k}));
@@ -109,7 +109,7 @@
   }
 
   function stopLines(trace, index) {
-    const lines = index.thresholds.map((t, m) => {
+    const lines = index.live ? [] : index.thresholds.map((t, m) => {
       const spent = trace.stops[t.method];
       const colour = METHOD_COLOURS[m % METHOD_COLOURS.length];
       const where = spent === null || spent === undefined
@@ -120,11 +120,15 @@
                 + `(range over working sets ${fmt(t.low, 3)} to ${fmt(t.high, 3)}); ${where}`);
     });
     if (trace.live) {
-      lines.push(el("li", {"data-live": trace.live.method},
-                    `live ${methodLabel(trace.live.method)}: stopped after ${trace.live.spent} tokens `
-                    + `(${trace.live.reason}, ${trace.live.received} received, threshold ${fmt(trace.live.threshold, 3)})`));
+      const live = trace.live;
+      lines.push(el("li", {"data-live": live.method, "data-reason": live.reason},
+                    `live ${methodLabel(live.method)}, threshold ${fmt(live.threshold, 3)}: `
+                    + (live.reason === "confidence"
+                      ? `stopped by it after ${live.spent} tokens (at token ${live.spent - 1}; ${live.received} arrived)`
+                      : `not stopped by it (${live.reason}), ${live.spent} tokens kept of ${live.received}`)));
     }
-    if (!index.thresholds.length) {
+    if (index.live && !trace.live) lines.push(el("li", {}, "a warmup trace: it ran in full and set the threshold"));
+    if (!index.live && !index.thresholds.length) {
       lines.push(el("li", {}, `no online replay at K = ${index.k} (below the warmup of ${index.warmup} traces)`));
     }
     return el("ul", {class: "tv-stops"}, lines);
@@ -168,7 +172,7 @@
 
   let shown = 0;  // the latest token asked for: an earlier one's alternatives arriving late are dropped
 
-  async function showToken(panel, trace, texts, k, loadTop) {
+  async function showToken(panel, trace, index, texts, k, loadTop) {
     const asked = ++shown;
     panel.setAttribute("data-i", String(k));
     panel.removeAttribute("data-ready");
@@ -177,7 +181,9 @@
     const top = await loadTop();
     if (asked !== shown) return;  // another token was opened meanwhile
     if (!top || !top.top) {
-      panel.append(el("p", {}, "This pool keeps no top-k logprobs (pool.keep_top_logprobs: false)."));
+      panel.append(el("p", {}, top === null && index.live
+        ? "A live run keeps a trace's top-k only where its stop rule needs them: none here."
+        : "This pool keeps no top-k logprobs (pool.keep_top_logprobs: false)."));
       panel.setAttribute("data-ready", "true");
       return;
     }
@@ -224,6 +230,32 @@
     return body;
   }
 
+  // A pool's trace: its chunk and the problem's thresholds (trace_data.trace_sections); null without the samples.
+  async function poolTrace(problem, n, i, sampleId) {
+    if (!problem.trace_data) return null;
+    const index = await TV.need(problem.trace_data);
+    const j = index.chunks.findIndex(ids => ids.includes(sampleId));
+    if (j < 0) throw new Error(`problem ${problem.id} has no trace ${sampleId}`);
+    const trace = (await TV.need(`pool${n}/p${i}/c${j}`)).traces.find(t => t.id === sampleId);
+    return {index, trace, topPath: `pool${n}/p${i}/c${j}_top`};
+  }
+
+  // A live run's trace (live_traces.live_sections): its ledger m's chunk; the threshold it was streamed under.
+  async function liveTrace(problem, n, i, ledgerText, index) {
+    const live = problem.live;
+    const m = Number(ledgerText);
+    const ledger = live && /^\d+$/.test(ledgerText) ? live.ledgers[m] : undefined;
+    if (!ledger) throw new Error(`problem ${problem.id} has no live run ledger ${JSON.stringify(ledgerText)}`);
+    const j = ledger.chunks.findIndex(ids => ids.includes(index));
+    if (j < 0) throw new Error(`the live run's ${ledger.name} ledger has no trace ${index} of problem ${problem.id}`);
+    const trace = (await TV.need(`pool${n}/p${i}/l${m}_c${j}`)).traces.find(t => t.id === index);
+    const thresholds = trace.live && Number.isFinite(trace.live.threshold) ? [{
+      method: trace.live.method, percentile: null, threshold: trace.live.threshold, low: null, high: null}] : [];
+    return {trace, topPath: `pool${n}/p${i}/l${m}_c${j}_top`,
+            index: {live: ledger.name, signal: live.signal, top_k: live.top_k, group_size: live.group_size,
+                    warmup: live.warmup, budget: live.budget, thresholds, has_top: ledger.has_top}};
+  }
+
   TV.poolTrace = async (route, main, problem) => {
     addStyle();
     const [n, , i, , sampleText] = route.parts;
@@ -231,27 +263,28 @@
     main.append(TV.banner(problem.simulated),
                 el("div", {class: "tv-crumbs"}, link("#/", "sections"), " › ", link(`#/pool/${n}`, problem.label),
                    " › ", link(`#/pool/${n}/p/${i}`, `problem ${problem.id}`), " › ", `trace ${sampleId}`),
-                el("h1", {}, `Trace ${sampleId} of problem ${problem.id}`));
-    if (!problem.trace_data) {
+                el("h1", {}, `${route.query.has("live") ? "Live run trace" : "Trace"} ${sampleId} of problem ${problem.id}`));
+    const found = route.query.has("live") ? await liveTrace(problem, n, i, route.query.get("live"), sampleId)
+      : await poolTrace(problem, n, i, sampleId);
+    if (!found) {
       main.append(el("p", {}, "This project holds the pool's score table but not its samples, so the trace's "
                               + "tokens cannot be shown (dvc pull the pool, then rebuild the site)."));
       return;
     }
-    const index = await TV.need(problem.trace_data);
-    const j = index.chunks.findIndex(ids => ids.includes(sampleId));
-    if (j < 0) throw new Error(`problem ${problem.id} has no trace ${sampleId}`);
-    const trace = (await TV.need(`pool${n}/p${i}/c${j}`)).traces.find(t => t.id === sampleId);
+    const {index, trace, topPath} = found;
     const texts = tokens(trace);
     const stopAt = new Map();
     for (const [method, spent] of Object.entries(trace.stops)) {
       if (spent !== null) stopAt.set(spent - 1, [...(stopAt.get(spent - 1) || []), method]);
     }
-    if (trace.live) stopAt.set(trace.live.spent - 1, [...(stopAt.get(trace.live.spent - 1) || []), "live"]);
+    if (trace.live && trace.live.reason === "confidence") {
+      stopAt.set(trace.live.spent - 1, [...(stopAt.get(trace.live.spent - 1) || []), "live"]);
+    }
     let topChunk = null;
     const loadTop = async () => {
       if (!index.has_top) return null;
       if (!topChunk) {
-        const chunk = await TV.need(`pool${n}/p${i}/c${j}_top`);
+        const chunk = await TV.need(topPath);
         const trace = chunk.traces.find(t => t.id === sampleId);
         topChunk = {...trace, chunk, rows: trace.top ? await inflated(trace.top) : null,
                     indices: trace.top_tokens ? await inflated(trace.top_tokens) : null};
@@ -266,7 +299,7 @@
       if (opened) opened.classList.remove("tv-open");
       opened = text.querySelector(`[data-i="${k}"]`);
       if (opened) opened.classList.add("tv-open");
-      showToken(panel, trace, texts, k, loadTop).catch(error => {
+      showToken(panel, trace, index, texts, k, loadTop).catch(error => {
         panel.replaceChildren(el("div", {class: "tv-error", role: "alert"}, `Error: ${error.message || error}`));
         throw error;
       });
@@ -276,8 +309,9 @@
     main.append(
       el("p", {class: "tv-summary"}, `answer ${fmt(trace.answer)}, finish ${trace.finish}, ${texts.length} tokens. `
          + `Token signal ${index.signal}${index.top_k ? ` at top-${index.top_k}` : ""} (confidence.token), `
-         + `windows of ${index.group_size} tokens (confidence.group_size); thresholds at K = ${index.k} `
-         + `(report.k), warmup ${index.warmup}.`),
+         + `windows of ${index.group_size} tokens (confidence.group_size); `
+         + (index.live ? `a live run's trace (${index.live}; budget ${index.budget}, warmup ${index.warmup}).`
+           : `thresholds at K = ${index.k} (report.k), warmup ${index.warmup}.`)),
       el("h2", {}, "Sliding-window confidence"),
       trace.curve.values.length ? curveChart(trace, index)
         : el("p", {"data-no-curve": "true"}, `Fewer than ${index.group_size} tokens with a confidence: no full `
