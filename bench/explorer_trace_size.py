@@ -18,7 +18,7 @@ from bench.bench_pool import responses
 from bench.synthetic_pool import FIXTURE_PARAMS
 from tracevote.core.config import load_params
 from tracevote.explorer.sitefiles import script_json
-from tracevote.explorer.trace_data import CHUNK, top_chunk, top_record, trace_record
+from tracevote.explorer.trace_data import CHUNK, Window, top_chunk, top_record, trace_record
 from tracevote.sampling.ingest import parse_completion
 from tracevote.store import codec
 from tracevote.store.records import Sample
@@ -37,7 +37,7 @@ def stored_samples() -> list[Sample]:
 
 def main() -> None:
     samples = stored_samples()
-    cfg = load_params(FIXTURE_PARAMS).confidence
+    cfg = Window.of(load_params(FIXTURE_PARAMS).confidence)
     tokens = sum(sample.n_tokens for sample in samples)
     started = time.process_time()
     chunk = script_json({"traces": [trace_record(sample, cfg, {}) for sample in samples]})

@@ -16,7 +16,7 @@ from tracevote.core.study_paths import model_paths
 from tracevote.deepconf.stop_table import StopRows
 from tracevote.explorer.build import build_site
 from tracevote.explorer.live_traces import open_live
-from tracevote.explorer.trace_data import open_traces, thresholds, token_confidence, would_stop
+from tracevote.explorer.trace_data import Window, open_traces, thresholds, token_confidence, would_stop
 from tracevote.store.records import Sample
 
 # the colour TV.confidenceColor gives, as the browser writes it back (rgb)
@@ -46,7 +46,7 @@ def test_token_colours_and_alternatives_are_the_pools(browser: object, project: 
     assert page.locator("[data-simulated='true']").count() == 1
     spans = page.locator(".tv-tok")
     assert spans.count() == sample.n_tokens
-    stored = token_confidence(sample, project.params.confidence)
+    stored = token_confidence(sample, Window.of(project.params.confidence))
     low, high = np.percentile(stored[~np.isnan(stored)], (5, 95)).round(3).tolist()
     for k in (0, sample.n_tokens // 2, sample.n_tokens - 1):
         span = spans.nth(k)

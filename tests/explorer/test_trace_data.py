@@ -21,6 +21,7 @@ from tracevote.explorer.live_traces import live_sections, open_live
 from tracevote.explorer.sitefiles import SiteWriter
 from tracevote.explorer.trace_data import (
     TraceSource,
+    Window,
     open_traces,
     reasoning_tokens,
     thresholds,
@@ -98,7 +99,7 @@ def test_each_trace_matches_the_pool_the_stop_table_and_hand_windows(project: Po
             stored = np.asarray(sample.token_confidence, dtype=np.float64)  # deepconf at the pool's k: C_i
             means = [stored[a:a + GROUP].mean() for a in range(len(stored) - GROUP + 1)]  # a plain loop
             stops = {t.method: _first_below(means, t.median) for t in found}
-            record = trace_record(sample, project.params.confidence, stops)
+            record = trace_record(sample, Window.of(project.params.confidence), stops)
             assert record["conf"] == [round(v, 3) + 0.0 for v in stored.tolist()]
             assert record["chosen"] == [round(v, 3) + 0.0 for v in sample.token_logprobs.tolist()]
             assert record["curve"]["values"] == [round(m, 3) + 0.0 for m in means]

@@ -12,15 +12,13 @@ them for a pool's trace. Files: data/pool<N>/p<i>/l<m>_c<j>.js and l<m>_c<j>_top
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tracevote.core.config import Params
-from tracevote.core.config_deepconf import ConfidenceConfig
 from tracevote.explorer.sitefiles import SiteWriter
-from tracevote.explorer.trace_data import CHUNK, live_stop, top_chunk, top_record, trace_record
+from tracevote.explorer.trace_data import CHUNK, Window, live_stop, top_chunk, top_record, trace_record
 from tracevote.store.live import LiveLedger, LiveManifest, LiveTrace, read_manifest
 
 WARMUP = "warmup"
@@ -33,7 +31,7 @@ class LiveSource:
 
     manifest: LiveManifest
     ledgers: list[tuple[str, LiveLedger]]
-    confidence: ConfidenceConfig
+    confidence: Window
 
 
 def live_manifest_path(dataset: str) -> Path:
@@ -50,9 +48,7 @@ def open_live(params: Params, root: Path, dataset: str) -> LiveSource | None:
     folders = [(WARMUP, manifest.warmup_ledger), *manifest.method_ledgers.items()]
     ledgers = [(name, LiveLedger(manifest.root(path, folder))) for name, folder in folders
                if (manifest.root(path, folder)).is_dir()]
-    confidence = dataclasses.replace(params.confidence, group_size=manifest.group_size, token=manifest.token,
-                                     top_k=manifest.top_k)
-    return LiveSource(manifest, ledgers, confidence)
+    return LiveSource(manifest, ledgers, Window(manifest.token, manifest.top_k, manifest.group_size))
 
 
 def live_sections(writer: SiteWriter, number: int, i: int, problem_id: str, source: LiveSource, *,
@@ -77,7 +73,7 @@ def live_sections(writer: SiteWriter, number: int, i: int, problem_id: str, sour
             "simulated": source.manifest.simulated}
 
 
-def live_record(name: str, trace: LiveTrace, cfg: ConfidenceConfig) -> dict[str, Any]:
+def live_record(name: str, trace: LiveTrace, cfg: Window) -> dict[str, Any]:
     """A live trace's page data: trace_data's record, with where the run stopped it (none for a warmup trace)."""
     stopped = None if name == WARMUP else live_stop(f"online_{name}", trace.threshold, trace.sample.n_tokens,
                                                     trace.received, trace.stop_reason)

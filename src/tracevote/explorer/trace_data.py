@@ -135,14 +135,28 @@ def reasoning_tokens(sample: Sample) -> int:
     return int(np.searchsorted(ends, boundary, side="right"))
 
 
-def token_confidence(sample: Sample, cfg: ConfidenceConfig) -> np.ndarray:
+@dataclass(frozen=True)
+class Window:
+    """What a trace page's numbers follow of confidence: (a pool's confidence.*, or the settings a live run ran
+    under)."""
+
+    token: str  # confidence.token
+    top_k: int | None  # confidence.top_k
+    group_size: int  # confidence.group_size
+
+    @staticmethod
+    def of(cfg: ConfidenceConfig) -> Window:
+        return Window(cfg.token, cfg.top_k, cfg.group_size)
+
+
+def token_confidence(sample: Sample, cfg: Window) -> np.ndarray:
     """Each token's signal as the score stage computes it from the stored sample (float64, NaN where none)."""
     confidence = sample.token_confidence if sample.token_confidence is not None else np.full(sample.n_tokens, np.nan)
     return np.asarray(trace_signal(cfg.token, cfg.top_k, sample.token_logprobs, sample.top_logprobs, confidence),
                       dtype=np.float64)
 
 
-def trace_record(sample: Sample, cfg: ConfidenceConfig, stops: dict[str, int | None],
+def trace_record(sample: Sample, cfg: Window, stops: dict[str, int | None],
                  live: dict[str, Any] | None = None) -> dict[str, Any]:
     """The page's data of one trace (see the module docstring); `stops`: method -> tokens spent (would_stop),
     `live`: where a live run stopped it (live_stop), or None."""
@@ -298,6 +312,7 @@ def trace_sections(writer: SiteWriter, number: int, i: int, problem_id: str, sou
         return None
     ids, lowest, n_tokens = source.scores[problem_id]
     found = thresholds(problem_id, lowest, source.params)
+    window = Window.of(source.params.confidence)
     profiles = stop_profiles(source.stops.rows_of(problem_id), problem_id, ids, n_tokens)
     position = {sample_id: p for p, sample_id in enumerate(ids.tolist())}
     chunks: list[list[int]] = []
@@ -321,7 +336,7 @@ def trace_sections(writer: SiteWriter, number: int, i: int, problem_id: str, sou
         start, end = profiles.offsets[at], profiles.offsets[at + 1]
         rows = StopRows(sample=np.full(end - start, sample.sample_id), spent=profiles.spent[start:end],
                         value=profiles.value[start:end])
-        records.append(trace_record(sample, source.params.confidence,
+        records.append(trace_record(sample, window,
                                     {t.method: would_stop(rows, t.median) for t in found}))
         has_top = has_top or sample.top_logprobs is not None
         keeps_strings = keeps_strings or sample.top_tokens is not None
@@ -330,10 +345,11 @@ def trace_sections(writer: SiteWriter, number: int, i: int, problem_id: str, sou
             flush()
     if records:
         flush()
-    cfg = source.params.confidence
     index = f"pool{number}/p{i}/traces"
-    writer.put(index, {"problem_id": problem_id, "simulated": source.pool.simulated, "signal": cfg.token,
-                       "top_k": cfg.top_k, "group_size": cfg.group_size, "warmup": source.params.online.warmup,
-                       "k": source.params.report.k, "thresholds": [t.to_json() for t in found], "chunks": chunks,
+    replay = source.params
+    writer.put(index, {"problem_id": problem_id, "simulated": source.pool.simulated, "signal": window.token,
+                       "top_k": window.top_k, "group_size": window.group_size, "warmup": replay.online.warmup,
+                       "k": replay.report.k, "repeat": replay.eval.repeat, "seed": replay.eval.seed,
+                       "thresholds": [t.to_json() for t in found], "chunks": chunks,
                        "has_top": has_top, "top_tokens": keeps_strings})
     return index

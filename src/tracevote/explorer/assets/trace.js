@@ -56,6 +56,10 @@
     return values.map((value, j) => [ends[j], value]);
   }
 
+  function totalTraces(index) {
+    return index.chunks.reduce((sum, ids) => sum + ids.length, 0);
+  }
+
   function methodLabel(method) {
     return method.replace(/^online_/, "online ");
   }
@@ -311,7 +315,9 @@
          + `Token signal ${index.signal}${index.top_k ? ` at top-${index.top_k}` : ""} (confidence.token), `
          + `windows of ${index.group_size} tokens (confidence.group_size); `
          + (index.live ? `a live run's trace (${index.live}; budget ${index.budget}, warmup ${index.warmup}).`
-           : `thresholds at K = ${index.k} (report.k), warmup ${index.warmup}.`)),
+           : `thresholds at K = ${index.k} (report.k), warmup ${index.warmup}: the median over `
+             + (index.k < totalTraces(index) ? `${index.repeat} working sets (eval.repeat, eval.seed ${index.seed}).`
+               : "the whole pool, one working set."))),
       el("h2", {}, "Sliding-window confidence"),
       trace.curve.values.length ? curveChart(trace, index)
         : el("p", {"data-no-curve": "true"}, `Fewer than ${index.group_size} tokens with a confidence: no full `
