@@ -25,6 +25,7 @@ from tracevote.explorer.trace_data import (
     open_traces,
     reasoning_tokens,
     thresholds,
+    top_chunk,
     trace_record,
     trace_sections,
     unpacked_strings,
@@ -208,3 +209,13 @@ def test_no_live_run_without_its_dataset_in_online_live(project: PoolProject) ->
     params = dataclasses.replace(project.params, online=dataclasses.replace(
         project.params.online, live=dataclasses.replace(project.params.online.live, datasets=())))
     assert open_live(params, project.root, DATASET) is None
+
+
+def test_a_chunks_strings_pad_short_rows_and_mend_cut_characters() -> None:
+    """llama.cpp's rows may hold fewer strings than k (their logprobs absent); a token cut inside a character is a
+    lone surrogate, which JSON cannot hold."""
+    chunk = top_chunk([{"id": 0, "k": 3, "top": "", "top_tokens": [["a", "\ud83d"], ["b", "a", "c"]]},
+                       {"id": 1, "k": 3, "top": "", "top_tokens": None}])
+    assert unpacked_strings(chunk, chunk["traces"][0]) == [["a", "\ufffd", ""], ["b", "a", "c"]]
+    assert unpacked_strings(chunk, chunk["traces"][1]) is None
+    orjson.dumps(chunk)

@@ -27,6 +27,8 @@ per chunk, loaded only when a reader opens a token: they are most of a trace's b
 from __future__ import annotations
 
 import base64
+import itertools
+import math
 import re
 import zlib
 from dataclasses import dataclass
@@ -183,7 +185,7 @@ def top_record(sample: Sample) -> dict[str, Any]:
     strings = sample.top_tokens
     return {"id": sample.sample_id, "k": None if top is None else int(np.shape(top)[1]),
             "top": None if top is None else packed_top(top),
-            "top_tokens": None if strings is None else [[_SURROGATE.sub("\ufffd", s) for s in row] for row in strings]}
+            "top_tokens": strings}
 
 
 def packed_top(top: np.ndarray) -> str:
@@ -223,16 +225,22 @@ def top_chunk(records: list[dict[str, Any]]) -> dict[str, Any]:
     traces = []
     for record in records:
         rows, k = record["top_tokens"], record["k"]
-        # a row of fewer strings than k (llama.cpp's, whose logprobs are absent there) is padded with ""
-        indices = None if rows is None or k is None else [
-            vocab.setdefault(string, len(vocab)) for row in rows for string in [*row[:k], *[""] * (k - len(row))]]
+        strings = () if rows is None or k is None else itertools.chain.from_iterable(_k_long(rows, k))
+        indices = None if rows is None or k is None else [vocab.setdefault(string, len(vocab)) for string in strings]
         traces.append({**record, "top_tokens": indices})
     width = 2 if len(vocab) <= 65536 else 4
     for trace in traces:
         if trace["top_tokens"] is not None:
             strings = np.asarray(trace["top_tokens"], dtype="<u2" if width == 2 else "<u4").tobytes()
             trace["top_tokens"] = packed(strings)
-    return {"vocab": list(vocab), "width": width, "traces": traces}
+    return {"vocab": [_SURROGATE.sub("\ufffd", string) for string in vocab], "width": width, "traces": traces}
+
+
+def _k_long(rows: list[list[str]], k: int) -> list[list[str]]:
+    """Rows of k strings: one of fewer (llama.cpp's, whose logprobs are absent there) padded with ""."""
+    if all(len(row) == k for row in rows):
+        return rows
+    return [[*row[:k], *[""] * (k - len(row))] for row in rows]
 
 
 def unpacked_strings(chunk: dict[str, Any], trace: dict[str, Any]) -> list[list[str]] | None:
@@ -258,7 +266,10 @@ def live_stop(method: str, threshold: float | None, kept: int, received: int, re
 def rounded(values: np.ndarray | list[float], digits: int) -> list[float | None]:
     """Numbers rounded for the page, NaN and infinities as None: rounded([1.23456, nan], 2) -> [1.23, None]."""
     array = np.round(np.asarray(values, dtype=np.float64), digits) + 0.0  # + 0.0: no "-0.0" on the page
-    return [None if not np.isfinite(v) else v for v in array.tolist()]
+    values = array.tolist()
+    if np.isfinite(array).all():
+        return values
+    return [v if math.isfinite(v) else None for v in values]
 
 
 def _round(value: float | None) -> float | None:
