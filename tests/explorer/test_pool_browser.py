@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from bench.explorer_project import HOSTILE, write_project
 from tests.explorer.browser import open_page
-from tests.explorer.project import HOSTILE, write_project
 from tests.explorer.sitedata import read_data
 from tracevote.core.config import load_params
 from tracevote.explorer.build import build_site

@@ -11,9 +11,9 @@ import pandas as pd
 import pytest
 import yaml
 
+from bench.explorer_project import write_project
 from tests.conftest import REPO_ROOT
 from tests.dvcproject import dvc, run
-from tests.explorer.project import write_project
 from tests.explorer.sitedata import read_data
 from tracevote.core.parquet import read_parquet_metadata, write_parquet
 
