@@ -12,6 +12,7 @@ nothing the explorer writes). Then, --rounds times:
 - a problem page: from the pool's index, the hash of problem 0, timed until its trace table is drawn.
 
     python bench/explorer_build.py                      # 30 x 4,096
+    python bench/explorer_build.py --work /tmp/paper [--reuse]   # keep the project; time it again
     python bench/explorer_build.py --problems 3 --traces 64 --rounds 1   # a quick check
 """
 
@@ -79,14 +80,18 @@ def main() -> None:
     parser.add_argument("--traces", type=int, default=4096)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--work", type=Path, help="the project's folder (default: a temporary one, removed after)")
+    parser.add_argument("--reuse", action="store_true", help="with --work: time the project an earlier run wrote there")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="explorer-bench-") as scratch:
         project = args.work or Path(scratch) / "project"
         start = time.perf_counter()
-        write_project(project, problems=args.problems, traces=args.traces, ks=(1, 64, 512) if args.traces >= 512
-                      else (1, args.traces), repeat=8, bootstrap=100)
-        print(f"set-up (SYNTHETIC pool, score table and aggregate): {args.problems} problems x {args.traces} traces, "
-              f"{time.perf_counter() - start:.0f} s")
+        if args.reuse and (project / "data" / "aggregate").is_dir():
+            print(f"set-up: {project}'s project as an earlier run left it")
+        else:
+            write_project(project, problems=args.problems, traces=args.traces, repeat=8, bootstrap=100,
+                          ks=(1, 64, 512) if args.traces >= 512 else (1, args.traces))
+            print(f"set-up (SYNTHETIC pool, score table and aggregate): {args.problems} problems x {args.traces} "
+                  f"traces, {time.perf_counter() - start:.0f} s")
         builds, firsts, problems = [], [], []
         for _ in range(args.rounds):
             builds.append(build_seconds(project))

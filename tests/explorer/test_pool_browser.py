@@ -98,3 +98,17 @@ def test_a_trace_row_links_to_its_route(browser: object, site: Path) -> None:
     assert opened.page.locator("h2", has_text=f"Trace {sample}").count() == 1 or opened.page.evaluate(
         "typeof TV.poolTrace === 'function'")
     assert opened.clean() == []
+
+
+def test_a_long_table_draws_its_first_rows_until_show_all(browser: object, site: Path) -> None:
+    opened = open_page(browser, site, "#/")
+    drawn = opened.page.evaluate("""() => {
+        const table = TV.table({columns: [{key: "x", label: "x", kind: "number"}], rows: [{x: 1}, {x: 2}, {x: 3}],
+                                pageSize: 2});
+        document.body.append(table);
+        const before = [table.dataset.rows, table.querySelectorAll("tbody tr").length];
+        table.querySelector(".tv-more").click();
+        return [...before, table.querySelectorAll("tbody tr").length, table.querySelector(".tv-more").hidden];
+    }""")
+    assert drawn == ["3", 2, 3, True]
+    assert opened.clean() == []

@@ -1,5 +1,6 @@
-"""The DVC stage `view`, as dvc.yaml declares it, in a small project: it builds the site, is up to date after,
-rebuilds when a pool's score table changes, and a failed rebuild keeps the last site (persist)."""
+"""The DVC stage `view`, as dvc.yaml declares it, in a small project: it builds the site reading exactly the params it
+declares, is up to date after, rebuilds when a pool's score table changes, and a failed rebuild keeps the last site
+(persist)."""
 
 from __future__ import annotations
 
@@ -13,9 +14,12 @@ import yaml
 
 from bench.explorer_project import write_project
 from tests.conftest import REPO_ROOT
-from tests.dvcproject import dvc, run
+from tests.dvcproject import dvc, project_env, run
 from tests.explorer.sitedata import read_data
+from tests.test_docs_commands import dotted_leaves
+from tracevote.core.entry import PARAMS_READS_ENV
 from tracevote.core.parquet import read_parquet_metadata, write_parquet
+from tracevote.core.stage_params import declaration_problems, every_stage_params
 
 pytestmark = pytest.mark.slow
 
@@ -42,8 +46,12 @@ def _changed_stages(root: Path) -> list[str]:
 
 def test_the_view_stage_rebuilds_when_a_pool_changes(tmp_path: Path) -> None:
     root = _project(tmp_path / "project")
-    dvc(root, "repro", "view")
+    reads = tmp_path / "reads"
+    dvc(root, "repro", "view", env=project_env({PARAMS_READS_ENV: str(reads)}))
     assert read_data(root / "explorer", "index")["sections"][0]["view"] == "pool"
+    read = json.loads((reads / "view.json").read_text())["reads"]
+    leaves = dotted_leaves(yaml.safe_load((root / "params.yaml").read_text()))
+    assert declaration_problems("view", read, every_stage_params(root)["view"], leaves) == []
     assert _changed_stages(root) == []
     assert run(root, "git", "status", "--porcelain", "--ignored", "explorer").stdout.startswith("!! explorer")
 
