@@ -65,6 +65,7 @@ def test_a_problem_page_shows_its_traces_and_its_text_as_text(browser: object, s
     opened.page.click("a[href='#/pool/0/p/0']")
     opened.wait_ready()
     assert opened.page.locator("[data-problem-text]").text_content() == HOSTILE
+    assert opened.page.locator(".tv-banner[data-simulated=true]").count() == 1
     assert opened.page.locator("#tv-main img").count() == 0
     assert opened.page.title() == "tracevote explorer"  # the onerror in the text never ran
     assert _rows(opened) == TRACES
@@ -95,6 +96,7 @@ def test_a_trace_row_links_to_its_route(browser: object, site: Path) -> None:
     link.click()
     opened.wait_ready()
     assert opened.page.evaluate("location.hash") == f"#/pool/0/p/2/t/{sample}"
+    assert opened.page.locator(".tv-banner[data-simulated=true]").count() == 1
     assert opened.page.locator("h2", has_text=f"Trace {sample}").count() == 1 or opened.page.evaluate(
         "typeof TV.poolTrace === 'function'")
     assert opened.clean() == []
