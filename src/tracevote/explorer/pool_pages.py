@@ -15,7 +15,7 @@ from tracevote.core.config import Params
 from tracevote.explorer.live_traces import LiveSource, live_sections, open_live
 from tracevote.explorer.pool_inputs import PoolInputs, ProblemRows, pool_sources, read_pool
 from tracevote.explorer.sitefiles import SiteWriter
-from tracevote.explorer.trace_data import TraceSource, open_traces, trace_sections
+from tracevote.explorer.trace_data import TraceSource, open_traces, trace_sections, trace_settings
 from tracevote.report.tables import method_label
 
 RIGHT_ABOVE = 0.5  # a method is right on a problem when its accuracy over working sets exceeds this
@@ -28,8 +28,9 @@ def sections(writer: SiteWriter, params: Params, root: Path) -> list[dict[str, A
     for number, source in enumerate(pool_sources(params, root)):
         pool = read_pool(source, root, params.report.k)
         live = open_live(params, root, source.paths.dataset) if source.main else None
-        entries.append(write_pool(writer, number, pool, params.report.k, open_traces(source.paths, root, params),
-                                  live))
+        samples = open_traces(source.paths, root, params)
+        entries.append(write_pool(writer, number, pool, params.report.k, samples, live,
+                                  {**trace_settings(params), "built": samples is not None}))
     return entries
 
 
@@ -39,9 +40,11 @@ def pool_label(pool: PoolInputs) -> str:
 
 
 def write_pool(writer: SiteWriter, number: int, pool: PoolInputs, k: int,
-               samples: TraceSource | None = None, live: LiveSource | None = None) -> dict[str, Any]:
+               samples: TraceSource | None = None, live: LiveSource | None = None,
+               trace_pages: dict[str, Any] | None = None) -> dict[str, Any]:
     """data/pool<number>/index.js and each problem's p<i>.js (and its trace pages' files, where the pool's samples
-    are at hand: `samples`, and those of the dataset's live run: `live`); returns the site index's entry."""
+    are at hand: `samples`, and those of the dataset's live run: `live`; the index says what the trace pages follow:
+    `trace_pages`); returns the site index's entry."""
     methods = list(pool.result.methods)
     results = method_results(pool, k)
     rows = []
@@ -55,7 +58,7 @@ def write_pool(writer: SiteWriter, number: int, pool: PoolInputs, k: int,
         page["live"] = None if live is None else live_sections(writer, number, i, problem.id, live)
         writer.put(f"pool{number}/p{i}", page)
     header = pool_header(pool, k)
-    writer.put(f"pool{number}/index", {**header, "problems": rows})
+    writer.put(f"pool{number}/index", {**header, "problems": rows, "trace_pages": trace_pages})
     solved = sum(1 for row in rows if row["cons_right"])
     summary = (f"{len(rows)} problems, {sum(row['traces'] for row in rows)} traces; Cons@{k} right on {solved}"
                + (f"; model {pool.model}" if pool.model else ""))
@@ -79,13 +82,13 @@ def is_filter(method: str) -> bool:
 
 
 def method_results(pool: PoolInputs, k: int) -> dict[str, dict[str, dict[str, Any]]]:
-    """problem id -> method -> {answer, accuracy, right} at K."""
+    """problem id -> method -> {answer, accuracy, answered, right} at K (Pass@1 is neither right nor wrong)."""
     results: dict[str, dict[str, dict[str, Any]]] = {}
     for row in pool.result.problems:
         if row.k == k:
             results.setdefault(row.problem_id, {})[row.method] = {
                 "answer": row.prediction, "accuracy": row.accuracy, "answered": row.answered,
-                "right": row.accuracy > RIGHT_ABOVE}
+                "right": None if row.method == "pass1" else row.accuracy > RIGHT_ABOVE}
     return results
 
 

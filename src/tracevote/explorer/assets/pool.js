@@ -34,6 +34,18 @@
     {id: "disagree", label: "methods disagree", test: row => row.disagree},
   ];
 
+  // What the trace pages (trace.js) show, or why there are none (trace_data.trace_settings).
+  function tracePagesNote(pages) {
+    if (!pages) return null;
+    if (!pages.built) {
+      return el("p", {class: "tv-summary", "data-trace-pages": "none"}, "No trace pages: this project holds the "
+        + "pool's score table but not its samples (dvc pull the pool, then python -m tracevote view).");
+    }
+    return el("p", {class: "tv-summary", "data-trace-pages": "built"}, `Each trace's page: tokens coloured by `
+      + `${pages.signal}${pages.top_k ? ` at top-${pages.top_k}` : ""} (confidence.token), windows of `
+      + `${pages.group_size} tokens, each online method's threshold at K = ${pages.k} (warmup ${pages.warmup}).`);
+  }
+
   async function poolIndex(route, main, n) {
     const pool = await TV.need(`pool${n}/index`);
     const columns = [
@@ -53,6 +65,7 @@
       el("p", {class: "tv-summary"}, `${pool.problems.length} problems at K = ${pool.k} (report.k), `
         + `${pool.repeat} working sets per problem`, pool.model ? `; model ${pool.model}` : null,
         ". Each method: its usual answer, ✓ when right in most working sets, its accuracy over them."),
+      tracePagesNote(pool.trace_pages),
       TV.table({columns, rows: pool.problems, filters: INDEX_FILTERS, sort: {key: "i", dir: 1},
                 rowLink: row => `#/pool/${n}/p/${row.i}`, query: route.query}));
   }
@@ -106,16 +119,19 @@
       answer: result.method === "pass1" ? null : result.answer, right: result.right, accuracy: result.accuracy}));
     main.append(
       ...problemHead(problem, n, i),
-      el("h2", {}, `Methods at K = ${problem.k}`),
-      TV.table({columns: [
-        {key: "method", label: "method", kind: "text"},
-        {key: "answer", label: "usual answer", kind: "number"},
-        {key: "right", label: "right", kind: "bool", title: "right in most working sets"},
-        {key: "accuracy", label: "accuracy %", kind: "number", digits: 2, title: "over the working sets"},
-      ], rows: results}),
-      el("h2", {}, "Answers of the valid traces"),
-      el("div", {class: "tv-dist"}, problem.distribution.map(d => el("span", {class: d.right ? "gold" : null},
-        `${d.answer} ${mark(d.right)} ×${d.count}`))),
+      el("div", {class: "tv-side"},
+        el("section", {},
+          el("h2", {}, `Methods at K = ${problem.k}`),
+          TV.table({columns: [
+            {key: "method", label: "method", kind: "text"},
+            {key: "answer", label: "usual answer", kind: "number"},
+            {key: "right", label: "right", kind: "bool", title: "right in most working sets"},
+            {key: "accuracy", label: "accuracy %", kind: "number", digits: 2, title: "over the working sets"},
+          ], rows: results})),
+        el("section", {},
+          el("h2", {}, "Answers of the valid traces"),
+          el("div", {class: "tv-dist"}, problem.distribution.map(d => el("span", {class: d.right ? "gold" : null},
+            `${d.answer} ${mark(d.right)} ×${d.count}`))))),
       el("h2", {}, "Traces"),
       TV.table({columns: traceColumns(problem), rows: traceRows(problem), filters: TRACE_FILTERS,
                 sort: problem.measures.length ? {key: problem.measures[0], dir: -1} : {key: "sample_id", dir: 1},
