@@ -10,6 +10,7 @@ import numpy as np
 import orjson
 import pytest
 
+from bench.top_tokens_cost import FIXTURES, reply_body
 from tests.conftest import FIXTURE_PARAMS
 from tests.explorer.trace_project import DATASET, GROUP, TRACES, PoolProject, build_project
 from tests.store.test_framing_codec import make_sample
@@ -26,6 +27,7 @@ from tracevote.explorer.trace_data import (
     reasoning_tokens,
     thresholds,
     top_chunk,
+    top_record,
     trace_record,
     trace_sections,
     unpacked_strings,
@@ -34,6 +36,7 @@ from tracevote.explorer.trace_data import (
     window_curve,
     would_stop,
 )
+from tracevote.sampling.ingest import parse_completion
 
 
 @pytest.fixture(scope="module")
@@ -219,3 +222,23 @@ def test_a_chunks_strings_pad_short_rows_and_mend_cut_characters() -> None:
     assert unpacked_strings(chunk, chunk["traces"][0]) == [["a", "\ufffd", ""], ["b", "a", "c"]]
     assert unpacked_strings(chunk, chunk["traces"][1]) is None
     orjson.dumps(chunk)
+
+
+@pytest.mark.parametrize(("fixture", "thinking_ends_with"), [
+    ("reasoning/vllm_parser.json", "</think>"),  # vLLM's parser leaves the blank line to the content
+    ("reasoning/sglang_parser.json", "</think>\n\n"),
+    ("llamacpp/chat_top20.json", None),  # no parser: no thinking marked
+])
+def test_the_thinking_of_real_engines_replies_is_marked(fixture: str, thinking_ends_with: str | None) -> None:
+    body = reply_body(FIXTURES / fixture)
+    sample = parse_completion(body, problem_id="p", sample_id=0, latency_s=0.0, keep_top_logprobs=True,
+                              expect_top_logprobs=20, keep_top_tokens=True)
+    record = trace_record(sample, Window("deepconf", None, 8), {})
+    thinking = "".join(sample.tokens[:record["reasoning"]])
+    if thinking_ends_with is None:
+        assert record["reasoning"] == 0
+    else:
+        assert thinking.endswith(thinking_ends_with) and sample.reasoning.strip() in thinking
+        assert "".join(sample.tokens[record["reasoning"]:]) == sample.text
+    chunk = top_chunk([top_record(sample)])
+    assert unpacked_strings(chunk, chunk["traces"][0]) == [[*row, *[""] * (20 - len(row))] for row in sample.top_tokens]
