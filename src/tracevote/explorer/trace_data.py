@@ -11,7 +11,8 @@ What the page gets, per trace (compact: a paper-scale problem has 4,096 traces o
   the ends of the colour scale.
 - `curve`: the mean of every full window of confidence.group_size tokens with a confidence (stride 1, as
   deepconf.confidence computes the groups; a trace shorter than a window has none), at the token ending it:
-  `ends` (the first end, then one per token: `first` and `step` 1, or every end when some token has no confidence).
+  `values`, and `first`, the first window's last token (the others follow one a token), or `ends`, every window's
+  last token, when some token has no confidence.
 - `stops`: per online method, the tokens the trace would spend under the problem's threshold: the `spent` of its
   first record low below the threshold (the score stage's stop table, as deepconf.online replays it), null when it
   runs to its end.
@@ -19,9 +20,10 @@ Per problem (`thresholds`): each method's threshold is the median over the aggre
 the percentile of the warmup traces' lowest-group confidences (deepconf.online.replay; its range beside it). The
 replay draws a threshold per working set, so a trace page shows the typical one: a departure documented in
 docs/explorer.md.
-The alternatives (`top`: each token's top-k logprobs rounded to 2 decimals, packed as base64 of uint16:
-packed_top; `top_tokens`: their strings where the pool keeps them, pool.keep_top_tokens) go to a file of their own
-per chunk, loaded only when a reader opens a token: they are most of a trace's bytes.
+The alternatives (`top`: each token's top-k logprobs rounded to 2 decimals, packed_top; `top_tokens`: their
+strings where the pool keeps them, pool.keep_top_tokens, as indices into the chunk's vocabulary: top_chunk) go to a
+file of their own per chunk, loaded only when a reader opens a token: they are most of a trace's bytes.
+A chunk holds CHUNK traces in the pool log's order (trace_sections); the problem's `traces` file says which.
 """
 
 from __future__ import annotations
@@ -139,8 +141,8 @@ def reasoning_tokens(sample: Sample) -> int:
 
 @dataclass(frozen=True)
 class Window:
-    """What a trace page's numbers follow of confidence: (a pool's confidence.*, or the settings a live run ran
-    under)."""
+    """The confidence settings a trace page follows: the pool's confidence.token, top_k and group_size, or those a
+    live run ran under (its manifest's)."""
 
     token: str  # confidence.token
     top_k: int | None  # confidence.top_k
