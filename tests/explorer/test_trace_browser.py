@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from bench.explorer_trace_project import DATASET, GROUP, PoolProject, build_project
 from tests.explorer.browser import browser, open_page  # noqa: F401 (the module fixture)
-from tests.explorer.trace_project import DATASET, GROUP, PoolProject, build_project
 from tracevote.core.study_paths import model_paths
 from tracevote.deepconf.stop_table import StopRows
 from tracevote.explorer.build import build_site

@@ -10,9 +10,9 @@ import numpy as np
 import orjson
 import pytest
 
+from bench.explorer_trace_project import DATASET, GROUP, TRACES, PoolProject, build_project
 from bench.top_tokens_cost import FIXTURES, reply_body
 from tests.conftest import FIXTURE_PARAMS
-from tests.explorer.trace_project import DATASET, GROUP, TRACES, PoolProject, build_project
 from tests.store.test_framing_codec import make_sample
 from tracevote.core.config import load_params
 from tracevote.core.study_paths import model_paths
