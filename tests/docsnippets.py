@@ -63,6 +63,12 @@ OTHER_MODULES = {"pip": "the package installer", "llama_cpp.server": "llama-cpp-
                                                   "streaming client (minutes; not run by the suite)",
                  "bench.signals_cost": "the score stage's time per token signal and a pool's bytes per token per "
                                        "kept top-k (a minute; not run by the suite)",
+                 "bench.top_tokens_cost": "what pool.keep_top_tokens costs in bytes per token (seconds; its function "
+                                          "runs in tests/sampling/test_keep_top_tokens.py)",
+                 "bench.explorer_trace_size": "the explorer's trace files' bytes per token and CPU (seconds; not run "
+                                              "by the suite)",
+                 "bench.explorer_trace_open": "a trace page of a paper-scale chunk opened in headless Chromium (a "
+                                              "minute; its project builder runs small in tests/explorer/)",
                  "bench.real_measures": "the real pool's token signals, recomputed without tracevote (needs a "
                                         "`make real` pool; its functions run in tests/test_bench_real_measures.py)"}
 # Commands that run the command after them: `nice -n 15 python x.py` is checked as `python x.py`.

@@ -178,5 +178,5 @@ def test_fresh_clone_refuses_to_pay_again_then_regenerates_metrics_from_pulled_p
     for stale in (SUMMARY, "metrics/deepconf/toy/results.json"):
         (clone / stale).unlink()
     rerun = dvc(clone, "repro", "--force", "--downstream", "score")  # recompute everything after the pool
-    assert ran_stages(rerun.stdout) == {"score", "aggregate", "report", "compare"}
+    assert ran_stages(rerun.stdout) == {"score", "aggregate", "report", "compare", "view"}
     assert json.loads((clone / SUMMARY).read_text()) == expected

@@ -269,7 +269,8 @@ def test_every_problem_is_reported_in_one_error_one_line_each(tmp_path: Path) ->
         f"{path}: decoding.temperature: 5.0 must be in [0, 2]",
         f"{path}: pool.concurency: unknown key (did you mean concurrency? known: allow_uninformative_logprobs, "
         f"concurrency, keep_raw, "
-        f"keep_top_logprobs, max_cost_usd, max_retries, n_pool, request_timeout_s, samples_per_request)",
+        f"keep_top_logprobs, keep_top_tokens, max_cost_usd, max_retries, n_pool, request_timeout_s, "
+        f"samples_per_request)",
         f"{path}: eval.repeat: 0 must be an integer in 1..1,000,000",
         f"{path}: eval.k: [8, 16, 32, 64, 128, 256, 512] must be at most pool.n_pool (4)",
         f"{path}: report.k: 3 must be one of eval.k [1, 2, 4, 8, 16, 32, 64, 128, 256, 512]",

@@ -125,7 +125,7 @@ def cmd_pool_import(args: argparse.Namespace) -> int:
     checked = validate_file(Path(args.samples), {p.id for p in problems}, n_pool=n_pool)
     pool = _registered(_pool_for(args, create=True)[1], problems)
     summary = store_file(Path(args.samples), checked, pool,
-                         keep_top_logprobs=params.pool.keep_top_logprobs)
+                         keep_top_logprobs=params.pool.keep_top_logprobs, keep_top_tokens=params.pool.keep_top_tokens)
     print(f"pool import: {summary.read} samples read, {summary.stored} stored, {summary.already_stored} already "
           f"in {pool.root}" + (" (SIMULATED)" if summary.simulated else ""))
     return 0

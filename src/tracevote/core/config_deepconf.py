@@ -68,6 +68,14 @@ class PoolConfig:
     allow_uninformative_logprobs: bool = param("true builds even when the probe finds no logprob signal")
     samples_per_request: int = param("traces asked for in one request (`n`, sharing one prefill) where the endpoint "
                                      "honours n (vLLM, SGLang, OpenAI); 1: one request per trace", 1, ge=1, le=128)
+    keep_top_tokens: bool = param("true also keeps the alternatives' token strings beside the top-k logprobs, where "
+                                  "the engine sends them, for the explorer's token view (at top-20 ~9 more bytes a "
+                                  "token on long traces, up to ~36 on short ones: docs/pool-store.md); needs "
+                                  "keep_top_logprobs", False)
+
+    def validate(self, where: str) -> None:
+        require(self.keep_top_logprobs or not self.keep_top_tokens, where, "keep_top_tokens", self.keep_top_tokens,
+                "false when keep_top_logprobs is false: the token strings are kept beside the top-k logprobs")
 
 
 @dataclass(frozen=True)

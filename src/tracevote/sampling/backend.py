@@ -34,10 +34,12 @@ class Sampler:
     client: ChatClient
     keep_top_logprobs: bool
     keep_raw: bool
+    keep_top_tokens: bool = False  # the alternatives' token strings, where the engine sends them (pool.keep_top_tokens)
 
     def sample(self, messages: list[dict[str, str]], problem_id: str, sample_id: int) -> Sampled:
         sample, raw = self.client.sample_with_body(messages, problem_id=problem_id, sample_id=sample_id,
-                                                   keep_top_logprobs=self.keep_top_logprobs)
+                                                   keep_top_logprobs=self.keep_top_logprobs,
+                                                   keep_top_tokens=self.keep_top_tokens)
         return Sampled(sample, raw.body if self.keep_raw else None, raw.simulated)
 
     def sample_many(self, messages: list[dict[str, str]], problem_id: str,
@@ -45,7 +47,8 @@ class Sampler:
         """One request for len(sample_ids) traces (`n`); a kept raw response is the reply with that choice only
         (a trace kept from a cut reply keeps none)."""
         outcomes, raw, raw_ids = sample_choices(self.client, messages, problem_id=problem_id,
-                                                sample_ids=sample_ids, keep_top_logprobs=self.keep_top_logprobs)
+                                                sample_ids=sample_ids, keep_top_logprobs=self.keep_top_logprobs,
+                                                keep_top_tokens=self.keep_top_tokens)
         bodies = one_choice_bodies(raw.body, raw_ids) if self.keep_raw and raw_ids else {}
         return {sid: got if isinstance(got, TransientError) else Sampled(got, bodies.get(sid), raw.simulated)
                 for sid, got in outcomes.items()}
@@ -95,7 +98,7 @@ def open_sampler(params: Params, problems: list[Problem], api_key: str | None,
     """A Sampler for DeepConf's `model` (default: deepconf.endpoint's) and params.decoding (see open_client)."""
     with open_client(model or params.deepconf_model, params.decoding, problems, api_key, pool=params.pool,
                      concurrency=params.pool.concurrency, on_retry=on_retry) as client:
-        yield Sampler(client, params.pool.keep_top_logprobs, params.pool.keep_raw)
+        yield Sampler(client, params.pool.keep_top_logprobs, params.pool.keep_raw, params.pool.keep_top_tokens)
 
 
 def _simulator(model: ModelConfig, problems: list[Problem], first_errors: Mapping[str, int] | None,

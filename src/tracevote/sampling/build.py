@@ -111,7 +111,9 @@ def run_build(pool: Pool, problems: list[Problem], plan: BuildPlan, sample_fn: S
         if (sample.problem_id, sample.sample_id) != (call.item_id, sample_id):
             raise RuntimeError(f"backend returned {sample.problem_id}/{sample.sample_id} for "
                                f"{call.item_id}/{sample_id}")
-        return Paid(sample, codec.encode(sample, raw=sampled.raw, simulated=sampled.simulated), sample.prompt_tokens,
+        # the sampler parsed the alternatives' strings only when pool.keep_top_tokens asks for them
+        payload = codec.encode(sample, raw=sampled.raw, keep_top_tokens=True, simulated=sampled.simulated)
+        return Paid(sample, payload, sample.prompt_tokens,
                     sample.completion_tokens, usd(sample.prompt_tokens, sample.completion_tokens, pricing),
                     simulated=sampled.simulated)
 

@@ -55,7 +55,8 @@ class CutShort(TransientError):
 
 
 def sample_choices(client: ChatClient, messages: list[dict[str, str]], *, problem_id: str, sample_ids: list[int],
-                   keep_top_logprobs: bool) -> tuple[dict[int, Outcome], RawCompletion, list[int]]:
+                   keep_top_logprobs: bool,
+                   keep_top_tokens: bool = False) -> tuple[dict[int, Outcome], RawCompletion, list[int]]:
     """Each sample id's Sample or TransientError, the last reply and the sample ids its choices are (none for a
     cut reply): one request with n = len(sample_ids),
     whose X-Tracevote-Sample header and seed are the first sample's key (the simulator draws choice i from
@@ -66,7 +67,7 @@ def sample_choices(client: ChatClient, messages: list[dict[str, str]], *, proble
     wanted, cut_reply = list(sample_ids), None
     while True:
         try:
-            got, raw = _request(client, messages, problem_id, wanted, keep_top_logprobs)
+            got, raw = _request(client, messages, problem_id, wanted, keep_top_logprobs, keep_top_tokens)
         except TransientError as failed:
             if cut_reply is None:
                 raise
@@ -81,7 +82,7 @@ def sample_choices(client: ChatClient, messages: list[dict[str, str]], *, proble
 
 
 def _request(client: ChatClient, messages: list[dict[str, str]], problem_id: str, sample_ids: list[int],
-             keep_top_logprobs: bool) -> tuple[dict[int, Outcome] | CutShort, RawCompletion]:
+             keep_top_logprobs: bool, keep_top_tokens: bool) -> tuple[dict[int, Outcome] | CutShort, RawCompletion]:
     """One request, its body read as it arrives (so the part of a cut one is at hand), retried as every call
     unless a cut reply brought whole choices."""
     first_key = f"{problem_id}/{sample_ids[0]}"
@@ -92,7 +93,7 @@ def _request(client: ChatClient, messages: list[dict[str, str]], problem_id: str
         try:
             outcomes = parse_choices(raw.body, problem_id=problem_id, sample_ids=sample_ids, latency_s=raw.latency_s,
                                      keep_top_logprobs=keep_top_logprobs,
-                                     expect_top_logprobs=client.decoding.top_logprobs)
+                                     expect_top_logprobs=client.decoding.top_logprobs, keep_top_tokens=keep_top_tokens)
         except CutShort as short:
             return short, raw  # not retried: what arrived whole is kept, and the rest asked for on its own
         if cut:
@@ -130,20 +131,22 @@ def _billed_with(arrived: dict[int, Outcome], outcomes: dict[int, Outcome]) -> d
 
 
 def parse_choices(body: bytes, *, problem_id: str, sample_ids: list[int], latency_s: float,
-                  keep_top_logprobs: bool, expect_top_logprobs: int) -> dict[int, Outcome]:
+                  keep_top_logprobs: bool, expect_top_logprobs: int,
+                  keep_top_tokens: bool = False) -> dict[int, Outcome]:
     """Each sample id's Sample or TransientError, as the module docstring says."""
     cut = _cut_choices(body)
     if cut is None:
         _salvage_if_cut_short(body, problem_id=problem_id, sample_ids=sample_ids, latency_s=latency_s,
-                              keep_top_logprobs=keep_top_logprobs, k=expect_top_logprobs)
+                              keep_top_logprobs=keep_top_logprobs, k=expect_top_logprobs, tokens=keep_top_tokens)
         envelope = load_json(body)
         outcomes = _parsed_whole(envelope, problem_id=problem_id, sample_ids=sample_ids, latency_s=latency_s,
-                                 keep_top_logprobs=keep_top_logprobs, k=expect_top_logprobs)
+                                 keep_top_logprobs=keep_top_logprobs, k=expect_top_logprobs, tokens=keep_top_tokens)
     else:
         documents, envelope = cut
         outcomes = {sample_id: _lone(documents[index] if index < len(documents) else None, problem_id=problem_id,
                                      sample_id=sample_id, latency_s=latency_s, keep_top_logprobs=keep_top_logprobs,
-                                     k=expect_top_logprobs, n=len(sample_ids), sent=len(documents))
+                                     k=expect_top_logprobs, n=len(sample_ids), sent=len(documents),
+                                     tokens=keep_top_tokens)
                     for index, sample_id in enumerate(sample_ids)}
     kept = {sample_id: got for sample_id, got in outcomes.items() if isinstance(got, Sample)}
     if not kept:
@@ -174,7 +177,7 @@ def _cut_choices(body: bytes) -> tuple[list[bytes], dict[str, Any]] | None:
 
 
 def _salvage_if_cut_short(body: bytes, *, problem_id: str, sample_ids: list[int], latency_s: float,
-                          keep_top_logprobs: bool, k: int) -> None:
+                          keep_top_logprobs: bool, k: int, tokens: bool) -> None:
     """CutShort with the choices of a truncated compact reply that arrived whole, if one did and is a trace;
     else nothing (the full parse names what is wrong)."""
     opening = body.find(_FIRST_CHOICE)
@@ -193,7 +196,7 @@ def _salvage_if_cut_short(body: bytes, *, problem_id: str, sample_ids: list[int]
     for sample_id, piece in zip(sample_ids, whole, strict=False):
         document = head + b'{"index":0,' + piece[piece.index(b",") + 1:] + _NO_USAGE
         got = _lone(document, problem_id=problem_id, sample_id=sample_id, latency_s=latency_s,
-                    keep_top_logprobs=keep_top_logprobs, k=k, n=len(sample_ids), sent=len(whole))
+                    keep_top_logprobs=keep_top_logprobs, k=k, n=len(sample_ids), sent=len(whole), tokens=tokens)
         outcomes[sample_id] = dataclasses.replace(got, prompt_tokens=0, completion_tokens=got.n_tokens) \
             if isinstance(got, Sample) else got
     if any(isinstance(got, Sample) for got in outcomes.values()):
@@ -224,18 +227,18 @@ def _fewer_choices(n: int, sent: int) -> TransientError:
 
 
 def _lone(document: bytes | None, *, problem_id: str, sample_id: int, latency_s: float, keep_top_logprobs: bool,
-          k: int, n: int, sent: int) -> Outcome:
+          k: int, n: int, sent: int, tokens: bool) -> Outcome:
     if document is None:
         return _fewer_choices(n, sent)
     try:
         return parse_completion(document, problem_id=problem_id, sample_id=sample_id, latency_s=latency_s,
-                                keep_top_logprobs=keep_top_logprobs, expect_top_logprobs=k)
+                                keep_top_logprobs=keep_top_logprobs, expect_top_logprobs=k, keep_top_tokens=tokens)
     except TransientError as failed:
         return failed
 
 
 def _parsed_whole(doc: Any, *, problem_id: str, sample_ids: list[int], latency_s: float, keep_top_logprobs: bool,
-                  k: int) -> dict[int, Outcome]:
+                  k: int, tokens: bool) -> dict[int, Outcome]:
     """Each choice of a fully parsed reply, read by ingest's per-choice functions."""
     choices = _choices_by_index(doc)
     usage = usage_counts(doc)
@@ -243,7 +246,7 @@ def _parsed_whole(doc: Any, *, problem_id: str, sample_ids: list[int], latency_s
         raise TransientError("no usage", "the response has no usage.prompt_tokens / completion_tokens")
     return {sample_id: _sample(choices.get(index), usage, problem_id=problem_id, sample_id=sample_id,
                                latency_s=latency_s, keep_top_logprobs=keep_top_logprobs, k=k, n=len(sample_ids),
-                               sent=len(choices))
+                               sent=len(choices), tokens=tokens)
             for index, sample_id in enumerate(sample_ids)}
 
 
@@ -260,11 +263,11 @@ def _choices_by_index(doc: Any) -> dict[int, dict[str, Any]]:
 
 
 def _sample(choice: dict[str, Any] | None, usage: tuple[int, int], *, problem_id: str, sample_id: int,
-            latency_s: float, keep_top_logprobs: bool, k: int, n: int, sent: int) -> Outcome:
+            latency_s: float, keep_top_logprobs: bool, k: int, n: int, sent: int, tokens: bool) -> Outcome:
     if choice is None:
         return _fewer_choices(n, sent)
     try:
-        parsed: Parsed = parse_choice(choice, usage, k, keep_top_tokens=False)
+        parsed: Parsed = parse_choice(choice, usage, k, keep_top_tokens=tokens)
         return sample_of(parsed, problem_id=problem_id, sample_id=sample_id, latency_s=latency_s,
                          keep_top_logprobs=keep_top_logprobs, expect_top_logprobs=k)
     except TransientError as failed:

@@ -326,18 +326,20 @@ def _check_unique(sample: Sample, where: str, line: int, first_line: int) -> Non
 
 
 def import_file(path: Path, pool: Pool, problems: list[Problem], *, keep_top_logprobs: bool,
-                n_pool: int | None) -> ImportSummary:
+                n_pool: int | None, keep_top_tokens: bool = False) -> ImportSummary:
     """Validate the whole file, then append every sample the pool lacks (all-or-nothing on bad input).
     The caller has registered the problems' prompts (Pool.register).
 
     n_pool bounds the sample ids (0..n_pool-1); None admits any id.
     """
     checked = validate_file(path, {p.id for p in problems}, n_pool=n_pool)
-    return store_file(path, checked, pool, keep_top_logprobs=keep_top_logprobs)
+    return store_file(path, checked, pool, keep_top_logprobs=keep_top_logprobs, keep_top_tokens=keep_top_tokens)
 
 
-def store_file(path: Path, checked: CheckedFile, pool: Pool, *, keep_top_logprobs: bool) -> ImportSummary:
-    """Append every sample of a file validate_file passed (`checked` is what it returned) that the pool lacks.
+def store_file(path: Path, checked: CheckedFile, pool: Pool, *, keep_top_logprobs: bool,
+               keep_top_tokens: bool = False) -> ImportSummary:
+    """Append every sample of a file validate_file passed (`checked` is what it returned) that the pool lacks,
+    with the alternatives' token strings where the file has them and `keep_top_tokens` (pool.keep_top_tokens).
     The caller has registered the problems' prompts (Pool.register)."""
     read, simulated = checked.samples, checked.simulated
     pool.check_kind(simulated)
@@ -351,7 +353,9 @@ def store_file(path: Path, checked: CheckedFile, pool: Pool, *, keep_top_logprob
             if sample.sample_id in writer.keys:
                 skipped += 1
                 continue
-            writer.append(sample.sample_id, codec.encode(for_storage(sample, keep_top_logprobs), simulated=is_sim))
+            payload = codec.encode(for_storage(sample, keep_top_logprobs), keep_top_tokens=keep_top_tokens,
+                                   simulated=is_sim)
+            writer.append(sample.sample_id, payload)
             stored += 1
     pool.write_confidence_blocks(writers)  # the logs are closed: each problem's block, for the score stage
     return ImportSummary(read=read, stored=stored, already_stored=skipped, simulated=simulated or pool.simulated)
