@@ -134,6 +134,7 @@ LAYERS: list[set[str]] = [
     {"report", "sim", "engine"},
     {"sampling"},
     {"grading"},
+    {"explorer"},
     {"cli", "__main__"},
 ]
 

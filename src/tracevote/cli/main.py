@@ -12,6 +12,7 @@ from tracevote.cli import commands, ledger_commands, pool_commands, report_comma
 from tracevote.cli.params_commands import add_params_commands
 from tracevote.cli.plots import add_plots_command
 from tracevote.cli.preset import add_preset_command
+from tracevote.cli.view_command import add_view_command
 from tracevote.core.entry import stage_main
 from tracevote.core.profiles import PROFILES
 
@@ -361,6 +362,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_plots_command(subparsers)
     add_params_commands(subparsers)
     add_preset_command(subparsers)
+    add_view_command(subparsers)
     return parser
 
 

@@ -1,0 +1,146 @@
+// The DeepConf pool views: #/pool/<N> (the index of problems), #/pool/<N>/p/<i> (a problem's traces) and
+// #/pool/<N>/p/<i>/t/<sample_id> (a trace: TV.poolTrace draws it where the trace view is in the site).
+"use strict";
+
+(() => {
+  const {el, link, fmt} = TV;
+
+  function mark(right) {
+    if (right === null || right === undefined) return "";
+    return right ? "✓" : "✗";
+  }
+
+  function crumbs(...items) {
+    return el("div", {class: "tv-crumbs"}, items.map((item, i) => [i ? " › " : null, item]));
+  }
+
+  function methodColumns(pool) {
+    return pool.methods.map(method => ({
+      key: `m_${method.name}`, label: method.label, kind: "number",
+      title: `${method.label}: its usual answer, right (✓) when right in most working sets (accuracy above 50%), `
+        + "and that accuracy in percent; sorts by the accuracy",
+      text: row => {
+        const accuracy = row[`m_${method.name}`];
+        if (accuracy === null || accuracy === undefined) return "—";
+        if (method.name === "pass1") return `${fmt(accuracy, 1)}%`;
+        return `${fmt(row[`a_${method.name}`])} ${mark(accuracy > 50)} ${fmt(accuracy, 1)}%`;
+      },
+    }));
+  }
+
+  const INDEX_FILTERS = [
+    {id: "wrong_cons", label: "wrong under Cons", test: row => !row.cons_right},
+    {id: "wrong_filter", label: "wrong under a filter method", test: row => row.wrong_filter},
+    {id: "disagree", label: "methods disagree", test: row => row.disagree},
+  ];
+
+  async function poolIndex(route, main, n) {
+    const pool = await TV.need(`pool${n}/index`);
+    const columns = [
+      {key: "i", label: "#", kind: "number", title: "the problem's number in this pool"},
+      {key: "id", label: "problem", kind: "text"},
+      {key: "gold", label: "gold", kind: "text"},
+      {key: "traces", label: "traces", kind: "number"},
+      {key: "valid", label: "valid", kind: "number", title: "traces with an answer"},
+      ...methodColumns(pool),
+      {key: "distinct", label: "answers", kind: "number", title: "distinct answers among the valid traces"},
+      {key: "answers", label: "most given (answer×traces)", kind: "text"},
+    ];
+    main.append(
+      TV.banner(pool.simulated),
+      crumbs(link("#/", "sections"), pool.label),
+      el("h1", {}, pool.label),
+      el("p", {class: "tv-summary"}, `${pool.problems.length} problems at K = ${pool.k} (report.k), `
+        + `${pool.repeat} working sets per problem`, pool.model ? `; model ${pool.model}` : null,
+        ". Each method: its usual answer, ✓ when right in most working sets, its accuracy over them."),
+      TV.table({columns, rows: pool.problems, filters: INDEX_FILTERS, sort: {key: "i", dir: 1},
+                rowLink: row => `#/pool/${n}/p/${row.i}`, query: route.query}));
+  }
+
+  function traceRows(problem) {
+    const columns = problem.traces;
+    const count = columns.sample_id ? columns.sample_id.length : 0;
+    const names = Object.keys(columns);
+    const rows = new Array(count);
+    for (let j = 0; j < count; j++) {
+      const row = {};
+      for (const name of names) row[name] = columns[name][j];
+      rows[j] = row;
+    }
+    return rows;
+  }
+
+  function traceColumns(problem) {
+    return [
+      {key: "sample_id", label: "trace", kind: "number", title: "the trace's sample id in the pool"},
+      {key: "answer", label: "answer", kind: "number"},
+      {key: "correct", label: "right", kind: "bool"},
+      {key: "valid", label: "valid", kind: "bool", title: "it has an answer and votes"},
+      {key: "n_tokens", label: "tokens", kind: "number"},
+      {key: "finish_reason", label: "finish", kind: "text"},
+      ...problem.measures.map(measure => ({key: measure, label: measure, kind: "number", digits: 3,
+                                           title: `the ${measure} confidence measure (higher = surer)`})),
+    ];
+  }
+
+  const TRACE_FILTERS = [
+    {id: "right", label: "right", test: row => row.correct === true},
+    {id: "wrong", label: "wrong", test: row => row.correct === false},
+    {id: "valid", label: "valid", test: row => row.valid === true},
+  ];
+
+  function problemHead(problem, n, i) {
+    return [
+      TV.banner(problem.simulated),
+      crumbs(link("#/", "sections"), link(`#/pool/${n}`, problem.label), `problem ${problem.id}`),
+      el("h1", {}, `Problem ${problem.id}`),
+      el("div", {class: "tv-problem-text", "data-problem-text": "true"}, problem.problem),
+      el("p", {}, "Gold: ", el("strong", {}, problem.gold)),
+    ];
+  }
+
+  async function problemPage(route, main, n, i) {
+    const problem = await TV.need(`pool${n}/p${i}`);
+    const results = problem.results.map(result => ({
+      method: (problem.methods.find(m => m.name === result.method) || {label: result.method}).label,
+      answer: result.method === "pass1" ? null : result.answer, right: result.right, accuracy: result.accuracy}));
+    main.append(
+      ...problemHead(problem, n, i),
+      el("h2", {}, `Methods at K = ${problem.k}`),
+      TV.table({columns: [
+        {key: "method", label: "method", kind: "text"},
+        {key: "answer", label: "usual answer", kind: "number"},
+        {key: "right", label: "right", kind: "bool", title: "right in most working sets"},
+        {key: "accuracy", label: "accuracy %", kind: "number", digits: 2, title: "over the working sets"},
+      ], rows: results}),
+      el("h2", {}, "Answers of the valid traces"),
+      el("div", {class: "tv-dist"}, problem.distribution.map(d => el("span", {class: d.right ? "gold" : null},
+        `${d.answer} ${mark(d.right)} ×${d.count}`))),
+      el("h2", {}, "Traces"),
+      TV.table({columns: traceColumns(problem), rows: traceRows(problem), filters: TRACE_FILTERS,
+                sort: problem.measures.length ? {key: problem.measures[0], dir: -1} : {key: "sample_id", dir: 1},
+                rowLink: row => `#/pool/${n}/p/${i}/t/${row.sample_id}`, query: route.query}));
+  }
+
+  async function tracePage(route, main, n, i, sampleId) {
+    const problem = await TV.need(`pool${n}/p${i}`);
+    if (typeof TV.poolTrace === "function") {
+      await TV.poolTrace(route, main, problem);
+      return;
+    }
+    const row = traceRows(problem).find(r => String(r.sample_id) === sampleId);
+    if (!row) throw new Error(`problem ${problem.id} has no trace ${sampleId}`);
+    main.append(...problemHead(problem, n, i), el("h2", {}, `Trace ${sampleId}`),
+                TV.table({columns: traceColumns(problem), rows: [row]}));
+  }
+
+  TV.views.pool = async (route, main) => {
+    const [n, p, i, t, sampleId] = route.parts;
+    if (!/^\d+$/.test(n || "")) throw new Error(`no pool "${n}": a pool is a number (#/pool/0)`);
+    if (p === undefined) return poolIndex(route, main, n);
+    if (p !== "p" || !/^\d+$/.test(i || "")) throw new Error(`not a pool page: #/pool/${route.parts.join("/")}`);
+    if (t === undefined) return problemPage(route, main, n, i);
+    if (t !== "t" || !/^\d+$/.test(sampleId || "")) throw new Error(`not a trace: #/pool/${route.parts.join("/")}`);
+    return tracePage(route, main, n, i, sampleId);
+  };
+})();

@@ -1,0 +1,133 @@
+"""The explorer's DeepConf pool sections: per pool an index of its problems (data/pool<N>/index.js) and per
+problem its traces (data/pool<N>/p<i>.js), loaded only when a reader opens that problem.
+
+A method is right on a problem when it is right in most of its working sets at report.k (accuracy above one half);
+its answer is the one it gave most often (the aggregate's `prediction`, the smallest on ties).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from tracevote.core.config import Params
+from tracevote.explorer.pool_inputs import PoolInputs, ProblemRows, pool_sources, read_pool
+from tracevote.explorer.sitefiles import SiteWriter
+from tracevote.report.tables import method_label
+
+RIGHT_ABOVE = 0.5  # a method is right on a problem when its accuracy over working sets exceeds this
+TOP_ANSWERS = 5  # answers of the distribution the index lists per problem (the problem page lists them all)
+
+
+def sections(writer: SiteWriter, params: Params, root: Path) -> list[dict[str, Any]]:
+    """Write every pool's pages; returns their entries of the site's index."""
+    entries = []
+    for number, source in enumerate(pool_sources(params, root)):
+        pool = read_pool(source, root, params.report.k)
+        entries.append(write_pool(writer, number, pool, params.report.k))
+    return entries
+
+
+def pool_label(pool: PoolInputs) -> str:
+    paths = pool.source.paths
+    return f"DeepConf pool: {paths.dataset} ({paths.endpoint})"
+
+
+def write_pool(writer: SiteWriter, number: int, pool: PoolInputs, k: int) -> dict[str, Any]:
+    """data/pool<number>/index.js and each problem's p<i>.js; returns the site index's entry."""
+    methods = list(pool.result.methods)
+    results = method_results(pool, k)
+    rows = []
+    shown = [problem for problem in pool.problems if problem.id in pool.rows or problem.id in results]
+    for i, problem in enumerate(shown):
+        traces = pool.rows.get(problem.id)
+        by_method = results.get(problem.id, {})
+        rows.append(index_row(i, problem.id, str(problem.answer), traces, by_method, methods))
+        writer.put(f"pool{number}/p{i}", problem_page(number, i, problem.id, problem.problem, str(problem.answer),
+                                                      traces, by_method, pool, k))
+    header = pool_header(pool, k)
+    writer.put(f"pool{number}/index", {**header, "problems": rows})
+    solved = sum(1 for row in rows if row["cons_right"])
+    summary = (f"{len(rows)} problems, {sum(row['traces'] for row in rows)} traces; Cons@{k} right on {solved}"
+               + (f"; model {pool.model}" if pool.model else ""))
+    return {"view": "pool", "index": number, "label": pool_label(pool), "simulated": pool.simulated,
+            "summary": summary}
+
+
+def pool_header(pool: PoolInputs, k: int) -> dict[str, Any]:
+    """What the pool's index and each of its problem pages say above their tables."""
+    paths = pool.source.paths
+    return {"label": pool_label(pool), "dataset": paths.dataset, "endpoint": paths.endpoint, "model": pool.model,
+            "simulated": pool.simulated, "k": k, "repeat": pool.result.repeat,
+            "methods": [{"name": name, "label": method_label(name, k), "filter": is_filter(name)}
+                        for name in pool.result.methods],
+            "measures": list(pool.measures)}
+
+
+def is_filter(method: str) -> bool:
+    """A top-eta confidence filter (`tail_top10`), as opposed to Pass@1, Cons@K and the weighted votes."""
+    return "_top" in method
+
+
+def method_results(pool: PoolInputs, k: int) -> dict[str, dict[str, dict[str, Any]]]:
+    """problem id -> method -> {answer, accuracy, right} at K."""
+    results: dict[str, dict[str, dict[str, Any]]] = {}
+    for row in pool.result.problems:
+        if row.k == k:
+            results.setdefault(row.problem_id, {})[row.method] = {
+                "answer": row.prediction, "accuracy": row.accuracy, "answered": row.answered,
+                "right": row.accuracy > RIGHT_ABOVE}
+    return results
+
+
+def answer_distribution(traces: ProblemRows | None) -> list[dict[str, Any]]:
+    """Valid traces' answers, most frequent first (smaller answer on ties), each right when its traces are."""
+    if traces is None:
+        return []
+    columns = traces.columns
+    valid = [(answer, right) for answer, right, ok in zip(columns["answer"], columns["correct"], columns["valid"],
+                                                         strict=True) if ok and answer is not None]
+    counts = Counter(answer for answer, _ in valid)
+    right = {answer for answer, ok in valid if ok}
+    return [{"answer": answer, "count": count, "right": answer in right}
+            for answer, count in sorted(counts.items(), key=lambda item: (-item[1], item[0]))]
+
+
+def index_row(i: int, problem_id: str, gold: str, traces: ProblemRows | None,
+              by_method: dict[str, dict[str, Any]], methods: list[str]) -> dict[str, Any]:
+    """One problem's row of the pool index: flat keys, so the page's table sorts and filters it."""
+    distribution = answer_distribution(traces)
+    voted = {by_method[name]["answer"] for name in methods if name != "pass1" and name in by_method}
+    row: dict[str, Any] = {
+        "i": i, "id": problem_id, "gold": gold,
+        "traces": 0 if traces is None else len(traces.columns["sample_id"]),
+        "valid": 0 if traces is None else sum(traces.columns["valid"]),
+        "pass1": _pct(by_method.get("pass1", {}).get("accuracy")),
+        "cons": _pct(by_method.get("cons", {}).get("accuracy")),
+        "cons_right": bool(by_method.get("cons", {}).get("right", False)),
+        "wrong_filter": any(not result["right"] for name, result in by_method.items() if is_filter(name)),
+        "disagree": len(voted) > 1,
+        "answers": "  ".join(f"{d['answer']}×{d['count']}" for d in distribution[:TOP_ANSWERS]),
+        "distinct": len(distribution),
+    }
+    for name in methods:
+        result = by_method.get(name)
+        row[f"m_{name}"] = None if result is None else _pct(result["accuracy"])
+        row[f"a_{name}"] = None if result is None else result["answer"]
+    return row
+
+
+def problem_page(number: int, i: int, problem_id: str, text: str, gold: str, traces: ProblemRows | None,
+                 by_method: dict[str, dict[str, Any]], pool: PoolInputs, k: int) -> dict[str, Any]:
+    """One problem's page: its text and gold, each method's result, the answer distribution and every trace's row
+    (column by column: a paper-scale problem has 4,096 traces)."""
+    return {**pool_header(pool, k), "pool": number, "i": i, "id": problem_id, "problem": text, "gold": gold,
+            "results": [{"method": name, **by_method[name], "accuracy": _pct(by_method[name]["accuracy"])}
+                        for name in pool.result.methods if name in by_method],
+            "distribution": answer_distribution(traces),
+            "traces": {} if traces is None else traces.columns}
+
+
+def _pct(value: float | None) -> float | None:
+    return None if value is None else round(100 * value, 2)

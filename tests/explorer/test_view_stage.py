@@ -1,0 +1,64 @@
+"""The DVC stage `view`, as dvc.yaml declares it, in a small project: it builds the site, is up to date after,
+rebuilds when a pool's score table changes, and a failed rebuild keeps the last site (persist)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from tests.conftest import REPO_ROOT
+from tests.dvcproject import dvc, run
+from tests.explorer.project import write_project
+from tests.explorer.sitedata import read_data
+from tracevote.core.parquet import read_parquet_metadata, write_parquet
+
+pytestmark = pytest.mark.slow
+
+
+def _project(root: Path) -> Path:
+    """The toy project in a git repo with DVC, the repository's `view` stage alone in its dvc.yaml."""
+    write_project(root)
+    stage = yaml.safe_load((REPO_ROOT / "dvc.yaml").read_text())["stages"]["view"]
+    (root / "dvc.yaml").write_text(yaml.safe_dump({"stages": {"view": stage}}, sort_keys=False))
+    shutil.copytree(REPO_ROOT / "src", root / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    shutil.copy(REPO_ROOT / ".gitignore", root / ".gitignore")
+    run(root, "git", "init", "-q")
+    run(root, "git", "config", "user.email", "test@example.com")
+    run(root, "git", "config", "user.name", "test")
+    dvc(root, "init", "-q")
+    run(root, "git", "add", "-A")
+    run(root, "git", "commit", "-qm", "project")
+    return root
+
+
+def _changed_stages(root: Path) -> list[str]:
+    return sorted(json.loads(dvc(root, "status", "--json").stdout))
+
+
+def test_the_view_stage_rebuilds_when_a_pool_changes(tmp_path: Path) -> None:
+    root = _project(tmp_path / "project")
+    dvc(root, "repro", "view")
+    assert read_data(root / "explorer", "index")["sections"][0]["view"] == "pool"
+    assert _changed_stages(root) == []
+    assert run(root, "git", "status", "--porcelain", "--ignored", "explorer").stdout.startswith("!! explorer")
+
+    scores = root / "data" / "scores" / "bench.parquet"
+    table = pd.read_parquet(scores)
+    first = table.index[table["problem_id"] == "synth-00"][0]
+    table.loc[first, "n_tokens"] = 12345
+    write_parquet(scores, (rows for _, rows in table.groupby("problem_id", sort=False)),
+                  read_parquet_metadata(scores))
+    assert _changed_stages(root) == ["view"]
+    dvc(root, "repro", "view")
+    assert read_data(root / "explorer", "pool0/p0")["traces"]["n_tokens"][0] == 12345
+
+    (root / "data" / "aggregate" / "bench.json").unlink()
+    failed = dvc(root, "repro", "view", check=False)
+    assert failed.returncode != 0
+    assert "data/aggregate/bench.json: no aggregate" in failed.stderr
+    assert read_data(root / "explorer", "pool0/p0")["traces"]["n_tokens"][0] == 12345  # the last good site
