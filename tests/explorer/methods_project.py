@@ -79,6 +79,9 @@ def build_methods(root: Path) -> None:
               "metrics/debate_results.json")
     run_stage(root, "build_critiques.py", "--dataset", "toy_steps", "--steps", "data/toy_steps.jsonl",
               "--critiques", "critiques/toy_steps", "--manifest", "critiques/toy_steps.json")
+    run_stage(root, "score_critiques.py", "--critiques", "critiques", "--metrics", "metrics/critique.json",
+              "--headline", "metrics/headline/critique", "--details", "metrics/critique_results.jsonl",
+              "--by-task", "metrics/critique_by_task.csv")
     run_stage(root, "build_grading_critic.py", "--run", RUN, "--gold", "data/demo_gsm8k.jsonl",
               "--critic", f"grading/critic/{RUN}")
     run_stage(root, "grade.py", "--run", RUN, "--gold", "data/demo_gsm8k.jsonl", "--critic", f"grading/critic/{RUN}",

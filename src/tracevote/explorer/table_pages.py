@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from tracevote.core.config import Params
-from tracevote.explorer import debate_pages, pool_pages
+from tracevote.explorer import debate_pages
+from tracevote.explorer.pool_inputs import pool_sources
 
 if TYPE_CHECKING:
     from tracevote.explorer.sitefiles import SiteWriter
@@ -27,7 +28,7 @@ Link = Callable[[dict[str, Any]], str | None]
 
 def sections(writer: SiteWriter, params: Params, root: Path) -> list[dict[str, Any]]:
     """The study sections (one per dataset of study.datasets with its study.json), then compare's (one or none)."""
-    pools = pool_pages.section_numbers(params, root)
+    pools = pool_numbers(params, root)
     debates = {dataset: n for n, dataset in enumerate(debate_pages.debated_datasets(params, root))}
     entries = []
     for dataset in params.study.datasets:
@@ -40,13 +41,19 @@ def sections(writer: SiteWriter, params: Params, root: Path) -> list[dict[str, A
     return entries
 
 
+def pool_numbers(params: Params, root: Path) -> dict[tuple[str, str], int]:
+    """(dataset, endpoint) -> the number of its pool section (pool_pages numbers pool_sources in order)."""
+    return {(source.paths.dataset, source.paths.endpoint): number
+            for number, source in enumerate(pool_sources(params, root))}
+
+
 def study_link(pools: dict[tuple[str, str], int], debates: dict[str, int], dataset: str) -> Link:
     """A study row's link: its model's pool on `dataset` filtered to its method's wrong problems, or the debate."""
     def link(row: dict[str, Any]) -> str | None:
         if row["method"] == "debate":
             return _debate_hash(debates, dataset)
         number = pools.get((dataset, row["model"]))
-        return None if number is None else pool_pages.method_hash(number, row["method"])
+        return None if number is None else method_hash(number, row["method"])
     return link
 
 
@@ -79,12 +86,18 @@ def compare_section(writer: SiteWriter, path: Path, params: Params, pools: dict[
         if row["method"] == "debate":
             return _debate_hash(debates, first)
         number = pools.get((first, endpoint))
-        return None if number is None else pool_pages.method_hash(number, row["method"])
+        return None if number is None else method_hash(number, row["method"])
 
     rows = [{**row, "link": link(row)} for row in compare["rows"]]
     writer.put(f"{COMPARE}0/index", {**compare, "rows": rows, "links": links})
     return {"view": COMPARE, "index": 0, "label": "Compare: voting beside debate", "simulated":
             bool(compare["simulated"]), "summary": f"{len(rows)} rows on {', '.join(datasets) or 'no dataset'}"}
+
+
+def method_hash(number: int, method: str) -> str:
+    """The pool section's index filtered to the problems `method` got wrong at report.k: method_hash(0, "cons") ->
+    "#/pool/0?f=wrong_cons" (pool.js's filter wrong_<method>; a method the pool has no column for filters nothing)."""
+    return f"#/pool/{number}?f=wrong_{method}"
 
 
 def _pool_hash(pools: dict[tuple[str, str], int], dataset: str, endpoint: str) -> str | None:
