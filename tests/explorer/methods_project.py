@@ -46,6 +46,7 @@ def methods_params() -> dict:
     return deep_merge(params, {
         "pool": {"n_pool": 8}, "eval": {"k": [1, 4, 8], "repeat": 4, "bootstrap": 100}, "report": {"k": 8},
         "endpoints": {"cheap": CHEAP}, "deepconf": {"endpoints": ["cheap"]},
+        "model": {"sim": {"accuracy": 0.3}},  # agents that often disagree, so some debates reach round 2
         "debate": DEBATE, "critique": {"n_votes": 3, "max_tokens": 2000},
         "grading": {"runs": {RUN: {"dataset": "demo_gsm8k", "predictions": "predictions.jsonl", "id_key": None}},
                     "critic": {"enabled": True}},

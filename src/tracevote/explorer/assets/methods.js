@@ -57,8 +57,10 @@
     return value === null || value === undefined ? "—" : "$" + TV.fmt(value, 6);
   }
 
-  function header(title, simulated, back) {
-    return [TV.banner(simulated), back ? el("p", {}, TV.link(back[0], back[1])) : null, el("h2", {}, title)];
+  // The banner (simulated output), the way back (sections, then `up`: [hash, text] or null) and the title.
+  function header(title, simulated, up) {
+    const crumbs = [TV.link("#/", "sections"), up ? [" › ", TV.link(up[0], up[1])] : null, ` › ${title}`];
+    return [TV.banner(simulated), el("div", { class: "tv-crumbs" }, crumbs), el("h1", {}, title)];
   }
 
   function orNone(value) {
@@ -73,7 +75,7 @@
       return debateProblem(main, n, number(route, 2));
     }
     const data = await TV.need(`debate${n}/index`);
-    main.append(...header(`Debate: ${data.dataset}`, data.simulated, ["#/", "all sections"]),
+    main.append(...header(`Debate: ${data.dataset}`, data.simulated, null),
       facts([["agents", `${data.agents} (${data.model})`], ["judge", data.judge_model],
         ["rounds", String(data.rounds)], ["importance", data.importance ? "rated" : "off"],
         ["right", `${data.correct} of ${data.problems.length}`], ["dollars", dollars(data.usd)]]),
@@ -99,7 +101,7 @@
 
   async function debateProblem(main, n, i) {
     const data = await TV.need(`debate${n}/p${i}`);
-    main.append(...header(`Debate on ${data.problem_id}`, data.simulated, [`#/debate/${n}`, "all debates"]),
+    main.append(...header(`Debate on ${data.problem_id}`, data.simulated, [`#/debate/${n}`, "debates"]),
       text(data.problem),
       facts([["gold", String(data.gold)], ["final answer", orNone(data.final_answer)],
         ["verdict", verdict(data.correct)], ["ended at", data.stop],
@@ -158,7 +160,7 @@
     }
     const data = await TV.need(`critique${n}/index`);
     const s = data.scores;
-    main.append(...header(`Critique: ${data.dataset}`, data.simulated, ["#/", "all sections"]),
+    main.append(...header(`Critique: ${data.dataset}`, data.simulated, null),
       facts([["critic", data.model], ["critiques per solution", String(data.n_votes)],
         ["error accuracy", `${TV.fmt(s.error_accuracy_pct, 2)}%`],
         ["correct accuracy", `${TV.fmt(s.correct_accuracy_pct, 2)}%`], ["F1", `${TV.fmt(s.f1_pct, 2)}%`]]),
@@ -182,7 +184,7 @@
 
   async function critiqueSolution(main, n, i) {
     const data = await TV.need(`critique${n}/s${i}`);
-    main.append(...header(`Critique of ${data.id}`, data.simulated, [`#/critique/${n}`, "all solutions"]),
+    main.append(...header(`Critique of ${data.id}`, data.simulated, [`#/critique/${n}`, "solutions"]),
       facts([["task", data.task], ["label's first error", paragraphName(data.label)],
         ["critics' first error", data.prediction === null ? "no parsable vote" : paragraphName(data.prediction)],
         ["verdict", data.match ? el("span", { class: "tv-ok" }, "match") : el("span", { class: "tv-bad" },
@@ -201,10 +203,10 @@
           text(paragraph));
       })),
       el("h3", {}, "Critiques"),
-      data.critiques.map((critique, k) => el("details", { class: "tv-critique" },
+      el("div", {}, data.critiques.map((critique, k) => el("details", { class: "tv-critique" },
         el("summary", {}, `critique ${k + 1}: boxed ${critique.boxed === null ? "nothing" : critique.boxed}, ` +
           `vote ${orNone(critique.vote)} (${critique.completion_tokens} tokens, finish ${critique.finish_reason})`),
-        text(critique.text))));
+        text(critique.text)))));
   }
 
   function paragraphName(index) {
@@ -220,7 +222,7 @@
     }
     const data = await TV.need(`grading${n}/index`);
     const r = data.record;
-    main.append(...header(`Grading: ${data.run}`, data.simulated, ["#/", "all sections"]),
+    main.append(...header(`Grading: ${data.run}`, data.simulated, null),
       facts([["dataset", r.dataset], ["predictions", `${r.predictions_path} (${r.source})`],
         ["accuracy", `${TV.fmt(100 * r.accuracy, 2)}% (${r.correct} of ${r.total})`],
         ["mean words", TV.fmt(r.avg_word_count, 1)],
@@ -246,7 +248,7 @@
 
   async function gradingItem(main, n, j) {
     const data = await TV.need(`grading${n}/i${j}`);
-    main.append(...header(`Grading of ${data.id}`, data.simulated, [`#/grading/${n}`, "all items"]),
+    main.append(...header(`Grading of ${data.id}`, data.simulated, [`#/grading/${n}`, "items"]),
       facts([["gold", data.gold], ["answer", data.answer],
         ["Math-Verify", [verdict(data.correct), ` (${data.method})`]], ["words", String(data.words)],
         ["critic's score", data.critic_score === null ? "none" : TV.fmt(data.critic_score, 2)]]),
@@ -262,7 +264,7 @@
   TV.views.study = async (route, main) => {
     const n = number(route, 0);
     const data = await TV.need(`study${n}/index`);
-    main.append(...header(`Study: ${data.dataset}`, data.simulated, ["#/", "all sections"]),
+    main.append(...header(`Study: ${data.dataset}`, data.simulated, null),
       el("ul", {}, data.notes.map((note) => el("li", {}, note))),
       el("p", {}, "Each row opens the problems behind it: a vote's pool, filtered to the problems its method got " +
         "wrong; the debate's transcripts."),
@@ -286,7 +288,7 @@
   TV.views.compare = async (route, main) => {
     const n = number(route, 0);
     const data = await TV.need(`compare${n}/index`);
-    main.append(...header("Voting beside debate", data.simulated, ["#/", "all sections"]),
+    main.append(...header("Voting beside debate", data.simulated, null),
       el("p", {}, `Datasets: ${data.datasets.join(", ") || "none shared"}.`),
       el("ul", {}, data.links.map((link) => el("li", {}, TV.link(link.hash, link.label)))),
       TV.table({
