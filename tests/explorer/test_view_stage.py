@@ -23,6 +23,8 @@ pytestmark = pytest.mark.slow
 def _project(root: Path) -> Path:
     """The toy project in a git repo with DVC, the repository's `view` stage alone in its dvc.yaml."""
     write_project(root)
+    for folder in ("debates", "critiques", "grading", "metrics"):  # the other methods' folders, as yet empty
+        (root / folder).mkdir()
     stage = yaml.safe_load((REPO_ROOT / "dvc.yaml").read_text())["stages"]["view"]
     (root / "dvc.yaml").write_text(yaml.safe_dump({"stages": {"view": stage}}, sort_keys=False))
     shutil.copytree(REPO_ROOT / "src", root / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
