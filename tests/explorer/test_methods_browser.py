@@ -33,7 +33,8 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def shot(opened: object, name: str) -> None:
     if SHOTS:
-        opened.page.screenshot(path=str(Path(SHOTS) / f"explorer-{name}.png"), full_page=False)
+        opened.page.set_viewport_size({"width": 1400, "height": 1500})  # a debate's first rounds and its judge
+        opened.page.screenshot(path=str(Path(SHOTS) / f"explorer-{name}.png"))
 
 
 def test_the_sections_lead_to_every_method(browser: object, site: Path) -> None:

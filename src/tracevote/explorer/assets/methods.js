@@ -17,6 +17,7 @@
 .tv-reply.wrong { border-left-color: #c0392b; }
 .tv-reply.judge { border-left-color: #6c4bb4; }
 .tv-reply h4 { margin: 0.2em 0; font-size: 1em; }
+.tv-reply .tv-text { max-height: 9em; }
 .tv-meta { color: #555; font-size: 0.88em; }
 .tv-paragraphs { list-style: none; padding: 0; counter-reset: none; }
 .tv-paragraph { border: 1px solid #ddd; margin: 0.4em 0; padding: 0.3em 0.6em; }
