@@ -1,9 +1,10 @@
 """A small project whose debates, critiques, grading run, study and comparison were built on the simulated model
 by the stages themselves (no DVC: each stage run as DVC runs it), for the explorer's method pages.
 
-The toy dataset's 12 problems: a pool of 16 traces each, scored and aggregated; DyLAN debates with importance
-ratings; the hand-written step-labelled file critiqued 3 times each; the hand-written GSM8K predictions graded with
-the critic on; the study of the toy dataset with the debate joined; the comparison of voting and debate.
+The toy dataset's 12 problems: a pool of 8 traces each (and the cheaper model's), scored and aggregated; DyLAN
+debates with importance ratings; the hand-written step-labelled file critiqued 3 times each; the hand-written GSM8K
+predictions and the pool graded with the critic on; the study of the toy dataset with the debate joined; the
+comparison of voting and debate.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from tracevote.store.calls import Call, CallRecord, encode
 from tracevote.store.frame_writer import FrameWriter
 
 RUN = "handwritten"
+POOL_RUN = "pool_toy"  # tests.dvcproject.one_dataset's: the toy pool's traces graded
 CHEAP = {"profile": "deepseek", "base_url": "http://127.0.0.1:9", "name": "cheap-model", "extra_body": {},
          "reasoning_effort": None, "api_key_env": "DEEPSEEK_API_KEY", "needs_key": False, "sim": {"accuracy": 0.2},
          "pricing": {"checked": "2026-07", "input_cache_miss": 0.05, "input_cache_hit": 0.01, "output": 0.1}}
@@ -83,10 +85,12 @@ def build_methods(root: Path) -> None:
     run_stage(root, "score_critiques.py", "--critiques", "critiques", "--metrics", "metrics/critique.json",
               "--headline", "metrics/headline/critique", "--details", "metrics/critique_results.jsonl",
               "--by-task", "metrics/critique_by_task.csv")
-    run_stage(root, "build_grading_critic.py", "--run", RUN, "--gold", "data/demo_gsm8k.jsonl",
-              "--critic", f"grading/critic/{RUN}")
-    run_stage(root, "grade.py", "--run", RUN, "--gold", "data/demo_gsm8k.jsonl", "--critic", f"grading/critic/{RUN}",
-              "--out", f"grading/runs/{RUN}.json", "--details", f"grading/runs/{RUN}.jsonl")
+    for run, dataset in ((RUN, "demo_gsm8k"), (POOL_RUN, "toy")):
+        run_stage(root, "build_grading_critic.py", "--run", run, "--gold", f"data/{dataset}.jsonl",
+                  "--critic", f"grading/critic/{run}")
+        run_stage(root, "grade.py", "--run", run, "--gold", f"data/{dataset}.jsonl", "--critic",
+                  f"grading/critic/{run}", "--out", f"grading/runs/{run}.json",
+                  "--details", f"grading/runs/{run}.jsonl")
 
 
 def methods_project(tmp_path_factory: pytest.TempPathFactory) -> Path:

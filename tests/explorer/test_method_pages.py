@@ -13,13 +13,13 @@ from typing import Any
 
 import pytest
 
-from tests.explorer.methods_project import HOSTILE, RUN, hostile_debate, methods_params, methods_project
+from tests.explorer.methods_project import HOSTILE, POOL_RUN, RUN, hostile_debate, methods_params, methods_project
 from tests.explorer.sitedata import read_data
 from tracevote.cli.demo import write_params
 from tracevote.core.config import load_params
 from tracevote.critique import build as critique_build
 from tracevote.debate import build as debate_build
-from tracevote.explorer import critique_pages, debate_pages, grading_pages, table_pages
+from tracevote.explorer import critique_pages, debate_pages, grading_pages, pool_pages, table_pages
 from tracevote.explorer.sitefiles import SiteWriter
 from tracevote.grading.critic import parse_score
 
@@ -90,24 +90,45 @@ def test_a_critique_page_shows_the_paragraphs_the_label_and_each_vote(project: P
     assert index["scores"]["f1_pct"] == metrics["f1_pct"]
 
 
+def grading_sections(entries: list[dict[str, Any]], data: Data) -> dict[str, int]:
+    """run name -> its grading section's number."""
+    return {data(f"grading{entry['index']}/index")["run"]: entry["index"] for entry in entries}
+
+
 def test_a_grading_item_shows_the_verdict_the_word_count_and_the_critics_reasoning(project: Path,
                                                                                   tmp_path: Path) -> None:
     entries, data = built(grading_pages, project, tmp_path / "site")
-    assert [(e["view"], e["index"], e["simulated"]) for e in entries] == [("grading", 0, True)]
+    assert {(e["view"], e["simulated"]) for e in entries} == {("grading", True)}
+    n = grading_sections(entries, data)[RUN]
     lines = json_lines(project / "grading" / "runs" / f"{RUN}.jsonl")
     predictions = {row["id"]: row for row in json_lines(project / "predictions.jsonl")}
-    index = data("grading0/index")
+    index = data(f"grading{n}/index")
     assert index["record"] == json.loads((project / "grading" / "runs" / f"{RUN}.json").read_text())
-    assert [{k: v for k, v in row.items() if k != "j"} for row in index["items"]] == lines
+    assert index["pool"] is None and all(row["page"] for row in index["items"])
+    assert [{k: v for k, v in row.items() if k not in ("j", "page")} for row in index["items"]] == lines
     scored = 0
     for j, line in enumerate(lines):
-        page = data(f"grading0/i{j}")
+        page = data(f"grading{n}/i{j}")
         assert {k: page[k] for k in line} == line
         assert page["thinking"] == predictions[line["id"]]["thinking"]
         if line["critic_score"] is not None:
             assert parse_score(page["critic_reply"]) == line["critic_score"]
             scored += 1
     assert scored > 0
+
+
+def test_a_pool_runs_rows_lead_to_the_pools_traces_not_to_copies(project: Path, tmp_path: Path) -> None:
+    entries, data = built(grading_pages, project, tmp_path / "site")
+    n = grading_sections(entries, data)[POOL_RUN]
+    index = data(f"grading{n}/index")
+    lines = json_lines(project / "grading" / "runs" / f"{POOL_RUN}.jsonl")
+    assert index["pool"] == 0 and len(index["items"]) == len(lines) == 12 * 8
+    _, pool = built(pool_pages, project, tmp_path / "pools")
+    traces = {row["id"]: set(pool(f"pool0/p{row['i']}")["traces"]["sample_id"])
+              for row in pool("pool0/index")["problems"]}
+    assert all(row["line"] in traces[row["id"]] for row in index["items"])  # each row's trace is in the pool's pages
+    for row in index["items"]:  # the toy problems have no reference solution: the critic read none, no copy here
+        assert row["page"] is False and not (tmp_path / "site" / "data" / f"grading{n}" / f"i{row['j']}.js").exists()
 
 
 def test_the_study_and_compare_rows_are_their_stages_rows_each_linking_to_its_problems(project: Path,

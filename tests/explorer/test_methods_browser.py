@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.explorer.browser import open_page
-from tests.explorer.methods_project import HOSTILE, hostile_debate, methods_project
+from tests.explorer.methods_project import HOSTILE, POOL_RUN, RUN, hostile_debate, methods_project
 from tests.explorer.sitedata import read_data
 from tracevote.core.config import load_params
 from tracevote.explorer import debate_pages
@@ -81,12 +81,32 @@ def test_a_critique_marks_the_labels_and_the_critics_paragraph(browser: object, 
     assert opened.clean() == []
 
 
+def grading_section(site: Path, run: str) -> int:
+    sections = read_data(site, "index")["sections"]
+    return next(s["index"] for s in sections if s["view"] == "grading"
+                and read_data(site, f"grading{s['index']}/index")["run"] == run)
+
+
 def test_a_grading_item_shows_the_critics_reply(browser: object, site: Path) -> None:
-    items = read_data(site, "grading0/index")["items"]
+    n = grading_section(site, RUN)
+    items = read_data(site, f"grading{n}/index")["items"]
     j = next(row["j"] for row in items if row["critic_score"] is not None)
-    opened = open_page(browser, site, f"#/grading/0/i/{j}")
+    opened = open_page(browser, site, f"#/grading/{n}/i/{j}")
     texts = opened.page.locator("pre.tv-text").all_inner_texts()
-    assert read_data(site, f"grading0/i{j}")["critic_reply"] in texts
+    assert read_data(site, f"grading{n}/i{j}")["critic_reply"] in texts
+    assert opened.clean() == []
+
+
+def test_a_pool_runs_row_opens_its_trace_in_the_pool(browser: object, site: Path) -> None:
+    n = grading_section(site, POOL_RUN)
+    first = read_data(site, f"grading{n}/index")["items"][0]
+    problem = next(p["i"] for p in read_data(site, "pool0/index")["problems"] if p["id"] == first["id"])
+    opened = open_page(browser, site, f"#/grading/{n}")
+    expected = f"#/pool/0/p/{problem}/t/{first['line']}"
+    assert opened.page.locator("tbody tr").first.get_attribute("data-href") == expected
+    opened.page.click(f"tr[data-href='{expected}'] a")
+    opened.wait_ready()
+    assert opened.page.evaluate("location.hash") == expected
     assert opened.clean() == []
 
 

@@ -4,8 +4,9 @@ Per run N: `grading<N>/index` (the run's record and one row per graded predictio
 verdict and how it was reached, the reasoning's word count, the critic's score) and `grading<N>/i<j>` for the j-th
 graded prediction (the problem, the prediction's reasoning and final part, and the critic's reply: its reasoning
 behind the score). The rows are grading/runs/<run>.jsonl as the grade stage wrote them; the texts are the run's
-inputs read again (its predictions file or pool) and the critic's ledger. A run without its grade files gives no
-section.
+inputs read again (its predictions file or pool) and the critic's ledger. A pool's traces have their pages in the
+pool's section: a pool run's rows link there, and only the predictions the critic read get a page here, so a
+paper-scale pool is not written twice. A run without its grade files gives no section.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from tracevote.core.config import Params
 from tracevote.core.config_methods import GradingRunConfig
 from tracevote.core.errors import DataError
 from tracevote.core.names import recorded_path
+from tracevote.explorer.pool_inputs import pool_sources
 from tracevote.grading.critic import critic_items
 from tracevote.grading.gold import GoldItem
 from tracevote.grading.predictions import Prediction
@@ -55,17 +57,31 @@ def run_section(writer: SiteWriter, params: Params, root: Path, run: GradingRunC
     pairs = matched_pairs(inputs, lines, details_path)
     replies = critic_replies(root / "grading" / "critic" / run.name, inputs)
     simulated = bool(record["simulated"])
+    pool = pool_section(params, root, run) if inputs.source == "pool" else None
     rows = []
     for j, (line, (gold, prediction)) in enumerate(zip(lines, pairs, strict=True)):
         first = j == 0 or pairs[j - 1][0].id != gold.id  # the critic reads a gold item's first prediction only
-        writer.put(f"{VIEW}{number}/i{j}", item_page(line, gold, prediction, replies.get(gold.id) if first else None,
-                                                     simulated=simulated))
-        rows.append({"j": j, **line})
-    writer.put(f"{VIEW}{number}/index", {"run": run.name, "simulated": simulated, "record": record, "items": rows})
+        reply = replies.get(gold.id) if first else None
+        # a pool's trace has its own page in the pool section: a page here only for what the critic read of it
+        page = inputs.source != "pool" or reply is not None
+        if page:
+            writer.put(f"{VIEW}{number}/i{j}", item_page(line, gold, prediction, reply, simulated=simulated))
+        rows.append({"j": j, **line, "page": page})
+    writer.put(f"{VIEW}{number}/index", {"run": run.name, "simulated": simulated, "record": record, "pool": pool,
+                                         "items": rows})
     accuracy = record["accuracy"]
     return {"view": VIEW, "index": number, "label": f"Grading: {run.name}", "simulated": simulated,
             "summary": f"{len(rows)} predictions of {run.dataset} ({record['source']}); accuracy "
                        f"{100 * accuracy:.2f}%"}
+
+
+def pool_section(params: Params, root: Path, run: GradingRunConfig) -> int | None:
+    """The number of the pool section whose traces a pool run grades (its predictions name that pool's manifest);
+    None when the site shows no such pool."""
+    for number, source in enumerate(pool_sources(params, root)):
+        if source.paths.manifest == Path(run.predictions):
+            return number
+    return None
 
 
 def matched_pairs(inputs: RunInputs, lines: Sequence[dict[str, Any]],

@@ -223,6 +223,14 @@
     }
     const data = await TV.need(`grading${n}/index`);
     const r = data.record;
+    // a pool run's row opens its trace in the pool's section (#/pool/<N>/p/<i>/t/<sample id>), unless the critic
+    // read it: then its page here shows the critic's reply
+    const pool = data.pool === null ? null : await TV.need(`pool${data.pool}/index`);
+    const problemNumber = new Map(pool ? pool.problems.map((problem) => [problem.id, problem.i]) : []);
+    const itemLink = (row) => {
+      if (row.page) return `#/grading/${n}/i/${row.j}`;
+      return problemNumber.has(row.id) ? `#/pool/${data.pool}/p/${problemNumber.get(row.id)}/t/${row.line}` : null;
+    };
     main.append(...header(`Grading: ${data.run}`, data.simulated, null),
       facts([["dataset", r.dataset], ["predictions", `${r.predictions_path} (${r.source})`],
         ["accuracy", `${TV.fmt(100 * r.accuracy, 2)}% (${r.correct} of ${r.total})`],
@@ -243,7 +251,7 @@
           { id: "wrong", label: "wrong", test: (row) => !row.correct },
           { id: "critic", label: "critic scored", test: (row) => row.critic_score !== null },
         ],
-        rowLink: (row) => `#/grading/${n}/i/${row.j}`,
+        rowLink: itemLink,
       }));
   };
 
