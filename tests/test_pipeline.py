@@ -25,6 +25,7 @@ from tests.dvcproject import (
     run,
     update_params,
 )
+from tests.explorer.sitedata import read_data
 from tests.images import assert_not_blank
 from tracevote.cli.demo import BUILTIN_PROBLEMS, local_dataset
 
@@ -126,6 +127,12 @@ def test_outputs_say_simulated(built: Path) -> None:
     assert header[:3] == ["k", "pass1", "pass1_std"] and "bottom10_top10" in header
     for plot in ("accuracy_vs_k.png", "confidence.png"):
         assert_not_blank(built / "plots" / "deepconf" / "toy" / plot)
+    explorer = read_data(built / "explorer", "index")  # the view stage's site: every method, marked simulated
+    assert explorer["simulated"] is True
+    assert [(section["view"], section["label"]) for section in explorer["sections"]] == [
+        ("pool", "DeepConf pool: toy (deepseek)"), ("debate", "Debate: toy"), ("critique", "Critique: toy_steps"),
+        ("grading", "Grading: pool_toy"), ("compare", "Compare: voting beside debate")]
+    assert len(read_data(built / "explorer", "pool0/index")["problems"]) == 12
 
 
 def drawn_title(spec: dict[str, Any]) -> str:

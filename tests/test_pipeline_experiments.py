@@ -114,8 +114,8 @@ def test_exp_run_with_no_target_reruns_only_what_the_key_affects(tmp_path_factor
     locked = yaml.safe_load((project / "dvc.lock").read_text())["stages"]
     group_size = 2 * yaml.safe_load(before)["confidence"]["group_size"]
     result = dvc(project, "exp", "run", "-S", f"confidence.group_size={group_size}")
-    # compare reads every dataset's aggregate: it follows them, as it does in `dvc repro`
-    assert ran_stages(result.stdout) == {"score", "aggregate", "report", "compare"}, result.stdout
+    # compare and view (the explorer) read every dataset's aggregate: they follow them, as they do in `dvc repro`
+    assert ran_stages(result.stdout) == {"score", "aggregate", "report", "compare", "view"}, result.stdout
     after = (project / "params.yaml").read_text()
     assert after != before  # -S rewrote params.yaml (its layout and its nulls) ...
     expected = yaml.safe_load(before)

@@ -19,12 +19,13 @@ pytestmark = pytest.mark.slow
 GRADING = ("build_grading_critic", "grade", "report_grading")
 Step = tuple[dict[str, Any], set[str]]  # (params change, stages `dvc repro` must run)
 
-# compare reads the voting results beside the debate's: it follows every change to them
-CONFIDENCE: list[Step] = [({"confidence": {"group_size": 16}}, {"score", "aggregate", "report", "compare"}),
-                          ({"confidence": {"token": "chosen"}}, {"score", "aggregate", "report", "compare"})]
+# compare reads the voting results beside the debate's, and view (the explorer) the scores and aggregates: they follow
+# every change to them
+CONFIDENCE: list[Step] = [({"confidence": {"group_size": 16}}, {"score", "aggregate", "report", "compare", "view"}),
+                          ({"confidence": {"token": "chosen"}}, {"score", "aggregate", "report", "compare", "view"})]
 EVAL_AND_REPORT: list[Step] = [
-    ({"eval": {"repeat": 4}}, {"aggregate", "report", "compare"}),
-    ({"report": {"k": 8}}, {"report", "compare"}),
+    ({"eval": {"repeat": 4}}, {"aggregate", "report", "compare", "view"}),
+    ({"report": {"k": 8}}, {"report", "compare", "view"}),
 ]
 # keys no stage declares re-run nothing (the pool's, the critique's and the servers, in one step)
 UNDECLARED: list[Step] = [
@@ -36,16 +37,18 @@ UNDECLARED: list[Step] = [
 ]
 # the pool is also graded (grading run pool_toy): its manifest changes, so its grading stages follow
 POOL_SIZE: list[Step] = [
-    ({"pool": {"n_pool": 20}}, {"build_pool", "score", "aggregate", "report", "compare", *GRADING}),
+    ({"pool": {"n_pool": 20}}, {"build_pool", "score", "aggregate", "report", "compare", "view", *GRADING}),
 ]
 # a new pool, whose traces the simulator draws as before: the same grades, so report_grading stands
 TEMPERATURE: list[Step] = [
-    ({"decoding": {"temperature": 0.7}}, {"build_pool", "score", "aggregate", "report", "compare", *GRADING[:2]}),
+    ({"decoding": {"temperature": 0.7}}, {"build_pool", "score", "aggregate", "report", "compare", "view",
+                                          *GRADING[:2]}),
 ]
+# view (the explorer) shows the critiques: it follows their ledgers and declares the keys they were built under
 CRITIQUE: list[Step] = [
-    ({"critique": {"n_votes": 3}}, {"build_critiques", "score_critiques", "report_critiques"}),
+    ({"critique": {"n_votes": 3}}, {"build_critiques", "score_critiques", "report_critiques", "view"}),
     # a new ledger; the simulator answers every temperature above 0 alike, so the scores and the report stand
-    ({"critique": {"temperature": 0.5}}, {"build_critiques", "score_critiques"}),
+    ({"critique": {"temperature": 0.5}}, {"build_critiques", "score_critiques", "view"}),
 ]
 
 

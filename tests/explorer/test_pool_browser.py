@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from bench.explorer_project import HOSTILE, write_project
 from tests.explorer.browser import open_page
-from tests.explorer.project import HOSTILE, write_project
 from tests.explorer.sitedata import read_data
 from tracevote.core.config import load_params
 from tracevote.explorer.build import build_site
@@ -65,6 +65,7 @@ def test_a_problem_page_shows_its_traces_and_its_text_as_text(browser: object, s
     opened.page.click("a[href='#/pool/0/p/0']")
     opened.wait_ready()
     assert opened.page.locator("[data-problem-text]").text_content() == HOSTILE
+    assert opened.page.locator(".tv-banner[data-simulated=true]").count() == 1
     assert opened.page.locator("#tv-main img").count() == 0
     assert opened.page.title() == "tracevote explorer"  # the onerror in the text never ran
     assert _rows(opened) == TRACES
@@ -95,6 +96,21 @@ def test_a_trace_row_links_to_its_route(browser: object, site: Path) -> None:
     link.click()
     opened.wait_ready()
     assert opened.page.evaluate("location.hash") == f"#/pool/0/p/2/t/{sample}"
+    assert opened.page.locator(".tv-banner[data-simulated=true]").count() == 1
     assert opened.page.locator("h2", has_text=f"Trace {sample}").count() == 1 or opened.page.evaluate(
         "typeof TV.poolTrace === 'function'")
+    assert opened.clean() == []
+
+
+def test_a_long_table_draws_its_first_rows_until_show_all(browser: object, site: Path) -> None:
+    opened = open_page(browser, site, "#/")
+    drawn = opened.page.evaluate("""() => {
+        const table = TV.table({columns: [{key: "x", label: "x", kind: "number"}], rows: [{x: 1}, {x: 2}, {x: 3}],
+                                pageSize: 2});
+        document.body.append(table);
+        const before = [table.dataset.rows, table.querySelectorAll("tbody tr").length];
+        table.querySelector(".tv-more").click();
+        return [...before, table.querySelectorAll("tbody tr").length, table.querySelector(".tv-more").hidden];
+    }""")
+    assert drawn == ["3", 2, 3, True]
     assert opened.clean() == []

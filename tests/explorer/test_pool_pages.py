@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from tests.explorer.project import HOSTILE, ToyProject, write_project
+from bench.explorer_project import HOSTILE, ToyProject, write_project
 from tests.explorer.sitedata import read_data
 from tracevote.core.config import load_params
 from tracevote.core.config_deepconf import MEASURES

@@ -1,5 +1,6 @@
-"""The DVC stage `view`, as dvc.yaml declares it, in a small project: it builds the site, is up to date after,
-rebuilds when a pool's score table changes, and a failed rebuild keeps the last site (persist)."""
+"""The DVC stage `view`, as dvc.yaml declares it, in a small project: it builds the site reading exactly the params it
+declares, is up to date after, rebuilds when a pool's score table changes, and a failed rebuild keeps the last site
+(persist)."""
 
 from __future__ import annotations
 
@@ -11,11 +12,14 @@ import pandas as pd
 import pytest
 import yaml
 
+from bench.explorer_project import write_project
 from tests.conftest import REPO_ROOT
-from tests.dvcproject import dvc, run
-from tests.explorer.project import write_project
+from tests.dvcproject import dvc, project_env, run
 from tests.explorer.sitedata import read_data
+from tests.test_docs_commands import dotted_leaves
+from tracevote.core.entry import PARAMS_READS_ENV
 from tracevote.core.parquet import read_parquet_metadata, write_parquet
+from tracevote.core.stage_params import declaration_problems, every_stage_params
 
 pytestmark = pytest.mark.slow
 
@@ -23,8 +27,8 @@ pytestmark = pytest.mark.slow
 def _project(root: Path) -> Path:
     """The toy project in a git repo with DVC, the repository's `view` stage alone in its dvc.yaml."""
     write_project(root)
-    for folder in ("debates", "critiques", "grading", "metrics"):  # the other methods' folders, as yet empty
-        (root / folder).mkdir()
+    for folder in ("debates", "critiques", "grading", "metrics/compare"):  # the other methods' folders, as yet empty
+        (root / folder).mkdir(parents=True)
     stage = yaml.safe_load((REPO_ROOT / "dvc.yaml").read_text())["stages"]["view"]
     (root / "dvc.yaml").write_text(yaml.safe_dump({"stages": {"view": stage}}, sort_keys=False))
     shutil.copytree(REPO_ROOT / "src", root / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
@@ -44,8 +48,15 @@ def _changed_stages(root: Path) -> list[str]:
 
 def test_the_view_stage_rebuilds_when_a_pool_changes(tmp_path: Path) -> None:
     root = _project(tmp_path / "project")
-    dvc(root, "repro", "view")
+    reads = tmp_path / "reads"
+    dvc(root, "repro", "view", env=project_env({PARAMS_READS_ENV: str(reads)}))
     assert read_data(root / "explorer", "index")["sections"][0]["view"] == "pool"
+    read = json.loads((reads / "view.json").read_text())["reads"]
+    leaves = dotted_leaves(yaml.safe_load((root / "params.yaml").read_text()))
+    problems = declaration_problems("view", read, every_stage_params(root)["view"], leaves)
+    # pools only here: the debate's and critique's keys are read where they ran (test_docs_commands checks both ways
+    # on the README's whole pipeline)
+    assert [problem for problem in problems if not problem.endswith("which it never read")] == []
     assert _changed_stages(root) == []
     assert run(root, "git", "status", "--porcelain", "--ignored", "explorer").stdout.startswith("!! explorer")
 

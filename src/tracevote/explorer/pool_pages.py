@@ -71,13 +71,13 @@ def is_filter(method: str) -> bool:
 
 
 def method_results(pool: PoolInputs, k: int) -> dict[str, dict[str, dict[str, Any]]]:
-    """problem id -> method -> {answer, accuracy, right} at K."""
+    """problem id -> method -> {answer, accuracy, answered, right} at K (Pass@1 is neither right nor wrong)."""
     results: dict[str, dict[str, dict[str, Any]]] = {}
     for row in pool.result.problems:
         if row.k == k:
             results.setdefault(row.problem_id, {})[row.method] = {
                 "answer": row.prediction, "accuracy": row.accuracy, "answered": row.answered,
-                "right": row.accuracy > RIGHT_ABOVE}
+                "right": None if row.method == "pass1" else row.accuracy > RIGHT_ABOVE}
     return results
 
 

@@ -101,9 +101,11 @@ const TV = (() => {
     return fmt(value);
   }
 
-  // A sortable, filterable table; the returned element's data-rows is the number of rows shown. A column may
-  // give text(row), the cell's text, while it sorts by row[key]; `query` (default: the hash's) selects filters (f=id).
-  function table({columns, rows, filters = [], sort = null, rowLink = null, query = null}) {
+  // A sortable, filterable table; the returned element's data-rows is the number of rows shown (those the filters
+  // pass; past pageSize of them only the first pageSize are drawn until "show all" is clicked: a paper-scale problem
+  // has 4,096 traces). A column may give text(row), the cell's text, while it sorts by row[key]; `query` (default:
+  // the hash's) selects filters (f=id).
+  function table({columns, rows, filters = [], sort = null, rowLink = null, query = null, pageSize = 500}) {
     const active = new Set();
     const chosen = (query || parseHash(location.hash).query).getAll("f");
     for (const id of chosen) if (filters.some(f => f.id === id)) active.add(id);
@@ -124,10 +126,13 @@ const TV = (() => {
           : {key: column.key, dir: column.kind === "text" ? 1 : -1};
         render();
       }}, column.label));
+    let limit = pageSize;
+    const more = el("button", {type: "button", class: "tv-more", onclick: () => { limit = Infinity; render(); }});
     const body = el("tbody");
     const grid = el("table", {class: "tv-table"}, el("thead", {}, el("tr", {}, heads)), body);
     if (filters.length) box.appendChild(el("div", {class: "tv-filters"}, "Show only:", buttons, count));
     box.appendChild(grid);
+    box.appendChild(more);
 
     function render() {
       const tests = filters.filter(f => active.has(f.id)).map(f => f.test);
@@ -142,7 +147,7 @@ const TV = (() => {
         else head.removeAttribute("aria-sort");
       });
       const fragment = document.createDocumentFragment();
-      for (const row of shown) {
+      for (const row of shown.slice(0, limit)) {
         const hash = rowLink ? rowLink(row) : null;
         const cells = columns.map(column => {
           const value = row[column.key];
@@ -164,6 +169,8 @@ const TV = (() => {
       body.replaceChildren(fragment);
       box.setAttribute("data-rows", String(shown.length));
       count.textContent = `${shown.length} of ${rows.length}`;
+      more.hidden = shown.length <= limit;
+      more.textContent = `show all ${shown.length} rows (the first ${Math.min(limit, shown.length)} are drawn)`;
     }
 
     render();

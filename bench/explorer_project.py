@@ -1,6 +1,7 @@
-"""A small DeepConf project for the explorer's tests and benchmark: params.yaml, the problems file, a synthetic score
-and stop table (bench.synthetic_scores, marked simulated as the pool would mark them) and the aggregate, made by the
-aggregate stage's own script."""
+"""A DeepConf project of any size for the explorer's tests and benchmark (SYNTHETIC: no model): params.yaml, the
+problems file, a synthetic score and stop table (bench.synthetic_scores, marked simulated as a simulated pool's
+tables are) and the aggregate, made by the aggregate stage's own script. The explorer reads no pool log for its
+index and problem pages, so none is written."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from bench.synthetic_pool import DATASET, bench_params
 from bench.synthetic_scores import synthetic_tables
 from tracevote.core.parquet import write_parquet
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 HOSTILE = "</script><img src=x onerror=\"document.title='owned'\"> & \u2028 <!-- x"
 
 
