@@ -85,6 +85,8 @@
     return [
       {key: "sample_id", label: "trace", kind: "number", title: "the trace's sample id in the pool"},
       {key: "answer", label: "answer", kind: "number"},
+      {key: "answer_source", label: "from", kind: "text",
+       title: "where the answer came from: boxed, the fallback (the last number), or none"},
       {key: "correct", label: "right", kind: "bool"},
       {key: "valid", label: "valid", kind: "bool", title: "it has an answer and votes"},
       {key: "n_tokens", label: "tokens", kind: "number"},
