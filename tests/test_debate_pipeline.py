@@ -23,7 +23,7 @@ from tracevote.sim.server import running_server
 
 pytestmark = pytest.mark.slow
 
-DEBATE_BRANCH = {"build_debate", "score_debate", "compare"}
+DEBATE_BRANCH = {"build_debate", "score_debate", "compare", "view"}  # view: the explorer shows the debates
 
 
 @pytest.fixture(scope="module")

@@ -128,9 +128,11 @@ def test_outputs_say_simulated(built: Path) -> None:
     assert header[:3] == ["k", "pass1", "pass1_std"] and "bottom10_top10" in header
     for plot in ("accuracy_vs_k.png", "confidence.png"):
         assert_not_blank(built / "plots" / "deepconf" / "toy" / plot)
-    explorer = read_data(built / "explorer", "index")  # the view stage's site: the pool, marked simulated
+    explorer = read_data(built / "explorer", "index")  # the view stage's site: every method, marked simulated
     assert explorer["simulated"] is True
-    assert [section["label"] for section in explorer["sections"]] == ["DeepConf pool: toy (deepseek)"]
+    assert [(section["view"], section["label"]) for section in explorer["sections"]] == [
+        ("pool", "DeepConf pool: toy (deepseek)"), ("debate", "Debate: toy"), ("critique", "Critique: toy_steps"),
+        ("grading", "Grading: pool_toy"), ("compare", "Compare: voting beside debate")]
     assert len(read_data(built / "explorer", "pool0/index")["problems"]) == 12
 
 

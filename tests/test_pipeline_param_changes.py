@@ -44,10 +44,11 @@ TEMPERATURE: list[Step] = [
     ({"decoding": {"temperature": 0.7}}, {"build_pool", "score", "aggregate", "report", "compare", "view",
                                           *GRADING[:2]}),
 ]
+# view (the explorer) shows the critiques: it follows their ledgers and declares the keys they were built under
 CRITIQUE: list[Step] = [
-    ({"critique": {"n_votes": 3}}, {"build_critiques", "score_critiques", "report_critiques"}),
+    ({"critique": {"n_votes": 3}}, {"build_critiques", "score_critiques", "report_critiques", "view"}),
     # a new ledger; the simulator answers every temperature above 0 alike, so the scores and the report stand
-    ({"critique": {"temperature": 0.5}}, {"build_critiques", "score_critiques"}),
+    ({"critique": {"temperature": 0.5}}, {"build_critiques", "score_critiques", "view"}),
 ]
 
 

@@ -27,6 +27,8 @@ pytestmark = pytest.mark.slow
 def _project(root: Path) -> Path:
     """The toy project in a git repo with DVC, the repository's `view` stage alone in its dvc.yaml."""
     write_project(root)
+    for folder in ("debates", "critiques", "grading", "metrics/compare"):  # the other methods' folders, as yet empty
+        (root / folder).mkdir(parents=True)
     stage = yaml.safe_load((REPO_ROOT / "dvc.yaml").read_text())["stages"]["view"]
     (root / "dvc.yaml").write_text(yaml.safe_dump({"stages": {"view": stage}}, sort_keys=False))
     shutil.copytree(REPO_ROOT / "src", root / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
@@ -51,7 +53,10 @@ def test_the_view_stage_rebuilds_when_a_pool_changes(tmp_path: Path) -> None:
     assert read_data(root / "explorer", "index")["sections"][0]["view"] == "pool"
     read = json.loads((reads / "view.json").read_text())["reads"]
     leaves = dotted_leaves(yaml.safe_load((root / "params.yaml").read_text()))
-    assert declaration_problems("view", read, every_stage_params(root)["view"], leaves) == []
+    problems = declaration_problems("view", read, every_stage_params(root)["view"], leaves)
+    # pools only here: the debate's and critique's keys are read where they ran (test_docs_commands checks both ways
+    # on the README's whole pipeline)
+    assert [problem for problem in problems if not problem.endswith("which it never read")] == []
     assert _changed_stages(root) == []
     assert run(root, "git", "status", "--porcelain", "--ignored", "explorer").stdout.startswith("!! explorer")
 

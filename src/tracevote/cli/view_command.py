@@ -1,5 +1,5 @@
-"""`python -m tracevote view`: the explorer, a static site of the project's pools (and, as their builders join,
-debates, critiques and grades) that opens from file:// with no network. The DVC stage `view` runs it."""
+"""`python -m tracevote view`: the explorer, a static site of the project's pools, debates, critiques, grading runs
+and study and compare tables that opens from file:// with no network. The DVC stage `view` runs it."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ from pathlib import Path
 
 DEFAULT_OUT = Path("explorer")
 DESCRIPTION = ("Write the explorer: a static site (open <out>/index.html in a browser, no server or network needed) "
-               "of every DeepConf pool's problems and traces, sortable and filterable, with token confidence. The "
-               "site is replaced only when the whole build succeeds.")
+               "of every DeepConf pool's problems and traces, sortable and filterable, with token confidence, and of "
+               "the debates, critiques, grading runs and study and compare tables the project built. The site is "
+               "replaced only when the whole build succeeds.")
 
 
 def add_view_command(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -69,6 +69,7 @@ LEDGER_CHECKS = {
     "score_debate": ("model.*", "endpoints.*"),
     "score_critiques": ("model.*", "endpoints.*", "critique.endpoint", "datasets.*.steps_format"),
     "grade@*": ("model.*", "endpoints.*"),
+    "view": ("model.*", "endpoints.*", "critique.endpoint", "datasets.*.steps_format"),  # its debates and critiques
 }
 
 # Keys particular stages read without declaring them, for another reason than OPERATIONAL_KEYS', by (stage, key)

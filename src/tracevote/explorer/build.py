@@ -9,12 +9,13 @@ from pathlib import Path
 from typing import Any
 
 from tracevote.core.config import Params
-from tracevote.explorer import pool_pages
+from tracevote.explorer import critique_pages, debate_pages, grading_pages, pool_pages, table_pages
 from tracevote.explorer.sitefiles import SiteWriter
 
 SectionBuilder = Callable[[SiteWriter, Params, Path], list[dict[str, Any]]]
 # Each writes its own data files and returns its index entries ({view, index, label, simulated, summary}).
-SECTION_BUILDERS: tuple[SectionBuilder, ...] = (pool_pages.sections,)
+SECTION_BUILDERS: tuple[SectionBuilder, ...] = (pool_pages.sections, debate_pages.sections, critique_pages.sections,
+                                                grading_pages.sections, table_pages.sections)
 TITLE = "tracevote explorer"
 
 

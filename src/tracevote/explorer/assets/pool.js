@@ -46,6 +46,16 @@
       + `${pages.group_size} tokens, each online method's threshold at K = ${pages.k} (warmup ${pages.warmup}).`);
   }
 
+  // "wrong under <method>" (f=wrong_<method>), offered only when a link asks for it (a study or compare row's:
+  // tracevote.explorer.table_pages), so the toolbar keeps its three filters.
+  function methodFilters(pool, query) {
+    const chosen = new Set(query.getAll("f"));
+    const known = new Set(INDEX_FILTERS.map(filter => filter.id));
+    return pool.methods.filter(method => chosen.has(`wrong_${method.name}`) && !known.has(`wrong_${method.name}`))
+      .map(method => ({id: `wrong_${method.name}`, label: `wrong under ${method.label}`,
+                       test: row => row[`m_${method.name}`] !== null && row[`m_${method.name}`] <= 50}));
+  }
+
   async function poolIndex(route, main, n) {
     const pool = await TV.need(`pool${n}/index`);
     const columns = [
@@ -66,7 +76,8 @@
         + `${pool.repeat} working sets per problem`, pool.model ? `; model ${pool.model}` : null,
         ". Each method: its usual answer, ✓ when right in most working sets, its accuracy over them."),
       tracePagesNote(pool.trace_pages),
-      TV.table({columns, rows: pool.problems, filters: INDEX_FILTERS, sort: {key: "i", dir: 1},
+      TV.table({columns, rows: pool.problems, filters: [...INDEX_FILTERS, ...methodFilters(pool, route.query)],
+                sort: {key: "i", dir: 1},
                 rowLink: row => `#/pool/${n}/p/${row.i}`, query: route.query}));
   }
 
