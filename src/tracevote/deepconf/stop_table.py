@@ -11,17 +11,14 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 
 from tracevote.core.errors import DataError
 from tracevote.deepconf.confidence import StopProfiles
 from tracevote.deepconf.score import STOP_COLUMNS
-
-if TYPE_CHECKING:
-    import pandas as pd
 
 
 @dataclass(frozen=True, eq=False)
@@ -115,8 +112,6 @@ def rows_by_problem(problem_ids: pd.Series) -> dict[str, np.ndarray | slice]:
 
 def _codes(values: pd.Series) -> tuple[np.ndarray, list[str]]:
     """Integer codes of `values` (-1 for a missing value) and the values they stand for."""
-    import pandas as pd  # here: the explorer reads stop tables from Arrow batches, and its stage need not load pandas
-
     if isinstance(values.dtype, pd.CategoricalDtype):  # ids read as a dictionary: the codes are there
         return values.cat.codes.to_numpy(dtype=np.int64), [str(name) for name in values.cat.categories]
     codes, names = pd.factorize(values)

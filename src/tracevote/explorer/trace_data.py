@@ -312,7 +312,7 @@ def open_traces(paths: ModelPaths, root: Path, params: Params) -> TraceSource | 
     pool_root = read_manifest(manifest_path).pool_root(manifest_path)
     if not (pool_root / "pool.json").is_file():
         return None
-    table = pq.ParquetFile(root / paths.scores).read(columns=["problem_id", "sample_id", "lowest", "n_tokens"])
+    table = pq.read_table(root / paths.scores, columns=["problem_id", "sample_id", "lowest", "n_tokens"])
     scores = {}
     for problem_id, where in rows_by_problem(table.column("problem_id").to_pandas()).items():
         rows = table.take(np.arange(table.num_rows)[where])
