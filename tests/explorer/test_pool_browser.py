@@ -114,3 +114,31 @@ def test_a_long_table_draws_its_first_rows_until_show_all(browser: object, site:
     }""")
     assert drawn == ["3", 2, 3, True]
     assert opened.clean() == []
+
+
+def test_a_real_pools_pages_have_no_banner_and_nothing_in_its_place(browser: object, tmp_path: Path) -> None:
+    """A view's missing parts (the banner of a real model, a note it has no cause for) leave nothing on the page: the
+    DOM's own append would have written "null" where the banner goes."""
+    project = write_project(tmp_path, problems=2, traces=8, simulated=False, ks=(1, 4))
+    out = build_site(load_params(project.params), project.root, tmp_path / "explorer").out
+    for hash_ in ("#/", "#/pool/0", "#/pool/0/p/0"):
+        opened = open_page(browser, out, hash_)
+        assert opened.page.locator(".tv-banner").count() == 0
+        assert "null" not in opened.page.locator("#tv-main").inner_text()
+        assert opened.clean() == []
+
+
+def test_pass_at_k_and_avg_at_k_show_on_the_index_and_the_problem_page(browser: object, site: Path) -> None:
+    pool = read_data(site, "pool0/index")
+    opened = open_page(browser, site, "#/pool/0")
+    header = opened.page.locator("#tv-main th").all_inner_texts()
+    assert f"pass@{pool['k']}" in " ".join(header) and f"avg@{pool['k']}" in " ".join(header)
+    summary = opened.page.locator(".tv-summary").first.inner_text()
+    assert f"pass@{pool['k']} {pool['pass_at_k']['pass_at_k']:.1f}%" in summary
+    opened.page.click("a[href='#/pool/0/p/0']")
+    opened.wait_ready()
+    page = read_data(site, "pool0/p0")["pass_at_k"]
+    assert opened.page.locator("[data-pass-at-k]").inner_text() == (
+        f"{page['correct']} of {page['samples']} traces right: pass@{pool['k']} {page['pass_at_k']:.1f}%, "
+        f"avg@{pool['k']} {page['avg_at_k']:.1f}%")
+    assert opened.clean() == []

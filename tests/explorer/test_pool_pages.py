@@ -66,6 +66,22 @@ def test_each_problem_row_is_the_aggregate_at_report_k(project: ToyProject, site
         assert row["disagree"] == (len(voted) > 1)
 
 
+def test_pass_at_k_and_avg_at_k_are_the_aggregates_at_report_k(project: ToyProject, site: Path) -> None:
+    result, k = _aggregate(project)
+    pool = read_data(site, "pool0/index")
+    over = result.pass_at_k_at(k)
+    assert pool["pass_at_k"] == {"pass_at_k": pytest.approx(100 * over.pass_at_k, abs=0.005),
+                                 "avg_at_k": pytest.approx(100 * over.avg_at_k, abs=0.005)}
+    expected = {row.problem_id: row for row in result.pass_at_k_problems if row.k == k}
+    for i, row in enumerate(pool["problems"]):
+        truth = expected[row["id"]]
+        page = read_data(site, f"pool0/p{i}")["pass_at_k"]
+        for shown in (row, page):
+            assert shown["pass_at_k"] == pytest.approx(100 * truth.pass_at_k, abs=0.005)
+            assert shown["avg_at_k"] == pytest.approx(100 * truth.avg_at_k, abs=0.005)
+            assert (shown["samples"], shown["correct"]) == (truth.samples, truth.correct)
+
+
 def test_each_problem_page_holds_its_score_rows(project: ToyProject, site: Path) -> None:
     scores = pd.read_parquet(project.scores)
     pool = read_data(site, "pool0/index")

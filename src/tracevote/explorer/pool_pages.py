@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from tracevote.core.config import Params
+from tracevote.deepconf.results import ProblemPassAtK
 from tracevote.explorer.live_traces import LiveSource, live_sections, open_live
 from tracevote.explorer.pool_inputs import PoolInputs, ProblemRows, pool_sources, read_pool
 from tracevote.explorer.sitefiles import SiteWriter
@@ -47,13 +48,16 @@ def write_pool(writer: SiteWriter, number: int, pool: PoolInputs, k: int,
     `trace_pages`); returns the site index's entry."""
     methods = list(pool.result.methods)
     results = method_results(pool, k)
+    passk = {row.problem_id: row for row in pool.result.pass_at_k_problems if row.k == k}
     rows = []
     shown = [problem for problem in pool.problems if problem.id in pool.rows or problem.id in results]
     for i, problem in enumerate(shown):
         traces = pool.rows.get(problem.id)
         by_method = results.get(problem.id, {})
-        rows.append(index_row(i, problem.id, str(problem.answer), traces, by_method, methods))
+        rows.append({**index_row(i, problem.id, str(problem.answer), traces, by_method, methods),
+                     **problem_pass_at_k(passk.get(problem.id))})
         page = problem_page(number, i, problem.id, problem.problem, str(problem.answer), traces, by_method, pool, k)
+        page["pass_at_k"] = problem_pass_at_k(passk.get(problem.id))
         page["trace_data"] = None if samples is None else trace_sections(writer, number, i, problem.id, samples)
         page["live"] = None if live is None else live_sections(writer, number, i, problem.id, live)
         writer.put(f"pool{number}/p{i}", page)
@@ -73,7 +77,21 @@ def pool_header(pool: PoolInputs, k: int) -> dict[str, Any]:
             "simulated": pool.simulated, "k": k, "repeat": pool.result.repeat,
             "methods": [{"name": name, "label": method_label(name, k), "filter": is_filter(name)}
                         for name in pool.result.methods],
-            "measures": list(pool.measures)}
+            "measures": list(pool.measures), "pass_at_k": pool_pass_at_k(pool, k)}
+
+
+def pool_pass_at_k(pool: PoolInputs, k: int) -> dict[str, float] | None:
+    """pass@K and avg@K over the problems (tracevote.deepconf.passk), in percent; None in an older aggregate."""
+    row = pool.result.pass_at_k_at(k)
+    return None if row is None else {"pass_at_k": _pct(row.pass_at_k), "avg_at_k": _pct(row.avg_at_k)}
+
+
+def problem_pass_at_k(row: ProblemPassAtK | None) -> dict[str, Any]:
+    """One problem's pass@K and avg@K in percent, and the n and c they come from (None each in an older aggregate)."""
+    if row is None:
+        return {"pass_at_k": None, "avg_at_k": None, "samples": None, "correct": None}
+    return {"pass_at_k": _pct(row.pass_at_k), "avg_at_k": _pct(row.avg_at_k), "samples": row.samples,
+            "correct": row.correct}
 
 
 def is_filter(method: str) -> bool:

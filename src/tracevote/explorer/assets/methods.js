@@ -76,7 +76,7 @@
       return debateProblem(main, n, number(route, 2));
     }
     const data = await TV.need(`debate${n}/index`);
-    main.append(...header(`Debate: ${data.dataset}`, data.simulated, null),
+    TV.fill(main, ...header(`Debate: ${data.dataset}`, data.simulated, null),
       facts([["agents", `${data.agents} (${data.model})`], ["judge", data.judge_model],
         ["rounds", String(data.rounds)], ["importance", data.importance ? "rated" : "off"],
         ["right", `${data.correct} of ${data.problems.length}`], ["dollars", dollars(data.usd)]]),
@@ -102,7 +102,7 @@
 
   async function debateProblem(main, n, i) {
     const data = await TV.need(`debate${n}/p${i}`);
-    main.append(...header(`Debate on ${data.problem_id}`, data.simulated, [`#/debate/${n}`, "debates"]),
+    TV.fill(main, ...header(`Debate on ${data.problem_id}`, data.simulated, [`#/debate/${n}`, "debates"]),
       text(data.problem),
       facts([["gold", String(data.gold)], ["final answer", orNone(data.final_answer)],
         ["verdict", verdict(data.correct)], ["ended at", data.stop],
@@ -121,8 +121,8 @@
     for (const [round, replies] of rounds) {
       const section = el("section", { class: "tv-round", "data-round": String(round) },
         el("h3", {}, `Round ${round}`), replies.map((reply) => debateReply(reply, data.gold)));
-      main.append(section);
-      if (round === 1 && data.judge) main.append(judgeReply(data.judge));
+      TV.fill(main, section);
+      if (round === 1 && data.judge) TV.fill(main, judgeReply(data.judge));
     }
   }
 
@@ -161,7 +161,7 @@
     }
     const data = await TV.need(`critique${n}/index`);
     const s = data.scores;
-    main.append(...header(`Critique: ${data.dataset}`, data.simulated, null),
+    TV.fill(main, ...header(`Critique: ${data.dataset}`, data.simulated, null),
       facts([["critic", data.model], ["critiques per solution", String(data.n_votes)],
         ["error accuracy", `${TV.fmt(s.error_accuracy_pct, 2)}%`],
         ["correct accuracy", `${TV.fmt(s.correct_accuracy_pct, 2)}%`], ["F1", `${TV.fmt(s.f1_pct, 2)}%`]]),
@@ -185,7 +185,7 @@
 
   async function critiqueSolution(main, n, i) {
     const data = await TV.need(`critique${n}/s${i}`);
-    main.append(...header(`Critique of ${data.id}`, data.simulated, [`#/critique/${n}`, "solutions"]),
+    TV.fill(main, ...header(`Critique of ${data.id}`, data.simulated, [`#/critique/${n}`, "solutions"]),
       facts([["task", data.task], ["label's first error", paragraphName(data.label)],
         ["critics' first error", data.prediction === null ? "no parsable vote" : paragraphName(data.prediction)],
         ["verdict", data.match ? el("span", { class: "tv-ok" }, "match") : el("span", { class: "tv-bad" },
@@ -231,7 +231,7 @@
       if (row.page) return `#/grading/${n}/i/${row.j}`;
       return problemNumber.has(row.id) ? `#/pool/${data.pool}/p/${problemNumber.get(row.id)}/t/${row.line}` : null;
     };
-    main.append(...header(`Grading: ${data.run}`, data.simulated, null),
+    TV.fill(main, ...header(`Grading: ${data.run}`, data.simulated, null),
       facts([["dataset", r.dataset], ["predictions", `${r.predictions_path} (${r.source})`],
         ["accuracy", `${TV.fmt(100 * r.accuracy, 2)}% (${r.correct} of ${r.total})`],
         ["mean words", TV.fmt(r.avg_word_count, 1)],
@@ -257,7 +257,7 @@
 
   async function gradingItem(main, n, j) {
     const data = await TV.need(`grading${n}/i${j}`);
-    main.append(...header(`Grading of ${data.id}`, data.simulated, [`#/grading/${n}`, "items"]),
+    TV.fill(main, ...header(`Grading of ${data.id}`, data.simulated, [`#/grading/${n}`, "items"]),
       facts([["gold", data.gold], ["answer", data.answer],
         ["Math-Verify", [verdict(data.correct), ` (${data.method})`]], ["words", String(data.words)],
         ["critic's score", data.critic_score === null ? "none" : TV.fmt(data.critic_score, 2)]]),
@@ -273,7 +273,7 @@
   TV.views.study = async (route, main) => {
     const n = number(route, 0);
     const data = await TV.need(`study${n}/index`);
-    main.append(...header(`Study: ${data.dataset}`, data.simulated, null),
+    TV.fill(main, ...header(`Study: ${data.dataset}`, data.simulated, null),
       el("ul", {}, data.notes.map((note) => el("li", {}, note))),
       el("p", {}, "Each row opens the problems behind it: a vote's pool, filtered to the problems its method got " +
         "wrong; the debate's transcripts."),
@@ -297,7 +297,7 @@
   TV.views.compare = async (route, main) => {
     const n = number(route, 0);
     const data = await TV.need(`compare${n}/index`);
-    main.append(...header("Voting beside debate", data.simulated, null),
+    TV.fill(main, ...header("Voting beside debate", data.simulated, null),
       el("p", {}, `Datasets: ${data.datasets.join(", ") || "none shared"}.`),
       el("ul", {}, data.links.map((link) => el("li", {}, TV.link(link.hash, link.label)))),
       TV.table({

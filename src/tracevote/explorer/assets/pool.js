@@ -56,6 +56,22 @@
                        test: row => row[`m_${method.name}`] !== null && row[`m_${method.name}`] <= 50}));
   }
 
+  // pass@K and avg@K (tracevote.deepconf.passk): exact over every working set of K of a problem's traces.
+  function passAtKColumns(pool) {
+    if (!pool.pass_at_k) return [];  // an aggregate written before they were
+    return [
+      {key: "pass_at_k", label: `pass@${pool.k}`, kind: "number", digits: 1,
+       title: `the chance that at least one of ${pool.k} of the problem's traces is right: 1 - C(n-c, K)/C(n, K)`},
+      {key: "avg_at_k", label: `avg@${pool.k}`, kind: "number", digits: 1,
+       title: "the mean correctness of K traces: c/n, whatever K"},
+    ];
+  }
+
+  function passAtKSummary(passAtK, k) {
+    if (!passAtK) return null;
+    return `; pass@${k} ${fmt(passAtK.pass_at_k, 1)}%, avg@${k} ${fmt(passAtK.avg_at_k, 1)}% over the problems`;
+  }
+
   async function poolIndex(route, main, n) {
     const pool = await TV.need(`pool${n}/index`);
     const columns = [
@@ -64,16 +80,18 @@
       {key: "gold", label: "gold", kind: "text"},
       {key: "traces", label: "traces", kind: "number"},
       {key: "valid", label: "valid", kind: "number", title: "traces with an answer"},
+      ...passAtKColumns(pool),
       ...methodColumns(pool),
       {key: "distinct", label: "answers", kind: "number", title: "distinct answers among the valid traces"},
       {key: "answers", label: "most given (answer×traces)", kind: "text"},
     ];
-    main.append(
+    TV.fill(main,
       TV.banner(pool.simulated),
       crumbs(link("#/", "sections"), pool.label),
       el("h1", {}, pool.label),
       el("p", {class: "tv-summary"}, `${pool.problems.length} problems at K = ${pool.k} (report.k), `
         + `${pool.repeat} working sets per problem`, pool.model ? `; model ${pool.model}` : null,
+        passAtKSummary(pool.pass_at_k, pool.k),
         ". Each method: its usual answer, ✓ when right in most working sets, its accuracy over them."),
       tracePagesNote(pool.trace_pages),
       TV.table({columns, rows: pool.problems, filters: [...INDEX_FILTERS, ...methodFilters(pool, route.query)],
@@ -122,6 +140,11 @@
       el("h1", {}, `Problem ${problem.id}`),
       el("div", {class: "tv-problem-text", "data-problem-text": "true"}, problem.problem),
       el("p", {}, "Gold: ", el("strong", {}, problem.gold)),
+      problem.pass_at_k && problem.pass_at_k.samples !== null
+        ? el("p", {"data-pass-at-k": "true"}, `${problem.pass_at_k.correct} of ${problem.pass_at_k.samples} traces `
+          + `right: pass@${problem.k} ${fmt(problem.pass_at_k.pass_at_k, 1)}%, `
+          + `avg@${problem.k} ${fmt(problem.pass_at_k.avg_at_k, 1)}%`)
+        : null,
     ];
   }
 
@@ -130,7 +153,7 @@
     const results = problem.results.map(result => ({
       method: (problem.methods.find(m => m.name === result.method) || {label: result.method}).label,
       answer: result.method === "pass1" ? null : result.answer, right: result.right, accuracy: result.accuracy}));
-    main.append(
+    TV.fill(main,
       ...problemHead(problem, n, i),
       el("div", {class: "tv-side"},
         el("section", {},
@@ -150,7 +173,7 @@
                 sort: problem.measures.length ? {key: problem.measures[0], dir: -1} : {key: "sample_id", dir: 1},
                 rowLink: row => `#/pool/${n}/p/${i}/t/${row.sample_id}`, query: route.query}));
     if (problem.live && problem.live.traces.length) {  // the dataset's live run (trace.js draws its traces)
-      main.append(el("h2", {}, "Live run"), TV.table({columns: [
+      TV.fill(main, el("h2", {}, "Live run"), TV.table({columns: [
         {key: "method", label: "ledger", kind: "text", title: "warmup, or the live method (online.live.methods)"},
         {key: "index", label: "trace", kind: "number"},
         {key: "stop_reason", label: "ended", kind: "text"},
@@ -169,7 +192,7 @@
     }
     const row = traceRows(problem).find(r => String(r.sample_id) === sampleId);
     if (!row) throw new Error(`problem ${problem.id} has no trace ${sampleId}`);
-    main.append(...problemHead(problem, n, i), el("h2", {}, `Trace ${sampleId}`),
+    TV.fill(main, ...problemHead(problem, n, i), el("h2", {}, `Trace ${sampleId}`),
                 TV.table({columns: traceColumns(problem), rows: [row]}));
   }
 

@@ -264,14 +264,14 @@
     addStyle();
     const [n, , i, , sampleText] = route.parts;
     const sampleId = Number(sampleText);
-    main.append(TV.banner(problem.simulated),
+    TV.fill(main, TV.banner(problem.simulated),
                 el("div", {class: "tv-crumbs"}, link("#/", "sections"), " › ", link(`#/pool/${n}`, problem.label),
                    " › ", link(`#/pool/${n}/p/${i}`, `problem ${problem.id}`), " › ", `trace ${sampleId}`),
                 el("h1", {}, `${route.query.has("live") ? "Live run trace" : "Trace"} ${sampleId} of problem ${problem.id}`));
     const found = route.query.has("live") ? await liveTrace(problem, n, i, route.query.get("live"), sampleId)
       : await poolTrace(problem, n, i, sampleId);
     if (!found) {
-      main.append(el("p", {}, "This project holds the pool's score table but not its samples, so the trace's "
+      TV.fill(main, el("p", {}, "This project holds the pool's score table but not its samples, so the trace's "
                               + "tokens cannot be shown (dvc pull the pool, then rebuild the site)."));
       return;
     }
@@ -310,7 +310,7 @@
     };
     const text = textView(trace, texts, stopAt, open);
     const [low, high] = trace.range;
-    main.append(
+    TV.fill(main,
       el("p", {class: "tv-summary"}, `answer ${fmt(trace.answer)}, finish ${trace.finish}, ${texts.length} tokens. `
          + `Token signal ${index.signal}${index.top_k ? ` at top-${index.top_k}` : ""} (confidence.token), `
          + `windows of ${index.group_size} tokens (confidence.group_size); `

@@ -70,6 +70,15 @@ const TV = (() => {
               "SIMULATED MODEL: these traces test the pipeline, not a real LLM");
   }
 
+  // main.append(...) with what TV.el's children may be: nodes, strings, arrays, and null or undefined skipped (the
+  // DOM's own append would write "null" for a banner a real model's page does not have).
+  function fill(parent, ...children) {
+    for (const child of children.flat(Infinity)) {
+      if (child !== null && child !== undefined) parent.append(child);
+    }
+    return parent;
+  }
+
   function fmt(value, digits) {
     if (value === null || value === undefined || (typeof value === "number" && Number.isNaN(value))) return "—";
     if (typeof value === "number") return digits === undefined ? String(value) : value.toFixed(digits);
@@ -208,7 +217,7 @@ const TV = (() => {
 
   async function indexView(where, main) {
     const index = await need("index");
-    main.append(
+    fill(main,
       banner(index.simulated),
       el("h1", {}, index.title),
       index.sections.length
@@ -225,5 +234,5 @@ const TV = (() => {
 
   document.addEventListener("DOMContentLoaded", start);
 
-  return {put, need, views, el, link, banner, fmt, table, confidenceColor, parseHash, compare};
+  return {put, need, views, el, link, banner, fill, fmt, table, confidenceColor, parseHash, compare};
 })();
