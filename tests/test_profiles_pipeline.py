@@ -106,13 +106,13 @@ class Built:
 
 def build_profile(profile: str, base: Path, folder: Path) -> None:
     """In folder/project, a copy of `base` set up for `profile`, then every method's paid stage and what turns its
-    replies into metrics and figures, in one `dvc repro` (compare and DeepConf's stages only where DeepConf runs),
-    whose output is kept in folder/repro.txt."""
+    replies into metrics and figures, in one `dvc repro` (compare, DeepConf's stages and the explorer, which needs a
+    pool's scores, only where DeepConf runs), whose output is kept in folder/repro.txt."""
     endpoints, extra = PROFILE_PROJECTS[profile]
     project = copy_project(base, folder / "project")
     update_params(project, endpoints.params())
     update_params(project, extra)
-    pool_stages = ["report@toy", "compare"] if endpoints.pool else []
+    pool_stages = ["report@toy", "compare", "view"] if endpoints.pool else []
     result = dvc(project, "repro", *pool_stages, "score_debate", "report_critiques", "report_grading")
     (folder / "repro.txt").write_text(result.stdout)
 
