@@ -2,8 +2,9 @@
 render what their data hold, a grading item shows the critic's reply, a study row opens its pool filtered to its
 method's wrong problems, an agent's hostile reply is shown as text, and no console error anywhere.
 
-With TRACEVOTE_EXPLORER_SHOTS set to a folder, the debate and critique pages are also saved there as
-explorer-debate.png and explorer-critique.png (how docs/images/ got them).
+With TRACEVOTE_EXPLORER_SHOTS set to a folder, the debate, critique, grading item and study pages are also saved
+there as explorer-debate.png, explorer-critique.png, explorer-grading.png and explorer-study.png (how docs/images/
+got them).
 """
 
 from __future__ import annotations
@@ -94,6 +95,7 @@ def test_a_grading_item_shows_the_critics_reply(browser: object, site: Path) -> 
     opened = open_page(browser, site, f"#/grading/{n}/i/{j}")
     texts = opened.page.locator("pre.tv-text").all_inner_texts()
     assert read_data(site, f"grading{n}/i{j}")["critic_reply"] in texts
+    shot(opened, "grading")
     assert opened.clean() == []
 
 
@@ -116,6 +118,7 @@ def test_a_study_row_opens_its_pool_filtered_to_the_methods_wrong_problems(brows
     problems = read_data(site, "pool0/index")["problems"]
     wrong = sum(1 for problem in problems if problem["m_avg"] is not None and problem["m_avg"] <= 50)
     opened = open_page(browser, site, "#/study/0")
+    shot(opened, "study")
     opened.page.click(f"tr[data-href='{row['link']}'] a")
     opened.wait_ready()
     assert opened.page.locator("button[data-filter=wrong_avg]").get_attribute("aria-pressed") == "true"
