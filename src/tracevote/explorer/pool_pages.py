@@ -17,7 +17,7 @@ from tracevote.explorer.live_traces import LiveSource, live_sections, open_live
 from tracevote.explorer.pool_inputs import PoolInputs, ProblemRows, pool_sources, read_pool
 from tracevote.explorer.sitefiles import SiteWriter
 from tracevote.explorer.trace_data import TraceSource, open_traces, trace_sections, trace_settings
-from tracevote.report.tables import method_label
+from tracevote.report.tables import method_label, percent
 
 RIGHT_ABOVE = 0.5  # a method is right on a problem when its accuracy over working sets exceeds this
 TOP_ANSWERS = 5  # answers of the distribution the index lists per problem (the problem page lists them all)
@@ -54,10 +54,10 @@ def write_pool(writer: SiteWriter, number: int, pool: PoolInputs, k: int,
     for i, problem in enumerate(shown):
         traces = pool.rows.get(problem.id)
         by_method = results.get(problem.id, {})
-        rows.append({**index_row(i, problem.id, str(problem.answer), traces, by_method, methods),
-                     **problem_pass_at_k(passk.get(problem.id))})
+        problem_passk = problem_pass_at_k(passk.get(problem.id))
+        rows.append({**index_row(i, problem.id, str(problem.answer), traces, by_method, methods), **problem_passk})
         page = problem_page(number, i, problem.id, problem.problem, str(problem.answer), traces, by_method, pool, k)
-        page["pass_at_k"] = problem_pass_at_k(passk.get(problem.id))
+        page["pass_at_k"] = problem_passk
         page["trace_data"] = None if samples is None else trace_sections(writer, number, i, problem.id, samples)
         page["live"] = None if live is None else live_sections(writer, number, i, problem.id, live)
         writer.put(f"pool{number}/p{i}", page)
@@ -83,14 +83,14 @@ def pool_header(pool: PoolInputs, k: int) -> dict[str, Any]:
 def pool_pass_at_k(pool: PoolInputs, k: int) -> dict[str, float] | None:
     """pass@K and avg@K over the problems (tracevote.deepconf.passk), in percent; None in an older aggregate."""
     row = pool.result.pass_at_k_at(k)
-    return None if row is None else {"pass_at_k": _pct(row.pass_at_k), "avg_at_k": _pct(row.avg_at_k)}
+    return None if row is None else {"pass_at_k": percent(row.pass_at_k), "avg_at_k": percent(row.avg_at_k)}
 
 
 def problem_pass_at_k(row: ProblemPassAtK | None) -> dict[str, Any]:
     """One problem's pass@K and avg@K in percent, and the n and c they come from (None each in an older aggregate)."""
     if row is None:
         return {"pass_at_k": None, "avg_at_k": None, "samples": None, "correct": None}
-    return {"pass_at_k": _pct(row.pass_at_k), "avg_at_k": _pct(row.avg_at_k), "samples": row.samples,
+    return {"pass_at_k": percent(row.pass_at_k), "avg_at_k": percent(row.avg_at_k), "samples": row.samples,
             "correct": row.correct}
 
 
@@ -132,8 +132,8 @@ def index_row(i: int, problem_id: str, gold: str, traces: ProblemRows | None,
         "i": i, "id": problem_id, "gold": gold,
         "traces": 0 if traces is None else len(traces.columns["sample_id"]),
         "valid": 0 if traces is None else sum(traces.columns["valid"]),
-        "pass1": _pct(by_method.get("pass1", {}).get("accuracy")),
-        "cons": _pct(by_method.get("cons", {}).get("accuracy")),
+        "pass1": percent(by_method.get("pass1", {}).get("accuracy")),
+        "cons": percent(by_method.get("cons", {}).get("accuracy")),
         "cons_right": bool(by_method.get("cons", {}).get("right", False)),
         "wrong_filter": any(not result["right"] for name, result in by_method.items() if is_filter(name)),
         "disagree": len(voted) > 1,
@@ -142,7 +142,7 @@ def index_row(i: int, problem_id: str, gold: str, traces: ProblemRows | None,
     }
     for name in methods:
         result = by_method.get(name)
-        row[f"m_{name}"] = None if result is None else _pct(result["accuracy"])
+        row[f"m_{name}"] = None if result is None else percent(result["accuracy"])
         row[f"a_{name}"] = None if result is None else result["answer"]
     return row
 
@@ -152,11 +152,7 @@ def problem_page(number: int, i: int, problem_id: str, text: str, gold: str, tra
     """One problem's page: its text and gold, each method's result, the answer distribution and every trace's row
     (column by column: a paper-scale problem has 4,096 traces)."""
     return {**pool_header(pool, k), "pool": number, "i": i, "id": problem_id, "problem": text, "gold": gold,
-            "results": [{"method": name, **by_method[name], "accuracy": _pct(by_method[name]["accuracy"])}
+            "results": [{"method": name, **by_method[name], "accuracy": percent(by_method[name]["accuracy"])}
                         for name in pool.result.methods if name in by_method],
             "distribution": answer_distribution(traces),
             "traces": {} if traces is None else traces.columns}
-
-
-def _pct(value: float | None) -> float | None:
-    return None if value is None else round(100 * value, 2)
