@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 
@@ -78,6 +79,14 @@ def test_score_fields_re_extract_candidates_of_another_extract_version(monkeypat
     payload = codec.encode(make_sample(tokens=["so ", r"\boxed{12}"]))
     monkeypatch.setattr(codec, "EXTRACT_VERSION", codec.EXTRACT_VERSION + 1)
     assert codec.score_fields(payload).candidates.boxed == 12
+
+
+@pytest.mark.parametrize("reasoning", ["", r"first \boxed{\frac{1}{2}} é"], ids=["content-only", "split"])
+def test_text_fields_give_back_the_text_and_the_reasoning(reasoning: str) -> None:
+    sample = dataclasses.replace(make_sample(tokens=["so ", r"\boxed{12}"]), reasoning=reasoning)
+    fields = codec.text_fields(codec.encode(sample))
+    assert (fields.sample_id, fields.text, fields.reasoning, fields.finish_reason) == (
+        0, r"so \boxed{12}", reasoning, "stop")
 
 
 def test_corrupt_header_is_an_error() -> None:

@@ -13,6 +13,7 @@ from typing import Any
 
 from tracevote.core.config import Params
 from tracevote.deepconf.results import ProblemPassAtK
+from tracevote.explorer.answer_texts import ClassTexts, math_answer_texts, shown
 from tracevote.explorer.live_traces import LiveSource, live_sections, open_live
 from tracevote.explorer.pool_inputs import PoolInputs, ProblemRows, pool_sources, read_pool
 from tracevote.explorer.sitefiles import SiteWriter
@@ -31,7 +32,8 @@ def sections(writer: SiteWriter, params: Params, root: Path) -> list[dict[str, A
         live = open_live(params, root, source.paths.dataset) if source.main else None
         samples = open_traces(source.paths, root, params)
         entries.append(write_pool(writer, number, pool, params.report.k, samples, live,
-                                  {**trace_settings(params), "built": samples is not None}))
+                                  {**trace_settings(params), "built": samples is not None},
+                                  math_answer_texts(pool, root)))
     return entries
 
 
@@ -42,10 +44,12 @@ def pool_label(pool: PoolInputs) -> str:
 
 def write_pool(writer: SiteWriter, number: int, pool: PoolInputs, k: int,
                samples: TraceSource | None = None, live: LiveSource | None = None,
-               trace_pages: dict[str, Any] | None = None) -> dict[str, Any]:
+               trace_pages: dict[str, Any] | None = None,
+               answer_texts: dict[str, ClassTexts] | None = None) -> dict[str, Any]:
     """data/pool<number>/index.js and each problem's p<i>.js (and its trace pages' files, where the pool's samples
     are at hand: `samples`, and those of the dataset's live run: `live`; the index says what the trace pages follow:
-    `trace_pages`); returns the site index's entry."""
+    `trace_pages`; a math problem's answers show as `answer_texts` of its classes); returns the site index's
+    entry."""
     methods = list(pool.result.methods)
     results = method_results(pool, k)
     passk = {row.problem_id: row for row in pool.result.pass_at_k_problems if row.k == k}
@@ -55,10 +59,14 @@ def write_pool(writer: SiteWriter, number: int, pool: PoolInputs, k: int,
         traces = pool.rows.get(problem.id)
         by_method = results.get(problem.id, {})
         problem_passk = problem_pass_at_k(passk.get(problem.id))
-        rows.append({**index_row(i, problem.id, str(problem.answer), traces, by_method, methods), **problem_passk})
-        page = problem_page(number, i, problem.id, problem.problem, str(problem.answer), traces, by_method, pool, k)
+        texts = (answer_texts or {}).get(problem.id)
+        rows.append({**index_row(i, problem.id, str(problem.answer), traces, by_method, methods, texts),
+                     **problem_passk})
+        page = problem_page(number, i, problem.id, problem.problem, str(problem.answer), traces, by_method, pool, k,
+                            texts)
         page["pass_at_k"] = problem_passk
-        page["trace_data"] = None if samples is None else trace_sections(writer, number, i, problem.id, samples)
+        page["trace_data"] = None if samples is None else trace_sections(writer, number, i, problem.id, samples,
+                                                                         math=isinstance(problem.answer, str))
         page["live"] = None if live is None else live_sections(writer, number, i, problem.id, live)
         writer.put(f"pool{number}/p{i}", page)
     header = pool_header(pool, k)
@@ -110,8 +118,9 @@ def method_results(pool: PoolInputs, k: int) -> dict[str, dict[str, dict[str, An
     return results
 
 
-def answer_distribution(traces: ProblemRows | None) -> list[dict[str, Any]]:
-    """Valid traces' answers, most frequent first (smaller answer on ties), each right when its traces are."""
+def answer_distribution(traces: ProblemRows | None, texts: ClassTexts | None = None) -> list[dict[str, Any]]:
+    """Valid traces' answers, most frequent first (smaller answer on ties), each right when its traces are; a math
+    answer shown as its class's text (`texts`), the order still the classes'."""
     if traces is None:
         return []
     columns = traces.columns
@@ -119,14 +128,16 @@ def answer_distribution(traces: ProblemRows | None) -> list[dict[str, Any]]:
                                                          strict=True) if ok and answer is not None]
     counts = Counter(answer for answer, _ in valid)
     right = {answer for answer, ok in valid if ok}
-    return [{"answer": answer, "count": count, "right": answer in right}
+    return [{"answer": shown(answer, texts), "count": count, "right": answer in right}
             for answer, count in sorted(counts.items(), key=lambda item: (-item[1], item[0]))]
 
 
 def index_row(i: int, problem_id: str, gold: str, traces: ProblemRows | None,
-              by_method: dict[str, dict[str, Any]], methods: list[str]) -> dict[str, Any]:
-    """One problem's row of the pool index: flat keys, so the page's table sorts and filters it."""
-    distribution = answer_distribution(traces)
+              by_method: dict[str, dict[str, Any]], methods: list[str], texts: ClassTexts | None = None
+              ) -> dict[str, Any]:
+    """One problem's row of the pool index: flat keys, so the page's table sorts and filters it (a math answer as
+    its class's text: `texts`)."""
+    distribution = answer_distribution(traces, texts)
     voted = {by_method[name]["answer"] for name in methods if name != "pass1" and name in by_method}
     row: dict[str, Any] = {
         "i": i, "id": problem_id, "gold": gold,
@@ -143,16 +154,25 @@ def index_row(i: int, problem_id: str, gold: str, traces: ProblemRows | None,
     for name in methods:
         result = by_method.get(name)
         row[f"m_{name}"] = None if result is None else percent(result["accuracy"])
-        row[f"a_{name}"] = None if result is None else result["answer"]
+        row[f"a_{name}"] = None if result is None else shown(result["answer"], texts)
     return row
 
 
 def problem_page(number: int, i: int, problem_id: str, text: str, gold: str, traces: ProblemRows | None,
-                 by_method: dict[str, dict[str, Any]], pool: PoolInputs, k: int) -> dict[str, Any]:
+                 by_method: dict[str, dict[str, Any]], pool: PoolInputs, k: int, texts: ClassTexts | None = None
+                 ) -> dict[str, Any]:
     """One problem's page: its text and gold, each method's result, the answer distribution and every trace's row
-    (column by column: a paper-scale problem has 4,096 traces)."""
+    (column by column: a paper-scale problem has 4,096 traces); a math answer as its class's text (`texts`)."""
     return {**pool_header(pool, k), "pool": number, "i": i, "id": problem_id, "problem": text, "gold": gold,
-            "results": [{"method": name, **by_method[name], "accuracy": percent(by_method[name]["accuracy"])}
+            "results": [{"method": name, **by_method[name], "answer": shown(by_method[name]["answer"], texts),
+                         "accuracy": percent(by_method[name]["accuracy"])}
                         for name in pool.result.methods if name in by_method],
-            "distribution": answer_distribution(traces),
-            "traces": {} if traces is None else traces.columns}
+            "distribution": answer_distribution(traces, texts),
+            "traces": {} if traces is None else trace_columns(traces, texts)}
+
+
+def trace_columns(traces: ProblemRows, texts: ClassTexts | None) -> dict[str, list]:
+    """The problem's score rows, column by column, a math trace's answer as its class's text."""
+    if texts is None:
+        return traces.columns
+    return {**traces.columns, "answer": [shown(answer, texts) for answer in traces.columns["answer"]]}

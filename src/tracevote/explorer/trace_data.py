@@ -40,6 +40,7 @@ from typing import Any
 import numpy as np
 import pyarrow.parquet as pq
 
+from tracevote.answers.extract import split_boxed_text
 from tracevote.core.config import Params
 from tracevote.core.config_deepconf import ConfidenceConfig
 from tracevote.core.study_paths import ModelPaths
@@ -325,11 +326,12 @@ def open_traces(paths: ModelPaths, root: Path, params: Params) -> TraceSource | 
 
 
 def trace_sections(writer: SiteWriter, number: int, i: int, problem_id: str, source: TraceSource, *,
-                   chunk: int = CHUNK) -> str | None:
+                   chunk: int = CHUNK, math: bool = False) -> str | None:
     """Write problem `i` of pool `number`'s trace files: data/pool<number>/p<i>/traces.js (the thresholds and
     which chunk holds each trace), p<i>/c<j>.js (`chunk` traces each, in the pool log's order: one pass over the log,
-    a chunk in memory at a time) and p<i>/c<j>_top.js (their alternatives). Returns the index's data path, or None
-    when the score table has no row of the problem."""
+    a chunk in memory at a time) and p<i>/c<j>_top.js (their alternatives); a `math` problem's trace answers with
+    its boxed text (the integer read of it is no answer there). Returns the index's data path, or None when the score
+    table has no row of the problem."""
     if problem_id not in source.scores:
         return None
     ids, lowest, n_tokens = source.scores[problem_id]
@@ -360,6 +362,8 @@ def trace_sections(writer: SiteWriter, number: int, i: int, problem_id: str, sou
                         value=profiles.value[start:end])
         records.append(trace_record(sample, window,
                                     {t.method: would_stop(rows, t.median) for t in found}))
+        if math:
+            records[-1]["answer"] = split_boxed_text(sample.text, sample.reasoning)
         has_top = has_top or sample.top_logprobs is not None
         keeps_strings = keeps_strings or sample.top_tokens is not None
         tops.append(top_record(sample))

@@ -239,12 +239,14 @@ def usage_of(payload: bytes | memoryview) -> Usage:
 
 @dataclass(frozen=True)
 class TextFields:
-    """What grading reads of one sample: its text and what decides its answer."""
+    """What grading reads of one sample: its text and what decides its answer (and the thinking a reasoning parser
+    split out, "" when none: a math answer's box may be there, answers.extract.split_boxed_text)."""
 
     sample_id: int
     text: str
     finish_reason: str
     candidates: AnswerCandidates
+    reasoning: str = ""
 
 
 def text_fields(payload: bytes | memoryview) -> TextFields:
@@ -253,13 +255,14 @@ def text_fields(payload: bytes | memoryview) -> TextFields:
     if _is_format_1(view):
         decoded = _decode_format_1(view)
         text = decoded.text()
-        return TextFields(decoded.header["sample_id"], text, decoded.header["finish_reason"], answer_candidates(text))
+        return TextFields(decoded.header["sample_id"], text, decoded.header["finish_reason"], answer_candidates(text),
+                          decoded.reasoning())
     header, offset = _header(view)
     decoded = Decoded(header, _blocks_named(view, header, offset, {"text"}))
     text = decoded.text()
     stored = header["extract_version"] == EXTRACT_VERSION
     candidates = AnswerCandidates.from_json(header["candidates"]) if stored else decoded.candidates()
-    return TextFields(header["sample_id"], text, header["finish_reason"], candidates)
+    return TextFields(header["sample_id"], text, header["finish_reason"], candidates, decoded.reasoning())
 
 
 def _blocks_named(view: memoryview, header: dict[str, Any], offset: int, names: set[str]) -> dict[str, np.ndarray]:
