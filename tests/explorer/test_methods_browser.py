@@ -1,10 +1,11 @@
 """The method pages in headless Chromium, network cut: the sections lead to them, a debate transcript and a critique
 render what their data hold, a grading item shows the critic's reply, a study row opens its pool filtered to its
-method's wrong problems, an agent's hostile reply is shown as text, and no console error anywhere.
+method's wrong problems, a compare row its pool or its debate, an agent's hostile reply is shown as text, and no
+console error anywhere.
 
-With TRACEVOTE_EXPLORER_SHOTS set to a folder, the debate, critique, grading item and study pages are also saved
-there as explorer-debate.png, explorer-critique.png, explorer-grading.png and explorer-study.png (how docs/images/
-got them).
+With TRACEVOTE_EXPLORER_SHOTS set to a folder, the debate, critique, grading item, study and compare pages are also
+saved there as explorer-debate.png, explorer-critique.png, explorer-grading.png, explorer-study.png and
+explorer-compare.png (how docs/images/ got them).
 """
 
 from __future__ import annotations
@@ -32,9 +33,9 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_site(load_params(project / "params.yaml"), project, tmp_path_factory.mktemp("site") / "explorer").out
 
 
-def shot(opened: object, name: str) -> None:
+def shot(opened: object, name: str, height: int = 1500) -> None:
     if SHOTS:
-        opened.page.set_viewport_size({"width": 1400, "height": 1500})  # a debate's first rounds and its judge
+        opened.page.set_viewport_size({"width": 1400, "height": height})  # a debate's first rounds and its judge
         opened.page.screenshot(path=str(Path(SHOTS) / f"explorer-{name}.png"))
 
 
@@ -123,6 +124,28 @@ def test_a_study_row_opens_its_pool_filtered_to_the_methods_wrong_problems(brows
     opened.wait_ready()
     assert opened.page.locator("button[data-filter=wrong_avg]").get_attribute("aria-pressed") == "true"
     assert int(opened.page.locator(".tv-table-box").get_attribute("data-rows")) == wrong
+    assert opened.clean() == []
+
+
+def test_a_compare_row_opens_the_problems_behind_it(browser: object, site: Path) -> None:
+    compare = read_data(site, "compare0/index")
+    opened = open_page(browser, site, "#/compare/0")
+    assert int(opened.page.locator(".tv-table-box").get_attribute("data-rows")) == len(compare["rows"])
+    assert opened.page.locator("#tv-main ul li a").evaluate_all("links => links.map(a => a.getAttribute('href'))") \
+        == [link["hash"] for link in compare["links"]] == ["#/pool/0", "#/debate/0"]
+    assert opened.page.locator(".tv-banner").count() == 1
+    shot(opened, "compare", height=700)  # the whole table, no blank below
+    cons = next(row for row in compare["rows"] if row["method"] == "cons")
+    opened.page.click(f"tr[data-href='{cons['link']}'] a")
+    opened.wait_ready()
+    problems = read_data(site, "pool0/index")["problems"]
+    assert opened.page.locator("button[data-filter=wrong_cons]").get_attribute("aria-pressed") == "true"
+    assert int(opened.page.locator(".tv-table-box").get_attribute("data-rows")) == sum(
+        1 for problem in problems if not problem["cons_right"])
+    opened.goto("#/compare/0")
+    opened.page.click("tr[data-href='#/debate/0'] a")
+    opened.wait_ready()
+    assert opened.page.evaluate("location.hash") == "#/debate/0"
     assert opened.clean() == []
 
 
