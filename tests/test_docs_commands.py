@@ -18,6 +18,7 @@ import yaml
 from tests.conftest import REPO_ROOT, hang_guard_s
 from tests.docsnippets import every_snippet
 from tests.dvcproject import make_project, one_dataset, project_env, run
+from tests.fresh_clone import copy_plots_template
 from tests.test_pipeline import small_sim_params
 from tracevote.cli.demo import BUILTIN_PROBLEMS
 from tracevote.core.entry import PARAMS_READS_ENV
@@ -61,6 +62,7 @@ def documented_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path
         shutil.copy(REPO_ROOT / name, project / name)
         os.utime(project / name, (0, 0))
     (project / ".venv").symlink_to(VENV)
+    copy_plots_template(tmp_path_factory, project)  # as the venv, what `make setup` makes is there, up to date
     reads, outputs = base / "reads", []
     for block in RUN_BLOCKS:
         env = fresh_shell_env(reads, activated=block.marker == "run activated")

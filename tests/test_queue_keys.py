@@ -5,12 +5,14 @@ files, so the git-ignored .env is not there: the missing-key line says so and ho
 from __future__ import annotations
 
 import contextlib
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.dvcproject import dvc, make_project, run
+from tests.conftest import hang_guard_s
+from tests.dvcproject import BIN_DIR, dvc, make_project, project_env, run
 from tests.test_pipeline import small_sim_params
 from tracevote.core.config_endpoints import SimConfig
 from tracevote.sim.faults import FaultPlan
@@ -44,13 +46,23 @@ def keyed_project(root: Path, base_url: str) -> Path:
     return project
 
 
+def run_all_queued(project: Path, log: Path) -> tuple[int, str]:
+    """`dvc exp run --run-all`: (its exit code, its output). The queue worker it spawns inherits its stdout and stderr
+    and lives on until its queue has been empty for 10 s; with pipes, reading to their end would wait for the worker
+    too. A file lets this return when dvc exits, once it has collected the experiment."""
+    with log.open("w") as output:
+        done = subprocess.run([str(BIN_DIR / "dvc"), "exp", "run", "--run-all"], cwd=project, env=project_env(),
+                              stdout=output, stderr=subprocess.STDOUT, timeout=hang_guard_s())
+    return done.returncode, log.read_text()
+
+
 def test_a_dvc_temporary_workspace_lacks_dotenv_until_it_is_copied_in(tmp_path: Path) -> None:
     with keyed_server() as server:
         project = keyed_project(tmp_path / "project", server.base_url)
         without = dvc(project, "exp", "run", "--temp", "build_pool@toy", check=False)
         sent_without = server.stats.snapshot()["requests"]
         dvc(project, "exp", "run", "--queue", "--copy-paths", ".env", "build_pool@toy")
-        copied = dvc(project, "exp", "run", "--run-all", check=False)  # starts a queue worker, waits for it
+        copied, copied_output = run_all_queued(project, tmp_path / "run-all.log")  # starts a queue worker
         shown = dvc(project, "queue", "status")
     assert without.returncode != 0
     output = without.stdout + without.stderr
@@ -58,7 +70,8 @@ def test_a_dvc_temporary_workspace_lacks_dotenv_until_it_is_copied_in(tmp_path: 
     assert "This stage runs in a DVC temporary workspace (dvc exp run --queue or --temp)" in output
     assert f"so {project / '.env'} is not here" in output and "--copy-paths .env" in output
     assert sent_without == 0
-    assert copied.returncode == 0, copied.stdout + copied.stderr
+    assert copied == 0, copied_output
+    assert "Ran experiment(s)" in copied_output
     assert "Success" in shown.stdout, shown.stdout
     leaked = [p for p in project.rglob("*") if p.is_file() and p.name != ".env" and KEY.encode() in p.read_bytes()]
     assert leaked == []

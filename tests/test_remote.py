@@ -89,6 +89,22 @@ class Origin:
     ssh: SshRemote
 
 
+def add_dvc_config(project: Path, name: str, sections: dict[str, dict[str, str]]) -> None:
+    """Add `sections` to .dvc/<name> (config, or the git-ignored config.local) as `dvc remote add`, `modify` and
+    `default` write them: {"core": {"remote": "s3"}} is `dvc remote default s3`, one `dvc` process (~1 CPU s) fewer
+    for each such command. Options of a section the file has already go under its header (no section twice); a key
+    the section holds already must not be given again."""
+    path = project / ".dvc" / name
+    lines = path.read_text(encoding="utf-8").splitlines() if path.is_file() else []
+    for section, options in sections.items():
+        header = f"[{section}]" if section.isidentifier() else f"['{section}']"  # as configobj quotes `remote "s3"`
+        if header not in lines:
+            lines.append(header)
+        at = lines.index(header) + 1
+        lines[at:at] = [f"    {key} = {value}" for key, value in options.items()]
+    path.write_text("".join(f"{line}\n" for line in lines), encoding="utf-8")
+
+
 @pytest.fixture(scope="module")
 def origin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Origin]:
     """A project whose pipeline ran against a sim server that is gone, pushed to a local folder remote
@@ -98,12 +114,11 @@ def origin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Origin]:
         with running_server(SimModel(SimConfig(seed=0, signal=1.0, accuracy=0.45, mean_tokens=150))) as base_url:
             params = small_sim_params(backend="openai", base_url=base_url, needs_key=False)
             project = make_project(root / "origin", params)
-            dvc(project, "remote", "add", "-d", "shared", str(root / "folder-remote"))
-            dvc(project, "remote", "add", "s3", s3_url)
-            dvc(project, "remote", "modify", "s3", "endpointurl", endpoint)
-            dvc(project, "remote", "add", "ssh", ssh.url)
-            dvc(project, "remote", "modify", "ssh", "user", "tracevote")
-            dvc(project, "remote", "modify", "--local", "ssh", "keyfile", str(ssh.keyfile))
+            add_dvc_config(project, "config", {"core": {"remote": "shared"},
+                                               'remote "shared"': {"url": str(root / "folder-remote")},
+                                               'remote "s3"': {"url": s3_url, "endpointurl": endpoint},
+                                               'remote "ssh"': {"url": ssh.url, "user": "tracevote"}})
+            add_dvc_config(project, "config.local", {'remote "ssh"': {"keyfile": str(ssh.keyfile)}})
             dvc(project, "repro")
         for name in ("shared", "s3"):
             dvc(project, "push", "--remote", name, env=S3_ENV)
@@ -121,7 +136,7 @@ def fresh_clone(origin: Origin, name: str) -> Path:
 
 def test_fresh_clone_pulls_from_s3_and_runs_nothing(origin: Origin) -> None:
     clone = fresh_clone(origin, "s3-clone")
-    dvc(clone, "remote", "default", "--local", "s3")
+    add_dvc_config(clone, "config.local", {"core": {"remote": "s3"}})  # dvc remote default --local s3
     pulled = dvc(clone, "repro", "--pull", env=S3_ENV)  # what `make repro` runs
     assert ran_stages(pulled.stdout) == set()
     for paid in PAID_FOLDERS:
@@ -131,8 +146,9 @@ def test_fresh_clone_pulls_from_s3_and_runs_nothing(origin: Origin) -> None:
 
 def test_fresh_clone_pulls_over_ssh_and_runs_nothing(origin: Origin) -> None:
     clone = fresh_clone(origin, "ssh-clone")
-    dvc(clone, "remote", "default", "--local", "ssh")
-    dvc(clone, "remote", "modify", "--local", "ssh", "keyfile", str(origin.ssh.keyfile))  # keys stay out of git
+    # dvc remote default --local ssh; dvc remote modify --local ssh keyfile KEY: keys stay out of git
+    add_dvc_config(clone, "config.local", {"core": {"remote": "ssh"},
+                                           'remote "ssh"': {"keyfile": str(origin.ssh.keyfile)}})
     assert any((origin.ssh.served / "tracevote" / "files").rglob("*")), "nothing was pushed over SSH"
     pulled = dvc(clone, "repro", "--pull")
     assert ran_stages(pulled.stdout) == set()
@@ -148,8 +164,7 @@ def test_an_ssh_pull_with_a_key_the_server_does_not_admit_is_refused(origin: Ori
     clone = fresh_clone(origin, "ssh-stranger-clone")
     stranger = tmp_path / "stranger_key"
     asyncssh.generate_private_key("ssh-ed25519").write_private_key(str(stranger))
-    dvc(clone, "remote", "default", "--local", "ssh")
-    dvc(clone, "remote", "modify", "--local", "ssh", "keyfile", str(stranger))
+    add_dvc_config(clone, "config.local", {"core": {"remote": "ssh"}, 'remote "ssh"': {"keyfile": str(stranger)}})
     refused = dvc(clone, "pull", check=False)
     assert refused.returncode != 0
     for paid in PAID_FOLDERS:

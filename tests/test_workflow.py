@@ -14,6 +14,7 @@ import pytest
 
 from tests.conftest import REPO_ROOT, hang_guard_s, wait_for
 from tests.dvcproject import dvc, make_project, project_env, run
+from tests.fresh_clone import VENV, copy_plots_template, make, set_up_clone, venv_stamp  # noqa: F401 (a fixture)
 from tests.images import assert_not_blank
 from tests.sim_servers import watched_server
 from tests.test_dvc_locks import sleeper
@@ -23,25 +24,11 @@ from tracevote.core.config_endpoints import SimConfig
 from tracevote.sim.faults import FaultPlan
 
 pytestmark = pytest.mark.slow
-VENV = Path(sys.executable).parent.parent
 
 
-def make(cwd: Path, *targets: str) -> subprocess.CompletedProcess:
-    """The real Makefile target, reusing this test run's venv instead of installing a new one."""
-    stamp = VENV / ".runtime-installed"
-    command = ["make", "--no-print-directory", f"VENV={VENV}", "-o", str(stamp), *targets]
-    return subprocess.run(command, cwd=cwd, env=project_env(), capture_output=True, text=True, timeout=hang_guard_s())
-
-
-@pytest.fixture
-def venv_stamp() -> None:
-    if not (VENV / ".runtime-installed").is_file():
-        pytest.skip(f"{VENV} was not set up by `make setup` (no .runtime-installed stamp)")
-
-
-def test_make_demo_in_a_fresh_clone_leaves_git_status_clean(tmp_path: Path, venv_stamp: None) -> None:
-    clone = tmp_path / "clone"
-    run(tmp_path, "git", "clone", "-q", str(REPO_ROOT), str(clone))
+def test_make_demo_in_a_fresh_clone_leaves_git_status_clean(tmp_path: Path, venv_stamp: None,  # noqa: F811
+                                                             tmp_path_factory: pytest.TempPathFactory) -> None:
+    clone = set_up_clone(tmp_path_factory, tmp_path / "clone")
     result = make(clone, "demo")
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "SIMULATED" in result.stdout
@@ -71,12 +58,14 @@ def first_sample_stored(pool_dir: Path, repro: subprocess.Popen) -> bool:
     return False
 
 
-def test_make_repro_clears_a_dead_runs_lock_and_resumes(tmp_path: Path, venv_stamp: None) -> None:
+def test_make_repro_clears_a_dead_runs_lock_and_resumes(tmp_path: Path, venv_stamp: None,  # noqa: F811
+                                                        tmp_path_factory: pytest.TempPathFactory) -> None:
     # admits the probe's 3 requests and one sample; the rest wait until the kill has landed
     with watched_server(SimConfig(seed=0, signal=1.0, accuracy=0.45, mean_tokens=150), admit=4) as server:
         params = small_sim_params(backend="openai", base_url=server.base_url, needs_key=False)
         project = make_project(tmp_path / "project", params)
         shutil.copy(REPO_ROOT / "Makefile", project / "Makefile")
+        copy_plots_template(tmp_path_factory, project)  # so `make repro` has nothing to set up
         pool_dir = project / "pools" / "toy"
         repro = subprocess.Popen([str(VENV / "bin" / "dvc"), "repro"], cwd=project, env=project_env(),
                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)

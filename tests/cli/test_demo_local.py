@@ -12,7 +12,7 @@ import yaml
 
 from tests.conftest import REPO_ROOT, committed_params_text
 from tests.dvcproject import run
-from tests.test_workflow import make, venv_stamp  # noqa: F401 (a fixture)
+from tests.fresh_clone import make, set_up_clone, venv_stamp  # noqa: F401 (a fixture)
 from tracevote.cli import demo, main
 from tracevote.core.config import load_params
 from tracevote.core.errors import DataError
@@ -94,9 +94,9 @@ def test_the_shared_files_feed_every_method() -> None:
 
 
 @pytest.mark.slow
-def test_make_try_runs_one_method_on_a_folder_of_files(tmp_path: Path, venv_stamp: None) -> None:  # noqa: F811
-    clone, data = tmp_path / "clone", tmp_path / "data"
-    run(tmp_path, "git", "clone", "-q", str(REPO_ROOT), str(clone))
+def test_make_try_runs_one_method_on_a_folder_of_files(
+        tmp_path: Path, tmp_path_factory: pytest.TempPathFactory, venv_stamp: None) -> None:  # noqa: F811
+    clone, data = set_up_clone(tmp_path_factory, tmp_path / "clone"), tmp_path / "data"
     data.mkdir()
     write_problems(data / "aime_2024.jsonl", "question")
     shutil.copy(demo.BUILTIN_PROBLEMS, data / "aime_2025.jsonl")

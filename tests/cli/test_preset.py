@@ -14,8 +14,8 @@ import pytest
 import yaml
 
 from tests.conftest import REPO_ROOT, committed_params_text, hang_guard_s
-from tests.dvcproject import project_env, run
-from tests.test_workflow import VENV, make, venv_stamp  # noqa: F401 (a fixture)
+from tests.dvcproject import project_env
+from tests.fresh_clone import VENV, make, set_up_clone, venv_stamp  # noqa: F401 (a fixture)
 from tracevote.cli import demo
 from tracevote.cli.main import main
 from tracevote.cli.preset import PRESETS, apply_preset
@@ -73,10 +73,11 @@ def test_the_readme_block_sets_the_simulated_model() -> None:
 
 
 @pytest.mark.slow
-def test_the_readme_offline_block_runs_as_written_in_a_fresh_clone(tmp_path: Path, venv_stamp: None) -> None:  # noqa: F811
+def test_the_readme_offline_block_runs_as_written_in_a_fresh_clone(
+        tmp_path: Path, tmp_path_factory: pytest.TempPathFactory, venv_stamp: None) -> None:  # noqa: F811
     """`../shared/data` beside the clone holds the built-in demo files under the shared folder's names."""
-    clone, shared = tmp_path / "work" / "tracevote", tmp_path / "work" / "shared" / "data"
-    run(tmp_path, "git", "clone", "-q", str(REPO_ROOT), str(clone))
+    clone = set_up_clone(tmp_path_factory, tmp_path / "work" / "tracevote")
+    shared = tmp_path / "work" / "shared" / "data"
     shared.mkdir(parents=True)
     for name in ("aime_2025.jsonl", "aime_2024.jsonl"):
         shutil.copy(demo.BUILTIN_PROBLEMS, shared / name)

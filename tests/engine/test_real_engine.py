@@ -22,6 +22,7 @@ import requests
 
 from bench import real_live
 from tests.conftest import hang_guard_s, wait_for
+from tests.dvcproject import copy_project
 from tests.engine.standin import terminal_job_signals
 from tests.gate_proxy import DIRECT, gate_proxy
 from tracevote.cli import real
@@ -47,7 +48,9 @@ pytestmark = pytest.mark.skipif(missing_engine_reason() is not None and not os.e
 
 @pytest.fixture(scope="module")
 def engine(tmp_path_factory: pytest.TempPathFactory) -> EngineServer:
-    with llamacpp_server(MODEL, log=tmp_path_factory.mktemp("engine") / "engine.log") as server:
+    """One server for the module, counting the tokens it generates (as `make real` starts it; the counting changes
+    no reply) for the tests that read its counts."""
+    with llamacpp_server(MODEL, log=tmp_path_factory.mktemp("engine") / "engine.log", count_tokens=True) as server:
         yield server
 
 
@@ -103,7 +106,8 @@ def test_a_pool_killed_mid_build_resumes_to_the_pool_an_uninterrupted_build_make
     total = run.problems * run.traces
     with gate_proxy(engine.base_url.removesuffix("/v1")) as (proxy_url, gate):
         behind_proxy = EngineServer(f"{proxy_url}/v1", engine.model_alias, engine.pid, engine.log)
-        killed, whole = (scratch_project(tmp_path / name, run, behind_proxy) for name in ("killed", "whole"))
+        killed = scratch_project(tmp_path / "killed", run, behind_proxy)
+        whole = copy_project(killed, tmp_path / "whole" / "real")  # the same project, prepared once
         gate.hold_after(10)
         build = dvc(killed, "repro", "build_pool@tinymath", background=True)
         gate.wait_for_waiting(1)
@@ -256,34 +260,34 @@ def held_out_rows(n: int) -> list[dict]:
     return [orjson.loads(line) for line in path.read_text(encoding="utf-8").splitlines()[:n]]
 
 
-@pytest.fixture(scope="module")
-def counting_engine(tmp_path_factory: pytest.TempPathFactory) -> EngineServer:
-    with llamacpp_server(MODEL, log=tmp_path_factory.mktemp("engine") / "engine.log", count_tokens=True) as server:
-        yield server
+def count_of(engine: EngineServer, key: str) -> dict | None:
+    """The engine's count of the streamed completion of sample `key` (None until it has ended): the module's server
+    counts every other test's completions too, so each is found by its key."""
+    return next((count for count in read_counts(engine.log) if count["key"] == key), None)
 
 
-def test_a_closed_stream_stops_the_engine_generating(counting_engine: EngineServer) -> None:
+def test_a_closed_stream_stops_the_engine_generating(engine: EngineServer) -> None:
     """The engine's own count (tracevote.engine.counting) of the tokens it sampled: a whole stream's tokens and its
     end-of-text token; for a stream the client closes after its first tokens, at least what the client received
     and far below the 1,000 tokens the completion would run to (its end-of-text token banned). The server pulls a
     streamed completion a chunk at a time as it sends it, so it can run ahead of the client only by what the
     connection buffers: it stops once it sees the client gone, however late the client reads."""
     decoding = DecodingConfig(temperature=0.6, top_p=None, max_tokens=LONG, top_logprobs=20, seed=0)
-    model = engine_model(counting_engine)
+    model = engine_model(engine)
     endless = replace(model, extra_body={"logit_bias": {str(END_TOKEN): -100.0}})
     messages = [{"role": "user", "content": held_out_rows(1)[0]["problem"]}]
     with ChatClient(model, decoding, api_key=None, timeout_s=120.0, max_retries=0, concurrency=1) as client:
-        whole = stream_completion(client, messages, sample_key="p/0")
-    wait_for(lambda: len(read_counts(counting_engine.log)) >= 1, "the server to count the whole stream")
+        whole = stream_completion(client, messages, sample_key="counted/0")
+    wait_for(lambda: count_of(engine, "counted/0") is not None, "the server to count the whole stream")
     with ChatClient(endless, decoding, api_key=None, timeout_s=120.0, max_retries=0, concurrency=1) as client:
-        cut = stream_completion(client, messages, sample_key="p/1",
+        cut = stream_completion(client, messages, sample_key="counted/1",
                                 observer=lambda batch: "stop" if batch.offset + len(batch.tokens) >= 3 else None)
-    wait_for(lambda: len(read_counts(counting_engine.log)) >= 2, "the server to count the closed stream")
-    whole_count, cut_count = read_counts(counting_engine.log)[:2]
-    assert whole.finish_reason == "stop" and whole_count["ended"] == "whole" and whole_count["key"] == "p/0"
+    wait_for(lambda: count_of(engine, "counted/1") is not None, "the server to count the closed stream")
+    whole_count, cut_count = count_of(engine, "counted/0"), count_of(engine, "counted/1")
+    assert whole.finish_reason == "stop" and whole_count["ended"] == "whole"
     assert whole_count["sampled"] == whole.n_tokens + 1  # the end-of-text token is sampled and never sent
     assert cut.stop_reason == "confidence" and cut.usage_source == "client" and cut.n_tokens >= 3
-    assert cut_count["ended"] == "closed" and cut_count["key"] == "p/1"
+    assert cut_count["ended"] == "closed"
     assert cut.n_tokens <= cut_count["sampled"] < LONG // 2
 
 
