@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from tests.conftest import REPO_ROOT
-from tests.dvcproject import copy_project, dvc, make_project, run
+from tests.dvcproject import dvc, make_project, run
 from tests.test_pipeline import build_once, ran_stages, small_sim_params
 
 pytestmark = pytest.mark.slow
@@ -30,15 +30,6 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
     run(project, "git", "add", "-A")
     run(project, "git", "commit", "-qm", "baseline")
     return project
-
-
-def test_exp_run_with_a_confidence_setting_and_exp_show(built: Path) -> None:
-    # the foreach group as the target: the DeepConf branch of every dataset, and no other method's stage
-    result = dvc(built, "exp", "run", "-S", "confidence.group_size=8", DEEPCONF)
-    assert ran_stages(result.stdout) == {"score", "aggregate", "report"}
-    shown = json.dumps(json.loads(dvc(built, "exp", "show", "--json").stdout))
-    assert '"group_size": 8' in shown and '"group_size": 32' in shown  # the experiment beside the baseline
-    assert '"accuracy_pct"' in shown and '"tokens_per_problem"' in shown  # with its headline metrics
 
 
 def test_metrics_show_lists_the_one_method_that_ran_without_a_warning(built: Path) -> None:
@@ -71,12 +62,19 @@ def doc_block(starting: str) -> str:
     return next(block for block in blocks if block.startswith(starting))
 
 
-def test_a_confidence_change_moves_the_weighted_and_filtered_rows_of_metrics_diff(built: Path,
-                                                                                    tmp_path: Path) -> None:
-    project = copy_project(built, tmp_path / "project")
+def test_exp_run_with_a_confidence_setting_shows_in_exp_show_and_moves_the_weighted_and_filtered_rows_of_metrics_diff(
+        built: Path) -> None:
+    # on the module's project itself (test_metrics_show_lists_... reads only what no confidence setting changes),
+    # and one experiment for exp show, metrics diff and the docs' commands alike
+    project = built
+    # the foreach group as the target: the DeepConf branch of every dataset, and no other method's stage
     result = dvc(project, "exp", "run", "-S", "confidence.group_size=8", "-S", "confidence.tail_tokens=8",
                  DEEPCONF)
     assert ran_stages(result.stdout) == {"score", "aggregate", "report"}
+    shown = json.dumps(json.loads(dvc(project, "exp", "show", "--json").stdout))
+    assert '"group_size": 8' in shown and '"group_size": 32' in shown  # the experiment beside the baseline
+    assert '"accuracy_pct"' in shown and '"tokens_per_problem"' in shown  # with its headline metrics
+
     moved = {Path(path).stem: set(change)
              for path, change in json.loads(dvc(project, "metrics", "diff", "--json").stdout).items()}
     voting = {method for method in moved if not method.startswith("online_")}
