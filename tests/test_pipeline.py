@@ -82,8 +82,13 @@ def build_once(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A committed project in which `dvc repro` ran every stage once, copied for the module asking: built once per
     run and shared by every xdist worker (tests/dvcproject.py's built_once), so this file,
     tests/test_pipeline_param_changes.py and the others that ask cost one build between them wherever they run."""
-    template = built_once(tmp_path_factory, "pipeline", lambda folder: build_template(folder / "project"))
-    return copy_project(template / "project", tmp_path_factory.mktemp("pipeline") / "project")
+    return copy_project(pipeline_template(tmp_path_factory), tmp_path_factory.mktemp("pipeline") / "project")
+
+
+def pipeline_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The project build_once copies, built once per run for every xdist worker: read it or copy it, never change
+    it (other workers read it at the same time)."""
+    return built_once(tmp_path_factory, "pipeline", lambda folder: build_template(folder / "project")) / "project"
 
 
 def build_template(root: Path) -> None:

@@ -1,7 +1,7 @@
-"""`dvc exp run` on the pipeline: an experiment beside its baseline, on the DeepConf branch alone and on a project
-where every stage has run (a copy of the project tests/test_pipeline.py builds once per run); `dvc metrics show`
-while one method has run (a file and a DeepConf-only project of its own, so that the suite's workers share the
-pipeline tests' time)."""
+"""`dvc exp run` on the pipeline: an experiment beside its baseline, on the DeepConf branch alone (with no target, on
+a project where every stage has run: tests/test_pipeline_param_changes.py, on its copy of the project
+tests/test_pipeline.py builds once per run); `dvc metrics show` while one method has run (a file and a DeepConf-only
+project of its own, so that the suite's workers share the pipeline tests' time)."""
 
 from __future__ import annotations
 
@@ -11,11 +11,10 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-import yaml
 
 from tests.conftest import REPO_ROOT
-from tests.dvcproject import copy_project, dvc, make_project, run
-from tests.test_pipeline import build_once, ran_stages, small_sim_params
+from tests.dvcproject import dvc, make_project, run
+from tests.test_pipeline import ran_stages, small_sim_params
 
 pytestmark = pytest.mark.slow
 DEEPCONF = "report"  # every dataset's report, with what it needs: fetch, normalize, build_pool, score, aggregate
@@ -30,15 +29,6 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
     run(project, "git", "add", "-A")
     run(project, "git", "commit", "-qm", "baseline")
     return project
-
-
-def test_exp_run_with_a_confidence_setting_and_exp_show(built: Path) -> None:
-    # the foreach group as the target: the DeepConf branch of every dataset, and no other method's stage
-    result = dvc(built, "exp", "run", "-S", "confidence.group_size=8", DEEPCONF)
-    assert ran_stages(result.stdout) == {"score", "aggregate", "report"}
-    shown = json.dumps(json.loads(dvc(built, "exp", "show", "--json").stdout))
-    assert '"group_size": 8' in shown and '"group_size": 32' in shown  # the experiment beside the baseline
-    assert '"accuracy_pct"' in shown and '"tokens_per_problem"' in shown  # with its headline metrics
 
 
 def test_metrics_show_lists_the_one_method_that_ran_without_a_warning(built: Path) -> None:
@@ -71,12 +61,19 @@ def doc_block(starting: str) -> str:
     return next(block for block in blocks if block.startswith(starting))
 
 
-def test_a_confidence_change_moves_the_weighted_and_filtered_rows_of_metrics_diff(built: Path,
-                                                                                    tmp_path: Path) -> None:
-    project = copy_project(built, tmp_path / "project")
+def test_exp_run_with_a_confidence_setting_shows_in_exp_show_and_moves_the_weighted_and_filtered_rows_of_metrics_diff(
+        built: Path) -> None:
+    # on the module's project itself (test_metrics_show_lists_... reads only what no confidence setting changes),
+    # and one experiment for exp show, metrics diff and the docs' commands alike
+    project = built
+    # the foreach group as the target: the DeepConf branch of every dataset, and no other method's stage
     result = dvc(project, "exp", "run", "-S", "confidence.group_size=8", "-S", "confidence.tail_tokens=8",
                  DEEPCONF)
     assert ran_stages(result.stdout) == {"score", "aggregate", "report"}
+    shown = json.dumps(json.loads(dvc(project, "exp", "show", "--json").stdout))
+    assert '"group_size": 8' in shown and '"group_size": 32' in shown  # the experiment beside the baseline
+    assert '"accuracy_pct"' in shown and '"tokens_per_problem"' in shown  # with its headline metrics
+
     moved = {Path(path).stem: set(change)
              for path, change in json.loads(dvc(project, "metrics", "diff", "--json").stdout).items()}
     voting = {method for method in moved if not method.startswith("online_")}
@@ -101,37 +98,3 @@ def test_a_confidence_change_moves_the_weighted_and_filtered_rows_of_metrics_dif
     assert table[3].split("|")[2:] == documented[3].split("|")[2:]  # the baseline's (on master, or main)
     changed = next(line for line in shown if line.lstrip().startswith("Experiment") and "accuracy_pct" in line)
     assert "Created" not in changed and "ci_low_pct" not in changed and "group_size" in changed
-
-
-def in_flow_style(params_file: Path) -> str:
-    """params.yaml rewritten as the project's own is written: mappings of plain values in flow style
-    (`source: {hf_dataset: null, ...}`) with explicit nulls; `dvc exp run -S` reflows both. Returns the text."""
-    params = yaml.safe_load(params_file.read_text())
-    params_file.write_text(yaml.safe_dump(params, sort_keys=False, default_flow_style=None, width=1000))
-    return params_file.read_text()
-
-
-def test_exp_run_with_no_target_reruns_only_what_the_key_affects(tmp_path_factory: pytest.TempPathFactory) -> None:
-    # once every stage has run (dvc exp run with no target runs every stage of dvc.yaml that never ran): a copy of
-    # the project tests/test_pipeline.py builds once per run
-    project = build_once(tmp_path_factory)
-    before = in_flow_style(project / "params.yaml")
-    assert "source: {" in before and ": null" in before
-    run(project, "git", "add", "-A")
-    run(project, "git", "commit", "-qm", "every method, params in flow style")
-    locked = yaml.safe_load((project / "dvc.lock").read_text())["stages"]
-    group_size = 2 * yaml.safe_load(before)["confidence"]["group_size"]
-    result = dvc(project, "exp", "run", "-S", f"confidence.group_size={group_size}")
-    # compare and view (the explorer) read every dataset's aggregate: they follow them, as they do in `dvc repro`
-    assert ran_stages(result.stdout) == {"score", "aggregate", "report", "compare", "view"}, result.stdout
-    after = (project / "params.yaml").read_text()
-    assert after != before  # -S rewrote params.yaml (its layout and its nulls) ...
-    expected = yaml.safe_load(before)
-    expected["confidence"]["group_size"] = group_size
-    assert yaml.safe_load(after) == expected
-    relocked = yaml.safe_load((project / "dvc.lock").read_text())["stages"]
-    # ... to no effect: fetch, normalize and every other method's stage are locked as they were (check_params,
-    # which nothing depends on, reads the whole file)
-    untouched = [name for name in locked
-                 if not re.match(r"(score|aggregate|report|compare|view|check_params)(@|$)", name)]
-    assert {name: relocked[name] for name in untouched} == {name: locked[name] for name in untouched}

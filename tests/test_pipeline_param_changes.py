@@ -1,18 +1,20 @@
-"""What each param change re-runs in the whole pipeline as a real DVC project, and that switching back costs
-nothing. Each group of changes runs on its own copy of one built project, so the groups are independent of each
-other and of their order; a file of its own, so `make test` (--dist loadfile) can run it beside tests/test_pipeline.py
-on the other worker."""
+"""What each param change re-runs in the whole pipeline as a real DVC project (one by `dvc exp run` with no
+target), and that switching back costs nothing. Each group of changes runs on its own copy of one built project, so
+the groups are independent of each other and of their order; a file of its own, so `make test` (--dist loadfile) can
+run it beside tests/test_pipeline.py on the other worker."""
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from tests.dvcproject import copy_project, dvc, model_overrides, run, update_params
-from tests.test_pipeline import build_once, ran_stages
+from tests.test_pipeline import pipeline_template, ran_stages
 
 pytestmark = pytest.mark.slow
 
@@ -21,8 +23,7 @@ Step = tuple[dict[str, Any], set[str]]  # (params change, stages `dvc repro` mus
 
 # compare reads the voting results beside the debate's, and view (the explorer) the scores and aggregates: they follow
 # every change to them
-CONFIDENCE: list[Step] = [({"confidence": {"group_size": 16}}, {"score", "aggregate", "report", "compare", "view"}),
-                          ({"confidence": {"token": "chosen"}}, {"score", "aggregate", "report", "compare", "view"})]
+CONFIDENCE_STAGES = {"score", "aggregate", "report", "compare", "view"}
 EVAL_AND_REPORT: list[Step] = [
     ({"eval": {"repeat": 4}}, {"aggregate", "report", "compare", "view"}),
     ({"report": {"k": 8}}, {"report", "compare", "view"}),
@@ -52,15 +53,10 @@ CRITIQUE: list[Step] = [
 ]
 
 
-@pytest.fixture(scope="module")
-def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build_once(tmp_path_factory)
-
-
 @pytest.fixture
-def own_copy(built: Path, tmp_path: Path) -> Path:
-    """`built` copied, for a test that leaves the project changed."""
-    return copy_project(built, tmp_path / "project")
+def own_copy(tmp_path_factory: pytest.TempPathFactory, tmp_path: Path) -> Path:
+    """The project tests/test_pipeline.py builds once per run, copied for a test that leaves it changed."""
+    return copy_project(pipeline_template(tmp_path_factory), tmp_path / "project")
 
 
 def repro_each(project: Path, steps: list[Step]) -> str:
@@ -87,14 +83,48 @@ def test_each_param_change_reruns_exactly_its_stages(own_copy: Path, steps: list
     repro_each(own_copy, steps)
 
 
-def test_a_confidence_change_reruns_its_stages_and_shows_in_metrics_diff_and_plots(own_copy: Path) -> None:
-    repro_each(own_copy, CONFIDENCE)
-    assert "(confidence.token: chosen, top_k all kept)" in (own_copy / "metrics/deepconf/toy/report.txt").read_text()
+def in_flow_style(params_file: Path) -> str:
+    """params.yaml rewritten as the project's own is written: mappings of plain values in flow style
+    (`source: {hf_dataset: null, ...}`) with explicit nulls; `dvc exp run -S` reflows both. Returns the text."""
+    params = yaml.safe_load(params_file.read_text())
+    params_file.write_text(yaml.safe_dump(params, sort_keys=False, default_flow_style=None, width=1000))
+    return params_file.read_text()
+
+
+def test_a_confidence_change_by_exp_run_or_by_hand_reruns_its_stages_and_shows_in_metrics_diff_and_plots(
+        own_copy: Path) -> None:
+    # the first change by `dvc exp run` with no target, which runs every stage of dvc.yaml that never ran: here,
+    # once every stage has run, what the key affects (the test moved from tests/test_pipeline_experiments.py, so
+    # that one built copy serves both changes)
+    project = own_copy
+    before = in_flow_style(project / "params.yaml")
+    assert "source: {" in before and ": null" in before
+    run(project, "git", "add", "-A")
+    run(project, "git", "commit", "-qm", "every method, params in flow style")
+    locked = yaml.safe_load((project / "dvc.lock").read_text())["stages"]
+    group_size = 2 * yaml.safe_load(before)["confidence"]["group_size"]
+    result = dvc(project, "exp", "run", "-S", f"confidence.group_size={group_size}")
+    assert ran_stages(result.stdout) == CONFIDENCE_STAGES, result.stdout
+    after = (project / "params.yaml").read_text()
+    assert after != before  # -S rewrote params.yaml (its layout and its nulls) ...
+    expected = yaml.safe_load(before)
+    expected["confidence"]["group_size"] = group_size
+    assert yaml.safe_load(after) == expected
+    relocked = yaml.safe_load((project / "dvc.lock").read_text())["stages"]
+    # ... to no effect: fetch, normalize and every other method's stage are locked as they were (check_params,
+    # which nothing depends on, reads the whole file)
+    untouched = [name for name in locked
+                 if not re.match(r"(score|aggregate|report|compare|view|check_params)(@|$)", name)]
+    assert {name: relocked[name] for name in untouched} == {name: locked[name] for name in untouched}
+
+    # the second by hand, then `dvc repro`
+    repro_each(project, [({"confidence": {"token": "chosen"}}, CONFIDENCE_STAGES)])
+    assert "(confidence.token: chosen, top_k all kept)" in (project / "metrics/deepconf/toy/report.txt").read_text()
     # every figure, named as a target (dvc.yaml declares only the headline files as metrics)
     summary = "metrics/deepconf/toy/summary.json"
-    diff = json.loads(dvc(own_copy, "metrics", "diff", "--targets", summary, "--json").stdout)
+    diff = json.loads(dvc(project, "metrics", "diff", "--targets", summary, "--json").stdout)
     assert any(entry.get("diff") for entry in diff[summary].values())
-    plots = json.dumps(json.loads(dvc(own_copy, "plots", "show", "--json").stdout))
+    plots = json.dumps(json.loads(dvc(project, "plots", "show", "--json").stdout))
     assert "bottom10_top10" in plots and '"k"' in plots
 
 

@@ -120,8 +120,8 @@ def build_profile(profile: str, base: Path, folder: Path) -> None:
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Built]:
     """The project of one profile: built once per run, whichever xdist worker first asks (tests/dvcproject.py's
-    built_once, so a file that splits these tests off shares the builds), and copied once for this module, whose
-    tests may change and restore it."""
+    built_once, so a file that splits these tests off shares the builds), and shared: read it, or copy it
+    (copy_project) to change it."""
     projects: dict[str, Built] = {}
 
     def build(profile: str) -> Built:
@@ -129,11 +129,16 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Built]:
             base = built_once(tmp_path_factory, "profiles-base", lambda folder: build_base(folder / "project"))
             template = built_once(tmp_path_factory, f"profiles-{profile}",
                                   lambda folder: build_profile(profile, base / "project", folder))
-            project = copy_project(template / "project", tmp_path_factory.mktemp(profile) / "project")
-            projects[profile] = Built(project, (template / "repro.txt").read_text())
+            projects[profile] = Built(template / "project", (template / "repro.txt").read_text())
         return projects[profile]
 
     return build
+
+
+@pytest.fixture(scope="module")
+def deepseek_copy(built: Callable[[str], Built], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The deepseek profile's project copied once for this module's tests that change it and restore it."""
+    return copy_project(built("deepseek").project, tmp_path_factory.mktemp("deepseek") / "project")
 
 
 def ledger(folder: Path, **setting: Any) -> CallLedger:
@@ -277,8 +282,8 @@ def test_a_new_judge_reruns_only_the_debates_branch_and_leaves_the_pool_alone(bu
     {"endpoints": {"gpt-4o-mini": {"base_url": "http://127.0.0.1:8000/v1", "pricing": {"output": 0.9}},
                    "gpt-4-1": {"name": "gpt-4.1-2025-04-14", "extra_body": {"seed": 7}}}},
 ])
-def test_servers_keys_and_prices_rerun_nothing(built: Callable[[str], Built], change: dict[str, Any]) -> None:
-    project = built("deepseek").project
+def test_servers_keys_and_prices_rerun_nothing(deepseek_copy: Path, change: dict[str, Any]) -> None:
+    project = deepseek_copy
     original = (project / "params.yaml").read_text()
     try:
         update_params(project, change)
