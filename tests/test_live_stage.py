@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from tests.conftest import FIXTURE_PARAMS, REPO_ROOT, wait_for
-from tests.dvcproject import dvc, make_project, model_overrides, one_dataset, run, run_stage
+from tests.dvcproject import copy_project, dvc, make_project, model_overrides, one_dataset, run, run_stage
 from tests.sim_servers import kill_at_random_moments, kill_once_stored, requests_by_key, watched_server
 from tests.store.test_ledger_tools import tracevote
 from tracevote.cli.demo import BUILTIN_PROBLEMS, deep_merge, write_params
@@ -101,12 +101,29 @@ def test_killed_at_random_moments_it_resumes_to_what_an_uninterrupted_run_stores
 
 
 @pytest.fixture(scope="module")
-def fault_free(tmp_path_factory: pytest.TempPathFactory) -> dict[str, LiveTrace]:
-    """The traces a run against a server without faults stores, by sample key."""
+def fault_free_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A project whose run against a server without faults ended: read it, or copy it (moved_to) to change it."""
     with running_server(SimModel(SIM), parse_faults("")) as base_url:
         root = project(tmp_path_factory.mktemp("fault-free") / "project", base_url)
         run_stage(root, "build_online.py", *COMMAND[2:])
-    return stored_traces(root)
+    return root
+
+
+@pytest.fixture(scope="module")
+def fault_free(fault_free_run: Path) -> dict[str, LiveTrace]:
+    """The traces a run against a server without faults stores, by sample key."""
+    return stored_traces(fault_free_run)
+
+
+def moved_to(run: Path, destination: Path, base_url: str, **pool: Any) -> Path:
+    """A copy of the project `run` whose endpoint is the server at `base_url` (and `pool` keys changed): the next
+    run's requests are all that server's."""
+    root = copy_project(run, destination)
+    params = yaml.safe_load((root / "params.yaml").read_text())
+    params["endpoints"]["deepseek"]["base_url"] = base_url
+    params["pool"] = {**params.get("pool", {}), **pool}
+    write_params(root / "params.yaml", params)
+    return root
 
 
 def as_kept(found: dict[str, LiveTrace]) -> dict[str, tuple]:
@@ -165,16 +182,14 @@ def test_streams_stalled_past_the_read_timeout_are_asked_again_and_one_run_store
     assert f"{failed} stream attempts broke after tokens arrived" in done.stdout
 
 
-def test_a_stream_that_stays_broken_ends_the_run_after_max_retries_in_one_line_naming_it(tmp_path: Path) -> None:
-    """The warmup is stored by a sound server first (so no probe asks the broken one); two traces more per problem
-    then meet a server whose every stream breaks."""
-    with running_server(SimModel(SIM), parse_faults("")) as base_url:
-        root = project(tmp_path / "broken", base_url, pool={"max_retries": 2})
-        run_stage(root, "build_online.py", *COMMAND[2:])
-    params = yaml.safe_load((root / "params.yaml").read_text())
-    params["online"]["live"]["budget"] = BUDGET + 2
+def test_a_stream_that_stays_broken_ends_the_run_after_max_retries_in_one_line_naming_it(
+        tmp_path: Path, fault_free_run: Path) -> None:
+    """The warmup is stored by a sound server first (the fault-free run: so no probe asks the broken one); two
+    traces more per problem then meet a server whose every stream breaks."""
     with running_server(SimModel(SIM), parse_faults("truncated=1,max_per_sample=1000")) as base_url:
-        params["endpoints"]["deepseek"]["base_url"] = base_url
+        root = moved_to(fault_free_run, tmp_path / "broken", base_url, max_retries=2)
+        params = yaml.safe_load((root / "params.yaml").read_text())
+        params["online"]["live"]["budget"] = BUDGET + 2
         write_params(root / "params.yaml", params)
         failed = run_stage(root, "build_online.py", *COMMAND[2:], check=False)
         requests = probe_free(base_url)
@@ -262,10 +277,10 @@ def test_its_opening_estimate_against_the_simulator_says_simulated(tmp_path: Pat
             and opening.endswith("(SIMULATED: nothing will be spent)")), opening
 
 
-def test_a_changed_budget_starts_a_new_method_ledger_and_reuses_the_warmup(tmp_path: Path) -> None:
+def test_a_changed_budget_starts_a_new_method_ledger_and_reuses_the_warmup(
+        tmp_path: Path, fault_free_run: Path) -> None:
     with running_server(SimModel(SIM), parse_faults("")) as base_url:
-        root = project(tmp_path / "budgets", base_url)
-        run_stage(root, "build_online.py", *COMMAND[2:])
+        root = moved_to(fault_free_run, tmp_path / "budgets", base_url)
         first = traces(root)
         before = probe_free(base_url)
         params = yaml.safe_load((root / "params.yaml").read_text())
@@ -298,10 +313,9 @@ def test_in_a_fresh_clone_it_refuses_to_pay_for_what_dvc_lock_records(tmp_path: 
 
 
 def test_ledger_verify_checks_the_live_ledgers_and_repair_lets_the_next_run_stream_only_what_it_dropped(
-        tmp_path: Path) -> None:
+        tmp_path: Path, fault_free_run: Path) -> None:
     with running_server(SimModel(SIM), parse_faults("")) as base_url:
-        root = project(tmp_path / "verified", base_url)
-        run_stage(root, "build_online.py", *COMMAND[2:])
+        root = moved_to(fault_free_run, tmp_path / "verified", base_url)
         verified = tracevote(root, "ledger", "verify")
         assert verified.returncode == 0, verified.stdout
         assert verified.stdout.count(": 12 logs, ") == 2 and "PROBLEMS" not in verified.stdout
