@@ -75,14 +75,13 @@ def traces(root: Path) -> dict[str, tuple]:
     return kept
 
 
-def test_killed_at_random_moments_it_resumes_to_what_an_uninterrupted_run_stores(tmp_path: Path) -> None:
-    with running_server(SimModel(SIM), parse_faults("")) as base_url:
-        uninterrupted = project(tmp_path / "whole", base_url)
-        whole = run_stage(uninterrupted, "build_online.py", *COMMAND[2:])
-    expected = traces(uninterrupted)
+def test_killed_at_random_moments_it_resumes_to_what_an_uninterrupted_run_stores(
+        tmp_path: Path, fault_free_run: Path) -> None:
+    expected = traces(fault_free_run)  # the uninterrupted run's
+    whole = (fault_free_run.parent / RUN_STDOUT).read_text()
     stopped = sum(reason == "confidence" for _, reason, _ in expected.values())
-    assert f"stored {len(expected)} of {len(expected)} traces started" in whole.stdout
-    assert f"{stopped} confidence" in whole.stdout and "counted by the client: the server sent no usage" in whole.stdout
+    assert f"stored {len(expected)} of {len(expected)} traces started" in whole
+    assert f"{stopped} confidence" in whole and "counted by the client: the server sent no usage" in whole
     assert len(expected) == 12 * BUDGET
     assert any(reason == "confidence" for _, reason, _ in expected.values()), "no trace stopped early"
     with watched_server(SIM) as slow:
@@ -102,11 +101,21 @@ def test_killed_at_random_moments_it_resumes_to_what_an_uninterrupted_run_stores
 
 @pytest.fixture(scope="module")
 def fault_free_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A project whose run against a server without faults ended: read it, or copy it (moved_to) to change it."""
+    """A project whose run against a server without faults ended: read it, or copy it (moved_to) to change it.
+    Beside it, RUN_STDOUT: what the run printed; SERVER_STATS: the server's own account of the run (/_stats) once
+    every stream's handler ended."""
     with running_server(SimModel(SIM), parse_faults("")) as base_url:
         root = project(tmp_path_factory.mktemp("fault-free") / "project", base_url)
-        run_stage(root, "build_online.py", *COMMAND[2:])
+        done = run_stage(root, "build_online.py", *COMMAND[2:])
+        (root.parent / RUN_STDOUT).write_text(done.stdout)
+        n_traces = len(stored_traces(root))
+        wait_for(lambda: sum(server_stats(base_url)["streams"].values()) == n_traces,
+                 "every stream's handler to end")  # a handler counts its tokens after writing them
+        (root.parent / SERVER_STATS).write_text(json.dumps(server_stats(base_url)))
     return root
+
+
+RUN_STDOUT, SERVER_STATS = "build_online.stdout", "server_stats.json"
 
 
 @pytest.fixture(scope="module")
@@ -222,16 +231,12 @@ def server_stats(base_url: str) -> dict[str, Any]:
 
 
 def test_a_stop_after_the_server_finished_the_trace_is_recorded_as_the_server_saw_it_and_counted_in_live_md(
-        tmp_path: Path) -> None:
+        tmp_path: Path, fault_free_run: Path) -> None:
     """The unpaced simulator runs far ahead of the client, so many a stop comes after the server finished: the
     server's own count (/_stats) says which could have, and live.md counts those the client saw finished."""
-    with running_server(SimModel(SIM), parse_faults("")) as base_url:
-        root = project(tmp_path / "finished", base_url)
-        run_stage(root, "build_online.py", *COMMAND[2:])
-        traces = stored_traces(root)
-        wait_for(lambda: sum(server_stats(base_url)["streams"].values()) == len(traces),
-                 "every stream's handler to end")  # a handler counts its tokens after writing them
-        stats = server_stats(base_url)
+    root = copy_project(fault_free_run, tmp_path / "finished")  # score_online writes into it
+    traces = stored_traces(root)
+    stats = json.loads((fault_free_run.parent / SERVER_STATS).read_text())
     generated = stats["generated_tokens"]
     assert all(isinstance(trace.server_finished, bool) for trace in traces.values())
     closed = [trace for trace in traces.values() if trace.stop_reason in ("confidence", "consensus-cancelled")]
