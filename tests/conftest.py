@@ -83,6 +83,9 @@ def wait_for(condition: Callable[[], bool], what: str, timeout_s: float = EVENT_
 # (tests/dvcproject.py's built_once), and profiles between them lets the other worker start without waiting for
 # the pipeline's build. test_live_stage.py and the slow files after test_remote.py placed by per-file totals of one
 # --junitxml run of the slow files on 2026-12-07 (test_live_stage.py was then the longest of them); paths under tests/.
+# explorer/test_method_pages.py before the last four of them (~125 s of summed wall): it builds the methods project
+# (built_once) long before explorer/test_methods_browser.py, which reads the same one, starts; side by side in
+# collection order, the two started together and one worker sat idle 12 s while the other built it.
 # Not --dist loadgroup: pytest-xdist 3.8 marks a group by rewriting an item's private _nodeid, which pytest 9 no
 # longer reads, so every test of a grouped file would go to either worker and its module fixtures be built on both.
 LONGEST_FIRST = ("test_pipeline_param_changes.py", "test_profiles_pipeline.py", "test_live_stage.py",
@@ -92,6 +95,7 @@ LONGEST_FIRST = ("test_pipeline_param_changes.py", "test_profiles_pipeline.py", 
                  "critique/test_build.py", "test_remote.py", "sampling/test_build_n.py", "test_grading_pipeline.py",
                  "test_misplaced_ledger_files.py", "cli/test_preset.py", "test_workflow.py",
                  "test_pipeline_experiments.py", "sampling/test_build.py",
+                 "explorer/test_method_pages.py",
                  "sampling/test_run_control.py", "core/test_check_params.py", "test_bench.py",
                  "test_pool_steps_pipeline.py")
 

@@ -3,6 +3,11 @@
 Each piece goes out as its own HTTP/1.1 chunk and is flushed, so the client reads a split exactly where the
 script splits it. `paced` holds each next piece back until the test says go (`go()`, from the client's
 observer) or the client closes the connection, which the handler records: `written` pieces, `client_closed`.
+
+The server answers one request per connection and says so (`Connection: close`). After a body that ended whole it
+keeps the connection until the client closes it or sends on it, then closes it unanswered: a client that sent its
+next request (a retry) on a connection the server said it closes fails every time, not only when it wins the
+race against the server's close.
 """
 
 from __future__ import annotations
@@ -85,6 +90,7 @@ def serve_sse(script: SSEScript) -> Iterator[str]:
             self.send_header("Content-Type", "text/event-stream" if script.status == 200 else "application/json")
             if script.chunked:
                 self.send_header("Transfer-Encoding", "chunked")
+            self.send_header("Connection", "close")
             self.end_headers()
             for n, piece in enumerate(script.pieces):
                 if script.paced and n > 1 and not script.wait_for_turn(self.connection):
@@ -98,6 +104,8 @@ def serve_sse(script: SSEScript) -> Iterator[str]:
                 script.written += 1
             if script.chunked and not script.drop:
                 self.wfile.write(b"0\r\n\r\n")
+                self.wfile.flush()
+                select.select([self.connection], [], [], EVENT_TIMEOUT_S)  # the client's close, or its next request
 
         def _framed(self, piece: bytes, *, cut: bool) -> bytes:
             if not script.chunked:

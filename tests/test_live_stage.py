@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from tests.conftest import FIXTURE_PARAMS, REPO_ROOT, wait_for
-from tests.dvcproject import dvc, make_project, model_overrides, one_dataset, run, run_stage
+from tests.dvcproject import copy_project, dvc, make_project, model_overrides, one_dataset, run, run_stage
 from tests.sim_servers import kill_at_random_moments, kill_once_stored, requests_by_key, watched_server
 from tests.store.test_ledger_tools import tracevote
 from tracevote.cli.demo import BUILTIN_PROBLEMS, deep_merge, write_params
@@ -75,14 +75,13 @@ def traces(root: Path) -> dict[str, tuple]:
     return kept
 
 
-def test_killed_at_random_moments_it_resumes_to_what_an_uninterrupted_run_stores(tmp_path: Path) -> None:
-    with running_server(SimModel(SIM), parse_faults("")) as base_url:
-        uninterrupted = project(tmp_path / "whole", base_url)
-        whole = run_stage(uninterrupted, "build_online.py", *COMMAND[2:])
-    expected = traces(uninterrupted)
+def test_killed_at_random_moments_it_resumes_to_what_an_uninterrupted_run_stores(
+        tmp_path: Path, fault_free_run: Path) -> None:
+    expected = traces(fault_free_run)  # the uninterrupted run's
+    whole = (fault_free_run.parent / RUN_STDOUT).read_text()
     stopped = sum(reason == "confidence" for _, reason, _ in expected.values())
-    assert f"stored {len(expected)} of {len(expected)} traces started" in whole.stdout
-    assert f"{stopped} confidence" in whole.stdout and "counted by the client: the server sent no usage" in whole.stdout
+    assert f"stored {len(expected)} of {len(expected)} traces started" in whole
+    assert f"{stopped} confidence" in whole and "counted by the client: the server sent no usage" in whole
     assert len(expected) == 12 * BUDGET
     assert any(reason == "confidence" for _, reason, _ in expected.values()), "no trace stopped early"
     with watched_server(SIM) as slow:
@@ -101,12 +100,39 @@ def test_killed_at_random_moments_it_resumes_to_what_an_uninterrupted_run_stores
 
 
 @pytest.fixture(scope="module")
-def fault_free(tmp_path_factory: pytest.TempPathFactory) -> dict[str, LiveTrace]:
-    """The traces a run against a server without faults stores, by sample key."""
+def fault_free_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A project whose run against a server without faults ended: read it, or copy it (moved_to) to change it.
+    Beside it, RUN_STDOUT: what the run printed; SERVER_STATS: the server's own account of the run (/_stats) once
+    every stream's handler ended."""
     with running_server(SimModel(SIM), parse_faults("")) as base_url:
         root = project(tmp_path_factory.mktemp("fault-free") / "project", base_url)
-        run_stage(root, "build_online.py", *COMMAND[2:])
-    return stored_traces(root)
+        done = run_stage(root, "build_online.py", *COMMAND[2:])
+        (root.parent / RUN_STDOUT).write_text(done.stdout)
+        n_traces = len(stored_traces(root))
+        wait_for(lambda: sum(server_stats(base_url)["streams"].values()) == n_traces,
+                 "every stream's handler to end")  # a handler counts its tokens after writing them
+        (root.parent / SERVER_STATS).write_text(json.dumps(server_stats(base_url)))
+    return root
+
+
+RUN_STDOUT, SERVER_STATS = "build_online.stdout", "server_stats.json"
+
+
+@pytest.fixture(scope="module")
+def fault_free(fault_free_run: Path) -> dict[str, LiveTrace]:
+    """The traces a run against a server without faults stores, by sample key."""
+    return stored_traces(fault_free_run)
+
+
+def moved_to(run: Path, destination: Path, base_url: str, **pool: Any) -> Path:
+    """A copy of the project `run` whose endpoint is the server at `base_url` (and `pool` keys changed): the next
+    run's requests are all that server's."""
+    root = copy_project(run, destination)
+    params = yaml.safe_load((root / "params.yaml").read_text())
+    params["endpoints"]["deepseek"]["base_url"] = base_url
+    params["pool"] = {**params.get("pool", {}), **pool}
+    write_params(root / "params.yaml", params)
+    return root
 
 
 def as_kept(found: dict[str, LiveTrace]) -> dict[str, tuple]:
@@ -120,42 +146,59 @@ SCORE = ["score_online.py", "--dataset", "toy", "--problems", "data/toy.jsonl", 
 
 
 # each way a stream breaks after its first tokens (sim.faults): cut inside an HTTP chunk, no last chunk, half an
-# event, no finish chunk, only -9999 sentinel logprobs, a stall past the read timeout (pool.request_timeout_s 2)
-@pytest.mark.parametrize("kind", ["cut", "drop", "malformed", "truncated", "sentinel", "slow"])
-def test_streams_broken_at_30_percent_are_asked_again_and_one_run_stores_what_a_fault_free_run_does(
-        tmp_path: Path, kind: str, fault_free: dict[str, LiveTrace]) -> None:
-    spec = f"{kind}=0.3,seed=4,stream_after=6" + (",slow_s=30" if kind == "slow" else "")
+# event, no finish chunk, only -9999 sentinel logprobs, in one run (each kind at 6%, 30% of attempts in all); a
+# stall past the read timeout (pool.request_timeout_s 2) in a run of its own, since a loaded machine may add a
+# timeout of its own there
+BROKEN_EACH_WAY = ("cut", "drop", "malformed", "truncated", "sentinel")
+
+
+def test_streams_broken_at_30_percent_each_way_are_asked_again_and_one_run_stores_what_a_fault_free_run_does(
+        tmp_path: Path, fault_free: dict[str, LiveTrace]) -> None:
+    spec = ",".join(f"{kind}=0.06" for kind in BROKEN_EACH_WAY) + ",seed=4,stream_after=6"
     with running_server(SimModel(SIM), parse_faults(spec)) as base_url:
-        root = project(tmp_path / kind, base_url, pool={"request_timeout_s": 2} if kind == "slow" else None)
+        root = project(tmp_path / "broken", base_url)
+        done = run_stage(root, "build_online.py", *COMMAND[2:])
+        requests, struck = probe_free(base_url), server_stats(base_url)["outcomes"]
+    found = stored_traces(root)
+    assert as_kept(found) == as_kept(fault_free)
+    assert all(struck.get(kind, 0) >= 3 for kind in BROKEN_EACH_WAY), struck  # each way, several times
+    failed = sum(t.failed_attempts for t in found.values())
+    assert 0 < failed == requests.total() - len(found)  # each broken attempt counted once, on its trace
+    assert any(t.failed_attempts for key, t in found.items() if int(key.rsplit("/", 1)[1]) < WARMUP)
+    assert f"{failed} stream attempts broke after tokens arrived" in done.stdout
+    run_stage(root, *SCORE)  # the results bill the broken attempts' tokens
+    live = json.loads((root / "metrics" / "online_live" / "toy" / "summary.json").read_text())["live"]["low"]
+    billed = sum(t.completion_tokens + t.failed_tokens for t in found.values())
+    assert live["failed_attempts"] == failed and live["completion_tokens"] * 12 == pytest.approx(billed)
+    assert f"live low: {failed} stream attempts broke" in (
+        root / "metrics" / "online_live" / "toy" / "live.md").read_text()
+
+
+def test_streams_stalled_past_the_read_timeout_are_asked_again_and_one_run_stores_what_a_fault_free_run_does(
+        tmp_path: Path, fault_free: dict[str, LiveTrace]) -> None:
+    """At 10% of attempts (30% would be three times the stalls, each waiting out the 2 s read timeout)."""
+    with running_server(SimModel(SIM), parse_faults("slow=0.1,seed=4,stream_after=6,slow_s=30")) as base_url:
+        root = project(tmp_path / "slow", base_url, pool={"request_timeout_s": 2})
         done = run_stage(root, "build_online.py", *COMMAND[2:])
         requests = probe_free(base_url)
     found = stored_traces(root)
     assert as_kept(found) == as_kept(fault_free)
     failed = sum(t.failed_attempts for t in found.values())
-    # each broken attempt counted once, on its trace (a loaded machine may add a timeout before any token arrived,
-    # retried as any failed request, where the read timeout is short)
-    assert 0 < failed == requests.total() - len(found) or (kind == "slow" and 0 < failed <= requests.total())
+    # each stall counted once, on its trace (a loaded machine may add a timeout before any token arrived, retried as
+    # any failed request, where the read timeout is short)
+    assert 0 < failed <= requests.total()
     assert any(t.failed_attempts for key, t in found.items() if int(key.rsplit("/", 1)[1]) < WARMUP)
     assert f"{failed} stream attempts broke after tokens arrived" in done.stdout
-    if kind == "cut":  # the results bill the broken attempts' tokens
-        run_stage(root, *SCORE)
-        live = json.loads((root / "metrics" / "online_live" / "toy" / "summary.json").read_text())["live"]["low"]
-        billed = sum(t.completion_tokens + t.failed_tokens for t in found.values())
-        assert live["failed_attempts"] == failed and live["completion_tokens"] * 12 == pytest.approx(billed)
-        assert f"live low: {failed} stream attempts broke" in (
-            root / "metrics" / "online_live" / "toy" / "live.md").read_text()
 
 
-def test_a_stream_that_stays_broken_ends_the_run_after_max_retries_in_one_line_naming_it(tmp_path: Path) -> None:
-    """The warmup is stored by a sound server first (so no probe asks the broken one); two traces more per problem
-    then meet a server whose every stream breaks."""
-    with running_server(SimModel(SIM), parse_faults("")) as base_url:
-        root = project(tmp_path / "broken", base_url, pool={"max_retries": 2})
-        run_stage(root, "build_online.py", *COMMAND[2:])
-    params = yaml.safe_load((root / "params.yaml").read_text())
-    params["online"]["live"]["budget"] = BUDGET + 2
+def test_a_stream_that_stays_broken_ends_the_run_after_max_retries_in_one_line_naming_it(
+        tmp_path: Path, fault_free_run: Path) -> None:
+    """The warmup is stored by a sound server first (the fault-free run: so no probe asks the broken one); two
+    traces more per problem then meet a server whose every stream breaks."""
     with running_server(SimModel(SIM), parse_faults("truncated=1,max_per_sample=1000")) as base_url:
-        params["endpoints"]["deepseek"]["base_url"] = base_url
+        root = moved_to(fault_free_run, tmp_path / "broken", base_url, max_retries=2)
+        params = yaml.safe_load((root / "params.yaml").read_text())
+        params["online"]["live"]["budget"] = BUDGET + 2
         write_params(root / "params.yaml", params)
         failed = run_stage(root, "build_online.py", *COMMAND[2:], check=False)
         requests = probe_free(base_url)
@@ -188,16 +231,12 @@ def server_stats(base_url: str) -> dict[str, Any]:
 
 
 def test_a_stop_after_the_server_finished_the_trace_is_recorded_as_the_server_saw_it_and_counted_in_live_md(
-        tmp_path: Path) -> None:
+        tmp_path: Path, fault_free_run: Path) -> None:
     """The unpaced simulator runs far ahead of the client, so many a stop comes after the server finished: the
     server's own count (/_stats) says which could have, and live.md counts those the client saw finished."""
-    with running_server(SimModel(SIM), parse_faults("")) as base_url:
-        root = project(tmp_path / "finished", base_url)
-        run_stage(root, "build_online.py", *COMMAND[2:])
-        traces = stored_traces(root)
-        wait_for(lambda: sum(server_stats(base_url)["streams"].values()) == len(traces),
-                 "every stream's handler to end")  # a handler counts its tokens after writing them
-        stats = server_stats(base_url)
+    root = copy_project(fault_free_run, tmp_path / "finished")  # score_online writes into it
+    traces = stored_traces(root)
+    stats = json.loads((fault_free_run.parent / SERVER_STATS).read_text())
     generated = stats["generated_tokens"]
     assert all(isinstance(trace.server_finished, bool) for trace in traces.values())
     closed = [trace for trace in traces.values() if trace.stop_reason in ("confidence", "consensus-cancelled")]
@@ -243,10 +282,10 @@ def test_its_opening_estimate_against_the_simulator_says_simulated(tmp_path: Pat
             and opening.endswith("(SIMULATED: nothing will be spent)")), opening
 
 
-def test_a_changed_budget_starts_a_new_method_ledger_and_reuses_the_warmup(tmp_path: Path) -> None:
+def test_a_changed_budget_starts_a_new_method_ledger_and_reuses_the_warmup(
+        tmp_path: Path, fault_free_run: Path) -> None:
     with running_server(SimModel(SIM), parse_faults("")) as base_url:
-        root = project(tmp_path / "budgets", base_url)
-        run_stage(root, "build_online.py", *COMMAND[2:])
+        root = moved_to(fault_free_run, tmp_path / "budgets", base_url)
         first = traces(root)
         before = probe_free(base_url)
         params = yaml.safe_load((root / "params.yaml").read_text())
@@ -279,10 +318,9 @@ def test_in_a_fresh_clone_it_refuses_to_pay_for_what_dvc_lock_records(tmp_path: 
 
 
 def test_ledger_verify_checks_the_live_ledgers_and_repair_lets_the_next_run_stream_only_what_it_dropped(
-        tmp_path: Path) -> None:
+        tmp_path: Path, fault_free_run: Path) -> None:
     with running_server(SimModel(SIM), parse_faults("")) as base_url:
-        root = project(tmp_path / "verified", base_url)
-        run_stage(root, "build_online.py", *COMMAND[2:])
+        root = moved_to(fault_free_run, tmp_path / "verified", base_url)
         verified = tracevote(root, "ledger", "verify")
         assert verified.returncode == 0, verified.stdout
         assert verified.stdout.count(": 12 logs, ") == 2 and "PROBLEMS" not in verified.stdout

@@ -3,7 +3,8 @@ parse(answer)) with gold first, the string fallback, pairing by id, and word cou
 
 The judge runs Math-Verify in worker processes with its signal timeouts off; these tests check that it gives
 exactly what a plain main-thread call gives, from any thread, and that a pathological answer cannot hang it.
-Limits are generous: no test asserts elapsed time.
+No test asserts elapsed time. The judge's limit is 1 s where a test proves a hang is cut short: a hang never
+ends, and a warm worker compares 40 pairs in well under 0.1 s.
 """
 
 from __future__ import annotations
@@ -91,7 +92,7 @@ def test_threads_give_the_main_thread_verdicts(judge):
 def test_a_pathological_answer_is_wrong_and_counted_not_a_hang():
     golds = [GoldItem("a", "p", "1", None), GoldItem("b", "p", "7", None)]
     predictions = [Prediction("a", None, "", f"#### {POWER_TOWER}", 1), Prediction("b", None, "", "#### 7", 2)]
-    with MathJudge(max_workers=1, timeout_s=5.0, chunk_size=1, rule="grading") as judge:
+    with MathJudge(max_workers=1, timeout_s=1.0, chunk_size=1, rule="grading") as judge:
         grades = grade(golds, predictions, judge)
     assert (grades.correct, grades.total, grades.unjudged, grades.string_fallbacks) == (1, 2, 1, 0)
     assert [g.method for g in grades.graded] == ["unjudged", "math_verify"]
@@ -103,7 +104,7 @@ def test_an_answer_stuck_in_c_is_wrong_and_counted_from_main_and_other_threads(s
     predictions = [Prediction(str(i), None, "", f"#### {STUCK_IN_C if i == 17 else i}", i) for i in range(40)]
 
     def graded():
-        with MathJudge(max_workers=2, timeout_s=3.0, rule="grading", start_method=start_method) as judge:
+        with MathJudge(max_workers=2, timeout_s=1.0, rule="grading", start_method=start_method) as judge:
             return grade(golds, predictions, judge)
 
     with ThreadPoolExecutor(max_workers=1) as thread:

@@ -96,11 +96,22 @@ def probe_requests(server: SimServer) -> int:
     return sum(count for key, count in requests_by_key(server).items() if key.startswith("probe/"))
 
 
-def started_pool(tmp_path: Path, server: SimServer) -> Path:
-    """A pool holding one sample per problem (so it has passed the probe), then asked for 8 per problem."""
-    root = project(tmp_path, server.base_url, n_pool=1)
-    first = build_pool(root)
+@pytest.fixture(scope="module")
+def first_build(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A pool holding one sample per problem (so it has passed the probe), built once for the file's tests."""
+    root = tmp_path_factory.mktemp("first-build")
+    with sim_server() as server:
+        first = build_pool(project(root, server.base_url, n_pool=1))
+        probes = probe_requests(server)
     assert first.returncode == 0, first.stderr
+    assert probes == PROBE_REQUESTS  # it probed, once
+    return root
+
+
+def started_pool(tmp_path: Path, server: SimServer, first_build: Path) -> Path:
+    """A copy of the first build, then asked for 8 per problem of `server` (the pool's setting names no server:
+    its first probe went to the first build's, none to this one)."""
+    shutil.copytree(first_build, tmp_path, symlinks=True, dirs_exist_ok=True)
     return project(tmp_path, server.base_url, n_pool=8)
 
 
@@ -112,9 +123,9 @@ def test_money_keeps_the_precision_a_small_amount_needs(usd: float, expected: st
     assert money(usd) == expected
 
 
-def test_a_full_outage_trips_the_breaker_after_a_bounded_number_of_requests(tmp_path: Path) -> None:
+def test_a_full_outage_trips_the_breaker_after_a_bounded_number_of_requests(tmp_path: Path, first_build: Path) -> None:
     with sim_server() as server:
-        root = started_pool(tmp_path, server)
+        root = started_pool(tmp_path, server, first_build)
         before = requests_sent(server)
         # each 503 asks to wait 0.05 s: the bound on attempts, not the client's growing backoff, is under test
         server.faults = parse_faults("503=1.0,max_per_sample=1000000,retry_after_s=0.05,overloaded_retry_after=1")
@@ -126,14 +137,14 @@ def test_a_full_outage_trips_the_breaker_after_a_bounded_number_of_requests(tmp_
     assert "stopped sending" in line and "Run the stage again" in line
     # every attempt after the trip is refused before it is sent; those already on the wire may land
     assert OUTAGE_ATTEMPTS <= sent <= OUTAGE_ATTEMPTS + CONCURRENCY, sent
-    assert probes == PROBE_REQUESTS  # the resumed build did not probe again
+    assert probes == 0  # the resumed build did not probe again
 
 
 @pytest.mark.parametrize("started", [False, True], ids=["fresh build: in the probe", "resumed build"])
-def test_a_429_asking_for_a_day_ends_the_build_within_a_bounded_number_of_requests(tmp_path: Path,
-                                                                                  started: bool) -> None:
+def test_a_429_asking_for_a_day_ends_the_build_within_a_bounded_number_of_requests(
+        tmp_path: Path, started: bool, first_build: Path) -> None:
     with sim_server() as server:
-        root = started_pool(tmp_path, server) if started else project(tmp_path, server.base_url, n_pool=8)
+        root = started_pool(tmp_path, server, first_build) if started else project(tmp_path, server.base_url, n_pool=8)
         before = requests_sent(server)
         server.faults = parse_faults("429=1.0,retry_after_s=86400,max_per_sample=1000000")
         result = build_pool(root)  # the old client waited 30 s a time, 9 times a call: minutes, not seconds
@@ -152,9 +163,9 @@ def test_a_429_asking_for_a_day_ends_the_build_within_a_bounded_number_of_reques
         assert "attempt 2/9 failed (HTTP 429)" in result.stderr  # the probe's retries, before any progress bar
 
 
-def test_an_empty_balance_stops_the_build_at_its_first_request(tmp_path: Path) -> None:
+def test_an_empty_balance_stops_the_build_at_its_first_request(tmp_path: Path, first_build: Path) -> None:
     with sim_server() as server:
-        root = started_pool(tmp_path, server)
+        root = started_pool(tmp_path, server, first_build)
         before = requests_sent(server)
         server.options = dataclasses.replace(server.options, no_balance=True)
         result = build_pool(root)
@@ -164,10 +175,11 @@ def test_an_empty_balance_stops_the_build_at_its_first_request(tmp_path: Path) -
     assert sent == 1
 
 
-def test_bursts_shorter_than_the_breaker_do_not_trip_it(tmp_path: Path) -> None:
+def test_bursts_shorter_than_the_breaker_do_not_trip_it(tmp_path: Path, first_build: Path) -> None:
     with sim_server() as server:
-        root = started_pool(tmp_path, server)
-        server.faults = parse_faults("503=0.5,max_per_sample=3")
+        root = started_pool(tmp_path, server, first_build)
+        # each 503 asks to wait 0.01 s: the breaker's bound, not the client's growing backoff, is under test
+        server.faults = parse_faults("503=0.5,max_per_sample=3,retry_after_s=0.01,overloaded_retry_after=1")
         result = build_pool(root)
     assert result.returncode == 0, result.stderr
     assert "retries by cause: HTTP 503" in result.stdout
@@ -197,13 +209,13 @@ def test_a_model_the_server_lacks_is_reported_as_such_not_as_an_uninformative_pr
     assert "confidence signal" not in line
 
 
-def test_a_resumed_build_sends_no_probe(tmp_path: Path) -> None:
+def test_a_resumed_build_sends_no_probe(tmp_path: Path, first_build: Path) -> None:
     with sim_server() as server:
-        root = started_pool(tmp_path, server)
+        root = started_pool(tmp_path, server, first_build)
         result = build_pool(root)
         probes = probe_requests(server)
     assert result.returncode == 0, result.stderr
-    assert probes == PROBE_REQUESTS  # the first build's probe only
+    assert probes == 0  # the first build's probe went to its own server; none here
 
 
 def test_a_second_build_of_a_pool_meets_the_first_ones_lock_before_its_probe(tmp_path: Path) -> None:
@@ -265,14 +277,15 @@ def pool_samples(root: Path) -> dict[str, list[tuple]]:
     return {pid: sorted(map(decided, pool.iter_samples(pid))) for pid in pool.problem_ids()}
 
 
-def test_a_write_refused_partway_stops_the_run_and_a_rerun_completes_identically(tmp_path: Path) -> None:
+def test_a_write_refused_partway_stops_the_run_and_a_rerun_completes_identically(
+        tmp_path: Path, first_build: Path) -> None:
     (tmp_path / "clean").mkdir()
     (tmp_path / "full").mkdir()
     with sim_server() as server:
         clean = project(tmp_path / "clean", server.base_url, n_pool=8)
         assert build_pool(clean).returncode == 0
         limit = max(path.stat().st_size for path in the_pool(clean).root.rglob("*.tvf")) // 2
-        root = started_pool(tmp_path / "full", server)
+        root = started_pool(tmp_path / "full", server, first_build)
         before = requests_sent(server)
         full = build_pool_under_size_limit(root, limit)
         sent = requests_sent(server) - before
@@ -306,9 +319,9 @@ def small_disk(where: Path, size_mib: int) -> Iterator[Path]:
         subprocess.run(["umount", str(where)], check=True)
 
 
-def test_a_rerun_on_a_still_full_disk_sends_nothing(tmp_path: Path) -> None:
+def test_a_rerun_on_a_still_full_disk_sends_nothing(tmp_path: Path, first_build: Path) -> None:
     with sim_server() as server, small_disk(tmp_path / "disk", 20) as disk:
-        root = started_pool(disk, server)  # the first build fitted; now the disk fills up
+        root = started_pool(disk, server, first_build)  # the first build fitted; now the disk fills up
         free = shutil.disk_usage(disk).free
         (disk / "filler").write_bytes(b"\0" * (free - 2**20))  # 1 MiB left: under MIN_FREE_BYTES
         before = requests_sent(server)

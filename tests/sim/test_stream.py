@@ -174,7 +174,7 @@ def _faulty(kind: str, **options: Any) -> FaultPlan:
     return FaultPlan(rates=((kind, 1.0),), stream_after=4, **options)
 
 
-def _post(url: str, timeout: float = EVENT_TIMEOUT_S) -> requests.Response:
+def _post(url: str, timeout: float | tuple[float, float] = EVENT_TIMEOUT_S) -> requests.Response:
     return requests.post(f"{url}/chat/completions", json=chat(stream=True), headers={SAMPLE_HEADER: "f"},
                          stream=True, timeout=timeout)
 
@@ -234,7 +234,8 @@ def test_a_cut_stream_closes_inside_an_http_chunk_and_a_dropped_one_between_two(
 def test_a_stalled_stream_meets_the_clients_read_timeout() -> None:
     lines: list[bytes] = []
     with running_server(MODEL, _faulty("slow", slow_s=EVENT_TIMEOUT_S)) as url:
-        reply = _post(url, timeout=5.0)
+        # the stall never ends (EVENT_TIMEOUT_S), the chunks before it come at once: a 1 s read timeout meets it
+        reply = _post(url, timeout=(EVENT_TIMEOUT_S, 1.0))
         with pytest.raises(requests.exceptions.ConnectionError, match="timed out"):
             _read(reply, lines)
         reply.close()
