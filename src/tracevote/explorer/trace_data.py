@@ -33,6 +33,7 @@ import itertools
 import math
 import re
 import zlib
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -325,11 +326,12 @@ def open_traces(paths: ModelPaths, root: Path, params: Params) -> TraceSource | 
 
 
 def trace_sections(writer: SiteWriter, number: int, i: int, problem_id: str, source: TraceSource, *,
-                   chunk: int = CHUNK) -> str | None:
+                   chunk: int = CHUNK, only: Collection[int] | None = None) -> str | None:
     """Write problem `i` of pool `number`'s trace files: data/pool<number>/p<i>/traces.js (the thresholds and
     which chunk holds each trace), p<i>/c<j>.js (`chunk` traces each, in the pool log's order: one pass over the log,
-    a chunk in memory at a time) and p<i>/c<j>_top.js (their alternatives). Returns the index's data path, or None
-    when the score table has no row of the problem."""
+    a chunk in memory at a time) and p<i>/c<j>_top.js (their alternatives); only the traces of `only` when given
+    (trace_subset; the others are not decoded). Returns the index's data path, or None when the score table has no
+    row of the problem."""
     if problem_id not in source.scores:
         return None
     ids, lowest, n_tokens = source.scores[problem_id]
@@ -351,7 +353,7 @@ def trace_sections(writer: SiteWriter, number: int, i: int, problem_id: str, sou
         records.clear()
         tops.clear()
 
-    for sample in source.pool.iter_samples(problem_id):
+    for sample in source.pool.iter_samples(problem_id, only):
         at = position.get(sample.sample_id)
         if at is None:  # beyond pool.n_pool: not scored
             continue
@@ -372,6 +374,6 @@ def trace_sections(writer: SiteWriter, number: int, i: int, problem_id: str, sou
     writer.put(index, {"problem_id": problem_id, "simulated": source.pool.simulated, "signal": window.token,
                        "top_k": window.top_k, "group_size": window.group_size, "warmup": replay.online.warmup,
                        "k": replay.report.k, "repeat": replay.eval.repeat, "seed": replay.eval.seed,
-                       "thresholds": [t.to_json() for t in found], "chunks": chunks,
+                       "thresholds": [t.to_json() for t in found], "chunks": chunks, "scored": len(ids),
                        "has_top": has_top, "top_tokens": keeps_strings})
     return index

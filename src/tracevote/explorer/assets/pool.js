@@ -133,6 +133,22 @@
     {id: "valid", label: "valid", test: row => row.valid === true},
   ];
 
+  // view.trace_pages (trace_subset.py): only some traces have a trace page; the others' rows are not links.
+  function hasPage(problem, sampleId) {
+    const subset = problem.trace_subset;
+    if (!subset) return true;
+    if (!subset.set) subset.set = new Set(subset.ids);
+    return subset.set.has(sampleId);
+  }
+
+  function subsetNote(subset) {
+    if (!subset) return null;
+    return el("p", {class: "tv-summary", "data-trace-subset": "true"}, `${subset.pages} of these ${subset.traces} `
+      + `traces have a trace page (their rows are links): the ${subset.per_end} most and ${subset.per_end} least `
+      + `confident by ${subset.by} (view.trace_pages: ${subset.per_end}, view.trace_pages_by: ${subset.by}; `
+      + "view.trace_pages: null gives every trace a page).");
+  }
+
   function problemHead(problem, n, i) {
     return [
       TV.banner(problem.simulated),
@@ -169,9 +185,11 @@
           el("div", {class: "tv-dist"}, problem.distribution.map(d => el("span", {class: d.right ? "gold" : null},
             `${d.answer} ${mark(d.right)} ×${d.count}`))))),
       el("h2", {}, "Traces"),
+      subsetNote(problem.trace_subset),
       TV.table({columns: traceColumns(problem), rows: traceRows(problem), filters: TRACE_FILTERS,
                 sort: problem.measures.length ? {key: problem.measures[0], dir: -1} : {key: "sample_id", dir: 1},
-                rowLink: row => `#/pool/${n}/p/${i}/t/${row.sample_id}`, query: route.query}));
+                rowLink: row => hasPage(problem, row.sample_id) ? `#/pool/${n}/p/${i}/t/${row.sample_id}` : null,
+                query: route.query}));
     if (problem.live && problem.live.traces.length) {  // the dataset's live run (trace.js draws its traces)
       TV.fill(main, el("h2", {}, "Live run"), TV.table({columns: [
         {key: "method", label: "ledger", kind: "text", title: "warmup, or the live method (online.live.methods)"},
