@@ -44,9 +44,10 @@ import pyarrow.parquet as pq
 from tracevote.core.config import Params
 from tracevote.core.config_deepconf import ConfidenceConfig
 from tracevote.core.study_paths import ModelPaths
-from tracevote.deepconf.stop_table import StopRows, StopTable, rows_by_problem, stop_profiles
+from tracevote.deepconf.stop_table import StopRows, StopTable, rows_by_code, stop_profiles
 from tracevote.deepconf.voting import row_percentile
 from tracevote.deepconf.working_sets import working_sets
+from tracevote.explorer.arrow_numpy import array_numpy, read_stop_table
 from tracevote.explorer.sitefiles import SiteWriter
 from tracevote.store.pool import Pool, read_manifest
 from tracevote.store.records import Sample
@@ -313,15 +314,18 @@ def open_traces(paths: ModelPaths, root: Path, params: Params) -> TraceSource | 
     pool_root = read_manifest(manifest_path).pool_root(manifest_path)
     if not (pool_root / "pool.json").is_file():
         return None
-    table = pq.read_table(root / paths.scores, columns=["problem_id", "sample_id", "lowest", "n_tokens"])
+    # ParquetFile, numpy and no pandas (pq.read_table's dataset layer imports it): `view` starts fast
+    table = pq.ParquetFile(root / paths.scores).read(columns=["problem_id", "sample_id", "lowest", "n_tokens"])
+    names, codes = np.unique(np.asarray(table.column("problem_id").to_pylist(), dtype=object), return_inverse=True)
+    all_ids = array_numpy(table.column("sample_id"), np.int64)
+    all_lowest = array_numpy(table.column("lowest"), np.float64)
+    all_tokens = array_numpy(table.column("n_tokens"), np.int64)
     scores = {}
-    for problem_id, where in rows_by_problem(table.column("problem_id").to_pandas()).items():
-        rows = table.take(np.arange(table.num_rows)[where])
-        ids = rows.column("sample_id").to_numpy().astype(np.int64)
+    for code, where in rows_by_code(codes).items():
+        ids = all_ids[where]
         order = np.argsort(ids, kind="stable")
-        scores[problem_id] = (ids[order], rows.column("lowest").to_numpy(zero_copy_only=False)[order].astype(
-            np.float64), rows.column("n_tokens").to_numpy().astype(np.int64)[order])
-    stops = StopTable.of_batches(pq.ParquetFile(root / paths.stops).iter_batches())
+        scores[str(names[code])] = (ids[order], all_lowest[where][order], all_tokens[where][order])
+    stops = read_stop_table(root / paths.stops)
     return TraceSource(Pool(pool_root), scores, stops, params)
 
 
