@@ -15,9 +15,9 @@ Then, timed:
   drawn), and a trace page (from the problem page, the link of its longest trace with a page, until it is drawn) and
   then one of its tokens' alternatives (a click until they show: the chunk's alternatives loaded and inflated).
 
-    python -m bench.explorer_paper --work /tmp/explorer-paper              # paper scale (~40 min of set-up)
-    python -m bench.explorer_paper --work /tmp/explorer-paper --reuse      # time the project a run left there
-    python -m bench.explorer_paper --work /tmp/ep --problems 2 --traces 256 --tokens 300 --rounds 1   # quick
+    python bench/explorer_paper.py --work /tmp/explorer-paper              # paper scale (~40 min of set-up)
+    python bench/explorer_paper.py --work /tmp/explorer-paper --reuse      # time the project a run left there
+    python bench/explorer_paper.py --work /tmp/ep --problems 2 --traces 256 --tokens 300 --rounds 1   # quick
 """
 
 from __future__ import annotations
@@ -31,10 +31,14 @@ from pathlib import Path
 
 import orjson
 
-from bench.bench_paper import HEADROOM, commands, estimated_bytes, paper_params
-from bench.explorer_build import CHROMIUM, OFFLINE_ARGS, READY, page_times, site_size
-from bench.measure import Run, run_process, stage_env
-from bench.synthetic_pool import PoolShape, write_workspace
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:  # run as a script: `python bench/explorer_paper.py`
+    sys.path.insert(0, str(ROOT))
+
+from bench.bench_paper import HEADROOM, commands, estimated_bytes, paper_params  # noqa: E402
+from bench.explorer_build import CHROMIUM, OFFLINE_ARGS, READY, page_times, site_size  # noqa: E402
+from bench.measure import Run, run_process, stage_env  # noqa: E402
+from bench.synthetic_pool import PoolShape, write_workspace  # noqa: E402
 
 TOP_K = 20
 TIMEOUT_MS = 300_000
