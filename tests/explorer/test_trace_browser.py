@@ -143,6 +143,9 @@ def test_a_trace_outside_view_trace_pages_is_listed_unlinked(browser: object, pr
         assert f'"id":{sample_id},' not in written
     for sample_id in inside:
         assert f'"id":{sample_id},' in written
+    opened.goto("#/pool/0")
+    assert "3 most and 3 least confident traces by avg have one" in page.locator(
+        "[data-trace-pages='built']").text_content()
     opened.goto(f"#/pool/0/p/0/t/{outside[0]}")
     assert page.locator("[data-no-trace-page='true']").count() == 1
     opened.goto("#/pool/0/p/0")

@@ -43,7 +43,10 @@
     }
     return el("p", {class: "tv-summary", "data-trace-pages": "built"}, `Each trace's page: tokens coloured by `
       + `${pages.signal}${pages.top_k ? ` at top-${pages.top_k}` : ""} (confidence.token), windows of `
-      + `${pages.group_size} tokens, each online method's threshold at K = ${pages.k} (warmup ${pages.warmup}).`);
+      + `${pages.group_size} tokens, each online method's threshold at K = ${pages.k} (warmup ${pages.warmup}). `
+      + (pages.per_end === null || pages.per_end === undefined ? "Every trace has one (view.trace_pages: null)."
+        : `A problem's ${pages.per_end} most and ${pages.per_end} least confident traces by ${pages.by} have one `
+          + `(view.trace_pages; a problem of at most ${2 * pages.per_end} traces: every trace).`));
   }
 
   // "wrong under <method>" (f=wrong_<method>), offered only when a link asks for it (a study or compare row's:
