@@ -4,6 +4,7 @@ thresholds and the would-stop markers are drawn; the console stays clean."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 
@@ -12,6 +13,7 @@ import pytest
 
 from bench.explorer_trace_project import DATASET, GROUP, PoolProject, build_project
 from tests.explorer.browser import browser, open_page  # noqa: F401 (the module fixture)
+from tracevote.core.config_view import ViewConfig
 from tracevote.core.study_paths import model_paths
 from tracevote.deepconf.stop_table import StopRows
 from tracevote.explorer.build import build_site
@@ -111,4 +113,43 @@ def test_a_live_trace_shows_where_the_run_stopped_it(browser: object, project: P
         trace.sample.n_tokens - 1)
     assert "live" in page.locator(f".tv-tok[data-i='{trace.sample.n_tokens - 1}']").get_attribute("data-stop")
     assert page.locator("li[data-reason='confidence']").count() == 1
+    assert opened.clean() == []
+
+
+def test_a_trace_outside_view_trace_pages_is_listed_unlinked(browser: object, project: PoolProject,  # noqa: F811
+                                                              tmp_path: Path) -> None:
+    """view.trace_pages 3: a trace outside the subset keeps its row (no link, no data file), the page says why, and
+    its address says it has no page; one inside is linked, has its data and opens."""
+    params = dataclasses.replace(project.params, view=ViewConfig(trace_pages=3))
+    site = tmp_path / "explorer"
+    build_site(params, project.root, site)
+    opened = open_page(browser, site, "#/pool/0/p/0")
+    page = opened.page
+    problem_id = sorted(project.pool.problem_ids())[0]
+    ids = sorted(sample.sample_id for sample in project.pool.iter_samples(problem_id))
+    note = page.locator("[data-trace-subset='true']")
+    assert "6 of these 16 traces have a trace page" in note.text_content()
+    assert "view.trace_pages: 3" in note.text_content()
+    table = page.locator("[data-trace-subset='true'] + * tbody tr")
+    assert table.count() == len(ids)
+    inside = {int(href.rsplit("/", 1)[1]) for href in
+              table.locator("a").evaluate_all("links => links.map(a => a.getAttribute('href'))")}
+    outside = sorted(set(ids) - inside)
+    assert len(inside) == 6 and len(outside) == 10
+    written = "".join(path.read_text() for path in (site / "data" / "pool0" / "p0").glob("c*.js"))
+    for sample_id in outside:
+        row = table.filter(has=page.locator(f"td:first-child:text-is('{sample_id}')"))
+        assert row.count() == 1 and row.locator("a").count() == 0 and row.get_attribute("data-href") is None
+        assert f'"id":{sample_id},' not in written
+    for sample_id in inside:
+        assert f'"id":{sample_id},' in written
+    opened.goto("#/pool/0")
+    assert "3 most and 3 least confident traces by avg have one" in page.locator(
+        "[data-trace-pages='built']").text_content()
+    opened.goto(f"#/pool/0/p/0/t/{outside[0]}")
+    assert page.locator("[data-no-trace-page='true']").count() == 1
+    opened.goto("#/pool/0/p/0")
+    page.locator(f"a[href='#/pool/0/p/0/t/{min(inside)}']").click()
+    opened.wait_ready()
+    assert page.locator(".tv-tok").count() > 0
     assert opened.clean() == []

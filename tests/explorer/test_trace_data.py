@@ -15,9 +15,11 @@ from bench.top_tokens_cost import FIXTURES, reply_body
 from tests.conftest import FIXTURE_PARAMS
 from tests.store.test_framing_codec import make_sample
 from tracevote.core.config import load_params
+from tracevote.core.config_view import ViewConfig
 from tracevote.core.study_paths import model_paths
 from tracevote.deepconf.stop_table import StopRows
 from tracevote.deepconf.working_sets import working_sets
+from tracevote.explorer.build import build_site
 from tracevote.explorer.live_traces import live_sections, open_live
 from tracevote.explorer.sitefiles import SiteWriter
 from tracevote.explorer.trace_data import (
@@ -242,3 +244,38 @@ def test_the_thinking_of_real_engines_replies_is_marked(fixture: str, thinking_e
         assert "".join(sample.tokens[record["reasoning"]:]) == sample.text
     chunk = top_chunk([top_record(sample)])
     assert unpacked_strings(chunk, chunk["traces"][0]) == [[*row, *[""] * (20 - len(row))] for row in sample.top_tokens]
+
+
+def test_only_the_chosen_traces_get_a_page_and_every_trace_keeps_its_row(project: PoolProject, tmp_path: Path) -> None:
+    """view.trace_pages 3 of 16 traces: the 3 most and 3 least confident by avg (the page's own numbers) have
+    their data files, the others none; the problem page lists all 16 and names the subset."""
+    params = dataclasses.replace(project.params, view=ViewConfig(trace_pages=3, trace_pages_by="avg"))
+    build_site(params, project.root, tmp_path / "site")
+    for i in range(2):
+        page = read_data(tmp_path / "site", f"pool0/p{i}")
+        rows = page["traces"]
+        assert sorted(rows["sample_id"]) == list(range(TRACES))
+        ranked = sorted(zip(rows["avg"], rows["sample_id"], strict=True), key=lambda pair: (-pair[0], pair[1]))
+        least = sorted(ranked, key=lambda pair: (pair[0], pair[1]))
+        chosen = {sample_id for _, sample_id in ranked[:3]} | {sample_id for _, sample_id in least[:3]}
+        assert len(chosen) == 6
+        assert page["trace_subset"] == {"pages": 6, "traces": TRACES, "per_end": 3, "by": "avg",
+                                        "ids": sorted(chosen)}
+        index = read_data(tmp_path / "site", page["trace_data"])
+        assert index["scored"] == TRACES
+        written = [t["id"] for j in range(len(index["chunks"]))
+                   for t in read_data(tmp_path / "site", f"pool0/p{i}/c{j}")["traces"]]
+        assert sorted(written) == sorted(chosen) == sorted(i for ids in index["chunks"] for i in ids)
+        tops = [t["id"] for j in range(len(index["chunks"]))
+                for t in read_data(tmp_path / "site", f"pool0/p{i}/c{j}_top")["traces"]]
+        assert sorted(tops) == sorted(chosen)
+    pool_index = read_data(tmp_path / "site", "pool0/index")
+    assert (pool_index["trace_pages"]["per_end"], pool_index["trace_pages"]["by"]) == (3, "avg")
+
+
+def test_a_pool_within_the_setting_gives_every_trace_a_page(project: PoolProject, tmp_path: Path) -> None:
+    build_site(project.params, project.root, tmp_path / "site")  # the default, 32 per end, beyond 16 traces
+    page = read_data(tmp_path / "site", "pool0/p0")
+    assert page["trace_subset"] is None
+    index = read_data(tmp_path / "site", page["trace_data"])
+    assert sorted(i for ids in index["chunks"] for i in ids) == list(range(TRACES))

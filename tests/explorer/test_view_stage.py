@@ -59,6 +59,13 @@ def test_the_view_stage_rebuilds_when_a_pool_changes(tmp_path: Path) -> None:
     assert [problem for problem in problems if not problem.endswith("which it never read")] == []
     assert _changed_stages(root) == []
     assert run(root, "git", "status", "--porcelain", "--ignored", "explorer").stdout.startswith("!! explorer")
+    committed = (root / "params.yaml").read_text()
+    for key, value in (("trace_pages", 4), ("trace_pages_by", "tail")):  # which traces get a page: a rebuild
+        params = yaml.safe_load(committed)
+        params["view"][key] = value
+        (root / "params.yaml").write_text(yaml.safe_dump(params))
+        assert _changed_stages(root) == ["view"]
+    (root / "params.yaml").write_text(committed)
 
     scores = root / "data" / "scores" / "bench.parquet"
     table = pd.read_parquet(scores)

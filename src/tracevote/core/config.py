@@ -29,6 +29,7 @@ from tracevote.core.config_deepconf import (
 from tracevote.core.config_endpoints import NO_SIM_KEY, BackendConfig, EndpointConfig, ModelConfig
 from tracevote.core.config_methods import CritiqueConfig, DebateConfig, GradingConfig
 from tracevote.core.config_study import NO_STUDY, StudyConfig
+from tracevote.core.config_view import DEFAULT_VIEW, ViewConfig
 from tracevote.core.errors import ConfigError
 from tracevote.core.inputs import local_sources, output_sources
 from tracevote.core.params_yaml import read_params_yaml
@@ -59,6 +60,7 @@ class Params:
     report: ReportConfig = param("the report's headline K")
     study: StudyConfig = param("the study report: every DeepConf model of a dataset in one table, in dollars, "
                                "compared on the same problems (stage study@<dataset>)", NO_STUDY)
+    view: ViewConfig = param("the explorer (stage view): which traces get a trace page", DEFAULT_VIEW)
 
     def dataset(self, name: str) -> DatasetConfig:
         """The `datasets:` entry `name`, or a ConfigError listing the names there are."""

@@ -11,14 +11,17 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 
 from tracevote.core.errors import DataError
 from tracevote.deepconf.confidence import StopProfiles
 from tracevote.deepconf.score import STOP_COLUMNS
+
+if TYPE_CHECKING:  # pandas only where a caller hands a frame: the explorer reads the table without it
+    import pandas as pd
 
 
 @dataclass(frozen=True, eq=False)
@@ -112,6 +115,8 @@ def rows_by_problem(problem_ids: pd.Series) -> dict[str, np.ndarray | slice]:
 
 def _codes(values: pd.Series) -> tuple[np.ndarray, list[str]]:
     """Integer codes of `values` (-1 for a missing value) and the values they stand for."""
+    import pandas as pd
+
     if isinstance(values.dtype, pd.CategoricalDtype):  # ids read as a dictionary: the codes are there
         return values.cat.codes.to_numpy(dtype=np.int64), [str(name) for name in values.cat.categories]
     codes, names = pd.factorize(values)

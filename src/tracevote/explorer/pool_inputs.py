@@ -21,6 +21,7 @@ from tracevote.core.study_paths import AGGREGATE_STAGE, ModelPaths, model_paths,
 from tracevote.datasets.problems import Problem, load_problems
 from tracevote.deepconf.results import AggregateResult
 from tracevote.deepconf.score import KEY_COLUMNS
+from tracevote.explorer.arrow_numpy import array_numpy
 
 TRACE_COLUMNS = ("sample_id", "answer", "correct", "valid", "n_tokens", "finish_reason", "answer_source")
 
@@ -116,7 +117,7 @@ def _read_scores(file: Path, paths: ModelPaths) -> pa.Table:
     missing = [name for name in ("problem_id", *TRACE_COLUMNS) if name not in schema.names]
     if missing:
         raise DataError(f"{paths.scores}: no column {', '.join(missing)}: not a score table")
-    return pq.read_table(file)
+    return pq.ParquetFile(file).read()  # not pq.read_table, whose dataset layer imports pandas (~0.3 CPU s)
 
 
 def problem_rows(table: pa.Table, measures: tuple[str, ...]) -> dict[str, ProblemRows]:
@@ -125,9 +126,11 @@ def problem_rows(table: pa.Table, measures: tuple[str, ...]) -> dict[str, Proble
     order = np.argsort(ids, kind="stable")
     names, starts = np.unique(ids[order], return_index=True)
     bounds = [*starts.tolist(), len(order)]
-    columns = {name: table.column(name).take(pa.array(order)).to_pylist() for name in TRACE_COLUMNS}
+    at = order.tolist()  # reordered in Python: Arrow's take loads pyarrow.compute (arrow_numpy)
+    columns = {name: [values[j] for j in at] for name in TRACE_COLUMNS
+               for values in (table.column(name).to_pylist(),)}
     for name in measures:
-        values = table.column(name).to_numpy(zero_copy_only=False).astype(np.float64)[order]
+        values = array_numpy(table.column(name), np.float64)[order]
         columns[name] = np.round(values, 4).tolist()
     return {str(name): ProblemRows({key: values[bounds[i]:bounds[i + 1]] for key, values in columns.items()})
             for i, name in enumerate(names)}

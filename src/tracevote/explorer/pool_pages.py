@@ -12,12 +12,14 @@ from pathlib import Path
 from typing import Any
 
 from tracevote.core.config import Params
+from tracevote.core.config_view import DEFAULT_VIEW, ViewConfig
 from tracevote.deepconf.results import ProblemPassAtK
 from tracevote.explorer.answer_texts import ClassTexts, math_answer_texts, shown
 from tracevote.explorer.live_traces import LiveSource, live_sections, open_live
 from tracevote.explorer.pool_inputs import PoolInputs, ProblemRows, pool_sources, read_pool
 from tracevote.explorer.sitefiles import SiteWriter
 from tracevote.explorer.trace_data import TraceSource, open_traces, trace_sections, trace_settings
+from tracevote.explorer.trace_subset import chosen_traces, subset_note
 from tracevote.report.tables import method_label, percent
 
 RIGHT_ABOVE = 0.5  # a method is right on a problem when its accuracy over working sets exceeds this
@@ -32,8 +34,9 @@ def sections(writer: SiteWriter, params: Params, root: Path) -> list[dict[str, A
         live = open_live(params, root, source.paths.dataset) if source.main else None
         samples = open_traces(source.paths, root, params)
         entries.append(write_pool(writer, number, pool, params.report.k, samples, live,
-                                  {**trace_settings(params), "built": samples is not None},
-                                  math_answer_texts(pool, root)))
+                                  {**trace_settings(params), "built": samples is not None,
+                                   "per_end": params.view.trace_pages, "by": params.view.trace_pages_by},
+                                  math_answer_texts(pool, root), view=params.view))
     return entries
 
 
@@ -45,11 +48,11 @@ def pool_label(pool: PoolInputs) -> str:
 def write_pool(writer: SiteWriter, number: int, pool: PoolInputs, k: int,
                samples: TraceSource | None = None, live: LiveSource | None = None,
                trace_pages: dict[str, Any] | None = None,
-               answer_texts: dict[str, ClassTexts] | None = None) -> dict[str, Any]:
+               answer_texts: dict[str, ClassTexts] | None = None, *, view: ViewConfig = DEFAULT_VIEW) -> dict[str, Any]:
     """data/pool<number>/index.js and each problem's p<i>.js (and its trace pages' files, where the pool's samples
-    are at hand: `samples`, and those of the dataset's live run: `live`; the index says what the trace pages follow:
-    `trace_pages`; a math problem's answers show as `answer_texts` of its classes); returns the site index's
-    entry."""
+    are at hand: `samples`, for the traces `view` chooses (trace_subset), and those of the dataset's live run:
+    `live`; the index says what the trace pages follow: `trace_pages`; a math problem's answers show as
+    `answer_texts` of its classes); returns the site index's entry."""
     methods = list(pool.result.methods)
     results = method_results(pool, k)
     passk = {row.problem_id: row for row in pool.result.pass_at_k_problems if row.k == k}
@@ -65,8 +68,11 @@ def write_pool(writer: SiteWriter, number: int, pool: PoolInputs, k: int,
         page = problem_page(number, i, problem.id, problem.problem, str(problem.answer), traces, by_method, pool, k,
                             texts)
         page["pass_at_k"] = problem_passk
-        page["trace_data"] = None if samples is None else trace_sections(writer, number, i, problem.id, samples,
-                                                                         math=isinstance(problem.answer, str))
+        subset = None if samples is None or traces is None else chosen_traces(traces.columns, view)
+        page["trace_data"] = None if samples is None else trace_sections(
+            writer, number, i, problem.id, samples, math=isinstance(problem.answer, str),
+            only=None if subset is None else subset.ids)
+        page["trace_subset"] = None if subset is None else subset_note(subset, len(traces.columns["sample_id"]))
         page["live"] = None if live is None else live_sections(writer, number, i, problem.id, live)
         writer.put(f"pool{number}/p{i}", page)
     header = pool_header(pool, k)

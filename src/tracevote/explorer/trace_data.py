@@ -33,6 +33,7 @@ import itertools
 import math
 import re
 import zlib
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -44,9 +45,10 @@ from tracevote.answers.extract import split_boxed_text
 from tracevote.core.config import Params
 from tracevote.core.config_deepconf import ConfidenceConfig
 from tracevote.core.study_paths import ModelPaths
-from tracevote.deepconf.stop_table import StopRows, StopTable, rows_by_problem, stop_profiles
+from tracevote.deepconf.stop_table import StopRows, StopTable, rows_by_code, stop_profiles
 from tracevote.deepconf.voting import row_percentile
 from tracevote.deepconf.working_sets import working_sets
+from tracevote.explorer.arrow_numpy import array_numpy, read_stop_table
 from tracevote.explorer.sitefiles import SiteWriter
 from tracevote.store.pool import Pool, read_manifest
 from tracevote.store.records import Sample
@@ -313,25 +315,29 @@ def open_traces(paths: ModelPaths, root: Path, params: Params) -> TraceSource | 
     pool_root = read_manifest(manifest_path).pool_root(manifest_path)
     if not (pool_root / "pool.json").is_file():
         return None
-    table = pq.read_table(root / paths.scores, columns=["problem_id", "sample_id", "lowest", "n_tokens"])
+    # ParquetFile, numpy and no pandas (pq.read_table's dataset layer imports it): `view` starts fast
+    table = pq.ParquetFile(root / paths.scores).read(columns=["problem_id", "sample_id", "lowest", "n_tokens"])
+    names, codes = np.unique(np.asarray(table.column("problem_id").to_pylist(), dtype=object), return_inverse=True)
+    all_ids = array_numpy(table.column("sample_id"), np.int64)
+    all_lowest = array_numpy(table.column("lowest"), np.float64)
+    all_tokens = array_numpy(table.column("n_tokens"), np.int64)
     scores = {}
-    for problem_id, where in rows_by_problem(table.column("problem_id").to_pandas()).items():
-        rows = table.take(np.arange(table.num_rows)[where])
-        ids = rows.column("sample_id").to_numpy().astype(np.int64)
+    for code, where in rows_by_code(codes).items():
+        ids = all_ids[where]
         order = np.argsort(ids, kind="stable")
-        scores[problem_id] = (ids[order], rows.column("lowest").to_numpy(zero_copy_only=False)[order].astype(
-            np.float64), rows.column("n_tokens").to_numpy().astype(np.int64)[order])
-    stops = StopTable.of_batches(pq.ParquetFile(root / paths.stops).iter_batches())
+        scores[str(names[code])] = (ids[order], all_lowest[where][order], all_tokens[where][order])
+    stops = read_stop_table(root / paths.stops)
     return TraceSource(Pool(pool_root), scores, stops, params)
 
 
 def trace_sections(writer: SiteWriter, number: int, i: int, problem_id: str, source: TraceSource, *,
-                   chunk: int = CHUNK, math: bool = False) -> str | None:
+                   chunk: int = CHUNK, math: bool = False, only: Collection[int] | None = None) -> str | None:
     """Write problem `i` of pool `number`'s trace files: data/pool<number>/p<i>/traces.js (the thresholds and
     which chunk holds each trace), p<i>/c<j>.js (`chunk` traces each, in the pool log's order: one pass over the log,
-    a chunk in memory at a time) and p<i>/c<j>_top.js (their alternatives); a `math` problem's trace answers with
-    its boxed text (the integer read of it is no answer there). Returns the index's data path, or None when the score
-    table has no row of the problem."""
+    a chunk in memory at a time) and p<i>/c<j>_top.js (their alternatives); only the traces of `only` when given
+    (trace_subset; the others are not decoded); a `math` problem's trace answers with its boxed text (the integer
+    read of it is no answer there). Returns the index's data path, or None when the score table has no row of the
+    problem."""
     if problem_id not in source.scores:
         return None
     ids, lowest, n_tokens = source.scores[problem_id]
@@ -353,7 +359,7 @@ def trace_sections(writer: SiteWriter, number: int, i: int, problem_id: str, sou
         records.clear()
         tops.clear()
 
-    for sample in source.pool.iter_samples(problem_id):
+    for sample in source.pool.iter_samples(problem_id, only):
         at = position.get(sample.sample_id)
         if at is None:  # beyond pool.n_pool: not scored
             continue
@@ -376,6 +382,6 @@ def trace_sections(writer: SiteWriter, number: int, i: int, problem_id: str, sou
     writer.put(index, {"problem_id": problem_id, "simulated": source.pool.simulated, "signal": window.token,
                        "top_k": window.top_k, "group_size": window.group_size, "warmup": replay.online.warmup,
                        "k": replay.report.k, "repeat": replay.eval.repeat, "seed": replay.eval.seed,
-                       "thresholds": [t.to_json() for t in found], "chunks": chunks,
+                       "thresholds": [t.to_json() for t in found], "chunks": chunks, "scored": len(ids),
                        "has_top": has_top, "top_tokens": keeps_strings})
     return index

@@ -43,7 +43,10 @@
     }
     return el("p", {class: "tv-summary", "data-trace-pages": "built"}, `Each trace's page: tokens coloured by `
       + `${pages.signal}${pages.top_k ? ` at top-${pages.top_k}` : ""} (confidence.token), windows of `
-      + `${pages.group_size} tokens, each online method's threshold at K = ${pages.k} (warmup ${pages.warmup}).`);
+      + `${pages.group_size} tokens, each online method's threshold at K = ${pages.k} (warmup ${pages.warmup}). `
+      + (pages.per_end === null || pages.per_end === undefined ? "Every trace has one (view.trace_pages: null)."
+        : `A problem's ${pages.per_end} most and ${pages.per_end} least confident traces by ${pages.by} have one `
+          + `(view.trace_pages; a problem of at most ${2 * pages.per_end} traces: every trace).`));
   }
 
   // "wrong under <method>" (f=wrong_<method>), offered only when a link asks for it (a study or compare row's:
@@ -133,6 +136,22 @@
     {id: "valid", label: "valid", test: row => row.valid === true},
   ];
 
+  // view.trace_pages (trace_subset.py): only some traces have a trace page; the others' rows are not links.
+  function hasPage(problem, sampleId) {
+    const subset = problem.trace_subset;
+    if (!subset) return true;
+    if (!subset.set) subset.set = new Set(subset.ids);
+    return subset.set.has(sampleId);
+  }
+
+  function subsetNote(subset) {
+    if (!subset) return null;
+    return el("p", {class: "tv-summary", "data-trace-subset": "true"}, `${subset.pages} of these ${subset.traces} `
+      + `traces have a trace page (their rows are links): the ${subset.per_end} most and ${subset.per_end} least `
+      + `confident by ${subset.by} (view.trace_pages: ${subset.per_end}, view.trace_pages_by: ${subset.by}; `
+      + "view.trace_pages: null gives every trace a page).");
+  }
+
   function problemHead(problem, n, i) {
     return [
       TV.banner(problem.simulated),
@@ -169,9 +188,11 @@
           el("div", {class: "tv-dist"}, problem.distribution.map(d => el("span", {class: d.right ? "gold" : null},
             `${d.answer} ${mark(d.right)} ×${d.count}`))))),
       el("h2", {}, "Traces"),
+      subsetNote(problem.trace_subset),
       TV.table({columns: traceColumns(problem), rows: traceRows(problem), filters: TRACE_FILTERS,
                 sort: problem.measures.length ? {key: problem.measures[0], dir: -1} : {key: "sample_id", dir: 1},
-                rowLink: row => `#/pool/${n}/p/${i}/t/${row.sample_id}`, query: route.query}));
+                rowLink: row => hasPage(problem, row.sample_id) ? `#/pool/${n}/p/${i}/t/${row.sample_id}` : null,
+                query: route.query}));
     if (problem.live && problem.live.traces.length) {  // the dataset's live run (trace.js draws its traces)
       TV.fill(main, el("h2", {}, "Live run"), TV.table({columns: [
         {key: "method", label: "ledger", kind: "text", title: "warmup, or the live method (online.live.methods)"},

@@ -56,8 +56,8 @@
     return values.map((value, j) => [ends[j], value]);
   }
 
-  function totalTraces(index) {
-    return index.chunks.reduce((sum, ids) => sum + ids.length, 0);
+  function totalTraces(index) {  // the problem's scored traces, not only those with a page (view.trace_pages)
+    return index.scored !== undefined ? index.scored : index.chunks.reduce((sum, ids) => sum + ids.length, 0);
   }
 
   function methodLabel(method) {
@@ -239,6 +239,8 @@
     if (!problem.trace_data) return null;
     const index = await TV.need(problem.trace_data);
     const j = index.chunks.findIndex(ids => ids.includes(sampleId));
+    const subset = problem.trace_subset;
+    if (j < 0 && subset && (problem.traces.sample_id || []).includes(sampleId)) return {subset};
     if (j < 0) throw new Error(`problem ${problem.id} has no trace ${sampleId}`);
     const trace = (await TV.need(`pool${n}/p${i}/c${j}`)).traces.find(t => t.id === sampleId);
     return {index, trace, topPath: `pool${n}/p${i}/c${j}_top`};
@@ -273,6 +275,12 @@
     if (!found) {
       TV.fill(main, el("p", {}, "This project holds the pool's score table but not its samples, so the trace's "
                               + "tokens cannot be shown (dvc pull the pool, then rebuild the site)."));
+      return;
+    }
+    if (found.subset) {
+      TV.fill(main, el("p", {"data-no-trace-page": "true"}, `This trace has no page: only the ${found.subset.per_end} `
+        + `most and ${found.subset.per_end} least confident traces of the problem by ${found.subset.by} have one `
+        + `(view.trace_pages: ${found.subset.per_end}; null gives every trace a page). Its row is on the problem's page.`));
       return;
     }
     const {index, trace, topPath} = found;
