@@ -326,13 +326,14 @@ def run_paid_stages(project: Path, stages: Iterable[str] = PAID_STAGES) -> dict[
     return done
 
 
-def run_paid_stages_here(project: Path, monkeypatch: pytest.MonkeyPatch,
-                         capsys: pytest.CaptureFixture[str]) -> dict[str, subprocess.CompletedProcess]:
-    """run_paid_stages's six stages one after another in this process, each script run as `python` runs it (its
-    command line, the project as its folder, no API key): their exit codes and output, without six interpreters
-    starting and importing for one line each."""
+def run_paid_stages_here(project: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+                         stages: Iterable[str] = PAID_STAGES) -> dict[str, subprocess.CompletedProcess]:
+    """run_paid_stages's `stages` one after another in this process, each script run as `python` runs it (its
+    command line, the project as its folder, no API key): their exit codes and output, without an interpreter
+    starting and importing for each."""
     done = {}
-    for stage, args in PAID_STAGES.items():
+    for stage in stages:
+        args = PAID_STAGES[stage]
         script = REPO_ROOT / "stages" / f"{SCRIPTS.get(stage, stage)}.py"
         with monkeypatch.context() as patch:
             patch.chdir(project)
