@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 
 from tests.debate.test_build import sim_answers
 from tests.dvcproject import copy_project, dvc, make_project, run, update_params
@@ -17,6 +18,7 @@ from tests.images import assert_not_blank
 from tests.sim_servers import requests_by_key
 from tests.test_pipeline import changed_stages, small_sim_params
 from tracevote.core.config_endpoints import SimConfig
+from tracevote.core.stage_params import every_stage_params
 from tracevote.sim.faults import parse_faults
 from tracevote.sim.model import SimModel
 from tracevote.sim.server import running_server
@@ -24,17 +26,18 @@ from tracevote.sim.server import running_server
 pytestmark = pytest.mark.slow
 
 DEBATE_BRANCH = {"build_debate", "score_debate", "compare", "view"}  # view: the explorer shows the debates
+BUILT = ("compare", "view")  # the debate branch and what it needs; the report, critique and grading branches unbuilt
 
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, dict, dict]]:
-    """A project built against a sim server that is stopped once the build is done; its first metrics and
-    the server's request counts by call key."""
+    """A project whose debate branch (and what it needs) was built against a sim server that is stopped once the
+    build is done; its first metrics and the server's request counts by call key."""
     with running_server(SimModel(SimConfig(0, 1.0, 0.45, 150), sim_answers()), parse_faults("")) as base_url:
         params = small_sim_params(backend="openai", base_url=base_url)
         params["debate"] = {**params["debate"], "max_tokens": 400, "concurrency": 4}
         project = make_project(tmp_path_factory.mktemp("debate") / "project", params)
-        result = dvc(project, "repro")
+        result = dvc(project, "repro", *BUILT)
         requests = requests_by_key(base_url)
     for stage in ("build_debate@toy", "score_debate", "compare", "build_pool@toy"):
         assert f"Running stage '{stage}'" in result.stdout, stage
@@ -63,9 +66,15 @@ def test_the_branch_writes_flat_metrics_details_and_the_comparison(built: tuple[
 def test_a_debate_param_change_flags_only_the_debate_branch(built: tuple[Path, dict, dict]) -> None:
     project = built[0]
     original = (project / "params.yaml").read_text()
+    declared = every_stage_params(project)  # every stage's params keys, by its address
+    unbuilt = set(declared) - set(yaml.safe_load((project / "dvc.lock").read_text())["stages"])
+    assert unbuilt and not {stage.split("@")[0] for stage in unbuilt} & DEBATE_BRANCH
+    # no stage left unbuilt reads the key, so the change could flag none of them either
+    assert "debate.temperature" in declared["build_debate@toy"]
+    assert [stage for stage in unbuilt if {"debate", "debate.temperature"} & set(declared[stage])] == []
     try:
         update_params(project, {"debate": {"temperature": 0.5}})
-        changed = changed_stages(project)
+        changed = changed_stages(project) - {stage.split("@")[0] for stage in unbuilt}
         assert "build_debate" in changed and changed <= DEBATE_BRANCH
     finally:
         (project / "params.yaml").write_text(original)

@@ -16,6 +16,7 @@ import json
 import os
 import pickle
 import re
+import runpy
 import subprocess
 import sys
 import tempfile
@@ -325,13 +326,48 @@ def run_paid_stages(project: Path, stages: Iterable[str] = PAID_STAGES) -> dict[
     return done
 
 
-@pytest.mark.parametrize("refused", [REFUSED[0], f"{TOP}/abs-target", "nul\x00byte", "x" * 10_240, "\u04401"])
-def test_a_paid_stage_refuses_a_normalized_file_with_a_bad_id_and_writes_nothing(tmp_path: Path,
-                                                                                 refused: str) -> None:
+def run_paid_stages_here(project: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+                         stages: Iterable[str] = PAID_STAGES) -> dict[str, subprocess.CompletedProcess]:
+    """run_paid_stages's `stages` one after another in this process, each script run as `python` runs it (its
+    command line, the project as its folder, no API key): their exit codes and output, without an interpreter
+    starting and importing for each."""
+    done = {}
+    for stage in stages:
+        args = PAID_STAGES[stage]
+        script = REPO_ROOT / "stages" / f"{SCRIPTS.get(stage, stage)}.py"
+        with monkeypatch.context() as patch:
+            patch.chdir(project)
+            for key in [key for key in os.environ if key.endswith("_API_KEY")]:
+                patch.delenv(key)
+            patch.setattr("sys.argv", [str(script), *args])
+            capsys.readouterr()
+            try:
+                runpy.run_path(str(script), run_name="__main__")
+                code = 0
+            except SystemExit as exit_:
+                code = exit_.code if isinstance(exit_.code, int) else 1
+        captured = capsys.readouterr()
+        done[stage] = subprocess.CompletedProcess([str(script), *args], code, captured.out, captured.err)
+    return done
+
+
+# (a refused id, how the six stages run): as processes, as DVC runs them, for one; in this process for the others,
+# the same scripts with the same command lines (as tests/test_paid_stage_refusals.py runs its rows)
+REFUSED_AT_STAGES = [(REFUSED[0], "processes"), (f"{TOP}/abs-target", "here"), ("nul\x00byte", "here"),
+                     ("x" * 10_240, "here"), ("\u04401", "here")]
+
+
+@pytest.mark.parametrize(("refused", "runs"), REFUSED_AT_STAGES)
+def test_a_paid_stage_refuses_a_normalized_file_with_a_bad_id_and_writes_nothing(
+        tmp_path: Path, refused: str, runs: str, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
     with watched(tmp_path) as outside:
         write_stage_inputs(outside.project, ["p1", outside.real(refused), "p3"])
         before = project_files(outside.project)
-        for stage, result in run_paid_stages(outside.project).items():
+        results = (run_paid_stages(outside.project) if runs == "processes"
+                   else run_paid_stages_here(outside.project, monkeypatch, capsys))
+        assert set(results) == set(PAID_STAGES)
+        for stage, result in results.items():
             assert result.returncode == 2, f"{stage}: {result.stdout}{result.stderr}"
             [line] = result.stderr.splitlines()
             assert re.match(r"error: data/toy(_steps)?\.jsonl: line 2: field 'id': ", line), f"{stage}: {line}"

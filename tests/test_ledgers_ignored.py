@@ -40,16 +40,24 @@ def test_the_repository_ignores_ledger_folders_but_not_manifests(path: str, igno
     assert checked.returncode == (0 if ignored else 1)
 
 
+# The paid stages, each storing its calls in a ledger folder of its own, and grade@pool_toy, which needs two of them:
+# what the claim is about, without the scoring and reports that only read the ledgers. DVC orders several targets'
+# stages as it likes, so the failing run keeps going past grade's failure: every paid stage runs whatever the order,
+# and the run still fails as a whole.
+PAID_THEN_GRADE = ("build_pool@toy", "build_debate@toy", "build_critiques@toy_steps", "grade@pool_toy")
+
+
 def test_a_later_stage_failing_leaves_no_ledger_file_for_git(tmp_path: Path) -> None:
     project = make_project(tmp_path / "project", small_sim_params())
     # a file where grade writes its folder: grade@pool_toy, which needs the pool and the critic's ledger, fails
     # after every paid stage it depends on has stored its calls
     (project / "grading").mkdir()
     (project / "grading" / "runs").write_text("in the way\n")
-    failed = dvc(project, "repro", check=False)
+    failed = dvc(project, "repro", "--keep-going", *PAID_THEN_GRADE, check=False)
     assert failed.returncode != 0
     assert "grade@pool_toy" in failed.stdout + failed.stderr
-    assert (project / "pools" / "toy").is_dir() and (project / "grading" / "critic" / "pool_toy").is_dir()
+    for folder in LEDGER_DIRS:  # every ledger was written before the failure
+        assert (project / folder).is_dir(), folder
     run(project, "git", "add", "-A")
     staged = run(project, "git", "status", "--porcelain", "--untracked-files=all").stdout.splitlines()
     assert "A  pools/toy.json" in staged  # the manifest is committed as before
@@ -58,8 +66,8 @@ def test_a_later_stage_failing_leaves_no_ledger_file_for_git(tmp_path: Path) -> 
     assert [path for path in run(project, "git", "ls-files").stdout.splitlines() if is_ledger(path)] == []
     # DVC still tracks them: once the obstacle is gone the run completes and leaves nothing changed
     (project / "grading" / "runs").unlink()
-    dvc(project, "repro")
-    status = dvc(project, "status")
+    dvc(project, "repro", *PAID_THEN_GRADE)
+    status = dvc(project, "status", *PAID_THEN_GRADE)
     assert "Data and pipelines are up to date" in status.stdout, status.stdout + status.stderr
     assert "ignored" not in status.stdout + status.stderr
     run(project, "git", "add", "-A")

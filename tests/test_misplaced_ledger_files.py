@@ -21,7 +21,7 @@ import yaml
 from tests.conftest import REPO_ROOT, hang_guard_s
 from tests.dvcproject import copy_project, model_overrides, project_env
 from tests.sim_servers import module_server, requests_by_key
-from tests.test_hostile_ids import PAID_STAGES, run_paid_stages, write_stage_inputs
+from tests.test_hostile_ids import PAID_STAGES, run_paid_stages, run_paid_stages_here, write_stage_inputs
 from tracevote.cli.demo import deep_merge, write_params
 from tracevote.core.config_endpoints import SimConfig
 from tracevote.store import confidence_block, framing
@@ -147,13 +147,20 @@ def verify_ok(project: Path, folder: str, *, blocks: bool = True) -> bool:
     return not counted and all(log.ok for report in reports for log in report.logs)
 
 
-@pytest.mark.parametrize("damage", REFUSED, ids=lambda damage: damage.__name__)
-def test_every_stage_refuses_a_damaged_ledger_before_any_request_and_verify_agrees(built: Path, server: str,
-                                                                                 tmp_path: Path,
-                                                                                 damage: Damage) -> None:
+# how the stages run on each damage: as processes, as DVC runs them, for the first; in this process for the others,
+# the same scripts with the same command lines (tests/test_hostile_ids.py's run_paid_stages_here)
+RUNS = {damage: "processes" if damage is REFUSED[0] else "here" for damage in REFUSED}
+
+
+@pytest.mark.parametrize("damage", REFUSED, ids=lambda damage: f"{damage.__name__}-{RUNS[damage]}")
+def test_every_stage_refuses_a_damaged_ledger_before_any_request_and_verify_agrees(
+        built: Path, server: str, tmp_path: Path, damage: Damage, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
     project, paths = damaged_copy(built, tmp_path, damage)
     before = sum(requests_by_key(server).values())
-    results = run_paid_stages(project, STAGES)
+    results = (run_paid_stages(project, STAGES) if RUNS[damage] == "processes"
+               else run_paid_stages_here(project, monkeypatch, capsys, STAGES))
+    assert set(results) == set(STAGES)
     assert sum(requests_by_key(server).values()) == before  # not one request, not even a probe
     for stage, result in results.items():
         assert result.returncode == 2 and "Traceback" not in result.stderr, f"{stage}: {result.stderr}"

@@ -13,7 +13,7 @@ import yaml
 from tests.conftest import REPO_ROOT, hang_guard_s
 from tests.dvcproject import model_overrides, project_env
 from tests.sampling.test_rate_limits import DAILY_LIMIT, DEEPSEEK_BALANCE, OPENAI_QUOTA, counting_server
-from tests.test_hostile_ids import PAID_STAGES, SCRIPTS, write_stage_inputs
+from tests.test_hostile_ids import PAID_STAGES, SCRIPTS, run_paid_stages_here, write_stage_inputs
 from tracevote.cli.demo import deep_merge, write_params
 from tracevote.sampling.breaker import LONG_LIMIT_ATTEMPTS
 
@@ -31,7 +31,16 @@ def pointed_at(project: Path, base_url: str) -> Path:
     return project
 
 
-def run_stage(project: Path, stage: str) -> subprocess.CompletedProcess[str]:
+# how each stage runs: build_pool as a process, as DVC runs it; the others in this process, the same scripts with the
+# same command lines (tests/test_hostile_ids.py's run_paid_stages_here): the client, its breaker and its quota rule
+# are one for all, and each test's server counts what its stage sent
+RUNS = {stage: "process" if stage == "build_pool" else "here" for stage in PAID_STAGES}
+
+
+def run_stage(project: Path, stage: str, monkeypatch: pytest.MonkeyPatch,
+              capsys: pytest.CaptureFixture[str]) -> subprocess.CompletedProcess[str]:
+    if RUNS[stage] == "here":
+        return run_paid_stages_here(project, monkeypatch, capsys, [stage])[stage]
     return subprocess.run([sys.executable, str(REPO_ROOT / "stages" / f"{SCRIPTS.get(stage, stage)}.py"),
                            *PAID_STAGES[stage]],
                           cwd=project, env=project_env(), capture_output=True, text=True, timeout=hang_guard_s())
@@ -43,11 +52,11 @@ def one_error_line(result: subprocess.CompletedProcess[str]) -> str:
     return line
 
 
-@pytest.mark.parametrize("stage", list(PAID_STAGES))
-def test_a_429_asking_for_a_day_stops_every_paid_stage_within_a_bounded_number_of_requests(tmp_path: Path,
-                                                                                          stage: str) -> None:
+@pytest.mark.parametrize("stage", list(PAID_STAGES), ids=lambda stage: f"{stage}-{RUNS[stage]}")
+def test_a_429_asking_for_a_day_stops_every_paid_stage_within_a_bounded_number_of_requests(
+        tmp_path: Path, stage: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     with counting_server(*DAILY_LIMIT) as server:
-        result = run_stage(pointed_at(tmp_path, server.base_url), stage)
+        result = run_stage(pointed_at(tmp_path, server.base_url), stage, monkeypatch, capsys)
         sent = sum(server.by_key.values())
     line = one_error_line(result)
     assert line.startswith("error: rate limited: HTTP 429 on ") and "Retry-After: 86400" in line, line
@@ -56,12 +65,13 @@ def test_a_429_asking_for_a_day_stops_every_paid_stage_within_a_bounded_number_o
     assert LONG_LIMIT_ATTEMPTS <= sent <= LONG_LIMIT_ATTEMPTS + CONCURRENCY, sent
 
 
-@pytest.mark.parametrize("stage", list(PAID_STAGES))
+@pytest.mark.parametrize("stage", list(PAID_STAGES), ids=lambda stage: f"{stage}-{RUNS[stage]}")
 @pytest.mark.parametrize("refusal", [OPENAI_QUOTA, DEEPSEEK_BALANCE], ids=["insufficient_quota", "402"])
-def test_an_empty_quota_stops_every_paid_stage_with_at_most_one_request_per_call(tmp_path: Path, stage: str,
-                                                                                 refusal: tuple) -> None:
+def test_an_empty_quota_stops_every_paid_stage_with_at_most_one_request_per_call(
+        tmp_path: Path, stage: str, refusal: tuple, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
     with counting_server(*refusal) as server:
-        result = run_stage(pointed_at(tmp_path, server.base_url), stage)
+        result = run_stage(pointed_at(tmp_path, server.base_url), stage, monkeypatch, capsys)
         by_key = dict(server.by_key)
     line = one_error_line(result)
     assert f"HTTP {refusal[0]}, out of quota or balance" in line and "stopped at once" in line, line

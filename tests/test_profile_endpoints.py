@@ -14,10 +14,8 @@ from typing import Any
 import pytest
 
 from tests.debate.test_build import sim_answers
-from tests.dvcproject import copy_project, dvc, make_project, run, update_params
-from tests.test_pipeline import small_sim_params
-from tests.test_profiles_pipeline import ledger, records, with_predictions_and_datasets
-from tracevote.cli.demo import BUILTIN_GSM8K, local_dataset
+from tests.dvcproject import built_once, copy_project, dvc, run, update_params
+from tests.test_profiles_pipeline import build_base, ledger, records
 from tracevote.core.config_endpoints import SimConfig
 from tracevote.debate.prompts import ANSWER, RANK, REVISE
 from tracevote.sim.model import SimModel
@@ -26,7 +24,6 @@ from tracevote.sim.server import ServerOptions, SimServer, start_server, stop_se
 pytestmark = pytest.mark.slow
 
 RUN = "handwritten"
-PREDICTIONS = Path("predictions") / "demo_gsm8k.jsonl"
 THINKING = {"thinking": {"type": "disabled"}}
 # endpoint -> the profile its server plays (set explicitly: a loopback host would be inferred as local)
 PLAYED = {"deepseek": "deepseek", "gpt-4o-mini": "openai-chat", "gpt-5-nano": "openai-reasoning"}
@@ -63,16 +60,15 @@ def requests(running: dict[str, SimServer]) -> dict[str, Counter[str]]:
 
 @pytest.fixture(scope="module")
 def project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, dict[str, SimServer]]]:
-    """A committed project whose datasets are normalized, every endpoint on its own server."""
+    """A committed project whose datasets are normalized, every endpoint on its own server: a copy of the base project
+    tests/test_profiles_pipeline.py builds once per run (hand-written predictions as grading run `handwritten`, the
+    critic on, DeepSeek's `thinking` field on its endpoint), then pointed at the servers."""
+    base = built_once(tmp_path_factory, "profiles-base", lambda folder: build_base(folder / "project"))
     with servers() as running:
-        params = small_sim_params()
-        params["datasets"]["demo_gsm8k"] = local_dataset(BUILTIN_GSM8K, problem_key="question",
-                                                         answer_format="integer")
-        params["grading"] = {"runs": {RUN: {"dataset": "demo_gsm8k", "predictions": str(PREDICTIONS)}}, "workers": 1}
-        params["debate"] = {**params["debate"], "max_tokens": 400, "concurrency": 4}
-        root = make_project(tmp_path_factory.mktemp("endpoints") / "project", params)
+        root = copy_project(base / "project", tmp_path_factory.mktemp("endpoints") / "project")
         update_params(root, pointed_at(running))
-        yield with_predictions_and_datasets(root, "datasets, endpoints on their servers"), running
+        run(root, "git", "commit", "-qam", "endpoints on their servers")
+        yield root, running
 
 
 NO_LOGPROBS = ("deepconf.endpoint: 'gpt-5-nano' must be an endpoint that returns logprobs: DeepConf's confidence is "

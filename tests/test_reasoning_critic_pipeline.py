@@ -16,6 +16,7 @@ import json
 import subprocess
 import sys
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -55,7 +56,8 @@ def server() -> Iterator[SimServer]:
 @pytest.fixture(scope="module")
 def base(tmp_path_factory: pytest.TempPathFactory, server: SimServer) -> Path:
     """A committed project: the hand-written GSM8K predictions as grading run `handwritten` of the dataset gsm8k,
-    its critic on gpt-5-nano (the shipped endpoint and budget) at the simulated server, nothing asked yet."""
+    its critic on gpt-5-nano (the shipped endpoint and budget) at the simulated server, nothing asked yet; both
+    datasets normalized."""
     params = small_sim_params()
     params["datasets"]["gsm8k"] = local_dataset(BUILTIN_GSM8K, problem_key="question", answer_format="integer")
     params["grading"] = {"runs": {RUN: {"dataset": "gsm8k", "predictions": str(PREDICTIONS)}}, "workers": 1,
@@ -68,7 +70,7 @@ def base(tmp_path_factory: pytest.TempPathFactory, server: SimServer) -> Path:
     (project / PREDICTIONS).write_text("\n".join(line.replace("demo_gsm8k_test_", "gsm8k_test_") for line in lines)
                                        + "\n")
     dvc(project, "add", str(PREDICTIONS))
-    dvc(project, "repro", "normalize@gsm8k")
+    dvc(project, "repro", "normalize@gsm8k", "normalize@toy")  # toy: the debate's
     run(project, "git", "add", "-A")
     run(project, "git", "commit", "-qm", "the critic on gpt-5-nano")
     return project
@@ -101,15 +103,37 @@ def grade_cli(project: Path) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, timeout=hang_guard_s())
 
 
-def test_the_shipped_settings_get_scored_replies(project: Path, server: SimServer) -> None:
+@dataclass(frozen=True)
+class Staged:
+    """The base project after `dvc repro` of the critic's stage (committed), then the command line on it."""
+
+    project: Path
+    stage_output: str
+    stage_asked: int  # critic requests the stage sent
+    graded: subprocess.CompletedProcess[str]  # `grade --enable-critic` run after the stage
+    cli_asked: int  # critic requests the command line sent
+
+
+@pytest.fixture(scope="module")
+def staged(base: Path, server: SimServer, tmp_path_factory: pytest.TempPathFactory) -> Staged:
+    project = copy_project(base, tmp_path_factory.mktemp("staged") / "project")
     before = asked(server)
     result = dvc(project, "repro", STAGE)
-    assert f"{ITEMS} of {ITEMS} critic replies missing" in result.stdout
-    assert asked(server) - before == ITEMS
-    replies = stored_replies(project)
+    stage_asked = asked(server) - before
+    run(project, "git", "add", "-A")
+    run(project, "git", "commit", "-qm", "the critic's replies")
+    before = asked(server)
+    graded = grade_cli(project)
+    return Staged(project, result.stdout, stage_asked, graded, asked(server) - before)
+
+
+def test_the_shipped_settings_get_scored_replies(staged: Staged) -> None:
+    assert f"{ITEMS} of {ITEMS} critic replies missing" in staged.stage_output
+    assert staged.stage_asked == ITEMS
+    replies = stored_replies(staged.project)
     assert len(replies) == ITEMS and all(reply["text"] and reply["reasoning"] > 0 for reply in replies)
     assert all(reply["finish"] == "stop" for reply in replies)
-    scores = json.loads(grade_cli(project).stdout)
+    scores = json.loads(staged.graded.stdout)
     assert scores["critic_scored"] + scores["critic_unparsable"] == ITEMS and scores["critic_scored"] >= ITEMS - 2
 
 
@@ -136,18 +160,15 @@ def test_a_budget_spent_on_hidden_reasoning_stops_with_the_named_error_and_a_rer
     assert len(stored_replies(project)) == ITEMS and all(reply["text"] for reply in stored_replies(project))
 
 
-def test_the_command_line_after_the_stage_asks_nothing(project: Path, server: SimServer) -> None:
-    dvc(project, "repro", STAGE)
-    run(project, "git", "add", "-A")
-    run(project, "git", "commit", "-qm", "the critic's replies")
-    before = asked(server)
-    graded = grade_cli(project)
+def test_the_command_line_after_the_stage_asks_nothing(staged: Staged) -> None:
+    graded = staged.graded
     assert graded.returncode == 0, graded.stderr
-    assert asked(server) == before, "the command line paid again for replies the pipeline holds"
+    assert staged.cli_asked == 0, "the command line paid again for replies the pipeline holds"
     assert f"shares that run's ledger in grading/critic/{RUN}" in graded.stderr
     assert f"holds all {ITEMS} critic replies; no request sent" in graded.stderr
     assert json.loads(graded.stdout)["critic_scored"] >= ITEMS - 2
     # the run's manifest is the stage's, untouched: DVC sees nothing to re-run
+    project = staged.project
     assert json.loads((project / "grading" / "critic" / RUN / "manifest.json").read_text())["run"] == RUN
     assert STAGE not in json.loads(dvc(project, "status", "--json").stdout or "{}")
 
@@ -164,7 +185,6 @@ def test_the_stage_after_the_command_line_asks_nothing(project: Path, server: Si
 
 def test_a_debate_on_the_reasoning_model_names_its_own_budget(project: Path, server: SimServer) -> None:
     """The same error in the debate (every method that asks for text): it names debate.max_tokens, keeps nothing."""
-    dvc(project, "repro", "normalize@toy")
     update_params(project, {"debate": {"endpoint": "gpt-5-nano", "judge_endpoint": "gpt-5-nano", "temperature": 1,
                                        "max_tokens": 64},
                             "endpoints": {"gpt-5-nano": {"reasoning_effort": "high"}}})
