@@ -11,10 +11,9 @@ from pathlib import Path
 
 from tracevote.core.config import check_params
 from tracevote.core.entry import stage_main
-from tracevote.grading.build import build_critic, record_disabled_critic
 from tracevote.grading.critic import structured_replies
 from tracevote.grading.runs import run_config, run_inputs
-from tracevote.sampling.paid import REBUILD_ENV, refuse_if_already_built
+from tracevote.grading.stored import record_disabled_critic
 
 
 def main() -> None:
@@ -30,6 +29,10 @@ def main() -> None:
     if not params.grading.critic.enabled:  # before the predictions are read: a pool's text is large
         record_disabled_critic(params, run.name, args.critic, stage=stage)
         return
+    # here, not at the top: the critic is off by default, and then no HTTP client, simulator or pool store loads
+    from tracevote.grading.build import build_critic
+    from tracevote.sampling.paid import REBUILD_ENV, refuse_if_already_built
+
     inputs = run_inputs(run, args.gold, params.answers)
     build_critic(params, run.name, inputs.pairing(), args.critic, stage=stage,
                  refuse_if_already_built=lambda partial: refuse_if_already_built(

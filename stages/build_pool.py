@@ -32,7 +32,6 @@ from tracevote.sampling.paid import (
     needed_free_bytes,
     read_paid_stage_args,
 )
-from tracevote.sampling.probe import samples_per_request
 from tracevote.sampling.prompts import setting_messages
 from tracevote.sampling.runner import RunSummary
 from tracevote.store.pool import Pool, Setting, find_pool, write_manifest
@@ -92,6 +91,8 @@ def _build(args: PaidStageArgs[Problem], pool: Pool, setting: Setting, model: Mo
     check_budget(plan.cost, params.pool.max_cost_usd)
     check_free_space(pool.root, needed_free_bytes(params.pool.concurrency * len(base_urls(model.base_url)),
                                                   params.decoding.max_tokens, params.decoding.top_logprobs))
+    from tracevote.sampling.probe import samples_per_request  # here: the HTTP client loads once samples are sent
+
     retries = RetryLines()
     probe_usd = 0.0
     with backend.open_sampler(params, problems, api_key, on_retry=retries.show, model=model) as sampler:

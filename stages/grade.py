@@ -8,9 +8,9 @@ from pathlib import Path
 from tracevote.core.config import load_params
 from tracevote.core.entry import stage_main
 from tracevote.core.fileio import check_output_folders
-from tracevote.grading.build import stored_critic_scores
 from tracevote.grading.critic import structured_replies
 from tracevote.grading.runs import grade_inputs, run_config, run_inputs, run_record, write_run
+from tracevote.grading.stored import stored_critic_scores
 from tracevote.grading.summary import render_run
 
 

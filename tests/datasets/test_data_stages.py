@@ -47,28 +47,32 @@ def test_shared_aime_2025_yields_30_records(tmp_path: Path, shared_data: Path) -
     assert [p.answer for p in problems] == expected
 
 
-def test_bad_rows_fail_the_stage_and_keep_the_good_output(tmp_path: Path) -> None:
-    rows = write_rows(tmp_path / "toy.jsonl", [{"problem": "Compute 1+1.", "answer": "2"}])
-    project = make_project(tmp_path / "project", local_source(rows))
-    dvc(project, "repro", "normalize")
-    good = (project / "data" / "toy.jsonl").read_bytes()
-
-    write_rows(rows, [{"problem": "Compute 1+1.", "answer": "2"}, {"problem": "\x0crac12", "answer": "x"}])
-    failed = dvc(project, "repro", "-f", "normalize", check=False)
-    assert failed.returncode != 0
-    assert "row 2: field 'problem': contains control character U+000C" in failed.stderr + failed.stdout
-    assert "row 2: field 'answer': 'x' is not an integer" in failed.stderr + failed.stdout
-    assert (project / "data" / "toy.jsonl").read_bytes() == good
-    assert not list((project / "data").glob(".*.tmp"))
-
-
 @pytest.fixture(scope="module")
 def fetched(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A project whose one-row source, good.jsonl beside it, is fetched and normalized: each test that breaks the
+    source puts it back, and nothing it runs succeeds, so the next finds this state."""
     root = tmp_path_factory.mktemp("fetched")
     rows = write_rows(root / "good.jsonl", [{"problem": "Compute 1+1.", "answer": "2"}])
     project = make_project(root / "project", local_source(rows))
     dvc(project, "repro", "normalize")
     return project
+
+
+def test_bad_rows_fail_the_stage_and_keep_the_good_output(fetched: Path) -> None:
+    rows = fetched.parent / "good.jsonl"
+    source = rows.read_bytes()
+    good = (fetched / "data" / "toy.jsonl").read_bytes()
+
+    write_rows(rows, [{"problem": "Compute 1+1.", "answer": "2"}, {"problem": "\x0crac12", "answer": "x"}])
+    try:
+        failed = dvc(fetched, "repro", "-f", "normalize", check=False)
+    finally:
+        rows.write_bytes(source)
+    assert failed.returncode != 0
+    assert "row 2: field 'problem': contains control character U+000C" in failed.stderr + failed.stdout
+    assert "row 2: field 'answer': 'x' is not an integer" in failed.stderr + failed.stdout
+    assert (fetched / "data" / "toy.jsonl").read_bytes() == good
+    assert not list((fetched / "data").glob(".*.tmp"))
 
 
 BAD_SOURCES = [

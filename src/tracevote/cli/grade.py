@@ -139,7 +139,8 @@ def critic_folder(critic_dir: Path | None, pred_path: Path, params: Params) -> t
 
 
 def _critic(args: argparse.Namespace, params: Params, inputs: RunInputs) -> tuple[CriticScores | None, bool]:
-    from tracevote.grading.build import build_critic, ledger_scores, stored_critic_scores
+    from tracevote.grading.build import build_critic
+    from tracevote.grading.stored import ledger_scores, stored_critic_scores
 
     structured = _structured(args, params)
     pairing = inputs.pairing()

@@ -22,7 +22,8 @@ from matplotlib.figure import Figure
 
 from tracevote.core.mdtext import md_text
 from tracevote.deepconf.results import AggregateResult
-from tracevote.report.plots import BASELINE_STYLES, online_styles, panel_methods, save_png, titled
+from tracevote.report.figures import save_png, titled
+from tracevote.report.plots import BASELINE_STYLES, online_styles, panel_methods
 from tracevote.report.tables import SIMULATED_BANNER, method_label, percent
 
 DEBATE_STYLE = {"marker": "*", "markersize": 15, "color": "tab:red", "linestyle": "none"}

@@ -15,7 +15,7 @@ from tracevote.core.csvtext import read_cell
 from tracevote.core.errors import DataError
 from tracevote.core.mdtext import md_text
 from tracevote.critique.results import BY_TASK_COLUMNS, PERCENT_KEYS
-from tracevote.report.plots import save_png, titled
+from tracevote.report.figures import save_png, titled
 from tracevote.report.tables import SIMULATED_BANNER
 
 POSITION_CAP = 10  # first-error steps from this one on share the last row and column of the heat map

@@ -14,7 +14,7 @@ from matplotlib.figure import Figure
 from tracevote.core.csvtext import csv_text
 from tracevote.core.fileio import write_text
 from tracevote.core.mdtext import md_text
-from tracevote.report.plots import save_png, titled
+from tracevote.report.figures import save_png, titled
 from tracevote.report.tables import SIMULATED_BANNER
 
 # (metric key in metrics/grading.json, the run record's field, the table's row label)

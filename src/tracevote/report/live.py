@@ -23,7 +23,8 @@ from tracevote.core.mdtext import md_text
 from tracevote.deepconf.live_results import LiveProblem, SameTraces
 from tracevote.deepconf.results import AggregateResult
 from tracevote.deepconf.uncertainty import bootstrap_rng, intervals, resample_weights
-from tracevote.report.plots import BASELINE_STYLES, ONLINE_COLOURS, save_png, titled
+from tracevote.report.figures import save_png, titled
+from tracevote.report.plots import BASELINE_STYLES, ONLINE_COLOURS
 from tracevote.report.tables import method_label
 
 

@@ -11,8 +11,8 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure  # the object API draws to files without a GUI backend
 
 from tracevote.core.csvtext import frame_csv
-from tracevote.core.fileio import atomic_path
 from tracevote.deepconf.results import AggregateResult
+from tracevote.report.figures import save_png, titled
 from tracevote.report.tables import method_label
 
 # One colour and style per role, the same in every panel, so a single legend serves them all.
@@ -171,12 +171,3 @@ def dvc_plot_csv(table: pd.DataFrame, *, simulated: bool, float_format: str) -> 
     """A table `dvc plots` draws, as CSV, with a last column `simulated` (True or False on every row): DVC titles
     are static text, so our templates (report/templates/) read it and put "SIMULATED: " before the title."""
     return frame_csv(table.assign(simulated=simulated), float_format)
-
-
-def titled(text: str, simulated: bool) -> str:
-    return f"SIMULATED — {text}" if simulated else text
-
-
-def save_png(figure: Figure, path: Path) -> None:
-    with atomic_path(path) as tmp:
-        figure.savefig(tmp, dpi=110, format="png")

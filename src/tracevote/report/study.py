@@ -31,8 +31,8 @@ from tracevote.deepconf.results import AggregateResult
 from tracevote.deepconf.study import ModelDifference, ModelRun, StudyPoint, frontier
 from tracevote.deepconf.uncertainty import bootstrap_rng, intervals, resample_weights
 from tracevote.report.compare import tokens_per_trace
+from tracevote.report.figures import save_png, titled
 from tracevote.report.headline import write_headlines
-from tracevote.report.plots import save_png, titled
 from tracevote.report.tables import method_label, percent
 from tracevote.store.pool import prompt_tokens
 

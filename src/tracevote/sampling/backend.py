@@ -11,6 +11,7 @@ import dataclasses
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tracevote.core.config import Params
 from tracevote.core.config_deepconf import DecodingConfig, PoolConfig
@@ -20,11 +21,11 @@ from tracevote.core.retry import RetryNotice, TransientError
 from tracevote.datasets.problems import Problem
 from tracevote.sampling.apikey import resolve_api_key
 from tracevote.sampling.build import Sampled
-from tracevote.sampling.choices import one_choice_bodies, sample_choices
-from tracevote.sampling.client import ChatClient
-from tracevote.sampling.probe import ProbeReport, run_probe
-from tracevote.sim.model import SimModel
-from tracevote.sim.server import ServerOptions, running_server
+
+if TYPE_CHECKING:  # the HTTP client and the simulator load where a client opens: a stage that refuses first, or
+    # finds nothing missing, never pays their ~0.3 CPU s of imports
+    from tracevote.sampling.client import ChatClient
+    from tracevote.sampling.probe import ProbeReport
 
 
 @dataclass
@@ -46,6 +47,8 @@ class Sampler:
                     sample_ids: list[int]) -> dict[int, Sampled | TransientError]:
         """One request for len(sample_ids) traces (`n`); a kept raw response is the reply with that choice only
         (a trace kept from a cut reply keeps none)."""
+        from tracevote.sampling.choices import one_choice_bodies, sample_choices
+
         outcomes, raw, raw_ids = sample_choices(self.client, messages, problem_id=problem_id,
                                                 sample_ids=sample_ids, keep_top_logprobs=self.keep_top_logprobs,
                                                 keep_top_tokens=self.keep_top_tokens)
@@ -54,6 +57,8 @@ class Sampler:
                 for sid, got in outcomes.items()}
 
     def probe(self) -> ProbeReport:
+        from tracevote.sampling.probe import run_probe
+
         return run_probe(self.client)
 
     def retry_report(self) -> str:
@@ -80,6 +85,8 @@ def open_client(model: ModelConfig, decoding: DecodingConfig, problems: list[Pro
     (knowing `problems`' answers, the solutions' `first_errors` and whether reasonings `reached` their gold,
     see SimModel) runs while the block does. `on_retry` hears of every retried failure (the entry point shows it).
     `settings` names the params.yaml section `decoding` was made from (debate, grading.critic), for error hints."""
+    from tracevote.sampling.client import ChatClient
+
     with contextlib.ExitStack() as stack:
         if model.backend == "sim":
             base_url = stack.enter_context(_simulator(model, problems, first_errors, reached))
@@ -104,6 +111,9 @@ def open_sampler(params: Params, problems: list[Problem], api_key: str | None,
 def _simulator(model: ModelConfig, problems: list[Problem], first_errors: Mapping[str, int] | None,
                reached: Mapping[str, bool] | None) -> contextlib.AbstractContextManager[str]:
     """A loopback simulated server for `model`'s profile."""
+    from tracevote.sim.model import SimModel
+    from tracevote.sim.server import ServerOptions, running_server
+
     sim = SimModel(model.sim, answers={p.problem: p.answer for p in problems}, first_errors=first_errors,
                    reached=reached)
     return running_server(sim, options=ServerOptions(profile=model.profile.name,

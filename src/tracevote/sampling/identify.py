@@ -14,7 +14,6 @@ import dataclasses
 from urllib.parse import urlsplit
 
 import orjson
-import requests
 
 from tracevote.core.config_endpoints import ModelConfig, base_urls
 from tracevote.core.costs import CostEstimate
@@ -49,6 +48,8 @@ def is_local(base_url: str) -> bool:
 
 
 def _lists_as_simulator(base_url: str) -> bool:
+    import requests  # here: only an openai endpoint on a local server is asked; `backend: sim` never loads it
+
     try:
         response = requests.get(f"{base_url.rstrip('/')}/models", timeout=ASK_TIMEOUT_S)
         listed = orjson.loads(response.content).get("data") if response.ok else None

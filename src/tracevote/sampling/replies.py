@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from tracevote.core.config_endpoints import PricingConfig
 from tracevote.core.costs import usd_cached
 from tracevote.core.errors import ContextLengthError
-from tracevote.sampling.client import ChatClient
 from tracevote.sampling.runner import Paid
 from tracevote.store import calls
 from tracevote.store.calls import CONTEXT_EXCEEDED, Call, CallRecord
+
+if TYPE_CHECKING:  # handed a client: the HTTP stack loads where one opens (sampling.backend)
+    from tracevote.sampling.client import ChatClient
 
 
 def call_key_header(call: Call) -> str:

@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 import orjson
-import pyarrow as pa
 
 from tracevote.core.errors import DataError
 from tracevote.core.fileio import read_json_record
@@ -24,10 +23,10 @@ from tracevote.core.names import recorded_path
 from tracevote.store import framing
 from tracevote.store.framing import Frame, Key
 from tracevote.store.ledger import Ledger
+from tracevote.store.zstd import zstd_codec
 
 MAGIC = b"TVR1"
 _HEAD = struct.Struct("<4sI")
-_ZSTD = pa.Codec("zstd")
 
 
 @dataclass(frozen=True)
@@ -87,7 +86,7 @@ class CallRecord:
 
 def encode(record: CallRecord) -> bytes:
     data = orjson.dumps(asdict(record))
-    return _HEAD.pack(MAGIC, len(data)) + _ZSTD.compress(data, asbytes=True)
+    return _HEAD.pack(MAGIC, len(data)) + zstd_codec().compress(data, asbytes=True)
 
 
 def decode(payload: bytes | memoryview) -> CallRecord:
@@ -97,7 +96,7 @@ def decode(payload: bytes | memoryview) -> CallRecord:
     magic, size = _HEAD.unpack_from(payload)
     if magic != MAGIC:
         raise DataError(f"call record: unknown magic {bytes(magic)!r} (expected {MAGIC!r})")
-    document = orjson.loads(_ZSTD.decompress(payload[_HEAD.size:], decompressed_size=size, asbytes=True))
+    document = orjson.loads(zstd_codec().decompress(payload[_HEAD.size:], decompressed_size=size, asbytes=True))
     return _record(document)
 
 

@@ -41,11 +41,11 @@ from typing import Any
 
 import numpy as np
 import orjson
-import pyarrow as pa
 
 from tracevote.answers.extract import EXTRACT_VERSION, AnswerCandidates, answer_candidates, split_candidates
 from tracevote.store.logprobs import TOP_SCALE, TOP_STEP, token_confidence, top_from_steps, top_steps
 from tracevote.store.records import Sample
+from tracevote.store.zstd import zstd_codec
 
 FORMAT_VERSION = 3  # written when the top-k is kept; a payload without it is written as format 2
 READABLE_VERSIONS = (2, 3)
@@ -58,7 +58,6 @@ CONFIDENCE = "confidence"
 # A block is stored as it is unless zstd saves a fifth: C_i of real traces is near-random float32, where
 # zstd saves ~10% and decompressing it was the largest cost of scoring.
 WORTH_COMPRESSING = 0.8
-_ZSTD = pa.Codec("zstd")
 
 
 @dataclass(frozen=True)
@@ -114,7 +113,7 @@ def encode(sample: Sample, *, raw: bytes | None = None, keep_top_tokens: bool = 
     for name, arrays in blocks.items():
         shuffled = name != CONFIDENCE
         body = b"".join(_to_bytes(array) if shuffled else array.tobytes() for array in arrays.values())
-        packed = _ZSTD.compress(body, asbytes=True)
+        packed = zstd_codec().compress(body, asbytes=True)
         compressed = len(packed) < WORTH_COMPRESSING * len(body)
         packed = packed if compressed else body
         table.append([name, len(packed), len(body), zlib.crc32(packed), shuffled,
@@ -321,7 +320,7 @@ def _block_arrays(view: memoryview, offset: int, entry: list[Any]) -> dict[str, 
     packed = view[offset: offset + stored]
     if len(packed) != stored or zlib.crc32(packed) != crc:
         raise ValueError(f"sample payload block {name!r} is cut short or corrupt (crc mismatch)")
-    body = packed if compression == "none" else memoryview(_ZSTD.decompress(packed, decompressed_size=raw_size))
+    body = packed if compression == "none" else memoryview(zstd_codec().decompress(packed, decompressed_size=raw_size))
     return _split(body, layout, shuffled=shuffled)
 
 
@@ -339,7 +338,7 @@ def _split(body: memoryview, layout: list[Any], *, shuffled: bool = True) -> dic
 
 def _decode_format_1(view: memoryview) -> Decoded:
     (size,) = U32.unpack_from(view)
-    body = memoryview(pa.decompress(view[U32.size:], decompressed_size=size, codec="zstd"))
+    body = memoryview(zstd_codec().decompress(view[U32.size:], decompressed_size=size))
     (head_len,) = U32.unpack_from(body)
     header = orjson.loads(body[U32.size: U32.size + head_len])
     if header.get("v") != 1:

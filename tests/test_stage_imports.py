@@ -1,0 +1,102 @@
+"""A stage pays start-up only for what its path uses: a paid stage that sends nothing (its pool already whole, its
+key missing, its critic disabled) loads no HTTP client, simulator or pyarrow; the grade stage no HTTP client;
+report_grading, which draws from arrays, no pandas. Each stage runs as DVC runs it, in a fresh interpreter that
+then lists the heavy modules it loaded."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import FIXTURE_PARAMS, REPO_ROOT, hang_guard_s
+from tests.dvcproject import copy_project, model_overrides, one_dataset, project_env, run_stage, update_params
+from tracevote.cli.demo import BUILTIN_PROBLEMS, copy_pipeline
+
+HEAVY = ("numpy", "pandas", "pyarrow", "requests", "urllib3", "tqdm", "matplotlib", "tracevote.sampling.client",
+         "tracevote.sim.server")
+SENDING = {"requests", "urllib3", "tracevote.sampling.client", "tracevote.sim.server"}
+
+# Runs stages/<script> as `python stages/<script> ...` would, then writes its exit code and the heavy modules it
+# loaded to the file named first.
+RUN_AND_LIST = """
+import json, runpy, sys
+out, script, *args = sys.argv[1:]
+sys.argv = [script, *args]
+try:
+    runpy.run_path(script, run_name="__main__")
+    code = 0
+except SystemExit as stopped:
+    code = stopped.code or 0
+with open(out, "w") as f:
+    json.dump({{"code": code, "loaded": sorted(name for name in {heavy!r} if name in sys.modules)}}, f)
+"""
+
+
+def small_params() -> dict[str, Any]:
+    """One dataset of the built-in problems, 4 simulated traces each."""
+    return {**one_dataset("toy", BUILTIN_PROBLEMS),
+            **model_overrides(backend="sim", name="tracevote-sim", needs_key=False, extra_body={},
+                              sim={"mean_tokens": 150}),
+            "decoding": {"max_tokens": 400, "top_logprobs": 5}, "pool": {"n_pool": 4, "concurrency": 4},
+            "eval": {"k": [1, 2, 4], "repeat": 2}, "report": {"k": 4}}
+
+
+def stage_loads(root: Path, script: str, *args: str) -> tuple[int, list[str], str]:
+    """The exit code of stages/<script> run in `root`, the HEAVY modules it loaded, and its stderr."""
+    out = root / f"loaded-{script}.json"
+    completed = subprocess.run([sys.executable, "-c", RUN_AND_LIST.format(heavy=HEAVY), str(out),
+                                str(REPO_ROOT / "stages" / script), *args], cwd=root, env=project_env(),
+                               capture_output=True, text=True, timeout=hang_guard_s())
+    assert out.is_file(), completed.stdout + completed.stderr
+    listed = json.loads(out.read_text())
+    return listed["code"], listed["loaded"], completed.stderr
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The pipeline's files and small params (no git or DVC: no stage here reads them), the dataset fetched and
+    normalized, its pool built once."""
+    root = tmp_path_factory.mktemp("stage-imports")
+    copy_pipeline(REPO_ROOT, root, FIXTURE_PARAMS, small_params())
+    run_stage(root, "fetch.py", "--dataset", "toy", "--out", "data/raw/toy.jsonl")
+    run_stage(root, "normalize.py", "--dataset", "toy", "--raw", "data/raw/toy.jsonl", "--out", "data/toy.jsonl")
+    run_stage(root, "build_pool.py", *POOL_ARGS)
+    return root
+
+
+POOL_ARGS = ("--dataset", "toy", "--problems", "data/toy.jsonl", "--pools", "pools/toy", "--manifest", "pools/toy.json")
+CRITIC_ARGS = ("--run", "pool_toy", "--gold", "data/toy.jsonl", "--critic", "grading/critic/pool_toy")
+
+
+def test_a_whole_pool_loads_no_client_or_simulator(project: Path) -> None:
+    code, loaded, _ = stage_loads(project, "build_pool.py", *POOL_ARGS)
+    assert code == 0
+    assert SENDING.isdisjoint(loaded), loaded
+
+
+def test_a_missing_key_is_refused_before_the_client_loads(project: Path, tmp_path: Path) -> None:
+    root = copy_project(project, tmp_path / "project")
+    update_params(root, model_overrides(backend="openai", name="deepseek-chat", needs_key=True))
+    code, loaded, stderr = stage_loads(root, "build_pool.py", *POOL_ARGS)
+    assert code == 2 and "no API key is set for endpoint deepseek" in stderr
+    assert SENDING.isdisjoint(loaded), loaded
+
+
+def test_a_disabled_critic_loads_no_client_pool_or_pyarrow_and_grading_no_client(project: Path) -> None:
+    code, loaded, _ = stage_loads(project, "build_grading_critic.py", *CRITIC_ARGS)
+    assert code == 0 and loaded == []
+    code, loaded, stderr = stage_loads(project, "grade.py", *CRITIC_ARGS, "--out", "grading/runs/pool_toy.json",
+                                       "--details", "grading/runs/pool_toy.jsonl")
+    assert code == 0, stderr
+    assert SENDING.isdisjoint(loaded) and "tqdm" not in loaded and "pandas" not in loaded, loaded
+    code, loaded, stderr = stage_loads(project, "report_grading.py", "--runs", "grading/runs", "--metrics",
+                                       "metrics/grading.json", "--headline", "metrics/headline/grading", "--table",
+                                       "metrics/grading.md", "--plots", "plots/grading")
+    assert code == 0, stderr
+    assert (project / "plots" / "grading").is_dir() and "pandas" not in loaded, loaded
+
