@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pyarrow as pa
 
+from tracevote.core.arrow_numpy import array_numpy
 from tracevote.core.errors import DataError
 from tracevote.deepconf.confidence import StopProfiles
 from tracevote.deepconf.score import STOP_COLUMNS
@@ -79,7 +80,7 @@ class StopTable:
             rows = StopRows(sample=_numbers(batch, "sample_id", np.int64), spent=_numbers(batch, "spent", np.int64),
                             value=_numbers(batch, "value", np.float64))
             names = [str(name) for name in ids.dictionary.to_pylist()]
-            for code, where in rows_by_code(ids.indices.fill_null(-1).to_numpy(zero_copy_only=False)).items():
+            for code, where in rows_by_code(_codes_of(ids)).items():
                 parts[names[code]].append(rows.take(where))
         return StopTable({name: StopRows.concatenate(pieces) for name, pieces in parts.items()})
 
@@ -89,7 +90,14 @@ def _numbers(batch: pa.RecordBatch, column: str, dtype: type) -> np.ndarray:
     values = batch.column(column)
     if values.null_count:
         raise DataError(f"stop table: column {column} has {values.null_count} missing value(s)")
-    return values.to_numpy(zero_copy_only=False).astype(dtype, copy=False)
+    return array_numpy(values, dtype)
+
+
+def _codes_of(ids: pa.DictionaryArray) -> np.ndarray:
+    """The dictionary's codes as int64, -1 for a missing id."""
+    if not ids.null_count:
+        return array_numpy(ids.indices, np.int64)
+    return np.asarray([-1 if code is None else code for code in ids.indices.to_pylist()], dtype=np.int64)
 
 
 def rows_by_code(codes: np.ndarray) -> dict[int, np.ndarray | slice]:

@@ -15,13 +15,13 @@ import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from tracevote.core.arrow_numpy import array_numpy
 from tracevote.core.config import Params
 from tracevote.core.errors import ConfigError, DataError
 from tracevote.core.study_paths import AGGREGATE_STAGE, ModelPaths, model_paths, model_stage
 from tracevote.datasets.problems import Problem, load_problems
 from tracevote.deepconf.results import AggregateResult
 from tracevote.deepconf.score import KEY_COLUMNS
-from tracevote.explorer.arrow_numpy import array_numpy
 
 TRACE_COLUMNS = ("sample_id", "answer", "correct", "valid", "n_tokens", "finish_reason", "answer_source")
 
@@ -126,7 +126,7 @@ def problem_rows(table: pa.Table, measures: tuple[str, ...]) -> dict[str, Proble
     order = np.argsort(ids, kind="stable")
     names, starts = np.unique(ids[order], return_index=True)
     bounds = [*starts.tolist(), len(order)]
-    at = order.tolist()  # reordered in Python: Arrow's take loads pyarrow.compute (arrow_numpy)
+    at = order.tolist()  # reordered in Python: Arrow's take loads pyarrow.compute (core.arrow_numpy)
     columns = {name: [values[j] for j in at] for name in TRACE_COLUMNS
                for values in (table.column(name).to_pylist(),)}
     for name in measures:

@@ -42,13 +42,13 @@ import numpy as np
 import pyarrow.parquet as pq
 
 from tracevote.answers.extract import split_boxed_text
+from tracevote.core.arrow_numpy import array_numpy
 from tracevote.core.config import Params
 from tracevote.core.config_deepconf import ConfidenceConfig
 from tracevote.core.study_paths import ModelPaths
 from tracevote.deepconf.stop_table import StopRows, StopTable, rows_by_code, stop_profiles
 from tracevote.deepconf.voting import row_percentile
 from tracevote.deepconf.working_sets import working_sets
-from tracevote.explorer.arrow_numpy import array_numpy, read_stop_table
 from tracevote.explorer.sitefiles import SiteWriter
 from tracevote.store.pool import Pool, read_manifest
 from tracevote.store.records import Sample
@@ -326,7 +326,7 @@ def open_traces(paths: ModelPaths, root: Path, params: Params) -> TraceSource | 
         ids = all_ids[where]
         order = np.argsort(ids, kind="stable")
         scores[str(names[code])] = (ids[order], all_lowest[where][order], all_tokens[where][order])
-    stops = read_stop_table(root / paths.stops)
+    stops = StopTable.of_batches(pq.ParquetFile(root / paths.stops, read_dictionary=["problem_id"]).iter_batches())
     return TraceSource(Pool(pool_root), scores, stops, params)
 
 
