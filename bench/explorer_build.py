@@ -24,7 +24,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # run as a script: `python bench/explorer_build.py`
@@ -35,6 +38,23 @@ from bench.explorer_project import write_project  # noqa: E402
 CHROMIUM = "/usr/bin/chromium"
 OFFLINE_ARGS = ["--no-sandbox", "--disable-gpu", "--proxy-server=127.0.0.1:9", "--host-resolver-rules=MAP * ~NOTFOUND"]
 READY = "#tv-main[data-ready='true']"
+
+
+@contextmanager
+def offline_context(**options: Any) -> Iterator[Any]:
+    """A fresh context of headless Chromium (Debian's) that reaches file:// only: a dead proxy and every other
+    request aborted. `options` go to new_context (e.g. viewport)."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=OFFLINE_ARGS)
+        try:
+            context = browser.new_context(**options)
+            context.route("**/*", lambda route: route.continue_() if route.request.url.startswith("file://")
+                          else route.abort())
+            yield context
+        finally:
+            browser.close()
 
 
 def build_seconds(project: Path) -> float:
@@ -51,26 +71,17 @@ def site_size(site: Path) -> tuple[int, int, int]:
 
 def page_times(site: Path) -> tuple[float, float, list[str]]:
     """(first page ms, problem page ms, the data files the first page loaded), in a fresh offline context."""
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=OFFLINE_ARGS)
-        try:
-            context = browser.new_context()
-            context.route("**/*", lambda route: route.continue_() if route.request.url.startswith("file://")
-                          else route.abort())
-            page = context.new_page()
-            loaded: list[str] = []
-            page.on("request", lambda request: loaded.append(request.url.split("/explorer/", 1)[-1]))
-            page.goto((site / "index.html").as_uri() + "#/pool/0")
-            page.wait_for_selector(READY, timeout=120_000)
-            first_ms = page.evaluate("performance.now()")
-            first_data = [name for name in loaded if name.startswith("data/")]
-            started = page.evaluate("() => { const t = performance.now(); location.hash = '#/pool/0/p/0'; return t; }")
-            page.wait_for_selector(READY + " [data-problem-text]", timeout=120_000)
-            problem_ms = page.evaluate("performance.now()") - started
-        finally:
-            browser.close()
+    with offline_context() as context:
+        page = context.new_page()
+        loaded: list[str] = []
+        page.on("request", lambda request: loaded.append(request.url.split("/explorer/", 1)[-1]))
+        page.goto((site / "index.html").as_uri() + "#/pool/0")
+        page.wait_for_selector(READY, timeout=120_000)
+        first_ms = page.evaluate("performance.now()")
+        first_data = [name for name in loaded if name.startswith("data/")]
+        started = page.evaluate("() => { const t = performance.now(); location.hash = '#/pool/0/p/0'; return t; }")
+        page.wait_for_selector(READY + " [data-problem-text]", timeout=120_000)
+        problem_ms = page.evaluate("performance.now()") - started
     return first_ms, problem_ms, first_data
 
 

@@ -36,7 +36,7 @@ if str(ROOT) not in sys.path:  # run as a script: `python bench/explorer_paper.p
     sys.path.insert(0, str(ROOT))
 
 from bench.bench_paper import HEADROOM, commands, estimated_bytes, paper_params  # noqa: E402
-from bench.explorer_build import CHROMIUM, OFFLINE_ARGS, READY, page_times, site_size  # noqa: E402
+from bench.explorer_build import READY, offline_context, page_times, site_size  # noqa: E402
 from bench.measure import Run, run_process, stage_env  # noqa: E402
 from bench.synthetic_pool import PoolShape, write_workspace  # noqa: E402
 
@@ -67,29 +67,20 @@ def build(work: Path) -> Run:
 def trace_page_times(site: Path, problem: int) -> tuple[float, float, int, int]:
     """(ms from the problem page's link to the trace page drawn, ms from a token's click to its alternatives shown,
     the trace's sample id, its tokens), in a fresh offline context: the problem's longest trace with a page."""
-    from playwright.sync_api import sync_playwright
-
     sample_id, tokens = longest_with_page(site, problem)
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=OFFLINE_ARGS)
-        try:
-            context = browser.new_context(viewport={"width": 1400, "height": 900})
-            context.route("**/*", lambda route: route.continue_() if route.request.url.startswith("file://")
-                          else route.abort())
-            page = context.new_page()
-            page.goto((site / "index.html").as_uri() + f"#/pool/0/p/{problem}")
-            page.wait_for_selector(READY + " [data-problem-text]", timeout=TIMEOUT_MS)
-            started = time.perf_counter()
-            page.evaluate("hash => { location.hash = hash; }", f"#/pool/0/p/{problem}/t/{sample_id}")
-            page.wait_for_selector(".tv-tok", timeout=TIMEOUT_MS)
-            page.wait_for_selector(READY, timeout=TIMEOUT_MS)
-            drawn = 1000 * (time.perf_counter() - started)
-            started = time.perf_counter()
-            page.locator(".tv-tok").nth(tokens // 2).click()
-            page.wait_for_selector("#tv-token-panel[data-ready='true']", timeout=TIMEOUT_MS)
-            opened = 1000 * (time.perf_counter() - started)
-        finally:
-            browser.close()
+    with offline_context(viewport={"width": 1400, "height": 900}) as context:
+        page = context.new_page()
+        page.goto((site / "index.html").as_uri() + f"#/pool/0/p/{problem}")
+        page.wait_for_selector(READY + " [data-problem-text]", timeout=TIMEOUT_MS)
+        started = time.perf_counter()
+        page.evaluate("hash => { location.hash = hash; }", f"#/pool/0/p/{problem}/t/{sample_id}")
+        page.wait_for_selector(".tv-tok", timeout=TIMEOUT_MS)
+        page.wait_for_selector(READY, timeout=TIMEOUT_MS)
+        drawn = 1000 * (time.perf_counter() - started)
+        started = time.perf_counter()
+        page.locator(".tv-tok").nth(tokens // 2).click()
+        page.wait_for_selector("#tv-token-panel[data-ready='true']", timeout=TIMEOUT_MS)
+        opened = 1000 * (time.perf_counter() - started)
     return drawn, opened, sample_id, tokens
 
 

@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # run as a script
     sys.path.insert(0, str(ROOT))
 
-from bench.explorer_build import CHROMIUM, OFFLINE_ARGS, READY  # noqa: E402
+from bench.explorer_build import READY, offline_context  # noqa: E402
 from bench.explorer_project import write_project  # noqa: E402
 from tracevote.core.config import load_params  # noqa: E402
 from tracevote.explorer.build import build_site  # noqa: E402
@@ -25,24 +25,15 @@ SHOTS = {"explorer-pool.png": ("#/pool/0", 600), "explorer-problem.png": ("#/poo
 
 
 def take(site: Path, out: Path) -> list[Path]:
-    from playwright.sync_api import sync_playwright
-
     written = []
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=OFFLINE_ARGS)
-        try:
-            context = browser.new_context(viewport={"width": 1280, "height": 760})
-            context.route("**/*", lambda route: route.continue_() if route.request.url.startswith("file://")
-                          else route.abort())
-            page = context.new_page()
-            for name, (hash_, height) in SHOTS.items():
-                page.set_viewport_size({"width": 1280, "height": height})
-                page.goto((site / "index.html").as_uri() + hash_)
-                page.wait_for_selector(READY)
-                page.screenshot(path=str(out / name))
-                written.append(out / name)
-        finally:
-            browser.close()
+    with offline_context(viewport={"width": 1280, "height": 760}) as context:
+        page = context.new_page()
+        for name, (hash_, height) in SHOTS.items():
+            page.set_viewport_size({"width": 1280, "height": height})
+            page.goto((site / "index.html").as_uri() + hash_)
+            page.wait_for_selector(READY)
+            page.screenshot(path=str(out / name))
+            written.append(out / name)
     return written
 
 

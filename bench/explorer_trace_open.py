@@ -14,25 +14,18 @@ import statistics
 import time
 from pathlib import Path
 
+from bench.explorer_build import offline_context
 from bench.explorer_trace_project import PAPER_CHUNK, build_project
 from tracevote.explorer.build import build_site
 
-CHROMIUM = Path("/usr/bin/chromium")
-OFFLINE_ARGS = ["--no-sandbox", "--disable-gpu", "--proxy-server=127.0.0.1:9", "--host-resolver-rules=MAP * ~NOTFOUND"]
 ROUNDS, TIMEOUT_MS = 3, 120_000
 
 
 def timed_rounds(site: Path, sample_id: int) -> list[tuple[float, float]]:
-    """(ms to draw the trace page, ms to show a token's alternatives) per round, each in a fresh browser context."""
-    from playwright.sync_api import sync_playwright
-
+    """(ms to draw the trace page, ms to show a token's alternatives) per round, each in a fresh offline browser."""
     times = []
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=OFFLINE_ARGS)
-        for _ in range(ROUNDS):
-            context = browser.new_context(viewport={"width": 1400, "height": 900})
-            context.route("**/*", lambda route: route.continue_() if route.request.url.startswith("file://")
-                          else route.abort())
+    for _ in range(ROUNDS):
+        with offline_context(viewport={"width": 1400, "height": 900}) as context:
             page = context.new_page()
             page.goto((site / "index.html").resolve().as_uri() + "#/pool/0/p/0")
             page.wait_for_selector("#tv-main[data-ready='true']", timeout=TIMEOUT_MS)
@@ -45,8 +38,6 @@ def timed_rounds(site: Path, sample_id: int) -> list[tuple[float, float]]:
             page.locator(".tv-tok").nth(500).click()
             page.wait_for_selector("#tv-token-panel[data-ready='true']", timeout=TIMEOUT_MS)
             times.append((1000 * drawn, 1000 * (time.perf_counter() - started)))
-            context.close()
-        browser.close()
     return times
 
 
