@@ -16,7 +16,6 @@ import json
 import os
 import pickle
 import re
-import runpy
 import subprocess
 import sys
 import tempfile
@@ -33,6 +32,7 @@ from hypothesis import strategies as st
 
 from tests.conftest import FIXTURE_PARAMS, REPO_ROOT, hang_guard_s
 from tests.dvcproject import one_dataset, project_env
+from tests.stage_here import run_script_here
 from tracevote.cli.demo import deep_merge, write_params
 from tracevote.cli.main import main
 from tracevote.core.config import load_params
@@ -333,21 +333,9 @@ def run_paid_stages_here(project: Path, monkeypatch: pytest.MonkeyPatch, capsys:
     starting and importing for each."""
     done = {}
     for stage in stages:
-        args = PAID_STAGES[stage]
         script = REPO_ROOT / "stages" / f"{SCRIPTS.get(stage, stage)}.py"
-        with monkeypatch.context() as patch:
-            patch.chdir(project)
-            for key in [key for key in os.environ if key.endswith("_API_KEY")]:
-                patch.delenv(key)
-            patch.setattr("sys.argv", [str(script), *args])
-            capsys.readouterr()
-            try:
-                runpy.run_path(str(script), run_name="__main__")
-                code = 0
-            except SystemExit as exit_:
-                code = exit_.code if isinstance(exit_.code, int) else 1
-        captured = capsys.readouterr()
-        done[stage] = subprocess.CompletedProcess([str(script), *args], code, captured.out, captured.err)
+        done[stage] = run_script_here(project, script, PAID_STAGES[stage], monkeypatch, capsys,
+                                      without_api_keys=True)
     return done
 
 

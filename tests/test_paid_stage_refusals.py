@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import runpy
 import shlex
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ from tests.conftest import FIXTURE_PARAMS
 from tests.core.test_check_params import REFUSALS
 from tests.dvcproject import copy_project, dvc, make_project, model_overrides, one_dataset
 from tests.sim_servers import module_server, requests_by_key
+from tests.stage_here import run_script_here
 from tracevote.cli.demo import BUILTIN_PROBLEMS, local_dataset
 from tracevote.core.config import load_params
 from tracevote.core.config_endpoints import SimConfig
@@ -141,18 +141,8 @@ def run_stage_here(project: Path, stage: str, argv: list[str], monkeypatch: pyte
 def run_stage_output(project: Path, stage: str, argv: list[str], monkeypatch: pytest.MonkeyPatch,
                      capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
     """run_stage_here's exit code, with its stdout and stderr."""
-    with monkeypatch.context() as patch:
-        patch.chdir(project)
-        patch.setenv("DVC_STAGE", stage)
-        patch.setattr("sys.argv", argv)
-        capsys.readouterr()
-        try:
-            runpy.run_path(str(project / argv[0]), run_name="__main__")
-            code = 0
-        except SystemExit as exit_:
-            code = exit_.code if isinstance(exit_.code, int) else 1
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
+    done = run_script_here(project, project / argv[0], argv[1:], monkeypatch, capsys, env={"DVC_STAGE": stage})
+    return done.returncode, done.stdout, done.stderr
 
 
 @pytest.fixture(scope="module")
