@@ -60,14 +60,20 @@ def dvc(cwd: Path, *args: str, **kwargs: Any) -> subprocess.CompletedProcess:
 def make_project(root: Path, params: dict[str, Any] | None = None) -> Path:
     """A git repo holding this repository's pipeline (dvc.yaml, stages/) and the fixture params with overrides."""
     copy_pipeline(REPO_ROOT, root, FIXTURE_PARAMS, params or {})
+    init_repos(root)
+    run(root, "git", "add", "-A")
+    run(root, "git", "commit", "-qm", "pipeline")
+    return root
+
+
+def init_repos(root: Path) -> None:
+    """A git repo (a test identity) and a DVC project in `root`, analytics off."""
     run(root, "git", "init", "-q")
     run(root, "git", "config", "user.email", "test@example.com")
     run(root, "git", "config", "user.name", "test")
     dvc(root, "init", "-q")
-    dvc(root, "config", "core.analytics", "false")
-    run(root, "git", "add", "-A")
-    run(root, "git", "commit", "-qm", "pipeline")
-    return root
+    # what `dvc config core.analytics false` writes, without another DVC process (~0.3 CPU s) per project
+    (root / ".dvc" / "config").write_text("[core]\n    analytics = false\n", encoding="utf-8")
 
 
 def copy_project(project: Path, destination: Path) -> Path:

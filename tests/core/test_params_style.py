@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import committed_params_text
-from tests.dvcproject import dvc, run
+from tests.dvcproject import dvc, init_repos, run
 
 pytestmark = pytest.mark.slow
 # one cheap stage reading the keys the tests set, so that `dvc exp run` has something to run
@@ -31,11 +31,7 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("params_style")
     (root / "params.yaml").write_text(committed_params_text(), encoding="utf-8")
     (root / "dvc.yaml").write_text(PIPELINE, encoding="utf-8")
-    run(root, "git", "init", "-q")
-    run(root, "git", "config", "user.email", "test@example.com")
-    run(root, "git", "config", "user.name", "test")
-    dvc(root, "init", "-q")
-    dvc(root, "config", "core.analytics", "false")
+    init_repos(root)
     (root / ".gitignore").write_text("/out.txt\n", encoding="utf-8")
     run(root, "git", "add", "-A")
     run(root, "git", "commit", "-qm", "baseline")

@@ -14,7 +14,7 @@ import yaml
 
 from bench.explorer_project import write_project
 from tests.conftest import REPO_ROOT
-from tests.dvcproject import dvc, project_env, run
+from tests.dvcproject import dvc, init_repos, project_env, run
 from tests.explorer.sitedata import read_data
 from tests.test_docs_commands import dotted_leaves
 from tracevote.core.entry import PARAMS_READS_ENV
@@ -33,10 +33,7 @@ def _project(root: Path) -> Path:
     (root / "dvc.yaml").write_text(yaml.safe_dump({"stages": {"view": stage}}, sort_keys=False))
     shutil.copytree(REPO_ROOT / "src", root / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
     shutil.copy(REPO_ROOT / ".gitignore", root / ".gitignore")
-    run(root, "git", "init", "-q")
-    run(root, "git", "config", "user.email", "test@example.com")
-    run(root, "git", "config", "user.name", "test")
-    dvc(root, "init", "-q")
+    init_repos(root)
     run(root, "git", "add", "-A")
     run(root, "git", "commit", "-qm", "project")
     return root
