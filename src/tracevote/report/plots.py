@@ -12,7 +12,7 @@ from matplotlib.figure import Figure  # the object API draws to files without a 
 
 from tracevote.core.csvtext import frame_csv
 from tracevote.deepconf.results import AggregateResult
-from tracevote.report.figures import save_png, titled
+from tracevote.report.figures import save_png, set_margins, titled
 from tracevote.report.tables import method_label
 
 # One colour and style per role, the same in every panel, so a single legend serves them all.
@@ -71,8 +71,12 @@ def plot_accuracy(curve: pd.DataFrame, methods: tuple[str, ...], path: Path, *, 
     with Pass@1 as a thin reference line. One method per panel, so each reads at a glance."""
     rows = accuracy_rows(methods, online_methods)
     columns = max(len(lines) for _, lines in rows)
-    figure = Figure(figsize=(3.6 * columns, 2.5 * len(rows) + 1.2), layout="constrained")
+    figure = Figure(figsize=(3.6 * columns, 2.5 * len(rows) + 1.2))
     axes = figure.subplots(len(rows), columns, sharex=True, sharey=True, squeeze=False)
+    # below the panels: K's tick labels and axis label, then the legend's rows (three labels a row)
+    legend_rows = -(-(len(BASELINE_STYLES) + sum(len(lines) for _, lines in rows)) // 3)
+    set_margins(figure, (len(rows), columns), left=0.8, right=0.15, top=0.75, bottom=0.55 + 0.2 * legend_rows,
+                wspace=0.15, hspace=0.4)
     baselines = [(method, *BASELINE_STYLES[method]) for method in BASELINE_STYLES if method in curve]
     for (row_name, lines), row_axes in zip(rows, axes, strict=True):
         for axis, line in zip(row_axes, lines, strict=False):
@@ -95,7 +99,7 @@ def _shared_legend(figure: Figure, axes: np.ndarray) -> None:
     legend: dict[str, Any] = {}
     for axis in axes.ravel():
         legend.update(zip(*reversed(axis.get_legend_handles_labels()), strict=True))
-    figure.legend(list(legend.values()), list(legend), loc="outside lower center", ncol=3, fontsize=8, frameon=False)
+    figure.legend(list(legend.values()), list(legend), loc="lower center", ncol=3, fontsize=8, frameon=False)
 
 
 def _label_outer(axes: np.ndarray) -> None:
@@ -149,8 +153,9 @@ def _k_axis(axis: Axes, ks: np.ndarray) -> None:
 
 def plot_confidence(scores: pd.DataFrame, measures: tuple[str, ...], path: Path, *, simulated: bool) -> None:
     valid = scores[scores["valid"]]
-    figure = Figure(figsize=(4 * len(measures), 4), layout="constrained")
+    figure = Figure(figsize=(4 * len(measures), 4))
     axes = figure.subplots(1, len(measures), squeeze=False)
+    set_margins(figure, (1, len(measures)), left=0.7, right=0.15, top=0.6, bottom=0.5, wspace=0.45)
     for axis, measure in zip(axes[0], measures, strict=True):
         # one set of bins for both classes, so their bars line up and their heights compare
         bins = np.histogram_bin_edges(valid[measure].dropna().to_numpy(), bins=40)
