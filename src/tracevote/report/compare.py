@@ -22,7 +22,7 @@ from matplotlib.figure import Figure
 
 from tracevote.core.mdtext import md_text
 from tracevote.deepconf.results import AggregateResult
-from tracevote.report.figures import save_png, set_margins, titled
+from tracevote.report.figures import TITLE_Y, save_png, set_margins, titled
 from tracevote.report.plots import BASELINE_STYLES, online_styles, panel_methods
 from tracevote.report.tables import SIMULATED_BANNER, method_label, percent
 
@@ -204,7 +204,7 @@ def plot_accuracy_vs_tokens(curve: VotingCurve | None, point: DebatePoint, path:
         axis.plot([point.completion_tokens], [100 * point.accuracy], label="Debate (DyLAN)", **DEBATE_STYLE)
         axis.set_xscale("log")
         axis.grid(alpha=0.3)
-        axis.set_title(f"confidence measure: {measure}" if measure else "debate", fontsize=10)
+        axis.set_title(f"confidence measure: {measure}" if measure else "debate", fontsize=10, y=TITLE_Y)
         axis.set_xlabel("completion tokens per problem (log)")
         axis.set_ylabel("accuracy (%)")
         axis.label_outer()

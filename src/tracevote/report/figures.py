@@ -10,6 +10,10 @@ from matplotlib.figure import Figure  # the object API draws to files without a 
 
 from tracevote.core.fileio import atomic_path
 
+# A panel title at the top of its axes, where it lands anyway when no tick labels or offset text sit above the
+# panel: given, it spares matplotlib measuring every axis's decorations to place it at each draw (~0.1 CPU s).
+TITLE_Y = 1.0
+
 
 def titled(text: str, simulated: bool) -> str:
     return f"SIMULATED — {text}" if simulated else text

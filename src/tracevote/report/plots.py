@@ -12,7 +12,7 @@ from matplotlib.figure import Figure  # the object API draws to files without a 
 
 from tracevote.core.csvtext import frame_csv
 from tracevote.deepconf.results import AggregateResult
-from tracevote.report.figures import save_png, set_margins, titled
+from tracevote.report.figures import TITLE_Y, save_png, set_margins, titled
 from tracevote.report.tables import method_label
 
 # One colour and style per role, the same in every panel, so a single legend serves them all.
@@ -82,7 +82,7 @@ def plot_accuracy(curve: pd.DataFrame, methods: tuple[str, ...], path: Path, *, 
         for axis, line in zip(row_axes, lines, strict=False):
             for method, label, colour, style in [*baselines, line]:
                 _draw_line(axis, curve, method, label, colour, style, band=method != "pass1")
-            axis.set_title(method_label(line[0], "K"), fontsize=9)
+            axis.set_title(method_label(line[0], "K"), fontsize=9, y=TITLE_Y)
             _k_axis(axis, curve["k"].to_numpy())
         row_axes[0].set_ylabel(f"{row_name}\naccuracy (%)")
         for axis in row_axes[len(lines):]:
@@ -164,7 +164,7 @@ def plot_confidence(scores: pd.DataFrame, measures: tuple[str, ...], path: Path,
             if values.size:
                 axis.hist(values, bins=bins, alpha=0.5, density=True, color=colour, histtype="stepfilled",
                           label=f"{'correct' if correct else 'incorrect'} (n={values.size})")
-        axis.set_title(measure)
+        axis.set_title(measure, y=TITLE_Y)
         axis.set_xlabel("confidence (higher: more confident)")
         axis.legend(fontsize=7)
     axes[0][0].set_ylabel("density (each histogram integrates to 1)")
