@@ -78,6 +78,7 @@ def plot_accuracy(curve: pd.DataFrame, methods: tuple[str, ...], path: Path, *, 
     set_margins(figure, (len(rows), columns), left=0.8, right=0.15, top=0.75, bottom=0.55 + 0.2 * legend_rows,
                 wspace=0.15, hspace=0.4)
     baselines = [(method, *BASELINE_STYLES[method]) for method in BASELINE_STYLES if method in curve]
+    axes[0][0].set_xscale("log", base=2)  # sharex: one call sets every panel's (each call rescales them all)
     for (row_name, lines), row_axes in zip(rows, axes, strict=True):
         for axis, line in zip(row_axes, lines, strict=False):
             for method, label, colour, style in [*baselines, line]:
@@ -143,8 +144,7 @@ def _draw_line(axis: Axes, curve: pd.DataFrame, method: str, label: str, colour:
 
 
 def _k_axis(axis: Axes, ks: np.ndarray) -> None:
-    """A log2 K axis with a labelled tick at every evaluated K, the largest included."""
-    axis.set_xscale("log", base=2)
+    """A labelled tick at every evaluated K of a log2 K axis, the largest included."""
     axis.set_xticks(ks, [str(int(k)) for k in ks], fontsize=8)
     axis.minorticks_off()
     axis.set_xlabel(K_LABEL)
