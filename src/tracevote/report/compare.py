@@ -190,6 +190,11 @@ def _problems(count: int) -> str:
 
 def plot_accuracy_vs_tokens(curve: VotingCurve | None, point: DebatePoint, path: Path, *, simulated: bool,
                             datasets: Sequence[str]) -> None:
+    save_png(accuracy_vs_tokens_figure(curve, point, simulated=simulated, datasets=datasets), path)
+
+
+def accuracy_vs_tokens_figure(curve: VotingCurve | None, point: DebatePoint, *, simulated: bool,
+                              datasets: Sequence[str]) -> Figure:
     """One panel per confidence measure: Cons@K, measure@K and its top-η% variants as curves over K, online
     DeepConf as curves over K, Pass@1 and the debate as points; x is completion tokens per problem (log)."""
     methods = curve.methods if curve is not None else ()
@@ -217,7 +222,7 @@ def plot_accuracy_vs_tokens(curve: VotingCurve | None, point: DebatePoint, path:
     figure.legend(handles, labels, loc="lower center", ncol=3, fontsize=8, frameon=False)
     figure.suptitle(titled(f"Accuracy vs completion tokens: voting over K traces, online DeepConf and debate "
                            f"({', '.join(datasets)})", simulated))
-    save_png(figure, path)
+    return figure
 
 
 def _draw_voting(axis: Any, curve: VotingCurve, measure: str) -> None:

@@ -66,6 +66,12 @@ def online_styles(methods: tuple[str, ...]) -> list[Line]:
 
 def plot_accuracy(curve: pd.DataFrame, methods: tuple[str, ...], path: Path, *, simulated: bool,
                   online_methods: tuple[str, ...] = (), ci_level: float | None = None) -> None:
+    save_png(accuracy_figure(curve, methods, simulated=simulated, online_methods=online_methods,
+                             ci_level=ci_level), path)
+
+
+def accuracy_figure(curve: pd.DataFrame, methods: tuple[str, ...], *, simulated: bool,
+                    online_methods: tuple[str, ...] = (), ci_level: float | None = None) -> Figure:
     """Small multiples: a row per confidence measure (then one of the online methods), a panel per voting method,
     each drawing that method and Cons@K as lines over light bands of their intervals (bootstrap, else ±1 std),
     with Pass@1 as a thin reference line. One method per panel, so each reads at a glance."""
@@ -92,7 +98,7 @@ def plot_accuracy(curve: pd.DataFrame, methods: tuple[str, ...], path: Path, *, 
     _shared_legend(figure, axes)
     bands = f"{100 * ci_level:.0f}% bootstrap intervals" if ci_level is not None else "±1 std"
     figure.suptitle(titled(f"Accuracy vs K (lines: mean over repeats; bands: {bands})", simulated))
-    save_png(figure, path)
+    return figure
 
 
 def _shared_legend(figure: Figure, axes: np.ndarray) -> None:
