@@ -10,6 +10,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
 
 from tests.dvcproject import dvc, make_project
 from tests.images import assert_not_blank
@@ -116,6 +118,38 @@ def test_plot_files_are_written(tmp_path: Path) -> None:
     for name in ("accuracy_vs_k.png", "accuracy_vs_k_online.png", "confidence.png"):
         assert_not_blank(tmp_path / name)
     assert not list(tmp_path.glob(".*.tmp"))
+
+
+def assert_laid_out(figure: Figure) -> None:
+    """Drawn, every visible panel (its titles, tick labels and axis labels included) lies inside the figure and
+    clear of the figure's title and legend: the margins set by hand leave room for what they hold."""
+    canvas = FigureCanvasAgg(figure)
+    figure.draw_without_rendering()
+    renderer = canvas.get_renderer()
+    inside = figure.bbox.padded(1)
+    shared = [text.get_window_extent(renderer) for text in [*figure.texts, *figure.legends]]
+    assert len(shared) == 2
+    for text in shared:
+        assert inside.containsx(text.x0) and inside.containsx(text.x1), text
+        assert inside.containsy(text.y0) and inside.containsy(text.y1), text
+    for axis in figure.axes:
+        if axis.get_visible():
+            box = axis.get_tightbbox(renderer)
+            assert inside.containsx(box.x0) and inside.containsx(box.x1) and inside.containsy(box.y0), box
+            assert inside.containsy(box.y1), box
+            for text in shared:
+                assert not box.overlaps(text), (axis.get_title(), box, text)
+
+
+@pytest.mark.parametrize("online", [(), ("online_low",)])
+def test_the_accuracy_panels_clear_the_title_and_the_legend(online: tuple[str, ...]) -> None:
+    curve = synthetic_curve().assign(online_low=[None] * 4 + [0.7] * 6, online_low_std=[None] * 4 + [0.02] * 6)
+    assert_laid_out(plots.accuracy_figure(curve, METHODS, simulated=True, online_methods=online, ci_level=0.95))
+
+
+def test_the_token_panels_clear_the_title_and_the_legend() -> None:
+    assert_laid_out(compare.accuracy_vs_tokens_figure(synthetic_voting(), DebatePoint(0.6, 9000.0, 6.0, 12),
+                                                      simulated=True, datasets=["toy"]))
 
 
 @pytest.mark.slow

@@ -22,7 +22,7 @@ from matplotlib.figure import Figure
 
 from tracevote.core.mdtext import md_text
 from tracevote.deepconf.results import AggregateResult
-from tracevote.report.figures import save_png, titled
+from tracevote.report.figures import TITLE_Y, save_png, set_margins, titled
 from tracevote.report.plots import BASELINE_STYLES, online_styles, panel_methods
 from tracevote.report.tables import SIMULATED_BANNER, method_label, percent
 
@@ -190,13 +190,18 @@ def _problems(count: int) -> str:
 
 def plot_accuracy_vs_tokens(curve: VotingCurve | None, point: DebatePoint, path: Path, *, simulated: bool,
                             datasets: Sequence[str]) -> None:
+    save_png(accuracy_vs_tokens_figure(curve, point, simulated=simulated, datasets=datasets), path)
+
+
+def accuracy_vs_tokens_figure(curve: VotingCurve | None, point: DebatePoint, *, simulated: bool,
+                              datasets: Sequence[str]) -> Figure:
     """One panel per confidence measure: Cons@K, measure@K and its top-η% variants as curves over K, online
     DeepConf as curves over K, Pass@1 and the debate as points; x is completion tokens per problem (log)."""
     methods = curve.methods if curve is not None else ()
     measures = [m for m in methods if m not in BASELINE_STYLES and "_top" not in m] or [""]
     columns = 2 if len(measures) > 1 else 1
     rows = -(-len(measures) // columns)
-    figure = Figure(figsize=(5.4 * columns, 3.8 * rows + 1.0), layout="constrained")
+    figure = Figure(figsize=(5.4 * columns, 3.8 * rows + 1.0))
     axes = figure.subplots(rows, columns, sharex=True, sharey=True, squeeze=False).ravel()
     for axis, measure in zip(axes, measures, strict=False):
         if curve is not None:
@@ -204,17 +209,20 @@ def plot_accuracy_vs_tokens(curve: VotingCurve | None, point: DebatePoint, path:
         axis.plot([point.completion_tokens], [100 * point.accuracy], label="Debate (DyLAN)", **DEBATE_STYLE)
         axis.set_xscale("log")
         axis.grid(alpha=0.3)
-        axis.set_title(f"confidence measure: {measure}" if measure else "debate", fontsize=10)
+        axis.set_title(f"confidence measure: {measure}" if measure else "debate", fontsize=10, y=TITLE_Y)
         axis.set_xlabel("completion tokens per problem (log)")
         axis.set_ylabel("accuracy (%)")
         axis.label_outer()
     for axis in axes[len(measures):]:
         axis.set_visible(False)
     handles, labels = axes[0].get_legend_handles_labels()
-    figure.legend(handles, labels, loc="outside lower center", ncol=3, fontsize=8, frameon=False)
+    # below the panels: the token axis's tick labels and label, then the legend's rows (three labels a row)
+    set_margins(figure, (rows, columns), left=0.75, right=0.15, top=0.65, bottom=0.6 + 0.2 * -(-len(labels) // 3),
+                wspace=0.15, hspace=0.4)
+    figure.legend(handles, labels, loc="lower center", ncol=3, fontsize=8, frameon=False)
     figure.suptitle(titled(f"Accuracy vs completion tokens: voting over K traces, online DeepConf and debate "
                            f"({', '.join(datasets)})", simulated))
-    save_png(figure, path)
+    return figure
 
 
 def _draw_voting(axis: Any, curve: VotingCurve, measure: str) -> None:

@@ -10,9 +10,26 @@ from matplotlib.figure import Figure  # the object API draws to files without a 
 
 from tracevote.core.fileio import atomic_path
 
+# A panel title at the top of its axes, where it lands anyway when no tick labels or offset text sit above the
+# panel: given, it spares matplotlib measuring every axis's decorations to place it at each draw (~0.1 CPU s).
+TITLE_Y = 1.0
+
 
 def titled(text: str, simulated: bool) -> str:
     return f"SIMULATED — {text}" if simulated else text
+
+
+def set_margins(figure: Figure, grid: tuple[int, int], *, left: float, right: float, top: float, bottom: float,
+                wspace: float = 0.0, hspace: float = 0.0) -> None:
+    """Margins and gaps between panels in inches, set once for a `grid` of (rows, columns) panels. Constrained
+    layout finds them by measuring every text's box in an extra draw (~0.3 CPU s a figure); each figure here knows
+    what its margins hold (a title, tick labels, an axis label, a legend), so it says it."""
+    width, height = figure.get_size_inches()
+    rows, columns = grid
+    panel_width = (width - left - right - (columns - 1) * wspace) / columns
+    panel_height = (height - top - bottom - (rows - 1) * hspace) / rows
+    figure.subplots_adjust(left=left / width, right=1 - right / width, top=1 - top / height,
+                           bottom=bottom / height, wspace=wspace / panel_width, hspace=hspace / panel_height)
 
 
 def save_png(figure: Figure, path: Path) -> None:

@@ -12,7 +12,7 @@ from matplotlib.figure import Figure  # the object API draws to files without a 
 
 from tracevote.core.csvtext import frame_csv
 from tracevote.deepconf.results import AggregateResult
-from tracevote.report.figures import save_png, titled
+from tracevote.report.figures import TITLE_Y, save_png, set_margins, titled
 from tracevote.report.tables import method_label
 
 # One colour and style per role, the same in every panel, so a single legend serves them all.
@@ -66,19 +66,30 @@ def online_styles(methods: tuple[str, ...]) -> list[Line]:
 
 def plot_accuracy(curve: pd.DataFrame, methods: tuple[str, ...], path: Path, *, simulated: bool,
                   online_methods: tuple[str, ...] = (), ci_level: float | None = None) -> None:
+    save_png(accuracy_figure(curve, methods, simulated=simulated, online_methods=online_methods,
+                             ci_level=ci_level), path)
+
+
+def accuracy_figure(curve: pd.DataFrame, methods: tuple[str, ...], *, simulated: bool,
+                    online_methods: tuple[str, ...] = (), ci_level: float | None = None) -> Figure:
     """Small multiples: a row per confidence measure (then one of the online methods), a panel per voting method,
     each drawing that method and Cons@K as lines over light bands of their intervals (bootstrap, else ±1 std),
     with Pass@1 as a thin reference line. One method per panel, so each reads at a glance."""
     rows = accuracy_rows(methods, online_methods)
     columns = max(len(lines) for _, lines in rows)
-    figure = Figure(figsize=(3.6 * columns, 2.5 * len(rows) + 1.2), layout="constrained")
+    figure = Figure(figsize=(3.6 * columns, 2.5 * len(rows) + 1.2))
     axes = figure.subplots(len(rows), columns, sharex=True, sharey=True, squeeze=False)
+    # below the panels: K's tick labels and axis label, then the legend's rows (three labels a row)
+    legend_rows = -(-(len(BASELINE_STYLES) + sum(len(lines) for _, lines in rows)) // 3)
+    set_margins(figure, (len(rows), columns), left=0.8, right=0.15, top=0.75, bottom=0.55 + 0.2 * legend_rows,
+                wspace=0.15, hspace=0.4)
     baselines = [(method, *BASELINE_STYLES[method]) for method in BASELINE_STYLES if method in curve]
+    axes[0][0].set_xscale("log", base=2)  # sharex: one call sets every panel's (each call rescales them all)
     for (row_name, lines), row_axes in zip(rows, axes, strict=True):
         for axis, line in zip(row_axes, lines, strict=False):
             for method, label, colour, style in [*baselines, line]:
                 _draw_line(axis, curve, method, label, colour, style, band=method != "pass1")
-            axis.set_title(method_label(line[0], "K"), fontsize=9)
+            axis.set_title(method_label(line[0], "K"), fontsize=9, y=TITLE_Y)
             _k_axis(axis, curve["k"].to_numpy())
         row_axes[0].set_ylabel(f"{row_name}\naccuracy (%)")
         for axis in row_axes[len(lines):]:
@@ -87,7 +98,7 @@ def plot_accuracy(curve: pd.DataFrame, methods: tuple[str, ...], path: Path, *, 
     _shared_legend(figure, axes)
     bands = f"{100 * ci_level:.0f}% bootstrap intervals" if ci_level is not None else "±1 std"
     figure.suptitle(titled(f"Accuracy vs K (lines: mean over repeats; bands: {bands})", simulated))
-    save_png(figure, path)
+    return figure
 
 
 def _shared_legend(figure: Figure, axes: np.ndarray) -> None:
@@ -95,7 +106,7 @@ def _shared_legend(figure: Figure, axes: np.ndarray) -> None:
     legend: dict[str, Any] = {}
     for axis in axes.ravel():
         legend.update(zip(*reversed(axis.get_legend_handles_labels()), strict=True))
-    figure.legend(list(legend.values()), list(legend), loc="outside lower center", ncol=3, fontsize=8, frameon=False)
+    figure.legend(list(legend.values()), list(legend), loc="lower center", ncol=3, fontsize=8, frameon=False)
 
 
 def _label_outer(axes: np.ndarray) -> None:
@@ -139,8 +150,7 @@ def _draw_line(axis: Axes, curve: pd.DataFrame, method: str, label: str, colour:
 
 
 def _k_axis(axis: Axes, ks: np.ndarray) -> None:
-    """A log2 K axis with a labelled tick at every evaluated K, the largest included."""
-    axis.set_xscale("log", base=2)
+    """A labelled tick at every evaluated K of a log2 K axis, the largest included."""
     axis.set_xticks(ks, [str(int(k)) for k in ks], fontsize=8)
     axis.minorticks_off()
     axis.set_xlabel(K_LABEL)
@@ -149,8 +159,9 @@ def _k_axis(axis: Axes, ks: np.ndarray) -> None:
 
 def plot_confidence(scores: pd.DataFrame, measures: tuple[str, ...], path: Path, *, simulated: bool) -> None:
     valid = scores[scores["valid"]]
-    figure = Figure(figsize=(4 * len(measures), 4), layout="constrained")
+    figure = Figure(figsize=(4 * len(measures), 4))
     axes = figure.subplots(1, len(measures), squeeze=False)
+    set_margins(figure, (1, len(measures)), left=0.7, right=0.15, top=0.6, bottom=0.5, wspace=0.45)
     for axis, measure in zip(axes[0], measures, strict=True):
         # one set of bins for both classes, so their bars line up and their heights compare
         bins = np.histogram_bin_edges(valid[measure].dropna().to_numpy(), bins=40)
@@ -159,7 +170,7 @@ def plot_confidence(scores: pd.DataFrame, measures: tuple[str, ...], path: Path,
             if values.size:
                 axis.hist(values, bins=bins, alpha=0.5, density=True, color=colour, histtype="stepfilled",
                           label=f"{'correct' if correct else 'incorrect'} (n={values.size})")
-        axis.set_title(measure)
+        axis.set_title(measure, y=TITLE_Y)
         axis.set_xlabel("confidence (higher: more confident)")
         axis.legend(fontsize=7)
     axes[0][0].set_ylabel("density (each histogram integrates to 1)")
