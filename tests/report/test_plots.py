@@ -120,15 +120,16 @@ def test_plot_files_are_written(tmp_path: Path) -> None:
     assert not list(tmp_path.glob(".*.tmp"))
 
 
-def assert_laid_out(figure: Figure) -> None:
+def assert_laid_out(figure: Figure, shared_texts: int = 2) -> None:
     """Drawn, every visible panel (its titles, tick labels and axis labels included) lies inside the figure and
-    clear of the figure's title and legend: the margins set by hand leave room for what they hold."""
+    clear of the figure's title and legend (`shared_texts` of them): the margins set by hand leave room for what
+    they hold."""
     canvas = FigureCanvasAgg(figure)
     figure.draw_without_rendering()
     renderer = canvas.get_renderer()
     inside = figure.bbox.padded(1)
     shared = [text.get_window_extent(renderer) for text in [*figure.texts, *figure.legends]]
-    assert len(shared) == 2
+    assert len(shared) == shared_texts
     for text in shared:
         assert inside.containsx(text.x0) and inside.containsx(text.x1), text
         assert inside.containsy(text.y0) and inside.containsy(text.y1), text
@@ -145,6 +146,15 @@ def assert_laid_out(figure: Figure) -> None:
 def test_the_accuracy_panels_clear_the_title_and_the_legend(online: tuple[str, ...]) -> None:
     curve = synthetic_curve().assign(online_low=[None] * 4 + [0.7] * 6, online_low_std=[None] * 4 + [0.02] * 6)
     assert_laid_out(plots.accuracy_figure(curve, METHODS, simulated=True, online_methods=online, ci_level=0.95))
+
+
+def test_one_panel_wide_the_title_and_the_legend_still_fit() -> None:
+    """Without filtered methods a row is one panel: the figure stays as wide as its title and legend need."""
+    methods = ("pass1", "cons", "avg")
+    assert_laid_out(plots.accuracy_figure(synthetic_curve()[["k", *methods, *(f"{m}_std" for m in methods)]],
+                                          methods, simulated=True))
+    assert_laid_out(plots.confidence_figure(synthetic_scores(np.random.default_rng(0)), ("avg",), simulated=True),
+                    shared_texts=1)
 
 
 def test_the_token_panels_clear_the_title_and_the_legend() -> None:

@@ -13,6 +13,8 @@ from tracevote.core.fileio import atomic_path
 # A panel title at the top of its axes, where it lands anyway when no tick labels or offset text sit above the
 # panel: given, it spares matplotlib measuring every axis's decorations to place it at each draw (~0.1 CPU s).
 TITLE_Y = 1.0
+# the narrowest figure whose title (with its SIMULATED mark) and three-column legend fit: one panel wide is less
+MIN_WIDTH_IN = 8.0
 
 
 def titled(text: str, simulated: bool) -> str:

@@ -12,7 +12,7 @@ from matplotlib.figure import Figure  # the object API draws to files without a 
 
 from tracevote.core.csvtext import frame_csv
 from tracevote.deepconf.results import AggregateResult
-from tracevote.report.figures import TITLE_Y, save_png, set_margins, titled
+from tracevote.report.figures import MIN_WIDTH_IN, TITLE_Y, save_png, set_margins, titled
 from tracevote.report.tables import method_label
 
 # One colour and style per role, the same in every panel, so a single legend serves them all.
@@ -77,7 +77,7 @@ def accuracy_figure(curve: pd.DataFrame, methods: tuple[str, ...], *, simulated:
     with Pass@1 as a thin reference line. One method per panel, so each reads at a glance."""
     rows = accuracy_rows(methods, online_methods)
     columns = max(len(lines) for _, lines in rows)
-    figure = Figure(figsize=(3.6 * columns, 2.5 * len(rows) + 1.2))
+    figure = Figure(figsize=(max(3.6 * columns, MIN_WIDTH_IN), 2.5 * len(rows) + 1.2))
     axes = figure.subplots(len(rows), columns, sharex=True, sharey=True, squeeze=False)
     # below the panels: K's tick labels and axis label, then the legend's rows (three labels a row)
     legend_rows = -(-(len(BASELINE_STYLES) + sum(len(lines) for _, lines in rows)) // 3)
@@ -158,8 +158,13 @@ def _k_axis(axis: Axes, ks: np.ndarray) -> None:
 
 
 def plot_confidence(scores: pd.DataFrame, measures: tuple[str, ...], path: Path, *, simulated: bool) -> None:
+    save_png(confidence_figure(scores, measures, simulated=simulated), path)
+
+
+def confidence_figure(scores: pd.DataFrame, measures: tuple[str, ...], *, simulated: bool) -> Figure:
+    """A panel per measure: the histograms of the valid traces' confidence, correct beside incorrect."""
     valid = scores[scores["valid"]]
-    figure = Figure(figsize=(4 * len(measures), 4))
+    figure = Figure(figsize=(max(4 * len(measures), MIN_WIDTH_IN), 4))
     axes = figure.subplots(1, len(measures), squeeze=False)
     set_margins(figure, (1, len(measures)), left=0.7, right=0.15, top=0.6, bottom=0.5, wspace=0.45)
     for axis, measure in zip(axes[0], measures, strict=True):
@@ -175,7 +180,7 @@ def plot_confidence(scores: pd.DataFrame, measures: tuple[str, ...], path: Path,
         axis.legend(fontsize=7)
     axes[0][0].set_ylabel("density (each histogram integrates to 1)")
     figure.suptitle(titled("Trace confidence, correct vs incorrect valid traces", simulated))
-    save_png(figure, path)
+    return figure
 
 
 def dvc_plot_csv(table: pd.DataFrame, *, simulated: bool, float_format: str) -> str:
