@@ -5,6 +5,7 @@ Skipped, with the reason, where the engine is not installed (`make engine` insta
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import shutil
@@ -65,6 +66,14 @@ def test_the_server_answers_under_its_alias_and_is_gone_after_the_block(tmp_path
         os.killpg(pid, 0)  # the whole process group is gone, not only the server
     with pytest.raises(requests.ConnectionError):
         requests.get(f"{server.base_url}/models", timeout=5, proxies=DIRECT)
+
+
+def test_the_engine_runs_llama_cpp_on_one_thread(engine: EngineServer) -> None:
+    """The server `make real` starts generates and reads prompts on one thread: on the tiny model a second one only
+    spins at every step's barrier, doubling the engine's CPU (docs/real-model.md)."""
+    argv = Path(f"/proc/{engine.pid}/cmdline").read_bytes().split(b"\0")
+    options = dict(itertools.pairwise(argv))
+    assert (options[b"--n_threads"], options[b"--n_threads_batch"]) == (b"1", b"1")
 
 
 def test_a_server_that_cannot_start_is_reported_with_its_log(tmp_path: Path) -> None:

@@ -38,13 +38,17 @@ def missing_engine_reason() -> str | None:
 
 
 def llamacpp_server(model: Path, *, log: Path, model_alias: str = "tinymath", n_ctx: int = 2048,
-                    threads: int = 2, ready_timeout_s: float = 300.0, count_tokens: bool = False
+                    threads: int = 1, ready_timeout_s: float = 300.0, count_tokens: bool = False
                     ) -> contextlib.AbstractContextManager[EngineServer]:
     """The server for `model` on a loopback port held for it (tracevote.engine.loopback), ready; stopped (its whole
     process group) on leaving.
 
     `count_tokens`: with tracevote.engine.counting's lines, which log the tokens the engine generated for each
     chat completion (read_counts reads them back), a closed stream's included.
+
+    `threads`: llama.cpp's threads, for generating and for reading the prompt alike. One by default: the shipped
+    model is so small that a second thread only waits at every step's barrier, spinning (docs/real-model.md:
+    one thread halves the engine's CPU and is faster on 2 busy cores).
 
     `n_ctx` may exceed the context the model was trained with: llama.cpp then warns and runs anyway, and text past
     that length is what the model makes of positions it never saw.
@@ -59,7 +63,7 @@ def llamacpp_server(model: Path, *, log: Path, model_alias: str = "tinymath", n_
         return [sys.executable, "-m", "tracevote.engine.serve", "--listen-fd", str(fd),
                 *(["--count-tokens"] if count_tokens else []),
                 "--model", str(model), "--model_alias", model_alias, "--n_ctx", str(n_ctx),
-                "--n_threads", str(threads), "--verbose", "False",
+                "--n_threads", str(threads), "--n_threads_batch", str(threads), "--verbose", "False",
                 # by default the server ends a stream early whenever another request waits for the model, without
                 # its closing chunk: with two streams in flight nearly every one broke (docs/tinymath.md)
                 "--interrupt_requests", "False"]
