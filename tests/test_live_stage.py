@@ -152,7 +152,7 @@ SCORE = ["score_online.py", "--dataset", "toy", "--problems", "data/toy.jsonl", 
 BROKEN_EACH_WAY = ("cut", "drop", "malformed", "truncated", "sentinel")
 
 
-def test_streams_broken_at_30_percent_each_way_are_asked_again_and_one_run_stores_what_a_fault_free_run_does(
+def test_streams_broken_five_ways_in_30_percent_of_attempts_are_asked_again_and_stored_as_a_fault_free_run_does(
         tmp_path: Path, fault_free: dict[str, LiveTrace]) -> None:
     spec = ",".join(f"{kind}=0.06" for kind in BROKEN_EACH_WAY) + ",seed=4,stream_after=6"
     with running_server(SimModel(SIM), parse_faults(spec)) as base_url:
