@@ -34,8 +34,7 @@ def sections(writer: SiteWriter, params: Params, root: Path) -> list[dict[str, A
         live = open_live(params, root, source.paths.dataset) if source.main else None
         samples = open_traces(source.paths, root, params)
         entries.append(write_pool(writer, number, pool, params.report.k, samples, live,
-                                  {**trace_settings(params), "built": samples is not None,
-                                   "per_end": params.view.trace_pages, "by": params.view.trace_pages_by},
+                                  {**trace_settings(params), "built": samples is not None},
                                   math_answer_texts(pool, root), view=params.view))
     return entries
 

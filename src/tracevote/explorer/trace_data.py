@@ -285,11 +285,12 @@ def _round(value: float | None) -> float | None:
 
 def trace_settings(params: Params) -> dict[str, Any]:
     """What a pool's trace pages follow, for its index page: read whether or not the pool's samples are at hand,
-    so the page can say what its trace pages show, or why there are none."""
+    so the page can say what its trace pages show, which traces have one (view.trace_pages per end, ranked by
+    view.trace_pages_by), or why there are none."""
     cfg = params.confidence
     return {"signal": cfg.token, "top_k": cfg.top_k, "group_size": cfg.group_size, "warmup": params.online.warmup,
             "percentiles": dict(params.online.percentiles), "k": params.report.k, "repeat": params.eval.repeat,
-            "seed": params.eval.seed}
+            "seed": params.eval.seed, "per_end": params.view.trace_pages, "by": params.view.trace_pages_by}
 
 
 # --- the files of a pool's trace pages ------------------------------------------------------------------
