@@ -12,7 +12,7 @@ import pytest
 
 from tests.conftest import REPO_ROOT, hang_guard_s
 from tests.dvcproject import dvc, project_env, run
-from tests.test_workflow import make, venv_stamp  # noqa: F401 (a fixture)
+from tests.fresh_clone import make, venv_stamp  # noqa: F401 (a fixture)
 
 SCORE_LACKS = ("score@aime_2025: its inputs data/aime_2025.jsonl (made by normalize@aime_2025), pools/aime_2025 (made "
                "by build_pool@aime_2025) and pools/aime_2025.json (made by build_pool@aime_2025) are missing")

@@ -12,7 +12,7 @@ import pytest
 from tests.cli.test_demo_user_params import user_repo
 from tests.conftest import REPO_ROOT, committed_params_text
 from tests.dvcproject import run
-from tests.test_workflow import make, venv_stamp  # noqa: F401 (a fixture)
+from tests.fresh_clone import make, venv_stamp  # noqa: F401 (a fixture)
 from tracevote.cli import demo
 from tracevote.cli.main import main
 from tracevote.core.config import load_params
