@@ -109,6 +109,12 @@ def _column(table: object, key: str) -> list[str]:
         f"rows => rows.map(row => row.children[{keys.index(key)}].textContent)")
 
 
+def _column_style(table: object, key: str, css: str) -> list[str]:
+    keys = [th.get_attribute("data-key") for th in table.locator("th").all()]
+    return table.locator("tbody tr").evaluate_all(
+        f"rows => rows.map(row => getComputedStyle(row.children[{keys.index(key)}]).{css})")
+
+
 @pytest.mark.slow
 def test_the_browser_shows_the_answers_on_the_index(browser: object, site: Path) -> None:
     opened = open_page(browser, site, "#/pool/0")
@@ -133,6 +139,9 @@ def test_the_browser_shows_the_answers_on_a_problem_page_and_a_trace_page(browse
     expected = {i: "—" if box is None else texts[0] if box == "7.0" else box
                 for i, box in enumerate(TRACES["seven"][1])}
     assert shown == expected
+    # texts, aligned as text; the numbers beside them still to the right
+    assert set(_column_style(traces, "answer", "textAlign")) == {"left"}
+    assert set(_column_style(traces, "n_tokens", "textAlign")) == {"right"}
     assert page.locator("#tv-main b, #tv-main script").count() == 0
     opened.goto("#/pool/0/p/0/t/1")
     assert opened.page.locator(".tv-summary", has_text="answer 0.5,").count() == 1

@@ -119,6 +119,9 @@ const TV = (() => {
     const chosen = (query || parseHash(location.hash).query).getAll("f");
     for (const id of chosen) if (filters.some(f => f.id === id)) active.add(id);
     let order = sort ? {...sort} : null;
+    // right-aligned: the number columns, but one holding texts (a math pool's answers, \frac{1}{2}) is aligned as text
+    const numeric = new Set(columns.filter(column => column.kind === "number"
+      && !rows.some(row => typeof row[column.key] === "string")).map(column => column.key));
     const box = el("div", {class: "tv-table-box"});
     const count = el("span", {class: "tv-count"});
     const buttons = filters.map(filter => el("button", {
@@ -162,7 +165,7 @@ const TV = (() => {
           const value = row[column.key];
           const mark = column.kind === "bool" && value !== null && value !== undefined
             ? (value ? "tv-right" : "tv-wrong") : "";
-          return el("td", {class: `${column.kind === "number" ? "number" : ""} ${mark}`.trim() || null},
+          return el("td", {class: `${numeric.has(column.key) ? "number" : ""} ${mark}`.trim() || null},
                     cellText(column, value, row));
         });
         const tr = el("tr", hash ? {class: "tv-link", "data-href": hash, onclick: () => { location.hash = hash; }}
