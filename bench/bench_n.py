@@ -146,7 +146,7 @@ def ingest_figures(size: Scale) -> list[dict]:
     runs = interleaved(sides, max(size.rounds, 3))
     return [Figure(f"ingest, {PER_REQUEST} choices a reply, {name}", "us/trace",
                    [1e6 * r.wall / traces for r in runs[name]], [1e6 * r.wall / traces for r in runs["alone"]],
-                   higher_is_better=False, baseline_name="one-choice replies, compiled fast path",
+                   higher_is_better=False, baseline_name="one-choice replies, typed fast path",
                    cpu=[r.cpu for r in runs[name]], baseline_cpu=[r.cpu for r in runs["alone"]],
                    note=f"{traces} traces of ~{SIM.mean_tokens} tokens, top-20").to_json()
             for name in sides if name != "alone"]
