@@ -103,16 +103,11 @@ def test_without_the_pools_samples_the_pages_keep_the_class_numbers(project: Mat
     assert [d["answer"] for d in read_data(out, "pool0/p1")["distribution"]] == [0, 1, 2, 3]
 
 
-def _column(table: object, key: str) -> list[str]:
+def _column(table: object, key: str, read: str = "cell.textContent") -> list[str]:
+    """What `read` (a JavaScript expression of `cell`) gives for each row's cell of column `key`."""
     keys = [th.get_attribute("data-key") for th in table.locator("th").all()]
     return table.locator("tbody tr").evaluate_all(
-        f"rows => rows.map(row => row.children[{keys.index(key)}].textContent)")
-
-
-def _column_style(table: object, key: str, css: str) -> list[str]:
-    keys = [th.get_attribute("data-key") for th in table.locator("th").all()]
-    return table.locator("tbody tr").evaluate_all(
-        f"rows => rows.map(row => getComputedStyle(row.children[{keys.index(key)}]).{css})")
+        f"rows => rows.map(row => {{ const cell = row.children[{keys.index(key)}]; return {read}; }})")
 
 
 @pytest.mark.slow
@@ -140,8 +135,8 @@ def test_the_browser_shows_the_answers_on_a_problem_page_and_a_trace_page(browse
                 for i, box in enumerate(TRACES["seven"][1])}
     assert shown == expected
     # texts, aligned as text; the numbers beside them still to the right
-    assert set(_column_style(traces, "answer", "textAlign")) == {"left"}
-    assert set(_column_style(traces, "n_tokens", "textAlign")) == {"right"}
+    assert set(_column(traces, "answer", "getComputedStyle(cell).textAlign")) == {"left"}
+    assert set(_column(traces, "n_tokens", "getComputedStyle(cell).textAlign")) == {"right"}
     assert page.locator("#tv-main b, #tv-main script").count() == 0
     opened.goto("#/pool/0/p/0/t/1")
     assert opened.page.locator(".tv-summary", has_text="answer 0.5,").count() == 1
