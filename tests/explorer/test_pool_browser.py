@@ -54,6 +54,21 @@ def test_a_filter_narrows_the_index(browser: object, site: Path, filter_id: str,
     assert opened.clean() == [] and linked.clean() == []
 
 
+def test_a_link_to_a_method_the_pool_has_no_result_of_says_so_and_shows_every_problem(browser: object,
+                                                                                    site: Path) -> None:
+    problems = read_data(site, "pool0/index")["problems"]
+    asked = open_page(browser, site, "#/pool/0?f=wrong_online_x%3Cb%3E")  # a method named x<b>, typed into the address
+    note = asked.page.locator("[data-unknown-filter]")
+    assert note.inner_text() == ("The link asked for the problems online_x<b> got wrong, but this pool's aggregate has "
+                                 f"no per-problem result of it at K = {read_data(site, 'pool0/index')['k']}: every "
+                                 "problem is shown.")
+    assert note.locator("b").count() == 0
+    assert _rows(asked) == len(problems)
+    known = open_page(browser, site, "#/pool/0?f=wrong_cons")
+    assert known.page.locator("[data-unknown-filter]").count() == 0
+    assert asked.clean() == [] and known.clean() == []
+
+
 def test_the_filters_in_this_pool_narrow_it(site: Path) -> None:
     """The toy pool holds problems on both sides of the index's filters, so the test above can fail."""
     problems = read_data(site, "pool0/index")["problems"]

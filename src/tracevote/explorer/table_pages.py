@@ -96,7 +96,8 @@ def compare_section(writer: SiteWriter, path: Path, params: Params, pools: dict[
 
 def method_hash(number: int, method: str) -> str:
     """The pool section's index filtered to the problems `method` got wrong at report.k: method_hash(0, "cons") ->
-    "#/pool/0?f=wrong_cons" (pool.js's filter wrong_<method>; a method the pool has no column for filters nothing)."""
+    "#/pool/0?f=wrong_cons" (pool.js's filter wrong_<method>; for a method the pool's aggregate has no result of, the
+    page says so above the table and shows every problem)."""
     return f"#/pool/{number}?f=wrong_{method}"
 
 

@@ -59,6 +59,19 @@
                        test: row => row[`m_${method.name}`] !== null && row[`m_${method.name}`] <= 50}));
   }
 
+  // A link asking for "wrong under" a method this pool's aggregate holds no per-problem result of (a study or compare
+  // row's online method, say, where the pool's aggregate has none): said above the table, which then shows every
+  // problem, rather than left to look filtered.
+  function unknownMethodNote(pool, query) {
+    const known = new Set([...INDEX_FILTERS.map(filter => filter.id), ...pool.methods.map(m => `wrong_${m.name}`)]);
+    const asked = query.getAll("f").filter(id => id.startsWith("wrong_") && !known.has(id));
+    if (!asked.length) return null;
+    const names = asked.map(id => id.slice("wrong_".length)).join(", ");
+    return el("p", {class: "tv-summary", "data-unknown-filter": "true"}, `The link asked for the problems ${names} `
+      + `got wrong, but this pool's aggregate has no per-problem result of ${asked.length > 1 ? "those methods" : "it"}`
+      + ` at K = ${pool.k}: every problem is shown.`);
+  }
+
   // pass@K and avg@K (tracevote.deepconf.passk): exact over every working set of K of a problem's traces.
   function passAtKColumns(pool) {
     if (!pool.pass_at_k) return [];  // an aggregate written before they were
@@ -97,6 +110,7 @@
         passAtKSummary(pool.pass_at_k, pool.k),
         ". Each method: its usual answer, ✓ when right in most working sets, its accuracy over them."),
       tracePagesNote(pool.trace_pages),
+      unknownMethodNote(pool, route.query),
       TV.table({columns, rows: pool.problems, filters: [...INDEX_FILTERS, ...methodFilters(pool, route.query)],
                 sort: {key: "i", dir: 1},
                 rowLink: row => `#/pool/${n}/p/${row.i}`, query: route.query}));
