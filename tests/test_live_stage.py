@@ -18,7 +18,16 @@ import pytest
 import yaml
 
 from tests.conftest import FIXTURE_PARAMS, REPO_ROOT, wait_for
-from tests.dvcproject import copy_project, dvc, make_project, model_overrides, one_dataset, run, run_stage
+from tests.dvcproject import (
+    copy_project,
+    dvc,
+    make_project,
+    model_overrides,
+    one_dataset,
+    run,
+    run_stage,
+    update_params,
+)
 from tests.sim_servers import kill_at_random_moments, kill_once_stored, requests_by_key, watched_server
 from tests.store.test_ledger_tools import tracevote
 from tracevote.cli.demo import BUILTIN_PROBLEMS, deep_merge, write_params
@@ -128,10 +137,7 @@ def moved_to(run: Path, destination: Path, base_url: str, **pool: Any) -> Path:
     """A copy of the project `run` whose endpoint is the server at `base_url` (and `pool` keys changed): the next
     run's requests are all that server's."""
     root = copy_project(run, destination)
-    params = yaml.safe_load((root / "params.yaml").read_text())
-    params["endpoints"]["deepseek"]["base_url"] = base_url
-    params["pool"] = {**params.get("pool", {}), **pool}
-    write_params(root / "params.yaml", params)
+    update_params(root, {"endpoints": {"deepseek": {"base_url": base_url}}, **({"pool": pool} if pool else {})})
     return root
 
 
@@ -197,9 +203,7 @@ def test_a_stream_that_stays_broken_ends_the_run_after_max_retries_in_one_line_n
     traces more per problem then meet a server whose every stream breaks."""
     with running_server(SimModel(SIM), parse_faults("truncated=1,max_per_sample=1000")) as base_url:
         root = moved_to(fault_free_run, tmp_path / "broken", base_url, max_retries=2)
-        params = yaml.safe_load((root / "params.yaml").read_text())
-        params["online"]["live"]["budget"] = BUDGET + 2
-        write_params(root / "params.yaml", params)
+        update_params(root, {"online": {"live": {"budget": BUDGET + 2}}})
         failed = run_stage(root, "build_online.py", *COMMAND[2:], check=False)
         requests = probe_free(base_url)
     assert failed.returncode == 2 and "Traceback" not in failed.stderr
@@ -288,9 +292,7 @@ def test_a_changed_budget_starts_a_new_method_ledger_and_reuses_the_warmup(
         root = moved_to(fault_free_run, tmp_path / "budgets", base_url)
         first = traces(root)
         before = probe_free(base_url)
-        params = yaml.safe_load((root / "params.yaml").read_text())
-        params["online"]["live"]["budget"] = BUDGET + 2
-        write_params(root / "params.yaml", params)
+        update_params(root, {"online": {"live": {"budget": BUDGET + 2}}})
         run_stage(root, "build_online.py", *COMMAND[2:])
         new_requests = probe_free(base_url) - before
     folders = sorted(path.name.split("-")[0] for path in (root / "online" / "toy").iterdir())
