@@ -4,17 +4,13 @@ bounded number of requests (the four stages share the client, its breaker and it
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-import yaml
 
-from tests.conftest import REPO_ROOT, hang_guard_s
-from tests.dvcproject import model_overrides, project_env
+from tests.dvcproject import model_overrides, update_params
 from tests.sampling.test_rate_limits import DAILY_LIMIT, DEEPSEEK_BALANCE, OPENAI_QUOTA, counting_server
-from tests.test_hostile_ids import PAID_STAGES, SCRIPTS, run_paid_stages_here, write_stage_inputs
-from tracevote.cli.demo import deep_merge, write_params
+from tests.test_hostile_ids import PAID_STAGES, run_paid_stages, run_paid_stages_here, write_stage_inputs
 from tracevote.sampling.breaker import LONG_LIMIT_ATTEMPTS
 
 IDS = ["p1", "p2", "p3"]
@@ -24,10 +20,9 @@ CONCURRENCY = 4  # each stage's, from test_hostile_ids.stage_params
 def pointed_at(project: Path, base_url: str) -> Path:
     """The hostile-ids project (three problems, tiny builds of every method) with its endpoints at `base_url`."""
     write_stage_inputs(project, IDS)
-    params = yaml.safe_load((project / "params.yaml").read_text())
     served = {"base_url": base_url, "needs_key": False, "extra_body": {}}
-    params = deep_merge(params, model_overrides(backend="openai", **served))
-    write_params(project / "params.yaml", deep_merge(params, model_overrides("qwen", **served)))  # build_pool_model's
+    update_params(project, model_overrides(backend="openai", **served))
+    update_params(project, model_overrides("qwen", **served))  # build_pool_model's
     return project
 
 
@@ -41,9 +36,7 @@ def run_stage(project: Path, stage: str, monkeypatch: pytest.MonkeyPatch,
               capsys: pytest.CaptureFixture[str]) -> subprocess.CompletedProcess[str]:
     if RUNS[stage] == "here":
         return run_paid_stages_here(project, monkeypatch, capsys, [stage])[stage]
-    return subprocess.run([sys.executable, str(REPO_ROOT / "stages" / f"{SCRIPTS.get(stage, stage)}.py"),
-                           *PAID_STAGES[stage]],
-                          cwd=project, env=project_env(), capture_output=True, text=True, timeout=hang_guard_s())
+    return run_paid_stages(project, [stage])[stage]
 
 
 def one_error_line(result: subprocess.CompletedProcess[str]) -> str:
