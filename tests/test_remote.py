@@ -8,6 +8,7 @@ One origin is built once and pushed to both remotes; each test clones it.
 
 from __future__ import annotations
 
+import configparser
 import contextlib
 import json
 import subprocess
@@ -92,17 +93,16 @@ class Origin:
 def add_dvc_config(project: Path, name: str, sections: dict[str, dict[str, str]]) -> None:
     """Add `sections` to .dvc/<name> (config, or the git-ignored config.local) as `dvc remote add`, `modify` and
     `default` write them: {"core": {"remote": "s3"}} is `dvc remote default s3`, one `dvc` process (~1 CPU s) fewer
-    for each such command. Options of a section the file has already go under its header (no section twice); a key
-    the section holds already must not be given again."""
+    for each such command. DVC reads the INI file configparser writes (`[remote "s3"]`, options unindented)."""
     path = project / ".dvc" / name
-    lines = path.read_text(encoding="utf-8").splitlines() if path.is_file() else []
+    config = configparser.ConfigParser(interpolation=None)  # a path may hold a %
+    config.read(path, encoding="utf-8")
     for section, options in sections.items():
-        header = f"[{section}]" if section.isidentifier() else f"['{section}']"  # as configobj quotes `remote "s3"`
-        if header not in lines:
-            lines.append(header)
-        at = lines.index(header) + 1
-        lines[at:at] = [f"    {key} = {value}" for key, value in options.items()]
-    path.write_text("".join(f"{line}\n" for line in lines), encoding="utf-8")
+        if not config.has_section(section):
+            config.add_section(section)
+        config[section].update(options)
+    with path.open("w", encoding="utf-8") as file:
+        config.write(file)
 
 
 @pytest.fixture(scope="module")
