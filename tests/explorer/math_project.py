@@ -4,15 +4,14 @@ and aggregated by the stages' own scripts, SIMULATED; no DVC."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import yaml
 
+from tests.conftest import FIXTURE_PARAMS
+from tests.dvcproject import run_stage
 from tracevote.cli.demo_params import deep_merge
 from tracevote.core.config import Params, load_params
 from tracevote.core.fileio import write_jsonl
@@ -22,8 +21,6 @@ from tracevote.store.interchange import import_file, to_json_line
 from tracevote.store.pool import Pool, Setting, write_manifest
 from tracevote.store.records import Sample
 
-ROOT = Path(__file__).resolve().parents[2]
-FIXTURE_PARAMS = ROOT / "tests" / "fixtures" / "params.yaml"
 DATASET = "math500"  # the fixture's dataset of answer_format math
 HOSTILE_ANSWER = "x</script><!--<b>"
 # problem id -> (gold, the boxed answer of each trace in sample order; None: a trace that boxes nothing)
@@ -82,11 +79,7 @@ def build_math_project(root: Path) -> MathProject:
     import_file(samples, pool, problems, keep_top_logprobs=False, n_pool=N_POOL)
     write_manifest(root / "pools" / f"{DATASET}.json", pool, DATASET, N_POOL, list(TRACES))
     scores, stops = f"data/scores/{DATASET}.parquet", f"data/scores/{DATASET}.stops.parquet"
-    env = {**{k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}, "TRACEVOTE_WORKERS": "1"}
-    for stage, *args in (("score", "--problems", f"data/{DATASET}.jsonl", "--manifest", f"pools/{DATASET}.json",
-                          "--out", scores, "--stops", stops),
-                         ("aggregate", "--scores", scores, "--stops", stops,
-                          "--out", f"data/aggregate/{DATASET}.json")):
-        subprocess.run([sys.executable, str(ROOT / "stages" / f"{stage}.py"), *args], cwd=root, env=env, check=True,
-                       capture_output=True)
+    run_stage(root, "score.py", "--problems", f"data/{DATASET}.jsonl", "--manifest", f"pools/{DATASET}.json",
+              "--out", scores, "--stops", stops)
+    run_stage(root, "aggregate.py", "--scores", scores, "--stops", stops, "--out", f"data/aggregate/{DATASET}.json")
     return MathProject(root, params)
