@@ -29,8 +29,6 @@ import sys
 import time
 from pathlib import Path
 
-import orjson
-
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # run as a script: `python bench/explorer_paper.py`
     sys.path.insert(0, str(ROOT))
@@ -39,6 +37,7 @@ from bench.bench_paper import HEADROOM, commands, estimated_bytes, paper_params 
 from bench.explorer_build import READY, offline_context, page_times, site_size  # noqa: E402
 from bench.measure import Run, run_process, stage_env  # noqa: E402
 from bench.synthetic_pool import PoolShape, write_workspace  # noqa: E402
+from tracevote.explorer.sitefiles import read_data  # noqa: E402
 
 TOP_K = 20
 TIMEOUT_MS = 300_000
@@ -53,8 +52,8 @@ def set_up(work: Path, shape: PoolShape, workers: int) -> None:
                          f"{free / 2**30:.1f} GiB free; nothing was written")
     started = time.perf_counter()
     workspace = write_workspace(work, shape, paper_params(), workers=workers)
-    print(f"set-up: pool written ({_bytes(workspace.pool_root) / 1e9:.1f} GB), {time.perf_counter() - started:.0f} s",
-          flush=True)
+    pool_bytes = site_size(workspace.pool_root)[0]
+    print(f"set-up: pool written ({pool_bytes / 1e9:.1f} GB), {time.perf_counter() - started:.0f} s", flush=True)
     for stage in ("score", "aggregate"):
         done = run_process(commands(workspace)[stage], work, stage_env(work))
         print(f"set-up: {stage}, {done.wall:.0f} s", flush=True)
@@ -86,21 +85,12 @@ def trace_page_times(site: Path, problem: int) -> tuple[float, float, int, int]:
 
 def longest_with_page(site: Path, problem: int) -> tuple[int, int]:
     """(sample id, tokens) of the problem's longest trace among those with a trace page, read from the site."""
-    page = _data(site, f"pool0/p{problem}")
+    page = read_data(site, f"pool0/p{problem}")
     columns = page["traces"]
     subset = page["trace_subset"]
     chosen = set(columns["sample_id"]) if subset is None else set(subset["ids"])
     return max(((n, sample_id) for sample_id, n in zip(columns["sample_id"], columns["n_tokens"], strict=True)
                 if sample_id in chosen), key=lambda pair: (pair[0], -pair[1]))[::-1]
-
-
-def _data(site: Path, path: str) -> dict:
-    body = (site / "data" / f"{path}.js").read_bytes()
-    return orjson.loads(body[len(f'TV.put("{path}", '):-3])
-
-
-def _bytes(folder: Path) -> int:
-    return sum(file.stat().st_size for file in folder.rglob("*") if file.is_file())
 
 
 def _spread(values: list[float], digits: int = 0) -> str:
@@ -128,12 +118,12 @@ def main() -> None:
     pages = [trace_page_times(site, 0) for _ in range(args.rounds)]
     firsts, problems = zip(*[page_times(site)[:2] for _ in range(args.rounds)], strict=True)
     print(f"SYNTHETIC pool: {args.problems} problems x {args.traces} traces x ~{args.tokens:,} tokens, top-{TOP_K}; "
-          f"pool {_bytes(args.work / 'pools') / 1e9:.1f} GB")
+          f"pool {site_size(args.work / 'pools')[0] / 1e9:.1f} GB")
     print(f"build (python -m tracevote view): wall {_spread([b.wall for b in builds], 1)} s; "
           f"CPU {_spread([b.cpu for b in builds], 1)} s")
+    trace_bytes = sum(site_size(folder)[0] for folder in (site / "data" / "pool0").glob("p*") if folder.is_dir())
     print(f"site: {total / 1e6:.1f} MB in {files} files, the largest {largest / 1e6:.2f} MB; "
-          f"the trace pages' files (data/pool0/p<i>/): "
-          f"{sum(_bytes(folder) for folder in (site / 'data' / 'pool0').glob('p*') if folder.is_dir()) / 1e6:.1f} MB")
+          f"the trace pages' files (data/pool0/p<i>/): {trace_bytes / 1e6:.1f} MB")
     print(f"first page (#/pool/0, table drawn): {_spread(list(firsts))} ms")
     print(f"a problem page ({args.traces} traces, table drawn): {_spread(list(problems))} ms")
     sample_id, tokens = pages[0][2], pages[0][3]

@@ -25,9 +25,9 @@ from tests.dvcproject import (
     run,
     update_params,
 )
-from tests.explorer.sitedata import read_data
 from tests.images import assert_not_blank
 from tracevote.cli.demo import BUILTIN_PROBLEMS, local_dataset
+from tracevote.explorer.sitefiles import read_data
 
 pytestmark = pytest.mark.slow
 

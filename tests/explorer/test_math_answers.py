@@ -13,9 +13,9 @@ import pytest
 
 from tests.explorer.browser import open_page
 from tests.explorer.math_project import DATASET, HOSTILE_ANSWER, TRACES, MathProject, build_math_project
-from tests.explorer.sitedata import read_data
 from tracevote.deepconf.results import AggregateResult
 from tracevote.explorer.build import build_site
+from tracevote.explorer.sitefiles import read_data
 
 HALF = r"\frac{1}{2}"
 # problem -> each class code's text: its first trace's box ("0.5", "\dfrac12", "2/5" and "7.0" join an earlier class)

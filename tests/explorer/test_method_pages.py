@@ -14,13 +14,12 @@ from typing import Any
 import pytest
 
 from tests.explorer.methods_project import HOSTILE, POOL_RUN, RUN, hostile_debate, methods_params, methods_project
-from tests.explorer.sitedata import read_data
 from tracevote.cli.demo import write_params
 from tracevote.core.config import load_params
 from tracevote.critique import build as critique_build
 from tracevote.debate import build as debate_build
 from tracevote.explorer import critique_pages, debate_pages, grading_pages, pool_pages, table_pages
-from tracevote.explorer.sitefiles import SiteWriter
+from tracevote.explorer.sitefiles import SiteWriter, read_data
 from tracevote.grading.critic import parse_score
 
 pytestmark = pytest.mark.slow

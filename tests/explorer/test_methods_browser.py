@@ -17,11 +17,10 @@ import pytest
 
 from tests.explorer.browser import open_page
 from tests.explorer.methods_project import HOSTILE, POOL_RUN, RUN, hostile_debate, methods_project
-from tests.explorer.sitedata import read_data
 from tracevote.core.config import load_params
 from tracevote.explorer import debate_pages
 from tracevote.explorer.build import TITLE, build_site
-from tracevote.explorer.sitefiles import SiteWriter
+from tracevote.explorer.sitefiles import SiteWriter, read_data
 
 pytestmark = pytest.mark.slow
 SHOTS = os.environ.get("TRACEVOTE_EXPLORER_SHOTS")

@@ -9,9 +9,9 @@ import pytest
 
 from bench.explorer_project import HOSTILE, write_project
 from tests.explorer.browser import open_page
-from tests.explorer.sitedata import read_data
 from tracevote.core.config import load_params
 from tracevote.explorer.build import build_site
+from tracevote.explorer.sitefiles import read_data
 
 pytestmark = pytest.mark.slow
 TRACES = 32

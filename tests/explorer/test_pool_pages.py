@@ -15,12 +15,12 @@ import pytest
 import yaml
 
 from bench.explorer_project import HOSTILE, ToyProject, write_project
-from tests.explorer.sitedata import read_data
 from tracevote.core.config import load_params
 from tracevote.core.config_deepconf import MEASURES
 from tracevote.core.errors import ConfigError, DataError
 from tracevote.deepconf.results import AggregateResult
 from tracevote.explorer.build import build_site
+from tracevote.explorer.sitefiles import read_data
 
 
 @pytest.fixture(scope="module")

@@ -8,9 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.explorer.sitedata import read_data
 from tracevote.core.errors import ConfigError
-from tracevote.explorer.sitefiles import SiteWriter, data_file, script_json
+from tracevote.explorer.sitefiles import SiteWriter, data_file, read_data, script_json
 
 HOSTILE = "</script><img src=x onerror=alert(1)><!-- & \u2028\u2029 ]]>"
 

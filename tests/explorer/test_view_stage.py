@@ -15,11 +15,11 @@ import yaml
 from bench.explorer_project import write_project
 from tests.conftest import REPO_ROOT
 from tests.dvcproject import dvc, init_repos, project_env, run
-from tests.explorer.sitedata import read_data
 from tests.test_docs_commands import dotted_leaves
 from tracevote.core.entry import PARAMS_READS_ENV
 from tracevote.core.parquet import read_parquet_metadata, write_parquet
 from tracevote.core.stage_params import declaration_problems, every_stage_params
+from tracevote.explorer.sitefiles import read_data
 
 pytestmark = pytest.mark.slow
 

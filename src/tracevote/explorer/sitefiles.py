@@ -46,6 +46,16 @@ def data_file(path: str) -> str:
     return f"data/{path}.js"
 
 
+def read_data(site: Path, path: str) -> Any:
+    """The value data/<path>.js of a built `site` puts, as the page's TV.put receives it (SiteWriter.put's reader,
+    for the tests and the benchmarks that check a site)."""
+    body = (site / data_file(path)).read_bytes()
+    head, tail = b'TV.put("' + path.encode() + b'", ', b");\n"
+    if not (body.startswith(head) and body.endswith(tail)):
+        raise ValueError(f"{site / data_file(path)}: not one TV.put of {path!r}")
+    return orjson.loads(body[len(head):-len(tail)])
+
+
 class SiteWriter:
     """Writes one site into a temporary folder beside `target`; `finish` puts it in place.
 
