@@ -89,7 +89,7 @@ def bench_dataset(folder: Path, dataset: Dataset, limit: int | None, repeats: in
     gold, pred = prepare(folder, dataset, limit)
     work = folder / dataset.name
     work.mkdir()
-    env = stage_env(folder)
+    env = stage_env()
     sides = {name: (lambda command=command: run_process(command, work, env, orphans=True))  # grade's fork server
              for name, command in commands(dataset, gold, pred).items()}
     if warm_up:

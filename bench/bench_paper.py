@@ -103,7 +103,7 @@ def drop_page_cache(paths: Iterable[Path]) -> None:
 
 
 def one_pass(workspace: Workspace, cold: bool) -> dict[str, Run]:
-    env = stage_env(workspace.folder)
+    env = stage_env()
     runs = {}
     for stage, command in commands(workspace).items():
         if cold:

@@ -53,8 +53,7 @@ def run_variant(workspace: Workspace, tree: Path, workers: int) -> Run:
     command = [sys.executable, str(tree / "stages" / "score.py"), "--params", str(workspace.params),
                "--problems", str(workspace.problems), "--manifest", str(workspace.manifest), "--out", str(out),
                "--stops", str(out.with_suffix(".stops.parquet"))]
-    env = stage_env(workspace.folder / f"pycache-{tree.name}", TRACEVOTE_WORKERS=str(workers),
-                    PYTHONPATH=str(tree / "src"))
+    env = stage_env(TRACEVOTE_WORKERS=str(workers), PYTHONPATH=str(tree / "src"))
     return run_process(command, workspace.folder, env)
 
 

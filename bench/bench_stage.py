@@ -119,9 +119,9 @@ def official_command(bench: Bench, size: int) -> list[str]:
 def sides(bench: Bench, size: int) -> dict[str, Callable[[], Run]]:
     folder = bench.workspace.folder
     return {
-        SIDES[0]: lambda: run_process(score_command(bench, size), folder, stage_env(folder, TRACEVOTE_WORKERS="1")),
-        SIDES[1]: lambda: run_process(score_command(bench, size), folder, stage_env(folder, TRACEVOTE_WORKERS="2")),
-        SIDES[2]: lambda: run_process(official_command(bench, size), folder, stage_env(folder)),
+        SIDES[0]: lambda: run_process(score_command(bench, size), folder, stage_env(TRACEVOTE_WORKERS="1")),
+        SIDES[1]: lambda: run_process(score_command(bench, size), folder, stage_env(TRACEVOTE_WORKERS="2")),
+        SIDES[2]: lambda: run_process(official_command(bench, size), folder, stage_env()),
     }
 
 

@@ -55,12 +55,12 @@ def set_up(work: Path, shape: PoolShape, workers: int) -> None:
     pool_bytes = site_size(workspace.pool_root)[0]
     print(f"set-up: pool written ({pool_bytes / 1e9:.1f} GB), {time.perf_counter() - started:.0f} s", flush=True)
     for stage in ("score", "aggregate"):
-        done = run_process(commands(workspace)[stage], work, stage_env(work))
+        done = run_process(commands(workspace)[stage], work, stage_env())
         print(f"set-up: {stage}, {done.wall:.0f} s", flush=True)
 
 
 def build(work: Path) -> Run:
-    return run_process([sys.executable, "-m", "tracevote", "view"], work, stage_env(work))
+    return run_process([sys.executable, "-m", "tracevote", "view"], work, stage_env())
 
 
 def trace_page_times(site: Path, problem: int) -> tuple[float, float, int, int]:

@@ -137,9 +137,11 @@ def cpus(runs: Sequence[Run]) -> Spread:
     return Spread.of([run.cpu for run in runs])
 
 
-def stage_env(folder: Path, **extra: str) -> dict[str, str]:
-    """The environment a user's process runs in: bytecode cached (some sandboxes and CI images turn that off,
-    which adds ~2 s of compiling to every start), here under `folder` so the repository stays clean."""
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    env["PYTHONPYCACHEPREFIX"] = str(folder / "pycache")
+def stage_env(**extra: str) -> dict[str, str]:
+    """The environment a user's process runs in: bytecode read from where the install wrote it (`make setup`
+    compiles the libraries, `make test` our code) and written there when stale, even where
+    PYTHONDONTWRITEBYTECODE is set (some sandboxes and CI images set it, which adds ~2 s of compiling to every
+    start). No PYTHONPYCACHEPREFIX: Python then reads bytecode only under that prefix, so every process would
+    compile pandas, pyarrow and matplotlib again (~1 CPU s a stage at the first run)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX")}
     return {**env, **extra}
