@@ -45,8 +45,8 @@ from bench.measure import Run, interleaved, timed
 from tracevote.sampling.stream import HOLD_CHUNKS, TokenBatch, read_stream, stream_completion
 from tracevote.sim.server import ServerOptions, running_server
 
-SCALES = {"quick": (1, 600, 2), "full": (2, 3000, 5)}  # completions, tokens each, rounds
-HTTP_SCALES = {"quick": (3, 600, 2), "full": (6, 3000, 5)}  # completions, mean tokens, rounds
+SCALES = {"quick": (1, 300, 1), "full": (2, 3000, 5)}  # completions, tokens each, rounds
+HTTP_SCALES = {"quick": (2, 300, 1), "full": (6, 3000, 5)}  # completions, mean tokens, rounds
 HTTP_BASELINE = "http_nonstreamed_ChatClient.sample"
 BASELINE = "stream_baseline_nonstreamed_ingest"
 EVERY_READ = "http_stream_completion_every_read"
