@@ -57,7 +57,7 @@ class Scale:
     engine: bool
 
 
-SCALES = {"full": Scale(8, 16, 0.2, 3, 40, True), "quick": Scale(2, 8, 0.05, 1, 4, False)}
+SCALES = {"full": Scale(8, 16, 0.2, 3, 40, True), "quick": Scale(2, 8, 0.05, 1, 2, False)}
 
 
 def workdir(folder: Path, base_url: str, size: Scale, per_request: int, *, max_tokens: int,
@@ -143,7 +143,7 @@ def ingest_figures(size: Scale) -> list[dict]:
     parse_alone()  # untimed: the first parse builds the typed decoders
     sides = {"compact layout (cut, fast path)": lambda: parse_shared(shared),
              "spaced layout (orjson per choice)": lambda: parse_shared(spaced), "alone": parse_alone}
-    runs = interleaved(sides, max(size.rounds, 3))
+    runs = interleaved(sides, size.rounds)
     return [Figure(f"ingest, {PER_REQUEST} choices a reply, {name}", "us/trace",
                    [1e6 * r.wall / traces for r in runs[name]], [1e6 * r.wall / traces for r in runs["alone"]],
                    higher_is_better=False, baseline_name="one-choice replies, typed fast path",
