@@ -34,7 +34,7 @@ from tracevote.store import codec
 from tracevote.store.logprobs import clean_logprobs
 
 TOP_K = 20
-SCALES = {"quick": (2, 1024, 2), "full": (8, 4096, 3)}  # responses, tokens each, rounds
+SCALES = {"quick": (2, 1024, 1), "full": (8, 4096, 3)}  # responses, tokens each, rounds
 LONG_REPLY = {"quick": 4096, "full": 65536}  # tokens of the long reply
 NOTES = {"ingest_stdlib_json_loop": "json.loads + a plain loop (stdlib)", "ingest_fast": "parse_completion;",
          "ingest_fast_then_encode": "parse_completion + codec.encode (the payload a build appends);"}

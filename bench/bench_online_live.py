@@ -72,7 +72,7 @@ REPO = Path(__file__).resolve().parents[1]
 AIME_2025 = REPO.parent / "shared" / "data" / "aime_2025.jsonl"
 DEMO_PROBLEMS = REPO / "src" / "tracevote" / "datasets" / "data" / "demo_problems.jsonl"
 # problems, warmup, budget, windows, mean tokens of a trace, CPU rounds, traces per CPU round
-SCALES = {"quick": (3, 4, 8, (32,), 200, 2, 6), "small": (6, 16, 48, (512, 2048), 3000, 1, 8),
+SCALES = {"quick": (3, 4, 8, (32,), 200, 1, 6), "small": (6, 16, 48, (512, 2048), 3000, 1, 8),
           "medium": (10, 16, 96, (512, 2048), 3000, 1, 8), "wide": (30, 16, 96, (512, 2048), 3000, 1, 8),
           "full": (30, 16, 256, (512, 2048), 3000, 3, 48), "full128": (30, 16, 128, (512, 2048), 3000, 1, 8)}
 METHODS = {"low": 90.0, "high": 10.0}  # DeepConf-low keeps the top 10% of the warmup, DeepConf-high 90%
