@@ -9,7 +9,8 @@ import pytest
 
 from tests.dvcproject import dvc, init_repos, init_repos_for_real, run
 
-# what DVC writes at its first run in a project (the btime keying its cache of this folder), and git's stat cache
+# what DVC writes at its first run in a project: the btime that keys its cache of this folder (.git/index, whose stat
+# data differs by folder, is compared through git instead)
 MADE_AT_FIRST_RUN = {".dvc/tmp/btime"}
 
 
