@@ -113,3 +113,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return (1 if item.get_closest_marker("slow") else 2), 0
 
     items.sort(key=cost_rank)  # stable: each file's tests keep their order
+
+
+_run_tmp_path_factories: list[pytest.TempPathFactory] = []
+
+
+@pytest.fixture(scope="session", autouse=True)
+def remember_run_tmp_path_factory(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Keep the run's temporary-folder factory for helpers that tests call without fixtures (tests/dvcproject.py's
+    init_repos copies what `dvc init` made once this run)."""
+    _run_tmp_path_factories[:] = [tmp_path_factory]
+
+
+def run_tmp_path_factory() -> pytest.TempPathFactory:
+    """The run's temporary-folder factory, kept by remember_run_tmp_path_factory."""
+    assert _run_tmp_path_factories, "no pytest session has started: run this under pytest"
+    return _run_tmp_path_factories[0]

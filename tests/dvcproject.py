@@ -15,7 +15,7 @@ import pytest
 import yaml
 from filelock import FileLock
 
-from tests.conftest import FIXTURE_PARAMS, REPO_ROOT, hang_guard_s
+from tests.conftest import FIXTURE_PARAMS, REPO_ROOT, hang_guard_s, run_tmp_path_factory
 from tracevote.cli.demo import (
     BUILTIN_STEPS,
     copy_pipeline,
@@ -67,7 +67,25 @@ def make_project(root: Path, params: dict[str, Any] | None = None) -> Path:
 
 
 def init_repos(root: Path) -> None:
-    """A git repo (a test identity) and a DVC project in `root`, analytics off."""
+    """A git repo (a test identity) and a DVC project in `root`, analytics off: a copy of what one real `git init`
+    and `dvc init` made this run (init_repos_for_real, built once), so a project costs no DVC process (~0.44 CPU s).
+    It refuses what `dvc init` refuses: a `.dvc` already there, or one the project's .gitignore ignores."""
+    if (root / ".dvc").exists():
+        raise AssertionError(f"{root / '.dvc'} exists: `dvc init` would refuse it")
+    template = built_once(run_tmp_path_factory(), "dvc-init", lambda folder: init_repos_for_real(folder / "repo"))
+    shutil.copytree(template / "repo" / ".git", root / ".git", symlinks=True)
+    # asked before .dvc is there, of the .gitignore files alone (the index tracks .dvc's files), as `dvc init` asks
+    if run(root, "git", "check-ignore", "-q", "--no-index", ".dvc", check=False).returncode == 0:
+        raise AssertionError(f"{root / '.dvc'} is ignored by git: `dvc init` would refuse it")
+    # DVC makes .dvc/tmp (the btime that keys its cache of this folder, the lock) at its first run in the project
+    shutil.copytree(template / "repo" / ".dvc", root / ".dvc", ignore=shutil.ignore_patterns("tmp"))
+    shutil.copy2(template / "repo" / ".dvcignore", root / ".dvcignore")
+
+
+def init_repos_for_real(root: Path) -> None:
+    """What init_repos copies, made by the real commands in the new folder `root`: `git init` with a test
+    identity, then `dvc init` (which stages .dvc/config, .dvc/.gitignore and .dvcignore), analytics off."""
+    root.mkdir(parents=True)
     run(root, "git", "init", "-q")
     run(root, "git", "config", "user.email", "test@example.com")
     run(root, "git", "config", "user.name", "test")

@@ -5,6 +5,7 @@ project of its own, so that the suite's workers share the pipeline tests' time).
 
 from __future__ import annotations
 
+import csv
 import json
 import re
 from pathlib import Path
@@ -70,18 +71,17 @@ def test_exp_run_with_a_confidence_setting_shows_in_exp_show_and_moves_the_weigh
     result = dvc(project, "exp", "run", "-S", "confidence.group_size=8", "-S", "confidence.tail_tokens=8",
                  DEEPCONF)
     assert ran_stages(result.stdout) == {"score", "aggregate", "report"}
-    shown = json.dumps(json.loads(dvc(project, "exp", "show", "--json").stdout))
-    assert '"group_size": 8' in shown and '"group_size": 32' in shown  # the experiment beside the baseline
-    assert '"accuracy_pct"' in shown and '"tokens_per_problem"' in shown  # with its headline metrics
 
-    moved = {Path(path).stem: set(change)
-             for path, change in json.loads(dvc(project, "metrics", "diff", "--json").stdout).items()}
+    printed = dvc(project, "metrics", "diff").stdout  # a line per metric that moved: path, metric, HEAD, workspace
+    moved: dict[str, set[str]] = {}
+    for line in printed.splitlines()[1:]:
+        path, metric = line.split()[:2]
+        moved.setdefault(Path(path).stem, set()).add(metric)
     voting = {method for method in moved if not method.startswith("online_")}
     measures = ("avg", "bottom10", "lowest", "tail")
     weighted_or_filtered = {f"{measure}{top}" for measure in measures for top in ("", "_top10", "_top90")}
     assert voting and voting <= weighted_or_filtered  # never pass1 or cons, which read no confidence
     assert all("accuracy_pct" in change or change <= {"ci_low_pct", "ci_high_pct"} for change in moved.values())
-    printed = dvc(project, "metrics", "diff").stdout
     assert printed.splitlines()[0].split() == ["Path", "Metric", "HEAD", "workspace", "Change"]
     assert {f"metrics/headline/deepconf/toy/{method}.json" for method in voting} <= {
         line.split()[0] for line in printed.splitlines()[1:]}
@@ -98,3 +98,10 @@ def test_exp_run_with_a_confidence_setting_shows_in_exp_show_and_moves_the_weigh
     assert table[3].split("|")[2:] == documented[3].split("|")[2:]  # the baseline's (on master, or main)
     changed = next(line for line in shown if line.lstrip().startswith("Experiment") and "accuracy_pct" in line)
     assert "Created" not in changed and "ci_low_pct" not in changed and "group_size" in changed
+    # the last (`dvc exp show --csv`, everything): the experiment beside the baseline, with its headline metrics
+    with (project / "experiments.csv").open(newline="", encoding="utf-8") as file:
+        exported = list(csv.DictReader(file))
+    assert sorted(row["confidence.group_size"] for row in exported) == ["32", "8", "8"]  # workspace, baseline, exp
+    for metric in ("accuracy_pct", "tokens_per_problem"):
+        column = f"metrics/headline/deepconf/toy/tail_top10.json:{metric}"
+        assert all(row[column] for row in exported), (column, exported)

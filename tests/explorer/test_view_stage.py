@@ -70,8 +70,8 @@ def test_the_view_stage_rebuilds_when_a_pool_changes(tmp_path: Path) -> None:
     table.loc[first, "n_tokens"] = 12345
     write_parquet(scores, (rows for _, rows in table.groupby("problem_id", sort=False)),
                   read_parquet_metadata(scores))
-    assert _changed_stages(root) == ["view"]
-    dvc(root, "repro", "view")
+    # the project's one stage reruns (no --force): the changed table made it stale, as `dvc status` would say
+    assert "Running stage 'view'" in dvc(root, "repro", "view").stdout
     assert read_data(root / "explorer", "pool0/p0")["traces"]["n_tokens"][0] == 12345
 
     (root / "data" / "aggregate" / "bench.json").unlink()
