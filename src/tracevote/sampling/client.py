@@ -30,7 +30,7 @@ import functools
 import hashlib
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -65,6 +65,9 @@ T = TypeVar("T")
 _DEFAULT_BACKOFF = Backoff()
 CONNECT_TIMEOUT_S = 10.0  # a server that takes longer to accept a connection is not there
 UNCAPPED = 256  # requests in flight per endpoint when the caller sets no cap (the most pool.concurrency allows)
+# a reply is read in pieces this large: requests' own (10 KiB, what `.content` reads) cost ~2 ms of CPU per MB of
+# body on loopback, most of a simulated build's transport (docs/simulator.md)
+BODY_PIECE_BYTES = 1 << 20
 
 
 class StreamBroken(Exception):
@@ -310,11 +313,14 @@ class ChatClient:
 
     def _post(self, slot: EndpointSlot, payload: bytes, sample_key: str, kind: str) -> RawCompletion:
         started = time.monotonic()
-        response = self._send(slot.endpoint.post_url, payload, sample_key, kind)
+        response = self._send(slot.endpoint.post_url, payload, sample_key, kind, stream=True)
+        with contextlib.closing(response), self._transport_errors():  # a body cut short drops its connection
+            ok = response.status_code == 200
+            body = b"".join(response.iter_content(BODY_PIECE_BYTES)) if ok else response.content
         slot.reached()
         latency = time.monotonic() - started
         simulated = response.headers.get(SIMULATED_HEADER) == "1"
-        return RawCompletion(self._check_response(response, slot.endpoint), latency, simulated)
+        return RawCompletion(self._check_response(response, body, slot.endpoint), latency, simulated)
 
     def _send(self, url: str, payload: bytes, sample_key: str, kind: str, *,
               stream: bool = False) -> requests.Response:
@@ -322,8 +328,14 @@ class ChatClient:
         if self._api_key:
             headers["Authorization"] = f"Bearer {self._api_key}"
         timeout = (self.connect_timeout_s, self.timeout_s)
-        try:
+        with self._transport_errors():
             return self._session().post(url, data=payload, headers=headers, timeout=timeout, stream=stream)
+
+    @contextlib.contextmanager
+    def _transport_errors(self) -> Iterator[None]:
+        """requests' errors of sending a request or reading its body, as the TransientError each is."""
+        try:
+            yield
         except requests.exceptions.ConnectTimeout as exc:
             raise self._connect_failure("connect timeout", exc) from None
         except requests.Timeout as exc:
@@ -339,9 +351,9 @@ class ChatClient:
     def _connect_failure(self, cause: str, exc: Exception) -> TransientError:
         return TransientError(cause, self._redact(innermost_reason(exc)), unreachable=not self.endpoints.reached_any())
 
-    def _check_response(self, response: requests.Response, endpoint: Endpoint) -> bytes:
+    def _check_response(self, response: requests.Response, body: bytes, endpoint: Endpoint) -> bytes:
         if response.status_code == 200:
-            return _complete_body(response)
+            return _complete_body(response, body)
         self._refusals.refuse(response, endpoint)
 
     def redact(self, text: str) -> str:
@@ -361,9 +373,8 @@ class ChatClient:
         return session
 
 
-def _complete_body(response: requests.Response) -> bytes:
+def _complete_body(response: requests.Response, body: bytes) -> bytes:
     """The body, or TransientError when fewer bytes arrived than Content-Length promised."""
-    body = response.content
     promised = response.headers.get("Content-Length")
     if promised and promised.isdigit() and not response.headers.get("Content-Encoding") and len(body) < int(promised):
         raise TransientError("truncated body", f"{len(body)} of {promised} bytes arrived")

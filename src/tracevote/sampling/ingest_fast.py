@@ -19,6 +19,7 @@ process that parsed a completion paid that import, so they went.
 from __future__ import annotations
 
 import functools
+import itertools
 from dataclasses import dataclass
 from operator import attrgetter
 from typing import Any
@@ -116,7 +117,7 @@ def parse_fast(body: bytes, k: int, keep_top_tokens: bool) -> Parsed | None:
     if any(len(row) != width for row in rows):  # llama.cpp's ragged rows: the slow path pads them
         return None
     chosen = np.fromiter(map(_LOGPROB, items), dtype=np.float64, count=len(items))
-    top = np.fromiter(map(_LOGPROB, (entry for row in rows for entry in row)), dtype=np.float64,
+    top = np.fromiter(map(_LOGPROB, itertools.chain.from_iterable(rows)), dtype=np.float64,
                       count=len(items) * width).reshape(len(items), width)
     names = [list(map(_TOKEN, row)) for row in rows] if keep_top_tokens else None
     top, names = best_k(top, names, k)

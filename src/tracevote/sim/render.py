@@ -29,7 +29,7 @@ def render(req: SimRequest, trace: Trace, tokens: Tokens, seed: tuple, degrade: 
     texts = t.text[tokens.ids].tolist()
     start = answer_start(trace, n)  # where a reasoning parser would split it (sim/split.py)
     message = message_fields(req.reasoning_parser, "".join(texts[:start]), "".join(texts[start:]))
-    return _envelope(req, message, n, finish, seed, _logprobs_json(req, tokens, degrade), hidden)
+    return _envelope(req, message, n, finish, seed, _logprobs_parts(req, tokens, degrade), hidden)
 
 
 def first_tokens(tokens: Tokens, n: int) -> Tokens:
@@ -53,19 +53,20 @@ def render_text(req: SimRequest, text: str, completion_tokens: int, finish: str,
     reasoning profile, after its hidden reasoning took its share of the budget (sim/reasoning.py)."""
     reply = spent(req, text, completion_tokens, finish, seed)
     return _envelope(req, message_fields(None, "", reply.text), reply.visible_tokens, reply.finish_reason, seed,
-                     b'"logprobs":null,', reply.reasoning_tokens)
+                     [b'"logprobs":null,'], reply.reasoning_tokens)
 
 
 def _envelope(req: SimRequest, message: bytes, completion_tokens: int, finish: str, seed: tuple,
-              logprobs: bytes, hidden: int) -> bytes:
-    """The response around its message's text fields and its logprobs field: id, finish reason, usage, fingerprint."""
+              logprobs: list[bytes], hidden: int) -> bytes:
+    """The response around its message's text fields and its logprobs field (in pieces, joined once with the rest:
+    a long reply's megabytes are copied once): id, finish reason, usage, fingerprint."""
     usage = usage_of(req, completion_tokens, hidden)
     head = (b'{"id":' + completion_id(req, seed) + b',"object":"chat.completion",'
             b'"created":' + str(CREATED).encode() + b',"model":' + orjson.dumps(req.model)
             + b',"choices":[{"index":0,"message":{"role":"assistant",' + message + b"},")
     tail = (b'"finish_reason":"' + finish.encode() + b'"}],"usage":' + orjson.dumps(usage)
             + b',"system_fingerprint":' + fingerprint(seed) + b"}")
-    return head + logprobs + tail
+    return b"".join([head, *logprobs, tail])
 
 
 def completion_id(req: SimRequest, seed: tuple) -> bytes:
@@ -92,12 +93,13 @@ def usage_of(req: SimRequest, completion_tokens: int, hidden: int) -> dict[str, 
     return usage
 
 
-def _logprobs_json(req: SimRequest, tokens: Tokens, degrade: Degrade) -> bytes:
+def _logprobs_parts(req: SimRequest, tokens: Tokens, degrade: Degrade) -> list[bytes]:
+    """The logprobs field and its comma, in pieces."""
     if degrade == "nologprobs":
-        return b""
+        return []
     if not req.logprobs:
-        return b'"logprobs":null,'
-    return b'"logprobs":{"content":[' + _items_json(degraded(tokens, degrade), req.top_logprobs) + b"]},"
+        return [b'"logprobs":null,']
+    return [b'"logprobs":{"content":[', _items_json(degraded(tokens, degrade), req.top_logprobs), b"]},"]
 
 
 def degraded(tokens: Tokens, degrade: Degrade) -> Tokens:
