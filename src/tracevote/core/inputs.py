@@ -17,7 +17,6 @@ from pathlib import Path
 import yaml
 
 from tracevote.core.errors import ConfigError
-from tracevote.core.params_yaml import safe_load_text
 
 INPUTS_FOLDER = "inputs"  # where the messages suggest keeping one's own files
 
@@ -32,7 +31,7 @@ def local_sources(params_path: Path) -> dict[str, str]:
     """{dataset: source.path} for every dataset of the params file with a local source (text), read as plain YAML;
     {} when the file cannot be read (load_params then says why)."""
     try:
-        datasets = (safe_load_text(params_path.read_text(encoding="utf-8")) or {}).get("datasets")
+        datasets = (yaml.safe_load(params_path.read_text(encoding="utf-8")) or {}).get("datasets")
     except (OSError, yaml.YAMLError, AttributeError):
         return {}
     if not isinstance(datasets, dict):

@@ -12,17 +12,6 @@ import yaml
 from tracevote.core.errors import ConfigError
 
 TAB_HINT = " (a tab: YAML indents with spaces only)"
-# libyaml's parser, when PyYAML was built with it: ~7x faster on params.yaml, which every stage reads
-_FAST_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-
-def safe_load_text(text: str) -> Any:
-    """`text` as yaml.safe_load reads it, parsed by libyaml when it can be. Any document libyaml refuses is read
-    again by PyYAML's own parser, which decides: the same result, or the same error in its words, as safe_load."""
-    try:
-        return yaml.load(text, Loader=_FAST_LOADER)
-    except yaml.YAMLError:
-        return yaml.safe_load(text)
 
 
 def read_params_yaml(path: Path) -> Any:
@@ -32,7 +21,7 @@ def read_params_yaml(path: Path) -> Any:
     except FileNotFoundError as exc:
         raise ConfigError(f"{path}: not found") from exc
     try:
-        return safe_load_text(text)
+        return yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise ConfigError(yaml_error_line(path, exc)) from None
 
