@@ -20,6 +20,9 @@ from tracevote.cli.demo import BUILTIN_PROBLEMS, copy_pipeline
 HEAVY = ("numpy", "pandas", "pyarrow", "requests", "urllib3", "tqdm", "matplotlib", "tracevote.sampling.client",
          "tracevote.sim.server")
 SENDING = {"requests", "urllib3", "tracevote.sampling.client", "tracevote.sim.server"}
+# What a stage that resolves no host, retries nothing and draws no bar never needs: the socket module (the endpoints'
+# config checks hosts with it only when asked), tenacity and email's date parser (the retry policy's), tqdm
+LIGHT_UNUSED = (*HEAVY, "socket", "tenacity", "email.utils")
 
 # Runs stages/<script> as `python stages/<script> ...` would, then writes its exit code and the heavy modules it
 # loaded to the file named first.
@@ -46,10 +49,10 @@ def small_params() -> dict[str, Any]:
             "eval": {"k": [1, 2, 4], "repeat": 2}, "report": {"k": 4}}
 
 
-def stage_loads(root: Path, script: str, *args: str) -> tuple[int, list[str], str]:
-    """The exit code of stages/<script> run in `root`, the HEAVY modules it loaded, and its stderr."""
+def stage_loads(root: Path, script: str, *args: str, watched: tuple[str, ...] = HEAVY) -> tuple[int, list[str], str]:
+    """The exit code of stages/<script> run in `root`, the `watched` modules it loaded, and its stderr."""
     out = root / f"loaded-{script}.json"
-    completed = subprocess.run([sys.executable, "-c", RUN_AND_LIST.format(heavy=HEAVY), str(out),
+    completed = subprocess.run([sys.executable, "-c", RUN_AND_LIST.format(heavy=watched), str(out),
                                 str(REPO_ROOT / "stages" / script), *args], cwd=root, env=project_env(),
                                capture_output=True, text=True, timeout=hang_guard_s())
     assert out.is_file(), completed.stdout + completed.stderr
@@ -74,9 +77,18 @@ CRITIC_ARGS = ("--run", "pool_toy", "--gold", "data/toy.jsonl", "--critic", "gra
 
 
 def test_a_whole_pool_loads_no_client_or_simulator(project: Path) -> None:
-    code, loaded, _ = stage_loads(project, "build_pool.py", *POOL_ARGS)
+    code, loaded, _ = stage_loads(project, "build_pool.py", *POOL_ARGS, watched=LIGHT_UNUSED)
     assert code == 0
-    assert SENDING.isdisjoint(loaded), loaded
+    assert SENDING.isdisjoint(loaded) and {"tqdm", "tenacity", "socket"}.isdisjoint(loaded), loaded
+
+
+def test_the_dataset_stages_and_check_params_load_only_what_reading_params_and_files_needs(project: Path) -> None:
+    normalize = ("--dataset", "toy", "--raw", "data/raw/toy.jsonl", "--out", "data/toy.jsonl")
+    for script, *args in (("check_params.py",), ("fetch.py", "--dataset", "toy", "--out", "data/raw/toy.jsonl"),
+                          ("normalize.py", *normalize)):
+        code, loaded, stderr = stage_loads(project, script, *args, watched=LIGHT_UNUSED)
+        assert code == 0, stderr
+        assert loaded == [], (script, loaded)
 
 
 def test_a_missing_key_is_refused_before_the_client_loads(project: Path, tmp_path: Path) -> None:
@@ -84,7 +96,7 @@ def test_a_missing_key_is_refused_before_the_client_loads(project: Path, tmp_pat
     update_params(root, model_overrides(backend="openai", name="deepseek-chat", needs_key=True))
     code, loaded, stderr = stage_loads(root, "build_pool.py", *POOL_ARGS)
     assert code == 2 and "no API key is set for endpoint deepseek" in stderr
-    assert SENDING.isdisjoint(loaded), loaded
+    assert SENDING.isdisjoint(loaded) and "tqdm" not in loaded, loaded
 
 
 def test_a_disabled_critic_loads_no_client_pool_or_pyarrow_and_grading_no_client(project: Path) -> None:
