@@ -100,8 +100,9 @@ def test_a_missing_key_is_refused_before_the_client_loads(project: Path, tmp_pat
 
 
 def test_a_disabled_critic_loads_no_client_pool_or_pyarrow_and_grading_no_client(project: Path) -> None:
-    code, loaded, _ = stage_loads(project, "build_grading_critic.py", *CRITIC_ARGS)
-    assert code == 0 and loaded == []
+    code, loaded, _ = stage_loads(project, "build_grading_critic.py", *CRITIC_ARGS,
+                                  watched=(*LIGHT_UNUSED, "multiprocessing", "concurrent.futures"))
+    assert code == 0 and loaded == []  # nor the Math-Verify judge's worker pool, which it never starts
     code, loaded, stderr = stage_loads(project, "grade.py", *CRITIC_ARGS, "--out", "grading/runs/pool_toy.json",
                                        "--details", "grading/runs/pool_toy.jsonl")
     assert code == 0, stderr

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -194,6 +193,9 @@ def score_pool(pool: Pool, problems: Sequence[tuple[str, int | str]], n_pool: in
     if workers <= 1 or len(jobs) <= 1:
         yield from map(_score_job, jobs)
         return
+    # here, not at the top: the score table's readers (aggregate, the explorer) import this module for its columns
+    from concurrent.futures import ProcessPoolExecutor
+
     with ProcessPoolExecutor(max_workers=min(workers, len(jobs))) as executor:
         yield from executor.map(_score_job, jobs)
 
