@@ -113,3 +113,18 @@ def test_a_disabled_critic_loads_no_client_pool_or_pyarrow_and_grading_no_client
     assert code == 0, stderr
     assert (project / "plots" / "grading").is_dir() and "pandas" not in loaded, loaded
 
+
+
+def loaded_by_import(module: str, watched: tuple[str, ...]) -> list[str]:
+    """The `watched` modules a fresh interpreter has loaded once it has imported `module`."""
+    script = f"import sys, {module}; print(sorted(name for name in {watched!r} if name in sys.modules))"
+    completed = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True,
+                               timeout=hang_guard_s())
+    return json.loads(completed.stdout.replace("'", '"'))
+
+
+def test_the_score_tables_readers_import_its_module_without_a_process_pool_or_a_version_scan() -> None:
+    # aggregate and the explorer import tracevote.deepconf.score for its columns; its schemas (pandas' version,
+    # looked up by importlib.metadata) are made when a table is written, its pools started when one is used
+    assert loaded_by_import("tracevote.deepconf.score", ("importlib.metadata", "multiprocessing",
+                                                         "concurrent.futures.process")) == []

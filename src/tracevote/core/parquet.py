@@ -3,9 +3,9 @@ second to import, and most stages need neither it nor pandas (which the score st
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterable
-from importlib.metadata import version
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -50,13 +50,22 @@ def write_tables(target: str | Path, tables: Iterable[pa.Table], metadata: dict[
     return rows
 
 
+@functools.cache
+def pandas_version() -> str:
+    """The installed pandas' version, without importing pandas; looked up once, when a schema first needs it
+    (importlib.metadata scans every installed distribution: ~0.03 CPU s)."""
+    from importlib.metadata import version
+
+    return version("pandas")
+
+
 def pandas_metadata(schema: pa.Schema, dtypes: dict[str, str]) -> dict[bytes, bytes]:
     """The "pandas" schema metadata pyarrow writes for a frame of these columns (`dtypes`: column -> pandas dtype,
     e.g. "Int64", "str"), so a table built without pandas reads back as that frame, nullable integers included."""
     columns = [{"name": field.name, "field_name": field.name, "pandas_type": _PANDAS_TYPES[dtypes[field.name]],
                 "numpy_type": dtypes[field.name], "metadata": None} for field in schema]
     value = {"index_columns": [], "column_indexes": [], "columns": columns, "attributes": {},
-             "creator": {"library": "pyarrow", "version": pa.__version__}, "pandas_version": version("pandas")}
+             "creator": {"library": "pyarrow", "version": pa.__version__}, "pandas_version": pandas_version()}
     return {b"pandas": json.dumps(value).encode()}
 
 
