@@ -1,7 +1,7 @@
 """A stage pays start-up only for what its path uses: a paid stage that sends nothing (its pool already whole, its
 key missing, its critic disabled) loads no HTTP client, simulator or pyarrow; the grade stage no HTTP client;
-report_grading, which draws from arrays, no pandas. Each stage runs as DVC runs it, in a fresh interpreter that
-then lists the heavy modules it loaded."""
+report_grading, which draws from arrays, no pandas; check_params, fetch and normalize not even the socket module,
+tenacity or tqdm. Each stage runs as DVC runs it, in a fresh interpreter that then lists the modules it loaded."""
 
 from __future__ import annotations
 
