@@ -21,8 +21,9 @@ HEAVY = ("numpy", "pandas", "pyarrow", "requests", "urllib3", "tqdm", "matplotli
          "tracevote.sim.server")
 SENDING = {"requests", "urllib3", "tracevote.sampling.client", "tracevote.sim.server"}
 # What a stage that resolves no host, retries nothing and draws no bar never needs: the socket module (the endpoints'
-# config checks hosts with it only when asked), tenacity and email's date parser (the retry policy's), tqdm
-LIGHT_UNUSED = (*HEAVY, "socket", "tenacity", "email.utils")
+# config checks hosts with it only when asked), tenacity and email's date parser (the retry policy's), tqdm, and
+# python-dotenv where there is no .env file to read a key from
+LIGHT_UNUSED = (*HEAVY, "socket", "tenacity", "email.utils", "dotenv")
 
 # Runs stages/<script> as `python stages/<script> ...` would, then writes its exit code and the heavy modules it
 # loaded to the file named first.
@@ -79,7 +80,7 @@ CRITIC_ARGS = ("--run", "pool_toy", "--gold", "data/toy.jsonl", "--critic", "gra
 def test_a_whole_pool_loads_no_client_or_simulator(project: Path) -> None:
     code, loaded, _ = stage_loads(project, "build_pool.py", *POOL_ARGS, watched=LIGHT_UNUSED)
     assert code == 0
-    assert SENDING.isdisjoint(loaded) and {"tqdm", "tenacity", "socket"}.isdisjoint(loaded), loaded
+    assert SENDING.isdisjoint(loaded) and {"tqdm", "tenacity", "socket", "dotenv"}.isdisjoint(loaded), loaded
 
 
 def test_the_dataset_stages_and_check_params_load_only_what_reading_params_and_files_needs(project: Path) -> None:
