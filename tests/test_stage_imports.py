@@ -1,7 +1,7 @@
 """A stage pays start-up only for what its path uses: a paid stage that sends nothing (its pool already whole, its
 key missing, its critic disabled) loads no HTTP client, simulator or pyarrow; the grade stage no HTTP client;
-report_grading, which draws from arrays, no pandas. Each stage runs as DVC runs it, in a fresh interpreter that
-then lists the heavy modules it loaded."""
+report_grading, which draws from arrays, no pandas; check_params, fetch and normalize not even the socket module,
+tenacity or tqdm. Each stage runs as DVC runs it, in a fresh interpreter that then lists the modules it loaded."""
 
 from __future__ import annotations
 
@@ -20,6 +20,10 @@ from tracevote.cli.demo import BUILTIN_PROBLEMS, copy_pipeline
 HEAVY = ("numpy", "pandas", "pyarrow", "requests", "urllib3", "tqdm", "matplotlib", "tracevote.sampling.client",
          "tracevote.sim.server")
 SENDING = {"requests", "urllib3", "tracevote.sampling.client", "tracevote.sim.server"}
+# What a stage that resolves no host, retries nothing and draws no bar never needs: the socket module (the endpoints'
+# config checks hosts with it only when asked), tenacity and email's date parser (the retry policy's), tqdm, and
+# python-dotenv where there is no .env file to read a key from
+LIGHT_UNUSED = (*HEAVY, "socket", "tenacity", "email.utils", "dotenv")
 
 # Runs stages/<script> as `python stages/<script> ...` would, then writes its exit code and the heavy modules it
 # loaded to the file named first.
@@ -46,10 +50,10 @@ def small_params() -> dict[str, Any]:
             "eval": {"k": [1, 2, 4], "repeat": 2}, "report": {"k": 4}}
 
 
-def stage_loads(root: Path, script: str, *args: str) -> tuple[int, list[str], str]:
-    """The exit code of stages/<script> run in `root`, the HEAVY modules it loaded, and its stderr."""
+def stage_loads(root: Path, script: str, *args: str, watched: tuple[str, ...] = HEAVY) -> tuple[int, list[str], str]:
+    """The exit code of stages/<script> run in `root`, the `watched` modules it loaded, and its stderr."""
     out = root / f"loaded-{script}.json"
-    completed = subprocess.run([sys.executable, "-c", RUN_AND_LIST.format(heavy=HEAVY), str(out),
+    completed = subprocess.run([sys.executable, "-c", RUN_AND_LIST.format(heavy=watched), str(out),
                                 str(REPO_ROOT / "stages" / script), *args], cwd=root, env=project_env(),
                                capture_output=True, text=True, timeout=hang_guard_s())
     assert out.is_file(), completed.stdout + completed.stderr
@@ -74,9 +78,18 @@ CRITIC_ARGS = ("--run", "pool_toy", "--gold", "data/toy.jsonl", "--critic", "gra
 
 
 def test_a_whole_pool_loads_no_client_or_simulator(project: Path) -> None:
-    code, loaded, _ = stage_loads(project, "build_pool.py", *POOL_ARGS)
+    code, loaded, _ = stage_loads(project, "build_pool.py", *POOL_ARGS, watched=LIGHT_UNUSED)
     assert code == 0
-    assert SENDING.isdisjoint(loaded), loaded
+    assert SENDING.isdisjoint(loaded) and {"tqdm", "tenacity", "socket", "dotenv"}.isdisjoint(loaded), loaded
+
+
+def test_the_dataset_stages_and_check_params_load_only_what_reading_params_and_files_needs(project: Path) -> None:
+    normalize = ("--dataset", "toy", "--raw", "data/raw/toy.jsonl", "--out", "data/toy.jsonl")
+    for script, *args in (("check_params.py",), ("fetch.py", "--dataset", "toy", "--out", "data/raw/toy.jsonl"),
+                          ("normalize.py", *normalize)):
+        code, loaded, stderr = stage_loads(project, script, *args, watched=LIGHT_UNUSED)
+        assert code == 0, stderr
+        assert loaded == [], (script, loaded)
 
 
 def test_a_missing_key_is_refused_before_the_client_loads(project: Path, tmp_path: Path) -> None:
@@ -84,12 +97,13 @@ def test_a_missing_key_is_refused_before_the_client_loads(project: Path, tmp_pat
     update_params(root, model_overrides(backend="openai", name="deepseek-chat", needs_key=True))
     code, loaded, stderr = stage_loads(root, "build_pool.py", *POOL_ARGS)
     assert code == 2 and "no API key is set for endpoint deepseek" in stderr
-    assert SENDING.isdisjoint(loaded), loaded
+    assert SENDING.isdisjoint(loaded) and "tqdm" not in loaded, loaded
 
 
 def test_a_disabled_critic_loads_no_client_pool_or_pyarrow_and_grading_no_client(project: Path) -> None:
-    code, loaded, _ = stage_loads(project, "build_grading_critic.py", *CRITIC_ARGS)
-    assert code == 0 and loaded == []
+    code, loaded, _ = stage_loads(project, "build_grading_critic.py", *CRITIC_ARGS,
+                                  watched=(*LIGHT_UNUSED, "multiprocessing", "concurrent.futures"))
+    assert code == 0 and loaded == []  # nor the Math-Verify judge's worker pool, which it never starts
     code, loaded, stderr = stage_loads(project, "grade.py", *CRITIC_ARGS, "--out", "grading/runs/pool_toy.json",
                                        "--details", "grading/runs/pool_toy.jsonl")
     assert code == 0, stderr
@@ -100,3 +114,18 @@ def test_a_disabled_critic_loads_no_client_pool_or_pyarrow_and_grading_no_client
     assert code == 0, stderr
     assert (project / "plots" / "grading").is_dir() and "pandas" not in loaded, loaded
 
+
+
+def loaded_by_import(module: str, watched: tuple[str, ...]) -> list[str]:
+    """The `watched` modules a fresh interpreter has loaded once it has imported `module`."""
+    script = f"import sys, {module}; print(sorted(name for name in {watched!r} if name in sys.modules))"
+    completed = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True,
+                               timeout=hang_guard_s())
+    return json.loads(completed.stdout.replace("'", '"'))
+
+
+def test_the_score_tables_readers_import_its_module_without_a_process_pool_or_a_version_scan() -> None:
+    # aggregate and the explorer import tracevote.deepconf.score for its columns; its schemas (pandas' version,
+    # looked up by importlib.metadata) are made when a table is written, its pools started when one is used
+    assert loaded_by_import("tracevote.deepconf.score", ("importlib.metadata", "multiprocessing",
+                                                         "concurrent.futures.process")) == []

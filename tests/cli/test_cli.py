@@ -71,6 +71,13 @@ def test_version_names_the_package_version(capsys: pytest.CaptureFixture[str]) -
     assert package_version()[0].isdigit()
 
 
+def test_the_version_is_looked_up_only_for_version() -> None:
+    """importlib.metadata scans every installed distribution (~0.05 CPU s): a command's parser is built without it."""
+    script = "import sys; from tracevote.cli.main import build_parser; build_parser(); print(sorted(sys.modules))"
+    completed = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    assert "'importlib.metadata'" not in completed.stdout
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [

@@ -18,17 +18,16 @@ tests/answers/test_mathverify.py runs.
 
 from __future__ import annotations
 
-import multiprocessing
-import multiprocessing.forkserver
 import re
 import threading
 import time
 from collections import Counter, deque
 from collections.abc import Iterable
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
-from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future, ProcessPoolExecutor
 
 from tracevote.answers.mathverify_worker import (
     FallbackReason,
@@ -43,7 +42,7 @@ from tracevote.answers.mathverify_worker import (
 VerdictMethod = Literal["math_verify", "string", "unjudged"]
 StartMethod = Literal["spawn", "forkserver", "fork"]
 # The chunks being compared: each one's indices in the pairs, and the time.monotonic() it must be done by.
-InFlight = dict[Future[list[Outcome]], tuple[list[int], float]]
+InFlight: TypeAlias = "dict[Future[list[Outcome]], tuple[list[int], float]]"
 
 
 @dataclass(frozen=True)
@@ -136,6 +135,11 @@ class MathJudge:
         self.chunk_size = chunk_size
         self.startup_timeout_s = startup_timeout_s
         self.rule = rule
+        # multiprocessing and concurrent.futures (~0.04 CPU s) are imported where a judge is made or its workers
+        # started, not at the top: the modules that import this one for its verdicts (the score table's readers,
+        # the grading critic, the explorer) never compare an answer
+        import multiprocessing
+
         self._context = multiprocessing.get_context(start_method)
         if start_method == "forkserver":
             # Workers fork from one server that imported and warmed Math-Verify once (spawn starts an interpreter
@@ -151,6 +155,8 @@ class MathJudge:
         own work (reading its files); with "fork" this process loads it (~0.5 s) and its workers, forked at the first
         comparison, start warm; a spawned pool starts its workers with the first comparison."""
         if self._context.get_start_method() == "forkserver":
+            import multiprocessing.forkserver
+
             multiprocessing.forkserver.ensure_running()
         elif self._context.get_start_method() == "fork":
             warm_up()
@@ -226,6 +232,8 @@ class MathJudge:
         and fills `outcomes`. Returns the indices to retry alone: those of chunks that overran (unless a single
         pair: then it timed out), crashed (unless `alone`: then its pair crashed the worker) or were in flight
         when the pool had to be killed for another's overrun or crash. Any failure replaces the pool."""
+        from concurrent.futures import FIRST_COMPLETED, wait
+
         pending = deque(chunks)
         in_flight: InFlight = {}
         retry: list[int] = []
@@ -251,6 +259,8 @@ class MathJudge:
               alone: bool) -> tuple[bool, list[int]]:
         """Fills `outcomes` from a finished chunk. Returns whether its worker failed, and the indices to retry
         then (none when it ran `alone`: the failure is its pair's own)."""
+        from concurrent.futures.process import BrokenProcessPool
+
         try:
             chunk_outcomes = future.result()
         except Exception as error:
@@ -265,6 +275,8 @@ class MathJudge:
 
     def _ready_pool(self) -> ProcessPoolExecutor:
         """The pool, started and warmed up first if there is none (not counted against any limit)."""
+        from concurrent.futures import ProcessPoolExecutor, wait
+
         if self._pool is None:
             if self._context.get_start_method() == "fork":
                 warm_up()  # once here rather than in every worker (a no-op after `start`)

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import ipaddress
 import re
-import socket
 
 # The environment variables each provider's own documentation names for its key, and the domains that key
 # belongs to (the domain itself and every host under it).
@@ -76,6 +75,8 @@ def forbidden_host(host: str) -> str | None:
 def forbidden_resolution(host: str) -> str | None:
     """Why `host` may not be called once resolved (a name whose address is link-local or a metadata service's),
     or None; a name that does not resolve is left to the request, which reports it as unreachable."""
+    import socket  # here, not at the top: every stage reads the endpoints' config, few stages resolve a host
+
     try:
         found = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
     except (OSError, UnicodeError):
@@ -96,6 +97,8 @@ def host_address(name: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | N
         pass
     if not _LEGACY_IPV4.match(name):
         return None
+    import socket
+
     try:
         return ipaddress.IPv4Address(socket.inet_aton(name))
     except OSError:

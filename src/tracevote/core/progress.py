@@ -8,9 +8,10 @@ tqdm redraws its bar with a carriage return at each refresh; written to a file, 
 from __future__ import annotations
 
 import sys
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
-from tqdm import tqdm
+if TYPE_CHECKING:
+    from tqdm import tqdm
 
 FILE_INTERVAL = 30.0  # seconds between two lines at most, when the output is not a terminal
 
@@ -36,6 +37,10 @@ def progress_bar(*, total: int | None, desc: str, unit: str, stream: TextIO | No
                  interval: float = FILE_INTERVAL) -> tqdm:
     """tqdm on `stream` (stderr by default): on a terminal, redrawn in place at most once a second; otherwise one
     line at most every `interval` seconds (and the last line when it closes)."""
+    # here, not at the top: every paid stage imports this module, and one that finds nothing to send (its pool
+    # whole, its key missing) draws no bar; tqdm takes ~0.05 CPU s to import
+    from tqdm import tqdm
+
     stream = sys.stderr if stream is None else stream
     if stream.isatty():
         return tqdm(total=total, desc=desc, unit=unit, file=stream, dynamic_ncols=True, mininterval=1.0)

@@ -14,14 +14,14 @@ in a row. Waiting 30 s at a time would only fetch the same answer more slowly.
 from __future__ import annotations
 
 import collections
-import email.utils
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
-import tenacity
+if TYPE_CHECKING:
+    import tenacity
 
 T = TypeVar("T")
 LONG_RETRY_AFTER_S = 600.0  # a Retry-After over this says the limit will not lift within a run's patience
@@ -113,6 +113,8 @@ def parse_retry_after(header: str | None, now: float | None = None) -> float | N
         return max(0.0, float(header))
     except ValueError:
         pass
+    import email.utils  # here, not at the top, as tenacity below
+
     try:
         when = email.utils.parsedate_to_datetime(header).timestamp()
     except (TypeError, ValueError):
@@ -125,8 +127,12 @@ def _last_error(retry_state: tenacity.RetryCallState) -> TransientError | None:
     return exc if isinstance(exc, TransientError) else None
 
 
-class _WaitRetryAfterOrBackoff(tenacity.wait.wait_base):
+class _WaitRetryAfterOrBackoff:
+    """tenacity's `wait`: any callable from the retry state to seconds."""
+
     def __init__(self, initial_s: float, max_s: float, unreachable_max_s: float) -> None:
+        import tenacity
+
         self.backoff = tenacity.wait_random_exponential(multiplier=initial_s, max=max_s)
         self.max_s = max_s
         self.unreachable_max_s = unreachable_max_s
@@ -160,6 +166,10 @@ def call_with_retries(
     marked `unreachable` gets only `backoff.unreachable_attempts` tries. `sleep` waits between attempts (a
     caller's may end early, e.g. when a circuit breaker trips).
     """
+
+    # here, not at the top: this module's errors and notices are imported by every stage that may call out (fetch,
+    # the paid stages), most of which find nothing to send and never retry
+    import tenacity
 
     backoff = backoff or Backoff()
 

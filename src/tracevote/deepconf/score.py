@@ -7,9 +7,9 @@ concatenates these frames; `aggregate` reads only that table, so the gold answer
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -45,13 +45,12 @@ _TYPES = {"problem_id": (pa.large_string(), "str"), "sample_id": (pa.int64(), "i
           **{name: (pa.float64(), "float64") for signal in TOKEN_SIGNALS for name in signal_columns(signal)}}
 
 
+@functools.cache
 def _schema(columns: tuple[str, ...]) -> pa.Schema:
+    """The table's schema, made when first written rather than on import: the score table's readers (aggregate, the
+    explorer) import this module for its columns and never need it."""
     schema = pa.schema([(name, _TYPES[name][0]) for name in columns])
     return schema.with_metadata(pandas_metadata(schema, {name: _TYPES[name][1] for name in columns}))
-
-
-SCORE_SCHEMA = _schema(SCORE_COLUMNS)
-STOP_SCHEMA = _schema(STOP_COLUMNS)
 # The stop table is the stage's largest output (~0.08 rows a token): pyarrow's defaults (a dictionary tried on
 # every column, statistics) took 3x as long to write it as these encodings, and made it 2x larger.
 STOP_WRITE_OPTIONS: dict[str, Any] = {
@@ -61,7 +60,8 @@ STOP_WRITE_OPTIONS: dict[str, Any] = {
 
 @dataclass(frozen=True, eq=False)
 class ScoredProblem:
-    """One problem's rows of the score table and of the stop table, as Arrow tables (SCORE_SCHEMA, STOP_SCHEMA)."""
+    """One problem's rows of the score table and of the stop table, as Arrow tables (score_schema, the stop
+    table's)."""
 
     scores: pa.Table
     stops: pa.Table
@@ -72,8 +72,8 @@ class ScoredProblem:
 
 
 def score_schema(extra_columns: tuple[str, ...] = ()) -> pa.Schema:
-    """SCORE_SCHEMA with a compared signal's columns after it (signals.signal_columns)."""
-    return _schema((*SCORE_COLUMNS, *extra_columns)) if extra_columns else SCORE_SCHEMA
+    """The score table's schema, with a compared signal's columns after it (signals.signal_columns)."""
+    return _schema((*SCORE_COLUMNS, *extra_columns))
 
 
 def score_problem(traces: ProblemTraces, gold: int, cfg: ConfidenceConfig, answers: AnswersConfig) -> pd.DataFrame:
@@ -165,7 +165,7 @@ def _stop_rows(traces: ProblemTraces, stops: StopProfiles) -> pa.Table:
     columns = [repeated(traces.problem_id, len(stops.spent)),
                numbers(np.repeat(np.asarray(traces.sample_ids, dtype=np.int64), per_trace)),
                numbers(stops.spent), numbers(stops.value)]
-    return pa.Table.from_arrays(columns, schema=STOP_SCHEMA)
+    return pa.Table.from_arrays(columns, schema=_schema(STOP_COLUMNS))
 
 
 def score_plan(pool: Pool, problem_ids: Sequence[str], cfg: ConfidenceConfig) -> SignalPlan:
@@ -194,6 +194,9 @@ def score_pool(pool: Pool, problems: Sequence[tuple[str, int | str]], n_pool: in
     if workers <= 1 or len(jobs) <= 1:
         yield from map(_score_job, jobs)
         return
+    # here, not at the top: the score table's readers (aggregate, the explorer) import this module for its columns
+    from concurrent.futures import ProcessPoolExecutor
+
     with ProcessPoolExecutor(max_workers=min(workers, len(jobs))) as executor:
         yield from executor.map(_score_job, jobs)
 

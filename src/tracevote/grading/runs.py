@@ -7,7 +7,6 @@ gives it under `answers:` (a trace with no answer has empty content, so it is wr
 
 from __future__ import annotations
 
-import multiprocessing
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -70,15 +69,22 @@ def pool_predictions(manifest_path: Path, answers: AnswersConfig) -> tuple[list[
 
 
 DEFAULT_TIMEOUT_S, DEFAULT_WORKERS = 5.0, 2  # grading.verify_timeout_s and grading.workers, without a params file
-# Workers forked from this process once it has loaded Math-Verify: no fork server and resource tracker interpreters
-# to start (~0.1 CPU-s of the ~0.3 s grade pays over a plain loop); the fork server where fork is unavailable.
-GRADING_START: StartMethod = "fork" if "fork" in multiprocessing.get_all_start_methods() else "forkserver"
+
+
+def grading_start_method() -> StartMethod:
+    """Workers forked from this process once it has loaded Math-Verify: no fork server and resource tracker
+    interpreters to start (~0.1 CPU-s of the ~0.3 s grade pays over a plain loop); the fork server where fork is
+    unavailable. Asked when a judge is made, so a stage that imports this module for a run's config and records
+    (the grading critic) never loads multiprocessing."""
+    import multiprocessing
+
+    return "fork" if "fork" in multiprocessing.get_all_start_methods() else "forkserver"
 
 
 def grading_judge(cfg: GradingConfig | None) -> MathJudge:
     """The grading rule's judge with `cfg`'s time limit and workers (the defaults when there is no params file)."""
     timeout_s, workers = (DEFAULT_TIMEOUT_S, DEFAULT_WORKERS) if cfg is None else (cfg.verify_timeout_s, cfg.workers)
-    return MathJudge(max_workers=workers, timeout_s=timeout_s, rule="grading", start_method=GRADING_START)
+    return MathJudge(max_workers=workers, timeout_s=timeout_s, rule="grading", start_method=grading_start_method())
 
 
 def grade_inputs(inputs: RunInputs, cfg: GradingConfig | None) -> Grades:

@@ -7,8 +7,6 @@ import io
 from collections.abc import Mapping
 from pathlib import Path
 
-from dotenv import dotenv_values
-
 from tracevote.core.config_endpoints import ModelConfig
 from tracevote.core.errors import ConfigError
 
@@ -21,6 +19,9 @@ def resolve_api_key(model: ModelConfig, environ: Mapping[str, str], dotenv_path:
         return value
     if dotenv_path is None or not dotenv_path.is_file():
         return None
+    # here, not at the top: python-dotenv and the logging it imports cost ~0.03 CPU s, and most runs have no .env
+    from dotenv import dotenv_values
+
     return (dotenv_values(stream=io.StringIO(read_dotenv(dotenv_path))).get(model.api_key_env) or "").strip() or None
 
 
