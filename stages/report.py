@@ -13,7 +13,7 @@ from tracevote.core.fileio import write_json, write_text
 from tracevote.datasets.problems import load_problems
 from tracevote.deepconf.results import AggregateResult
 from tracevote.report import headline, passk, plots, tables
-from tracevote.report.compare import tokens_per_trace
+from tracevote.report.compare import TraceTokens, tokens_per_trace
 
 
 def main() -> None:
@@ -43,8 +43,8 @@ def main() -> None:
     curve = plots.accuracy_curve(result)
     write_json(args.metrics / "summary.json", summary)
     scores = pd.read_parquet(args.scores)
-    headline.write_headlines(args.headline, headline.deepconf_headlines(result, k, tokens_per_trace([scores]),
-                                                                        simulated=simulated))
+    per_trace = tokens_per_trace([TraceTokens.of_frame(scores)])
+    headline.write_headlines(args.headline, headline.deepconf_headlines(result, k, per_trace, simulated=simulated))
     write_json(args.metrics / "results.json", results)
     write_text(args.metrics / "report.txt", text + "\n")
     write_text(args.metrics / "results.csv", tables.table_csv(table))

@@ -16,6 +16,7 @@ from matplotlib.figure import Figure
 from tests.dvcproject import dvc, make_project
 from tests.images import assert_not_blank
 from tests.test_pipeline import drawn_title, small_sim_params
+from tracevote.core.csvtext import columns_csv
 from tracevote.report import compare, critique, grading, plots
 from tracevote.report.compare import DebatePoint, OnlinePoint, VotingCurve
 
@@ -174,11 +175,12 @@ def test_dvc_plots_show_lists_exactly_the_intended_plots(tmp_path: Path) -> None
     debate = DebatePoint(0.6, 9000.0, 6.0, 12)
     compare.plot_accuracy_vs_tokens(synthetic_voting(), debate, project / "plots" / "accuracy_vs_tokens.png",
                                     simulated=True, datasets=["toy"])
-    compare.curve_table(synthetic_voting(), debate).to_csv(project / "plots" / "accuracy_vs_tokens.csv", index=False)
+    tokens_curve = compare.curve_table(synthetic_voting(), debate)
+    (project / "plots" / "accuracy_vs_tokens.csv").write_text(columns_csv(tokens_curve, "%.4f"))
     rows = [{"dataset": "toy_steps", "task": "toy_steps", "n_error": 2, "n_correct": 1, "error_accuracy_pct": 50.0,
              "correct_accuracy_pct": 100.0, "f1_pct": 66.67, "unanimous_pct": 0.0, "unparsable_pct": 0.0}]
     (project / "plots" / "critique").mkdir(parents=True)
-    critique.f1_table(rows).to_csv(project / "plots" / "critique" / "f1_by_task.csv", index=False)
+    (project / "plots" / "critique" / "f1_by_task.csv").write_text(columns_csv(critique.f1_table(rows), "%.2f"))
     critique.plot_critique(rows, [-1, 0, 2], [-1, 1, 2], project / "plots" / "critique" / "critique.png",
                            simulated=True)
     grading.plot_word_counts([GRADED_RUN], project / "plots" / "grading" / "word_counts.png")

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure  # the object API draws to files without a GUI backend
 
@@ -14,6 +13,9 @@ from tracevote.core.csvtext import frame_csv
 from tracevote.deepconf.results import AggregateResult
 from tracevote.report.figures import MIN_WIDTH_IN, TITLE_Y, save_png, set_margins, titled
 from tracevote.report.tables import method_label
+
+if TYPE_CHECKING:  # compare reads this module's styles without loading pandas (~0.4 CPU s): see accuracy_curve
+    import pandas as pd
 
 # One colour and style per role, the same in every panel, so a single legend serves them all.
 BASELINE_STYLES = {"pass1": ("Pass@1", "black", ":"), "cons": ("Cons@K (majority vote)", "tab:gray", "--")}
@@ -28,6 +30,7 @@ Line = tuple[str, str, str, str]  # method, legend label, colour, line style
 def accuracy_curve(result: AggregateResult) -> pd.DataFrame:
     """Columns k, then per method its mean accuracy, `<method>_std`, `<method>_ci_low` and `<method>_ci_high`
     (fractions); one row per K. Online methods come after the others, empty below their warmup."""
+    import pandas as pd  # here: the report stage loads it anyway, the compare stage (styles only) need not
     table: dict[str, list[float | None]] = {"k": list(result.k)}
     rows_by_method: list[tuple[str, list[Any]]] = [
         *((method, [result.accuracy_at(method, k) for k in result.k]) for method in result.methods),
