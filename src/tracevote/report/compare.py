@@ -227,11 +227,11 @@ def accuracy_vs_tokens_figure(curve: VotingCurve | None, point: DebatePoint, *, 
     rows = -(-len(measures) // columns)
     figure = Figure(figsize=(5.4 * columns, 3.8 * rows + 1.0))
     axes = figure.subplots(rows, columns, sharex=True, sharey=True, squeeze=False).ravel()
+    axes[0].set_xscale("log")  # sharex: one call sets every panel's (each call rescales them all)
     for axis, measure in zip(axes, measures, strict=False):
         if curve is not None:
             _draw_voting(axis, curve, measure)
         axis.plot([point.completion_tokens], [100 * point.accuracy], label="Debate (DyLAN)", **DEBATE_STYLE)
-        axis.set_xscale("log")
         axis.grid(alpha=0.3)
         axis.set_title(f"confidence measure: {measure}" if measure else "debate", fontsize=10, y=TITLE_Y)
         axis.set_xlabel("completion tokens per problem (log)")
