@@ -102,7 +102,7 @@ def test_a_disabled_critic_loads_no_client_pool_or_pyarrow_and_grading_no_client
 
 
 
-@pytest.mark.parametrize("script", ["compare.py", "report_critiques.py"])
+@pytest.mark.parametrize("script", ["report.py", "compare.py", "report_critiques.py"])
 def test_the_stages_that_read_scores_or_draw_without_frames_load_no_pandas(script: str, tmp_path: Path) -> None:
     """Their imports, as `--help` stops after them: each reads its score table through pyarrow alone and writes its
     plot CSV from plain columns (report.figures.plot_csv), so pandas' ~0.4 CPU s of start-up is not theirs."""
