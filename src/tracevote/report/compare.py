@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import orjson
@@ -26,9 +26,6 @@ from tracevote.deepconf.results import AggregateResult
 from tracevote.report.figures import TITLE_Y, save_png, set_margins, titled
 from tracevote.report.plots import BASELINE_STYLES, online_styles, panel_methods
 from tracevote.report.tables import SIMULATED_BANNER, method_label, percent
-
-if TYPE_CHECKING:  # the compare stage reads its score tables with pyarrow alone: pandas is ~0.4 CPU s of its start
-    import pandas as pd
 
 DEBATE_STYLE = {"marker": "*", "markersize": 15, "color": "tab:red", "linestyle": "none"}
 
@@ -86,13 +83,10 @@ class TraceTokens:
         table = pq.ParquetFile(path).read(columns=["problem_id", "n_tokens"])
         return cls(table["problem_id"].to_pylist(), array_numpy(table["n_tokens"], np.float64))
 
-    @classmethod
-    def of_frame(cls, scores: pd.DataFrame) -> TraceTokens:
-        return cls(scores["problem_id"].tolist(), scores["n_tokens"].to_numpy(dtype=np.float64))
-
     def problem_means(self) -> np.ndarray:
         """Each problem's mean completion tokens, problems in sorted order: ids a, b, a with 10, 30, 20 -> [15, 30]."""
-        _, problem = np.unique(np.asarray(self.problem_ids, dtype=object), return_inverse=True)
+        rank = {problem: i for i, problem in enumerate(sorted(set(self.problem_ids)))}
+        problem = np.fromiter((rank[p] for p in self.problem_ids), dtype=np.int64, count=len(self.problem_ids))
         return np.bincount(problem, weights=self.n_tokens) / np.bincount(problem)
 
 
