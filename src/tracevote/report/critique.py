@@ -35,7 +35,7 @@ def read_by_task_csv(path: Path) -> list[dict[str, Any]]:
     if missing:
         raise DataError(f"{path}: column {missing[0]!r} is missing (run score_critiques)")
     return [_by_task_row(path, number, dict(zip(header, line, strict=False)))
-            for number, line in enumerate(lines, start=2)]
+            for number, line in enumerate(lines, start=2) if line]  # a blank line is no row, as to pandas
 
 
 def _by_task_row(path: Path, number: int, cells: dict[str, str]) -> dict[str, Any]:
