@@ -11,7 +11,7 @@ from tracevote.core.config import load_params
 from tracevote.core.entry import stage_main
 from tracevote.core.fileio import write_json, write_text
 from tracevote.report import compare
-from tracevote.report.plots import dvc_plot_csv
+from tracevote.report.figures import plot_csv
 
 
 def main() -> None:
@@ -42,7 +42,7 @@ def main() -> None:
     write_text(args.out / "compare.md", table)
     write_json(args.out / "compare.json", {"simulated": simulated, "datasets": shared, "rows": rows})
     write_text(args.plots / "accuracy_vs_tokens.csv",
-               dvc_plot_csv(compare.curve_table(curve, point), simulated=simulated, float_format="%.4f"))
+               plot_csv(compare.curve_table(curve, point), simulated=simulated, float_format="%.4f"))
     compare.plot_accuracy_vs_tokens(curve, point, args.plots / "accuracy_vs_tokens.png", simulated=simulated,
                                     datasets=shown)
     print(f"compare: {args.out}/compare.md, compare.json; {args.plots}/accuracy_vs_tokens.png, .csv")

@@ -5,7 +5,6 @@ import datetime
 from pathlib import Path
 
 import orjson
-import pandas as pd
 
 from tracevote.core.config import load_params
 from tracevote.core.entry import stage_main
@@ -13,14 +12,15 @@ from tracevote.core.fileio import write_json, write_text
 from tracevote.datasets.problems import load_problems
 from tracevote.deepconf.results import AggregateResult
 from tracevote.report import headline, passk, plots, tables
-from tracevote.report.compare import tokens_per_trace
+from tracevote.report.compare import TraceTokens, tokens_per_trace
+from tracevote.report.figures import plot_csv
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--params", default="params.yaml")
     parser.add_argument("--aggregate", required=True, type=Path)
-    parser.add_argument("--scores", required=True)
+    parser.add_argument("--scores", required=True, type=Path)
     parser.add_argument("--problems", required=True)
     parser.add_argument("--metrics", required=True, type=Path,
                         help="folder for summary.json, results.json/.csv/.md, report.txt")
@@ -42,9 +42,8 @@ def main() -> None:
                                                                   simulated=simulated)}
     curve = plots.accuracy_curve(result)
     write_json(args.metrics / "summary.json", summary)
-    scores = pd.read_parquet(args.scores)
-    headline.write_headlines(args.headline, headline.deepconf_headlines(result, k, tokens_per_trace([scores]),
-                                                                        simulated=simulated))
+    per_trace = tokens_per_trace([TraceTokens.read(args.scores)])
+    headline.write_headlines(args.headline, headline.deepconf_headlines(result, k, per_trace, simulated=simulated))
     write_json(args.metrics / "results.json", results)
     write_text(args.metrics / "report.txt", text + "\n")
     write_text(args.metrics / "results.csv", tables.table_csv(table))
@@ -54,11 +53,11 @@ def main() -> None:
     write_text(args.metrics / "online.csv", tables.table_csv(online, tables.ONLINE_COLUMNS))
     write_text(args.metrics / "online.md", tables.online_markdown(online, result, simulated=simulated)
                if online else "No online DeepConf result: every eval.k is below online.warmup.\n")
-    write_text(args.plots / "accuracy_vs_k.csv", plots.dvc_plot_csv(curve, simulated=simulated, float_format="%.6f"))
+    write_text(args.plots / "accuracy_vs_k.csv", plot_csv(curve, simulated=simulated, float_format="%.6f"))
     plots.plot_accuracy(curve, result.methods, args.plots / "accuracy_vs_k.png", simulated=simulated,
                         online_methods=result.online_methods, ci_level=result.ci_level if result.bootstrap else None)
-    plots.plot_confidence(scores, result.measures, args.plots / "confidence.png",
-                           simulated=simulated)
+    plots.plot_confidence(plots.read_confidences(args.scores, result.measures), result.measures,
+                          args.plots / "confidence.png", simulated=simulated)
     snapshot = args.runs / datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     write_json(snapshot / "summary.json", summary)
     write_json(snapshot / "results.json", results)

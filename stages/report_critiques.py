@@ -10,7 +10,7 @@ import orjson
 from tracevote.core.entry import stage_main
 from tracevote.core.fileio import parse_json_object, write_text
 from tracevote.report import critique
-from tracevote.report.plots import dvc_plot_csv
+from tracevote.report.figures import plot_csv
 
 
 def main() -> None:
@@ -31,7 +31,7 @@ def main() -> None:
     print(table)
     write_text(args.table, table)
     write_text(args.plots / "f1_by_task.csv",
-               dvc_plot_csv(critique.f1_table(rows), simulated=simulated, float_format="%.2f"))
+               plot_csv(critique.f1_table(rows), simulated=simulated, float_format="%.2f"))
     critique.plot_critique(rows, [r["label"] for r in results], [r["prediction"] for r in results],
                            args.plots / "critique.png", simulated=simulated)
     print(f"report_critiques: {args.table}; {args.plots}/critique.png, f1_by_task.csv")

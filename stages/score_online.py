@@ -7,7 +7,6 @@ import contextlib
 from pathlib import Path
 
 import orjson
-import pandas as pd
 
 from tracevote.answers.mathverify import MathJudge
 from tracevote.core.config import load_params
@@ -19,7 +18,7 @@ from tracevote.deepconf.live import LiveAnswers
 from tracevote.deepconf.live_results import pool_beside, score_run
 from tracevote.deepconf.results import AggregateResult
 from tracevote.report import live as report
-from tracevote.report.compare import tokens_per_trace
+from tracevote.report.compare import TraceTokens, tokens_per_trace
 from tracevote.report.headline import live_headlines, write_headlines
 from tracevote.store.live import read_manifest
 
@@ -86,7 +85,7 @@ def _aggregate(path: Path) -> AggregateResult:
 
 def _curves(result: AggregateResult, scores: Path) -> list[report.Curve]:
     """Cons@K and the replayed online methods at each K from the aggregate stage, tokens per problem."""
-    per_trace = tokens_per_trace([pd.read_parquet(scores, columns=["problem_id", "n_tokens"])])
+    per_trace = tokens_per_trace([TraceTokens.read(scores)])
     cons = ([k * per_trace for k in result.k], [result.accuracy_at("cons", k).mean for k in result.k])
     online = {}
     for method in result.online_methods:

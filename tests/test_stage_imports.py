@@ -115,7 +115,6 @@ def test_a_disabled_critic_loads_no_client_pool_or_pyarrow_and_grading_no_client
     assert (project / "plots" / "grading").is_dir() and "pandas" not in loaded, loaded
 
 
-
 def loaded_by_import(module: str, watched: tuple[str, ...]) -> list[str]:
     """The `watched` modules a fresh interpreter has loaded once it has imported `module`."""
     script = f"import sys, {module}; print(sorted(name for name in {watched!r} if name in sys.modules))"
@@ -129,3 +128,12 @@ def test_the_score_tables_readers_import_its_module_without_a_process_pool_or_a_
     # looked up by importlib.metadata) are made when a table is written, its pools started when one is used
     assert loaded_by_import("tracevote.deepconf.score", ("importlib.metadata", "multiprocessing",
                                                          "concurrent.futures.process")) == []
+
+
+@pytest.mark.parametrize("script", ["report.py", "compare.py", "report_critiques.py"])
+def test_the_stages_that_read_scores_or_draw_without_frames_load_no_pandas(script: str, tmp_path: Path) -> None:
+    """Their imports, as `--help` stops after them: each reads its score table through pyarrow alone and writes its
+    plot CSV from plain columns (report.figures.plot_csv), so pandas' ~0.4 CPU s of start-up is not theirs."""
+    code, loaded, stderr = stage_loads(tmp_path, script, "--help")
+    assert code == 0, stderr
+    assert "pandas" not in loaded, loaded

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from tests.conftest import REPO_ROOT
-from tracevote.core.csvtext import FORMULA_STARTS, csv_text, frame_csv, read_cell, safe_cell
+from tracevote.core.csvtext import FORMULA_STARTS, columns_csv, csv_text, frame_csv, read_cell, safe_cell
 from tracevote.critique.results import BY_TASK_COLUMNS, write_by_task_csv
 from tracevote.report.critique import read_by_task_csv
 from tracevote.report.grading import write_table_csv
@@ -69,6 +69,19 @@ def test_frame_csv_neutralises_text_columns_and_names_but_not_numbers() -> None:
     frame = pd.DataFrame({"label": ["=cmd", "Cons@4", "-1"], "k": pd.array([-1, None, 4], dtype="Int64"),
                           "@x": [-0.5, 1.0, math.nan]})
     assert frame_csv(frame, "%.2f") == "label,k,'@x\n'=cmd,-1,-0.50\nCons@4,,1.00\n-1,4,\n"
+
+
+@pytest.mark.parametrize("columns", [
+    {"label": ["=cmd", "Cons@4", "-1"], "k": [-1, None, 4], "@x": [-0.5, 1.0, None], "simulated": [True] * 3},
+    {"method": ["pass1", "debate"], "k": [1, None], "tokens": [161.74479166, 9000.0], "acc": [67.1875, math.nan]},
+    {"subset": ["pb/gsm8k"], "f1_pct": [None], "error_accuracy_pct": [33.333333]},
+])
+def test_columns_csv_writes_plain_columns_as_frame_csv_writes_their_frame(columns: dict) -> None:
+    """The pandas-free stages (compare, report_critiques) write the CSVs `dvc plots` reads byte for byte as the
+    frame's writer did: an int column with a gap stays ints (as Int64), a float column's gap is empty."""
+    frame = pd.DataFrame({name: pd.array(values, dtype="Int64") if name == "k" else values
+                          for name, values in columns.items()})
+    assert columns_csv(columns, "%.4f") == frame_csv(frame, "%.4f")
 
 
 def test_the_critique_table_reads_back_the_task_names_it_wrote(tmp_path: Path) -> None:

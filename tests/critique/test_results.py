@@ -85,6 +85,29 @@ def test_a_by_task_csv_without_its_columns_is_refused_by_name(tmp_path: Path) ->
         report.read_by_task_csv(tmp_path / "bad.csv")
 
 
+HEADER = ("dataset,task,n_error,n_correct,error_accuracy_pct,correct_accuracy_pct,f1_pct,unanimous_pct,"
+          "unparsable_pct\n")
+
+
+@pytest.mark.parametrize(("text", "refusal"), [
+    ("", r"bad\.csv: cannot read the critique scores by task"),
+    (HEADER + "pb,gsm8k,two,1,50.00,100.00,66.67,0.00,0.00\n", r"bad\.csv: row 2: not a count or a share"),
+    (HEADER + "pb,gsm8k,2,1,50.00,100.00,66.67,0.00,0.00\npb,math,1\n", r"bad\.csv: row 3: not a count or a share"),
+])
+def test_a_by_task_csv_that_is_not_counts_and_shares_is_refused_naming_its_row(text: str, refusal: str,
+                                                                               tmp_path: Path) -> None:
+    (tmp_path / "bad.csv").write_text(text)
+    with pytest.raises(DataError, match=refusal):
+        report.read_by_task_csv(tmp_path / "bad.csv")
+
+
+def test_a_blank_line_in_the_by_task_csv_is_no_row(tmp_path: Path) -> None:
+    (tmp_path / "by_task.csv").write_text(HEADER + "pb,gsm8k,2,1,50.00,,66.67,0.00,0.00\n\n")
+    assert report.read_by_task_csv(tmp_path / "by_task.csv") == [
+        {"dataset": "pb", "task": "gsm8k", "n_error": 2, "n_correct": 1, "error_accuracy_pct": 50.0,
+         "correct_accuracy_pct": None, "f1_pct": 66.67, "unanimous_pct": 0.0, "unparsable_pct": 0.0}]
+
+
 def test_the_table_shows_an_empty_subset_as_a_dash() -> None:
     rows = by_task_rows(results())
     table = report.render_markdown(rows, critique_metrics(results(), simulated=True), simulated=True)

@@ -4,9 +4,15 @@ trace costs more. The expected rows are worked out here from the curve's numbers
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
-from tracevote.report.compare import DebatePoint, VotingCurve, comparison_rows
+from tracevote.report.compare import DebatePoint, TraceTokens, VotingCurve, comparison_rows, tokens_per_trace
 
 K = (1, 2, 4, 8, 16)
 CONS = (0.11, 0.22, 0.33, 0.44, 0.55)  # a different accuracy at each K: the row must take its own K's
@@ -41,3 +47,20 @@ def test_no_within_row_when_one_trace_costs_more_than_the_debate() -> None:
     assert within_row(99.9) == []
     rows = comparison_rows(curve(), DebatePoint(0.5, 99.9, 5.0, 10), 16, agents=4)
     assert [row["method"] for row in rows] == ["pass1", "cons", "debate"]
+
+
+def test_a_trace_costs_the_mean_over_problems_of_each_problems_mean_read_without_pandas(tmp_path: Path) -> None:
+    """Problems with uneven trace counts, out of order: p0 (10, 20, 60) -> 30, p1 (5) -> 5, p2 (1, 2) -> 1.5; a
+    trace costs (30 + 5 + 1.5) / 3, read from the score table with pyarrow alone."""
+    ids, tokens = ["p1", "p0", "p2", "p0", "p2", "p0"], [5, 10, 1, 20, 2, 60]
+    path = tmp_path / "scores.parquet"
+    pq.write_table(pa.table({"problem_id": ids, "n_tokens": pa.array(tokens, pa.int64()), "valid": [True] * 6}), path)
+    frame = pd.DataFrame({"problem_id": ids, "n_tokens": tokens})
+    expected = (30 + 5 + 1.5) / 3
+    read = TraceTokens.read(path)
+    assert read.problem_ids == ids and read.n_tokens.tolist() == tokens
+    assert read.problem_means().tolist() == [30.0, 5.0, 1.5]
+    assert tokens_per_trace([read]) == expected
+    # as pandas defined it: every table's per-problem means pooled, then their mean
+    pooled = pd.concat([frame.groupby("problem_id")["n_tokens"].mean()] * 2).mean()
+    assert tokens_per_trace([read, TraceTokens(ids, np.array(tokens, dtype=np.float64))]) == pooled

@@ -7,8 +7,8 @@ import re
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import orjson
-import pandas as pd
 import pytest
 
 from tests.debate.test_results import four_results
@@ -96,7 +96,7 @@ def test_without_a_bootstrap_the_headlines_have_no_interval(online_result) -> No
 
 
 def test_the_comparison_holds_online_deepconf_at_k_in_percent_and_tokens_per_problem(online_result) -> None:
-    scores = pd.DataFrame({"problem_id": ["p0", "p1"], "n_tokens": [10, 30]})
+    scores = compare.TraceTokens(["p0", "p1"], np.array([10.0, 30.0]))
     curve = compare.voting_curve([(online_result, scores)])
     rows = compare.comparison_rows(curve, DebatePoint(0.5, 1000.0, 5.0, 4), 12, agents=4)
     online = {row["method"]: row for row in rows if row["method"].startswith("online_")}
@@ -108,7 +108,7 @@ def test_the_comparison_holds_online_deepconf_at_k_in_percent_and_tokens_per_pro
     markdown = compare.render_markdown(rows, ["toy"], simulated=False)
     assert "| DeepConf-low online@12 | 12 | 4 |" in markdown
     assert "on toy: every row 4 problems." in markdown
-    assert "accuracy_pct" in compare.curve_table(curve, DebatePoint(0.5, 1000.0, 5.0, 4)).columns
+    assert "accuracy_pct" in compare.curve_table(curve, DebatePoint(0.5, 1000.0, 5.0, 4))
 
 
 def test_the_debate_headline_pools_every_debated_problem() -> None:
@@ -151,7 +151,7 @@ def test_a_folder_of_headlines_keeps_only_the_current_names(tmp_path: Path) -> N
 
 def test_the_comparison_header_counts_what_each_row_covers(online_result) -> None:
     # the pool votes on all 4 problems; debate.problems [0, 1] debated only 2
-    scores = pd.DataFrame({"problem_id": ["p0", "p1"], "n_tokens": [10, 30]})
+    scores = compare.TraceTokens(["p0", "p1"], np.array([10.0, 30.0]))
     rows = compare.comparison_rows(compare.voting_curve([(online_result, scores)]),
                                    DebatePoint(0.5, 1000.0, 5.0, 2), 12, agents=4)
     markdown = compare.render_markdown(rows, ["toy"], simulated=False)

@@ -26,7 +26,7 @@ from tracevote.debate.results import debate_metrics, debate_totals
 from tracevote.debate.table import debate_markdown
 from tracevote.deepconf.live_results import score_problem
 from tracevote.report import compare, critique, grading, live, study, tables
-from tracevote.report.plots import dvc_plot_csv
+from tracevote.report.figures import plot_csv
 
 HOSTILE = "<script>alert(1)</script> a|b\nc\\"
 PLAIN = "plain"
@@ -143,7 +143,7 @@ def test_the_critiques_csvs_keep_a_hostile_task_as_one_cell_and_the_markdown_rea
     write_by_task_csv(tmp_path / "by_task.csv", rows)
     back = critique.read_by_task_csv(tmp_path / "by_task.csv")
     assert [row["task"] for row in back] == [HOSTILE] * len(rows)
-    plotted = pd.read_csv(io.StringIO(dvc_plot_csv(critique.f1_table(back), simulated=True, float_format="%.2f")))
+    plotted = pd.read_csv(io.StringIO(plot_csv(critique.f1_table(back), simulated=True, float_format="%.2f")))
     assert len(plotted) == len(rows) and all(HOSTILE in subset for subset in plotted["subset"])
     metrics = critique_metrics(critique_results(), simulated=True)
     assert shape(critique.render_markdown(back, metrics, simulated=True)) == shape(critique_table(PLAIN))

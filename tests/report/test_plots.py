@@ -13,11 +13,14 @@ import pytest
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from tests.deepconf.test_online import small_online_aggregate
 from tests.dvcproject import dvc, make_project
 from tests.images import assert_not_blank
 from tests.test_pipeline import drawn_title, small_sim_params
+from tracevote.core.csvtext import columns_csv
 from tracevote.report import compare, critique, grading, plots
 from tracevote.report.compare import DebatePoint, OnlinePoint, VotingCurve
+from tracevote.report.figures import plot_csv
 
 MEASURES = ("avg", "bottom10", "lowest", "tail")
 METHODS = ("pass1", "cons", *(f"{m}{top}" for m in MEASURES for top in ("", "_top10", "_top90")))
@@ -174,11 +177,12 @@ def test_dvc_plots_show_lists_exactly_the_intended_plots(tmp_path: Path) -> None
     debate = DebatePoint(0.6, 9000.0, 6.0, 12)
     compare.plot_accuracy_vs_tokens(synthetic_voting(), debate, project / "plots" / "accuracy_vs_tokens.png",
                                     simulated=True, datasets=["toy"])
-    compare.curve_table(synthetic_voting(), debate).to_csv(project / "plots" / "accuracy_vs_tokens.csv", index=False)
+    tokens_curve = compare.curve_table(synthetic_voting(), debate)
+    (project / "plots" / "accuracy_vs_tokens.csv").write_text(columns_csv(tokens_curve, "%.4f"))
     rows = [{"dataset": "toy_steps", "task": "toy_steps", "n_error": 2, "n_correct": 1, "error_accuracy_pct": 50.0,
              "correct_accuracy_pct": 100.0, "f1_pct": 66.67, "unanimous_pct": 0.0, "unparsable_pct": 0.0}]
     (project / "plots" / "critique").mkdir(parents=True)
-    critique.f1_table(rows).to_csv(project / "plots" / "critique" / "f1_by_task.csv", index=False)
+    (project / "plots" / "critique" / "f1_by_task.csv").write_text(columns_csv(critique.f1_table(rows), "%.2f"))
     critique.plot_critique(rows, [-1, 0, 2], [-1, 1, 2], project / "plots" / "critique" / "critique.png",
                            simulated=True)
     grading.plot_word_counts([GRADED_RUN], project / "plots" / "grading" / "word_counts.png")
@@ -201,3 +205,36 @@ def test_dvc_plots_show_lists_exactly_the_intended_plots(tmp_path: Path) -> None
     assert fields == {"pass1", "cons", "tail", "tail_top10", "tail_top90"}
     assert tail["encoding"]["x"]["scale"] == {"type": "log", "base": 2}  # our template: K itself on a log axis
     assert [layer["mark"]["type"] for layer in tail["layer"]] == ["area", "line"]  # a band under each line
+
+
+def test_the_report_draws_its_score_table_read_without_pandas_as_it_drew_the_frame(tmp_path: Path) -> None:
+    """The report stage reads the score table through pyarrow alone (plots.read_confidences): the same confidence
+    figure, pixel for pixel, as from pandas' frame of it; each histogram counts the valid traces with a value."""
+    scores = synthetic_scores(np.random.default_rng(1))
+    scores.loc[::7, "valid"] = False
+    scores.loc[::5, "lowest"] = math.nan
+    path = tmp_path / "scores.parquet"
+    scores.to_parquet(path)
+    columns = plots.read_confidences(path, MEASURES)
+    assert set(columns) == {"valid", "correct", *MEASURES} and all(isinstance(c, np.ndarray) for c in columns.values())
+    figures = [plots.confidence_figure(table, MEASURES, simulated=True) for table in (columns, pd.read_parquet(path))]
+    pixels = []
+    for figure in figures:
+        canvas = FigureCanvasAgg(figure)
+        canvas.draw()
+        pixels.append(np.asarray(canvas.buffer_rgba()).copy())
+    assert np.array_equal(*pixels)
+    kept = scores["valid"] & scores["lowest"].notna()
+    lowest_panel = figures[0].axes[MEASURES.index("lowest")]
+    assert lowest_panel.get_legend_handles_labels()[1] == [f"correct (n={(kept & scores['correct']).sum()})",
+                                                           f"incorrect (n={(kept & ~scores['correct']).sum()})"]
+
+
+def test_the_curve_as_plain_columns_writes_the_csv_its_frame_wrote() -> None:
+    """accuracy_curve's columns (None below an online method's warmup) through figures.plot_csv, byte for byte as
+    the frame of them through dvc_plot_csv."""
+    result, _ = small_online_aggregate()
+    curve = plots.accuracy_curve(result)
+    assert None in curve["online_low"], "the online method is empty below its warmup"
+    assert plot_csv(curve, simulated=True, float_format="%.6f") == plots.dvc_plot_csv(
+        pd.DataFrame(curve), simulated=True, float_format="%.6f")

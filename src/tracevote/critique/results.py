@@ -16,14 +16,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tracevote.core.csvtext import csv_text
 from tracevote.core.fileio import write_text
-from tracevote.critique.build import CritiqueItem
 from tracevote.critique.metrics import Scored, Scores, by_task, scores
 from tracevote.critique.votes import boxed_content, majority, parse_vote
-from tracevote.store.calls import CallLedger, CallRecord
+
+if TYPE_CHECKING:  # annotations only: report_critiques reads this module's columns without the call ledger's code
+    from tracevote.critique.build import CritiqueItem
+    from tracevote.store.calls import CallLedger, CallRecord
 
 PERCENT_KEYS = {"error_acc": "error_accuracy_pct", "correct_acc": "correct_accuracy_pct", "f1": "f1_pct",
                 "unanimous_share": "unanimous_pct", "unparsable_share": "unparsable_pct"}  # Scores' field -> key

@@ -17,9 +17,10 @@ from typing import Any
 
 import numpy as np
 import orjson
-import pandas as pd
+import pyarrow.parquet as pq
 from matplotlib.figure import Figure
 
+from tracevote.core.arrow_numpy import array_numpy
 from tracevote.core.mdtext import md_text
 from tracevote.deepconf.results import AggregateResult
 from tracevote.report.figures import TITLE_Y, save_png, set_margins, titled
@@ -65,12 +66,31 @@ def load_voting(aggregate_dir: Path, scores_dir: Path, datasets: Sequence[str]) 
     for name in datasets:
         stored = orjson.loads((aggregate_dir / f"{name}.json").read_bytes())  # a checked name: core.config.DATASET_NAME
         simulated |= bool(stored["simulated"])
-        scores = pd.read_parquet(scores_dir / f"{name}.parquet", columns=["problem_id", "n_tokens"])
-        parts.append((AggregateResult.from_json(stored["result"]), scores))
+        parts.append((AggregateResult.from_json(stored["result"]), TraceTokens.read(scores_dir / f"{name}.parquet")))
     return voting_curve(parts), simulated
 
 
-def voting_curve(parts: Sequence[tuple[AggregateResult, pd.DataFrame]]) -> VotingCurve:
+@dataclass(frozen=True)
+class TraceTokens:
+    """A score table's two columns that price a trace: each trace's problem and completion tokens."""
+
+    problem_ids: list[str]
+    n_tokens: np.ndarray  # float64
+
+    @classmethod
+    def read(cls, path: Path) -> TraceTokens:
+        """From a score table on disk, through pyarrow alone (its read_table and to_numpy load pandas)."""
+        table = pq.ParquetFile(path).read(columns=["problem_id", "n_tokens"])
+        return cls(table["problem_id"].to_pylist(), array_numpy(table["n_tokens"], np.float64))
+
+    def problem_means(self) -> np.ndarray:
+        """Each problem's mean completion tokens, problems in sorted order: ids a, b, a with 10, 30, 20 -> [15, 30]."""
+        rank = {problem: i for i, problem in enumerate(sorted(set(self.problem_ids)))}
+        problem = np.fromiter((rank[p] for p in self.problem_ids), dtype=np.int64, count=len(self.problem_ids))
+        return np.bincount(problem, weights=self.n_tokens) / np.bincount(problem)
+
+
+def voting_curve(parts: Sequence[tuple[AggregateResult, TraceTokens]]) -> VotingCurve:
     """Pool (aggregate, scores table) pairs of several datasets: each weighs by its problems."""
     first = parts[0][0]
     sizes = np.array([result.validity.n_problems for result, _ in parts], dtype=float)
@@ -82,10 +102,9 @@ def voting_curve(parts: Sequence[tuple[AggregateResult, pd.DataFrame]]) -> Votin
                        _online_points([result for result, _ in parts], sizes))
 
 
-def tokens_per_trace(score_tables: Sequence[pd.DataFrame]) -> float:
+def tokens_per_trace(score_tables: Sequence[TraceTokens]) -> float:
     """What a trace costs: the mean over problems (of every table) of each problem's mean completion tokens."""
-    per_problem = pd.concat([scores.groupby("problem_id")["n_tokens"].mean() for scores in score_tables])
-    return float(per_problem.mean())
+    return float(np.concatenate([table.problem_means() for table in score_tables]).mean())
 
 
 def _online_points(results: Sequence[AggregateResult], sizes: np.ndarray) -> dict[str, tuple[OnlinePoint, ...]]:
@@ -140,9 +159,9 @@ def _row(method: str, label: str, k: int | None, accuracy: float, tokens: float,
 CURVE_COLUMNS = ("method", "label", "k", "completion_tokens_per_problem", "accuracy_pct")
 
 
-def curve_table(curve: VotingCurve | None, point: DebatePoint) -> pd.DataFrame:
-    """One row per plotted point, columns CURVE_COLUMNS (accuracy in %): every voting method at every K
-    (Pass@1 once, at one trace), every online method at every K it ran, and the debate (no K)."""
+def curve_table(curve: VotingCurve | None, point: DebatePoint) -> dict[str, list[Any]]:
+    """One row per plotted point, columns CURVE_COLUMNS (accuracy in %; the debate's k empty): every voting method
+    at every K (Pass@1 once, at one trace), every online method at every K it ran, and the debate (no K)."""
     rows = []
     if curve is not None:
         rows.append(("pass1", "Pass@1", 1, curve.tokens_at(1), curve.accuracy["pass1"][-1]))
@@ -151,9 +170,8 @@ def curve_table(curve: VotingCurve | None, point: DebatePoint) -> pd.DataFrame:
         rows += [(method, method_label(method, "K"), p.k, p.tokens, p.accuracy)
                  for method, points in curve.online.items() for p in points]
     rows.append(("debate", "Debate (DyLAN)", None, point.completion_tokens, point.accuracy))
-    table = pd.DataFrame(rows, columns=list(CURVE_COLUMNS))
-    table["k"] = table["k"].astype("Int64")
-    table["accuracy_pct"] = 100 * table["accuracy_pct"]
+    table = {column: list(values) for column, values in zip(CURVE_COLUMNS, zip(*rows, strict=True), strict=True)}
+    table["accuracy_pct"] = [100 * accuracy for accuracy in table["accuracy_pct"]]
     return table
 
 
@@ -203,11 +221,11 @@ def accuracy_vs_tokens_figure(curve: VotingCurve | None, point: DebatePoint, *, 
     rows = -(-len(measures) // columns)
     figure = Figure(figsize=(5.4 * columns, 3.8 * rows + 1.0))
     axes = figure.subplots(rows, columns, sharex=True, sharey=True, squeeze=False).ravel()
+    axes[0].set_xscale("log")  # sharex: one call sets every panel's (each call rescales them all)
     for axis, measure in zip(axes, measures, strict=False):
         if curve is not None:
             _draw_voting(axis, curve, measure)
         axis.plot([point.completion_tokens], [100 * point.accuracy], label="Debate (DyLAN)", **DEBATE_STYLE)
-        axis.set_xscale("log")
         axis.grid(alpha=0.3)
         axis.set_title(f"confidence measure: {measure}" if measure else "debate", fontsize=10, y=TITLE_Y)
         axis.set_xlabel("completion tokens per problem (log)")

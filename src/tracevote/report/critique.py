@@ -3,12 +3,12 @@ accuracy and F1 per dataset and task beside where the vote put the first error a
 
 from __future__ import annotations
 
+import csv
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pandas as pd
 from matplotlib.figure import Figure
 
 from tracevote.core.csvtext import read_cell
@@ -24,17 +24,27 @@ _BARS = (("error_accuracy_pct", "error accuracy", "tab:red"), ("correct_accuracy
 
 
 def read_by_task_csv(path: Path) -> list[dict[str, Any]]:
+    """score_critiques' rows back, typed: dataset and task as text, the counts as int, each share a float or None
+    (an empty subset's, written as an empty cell)."""
     try:
-        table = pd.read_csv(path, keep_default_na=False, na_values=[""], dtype={"task": str, "dataset": str})
-    except (OSError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
+        with open(path, newline="", encoding="utf-8") as handle:
+            header, *lines = list(csv.reader(handle))
+    except (OSError, UnicodeDecodeError, csv.Error, ValueError) as exc:  # ValueError: no header
         raise DataError(f"{path}: cannot read the critique scores by task ({exc})") from exc
-    missing = [column for column in BY_TASK_COLUMNS if column not in table.columns]
+    missing = [column for column in BY_TASK_COLUMNS if column not in header]
     if missing:
         raise DataError(f"{path}: column {missing[0]!r} is missing (run score_critiques)")
-    table = table.astype(object).where(table.notna(), None)
-    for column in ("dataset", "task"):  # as score_critiques read them, before core.csvtext made them safe
-        table[column] = table[column].map(read_cell, na_action="ignore")
-    return table.to_dict(orient="records")
+    return [_by_task_row(path, number, dict(zip(header, line, strict=False)))
+            for number, line in enumerate(lines, start=2) if line]  # a blank line is no row, as to pandas
+
+
+def _by_task_row(path: Path, number: int, cells: dict[str, str]) -> dict[str, Any]:
+    try:  # as score_critiques read them, before core.csvtext made them safe
+        return {**cells, "dataset": read_cell(cells["dataset"]), "task": read_cell(cells["task"]),
+                "n_error": int(cells["n_error"]), "n_correct": int(cells["n_correct"]),
+                **{key: float(cells[key]) if cells[key] else None for key in PERCENT_KEYS.values()}}
+    except (KeyError, ValueError) as exc:
+        raise DataError(f"{path}: row {number}: not a count or a share ({exc})") from exc
 
 
 def subset_label(row: dict[str, Any]) -> str:
@@ -70,10 +80,10 @@ def _percent(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}"
 
 
-def f1_table(rows: Sequence[dict[str, Any]]) -> pd.DataFrame:
-    """For `dvc plots`: subset, error_accuracy_pct, correct_accuracy_pct, f1_pct (an empty subset is blank)."""
-    return pd.DataFrame({"subset": [subset_label(r) for r in rows],
-                         **{key: [r[key] for r in rows] for key, _, _ in _BARS}})
+def f1_table(rows: Sequence[dict[str, Any]]) -> dict[str, list[Any]]:
+    """For `dvc plots` (columns): subset, error_accuracy_pct, correct_accuracy_pct, f1_pct (an empty subset's
+    None)."""
+    return {"subset": [subset_label(r) for r in rows], **{key: [r[key] for r in rows] for key, _, _ in _BARS}}
 
 
 def position_cap(labels: Sequence[int], predictions: Sequence[int | None]) -> int:

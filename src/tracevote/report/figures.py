@@ -1,13 +1,16 @@
-"""What every figure of the report stages shares: its title marked SIMULATED, and its PNG written whole. Apart from
-report.plots, which draws from pandas frames, so a stage drawing from plain arrays (report_grading) loads no
-pandas (~0.5 CPU s of start-up)."""
+"""What every figure of the report stages shares: its title marked SIMULATED, its PNG written whole, and the CSV
+`dvc plots` draws from plain columns. Apart from report.plots, which draws from pandas frames, so a stage drawing
+from plain arrays (report_grading, report_critiques, compare) loads no pandas (~0.4 CPU s of start-up)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from matplotlib.figure import Figure  # the object API draws to files without a GUI backend
 
+from tracevote.core.csvtext import columns_csv
 from tracevote.core.fileio import atomic_path
 
 # A panel title at the top of its axes, where it lands anyway when no tick labels or offset text sit above the
@@ -37,3 +40,10 @@ def set_margins(figure: Figure, grid: tuple[int, int], *, left: float, right: fl
 def save_png(figure: Figure, path: Path) -> None:
     with atomic_path(path) as tmp:
         figure.savefig(tmp, dpi=110, format="png")
+
+
+def plot_csv(columns: Mapping[str, Sequence[Any]], *, simulated: bool, float_format: str) -> str:
+    """Columns for `dvc plots` as report.plots.dvc_plot_csv writes a frame's (a last column `simulated`), for the
+    stages that load no pandas (compare, report_critiques)."""
+    rows = len(next(iter(columns.values()), []))
+    return columns_csv({**columns, "simulated": [simulated] * rows}, float_format)

@@ -38,16 +38,18 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tracevote.core.fileio import write_json
 from tracevote.core.names import check_inside
 from tracevote.critique.metrics import scores
-from tracevote.critique.results import CritiqueResult
-from tracevote.debate.results import DebateResult
 from tracevote.deepconf.results import AggregateResult
 from tracevote.report import passk
 from tracevote.report.tables import headline_rows, percent
+
+if TYPE_CHECKING:  # annotations only: the report stages that call this module load no debate or critique pool code
+    from tracevote.critique.results import CritiqueResult
+    from tracevote.debate.results import DebateResult
 
 
 def deepconf_headlines(result: AggregateResult, k: int, tokens_per_trace: float, *,

@@ -1,19 +1,25 @@
-"""The report's plots and the curve behind them: accuracy vs K, and confidence of correct vs incorrect."""
+"""The report's plots and the curve behind them: accuracy vs K, and confidence of correct vs incorrect. They draw
+from columns by name (plain lists or arrays, or a pandas frame's), so the report stage loads no pandas."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
+import pyarrow.parquet as pq
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure  # the object API draws to files without a GUI backend
 
+from tracevote.core.arrow_numpy import array_numpy
 from tracevote.core.csvtext import frame_csv
 from tracevote.deepconf.results import AggregateResult
 from tracevote.report.figures import MIN_WIDTH_IN, TITLE_Y, save_png, set_margins, titled
 from tracevote.report.tables import method_label
+
+if TYPE_CHECKING:  # only the study's tables are frames (dvc_plot_csv); pandas is ~0.4 CPU s of a stage's start
+    import pandas as pd
 
 # One colour and style per role, the same in every panel, so a single legend serves them all.
 BASELINE_STYLES = {"pass1": ("Pass@1", "black", ":"), "cons": ("Cons@K (majority vote)", "tab:gray", "--")}
@@ -23,11 +29,12 @@ ONLINE_COLOURS = ("magenta", "tab:cyan", "tab:olive", "navy")  # tab:red is the 
 K_LABEL = "K (samples voted on)"
 ONLINE_MEASURE = "lowest"  # online DeepConf weighs and filters by the lowest-group confidence
 Line = tuple[str, str, str, str]  # method, legend label, colour, line style
+Columns = Mapping[str, Any]  # column name -> its values (a list, an array, or a frame's Series)
 
 
-def accuracy_curve(result: AggregateResult) -> pd.DataFrame:
+def accuracy_curve(result: AggregateResult) -> dict[str, list[Any]]:
     """Columns k, then per method its mean accuracy, `<method>_std`, `<method>_ci_low` and `<method>_ci_high`
-    (fractions); one row per K. Online methods come after the others, empty below their warmup."""
+    (fractions); one row per K. Online methods come after the others, empty (None) below their warmup."""
     table: dict[str, list[float | None]] = {"k": list(result.k)}
     rows_by_method: list[tuple[str, list[Any]]] = [
         *((method, [result.accuracy_at(method, k) for k in result.k]) for method in result.methods),
@@ -35,7 +42,7 @@ def accuracy_curve(result: AggregateResult) -> pd.DataFrame:
     for method, rows in rows_by_method:
         for suffix, field in (("", "mean"), ("_std", "std"), ("_ci_low", "ci_low"), ("_ci_high", "ci_high")):
             table[f"{method}{suffix}"] = [None if row is None else getattr(row, field) for row in rows]
-    return pd.DataFrame(table)
+    return table
 
 
 def panel_methods(methods: tuple[str, ...], measure: str) -> list[Line]:
@@ -64,13 +71,13 @@ def online_styles(methods: tuple[str, ...]) -> list[Line]:
             for method, colour in zip(methods, ONLINE_COLOURS, strict=False)]
 
 
-def plot_accuracy(curve: pd.DataFrame, methods: tuple[str, ...], path: Path, *, simulated: bool,
+def plot_accuracy(curve: Columns, methods: tuple[str, ...], path: Path, *, simulated: bool,
                   online_methods: tuple[str, ...] = (), ci_level: float | None = None) -> None:
     save_png(accuracy_figure(curve, methods, simulated=simulated, online_methods=online_methods,
                              ci_level=ci_level), path)
 
 
-def accuracy_figure(curve: pd.DataFrame, methods: tuple[str, ...], *, simulated: bool,
+def accuracy_figure(curve: Columns, methods: tuple[str, ...], *, simulated: bool,
                     online_methods: tuple[str, ...] = (), ci_level: float | None = None) -> Figure:
     """Small multiples: a row per confidence measure (then one of the online methods), a panel per voting method,
     each drawing that method and Cons@K as lines over light bands of their intervals (bootstrap, else ±1 std),
@@ -90,10 +97,11 @@ def accuracy_figure(curve: pd.DataFrame, methods: tuple[str, ...], *, simulated:
             for method, label, colour, style in [*baselines, line]:
                 _draw_line(axis, curve, method, label, colour, style, band=method != "pass1")
             axis.set_title(method_label(line[0], "K"), fontsize=9, y=TITLE_Y)
-            _k_axis(axis, curve["k"].to_numpy())
+            _k_axis(axis)
         row_axes[0].set_ylabel(f"{row_name}\naccuracy (%)")
         for axis in row_axes[len(lines):]:
             axis.set_visible(False)
+    _k_ticks(axes[0][0], np.asarray(curve["k"]))  # after every line: the K range is the view of all
     _label_outer(axes)
     _shared_legend(figure, axes)
     bands = f"{100 * ci_level:.0f}% bootstrap intervals" if ci_level is not None else "±1 std"
@@ -133,45 +141,67 @@ def accuracy_rows(methods: tuple[str, ...], online_methods: tuple[str, ...]) -> 
     return rows
 
 
-def _draw_line(axis: Axes, curve: pd.DataFrame, method: str, label: str, colour: str, style: str, *,
+def _draw_line(axis: Axes, curve: Columns, method: str, label: str, colour: str, style: str, *,
                band: bool = True) -> None:
     """The method's mean over K as a line, over a light band of its interval."""
-    k = curve["k"].to_numpy(dtype=np.float64)
-    mean = 100 * curve[method].to_numpy(dtype=np.float64)
+    k = _floats(curve["k"])
+    mean = 100 * _floats(curve[method])
     if band:
-        if f"{method}_ci_low" in curve and curve[f"{method}_ci_low"].notna().any():
-            low, high = (100 * curve[f"{method}_ci_{side}"].to_numpy(dtype=np.float64) for side in ("low", "high"))
+        if f"{method}_ci_low" in curve and not np.isnan(_floats(curve[f"{method}_ci_low"])).all():
+            low, high = (100 * _floats(curve[f"{method}_ci_{side}"]) for side in ("low", "high"))
         else:
-            std = 100 * curve[f"{method}_std"].to_numpy(dtype=np.float64)
+            std = 100 * _floats(curve[f"{method}_std"])
             low, high = mean - std, mean + std
         axis.fill_between(k, low, high, color=colour, alpha=0.15, linewidth=0)
     axis.plot(k, mean, linestyle=style, color=colour, marker="o", markersize=2.5, linewidth=1.6 if band else 1.1,
               label=label)
 
 
-def _k_axis(axis: Axes, ks: np.ndarray) -> None:
-    """A labelled tick at every evaluated K of a log2 K axis, the largest included."""
-    axis.set_xticks(ks, [str(int(k)) for k in ks], fontsize=8)
+def _floats(values: Any) -> np.ndarray:
+    """A column as float64, a missing value (None) as NaN."""
+    return np.asarray(values, dtype=np.float64)
+
+
+def _k_ticks(axis: Axes, ks: np.ndarray) -> None:
+    """A labelled tick at every evaluated K of a log2 K axis, the largest included. Shared axes share their tick
+    locators and formatters, so one call sets every panel's; a call per panel costs a panel count squared of view
+    updates (~0.1 CPU s a report)."""
+    axis.set_xticks(ks, [str(int(k)) for k in ks])
     axis.minorticks_off()
+
+
+def _k_axis(axis: Axes) -> None:
+    """What each panel keeps of its own: the size of its K labels, the K axis label, the grid."""
+    axis.tick_params(axis="x", labelsize=8)
     axis.set_xlabel(K_LABEL)
     axis.grid(alpha=0.3)
 
 
-def plot_confidence(scores: pd.DataFrame, measures: tuple[str, ...], path: Path, *, simulated: bool) -> None:
+def read_confidences(path: Path, measures: tuple[str, ...]) -> dict[str, np.ndarray]:
+    """The score table's columns the confidence figure draws (valid, correct, each measure), through pyarrow alone
+    (its read_table and to_numpy load pandas)."""
+    table = pq.ParquetFile(path).read(columns=["valid", "correct", *measures])
+    return {"valid": array_numpy(table["valid"], bool), "correct": array_numpy(table["correct"], bool),
+            **{measure: array_numpy(table[measure], np.float64) for measure in measures}}
+
+
+def plot_confidence(scores: Columns, measures: tuple[str, ...], path: Path, *, simulated: bool) -> None:
     save_png(confidence_figure(scores, measures, simulated=simulated), path)
 
 
-def confidence_figure(scores: pd.DataFrame, measures: tuple[str, ...], *, simulated: bool) -> Figure:
+def confidence_figure(scores: Columns, measures: tuple[str, ...], *, simulated: bool) -> Figure:
     """A panel per measure: the histograms of the valid traces' confidence, correct beside incorrect."""
-    valid = scores[scores["valid"]]
+    valid, correct_rows = np.asarray(scores["valid"], dtype=bool), np.asarray(scores["correct"], dtype=bool)
     figure = Figure(figsize=(max(4 * len(measures), MIN_WIDTH_IN), 4))
     axes = figure.subplots(1, len(measures), squeeze=False)
     set_margins(figure, (1, len(measures)), left=0.7, right=0.15, top=0.6, bottom=0.5, wspace=0.45)
     for axis, measure in zip(axes[0], measures, strict=True):
         # one set of bins for both classes, so their bars line up and their heights compare
-        bins = np.histogram_bin_edges(valid[measure].dropna().to_numpy(), bins=40)
+        confidence = _floats(scores[measure])
+        shown = valid & ~np.isnan(confidence)
+        bins = np.histogram_bin_edges(confidence[shown], bins=40)
         for correct, colour in ((True, "tab:green"), (False, "tab:red")):
-            values = valid.loc[valid["correct"] == correct, measure].dropna().to_numpy()
+            values = confidence[shown & (correct_rows == correct)]
             if values.size:
                 axis.hist(values, bins=bins, alpha=0.5, density=True, color=colour, histtype="stepfilled",
                           label=f"{'correct' if correct else 'incorrect'} (n={values.size})")

@@ -30,7 +30,7 @@ from tracevote.core.study_paths import ModelPaths
 from tracevote.deepconf.results import AggregateResult
 from tracevote.deepconf.study import ModelDifference, ModelRun, StudyPoint, frontier
 from tracevote.deepconf.uncertainty import bootstrap_rng, intervals, resample_weights
-from tracevote.report.compare import tokens_per_trace
+from tracevote.report.compare import TraceTokens, tokens_per_trace
 from tracevote.report.figures import save_png, titled
 from tracevote.report.headline import write_headlines
 from tracevote.report.tables import method_label, percent
@@ -50,8 +50,8 @@ def load_run(endpoint: str, paths: ModelPaths, pricing: PricingConfig) -> ModelR
                             f"`dvc repro` (or `dvc pull`) for it")
     stored = orjson.loads(paths.aggregate.read_bytes())
     result = AggregateResult.from_json(stored["result"])
-    scores = pd.read_parquet(paths.scores, columns=["problem_id", "n_tokens"])
-    prompts = prompt_tokens(paths.manifest, sorted(set(scores["problem_id"])))
+    scores = TraceTokens.read(paths.scores)
+    prompts = prompt_tokens(paths.manifest, sorted(set(scores.problem_ids)))
     return ModelRun(endpoint, result, tokens_per_trace([scores]), float(np.mean(list(prompts.values()))), pricing,
                     bool(stored["simulated"]))
 
