@@ -21,10 +21,12 @@ from tests.sampling.test_build import (
     SIM,
     build_command,
     make_workdir,
+    pool_folder,
     run_build,
     sample_requests,
     sim_server,
     stored,
+    stored_in,
     the_pool,
 )
 from tests.sim_servers import kill_at_random_moments, kill_once_stored, watched_server
@@ -198,9 +200,10 @@ def test_the_probe_command_says_how_many_samples_a_request_asks(tmp_path: Path, 
 def test_kill_9_with_n_loses_at_most_the_requests_in_flight(tmp_path: Path) -> None:
     with watched_server(SIM, options=ServerOptions(profile="local")) as server:
         workdir = make_workdir(tmp_path / "work", server.base_url, **with_n())
+        folder = pool_folder(workdir)
 
         def run_until(target: int, round_number: int) -> None:
-            kill_once_stored(build_command(), workdir, lambda: len(stored(workdir)), target,
+            kill_once_stored(build_command(), workdir, lambda: len(stored_in(folder)), target,
                              tmp_path / f"build-{round_number}.log")
 
         def requested_samples() -> Counter[str]:
@@ -208,7 +211,7 @@ def test_kill_9_with_n_loses_at_most_the_requests_in_flight(tmp_path: Path) -> N
             return Counter({key: count for key, count in server.stats.snapshot()["choices"].items()
                             if not key.startswith("probe/")})
 
-        partial = kill_at_random_moments(server, run_until, lambda: stored(workdir), requested_samples,
+        partial = kill_at_random_moments(server, run_until, lambda: stored_in(folder), requested_samples,
                                          total=N_PROBLEMS * N_POOL,
                                          in_flight=calls_at_risk(CONCURRENCY) * PER_REQUEST, seed=5)
         final = run_build(workdir)
