@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -111,16 +112,24 @@ def test_the_heat_map_shows_only_the_rows_some_solution_has(labels: list[int], p
     assert critique.heat_map_rows(critique.position_matrix(labels, predictions, cap), cap) == expected
 
 
-def test_plot_files_are_written(tmp_path: Path) -> None:
-    plots.plot_accuracy(synthetic_curve(), METHODS, tmp_path / "accuracy_vs_k.png", simulated=True)
+@pytest.fixture(scope="module")
+def drawn(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """accuracy_vs_k.png and confidence.png drawn once from the synthetic data (~1 CPU s): the test that the
+    files are written checks them, the `dvc plots show` test shows them."""
+    folder = tmp_path_factory.mktemp("drawn")
+    plots.plot_accuracy(synthetic_curve(), METHODS, folder / "accuracy_vs_k.png", simulated=True)
+    plots.plot_confidence(synthetic_scores(np.random.default_rng(0)), MEASURES, folder / "confidence.png",
+                          simulated=True)
+    return folder
+
+
+def test_plot_files_are_written(tmp_path: Path, drawn: Path) -> None:
     curve = synthetic_curve().assign(online_low=[None] * 4 + [0.7] * 6, online_low_std=[None] * 4 + [0.02] * 6)
     plots.plot_accuracy(curve, METHODS, tmp_path / "accuracy_vs_k_online.png", simulated=True,
                         online_methods=("online_low",))
-    plots.plot_confidence(synthetic_scores(np.random.default_rng(0)), MEASURES, tmp_path / "confidence.png",
-                          simulated=True)
-    for name in ("accuracy_vs_k.png", "accuracy_vs_k_online.png", "confidence.png"):
-        assert_not_blank(tmp_path / name)
-    assert not list(tmp_path.glob(".*.tmp"))
+    for path in (drawn / "accuracy_vs_k.png", tmp_path / "accuracy_vs_k_online.png", drawn / "confidence.png"):
+        assert_not_blank(path)
+    assert not list(tmp_path.glob(".*.tmp")) and not list(drawn.glob(".*.tmp"))
 
 
 def assert_laid_out(figure: Figure, shared_texts: int = 2) -> None:
@@ -166,14 +175,13 @@ def test_the_token_panels_clear_the_title_and_the_legend() -> None:
 
 
 @pytest.mark.slow
-def test_dvc_plots_show_lists_exactly_the_intended_plots(tmp_path: Path) -> None:
+def test_dvc_plots_show_lists_exactly_the_intended_plots(tmp_path: Path, drawn: Path) -> None:
     project = make_project(tmp_path / "project", small_sim_params())
     folder = project / "plots" / "deepconf" / "toy"
     folder.mkdir(parents=True)
     synthetic_curve().to_csv(folder / "accuracy_vs_k.csv", index=False)
-    plots.plot_accuracy(synthetic_curve(), METHODS, folder / "accuracy_vs_k.png", simulated=True)
-    plots.plot_confidence(synthetic_scores(np.random.default_rng(0)), MEASURES, folder / "confidence.png",
-                          simulated=True)
+    for name in ("accuracy_vs_k.png", "confidence.png"):
+        shutil.copy(drawn / name, folder / name)
     debate = DebatePoint(0.6, 9000.0, 6.0, 12)
     compare.plot_accuracy_vs_tokens(synthetic_voting(), debate, project / "plots" / "accuracy_vs_tokens.png",
                                     simulated=True, datasets=["toy"])

@@ -21,10 +21,12 @@ from tests.sampling.test_build import (
     SIM,
     build_command,
     make_workdir,
+    pool_folder,
     run_build,
     sample_requests,
     sim_server,
     stored,
+    stored_in,
     the_pool,
 )
 from tests.sim_servers import kill_at_random_moments, kill_once_stored, watched_server
@@ -60,31 +62,42 @@ def header_keys(server: SimServer) -> Counter[str]:
     return sample_requests(server)
 
 
-def test_the_same_pool_trace_for_trace_with_n_and_without(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def alone(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, int], Sample]:
+    """The pool built one trace a request (no n) from a fault-free server: what every build with n must equal.
+    Built once for the tests that compare with it (the simulator's traces depend on its seed and the sample key
+    alone, never on which server instance answers)."""
     with sim_server(profile="local") as server:
-        alone = make_workdir(tmp_path / "alone", server.base_url, **LOCAL)
-        assert run_build(alone).returncode == 0
-        before = header_keys(server)
-        shared = make_workdir(tmp_path / "shared", server.base_url, **with_n())
-        built = run_build(shared)
+        workdir = make_workdir(tmp_path_factory.mktemp("alone"), server.base_url, **LOCAL)
+        built = run_build(workdir)
         assert built.returncode == 0, built.stderr
-        requests = header_keys(server) - before
-    assert_same_traces(traces(shared), traces(alone))
+    return traces(workdir)
+
+
+def test_the_same_pool_trace_for_trace_with_n_and_without(tmp_path: Path,
+                                                           alone: dict[tuple[str, int], Sample]) -> None:
+    with sim_server(profile="local") as server:
+        workdir = make_workdir(tmp_path / "shared", server.base_url, **with_n())
+        built = run_build(workdir)
+        assert built.returncode == 0, built.stderr
+        requests = header_keys(server)
+    shared = traces(workdir)
+    assert_same_traces(shared, alone)
     # one request per PER_REQUEST samples, each sent under its first sample's key
     assert sum(requests.values()) == N_PROBLEMS * N_POOL // PER_REQUEST
     assert {key.rsplit("/", 1)[1] for key in requests} == {str(s) for s in range(0, N_POOL, PER_REQUEST)}
     # the prompt is counted once per request, split over its traces: a problem's traces add up to its requests'
-    for pid in the_pool(shared).problem_ids():
-        one_prompt = traces(alone)[(pid, 0)].prompt_tokens
-        shares = [traces(shared)[(pid, s)].prompt_tokens for s in range(N_POOL)]
+    for pid in the_pool(workdir).problem_ids():
+        one_prompt = alone[(pid, 0)].prompt_tokens
+        shares = [shared[(pid, s)].prompt_tokens for s in range(N_POOL)]
         assert sum(shares) == one_prompt * N_POOL // PER_REQUEST
-        assert all(traces(shared)[(pid, s)].completion_tokens == traces(alone)[(pid, s)].completion_tokens
-                   for s in range(N_POOL))
+        assert all(shared[(pid, s)].completion_tokens == alone[(pid, s)].completion_tokens for s in range(N_POOL))
     summary = [line for line in built.stdout.splitlines() if line.startswith("stored ")][-1]
     assert summary.startswith(f"stored {N_PROBLEMS * N_POOL} of {N_PROBLEMS * N_POOL} requested samples")
 
 
-def test_a_partly_failed_reply_loses_only_its_failed_choice_and_the_rerun_asks_for_it(tmp_path: Path) -> None:
+def test_a_partly_failed_reply_loses_only_its_failed_choice_and_the_rerun_asks_for_it(
+        tmp_path: Path, alone: dict[tuple[str, int], Sample]) -> None:
     # each sample key's first attempt spoils the logprobs of its reply's last choice
     with sim_server("nologprobs=1.0,max_per_sample=1", profile="local") as server:
         # the probe's replies lack logprobs too (their one choice is the last)
@@ -103,13 +116,11 @@ def test_a_partly_failed_reply_loses_only_its_failed_choice_and_the_rerun_asks_f
         assert second.returncode == 0, second.stderr
         asked = header_keys(server) - before
     assert set(asked) == {f"{pid}/{s}" for pid, s in lost}
-    with sim_server(profile="local") as server:
-        alone = make_workdir(tmp_path / "alone", server.base_url, **LOCAL)
-        assert run_build(alone).returncode == 0
-    assert_same_traces(traces(workdir), traces(alone))
+    assert_same_traces(traces(workdir), alone)
 
 
-def test_a_cut_reply_keeps_its_whole_choices_and_asks_for_the_rest_on_their_own(tmp_path: Path) -> None:
+def test_a_cut_reply_keeps_its_whole_choices_and_asks_for_the_rest_on_their_own(
+        tmp_path: Path, alone: dict[tuple[str, int], Sample]) -> None:
     # each sample key's first reply is cut in half: its first choices arrive whole, the rest are asked for again
     with sim_server("truncated=1.0,max_per_sample=1", profile="local") as server:
         # keep_raw too: a trace kept from a cut reply keeps no raw response, the others their own choice's
@@ -118,10 +129,7 @@ def test_a_cut_reply_keeps_its_whole_choices_and_asks_for_the_rest_on_their_own(
         built = run_build(workdir)
         assert built.returncode == 0, built.stderr
         requests = sample_requests(server)
-    with sim_server(profile="local") as server:
-        alone = make_workdir(tmp_path / "alone", server.base_url, **LOCAL)
-        assert run_build(alone).returncode == 0
-    assert_same_traces(traces(workdir), traces(alone))
+    assert_same_traces(traces(workdir), alone)
     # the follow-up requests start past the whole choices: more keys than the groups' first samples were asked
     assert {key.rsplit("/", 1)[1] for key in requests} - {str(s) for s in range(0, N_POOL, PER_REQUEST)}
     assert all(sample.prompt_tokens > 0 for sample in traces(workdir).values())
@@ -192,9 +200,10 @@ def test_the_probe_command_says_how_many_samples_a_request_asks(tmp_path: Path, 
 def test_kill_9_with_n_loses_at_most_the_requests_in_flight(tmp_path: Path) -> None:
     with watched_server(SIM, options=ServerOptions(profile="local")) as server:
         workdir = make_workdir(tmp_path / "work", server.base_url, **with_n())
+        folder = pool_folder(workdir)
 
         def run_until(target: int, round_number: int) -> None:
-            kill_once_stored(build_command(), workdir, lambda: len(stored(workdir)), target,
+            kill_once_stored(build_command(), workdir, lambda: len(stored_in(folder)), target,
                              tmp_path / f"build-{round_number}.log")
 
         def requested_samples() -> Counter[str]:
@@ -202,7 +211,7 @@ def test_kill_9_with_n_loses_at_most_the_requests_in_flight(tmp_path: Path) -> N
             return Counter({key: count for key, count in server.stats.snapshot()["choices"].items()
                             if not key.startswith("probe/")})
 
-        partial = kill_at_random_moments(server, run_until, lambda: stored(workdir), requested_samples,
+        partial = kill_at_random_moments(server, run_until, lambda: stored_in(folder), requested_samples,
                                          total=N_PROBLEMS * N_POOL,
                                          in_flight=calls_at_risk(CONCURRENCY) * PER_REQUEST, seed=5)
         final = run_build(workdir)

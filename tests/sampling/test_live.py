@@ -37,7 +37,9 @@ from tracevote.store.live import LiveLedger, LiveTrace
 from tracevote.store.records import ProblemTraces, Sample
 from tracevote.store.token_signals import trace_signal
 
-SIM = SimConfig(seed=3, signal=1.0, accuracy=0.5, mean_tokens=260, critique_noise=0.3)
+# traces of ~120 tokens hold several windows of 24: the replay stops 37-38 of the 64 method traces on each signal
+# (38-42 at 260 tokens), the consensus stop fires on two problems and cancels traces it would not stop on one
+SIM = SimConfig(seed=3, signal=1.0, accuracy=0.5, mean_tokens=100, critique_noise=0.3)
 DECODING = DecodingConfig(temperature=0.6, top_p=None, max_tokens=900, top_logprobs=20)
 CONFIDENCE = ConfidenceConfig(group_size=24, bottom_fraction=0.1, tail_tokens=24)
 ANSWERS = AnswersConfig(fallback="last_integer", truncated_fallback=False)
