@@ -61,18 +61,22 @@ def csv_text(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
 
 
 def frame_csv(frame: pd.DataFrame, float_format: str) -> str:
-    """A frame as `csv_text` writes rows, without its index: a missing value (None, NaN, NA) as an empty cell,
-    every float by `float_format` ("%.6f") as pandas' to_csv writes it."""
-    missing = frame.isna().to_numpy()
-    values = frame.astype(object).to_numpy()
-    rows = ([None if gone else float_format % value if isinstance(value, float) else value
-             for value, gone in zip(row, gaps, strict=True)] for row, gaps in zip(values, missing, strict=True))
-    return csv_text(list(frame.columns), rows)
+    """A frame as `columns_csv` writes columns, without its index (pandas' to_csv with `float_format`)."""
+    return columns_csv(frame_columns(frame), float_format)
+
+
+def frame_columns(frame: pd.DataFrame) -> dict[str, list[Any]]:
+    """A frame's columns as plain lists, a missing value (None, NaN, NA) as None."""
+    missing = frame.isna()
+    return {column: [None if gone else value for value, gone in zip(frame[column].astype(object), missing[column],
+                                                                      strict=True)]
+            for column in frame.columns}
 
 
 def columns_csv(columns: Mapping[str, Sequence[Any]], float_format: str) -> str:
-    """Columns of equal length as `frame_csv` writes a frame's, without pandas: None (or NaN) as an empty cell,
-    every float by `float_format`. {"k": [1, None], "acc": [0.5, 0.25]} with "%.2f" -> "k,acc\n1,0.50\n,0.25\n"."""
+    """Columns of equal length as `csv_text` writes rows: None (or NaN) as an empty cell, every float by
+    `float_format` ("%.6f", as pandas' to_csv writes it).
+    {"k": [1, None], "acc": [0.5, 0.25]} with "%.2f" -> "k,acc\n1,0.50\n,0.25\n"."""
     rows = ([None if value is None or (isinstance(value, float) and math.isnan(value))
              else float_format % value if isinstance(value, float) else value for value in row]
             for row in zip(*columns.values(), strict=True))

@@ -43,7 +43,7 @@ def save_png(figure: Figure, path: Path) -> None:
 
 
 def plot_csv(columns: Mapping[str, Sequence[Any]], *, simulated: bool, float_format: str) -> str:
-    """Columns for `dvc plots` as report.plots.dvc_plot_csv writes a frame's (a last column `simulated`), for the
-    stages that load no pandas (compare, report_critiques)."""
+    """A table `dvc plots` draws, as CSV, with a last column `simulated` (True or False on every row): DVC titles
+    are static text, so our templates (report/templates/) read it and put "SIMULATED: " before the title."""
     rows = len(next(iter(columns.values()), []))
     return columns_csv({**columns, "simulated": [simulated] * rows}, float_format)

@@ -13,9 +13,9 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure  # the object API draws to files without a GUI backend
 
 from tracevote.core.arrow_numpy import array_numpy
-from tracevote.core.csvtext import frame_csv
+from tracevote.core.csvtext import frame_columns
 from tracevote.deepconf.results import AggregateResult
-from tracevote.report.figures import MIN_WIDTH_IN, TITLE_Y, save_png, set_margins, titled
+from tracevote.report.figures import MIN_WIDTH_IN, TITLE_Y, plot_csv, save_png, set_margins, titled
 from tracevote.report.tables import method_label
 
 if TYPE_CHECKING:  # only the study's tables are frames (dvc_plot_csv); pandas is ~0.4 CPU s of a stage's start
@@ -214,6 +214,5 @@ def confidence_figure(scores: Columns, measures: tuple[str, ...], *, simulated: 
 
 
 def dvc_plot_csv(table: pd.DataFrame, *, simulated: bool, float_format: str) -> str:
-    """A table `dvc plots` draws, as CSV, with a last column `simulated` (True or False on every row): DVC titles
-    are static text, so our templates (report/templates/) read it and put "SIMULATED: " before the title."""
-    return frame_csv(table.assign(simulated=simulated), float_format)
+    """A frame as figures.plot_csv writes columns for `dvc plots` (the study's tables)."""
+    return plot_csv(frame_columns(table), simulated=simulated, float_format=float_format)
