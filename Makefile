@@ -87,12 +87,13 @@ docs: dev
 lint: dev
 	$(BIN)/ruff check .
 
-# Two workers, one test file each at a time (module fixtures stay in one process; the 30 slowest tests listed at
-# the end, to see where the time goes): most of the suite waits on DVC and subprocesses, so this halves the wall time
-# on 2 cores (`make test PYTEST_WORKERS=0`: serial). The DVC projects several files share are built once per run
-# for both workers (tests/dvcproject.py's built_once). In the order tests/conftest.py gives (longest files first),
-# not xdist's (most tests first), so no long file starts last. Not --dist loadgroup: see tests/conftest.py.
-PYTEST_WORKERS ?= 2
+# Three workers on the 2 cores, one test file each at a time (module fixtures stay in one process; the 30 slowest
+# tests listed at the end, to see where the time goes): a test waiting on a paced stream, a server or DVC's queue
+# leaves its core to the third (docs/project.md, "How the suite runs", has the figures; `make test PYTEST_WORKERS=0`:
+# serial). The DVC projects several files share are built once per run for all workers (tests/dvcproject.py's
+# built_once). In the order tests/conftest.py gives (longest files first), not xdist's (most tests first), so no long
+# file starts last. Not --dist loadgroup: see tests/conftest.py.
+PYTEST_WORKERS ?= 3
 
 test: dev
 	$(BIN)/ruff check .

@@ -74,7 +74,7 @@ def wait_for(condition: Callable[[], bool], what: str, timeout_s: float = EVENT_
         time.sleep(0.01)
 
 
-# `make test` hands whole files to two workers (--dist loadfile) in collection order (--no-loadscope-reorder, since
+# `make test` hands whole files to its workers (--dist loadfile) in collection order (--no-loadscope-reorder, since
 # xdist's own order, most tests first, leaves a two-test file of DVC runs for last, one worker idle meanwhile): the
 # files that drive DVC or subprocesses go first, the longest measured first, so the many quick files fill the end.
 # Measured 2026-11-26 (per-file totals of one --junitxml run; the engine file and the pool-steps pipeline, added
