@@ -1,7 +1,8 @@
 """A stage pays start-up only for what its path uses: a paid stage that sends nothing (its pool already whole, its
 key missing, its critic disabled) loads no HTTP client, simulator or pyarrow; the grade stage no HTTP client;
-report_grading, which draws from arrays, no pandas; check_params, fetch and normalize not even the socket module,
-tenacity or tqdm. Each stage runs as DVC runs it, in a fresh interpreter that then lists the modules it loaded."""
+report_grading, which draws from arrays, and score and aggregate, which read and write tables with pyarrow, no
+pandas; check_params, fetch and normalize not even the socket module, tenacity or tqdm. Each stage runs as DVC runs
+it, in a fresh interpreter that then lists the modules it loaded."""
 
 from __future__ import annotations
 
@@ -113,6 +114,20 @@ def test_a_disabled_critic_loads_no_client_pool_or_pyarrow_and_grading_no_client
                                        "metrics/grading.md", "--plots", "plots/grading")
     assert code == 0, stderr
     assert (project / "plots" / "grading").is_dir() and "pandas" not in loaded, loaded
+
+
+def test_score_and_aggregate_load_no_pandas(project: Path, tmp_path: Path) -> None:
+    """Run for real, as `dvc exp run` of a confidence setting runs them: aggregate reads the score table through
+    pyarrow alone (deepconf.score_columns), so pandas' ~0.4 CPU s of start-up is not the user's to wait for."""
+    scores, stops = tmp_path / "toy.parquet", tmp_path / "toy.stops.parquet"
+    code, loaded, stderr = stage_loads(project, "score.py", "--problems", "data/toy.jsonl", "--manifest",
+                                       "pools/toy.json", "--out", str(scores), "--stops", str(stops))
+    assert code == 0, stderr
+    assert "pandas" not in loaded, loaded
+    code, loaded, stderr = stage_loads(project, "aggregate.py", "--scores", str(scores), "--stops", str(stops),
+                                       "--out", str(tmp_path / "toy.json"))
+    assert code == 0, stderr
+    assert (tmp_path / "toy.json").is_file() and "pandas" not in loaded, loaded
 
 
 def loaded_by_import(module: str, watched: tuple[str, ...]) -> list[str]:
