@@ -26,19 +26,23 @@ SENDING = {"requests", "urllib3", "tracevote.sampling.client", "tracevote.sim.se
 # python-dotenv where there is no .env file to read a key from
 LIGHT_UNUSED = (*HEAVY, "socket", "tenacity", "email.utils", "dotenv")
 
-# Runs stages/<script> as `python stages/<script> ...` would, then writes its exit code and the heavy modules it
-# loaded to the file named first.
+# Runs stages/<script> as `python stages/<script> ...` would, then writes its exit code, the heavy modules it
+# loaded and how many times it opened params.yaml (an audit hook sees every open) to the file named first.
 RUN_AND_LIST = """
 import json, runpy, sys
 out, script, *args = sys.argv[1:]
 sys.argv = [script, *args]
+params_opens = []
+sys.addaudithook(lambda event, hook_args: params_opens.append(1) if event == "open"
+                 and str(hook_args[0]).endswith("params.yaml") else None)
 try:
     runpy.run_path(script, run_name="__main__")
     code = 0
 except SystemExit as stopped:
     code = stopped.code or 0
 with open(out, "w") as f:
-    json.dump({{"code": code, "loaded": sorted(name for name in {heavy!r} if name in sys.modules)}}, f)
+    json.dump({{"code": code, "loaded": sorted(name for name in {heavy!r} if name in sys.modules),
+               "params_opens": len(params_opens)}}, f)
 """
 
 
@@ -91,6 +95,8 @@ def test_the_dataset_stages_and_check_params_load_only_what_reading_params_and_f
         code, loaded, stderr = stage_loads(project, script, *args, watched=LIGHT_UNUSED)
         assert code == 0, stderr
         assert loaded == [], (script, loaded)
+        # parsed once (~8 ms each, ~250 runs a suite): the local sources and the validated params from one read
+        assert json.loads((project / f"loaded-{script}.json").read_text())["params_opens"] == 1, script
 
 
 def test_a_missing_key_is_refused_before_the_client_loads(project: Path, tmp_path: Path) -> None:
