@@ -41,7 +41,7 @@ def validity_counts(scores: ScoreTable, measures: tuple[str, ...] = MEASURES) ->
 
 
 def _any_nan(arrays: list[np.ndarray], length: int) -> np.ndarray:
-    """bool [length]: NaN in any of `arrays` (a sample with no value for some measure casts an unweighted vote)."""
+    """bool [length]: NaN in any of `arrays` (a valid sample without some measure is counted as unweighted)."""
     found = np.zeros(length, dtype=bool)
     for values in arrays:
         found |= np.isnan(values)
