@@ -14,13 +14,14 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from tracevote.core.config import load_params
+from tracevote.core.config import params_of
 from tracevote.core.config_datasets import DatasetConfig, SourceConfig
 from tracevote.core.entry import stage_main
 from tracevote.core.errors import DataError, FetchError
 from tracevote.core.fileio import write_jsonl
 from tracevote.core.inputs import local_sources, refuse_output_sources
 from tracevote.core.names import check_inside
+from tracevote.core.params_yaml import read_params_yaml
 from tracevote.datasets.fetch import fetch_rows
 from tracevote.datasets.folder import folder_summary
 from tracevote.datasets.local import read_local_rows
@@ -36,10 +37,12 @@ def main() -> None:
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
     # refused here too (`dvc repro normalize@<name>` does not run check_params), before the params' other problems
-    sources = local_sources(Path(args.params))
+    params_path = Path(args.params)
+    raw = read_params_yaml(params_path)  # parsed once: the local sources as plain YAML, then validated
+    sources = local_sources(raw)
     refuse_output_sources({name: path for name, path in sources.items() if name == args.dataset}, Path.cwd(),
-                          Path(args.params))
-    params = load_params(args.params)
+                          params_path)
+    params = params_of(raw, params_path)
     dataset = params.dataset(args.dataset)
     if dataset.source.pool is not None:
         rows = _pool_rows(args.dataset, dataset.source, params.dataset(dataset.source.pool), Path(args.out).parent)

@@ -1,7 +1,8 @@
 """A stage pays start-up only for what its path uses: a paid stage that sends nothing (its pool already whole, its
 key missing, its critic disabled) loads no HTTP client, simulator or pyarrow; the grade stage no HTTP client;
-report_grading, which draws from arrays, no pandas; check_params, fetch and normalize not even the socket module,
-tenacity or tqdm. Each stage runs as DVC runs it, in a fresh interpreter that then lists the modules it loaded."""
+report_grading, which draws from arrays, and score and aggregate, which read and write tables with pyarrow, no
+pandas; check_params, fetch and normalize not even the socket module, tenacity or tqdm. Each stage runs as DVC runs
+it, in a fresh interpreter that then lists the modules it loaded."""
 
 from __future__ import annotations
 
@@ -25,19 +26,23 @@ SENDING = {"requests", "urllib3", "tracevote.sampling.client", "tracevote.sim.se
 # python-dotenv where there is no .env file to read a key from
 LIGHT_UNUSED = (*HEAVY, "socket", "tenacity", "email.utils", "dotenv")
 
-# Runs stages/<script> as `python stages/<script> ...` would, then writes its exit code and the heavy modules it
-# loaded to the file named first.
+# Runs stages/<script> as `python stages/<script> ...` would, then writes its exit code, the heavy modules it
+# loaded and how many times it opened params.yaml (an audit hook sees every open) to the file named first.
 RUN_AND_LIST = """
 import json, runpy, sys
 out, script, *args = sys.argv[1:]
 sys.argv = [script, *args]
+params_opens = []
+sys.addaudithook(lambda event, hook_args: params_opens.append(1) if event == "open"
+                 and str(hook_args[0]).endswith("params.yaml") else None)
 try:
     runpy.run_path(script, run_name="__main__")
     code = 0
 except SystemExit as stopped:
     code = stopped.code or 0
 with open(out, "w") as f:
-    json.dump({{"code": code, "loaded": sorted(name for name in {heavy!r} if name in sys.modules)}}, f)
+    json.dump({{"code": code, "loaded": sorted(name for name in {heavy!r} if name in sys.modules),
+               "params_opens": len(params_opens)}}, f)
 """
 
 
@@ -90,6 +95,8 @@ def test_the_dataset_stages_and_check_params_load_only_what_reading_params_and_f
         code, loaded, stderr = stage_loads(project, script, *args, watched=LIGHT_UNUSED)
         assert code == 0, stderr
         assert loaded == [], (script, loaded)
+        # parsed once (~8 ms each, ~250 runs a suite): the local sources and the validated params from one read
+        assert json.loads((project / f"loaded-{script}.json").read_text())["params_opens"] == 1, script
 
 
 def test_a_missing_key_is_refused_before_the_client_loads(project: Path, tmp_path: Path) -> None:
@@ -113,6 +120,20 @@ def test_a_disabled_critic_loads_no_client_pool_or_pyarrow_and_grading_no_client
                                        "metrics/grading.md", "--plots", "plots/grading")
     assert code == 0, stderr
     assert (project / "plots" / "grading").is_dir() and "pandas" not in loaded, loaded
+
+
+def test_score_and_aggregate_load_no_pandas(project: Path, tmp_path: Path) -> None:
+    """Run for real, as `dvc exp run` of a confidence setting runs them: aggregate reads the score table through
+    pyarrow alone (deepconf.score_columns), so pandas' ~0.4 CPU s of start-up is not the user's to wait for."""
+    scores, stops = tmp_path / "toy.parquet", tmp_path / "toy.stops.parquet"
+    code, loaded, stderr = stage_loads(project, "score.py", "--problems", "data/toy.jsonl", "--manifest",
+                                       "pools/toy.json", "--out", str(scores), "--stops", str(stops))
+    assert code == 0, stderr
+    assert "pandas" not in loaded, loaded
+    code, loaded, stderr = stage_loads(project, "aggregate.py", "--scores", str(scores), "--stops", str(stops),
+                                       "--out", str(tmp_path / "toy.json"))
+    assert code == 0, stderr
+    assert (tmp_path / "toy.json").is_file() and "pandas" not in loaded, loaded
 
 
 def loaded_by_import(module: str, watched: tuple[str, ...]) -> list[str]:

@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from tracevote.core.config_datasets import INTEGER_FORMATS, KEY_NAME_PATTERN, AnswersConfig, DatasetConfig
 from tracevote.core.config_deepconf import (
@@ -316,10 +317,11 @@ def check_params(path: str | Path = "params.yaml", root: Path | None = None) -> 
     request, so a typo anywhere (`debate.agnets`, `pool.n_poll`) or a bad endpoint never pays with a default.
     A local source that a stage of the project at `root` (the working directory) would write over comes first."""
     path = Path(path)
-    clashing = output_sources(local_sources(path), Path.cwd() if root is None else root, path)
+    raw = read_params_yaml(path)  # parsed once: its datasets' local sources, then every key
+    clashing = output_sources(local_sources(raw), Path.cwd() if root is None else root, path)
     try:
         with stage_declaring(lambda: None):
-            params = load_params(path)
+            params = params_of(raw, path)
     except ConfigError as exc:
         raise ConfigError("\n".join([*clashing, str(exc)])) from None
     if clashing:
@@ -331,7 +333,12 @@ def load_params(path: str | Path = "params.yaml") -> Params:
     """Read and validate params.yaml; one error lists every problem, one line each naming the key and value.
     Under an offline stage (stage_declaring), only the problems of its own keys stop it (see check_params)."""
     path = Path(path)
-    raw = read_params_yaml(path)
+    return params_of(read_params_yaml(path), path)
+
+
+def params_of(raw: Any, path: Path) -> Params:
+    """load_params of the YAML `raw` already read from `path` (read_params_yaml), for a caller that also reads it as
+    plain YAML first (its local sources: tracevote.core.inputs); problems name `path`."""
     with collecting() as problems:
         params = build(Params, {} if raw is None else raw, "")
     if not problems:

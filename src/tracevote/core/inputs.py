@@ -13,8 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-
-import yaml
+from typing import Any
 
 from tracevote.core.errors import ConfigError
 
@@ -27,13 +26,11 @@ class Output:
     writer: str  # the stage that writes it (normalize@aime_2025) or the .dvc file that tracks it
 
 
-def local_sources(params_path: Path) -> dict[str, str]:
-    """{dataset: source.path} for every dataset of the params file with a local source (text), read as plain YAML;
-    {} when the file cannot be read (load_params then says why)."""
-    try:
-        datasets = (yaml.safe_load(params_path.read_text(encoding="utf-8")) or {}).get("datasets")
-    except (OSError, yaml.YAMLError, AttributeError):
-        return {}
+def local_sources(params: Any) -> dict[str, str]:
+    """{dataset: source.path} for every dataset with a local source (text) in `params`, params.yaml as plain YAML
+    (read_params_yaml's, parsed once by its caller) before it is validated; {} when it holds no such mapping
+    (validation then says why)."""
+    datasets = params.get("datasets") if isinstance(params, dict) else None
     if not isinstance(datasets, dict):
         return {}
     return {str(name): entry["source"]["path"] for name, entry in datasets.items()

@@ -22,9 +22,9 @@ holding the gold scores 1/t), so the report can show what the tie rule adds.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from tracevote.core.config_deepconf import (
     DEFAULT_SIGNAL,
@@ -51,12 +51,16 @@ from tracevote.deepconf.results import (
 )
 from tracevote.deepconf.sample_stats import confidence_summaries, signal_aurocs, validity_counts
 from tracevote.deepconf.score import KEY_COLUMNS
+from tracevote.deepconf.score_columns import ScoreColumns, ScoreTable
 from tracevote.deepconf.signals import vote_weights
 from tracevote.deepconf.stop_table import StopTable, stop_profiles
 from tracevote.deepconf.uncertainty import Interval, bootstrap_rng, intervals, paired, resample_weights
 from tracevote.deepconf.voting import Vote, majority_vote, tie_credit, top_etas, weighted_vote
 from tracevote.deepconf.working_sets import pool_too_small, working_set_counts, working_sets
 from tracevote.store.records import NO_ANSWER
+
+if TYPE_CHECKING:  # a caller may hand a frame; the aggregate stage reads its table with pyarrow alone
+    import pandas as pd
 
 # --- one problem's samples, and votes on its working sets -------------------------------------------
 
@@ -161,44 +165,50 @@ def _decode(values: np.ndarray, codes: np.ndarray) -> np.ndarray:
 
 # --- the score table, split into problems -------------------------------------------------------------
 
-def split_problems(scores: pd.DataFrame, measures: tuple[str, ...] = MEASURES,
+def split_problems(scores: ScoreTable, measures: tuple[str, ...] = MEASURES,
                    signal: str = DEFAULT_SIGNAL) -> list[ProblemScores]:
     """The table's problems ordered by problem_id, each with its samples ordered by sample_id; `confidence` holds
     the weights its measures give a vote (vote_weights of the table's token `signal`)."""
-    _check_columns(scores, measures)
-    table = scores.sort_values(["problem_id", "sample_id"], kind="stable")
-    return [_problem(str(problem_id), rows, measures, signal)
-            for problem_id, rows in table.groupby("problem_id", sort=False)]
+    columns = ScoreColumns.of(scores)
+    _check_columns(columns, measures)
+    problem_ids = columns.ids("problem_id")
+    order = np.lexsort((columns.ints("sample_id"), problem_ids))  # stable: ties keep the table's order
+    ordered_ids = problem_ids[order]
+    starts = np.flatnonzero(np.concatenate(([True], ordered_ids[1:] != ordered_ids[:-1])))
+    ends = [*starts[1:].tolist(), len(order)]
+    return [_problem(str(ordered_ids[start]), columns, order[start:end], measures, signal)
+            for start, end in zip(starts.tolist(), ends, strict=True)]
 
 
-def _check_columns(scores: pd.DataFrame, measures: tuple[str, ...]) -> None:
-    missing = [c for c in dict.fromkeys((*KEY_COLUMNS, *measures, "lowest")) if c not in scores.columns]
+def _check_columns(columns: ScoreColumns, measures: tuple[str, ...]) -> None:
+    missing = [c for c in dict.fromkeys((*KEY_COLUMNS, *measures, "lowest")) if c not in columns.names]
     if missing:
         raise DataError(f"score table: missing column(s) {', '.join(missing)} "
-                        f"(has: {', '.join(map(str, scores.columns))})")
-    if scores.empty:
+                        f"(has: {', '.join(map(str, columns.names))})")
+    if len(columns) == 0:
         raise DataError("score table: no rows")
 
 
-def _problem(problem_id: str, rows: pd.DataFrame, measures: tuple[str, ...], signal: str) -> ProblemScores:
-    valid = rows["valid"].to_numpy(dtype=bool)
-    correct = rows["correct"].to_numpy(dtype=bool)
-    answers = rows["answer"].astype("Int64").to_numpy(dtype=np.int64, na_value=NO_ANSWER)
-    sample_ids = rows["sample_id"].to_numpy(dtype=np.int64)
-    has_tokens = rows["n_tokens"].to_numpy() > 0
-    _check_problem(problem_id, sample_ids, answers != NO_ANSWER, has_tokens, valid)
+def _problem(problem_id: str, columns: ScoreColumns, rows: np.ndarray, measures: tuple[str, ...],
+             signal: str) -> ProblemScores:
+    """The problem whose rows of the table are `rows` (positions, in sample_id order)."""
+    valid = columns.bools("valid")[rows]
+    correct = columns.bools("correct")[rows]
+    answers = columns.filled_ints("answer", NO_ANSWER)[rows]
+    sample_ids = columns.ints("sample_id")[rows]
+    n_tokens = columns.ints("n_tokens")[rows]
+    _check_problem(problem_id, sample_ids, answers != NO_ANSWER, n_tokens > 0, valid)
     _check_correct(problem_id, answers, valid, correct)
     values, codes = np.unique(answers[valid], return_inverse=True)
     all_codes = np.full(len(rows), NO_ANSWER, dtype=np.int64)
     all_codes[valid] = codes
     gold = np.unique(all_codes[correct])
-    confidence = vote_weights(rows[list(measures)].to_numpy(dtype=np.float64).T.copy(), signal)
+    confidence = vote_weights(np.stack([columns.floats(measure)[rows] for measure in measures]), signal)
     confidence[:, ~valid] = np.nan
     return ProblemScores(problem_id=problem_id, sample_ids=sample_ids, codes=all_codes,
                          values=values.astype(np.int64), gold_code=int(gold[0]) if len(gold) else NO_ANSWER,
-                         correct=correct, valid=valid, confidence=confidence,
-                         n_tokens=rows["n_tokens"].to_numpy(dtype=np.int64),
-                         lowest=rows["lowest"].to_numpy(dtype=np.float64), signal=signal)
+                         correct=correct, valid=valid, confidence=confidence, n_tokens=n_tokens,
+                         lowest=columns.floats("lowest")[rows], signal=signal)
 
 
 def _check_problem(problem_id: str, sample_ids: np.ndarray, has_answer: np.ndarray, has_tokens: np.ndarray,
@@ -223,7 +233,7 @@ def _check_correct(problem_id: str, answers: np.ndarray, valid: np.ndarray, corr
 
 # --- aggregate --------------------------------------------------------------------------------------
 
-def aggregate(scores: pd.DataFrame, cfg: EvalConfig, measures: tuple[str, ...] = MEASURES, *,
+def aggregate(scores: ScoreTable, cfg: EvalConfig, measures: tuple[str, ...] = MEASURES, *,
               online: OnlineConfig | None = None, stops: pd.DataFrame | StopTable | None = None,
               signal: str = DEFAULT_SIGNAL, top_k: int | None = None) -> AggregateResult:
     """Accuracy (mean, std over repeats, bootstrap interval) of every method at every K in cfg.k, with Cons@K
@@ -235,7 +245,8 @@ def aggregate(scores: pd.DataFrame, cfg: EvalConfig, measures: tuple[str, ...] =
     is the token signal its measures average at `top_k` (its metadata's, deepconf.signals.table_signal), which sets
     how a vote weighs them; the AUROC table also reads the compared signals' columns <signal>_<measure>.
     """
-    problems = split_problems(scores, measures, signal)
+    columns = ScoreColumns.of(scores)
+    problems = split_problems(columns, measures, signal)
     methods = method_names(measures, cfg.etas)
     _check_pool_sizes(problems, cfg.k)
     replayed, traces = None, []  # online DeepConf runs only with a stop table
@@ -274,8 +285,8 @@ def aggregate(scores: pd.DataFrame, cfg: EvalConfig, measures: tuple[str, ...] =
     return AggregateResult(
         k=tuple(cfg.k), repeat=cfg.repeat, seed=cfg.seed, tie_break=cfg.tie_break, etas=tuple(cfg.etas),
         measures=tuple(measures),
-        methods=methods, accuracy=tuple(accuracy), ties=tuple(ties), validity=validity_counts(scores, measures),
-        confidence=confidence_summaries(scores, measures), auroc=signal_aurocs(scores, signal, measures),
+        methods=methods, accuracy=tuple(accuracy), ties=tuple(ties), validity=validity_counts(columns, measures),
+        confidence=confidence_summaries(columns, measures), auroc=signal_aurocs(columns, signal, measures),
         problems=tuple(per_problem), working_sets=tuple(set_counts), bootstrap=cfg.bootstrap,
         ci_level=cfg.ci_level, online=tuple(online_rows),
         online_methods=replayed.method_names() if replayed is not None else (),

@@ -6,35 +6,46 @@ answers, and how well it tells them apart (AUROC).
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 
 from tracevote.answers.extract import ANSWER_SOURCES
 from tracevote.core.config_deepconf import DEFAULT_SIGNAL, MEASURES, TOKEN_SIGNALS
 from tracevote.deepconf.results import Auroc, ConfidenceSummary, Validity
+from tracevote.deepconf.score_columns import ScoreColumns, ScoreTable
 
 SUMMARY_PERCENTILES = (10, 50, 90)
 
 
-def validity_counts(scores: pd.DataFrame, measures: tuple[str, ...] = MEASURES) -> Validity:
+def validity_counts(scores: ScoreTable, measures: tuple[str, ...] = MEASURES) -> Validity:
     """Valid samples per problem, and why the others could not be scored (disjoint reasons)."""
-    valid = scores["valid"].to_numpy(dtype=bool)
-    has_tokens = scores["n_tokens"].to_numpy() > 0
-    length = (scores["finish_reason"] == "length").to_numpy(dtype=bool)
-    no_answer = has_tokens & scores["answer"].isna().to_numpy(dtype=bool)
-    per_problem = pd.Series(valid).groupby(scores["problem_id"].to_numpy()).sum()
-    unweighted = valid & scores[list(measures)].isna().any(axis=1).to_numpy(dtype=bool)
-    source = np.asarray(scores["answer_source"], dtype=str)
+    columns = ScoreColumns.of(scores)
+    valid = columns.bools("valid")
+    has_tokens = columns.ints("n_tokens") > 0
+    finish_reason = columns.texts("finish_reason")
+    length = finish_reason == "length"
+    no_answer = has_tokens & columns.missing("answer")
+    problems, problem_of_row = np.unique(columns.ids("problem_id"), return_inverse=True)
+    per_problem = np.bincount(problem_of_row[valid], minlength=len(problems))  # ordered by problem id
+    unweighted = valid & _any_nan([columns.floats(measure) for measure in measures], len(columns))
+    source = columns.texts("answer_source")
     fallback_votes = valid & (source == "fallback")
     return Validity(
-        n_problems=len(per_problem), n_samples=len(scores), n_valid=int(valid.sum()),
+        n_problems=len(per_problem), n_samples=len(columns), n_valid=int(valid.sum()),
         valid_per_problem_mean=float(per_problem.mean()), valid_per_problem_min=int(per_problem.min()),
-        fewest_valid_problem=str(per_problem.idxmin()),
+        fewest_valid_problem=str(problems[per_problem.argmin()]),
         no_tokens=int((~has_tokens).sum()), no_answer=int((no_answer & ~length).sum()),
         truncated=int((no_answer & length).sum()), finish_length=int(length.sum()),
         unweighted=int(unweighted.sum()), by_source=_counts(source, ANSWER_SOURCES),
-        by_finish_reason=_counts(np.asarray(scores["finish_reason"], dtype=str), ("stop", "length")),
+        by_finish_reason=_counts(finish_reason, ("stop", "length")),
         fallback_votes=int(fallback_votes.sum()),
-        fallback_votes_correct=int((fallback_votes & scores["correct"].to_numpy(dtype=bool)).sum()))
+        fallback_votes_correct=int((fallback_votes & columns.bools("correct")).sum()))
+
+
+def _any_nan(arrays: list[np.ndarray], length: int) -> np.ndarray:
+    """bool [length]: NaN in any of `arrays` (a valid sample without some measure is counted as unweighted)."""
+    found = np.zeros(length, dtype=bool)
+    for values in arrays:
+        found |= np.isnan(values)
+    return found
 
 
 def _counts(values: np.ndarray, expected: tuple[str, ...]) -> dict[str, int]:
@@ -45,14 +56,15 @@ def _counts(values: np.ndarray, expected: tuple[str, ...]) -> dict[str, int]:
     return {name: int(found.get(name, 0)) for name in ordered}
 
 
-def confidence_summaries(scores: pd.DataFrame,
+def confidence_summaries(scores: ScoreTable,
                          measures: tuple[str, ...] = MEASURES) -> tuple[ConfidenceSummary, ...]:
     """Per measure, mean and p10/p50/p90 of valid samples' finite values, for correct and for wrong."""
-    valid = scores["valid"].to_numpy(dtype=bool)
-    correct = scores["correct"].to_numpy(dtype=bool)
+    columns = ScoreColumns.of(scores)
+    valid = columns.bools("valid")
+    correct = columns.bools("correct")
     summaries = []
     for measure in measures:
-        values = scores[measure].to_numpy(dtype=np.float64)
+        values = columns.floats(measure)
         for is_correct in (True, False):
             # sorted, so the float sums do not depend on the order of rows
             chosen = np.sort(values[valid & (correct == is_correct) & np.isfinite(values)])
@@ -67,34 +79,45 @@ def _summary(measure: str, correct: bool, values: np.ndarray) -> ConfidenceSumma
     return ConfidenceSummary(measure, correct, len(values), float(values.mean()), p10, p50, p90)
 
 
-def signal_aurocs(scores: pd.DataFrame, signal: str, measures: tuple[str, ...] = MEASURES) -> tuple[Auroc, ...]:
+def signal_aurocs(scores: ScoreTable, signal: str, measures: tuple[str, ...] = MEASURES) -> tuple[Auroc, ...]:
     """`measure_aurocs` of the table's own measures (token signal `signal`), then of every compared signal whose
     columns <other>_<measure> the table holds (deepconf.signals), in TOKEN_SIGNALS order."""
-    rows = list(measure_aurocs(scores, measures, signal=signal))
+    columns = ScoreColumns.of(scores)
+    rows = list(measure_aurocs(columns, measures, signal=signal))
     for other in TOKEN_SIGNALS:
-        columns = {f"{other}_{measure}": measure for measure in measures}
-        if other != signal and all(column in scores.columns for column in columns):
-            renamed = scores.drop(columns=list(measures)).rename(columns=columns)
-            rows += measure_aurocs(renamed, measures, signal=other)
+        compared = tuple(f"{other}_{measure}" for measure in measures)
+        if other != signal and all(column in columns.names for column in compared):
+            rows += measure_aurocs(columns, measures, signal=other, value_columns=compared)
     return tuple(rows)
 
 
-def measure_aurocs(scores: pd.DataFrame, measures: tuple[str, ...] = MEASURES, *,
-                   signal: str = DEFAULT_SIGNAL) -> tuple[Auroc, ...]:
+def measure_aurocs(scores: ScoreTable, measures: tuple[str, ...] = MEASURES, *, signal: str = DEFAULT_SIGNAL,
+                   value_columns: tuple[str, ...] | None = None) -> tuple[Auroc, ...]:
     """AUROC of each measure for telling correct from wrong valid samples: pooled over all samples,
-    and the mean over problems that have both classes (with their number)."""
-    valid = scores["valid"].to_numpy(dtype=bool)
-    table = scores[valid]
+    and the mean over problems that have both classes (with their number). Measure i's values are read from
+    value_columns[i] (default: the measure's own column)."""
+    columns = ScoreColumns.of(scores)
+    valid = columns.bools("valid")
+    correct = columns.bools("correct")
+    problem_ids = columns.ids("problem_id")
     results = []
-    for measure in measures:
-        rows = table[np.isfinite(table[measure].to_numpy(dtype=np.float64))]
-        pooled = auroc(rows[measure].to_numpy(dtype=np.float64), rows["correct"].to_numpy(dtype=bool))
-        per_problem = [auroc(group[measure].to_numpy(dtype=np.float64), group["correct"].to_numpy(dtype=bool))
-                       for _, group in rows.groupby("problem_id")]
+    for measure, column in zip(measures, value_columns or measures, strict=True):
+        values = columns.floats(column)
+        kept = valid & np.isfinite(values)
+        scored, right = values[kept], correct[kept]
+        pooled = auroc(scored, right)
+        per_problem = [auroc(scored[rows], right[rows]) for rows in _rows_by_problem(problem_ids[kept])]
         defined = [a for a in per_problem if a is not None]
         results.append(Auroc(measure=measure, pooled=pooled, n_problems=len(defined),
                              per_problem_mean=float(np.mean(defined)) if defined else None, signal=signal))
     return tuple(results)
+
+
+def _rows_by_problem(problem_ids: np.ndarray) -> list[np.ndarray]:
+    """Each problem's positions in `problem_ids`, in table order, problems ordered by id."""
+    _, problem_of_row = np.unique(problem_ids, return_inverse=True)
+    order = np.argsort(problem_of_row, kind="stable")
+    return np.split(order, np.cumsum(np.bincount(problem_of_row))[:-1]) if len(order) else []
 
 
 def auroc(scores: np.ndarray, positive: np.ndarray) -> float | None:
