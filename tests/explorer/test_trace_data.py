@@ -65,6 +65,7 @@ def test_would_stop_is_the_first_record_below(threshold: float | None, spent: in
 
 @pytest.mark.parametrize(("tokens", "lengths"), [
     (["a", " bc"], [1, 3]), (["é", "∑"], [1, 1]), (["😀", "x"], [2, 1]), (["\ud83d", "\ude00"], [1, 1]),
+    (["é", "a😀b", "\ud83d", "𝑥𝑦"], [1, 4, 1, 4]),  # one character past U+FFFF anywhere: each token encoded
 ])
 def test_token_lengths_are_javascript_string_lengths(tokens: list[str], lengths: list[int]) -> None:
     assert utf16_lengths(tokens) == lengths

@@ -14,9 +14,9 @@ from matplotlib.figure import Figure
 from tracevote.core.csvtext import read_cell
 from tracevote.core.errors import DataError
 from tracevote.core.mdtext import md_text
+from tracevote.core.simulated import SIMULATED_BANNER
 from tracevote.critique.results import BY_TASK_COLUMNS, PERCENT_KEYS
 from tracevote.report.figures import save_png, titled
-from tracevote.report.tables import SIMULATED_BANNER
 
 POSITION_CAP = 10  # first-error steps from this one on share the last row and column of the heat map
 _BARS = (("error_accuracy_pct", "error accuracy", "tab:red"), ("correct_accuracy_pct", "correct accuracy", "tab:green"),

@@ -130,8 +130,8 @@ class CallLedger(Ledger):
     def records(self, item_id: str) -> dict[Key, CallRecord]:
         """Every stored record of one item by call key, read once per ledger object."""
         if item_id not in self._read:
-            self._read[item_id] = {frame.key: _checked(self.log_path(item_id), frame)
-                                   for frame in framing.iter_frames(self.log_path(item_id))}
+            log = self.log_path(item_id)  # checked once, not once a frame (it resolves every folder)
+            self._read[item_id] = {frame.key: _checked(log, frame) for frame in framing.iter_frames(log)}
         return self._read[item_id]
 
     def load(self, call: Call) -> CallRecord:

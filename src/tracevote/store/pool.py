@@ -145,9 +145,6 @@ class Pool(Ledger):
             if _within(path, frame, n_pool):
                 yield frame
 
-    def check_sample_key(self, problem_id: str, frame: framing.Frame, sample_id: int) -> None:
-        _check_key(self.log_path(problem_id), frame, sample_id)
-
     def read_problem(self, problem_id: str, n_pool: int) -> ProblemTraces:
         """Samples 0..n_pool-1 of one problem in columnar form, sorted by sample id.
 
@@ -307,13 +304,14 @@ def pool_texts(manifest_path: Path, problem_ids: Iterable[str] | None = None
     if problem_ids is None:
         problem_ids = [problem_id for problem_id in pool.problem_ids() if pool.log_path(problem_id).is_file()]
     for problem_id in problem_ids:
-        if not pool.log_path(problem_id).is_file():
+        log = pool.log_path(problem_id)  # checked once a problem, not once a frame (it resolves every folder)
+        if not log.is_file():
             raise DataError(f"{manifest_path}: the pool {pool.root} holds no trace of problem {problem_id!r}; run "
                             f"`dvc repro {pool_stage(manifest_path, manifest.dataset)}`")
         texts[problem_id] = []
         for frame in pool.frames_within(problem_id, manifest.n_pool):
             fields = codec.text_fields(frame.payload)  # type: ignore[arg-type]
-            pool.check_sample_key(problem_id, frame, fields.sample_id)
+            _check_key(log, frame, fields.sample_id)
             texts[problem_id].append(fields)
     return manifest, texts
 
