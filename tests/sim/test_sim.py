@@ -86,6 +86,14 @@ def test_same_key_same_response_whatever_the_order_and_threads() -> None:
     assert len(set(in_order.values())) == len(keys)
 
 
+def test_a_problem_is_drawn_once_per_model_and_answers_as_a_fresh_models() -> None:
+    model = SimModel(CFG)
+    replies = [model.complete_bytes(request(), f"aime/{i}") for i in range(3)]
+    # the problem's draws (its p, distractors, weights) are kept: one draw, then reused
+    assert (model._problem.cache_info().misses, model._problem.cache_info().hits) == (1, 2)
+    assert replies == [SimModel(CFG).complete_bytes(request(), f"aime/{i}") for i in range(3)]
+
+
 def test_without_a_key_each_prompt_counts_its_own_samples() -> None:
     first, second = SimModel(CFG), SimModel(CFG)
     other = request("Another problem.")

@@ -37,6 +37,7 @@ request.py checks the request.
 
 from __future__ import annotations
 
+import functools
 import math
 import threading
 from collections.abc import Iterator, Mapping, Sequence
@@ -62,6 +63,7 @@ _NO_ANSWER = 0.01
 _Z_SPREAD = 0.8  # of the latent confidence; long traces reach AUROC Phi(signal / (0.8 * sqrt 2))
 _SCATTERED = 0.15
 _MIN_EMPIRICAL = 8  # fewer known gold answers than this: wrong answers are uniform on 0-999
+_PROBLEMS_KEPT = 4096  # problems whose draws a model keeps (a study's datasets hold a few hundred)
 
 
 @dataclass(frozen=True)
@@ -104,6 +106,8 @@ class SimModel:
         self._text_pools = [sorted(self._golds_of(index, str)) for index in sets]
         self._counters: dict[str, int] = {}
         self._lock = threading.Lock()
+        # a problem's draws depend on its text and what __init__ fixed alone: drawn once, not on every request
+        self._problem = functools.lru_cache(maxsize=_PROBLEMS_KEPT)(self._draw_problem_of)
 
     def complete(self, request: Mapping[str, Any], sample_key: str | None = None) -> dict[str, Any]:
         return orjson.loads(self.complete_bytes(request, sample_key))
@@ -194,7 +198,7 @@ class SimModel:
         return [gold for problem, gold in self._answers.items() if self._set_of[problem] == index and
                 isinstance(gold, kind)]
 
-    def _problem(self, problem_text: str) -> _Problem:
+    def _draw_problem_of(self, problem_text: str) -> _Problem:
         known = self._known_as(problem_text)
         rng = seeded_rng(self.cfg.seed, problem_text, "problem")
         if known is None:
