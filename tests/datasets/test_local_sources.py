@@ -4,13 +4,15 @@ DVC projects."""
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from tests.dvcproject import dvc, make_project, one_dataset, run, run_stage, update_params
-from tracevote.core.inputs import Output, clashes
+from tests.conftest import hang_guard_s
+from tests.dvcproject import dvc, make_project, one_dataset, project_env, run, run_stage, update_params
+from tracevote.core.inputs import Output, clashes, inside_a_dvc_project
 from tracevote.datasets.problems import load_problems
 
 pytestmark = pytest.mark.slow
@@ -104,3 +106,38 @@ def test_datasets_local_refuses_a_folder_of_outputs_and_writes_nothing(tmp_path:
     assert refused.stderr.startswith("error: params.yaml: datasets.aime_2025.source.path: data/aime_2025.jsonl is "
                                      "an output of normalize@aime_2025")
     assert (project / "params.yaml").read_bytes() == before
+
+
+@pytest.mark.parametrize(("dvc_folder_at", "asked_at", "inside"), [
+    (None, ".", False),  # a test's or a user's plain folder: no project here or above
+    (".", ".", True),
+    (".", "data/raw", True),  # DVC looks upward, as `dvc` run from a subfolder does
+    ("project", ".", False),  # a project below is not one the folder is inside
+])
+def test_a_folder_is_inside_a_dvc_project_where_dvc_finds_one(tmp_path: Path, dvc_folder_at: str | None,
+                                                              asked_at: str, inside: bool) -> None:
+    from dvc.exceptions import NotDvcRepoError
+    from dvc.repo import Repo
+
+    if dvc_folder_at is not None:
+        (tmp_path / dvc_folder_at / ".dvc").mkdir(parents=True)
+    (folder := tmp_path / asked_at).mkdir(parents=True, exist_ok=True)
+    assert inside_a_dvc_project(folder) is inside
+    try:
+        Repo.find_root(str(folder))
+        found = True
+    except NotDvcRepoError:
+        found = False
+    assert found is inside  # DVC's own answer
+
+
+def test_a_source_inside_a_folder_that_is_no_dvc_project_is_passed_without_importing_dvc(tmp_path: Path) -> None:
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "toy.jsonl").write_text("")
+    check = ("import sys; from pathlib import Path; from tracevote.core.inputs import output_sources; "
+             "lines = output_sources({'toy': 'data/toy.jsonl'}, Path('.'), Path('params.yaml')); "
+             "print(lines, 'dvc.repo' in sys.modules)")
+    shown = subprocess.run([sys.executable, "-c", check], cwd=tmp_path, env=project_env(), capture_output=True,
+                           text=True, timeout=hang_guard_s())
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.split() == ["[]", "False"]
