@@ -40,6 +40,10 @@ from tracevote.store.pool import Pool, Setting
 pytestmark = pytest.mark.slow
 N_PROBLEMS, N_POOL, CONCURRENCY = 4, 16, 4
 SIM = SimConfig(seed=0, signal=1.0, accuracy=0.45, mean_tokens=150)
+# for a claim about the pool as a whole (its key, its import), not about its size or a build's course
+SMALL_N_POOL = 4
+SMALL_POOL: dict[str, Any] = {"pool": {"n_pool": SMALL_N_POOL}, "eval": {"k": [1, SMALL_N_POOL]},
+                              "report": {"k": SMALL_N_POOL}}
 
 
 def make_workdir(root: Path, base_url: str | list[str], **overrides: Any) -> Path:
@@ -188,8 +192,9 @@ def test_over_budget_build_is_refused_before_any_request(tmp_path: Path) -> None
 
 def test_missing_key_fails_at_once_and_complete_pool_needs_none(tmp_path: Path) -> None:
     with sim_server(api_key="sk-canary-5f0c1e") as server:
-        # the loopback server stands in for DeepSeek: a gateway trusted with DeepSeek's key
-        workdir = make_workdir(tmp_path / "work", server.base_url,
+        # the loopback server stands in for DeepSeek: a gateway trusted with DeepSeek's key; a small pool, every
+        # problem's log still written (where a leaked key would be)
+        workdir = make_workdir(tmp_path / "work", server.base_url, **SMALL_POOL,
                                endpoints={"deepseek": {"needs_key": True, "allow_foreign_key": True}})
         result = run_build(workdir)
         assert result.returncode == 2
@@ -231,14 +236,14 @@ def tracevote(workdir: Path, *args: str) -> subprocess.CompletedProcess:
 
 def test_an_imported_pool_is_complete_for_build_pool(tmp_path: Path) -> None:
     with sim_server() as server:
-        source = make_workdir(tmp_path / "source", server.base_url)
+        source = make_workdir(tmp_path / "source", server.base_url, **SMALL_POOL)
         assert run_build(source).returncode == 0
         exported = tracevote(source, "pool", "export")
         assert exported.returncode == 0, exported.stderr
         (tmp_path / "samples.jsonl").write_bytes(exported.stdout)
-        assert len(exported.stdout.splitlines()) == N_PROBLEMS * N_POOL
+        assert len(exported.stdout.splitlines()) == N_PROBLEMS * SMALL_N_POOL
 
-        target = make_workdir(tmp_path / "target", server.base_url)
+        target = make_workdir(tmp_path / "target", server.base_url, **SMALL_POOL)
         imported = tracevote(target, "pool", "import", str(tmp_path / "samples.jsonl"))
         assert imported.returncode == 0, imported.stderr
         assert b"SIMULATED" in imported.stdout  # the sim's samples say so in the interchange file
