@@ -165,3 +165,68 @@ def test_the_stages_that_read_scores_or_draw_without_frames_load_no_pandas(scrip
     code, loaded, stderr = stage_loads(tmp_path, script, "--help", watched=(*HEAVY, *DEEPCONF_REPORT))
     assert code == 0, stderr
     assert "pandas" not in loaded and not set(unused) & set(loaded), loaded
+
+
+# ---- Math-Verify (with sympy and its LaTeX grammar, ~0.45 CPU s) loads only when a comparison is made ----
+
+MATH_VERIFY = ("math_verify", "sympy", "latex2sympy2_extended")
+TRACEVOTE_MAIN = REPO_ROOT / "src" / "tracevote" / "__main__.py"  # what `python -m tracevote` runs
+GOLD_ROW = '{"question": "Two plus two?", "answer": "2 + 2 = 4\\n#### 4"}\n'
+PREDICTION_ROW = '{"id": "gsm8k_test_0", "content": "#### 4"}\n'
+
+
+def command_loads(root: Path, *args: str) -> tuple[int, list[str], str]:
+    """The exit code of `python -m tracevote <args>` run in `root`, the Math-Verify modules it loaded, its stderr."""
+    out = root / "loaded-command.json"
+    completed = subprocess.run([sys.executable, "-c", RUN_AND_LIST.format(heavy=MATH_VERIFY), str(out),
+                                str(TRACEVOTE_MAIN), *args], cwd=root, env=project_env(), capture_output=True,
+                               text=True, timeout=hang_guard_s())
+    assert out.is_file(), completed.stdout + completed.stderr
+    listed = json.loads(out.read_text())
+    return listed["code"], listed["loaded"], completed.stderr
+
+
+GOLD_ARGS = ("--gold", "gold.jsonl")
+# (gold file, predictions file, the arguments after --pred-path, what the one error line says)
+GRADE_REFUSALS = [
+    ("", PREDICTION_ROW, GOLD_ARGS, "gold.jsonl: 1 problem(s) in the gold file:\n  no rows"),
+    (GOLD_ROW, "", GOLD_ARGS, "preds.jsonl: no predictions, nothing graded"),
+    (GOLD_ROW, '{"id": "math500_test_0", "content": "#### 4"}\n', GOLD_ARGS,
+     "preds.jsonl: none of its 1 prediction ids (first 'math500_test_0') is the id of a gold item"),
+    (GOLD_ROW, PREDICTION_ROW, ("--gold", "missing.jsonl"), "missing.jsonl: dataset file not found"),
+    (GOLD_ROW, PREDICTION_ROW, (*GOLD_ARGS, "--enable-critic", "--critic-structured"),
+     "--critic-structured: the critic's endpoint deepseek"),
+]
+
+
+@pytest.mark.parametrize(("gold", "predictions", "args", "says"), GRADE_REFUSALS,
+                         ids=["empty-gold", "empty-predictions", "no-id-matches", "missing-gold", "critic-structured"])
+def test_grade_refuses_bad_input_before_math_verify_loads(tmp_path: Path, gold: str, predictions: str,
+                                                          args: tuple[str, ...], says: str) -> None:
+    """A typo fails fast: every refusal of `grade` comes before its judge loads Math-Verify (the critic's
+    --critic-structured, on an endpoint without JSON-schema replies, too: before anything is graded)."""
+    (tmp_path / "gold.jsonl").write_text(gold, encoding="utf-8")
+    (tmp_path / "preds.jsonl").write_text(predictions, encoding="utf-8")
+    (tmp_path / "params.yaml").write_text(FIXTURE_PARAMS.read_text())  # its critic's endpoint: deepseek
+    code, loaded, stderr = command_loads(tmp_path, "grade", "--dataset", "gsm8k", "--pred-path", "preds.jsonl", *args)
+    assert code == 2 and stderr.startswith("error: ") and says in stderr, stderr
+    assert loaded == [], loaded
+    assert not (tmp_path / "grading").exists()  # nothing written: no critic folder either
+
+
+def test_grade_loads_math_verify_once_it_has_a_pair_to_compare(tmp_path: Path) -> None:
+    """The counterpart of the refusals: the same files, good, are graded through Math-Verify."""
+    (tmp_path / "gold.jsonl").write_text(GOLD_ROW, encoding="utf-8")
+    (tmp_path / "preds.jsonl").write_text(PREDICTION_ROW, encoding="utf-8")
+    code, loaded, stderr = command_loads(tmp_path, "grade", "--dataset", "gsm8k", "--pred-path", "preds.jsonl",
+                                         "--gold", "gold.jsonl", "--json")
+    assert code == 0, stderr
+    assert loaded == sorted(MATH_VERIFY)
+
+
+def test_the_grade_stage_refuses_an_unknown_run_before_math_verify_loads(project: Path) -> None:
+    code, loaded, stderr = stage_loads(project, "grade.py", "--run", "no_such_run", "--gold", "data/toy.jsonl",
+                                       "--critic", "grading/critic/pool_toy", "--out", "grading/runs/x.json",
+                                       "--details", "grading/runs/x.jsonl", watched=MATH_VERIFY)
+    assert code == 2 and "grading.runs: no run 'no_such_run'" in stderr, stderr
+    assert loaded == [], loaded

@@ -59,14 +59,26 @@ def dollars(cell: str) -> float:
     return float(cell.lstrip("$").replace(",", ""))
 
 
+def toy_project(root: Path) -> Path:
+    """Two toy problems, DeepConf and the debate on them (n_pool 2), the critique on a dataset not normalized."""
+    return workdir(root, backend="sim", name="deepseek-v4-flash")
+
+
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
-    """Two toy problems, DeepConf and the debate on them (n_pool 2), the critique on a dataset not normalized."""
-    return workdir(tmp_path, backend="sim", name="deepseek-v4-flash")
+    return toy_project(tmp_path)
 
 
-def test_a_partly_built_pool_is_priced_for_its_missing_samples_only(project: Path) -> None:
-    before, _ = estimate(project)
+@pytest.fixture(scope="module")
+def fresh_estimate(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, list[str]], str]:
+    """`estimate` on a toy project with nothing built yet, run once for the tests that read it (its rows, and all
+    it printed); each test's `project` is the same project, to change."""
+    return estimate(toy_project(tmp_path_factory.mktemp("fresh-estimate")))
+
+
+def test_a_partly_built_pool_is_priced_for_its_missing_samples_only(
+        project: Path, fresh_estimate: tuple[dict[str, list[str]], str]) -> None:
+    before, _ = fresh_estimate
     tokens_in, usd = pool_cost_by_hand(project, 2)
     assert before["build_pool@toy"][:2] == ["4", str(tokens_in)]
     assert before["build_pool@toy"][3] == money(usd)  # "$0.000097": two significant digits
@@ -83,8 +95,9 @@ def test_a_partly_built_pool_is_priced_for_its_missing_samples_only(project: Pat
     assert partly["build_pool@toy"][3] == money(usd)
 
 
-def test_one_short_row_per_paid_stage_a_total_and_the_prices_once(project: Path) -> None:
-    rows, stdout = estimate(project)
+def test_one_short_row_per_paid_stage_a_total_and_the_prices_once(
+        fresh_estimate: tuple[dict[str, list[str]], str]) -> None:
+    rows, stdout = fresh_estimate
     assert list(rows) == ["build_pool@toy", "build_debate@toy", "build_critiques@toy_steps",
                           "build_grading_critic@pool_toy", "total"]
     assert rows["build_debate@toy"][4] == "at most (no early consensus)"  # 2 debates of up to 11 calls
@@ -202,10 +215,11 @@ def windows_table(stdout: str) -> list[list[str]]:
     return [re.split(r"\s{2,}", line.strip()) for line in lines[start + 4:] if line.strip()]
 
 
-def test_each_paid_stage_shows_its_largest_request_against_its_window(project: Path) -> None:
+def test_each_paid_stage_shows_its_largest_request_against_its_window(
+        project: Path, fresh_estimate: tuple[dict[str, list[str]], str]) -> None:
     """Issue 43 item 3: the rounds of the debate quote the other agents' replies, so its largest prompt is round 1's;
     with a window that cannot hold it, the row says which max_tokens would (and the table still prints)."""
-    _, stdout = estimate(project)
+    _, stdout = fresh_estimate
     rows = {(cells[0], cells[2].split(" (")[1]): cells for cells in windows_table(stdout)}
     assert set(rows) == {("build_pool@toy", "solve prompt)"), ("build_debate@toy", "debate round 1)"),
                          ("build_debate@toy", "debate ranking)")}

@@ -30,19 +30,30 @@ PROBLEMS = [Problem("p-1", "What is 3+4?", 7)]
 N_SAMPLES = 3
 
 
-@pytest.fixture
-def project(tmp_path: Path) -> Path:
+def pool_project(root: Path) -> Path:
     """params.yaml (the tests' fixture) and a pool of N_SAMPLES samples (top logprobs, no top tokens) in pool/."""
-    shutil.copy(FIXTURES / "params.yaml", tmp_path / "params.yaml")
-    setting = Setting.from_params(load_params(tmp_path / "params.yaml"))
-    pool = Pool.open_or_create(tmp_path / "pools", setting, simulated=False)
+    shutil.copy(FIXTURES / "params.yaml", root / "params.yaml")
+    setting = Setting.from_params(load_params(root / "params.yaml"))
+    pool = Pool.open_or_create(root / "pools", setting, simulated=False)
     pool.register(setting_messages(PROBLEMS, setting))
-    samples = tmp_path / "samples.jsonl"
+    samples = root / "samples.jsonl"
     samples.write_bytes(b"".join(to_json_line(make_sample(sample_id=i, seed=i), simulated=False)
                                  for i in range(N_SAMPLES)))
     import_file(samples, pool, PROBLEMS, keep_top_logprobs=True, n_pool=N_SAMPLES)
-    pool.root.rename(tmp_path / "pool")
-    return tmp_path
+    pool.root.rename(root / "pool")
+    return root
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One pool project for the tests that only export from it (to stdout, or to out.jsonl)."""
+    return pool_project(tmp_path_factory.mktemp("pool-export"))
+
+
+@pytest.fixture(scope="module")
+def full_export(project: Path) -> subprocess.CompletedProcess[str]:
+    """Every field, in a pipe: the one export each test checks a narrower or quieter export against."""
+    return export(project)
 
 
 def export(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -57,8 +68,9 @@ def lines_of(result: subprocess.CompletedProcess[str]) -> list[dict[str, object]
 
 @pytest.mark.parametrize("spec", ["problem_id,sample_id,answer", "answer, problem_id", "text,answer,text",
                                   "usage,latency_s,simulated,top_logprobs"])
-def test_fields_keeps_only_those_in_the_order_named(project: Path, spec: str) -> None:
-    full = lines_of(export(project))
+def test_fields_keeps_only_those_in_the_order_named(project: Path, full_export: subprocess.CompletedProcess[str],
+                                                    spec: str) -> None:
+    full = lines_of(full_export)
     named = list(dict.fromkeys(name.strip() for name in spec.split(",")))
     some = lines_of(export(project, "--fields", spec))
     assert len(some) == len(full) == N_SAMPLES
@@ -66,8 +78,9 @@ def test_fields_keeps_only_those_in_the_order_named(project: Path, spec: str) ->
     assert all(list(line) == named for line in some)
 
 
-def test_a_field_the_samples_lack_is_left_out_as_in_the_full_export(project: Path) -> None:
-    full = lines_of(export(project))
+def test_a_field_the_samples_lack_is_left_out_as_in_the_full_export(
+        project: Path, full_export: subprocess.CompletedProcess[str]) -> None:
+    full = lines_of(full_export)
     lacked = ("top_tokens", "reasoning")  # no top tokens kept; a reply without split thinking has no reasoning
     assert list(full[0]) == [name for name in EXPORT_FIELDS if name not in lacked]
     assert lines_of(export(project, "--fields", "sample_id,top_tokens")) == [{"sample_id": i} for i in range(3)]
@@ -84,8 +97,9 @@ def test_an_unknown_field_is_one_error_listing_the_fields(project: Path, spec: s
     assert result.stderr.strip() == f"error: --fields {spec!r}: {named}; the fields are {', '.join(EXPORT_FIELDS)}"
 
 
-def test_no_bar_in_a_pipe_and_nothing_at_all_with_quiet(project: Path) -> None:
-    piped, quiet = export(project), export(project, "--quiet")
+def test_no_bar_in_a_pipe_and_nothing_at_all_with_quiet(project: Path,
+                                                         full_export: subprocess.CompletedProcess[str]) -> None:
+    piped, quiet = full_export, export(project, "--quiet")
     assert piped.stderr == f"pool export: {N_SAMPLES} samples from pool\n"
     assert quiet.returncode == 0 and quiet.stderr == "" and quiet.stdout == piped.stdout
 
@@ -112,16 +126,16 @@ def export_on_a_terminal(project: Path, *args: str) -> tuple[str, bytes]:
     return shown.decode(errors="replace"), (project / "out.jsonl").read_bytes()
 
 
-def test_a_terminal_shows_the_bar_unless_quiet(project: Path) -> None:
+def test_a_terminal_shows_the_bar_unless_quiet(project: Path, full_export: subprocess.CompletedProcess[str]) -> None:
     shown, exported = export_on_a_terminal(project)
     assert "pool export: 100%" in shown and f"{N_SAMPLES}/{N_SAMPLES}" in shown and "sample" in shown
     assert shown.rstrip().endswith(f"pool export: {N_SAMPLES} samples from pool")
-    assert exported == export(project).stdout.encode()  # the bar never reaches the exported lines
+    assert exported == full_export.stdout.encode()  # the bar never reaches the exported lines
     quiet, _ = export_on_a_terminal(project, "--quiet")
     assert quiet == ""
 
 
-def test_scores_add_each_samples_confidence_measures(project: Path) -> None:
+def test_scores_add_each_samples_confidence_measures(tmp_path: Path) -> None:
     """Issue 29: DeepConf's write-up lists a confidence `score` among the per-sample fields. --scores joins the score
     stage's table (here the real scorer's, of samples 0 and 1); a sample it does not score gets null."""
     import pyarrow.parquet as pq
@@ -129,6 +143,7 @@ def test_scores_add_each_samples_confidence_measures(project: Path) -> None:
     from tracevote.core.config_deepconf import MEASURES
     from tracevote.deepconf.score import score_pool
 
+    project = pool_project(tmp_path)  # its own: the table is written into it
     params = load_params(project / "params.yaml")
     [scored] = score_pool(Pool(project / "pool"), [("p-1", 7)], 2, params.confidence, params.answers, workers=1)
     pq.write_table(scored.scores, project / "scores.parquet")

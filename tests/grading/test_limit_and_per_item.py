@@ -9,6 +9,7 @@ import csv
 import json
 import re
 import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -42,8 +43,40 @@ def predictions_by_hand(path: Path) -> list[dict[str, Any]]:
     return predictions
 
 
-def test_limit_grades_the_first_predictions_and_their_gold_only(tmp_path: Path) -> None:
-    path = predictions_for_gsm8k(tmp_path)  # 7 predictions in reverse gold order; gsm8k_test_6 has none
+PER_ITEM_NAMES = ["rows.jsonl", "rows.csv", "ROWS.CSV"]
+
+
+@pytest.fixture(scope="module")
+def predictions(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The demo predictions under GSM8K's ids, in a folder of their own: 7 in reverse gold order, gsm8k_test_6
+    without one."""
+    return predictions_for_gsm8k(tmp_path_factory.mktemp("graded"))
+
+
+def whole_args(predictions: Path) -> tuple[str, ...]:
+    return "--dataset", "gsm8k", "--pred-path", str(predictions), "--gold", str(BUILTIN_GSM8K)
+
+
+@pytest.fixture(scope="module")
+def graded_whole(predictions: Path) -> subprocess.CompletedProcess:
+    """The whole file graded, --json: what a limit is checked against."""
+    return grade(predictions.parent, *whole_args(predictions), "--json")
+
+
+@pytest.fixture(scope="module")
+def graded_per_item(predictions: Path) -> dict[str, tuple[subprocess.CompletedProcess, Path]]:
+    """The whole file graded once with each --per-item name (in a folder not there yet: it is made): the run and
+    the file, by name."""
+    runs = {}
+    for index, name in enumerate(PER_ITEM_NAMES):
+        out = predictions.parent / f"out-{index}" / name
+        runs[name] = grade(predictions.parent, *whole_args(predictions), "--per-item", str(out)), out
+    return runs
+
+
+def test_limit_grades_the_first_predictions_and_their_gold_only(
+        tmp_path: Path, predictions: Path, graded_whole: subprocess.CompletedProcess) -> None:
+    path = predictions  # 7 predictions in reverse gold order; gsm8k_test_6 has none
     first = predictions_by_hand(path)[:3]
     right = sum(prediction["right"] for prediction in first)
     args = ("--dataset", "gsm8k", "--pred-path", str(path), "--gold", str(BUILTIN_GSM8K), "--limit", "3")
@@ -56,13 +89,14 @@ def test_limit_grades_the_first_predictions_and_their_gold_only(tmp_path: Path) 
     assert (summary["correct"], summary["total"], summary["missing"]) == (right, 3, 0)
     assert summary["limited"] == {"limit": 3, "predictions": 7, "kept_predictions": 3, "gold_items": 8,
                                   "kept_gold": 3}
-    unlimited = json.loads(grade(tmp_path, *args[:-2], "--json").stdout)
+    unlimited = json.loads(graded_whole.stdout)
     assert unlimited["limited"] is None and unlimited["total"] == 8
 
 
-def test_a_limit_past_the_file_grades_it_whole(tmp_path: Path) -> None:
-    args = ("--dataset", "gsm8k", "--pred-path", str(predictions_for_gsm8k(tmp_path)), "--gold", str(BUILTIN_GSM8K))
-    limited, whole = grade(tmp_path, *args, "--limit", "100", "--json"), grade(tmp_path, *args, "--json")
+def test_a_limit_past_the_file_grades_it_whole(tmp_path: Path, predictions: Path,
+                                               graded_whole: subprocess.CompletedProcess) -> None:
+    args = whole_args(predictions)
+    limited, whole = grade(tmp_path, *args, "--limit", "100", "--json"), graded_whole
     summary = json.loads(limited.stdout)
     assert summary.pop("limited") == {"limit": 100, "predictions": 7, "kept_predictions": 7, "gold_items": 8,
                                       "kept_gold": 7}
@@ -85,12 +119,11 @@ def read_rows(path: Path) -> list[dict[str, Any]]:
     return [{**row, "answer": row["answer"] or (None if row["method"] == "missing" else "")} for row in rows]
 
 
-@pytest.mark.parametrize("name", ["rows.jsonl", "rows.csv", "ROWS.CSV"])
-def test_per_item_writes_one_row_per_gold_item_in_gold_order(tmp_path: Path, name: str) -> None:
-    path = predictions_for_gsm8k(tmp_path)
-    out = tmp_path / "out" / name  # its folder is made
-    result = grade(tmp_path, "--dataset", "gsm8k", "--pred-path", str(path), "--gold", str(BUILTIN_GSM8K),
-                   "--per-item", str(out))
+@pytest.mark.parametrize("name", PER_ITEM_NAMES)
+def test_per_item_writes_one_row_per_gold_item_in_gold_order(
+        predictions: Path, graded_per_item: dict[str, tuple[subprocess.CompletedProcess, Path]], name: str) -> None:
+    path = predictions
+    result, out = graded_per_item[name]  # its folder is made
     assert result.returncode == 0, result.stderr
     rows = read_rows(out)
     gold = gold_by_hand()
@@ -110,12 +143,11 @@ def test_per_item_writes_one_row_per_gold_item_in_gold_order(tmp_path: Path, nam
     assert "Accuracy: 0.5000  (4/8)" in result.stdout
 
 
-def test_csv_and_jsonl_hold_the_same_rows(tmp_path: Path) -> None:
-    args = ("--dataset", "gsm8k", "--pred-path", str(predictions_for_gsm8k(tmp_path)), "--gold", str(BUILTIN_GSM8K))
-    for name in ("rows.jsonl", "rows.csv"):
-        assert grade(tmp_path, *args, "--per-item", str(tmp_path / name)).returncode == 0
-    assert read_rows(tmp_path / "rows.jsonl") == read_rows(tmp_path / "rows.csv")
-    assert [ItemRow(**row) for row in read_rows(tmp_path / "rows.csv")]  # every row reads back as the record
+def test_csv_and_jsonl_hold_the_same_rows(graded_per_item: dict[str, tuple[subprocess.CompletedProcess, Path]]) -> None:
+    (as_jsonl, jsonl), (as_csv, csv_path) = graded_per_item["rows.jsonl"], graded_per_item["rows.csv"]
+    assert as_jsonl.returncode == 0 and as_csv.returncode == 0
+    assert read_rows(jsonl) == read_rows(csv_path)
+    assert [ItemRow(**row) for row in read_rows(csv_path)]  # every row reads back as the record
 
 
 @pytest.mark.parametrize(("name", "named"), [("rows.txt", "'.txt'"), ("rows", "'(none)'"), ("rows.json", "'.json'")])

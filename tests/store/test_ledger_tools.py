@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import hang_guard_s
-from tests.dvcproject import project_env
+from tests.dvcproject import copy_project, project_env
 from tests.grading.test_cli import grade, predictions_for_gsm8k, sim_project
 from tracevote.store import framing
 from tracevote.store.calls import CallLedger, CallRecord, encode
@@ -38,9 +38,22 @@ def call_ledger(root: Path) -> CallLedger:
     return ledger
 
 
-def test_the_critics_ledger_passes_verify_after_grade_enable_critic(tmp_path: Path) -> None:
-    project = sim_project(tmp_path)
-    graded = grade(project, *CRITIC_ARGS, "--pred-path", str(predictions_for_gsm8k(tmp_path)))
+def critic_args(project: Path) -> tuple[str, ...]:
+    return (*CRITIC_ARGS, "--pred-path", str(project / "preds.jsonl"))
+
+
+@pytest.fixture(scope="module")
+def graded_with_critic(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.CompletedProcess]:
+    """A project graded once with the critic on (its ledger in grading/critic/cli), and that run; a test that
+    changes the project copies it."""
+    project = sim_project(tmp_path_factory.mktemp("critic-ledger"))
+    predictions_for_gsm8k(project)
+    return project, grade(project, *critic_args(project))
+
+
+def test_the_critics_ledger_passes_verify_after_grade_enable_critic(
+        graded_with_critic: tuple[Path, subprocess.CompletedProcess]) -> None:
+    project, graded = graded_with_critic
     assert graded.returncode == 0, graded.stderr
     verified = tracevote(project, "ledger", "verify")
     assert verified.returncode == 0, verified.stdout
@@ -81,10 +94,12 @@ def test_a_directory_where_a_log_belongs_is_one_line_to_every_reader_and_writer(
     assert [problem for problem in verify_ledger(ledger.root).problems if problem.startswith(said)]
 
 
-def test_a_directory_where_a_critic_log_belongs_is_one_line_in_verify_repair_and_the_stage(tmp_path: Path) -> None:
-    project = sim_project(tmp_path)
-    args = (*CRITIC_ARGS, "--pred-path", str(predictions_for_gsm8k(tmp_path)))
-    assert grade(project, *args).returncode == 0
+def test_a_directory_where_a_critic_log_belongs_is_one_line_in_verify_repair_and_the_stage(
+        graded_with_critic: tuple[Path, subprocess.CompletedProcess], tmp_path: Path) -> None:
+    graded_project, graded = graded_with_critic
+    assert graded.returncode == 0
+    project = copy_project(graded_project, tmp_path / "project")
+    args = critic_args(project)
     log = sorted((project / "grading" / "critic" / "cli").glob("*/calls/*.tvf"))[0]
     log.unlink()
     log.mkdir()

@@ -150,17 +150,6 @@ class MathJudge:
         self._closed = False
         self._fallbacks: Counter[str] = Counter()
 
-    def start(self) -> None:
-        """Load Math-Verify for the workers now. The fork server loads it without waiting, overlapping the caller's
-        own work (reading its files); with "fork" this process loads it (~0.5 s) and its workers, forked at the first
-        comparison, start warm; a spawned pool starts its workers with the first comparison."""
-        if self._context.get_start_method() == "forkserver":
-            import multiprocessing.forkserver
-
-            multiprocessing.forkserver.ensure_running()
-        elif self._context.get_start_method() == "fork":
-            warm_up()
-
     def __enter__(self) -> MathJudge:
         return self
 
@@ -279,7 +268,7 @@ class MathJudge:
 
         if self._pool is None:
             if self._context.get_start_method() == "fork":
-                warm_up()  # once here rather than in every worker (a no-op after `start`)
+                warm_up()  # once here rather than in every worker (a no-op once loaded)
             barrier = self._context.Barrier(self.max_workers)
             pool = ProcessPoolExecutor(
                 max_workers=self.max_workers, mp_context=self._context, initializer=init_worker, initargs=(barrier,)

@@ -23,11 +23,11 @@ import orjson
 from tracevote.core.config import Params, load_params
 from tracevote.core.config_methods import GradingRunConfig
 from tracevote.core.errors import ConfigError, DataError
-from tracevote.grading.accuracy import check_some_match, grade
+from tracevote.grading.accuracy import check_some_match
 from tracevote.grading.gold import GoldItem, GradingFormat, format_keys, gold_from_normalized, read_gold_file
 from tracevote.grading.items import Limited, first_items, item_rows, row_format, write_item_rows
 from tracevote.grading.predictions import of_dataset, read_predictions
-from tracevote.grading.runs import RunInputs, grading_judge, run_record
+from tracevote.grading.runs import RunInputs, grade_inputs, run_record
 from tracevote.grading.summary import json_summary, render_run
 
 if TYPE_CHECKING:  # the critic's modules load pyarrow, numpy and requests: imported only when it runs
@@ -45,13 +45,14 @@ def run_grade(args: argparse.Namespace) -> int:
     if args.per_item is not None:
         row_format(args.per_item)  # a bad extension is refused before anything is graded or paid
     params = _params(args)
-    with grading_judge(None if params is None else params.grading) as judge:
-        judge.start()  # Math-Verify loads for the workers while the files are read
-        inputs, limited = _inputs(args)
-        grades = grade(inputs.gold, inputs.predictions, judge)
+    structured = params is not None and args.enable_critic and _structured(args, params)
+    inputs, limited = _inputs(args)
+    # only input nothing refused loads Math-Verify (~0.45 CPU s of imports): a typo fails fast. The critic comes
+    # after, so that no thread of its (tqdm's monitor) is alive when the judge forks its workers.
+    grades = grade_inputs(inputs, None if params is None else params.grading)
     critic, critic_simulated = (None, False)
     if params is not None and args.enable_critic:
-        critic, critic_simulated = _critic(args, params, inputs)
+        critic, critic_simulated = _critic(args, params, inputs, structured)
     run = GradingRunConfig(name="cli", dataset=args.dataset, predictions=str(args.pred_path), id_key=args.id_key)
     critic_model = None if params is None else params.critic_model.name
     record = run_record(run, inputs, grades, critic, critic_simulated, critic_model)
@@ -138,11 +139,11 @@ def critic_folder(critic_dir: Path | None, pred_path: Path, params: Params) -> t
     return Path(CLI_CRITIC_DIR), None
 
 
-def _critic(args: argparse.Namespace, params: Params, inputs: RunInputs) -> tuple[CriticScores | None, bool]:
+def _critic(args: argparse.Namespace, params: Params, inputs: RunInputs,
+            structured: bool) -> tuple[CriticScores | None, bool]:
     from tracevote.grading.build import build_critic
     from tracevote.grading.stored import ledger_scores, stored_critic_scores
 
-    structured = _structured(args, params)
     pairing = inputs.pairing()
     critic_dir, shared_with = critic_folder(args.critic_dir, args.pred_path, params)
     critic_dir.mkdir(parents=True, exist_ok=True)
