@@ -28,7 +28,7 @@ EVAL_AND_REPORT: list[Step] = [
     ({"eval": {"repeat": 4}}, {"aggregate", "report", "compare", "view"}),
     ({"report": {"k": 8}}, {"report", "compare", "view"}),
 ]
-# keys no stage declares re-run nothing (the pool's, the critique's and the servers, in one step)
+# keys no stage declares re-run nothing but check_params (the pool's, the critique's and the servers, in one step)
 UNDECLARED: list[Step] = [
     ({"pool": {"concurrency": 2, "max_cost_usd": 1.0, "request_timeout_s": 30},
       "critique": {"concurrency": 2, "max_cost_usd": 1.0},
@@ -65,6 +65,8 @@ def repro_each(project: Path, steps: list[Step]) -> str:
     for change, expected in steps:
         update_params(project, change)
         output = dvc(project, "repro").stdout
+        # check_params reads the whole file: every valid change re-runs it (the undeclared keys' step: only it)
+        assert "Running stage 'check_params'" in output, (change, output)
         assert ran_stages(output) == expected, (change, output)
     return output
 

@@ -1,11 +1,13 @@
 """Endpoints on standalone simulated servers (model.backend openai, each endpoint's profile set explicitly), through
 `dvc repro` in a real DVC project: what a method needs of its endpoint's provider is refused before any request,
-in one line naming the setting (each server counts no request), and a debate whose agents and judge are on two
-providers sends each call to its own endpoint, shaped for that endpoint's profile."""
+in one line naming the setting (each server counts no request; two refusals through `dvc repro`, the others through
+their stage's command as dvc.yaml gives it), and a debate whose agents and judge are on two providers sends each call
+to its own endpoint, shaped for that endpoint's profile."""
 
 from __future__ import annotations
 
 import contextlib
+import subprocess
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,6 +17,8 @@ import pytest
 
 from tests.debate.test_build import sim_answers
 from tests.dvcproject import built_once, copy_project, dvc, run, update_params
+from tests.stage_here import run_script_here
+from tests.test_paid_stage_refusals import stage_command
 from tests.test_profiles_pipeline import build_base, ledger, records
 from tracevote.core.config_endpoints import SimConfig
 from tracevote.debate.prompts import ANSWER, RANK, REVISE
@@ -86,39 +90,61 @@ def unknown_field(endpoint: str, profile: str) -> str:
 
 
 REFUSALS = [
-    # (params change, the stage asked to run, the one line it fails with, the folder it must not have written)
-    ({"deepconf": {"endpoint": "gpt-5-nano"}}, "check_params", NO_LOGPROBS, None),
-    ({"deepconf": {"endpoint": "gpt-5-nano"}}, "build_pool@toy", NO_LOGPROBS, "pools/toy"),
-    ({"debate": {"endpoint": "gpt-5-nano"}}, "build_debate@toy", default_only("debate", 0.3), "debates/toy"),
-    ({"debate": {"judge_endpoint": "gpt-5-nano"}}, "build_debate@toy", default_only("debate", 0.3), "debates/toy"),
+    # (params change, the stage asked to run, the one line it fails with, the folder it must not have written, whether
+    # through real `dvc repro`: the other rows run the stage's command from dvc.yaml in this process, with DVC_STAGE
+    # set as DVC sets it (tests/stage_here.py, as tests/test_paid_stage_refusals.py does), since what DVC adds, running
+    # the command and failing with its line, is the same for every row and proved by the rows marked True)
+    ({"deepconf": {"endpoint": "gpt-5-nano"}}, "check_params", NO_LOGPROBS, None, False),
+    ({"deepconf": {"endpoint": "gpt-5-nano"}}, "build_pool@toy", NO_LOGPROBS, "pools/toy", False),
+    ({"debate": {"endpoint": "gpt-5-nano"}}, "build_debate@toy", default_only("debate", 0.3), "debates/toy", False),
+    ({"debate": {"judge_endpoint": "gpt-5-nano"}}, "build_debate@toy", default_only("debate", 0.3), "debates/toy",
+     False),
     ({"critique": {"endpoint": "gpt-5-nano"}}, "build_critiques@toy_steps", default_only("critique", 0.7),
-     "critiques/toy_steps"),
+     "critiques/toy_steps", True),
     ({"grading": {"critic": {"enabled": True, "endpoint": "gpt-5-nano", "temperature": 0.3}}},
-     f"build_grading_critic@{RUN}", default_only("grading.critic", 0.3), f"grading/critic/{RUN}"),
+     f"build_grading_critic@{RUN}", default_only("grading.critic", 0.3), f"grading/critic/{RUN}", True),
     # DeepSeek's `thinking` sent to OpenAI would be answered with 400 for every call
     ({"endpoints": {"gpt-4o-mini": {"extra_body": THINKING}}, "critique": {"endpoint": "gpt-4o-mini"}},
-     "build_critiques@toy_steps", unknown_field("gpt-4o-mini", "openai-chat"), "critiques/toy_steps"),
+     "build_critiques@toy_steps", unknown_field("gpt-4o-mini", "openai-chat"), "critiques/toy_steps", False),
     ({"endpoints": {"gpt-5-nano": {"extra_body": THINKING}}, "debate": {"endpoint": "gpt-5-nano", "temperature": 1}},
-     "build_debate@toy", unknown_field("gpt-5-nano", "openai-reasoning"), "debates/toy"),
+     "build_debate@toy", unknown_field("gpt-5-nano", "openai-reasoning"), "debates/toy", False),
     # an endpoint no method names is checked too: it is one edit away from being used
     ({"endpoints": {"gpt-4o-mini": {"extra_body": THINKING}}}, "check_params",
-     unknown_field("gpt-4o-mini", "openai-chat"), None),
+     unknown_field("gpt-4o-mini", "openai-chat"), None, False),
 ]
 
 
-@pytest.mark.parametrize(("change", "stage", "message", "folder"), REFUSALS)
+@pytest.fixture(scope="module")
+def commands(project: tuple[Path, dict[str, SimServer]]) -> dict[str, list[str]]:
+    """Each refusal's stage's command as dvc.yaml gives it, by the stage's address."""
+    return {stage: stage_command(project[0], stage) for stage in {row[1] for row in REFUSALS}}
+
+
+def refusal(root: Path, stage: str, through_dvc: bool, command: list[str], monkeypatch: pytest.MonkeyPatch,
+            capsys: pytest.CaptureFixture[str]) -> subprocess.CompletedProcess:
+    """`dvc repro <stage>`, or the stage's command run here as DVC runs it (no API key in the environment)."""
+    if through_dvc:
+        return dvc(root, "repro", stage, check=False)
+    return run_script_here(root, root / command[0], command[1:], monkeypatch, capsys, env={"DVC_STAGE": stage},
+                           without_api_keys=True)
+
+
+@pytest.mark.parametrize(("change", "stage", "message", "folder", "through_dvc"), REFUSALS)
 def test_a_setting_the_endpoints_provider_refuses_stops_before_any_request(
-        project: tuple[Path, dict[str, SimServer]], change: dict, stage: str, message: str, folder: str | None) -> None:
+        project: tuple[Path, dict[str, SimServer]], commands: dict[str, list[str]], change: dict, stage: str,
+        message: str, folder: str | None, through_dvc: bool, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
     root, running = project
     before = requests(running)
     update_params(root, change)
     try:
-        refused = dvc(root, "repro", stage, check=False)
+        refused = refusal(root, stage, through_dvc, commands[stage], monkeypatch, capsys)
     finally:
         run(root, "git", "checkout", "--", "params.yaml")
     errors = [line for line in refused.stderr.splitlines() if line.startswith("error:")]
     assert refused.returncode != 0 and errors == [f"error: params.yaml: {message}"], refused.stdout + refused.stderr
     assert "Traceback" not in refused.stdout + refused.stderr
+    assert not through_dvc or f"Running stage '{stage}'" in refused.stdout
     assert requests(running) == before and sum(sum(kinds.values()) for kinds in before.values()) == 0
     assert folder is None or not (root / folder).exists()
 

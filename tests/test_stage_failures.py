@@ -81,16 +81,6 @@ def test_an_unknown_key_fails_repro_before_any_stage(built: Path, change: dict, 
         run(built, "git", "checkout", "--", "params.yaml")
 
 
-def test_a_valid_undeclared_change_reruns_only_check_params(built: Path) -> None:
-    update_params(built, {"pool": {"concurrency": 2}})
-    try:
-        result = dvc(built, "repro")
-        assert "Running stage 'check_params'" in result.stdout
-        assert ran_stages(result.stdout) == set()
-    finally:
-        run(built, "git", "checkout", "--", "params.yaml")
-
-
 OCCUPIED = [  # (stage script and its arguments as dvc.yaml gives them, the output folder a file will occupy)
     (["score.py", "--problems", "data/toy.jsonl", "--manifest", "pools/toy.json", "--out", "data/scores/toy.parquet",
       "--stops", "data/scores/toy.stops.parquet"], "data/scores"),

@@ -22,22 +22,6 @@ def write_rows(path: Path, rows: list[dict]) -> Path:
     return path
 
 
-def test_repro_runs_fetch_and_normalize_then_nothing(tmp_path: Path) -> None:
-    rows = write_rows(tmp_path / "toy.jsonl", [{"problem": f"Compute {i}+1.", "answer": str(i + 1)}
-                                               for i in range(5)])
-    project = make_project(tmp_path / "project", local_source(rows))
-
-    first = dvc(project, "repro", "normalize")
-    assert "Running stage 'fetch@toy'" in first.stdout
-    assert "Running stage 'normalize@toy'" in first.stdout
-    problems = load_problems(project / "data" / "toy.jsonl")
-    assert [p.answer for p in problems] == [1, 2, 3, 4, 5]
-
-    second = dvc(project, "repro", "normalize")
-    assert "Running stage" not in second.stdout
-    assert dvc(project, "status", "normalize").stdout.strip() == "Data and pipelines are up to date."
-
-
 def test_shared_aime_2025_yields_30_records(tmp_path: Path, shared_data: Path) -> None:
     project = make_project(tmp_path / "project", local_source(shared_data / "aime_2025.jsonl", "question"))
     dvc(project, "repro", "normalize")
@@ -47,15 +31,33 @@ def test_shared_aime_2025_yields_30_records(tmp_path: Path, shared_data: Path) -
     assert [p.answer for p in problems] == expected
 
 
+FIRST_REPRO = "first-repro.txt"  # beside the project: what its first `dvc repro normalize` printed
+
+
 @pytest.fixture(scope="module")
 def fetched(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A project whose one-row source, good.jsonl beside it, is fetched and normalized: each test that breaks the
-    source puts it back, and nothing it runs succeeds, so the next finds this state."""
+    """A project whose five-row source, good.jsonl beside it, is fetched and normalized by a first `dvc repro
+    normalize` (its output kept in first-repro.txt beside it): each test that breaks the source puts it back, and
+    nothing it runs succeeds, so the next finds this state."""
     root = tmp_path_factory.mktemp("fetched")
-    rows = write_rows(root / "good.jsonl", [{"problem": "Compute 1+1.", "answer": "2"}])
+    rows = write_rows(root / "good.jsonl", [{"problem": f"Compute {i}+1.", "answer": str(i + 1)} for i in range(5)])
     project = make_project(root / "project", local_source(rows))
-    dvc(project, "repro", "normalize")
+    (root / FIRST_REPRO).write_text(dvc(project, "repro", "normalize").stdout)
     return project
+
+
+def test_repro_runs_fetch_and_normalize_then_nothing(fetched: Path) -> None:
+    first = (fetched.parent / FIRST_REPRO).read_text()
+    assert "Running stage 'fetch@toy'" in first
+    assert "Running stage 'normalize@toy'" in first
+    problems = load_problems(fetched / "data" / "toy.jsonl")
+    assert [p.answer for p in problems] == [1, 2, 3, 4, 5]
+
+    # its verdict is `dvc status`'s: DVC prints it when no stage of the targets' graph changed
+    second = dvc(fetched, "repro", "normalize")
+    assert "Running stage" not in second.stdout
+    assert "Stage 'normalize@toy' didn't change, skipping" in second.stdout
+    assert second.stdout.strip().endswith("Data and pipelines are up to date.")
 
 
 def test_bad_rows_fail_the_stage_and_keep_the_good_output(fetched: Path) -> None:
