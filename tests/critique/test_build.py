@@ -1,7 +1,9 @@
-"""build_critiques, score_critiques and report_critiques as processes, over real HTTP to the loopback simulated
-server: the real ProcessBench gsm8k file end to end, reruns and raised n_votes pay only for what is new, kill -9
-at random moments loses at most the calls in flight and ends where an uninterrupted build ends, the cost cap
-refuses before any request, and scoring refuses what was not built."""
+"""build_critiques, score_critiques and report_critiques over real HTTP to the loopback simulated server: the real
+ProcessBench gsm8k file end to end, reruns and raised n_votes pay only for what is new, kill -9 at random moments
+loses at most the calls in flight and ends where an uninterrupted build ends, the cost cap refuses before any
+request, and scoring refuses what was not built. The claims about a stage's process (the kill and the resume after
+it, the refusals' exit and stderr, the report) run processes, as DVC does; the other stage runs, in the test's own
+process (tests/stage_in_process.py)."""
 
 from __future__ import annotations
 
@@ -29,6 +31,7 @@ from tests.sim_servers import (
     stored_under,
     watched_server,
 )
+from tests.stage_in_process import run_stage_here
 from tracevote.cli.demo import BUILTIN_DELTABENCH, BUILTIN_STEPS, deep_merge, local_steps_dataset, write_params
 from tracevote.core.config_datasets import StepsFormat
 from tracevote.core.config_endpoints import SimConfig
@@ -56,7 +59,7 @@ def project(root: Path, base_url: str, dataset: dict[str, Any], raw: Path, **cri
     params["datasets"] = {**params["datasets"], "steps": dataset}
     root.mkdir(parents=True)
     write_params(root / "params.yaml", params)
-    run_stage(root, "normalize.py", "--dataset", "steps", "--raw", str(raw), "--out", "data/steps.jsonl")
+    run_stage_here(root, "normalize.py", "--dataset", "steps", "--raw", str(raw), "--out", "data/steps.jsonl")
     return root
 
 
@@ -69,14 +72,16 @@ def build_command() -> list[str]:
             "--steps", "data/steps.jsonl", "--critiques", "critiques/steps", "--manifest", "critiques/steps.json"]
 
 
-def build(root: Path, check: bool = True) -> subprocess.CompletedProcess:
-    return run_stage(root, "build_critiques.py", *build_command()[2:], check=check)
+def build(root: Path, check: bool = True, *, as_process: bool = False) -> subprocess.CompletedProcess:
+    """The stage in this process; `as_process` for a claim about its process (its exit and stderr, a kill)."""
+    return (run_stage if as_process else run_stage_here)(root, "build_critiques.py", *build_command()[2:],
+                                                         check=check)
 
 
-def score(root: Path, check: bool = True) -> subprocess.CompletedProcess:
-    return run_stage(root, "score_critiques.py", "--critiques", "critiques", "--metrics", "metrics/critique.json",
-                 "--details", "metrics/critique_results.jsonl", "--by-task", "metrics/critique_by_task.csv",
-                 check=check)
+def score(root: Path, check: bool = True, *, as_process: bool = False) -> subprocess.CompletedProcess:
+    return (run_stage if as_process else run_stage_here)(
+        root, "score_critiques.py", "--critiques", "critiques", "--metrics", "metrics/critique.json", "--details",
+        "metrics/critique_results.jsonl", "--by-task", "metrics/critique_by_task.csv", check=check)
 
 
 def metrics_of(root: Path) -> dict[str, Any]:
@@ -206,7 +211,7 @@ def test_kill_at_random_moments_resumes_exactly_and_ends_as_an_uninterrupted_bui
     with watched_server(SIM, first_errors=labels) as slow:
         root = toy_project(tmp_path / "killed", slow.base_url, n_votes=8)
         kill_and_resume(slow, build_command(), root, LEDGERS, total=total, concurrency=CONCURRENCY, seed=7,
-                        logs=tmp_path, finish=lambda: build(root))
+                        logs=tmp_path, finish=lambda: build(root, as_process=True))
     assert final_state(ledger_root(root)) == final_state(ledger_root(uninterrupted))
     assert metrics_of(root) == metrics_of(uninterrupted)
 
@@ -214,7 +219,7 @@ def test_kill_at_random_moments_resumes_exactly_and_ends_as_an_uninterrupted_bui
 def test_the_cost_cap_refuses_before_any_request(tmp_path: Path) -> None:
     with running_server(SimModel(SIM), parse_faults("")) as base_url:
         root = toy_project(tmp_path / "capped", base_url, max_cost_usd=0.0001)
-        refused = build(root, check=False)
+        refused = build(root, check=False, as_process=True)
         assert requests_by_key(base_url) == Counter()
     assert refused.returncode != 0 and "critique.max_cost_usd" in refused.stderr
 
@@ -224,7 +229,7 @@ def test_an_unfinished_build_refuses_to_score_and_writes_nothing(tmp_path: Path)
         root = toy_project(tmp_path / "partial", gated.base_url)
         kill_once_stored(build_command(), root, lambda: len(stored_under(root / LEDGERS)), 1, tmp_path / "build.log")
     assert len(stored_under(root / LEDGERS)) == 1
-    failed = score(root, check=False)
+    failed = score(root, check=False, as_process=True)
     assert failed.returncode != 0 and "critiques/steps.json" in failed.stderr and "make repro" in failed.stderr
     assert not (root / "metrics" / "critique.json").exists()
 
