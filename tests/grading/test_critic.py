@@ -25,6 +25,7 @@ from tests.sim_servers import (
     stored_under,
     watched_server,
 )
+from tests.stage_in_process import run_stage_here
 from tracevote.cli.demo import deep_merge, local_dataset, write_params
 from tracevote.core.config import load_params
 from tracevote.core.config_endpoints import SimConfig
@@ -189,7 +190,7 @@ def toy_project(root: Path, base_url: str, **critic: Any) -> Path:
     params["datasets"]["toy"] = local_dataset(raw, problem_key="question", answer_format="integer")
     params["grading"]["runs"] = {"toy_run": {"dataset": "toy", "predictions": "predictions/toy.jsonl"}}
     write_params(root / "params.yaml", params)
-    run_stage(root, "normalize.py", "--dataset", "toy", "--raw", str(raw), "--out", "data/toy.jsonl")
+    run_stage_here(root, "normalize.py", "--dataset", "toy", "--raw", str(raw), "--out", "data/toy.jsonl")
     return root
 
 
@@ -198,12 +199,14 @@ def build_command() -> list[str]:
             "--gold", "data/toy.jsonl", "--critic", str(CRITIC_DIR)]
 
 
-def build(root: Path, check: bool = True):
-    return run_stage(root, "build_grading_critic.py", *build_command()[2:], check=check)
+def build(root: Path, check: bool = True, *, as_process: bool = False):
+    """The stage in this process; `as_process` for a claim about its process (its exit and stderr, a kill)."""
+    return (run_stage if as_process else run_stage_here)(root, "build_grading_critic.py", *build_command()[2:],
+                                                         check=check)
 
 
 def grade(root: Path) -> dict[str, Any]:
-    run_stage(root, "grade.py", "--run", "toy_run", "--gold", "data/toy.jsonl", "--critic", str(CRITIC_DIR),
+    run_stage_here(root, "grade.py", "--run", "toy_run", "--gold", "data/toy.jsonl", "--critic", str(CRITIC_DIR),
               "--out", "grading/runs/toy_run.json", "--details", "grading/runs/toy_run.jsonl")
     return json.loads((root / "grading" / "runs" / "toy_run.json").read_text())
 
@@ -233,7 +236,7 @@ def test_a_run_with_no_reference_solution_says_the_critic_scores_nothing(tmp_pat
         raw = root / "toy_raw.jsonl"
         raw.write_text("".join(json.dumps({"question": f"What is {i} + 7?", "answer": str(i + 7)}) + "\n"
                                for i in range(N_PROBLEMS)))
-        run_stage(root, "normalize.py", "--dataset", "toy", "--raw", str(raw), "--out", "data/toy.jsonl")
+        run_stage_here(root, "normalize.py", "--dataset", "toy", "--raw", str(raw), "--out", "data/toy.jsonl")
         built = build(root)
         assert requests_by_key(base_url) == {}
     assert "holds all 0" not in built.stdout
@@ -252,7 +255,7 @@ def test_kill_at_random_moments_resumes_exactly(tmp_path: Path) -> None:
     with watched_server(SIM) as slow:
         root = toy_project(tmp_path / "killed", slow.base_url)
         kill_and_resume(slow, build_command(), root, CRITIC_DIR, total=total, concurrency=CONCURRENCY, seed=3,
-                        logs=tmp_path, finish=lambda: build(root))
+                        logs=tmp_path, finish=lambda: build(root, as_process=True))
     killed_ledger, whole_ledger = ledger_in(root / CRITIC_DIR), ledger_in(uninterrupted / CRITIC_DIR)
     assert killed_ledger is not None and whole_ledger is not None
     assert final_state(killed_ledger.root) == final_state(whole_ledger.root)
@@ -262,6 +265,6 @@ def test_kill_at_random_moments_resumes_exactly(tmp_path: Path) -> None:
 def test_the_cost_cap_refuses_before_any_request(tmp_path: Path) -> None:
     with running_server(SimModel(SIM), parse_faults("")) as base_url:
         root = toy_project(tmp_path / "capped", base_url, max_cost_usd=0.000001)
-        refused = build(root, check=False)
+        refused = build(root, check=False, as_process=True)
         assert requests_by_key(base_url) == Counter()
     assert refused.returncode == 2 and "grading.critic.max_cost_usd" in refused.stderr
