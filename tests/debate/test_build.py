@@ -1,6 +1,8 @@
-"""build_debate and score_debate as processes, over real HTTP to the loopback simulated server: reruns pay
-for nothing, kill -9 at random moments loses at most the calls in flight and ends where an uninterrupted
-build ends, and the scores come from the ledger alone."""
+"""build_debate and score_debate over real HTTP to the loopback simulated server: reruns pay for nothing, kill -9
+at random moments loses at most the calls in flight and ends where an uninterrupted build ends, and the scores come
+from the ledger alone. The claims about a stage's process (the kill and the resume after it, the cost cap's and
+a missing call's refusals) run processes, as DVC does; the other stage runs, in the test's own process
+(tests/stage_in_process.py)."""
 
 from __future__ import annotations
 
@@ -26,6 +28,7 @@ from tests.sim_servers import (
     stored_under,
     watched_server,
 )
+from tests.stage_in_process import run_stage_here
 from tracevote.cli.demo import BUILTIN_PROBLEMS, deep_merge, with_overrides, write_params
 from tracevote.core.config_endpoints import SimConfig
 from tracevote.datasets.local import read_local_rows
@@ -51,7 +54,7 @@ def project(root: Path, base_url: str, **debate: Any) -> Path:
     params = with_overrides(params, overrides)
     root.mkdir(parents=True)
     write_params(root / "params.yaml", params)
-    run_stage(root, "normalize.py", "--dataset", "toy", "--raw", str(BUILTIN_PROBLEMS), "--out", "data/toy.jsonl")
+    run_stage_here(root, "normalize.py", "--dataset", "toy", "--raw", str(BUILTIN_PROBLEMS), "--out", "data/toy.jsonl")
     return root
 
 
@@ -60,13 +63,14 @@ def build_command() -> list[str]:
             "--problems", "data/toy.jsonl", "--debates", "debates/toy", "--manifest", "debates/toy.json"]
 
 
-def build(root: Path, check: bool = True) -> subprocess.CompletedProcess:
-    return run_stage(root, "build_debate.py", *build_command()[2:], check=check)
+def build(root: Path, check: bool = True, *, as_process: bool = False) -> subprocess.CompletedProcess:
+    """The stage in this process; `as_process` for a claim about its process (its exit and stderr, a kill)."""
+    return (run_stage if as_process else run_stage_here)(root, "build_debate.py", *build_command()[2:], check=check)
 
 
 def score(root: Path) -> dict[str, Any]:
-    run_stage(root, "score_debate.py", "--debates", "debates", "--metrics", "metrics/debate.json",
-          "--details", "metrics/debate_results.json", "--table", "metrics/debate.md")
+    run_stage_here(root, "score_debate.py", "--debates", "debates", "--metrics", "metrics/debate.json",
+                   "--details", "metrics/debate_results.json", "--table", "metrics/debate.md")
     return json.loads((root / "metrics" / "debate.json").read_text())
 
 
@@ -131,7 +135,7 @@ def test_kill_at_random_moments_resumes_exactly_and_ends_as_an_uninterrupted_bui
     with watched_server(SIM, sim_answers()) as slow:
         root = project(tmp_path / "killed", slow.base_url)
         kill_and_resume(slow, build_command(), root, LEDGERS, total=total, concurrency=CONCURRENCY, seed=11,
-                        logs=tmp_path, finish=lambda: build(root))
+                        logs=tmp_path, finish=lambda: build(root, as_process=True))
     assert final_state(ledger_root(root)) == final_state(ledger_root(uninterrupted))
     assert score(root) == score(uninterrupted)
 
@@ -139,7 +143,7 @@ def test_kill_at_random_moments_resumes_exactly_and_ends_as_an_uninterrupted_bui
 def test_the_cost_cap_refuses_before_any_request(tmp_path: Path) -> None:
     with running_server(SimModel(SIM, sim_answers()), parse_faults("")) as base_url:
         root = project(tmp_path / "capped", base_url, max_cost_usd=0.0001)
-        refused = build(root, check=False)
+        refused = build(root, check=False, as_process=True)
         assert requests_by_key(base_url) == Counter()
     assert refused.returncode != 0 and "debate.max_cost_usd" in refused.stderr
 
@@ -176,7 +180,7 @@ def test_scoring_refuses_debates_of_another_range(uninterrupted: Path, tmp_path:
     root = tmp_path / "other_range"
     shutil.copytree(uninterrupted, root)
     set_problems(root, [0, 3])
-    failed = run_stage(root, "score_debate.py", "--debates", "debates", "--metrics", "m.json", "--details", "d.json",
-                       "--table", "d.md", check=False)
+    failed = run_stage_here(root, "score_debate.py", "--debates", "debates", "--metrics", "m.json", "--details",
+                            "d.json", "--table", "d.md", check=False)
     assert failed.returncode != 0 and "debate.problems null (every problem), params.yaml says [0, 3]" in failed.stderr
     assert "run build_debate@toy" in failed.stderr
