@@ -1,4 +1,6 @@
-"""build_pool as a process: kill -9 at random moments, resume, spend guard, keys, and the probe gate."""
+"""build_pool: kill -9 at random moments, resume, spend guard, keys, and the probe gate. The claims about its process
+(the kill and the resume after it, the spend guard's refusal, the key a process inherits, its stderr a pipe) run it
+as DVC does; the others in the test's own process (tests/stage_in_process.py)."""
 
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ from tests.sim_servers import (
     refusing_urls,
     watched_server,
 )
+from tests.stage_in_process import run_stage_here
 from tracevote.cli.demo import BUILTIN_PROBLEMS
 from tracevote.core.config import load_params
 from tracevote.core.config_endpoints import SimConfig
@@ -72,6 +75,11 @@ def build_command() -> list[str]:
 def run_build(workdir: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(build_command(), cwd=workdir, env=project_env(env), capture_output=True, text=True,
                           timeout=hang_guard_s())
+
+
+def build_here(workdir: Path) -> subprocess.CompletedProcess:
+    """run_build's stage in this process, for a claim about what it requests and stores, not about its process."""
+    return run_stage_here(workdir, "build_pool.py", *build_command()[2:], check=False)
 
 
 def the_pool(workdir: Path) -> Pool:
@@ -151,13 +159,13 @@ def test_kill_9_at_random_moments_then_resume(tmp_path: Path, slow_server: Watch
 def test_all_faults_mixed_complete_with_exact_counts(tmp_path: Path) -> None:
     with sim_server("all=0.2,retry_after_s=0.05,slow_s=0.05") as server:
         workdir = make_workdir(tmp_path / "work", server.base_url)
-        result = run_build(workdir)
+        result = build_here(workdir)
         assert result.returncode == 0, result.stderr
         outcomes = server.stats.snapshot()["outcomes"]
         assert sum(outcomes.get(kind, 0) for kind in ("429", "500", "503", "drop", "malformed")) > 0
         assert "retries by cause" in result.stdout
         assert len(stored(workdir)) == N_PROBLEMS * N_POOL
-        again = run_build(workdir)
+        again = build_here(workdir)
         assert "no request sent" in again.stdout
 
 
@@ -176,7 +184,7 @@ def test_raising_n_pool_tops_up_without_rebuilding(tmp_path: Path) -> None:
         params = yaml.safe_load((workdir / "params.yaml").read_text())
         params["pool"]["n_pool"] = 6
         (workdir / "params.yaml").write_text(yaml.safe_dump(params))
-        assert run_build(workdir).returncode == 0
+        assert build_here(workdir).returncode == 0
         added = set(sample_requests(server) - first)
         assert added == {f"{pid}/{sid}" for pid in the_pool(workdir).problem_ids() for sid in (4, 5)}
 
@@ -213,7 +221,7 @@ def test_sentinel_only_logprobs_are_refused_by_the_probe(tmp_path: Path) -> None
     with sim_server() as server:
         # DeepSeek at temperature 0 reports 0.0 for the chosen token and -9999 for the rest
         workdir = make_workdir(tmp_path / "work", server.base_url, decoding={"temperature": 0.0})
-        result = run_build(workdir)
+        result = build_here(workdir)
         assert result.returncode == 2
         assert "no usable confidence signal" in result.stderr
         assert sample_requests(server) == Counter()
@@ -222,7 +230,7 @@ def test_sentinel_only_logprobs_are_refused_by_the_probe(tmp_path: Path) -> None
 def test_non_retryable_error_stops_the_build_at_once(tmp_path: Path) -> None:
     with sim_server(no_balance=True) as server:
         workdir = make_workdir(tmp_path / "work", server.base_url)
-        result = run_build(workdir)
+        result = build_here(workdir)
         assert result.returncode == 2
         assert "402" in result.stderr
         assert server.stats.snapshot()["requests"] <= 3 + CONCURRENCY
@@ -237,7 +245,7 @@ def tracevote(workdir: Path, *args: str) -> subprocess.CompletedProcess:
 def test_an_imported_pool_is_complete_for_build_pool(tmp_path: Path) -> None:
     with sim_server() as server:
         source = make_workdir(tmp_path / "source", server.base_url, **SMALL_POOL)
-        assert run_build(source).returncode == 0
+        assert build_here(source).returncode == 0
         exported = tracevote(source, "pool", "export")
         assert exported.returncode == 0, exported.stderr
         (tmp_path / "samples.jsonl").write_bytes(exported.stdout)
@@ -248,7 +256,7 @@ def test_an_imported_pool_is_complete_for_build_pool(tmp_path: Path) -> None:
         assert imported.returncode == 0, imported.stderr
         assert b"SIMULATED" in imported.stdout  # the sim's samples say so in the interchange file
         requests_before = sample_requests(server)
-        result = run_build(target)
+        result = build_here(target)
         assert result.returncode == 0 and "no request sent" in result.stdout
         assert sample_requests(server) == requests_before
         assert json.loads((target / "pools" / "toy.json").read_text())["simulated"] is True
@@ -259,7 +267,7 @@ def test_several_endpoints_share_the_build_and_failing_ones_are_set_aside(tmp_pa
             refusing_urls() as (refusing,):
         endpoints = [refusing, first.base_url, failing.base_url, second.base_url]
         workdir = make_workdir(tmp_path / "work", endpoints)
-        result = run_build(workdir)
+        result = build_here(workdir)
         assert result.returncode == 0, result.stdout + result.stderr
         delivered = [Counter(server.stats.snapshot()["delivered"]) for server in (first, second, failing)]
 
@@ -288,7 +296,7 @@ def test_a_pool_from_a_server_with_a_reasoning_parser_scores_as_one_without(tmp_
         with sim_server(reasoning_parser=parser) as server:
             workdir = make_workdir(tmp_path / str(parser), server.base_url, pool={"n_pool": 4}, eval={"k": [1, 4]},
                                    report={"k": 4})
-            assert run_build(workdir).returncode == 0
+            assert build_here(workdir).returncode == 0
         pools[parser] = the_pool(workdir)
     plain, split = pools[None], pools["reasoning_content"]
     for problem_id in plain.problem_ids():
