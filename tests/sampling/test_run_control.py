@@ -1,6 +1,8 @@
-"""Run control in the paid stages, through build_pool run as a subprocess against a real loopback sim server whose
-request counts are read server-side: the outage breaker, the spend cap at run time, the free-space check, the
-probe's "model does not exist" and a resumed build that sends no probe."""
+"""Run control in the paid stages, through build_pool against a real loopback sim server whose request counts are
+read server-side: the outage breaker, the spend cap at run time, the free-space check, the probe's "model does not
+exist" and a resumed build that sends no probe. build_pool runs as a subprocess for the outage breaker, the 429s,
+another build's lock and the full disk (its exit and one line on stderr, as DVC shows them); the other runs, setup
+builds among them, in the test's own process (tests/stage_in_process.py), their exit code and lines read alike."""
 
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ import yaml
 from tests.conftest import FIXTURE_PARAMS, REPO_ROOT, hang_guard_s
 from tests.dvcproject import one_dataset, project_env, update_endpoint
 from tests.sim_servers import requests_by_key
+from tests.stage_in_process import run_stage_here
 from tracevote.cli.demo import with_overrides
 from tracevote.core.config import load_params
 from tracevote.core.config_endpoints import SimConfig
@@ -80,6 +83,12 @@ def build_pool(cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
                           timeout=hang_guard_s())
 
 
+def build_pool_here(cwd: Path) -> subprocess.CompletedProcess[str]:
+    """build_pool's run in this process, for a claim about what it sends and says, not about its process."""
+    return run_stage_here(cwd, "build_pool.py", "--params", "params.yaml", "--dataset", "toy", "--problems",
+                          "data/toy.jsonl", "--pools", "pools/toy", "--manifest", "pools/toy.json", check=False)
+
+
 def error_line(result: subprocess.CompletedProcess[str]) -> str:
     assert result.returncode != 0, result.stdout
     assert "Traceback" not in result.stdout + result.stderr
@@ -101,7 +110,7 @@ def first_build(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A pool holding one sample per problem (so it has passed the probe), built once for the file's tests."""
     root = tmp_path_factory.mktemp("first-build")
     with sim_server() as server:
-        first = build_pool(project(root, server.base_url, n_pool=1))
+        first = build_pool_here(project(root, server.base_url, n_pool=1))
         probes = probe_requests(server)
     assert first.returncode == 0, first.stderr
     assert probes == PROBE_REQUESTS  # it probed, once
@@ -168,7 +177,7 @@ def test_an_empty_balance_stops_the_build_at_its_first_request(tmp_path: Path, f
         root = started_pool(tmp_path, server, first_build)
         before = requests_sent(server)
         server.options = dataclasses.replace(server.options, no_balance=True)
-        result = build_pool(root)
+        result = build_pool_here(root)
         sent = requests_sent(server) - before
     line = error_line(result)
     assert "HTTP 402, out of quota or balance: Insufficient Balance" in line and "stopped at once" in line, line
@@ -180,7 +189,7 @@ def test_bursts_shorter_than_the_breaker_do_not_trip_it(tmp_path: Path, first_bu
         root = started_pool(tmp_path, server, first_build)
         # each 503 asks to wait 0.01 s: the breaker's bound, not the client's growing backoff, is under test
         server.faults = parse_faults("503=0.5,max_per_sample=3,retry_after_s=0.01,overloaded_retry_after=1")
-        result = build_pool(root)
+        result = build_pool_here(root)
     assert result.returncode == 0, result.stderr
     assert "retries by cause: HTTP 503" in result.stdout
 
@@ -191,7 +200,7 @@ def test_the_spend_cap_holds_at_run_time_though_the_estimate_was_under_it(tmp_pa
     with sim_server(mean_tokens=1500) as server:
         root = project(tmp_path, server.base_url, n_pool=2, max_tokens=2000, max_cost_usd=cap,
                        output_fraction=0.01)
-        result = build_pool(root)
+        result = build_pool_here(root)
         samples = requests_sent(server) - probe_requests(server)
     line = error_line(result)
     match = re.search(r"spent \$([0-9.]+) of \$0\.0023\b.* (\d+) calls not sent", line)
@@ -203,7 +212,7 @@ def test_the_spend_cap_holds_at_run_time_though_the_estimate_was_under_it(tmp_pa
 
 def test_a_model_the_server_lacks_is_reported_as_such_not_as_an_uninformative_probe(tmp_path: Path) -> None:
     with sim_server(models=("deepseek-v4-flash",)) as server:
-        result = build_pool(project(tmp_path, server.base_url, n_pool=1, name="deepseek-chat"))
+        result = build_pool_here(project(tmp_path, server.base_url, n_pool=1, name="deepseek-chat"))
     line = error_line(result)
     assert "model 'deepseek-chat' not found: Model Not Exist. Check endpoints.deepseek.name" in line
     assert "confidence signal" not in line
@@ -212,7 +221,7 @@ def test_a_model_the_server_lacks_is_reported_as_such_not_as_an_uninformative_pr
 def test_a_resumed_build_sends_no_probe(tmp_path: Path, first_build: Path) -> None:
     with sim_server() as server:
         root = started_pool(tmp_path, server, first_build)
-        result = build_pool(root)
+        result = build_pool_here(root)
         probes = probe_requests(server)
     assert result.returncode == 0, result.stderr
     assert probes == 0  # the first build's probe went to its own server; none here
@@ -283,14 +292,14 @@ def test_a_write_refused_partway_stops_the_run_and_a_rerun_completes_identically
     (tmp_path / "full").mkdir()
     with sim_server() as server:
         clean = project(tmp_path / "clean", server.base_url, n_pool=8)
-        assert build_pool(clean).returncode == 0
+        assert build_pool_here(clean).returncode == 0
         limit = max(path.stat().st_size for path in the_pool(clean).root.rglob("*.tvf")) // 2
         root = started_pool(tmp_path / "full", server, first_build)
         before = requests_sent(server)
         full = build_pool_under_size_limit(root, limit)
         sent = requests_sent(server) - before
         stored = sum(len(the_pool(root).stored_ids(pid)) for pid in the_pool(root).problem_ids()) - N_PROBLEMS
-        rerun = build_pool(root)
+        rerun = build_pool_here(root)
     line = error_line(full)
     assert "pools/toy/" in line and "MiB free" in line, line
     assert stored < 7 * N_PROBLEMS  # the limit struck partway
