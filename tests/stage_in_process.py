@@ -21,16 +21,17 @@ from tests.conftest import REPO_ROOT
 from tests.dvcproject import project_env
 
 
-def run_stage_here(root: Path, script: str, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-    """stages/<script> with `args` run in this process in `root`; fails the test on a non-zero exit unless `check`
-    is off."""
+def run_stage_here(root: Path, script: str, *args: str, check: bool = True,
+                   env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """stages/<script> with `args` run in this process in `root`, `env` added to the stage's environment; fails the
+    test on a non-zero exit unless `check` is off."""
     path = REPO_ROOT / "stages" / script
     out, err = io.StringIO(), io.StringIO()
     with pytest.MonkeyPatch.context() as patch:
         patch.chdir(root)
         for key in [key for key in os.environ if key.endswith("_API_KEY")]:
             patch.delenv(key)
-        for key, value in project_env().items():
+        for key, value in project_env(env).items():
             patch.setenv(key, value)
         patch.setattr(sys, "argv", [str(path), *args])
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):

@@ -17,6 +17,7 @@ import yaml
 
 from tests.conftest import REPO_ROOT, committed_params_text
 from tests.dvcproject import project_env, run
+from tests.stage_in_process import run_stage_here
 from tracevote.cli.demo import deep_merge, local_dataset, write_params
 from tracevote.core.config_endpoints import SimConfig
 from tracevote.core.profiles import infer_profile, inferred_profile
@@ -86,7 +87,7 @@ def critic_project(root: Path, base_url: str, **changes: Any) -> Path:
                     "workers": 1}})
     params["datasets"]["toy"] = local_dataset(raw, problem_key="question", answer_format="integer")
     write_params(root / "params.yaml", deep_merge(params, changes))
-    stage(root, "normalize.py", "--dataset", "toy", "--raw", str(raw), "--out", "data/toy.jsonl")
+    run_stage_here(root, "normalize.py", "--dataset", "toy", "--raw", str(raw), "--out", "data/toy.jsonl")
     return root
 
 
@@ -95,9 +96,12 @@ def stage(root: Path, script: str, *args: str) -> subprocess.CompletedProcess:
                env=project_env({"OPENAI_API_KEY": CANARY}), check=False)
 
 
-def build_critic(root: Path) -> subprocess.CompletedProcess:
-    return stage(root, "build_grading_critic.py", "--run", "toy_run", "--gold", "data/toy.jsonl",
-                 "--critic", CRITIC_DIR)
+def build_critic(root: Path, *, as_process: bool = True) -> subprocess.CompletedProcess:
+    """The stage as a process; in this process (not `as_process`) where the claim is its hint, not its process."""
+    args = ("--run", "toy_run", "--gold", "data/toy.jsonl", "--critic", CRITIC_DIR)
+    if as_process:
+        return stage(root, "build_grading_critic.py", *args)
+    return run_stage_here(root, "build_grading_critic.py", *args, check=False, env={"OPENAI_API_KEY": CANARY})
 
 
 def test_the_critic_on_the_shipped_gpt5_nano_endpoint_behind_a_gateway_sends_no_refused_request(
@@ -138,7 +142,7 @@ def test_a_refusal_under_an_inferred_profile_suggests_the_profile_that_fits(tmp_
     try:
         root = critic_project(tmp_path / "alias", server.base_url, endpoints={"gpt-5-nano": {"name": "nano-alias"}},
                               grading={"critic": {"temperature": 1.0}})
-        failed = build_critic(root)
+        failed = build_critic(root, as_process=False)
     finally:
         stop_server(server)
     assert failed.returncode == 2, failed.stdout + failed.stderr
@@ -150,7 +154,7 @@ def test_a_refusal_under_an_inferred_profile_suggests_the_profile_that_fits(tmp_
 
 def test_a_404_on_an_openai_endpoint_gives_openais_hint(tmp_path: Path, reasoning_server: SimServer) -> None:
     root = critic_project(tmp_path / "404", reasoning_server.base_url + "/no/such/path")
-    failed = build_critic(root)
+    failed = build_critic(root, as_process=False)
     assert failed.returncode == 2, failed.stdout + failed.stderr
     assert "answered 404" in failed.stderr and "OpenAI's is https://api.openai.com/v1" in failed.stderr
     assert "DeepSeek" not in failed.stderr
