@@ -17,7 +17,7 @@ import yaml
 
 from tests.conftest import REPO_ROOT, committed_params_text
 from tests.dvcproject import project_env, run
-from tests.stage_in_process import run_stage_here
+from tests.stage_here import run_stage_here
 from tracevote.cli.demo import deep_merge, local_dataset, write_params
 from tracevote.core.config_endpoints import SimConfig
 from tracevote.core.profiles import infer_profile, inferred_profile

@@ -3,7 +3,7 @@ ProcessBench gsm8k file end to end, reruns and raised n_votes pay only for what 
 loses at most the calls in flight and ends where an uninterrupted build ends, the cost cap refuses before any
 request, and scoring refuses what was not built. The claims about a stage's process (the kill and the resume after
 it, the refusals' exit and stderr, the report) run processes, as DVC does; the other stage runs, in the test's own
-process (tests/stage_in_process.py)."""
+process (tests/stage_here.py)."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ from tests.sim_servers import (
     stored_under,
     watched_server,
 )
-from tests.stage_in_process import run_stage_here
+from tests.stage_here import run_stage_here
 from tracevote.cli.demo import BUILTIN_DELTABENCH, BUILTIN_STEPS, deep_merge, local_steps_dataset, write_params
 from tracevote.core.config_datasets import StepsFormat
 from tracevote.core.config_endpoints import SimConfig

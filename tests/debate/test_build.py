@@ -2,7 +2,7 @@
 at random moments loses at most the calls in flight and ends where an uninterrupted build ends, and the scores come
 from the ledger alone. The claims about a stage's process (the kill and the resume after it, the cost cap's and
 a missing call's refusals) run processes, as DVC does; the other stage runs, in the test's own process
-(tests/stage_in_process.py)."""
+(tests/stage_here.py)."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ from tests.sim_servers import (
     stored_under,
     watched_server,
 )
-from tests.stage_in_process import run_stage_here
+from tests.stage_here import run_stage_here
 from tracevote.cli.demo import BUILTIN_PROBLEMS, deep_merge, with_overrides, write_params
 from tracevote.core.config_endpoints import SimConfig
 from tracevote.datasets.local import read_local_rows

@@ -25,7 +25,7 @@ from tests.sim_servers import (
     stored_under,
     watched_server,
 )
-from tests.stage_in_process import run_stage_here
+from tests.stage_here import run_stage_here
 from tracevote.cli.demo import deep_merge, local_dataset, write_params
 from tracevote.core.config import load_params
 from tracevote.core.config_endpoints import SimConfig

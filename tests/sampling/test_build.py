@@ -1,6 +1,6 @@
 """build_pool: kill -9 at random moments, resume, spend guard, keys, and the probe gate. The claims about its process
 (the kill and the resume after it, the spend guard's refusal, the key a process inherits, its stderr a pipe) run it
-as DVC does; the others in the test's own process (tests/stage_in_process.py)."""
+as DVC does; the others in the test's own process (tests/stage_here.py)."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ from tests.sim_servers import (
     refusing_urls,
     watched_server,
 )
-from tests.stage_in_process import run_stage_here
+from tests.stage_here import run_stage_here
 from tracevote.cli.demo import BUILTIN_PROBLEMS
 from tracevote.core.config import load_params
 from tracevote.core.config_endpoints import SimConfig

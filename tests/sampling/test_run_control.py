@@ -2,7 +2,7 @@
 read server-side: the outage breaker, the spend cap at run time, the free-space check, the probe's "model does not
 exist" and a resumed build that sends no probe. build_pool runs as a subprocess for the outage breaker, the 429s,
 another build's lock and the full disk (its exit and one line on stderr, as DVC shows them); the other runs, setup
-builds among them, in the test's own process (tests/stage_in_process.py), their exit code and lines read alike."""
+builds among them, in the test's own process (tests/stage_here.py), their exit code and lines read alike."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ import yaml
 from tests.conftest import FIXTURE_PARAMS, REPO_ROOT, hang_guard_s
 from tests.dvcproject import one_dataset, project_env, update_endpoint
 from tests.sim_servers import requests_by_key
-from tests.stage_in_process import run_stage_here
+from tests.stage_here import run_stage_here
 from tracevote.cli.demo import with_overrides
 from tracevote.core.config import load_params
 from tracevote.core.config_endpoints import SimConfig
