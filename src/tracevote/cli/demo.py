@@ -38,7 +38,7 @@ DEMO_PREDICTIONS = Path("predictions") / "demo_gsm8k.jsonl"  # where the scratch
 PIPELINE_FILES = ("dvc.yaml", ".dvcignore", ".gitignore")  # .gitignore: ledger folders are never committed
 DEMO_POOL = 64
 # The simulated build's server and client share one process and its GIL, so requests in flight beyond 2 only add
-# switching: 8 cost ~2.5 CPU s more than 2 on the demo's build_pool, and more wall time (docs/simulator.md)
+# switching: 8 cost ~1.9 CPU s more than 2 on the demo's build_pool (median of 5), and wall time (docs/simulator.md)
 DEMO_CONCURRENCY = 2
 LOCK_NAME = ".demo.lock"  # inside the scratch project, which git and DVC ignore
 # demo/methods/<method>/: the scratch project of a run of one method (`make try METHOD=...`), kept beside the other
