@@ -37,6 +37,9 @@ BUILTIN_PREDICTIONS = BUILTIN_DATA / "demo_predictions.jsonl"  # hand-written pr
 DEMO_PREDICTIONS = Path("predictions") / "demo_gsm8k.jsonl"  # where the scratch project keeps them
 PIPELINE_FILES = ("dvc.yaml", ".dvcignore", ".gitignore")  # .gitignore: ledger folders are never committed
 DEMO_POOL = 64
+# The simulated build's server and client share one process and its GIL, so requests in flight beyond 2 only add
+# switching: 8 cost ~1.9 CPU s more than 2 on the demo's build_pool (median of 5), and wall time (docs/simulator.md)
+DEMO_CONCURRENCY = 2
 LOCK_NAME = ".demo.lock"  # inside the scratch project, which git and DVC ignore
 # demo/methods/<method>/: the scratch project of a run of one method (`make try METHOD=...`), kept beside the other
 # methods' when any run starts again; DVC ignores a project inside another (a subrepo), so demo/'s run never sees it
@@ -116,10 +119,11 @@ def demo_overrides(problems: Path, *, problem_key: str) -> dict[str, Any]:
 
 
 def small_scale() -> dict[str, Any]:
-    """The demo's sizes: the simulated model, a pool of 64 per problem, shorter traces and windows."""
+    """The demo's sizes: the simulated model, a pool of 64 per problem built 2 requests at a time, shorter traces and
+    windows."""
     return {
         "model": {"backend": "sim", "sim": {"mean_tokens": 1200}},
-        "pool": {"n_pool": DEMO_POOL},
+        "pool": {"n_pool": DEMO_POOL, "concurrency": DEMO_CONCURRENCY},
         "confidence": {"group_size": 256, "tail_tokens": 256},
         "eval": {"k": [1, 2, 4, 8, 16, 32, DEMO_POOL], "repeat": 32},
         "report": {"k": DEMO_POOL},

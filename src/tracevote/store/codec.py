@@ -277,11 +277,7 @@ def _blocks_named(view: memoryview, header: dict[str, Any], offset: int, names: 
 def to_sample(decoded: Decoded) -> Sample:
     """The full record back, tokens and all (for export; scoring reads `score_fields`)."""
     header, blobs = decoded.header, decoded.blobs
-    source = blobs.get("token_bytes", blobs["text"]).tobytes()
-    ends = np.cumsum(blobs["token_lens"], dtype=np.int64)
-    starts = ends - blobs["token_lens"]
-    bounds = zip(starts.tolist(), ends.tolist(), strict=True)
-    tokens = [source[start:end].decode("utf-8", errors="surrogatepass") for start, end in bounds]
+    tokens = _tokens(blobs.get("token_bytes", blobs["text"]), blobs["token_lens"])
     top = blobs.get("top_logprobs_kmajor")
     top_tokens = blobs.get("top_tokens_json")
     return Sample(
@@ -293,6 +289,38 @@ def to_sample(decoded: Decoded) -> Sample:
         finish_reason=header["finish_reason"], prompt_tokens=header["prompt_tokens"],
         completion_tokens=header["completion_tokens"], latency_s=header["latency_s"], reasoning=decoded.reasoning(),
     )
+
+
+def _tokens(source: np.ndarray, lengths: np.ndarray) -> list[str]:
+    """The tokens cut from `source` (UTF-8 bytes, uint8) by their byte lengths, decoded once and sliced.
+
+    >>> _tokens(np.frombuffer("aéb".encode(), np.uint8), np.array([1, 2, 1]))
+    ['a', 'é', 'b']
+    """
+    ends = np.cumsum(lengths, dtype=np.int64)
+    starts = ends - lengths
+    raw = source.reshape(-1)
+    try:
+        text = raw.tobytes().decode("utf-8", errors="surrogatepass")
+    except UnicodeDecodeError:
+        text = None
+    if text is None or int(ends[-1] if ends.size else 0) != raw.size or _cuts_a_character(raw, starts, lengths):
+        return _tokens_one_by_one(raw.tobytes(), starts, ends)  # subtle: a corrupt cut raises as it always did
+    # a character's first byte is never a continuation byte (0b10xxxxxx): counting them gives character offsets
+    firsts = np.concatenate(([0], np.cumsum((raw & 0xC0) != 0x80, dtype=np.int64)))
+    char_ends = (ends if len(text) == raw.size else firsts[ends]).tolist()
+    return [text[start:end] for start, end in zip([0, *char_ends][:-1], char_ends, strict=True)]
+
+
+def _cuts_a_character(raw: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> bool:
+    """Whether a (non-empty) token starts inside a character: its bytes alone are not UTF-8."""
+    firsts = starts[(lengths > 0) & (starts < raw.size)]
+    return bool(((raw[firsts] & 0xC0) == 0x80).any())
+
+
+def _tokens_one_by_one(source: bytes, starts: np.ndarray, ends: np.ndarray) -> list[str]:
+    bounds = zip(starts.tolist(), ends.tolist(), strict=True)
+    return [source[start:end].decode("utf-8", errors="surrogatepass") for start, end in bounds]
 
 
 def _is_format_1(view: memoryview) -> bool:
