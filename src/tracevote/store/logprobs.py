@@ -37,12 +37,16 @@ def token_confidence(top_logprobs: np.ndarray | None, token_logprobs: np.ndarray
     top = np.asarray(top_logprobs)
     if top.ndim != 2 or len(top) != len(chosen):
         raise ValueError(f"top_logprobs has shape {top.shape}, expected ({len(chosen)}, k)")
-    confidence = np.empty(len(top), dtype=np.float64)
-    for start in range(0, len(top), _ROWS_PER_CHUNK):
-        rows = slice(start, start + _ROWS_PER_CHUNK)
-        confidence[rows] = _minus_row_mean(top[rows])
-    missing = np.flatnonzero(np.isnan(confidence))
-    confidence[missing] = -_present(chosen[missing])
+    if len(top) <= _ROWS_PER_CHUNK:  # a streamed batch of a few tokens: one call, no copy into a second array
+        confidence = _minus_row_mean(top)
+    else:
+        confidence = np.empty(len(top), dtype=np.float64)
+        for start in range(0, len(top), _ROWS_PER_CHUNK):
+            rows = slice(start, start + _ROWS_PER_CHUNK)
+            confidence[rows] = _minus_row_mean(top[rows])
+    missing = np.isnan(confidence)
+    if missing.any():
+        confidence[missing] = -_present(chosen[missing])
     return confidence
 
 
