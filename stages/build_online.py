@@ -94,12 +94,12 @@ def _build(args: PaidStageArgs[Problem], params: Params, problems: list[Problem]
     with MathJudge(max_workers=1) if math else contextlib.nullcontext() as judge:
         codes = LiveAnswers(params.answers, {p.id: p.answer for p in problems}, judge)
         missing = missing_traces(warmup, methods, ids, rules, codes)
-        left = 0
         if missing:
             args.refuse_if_already_built(partial=partial)
-            left = _run(params, problems, messages, rules, warmup, methods, codes, missing)
+            _run(params, problems, messages, rules, warmup, methods, codes, missing)
         else:
             print(f"build_online: every trace of {len(ids)} problems is stored; no request sent")
+        left = missing_traces(warmup, methods, ids, rules, codes) if missing else 0
     _write_manifest(args.manifest, args.dataset, ids, rules, warmup, methods, Setting.from_params(params).record(),
                     answers=dataclasses.asdict(params.answers))
     if left:
@@ -121,8 +121,7 @@ def _write_manifest(path: Path, dataset: str, ids: list[str], rules: LiveRules, 
 
 
 def _run(params: Params, problems: list[Problem], messages: dict[str, list[dict[str, str]]], rules: LiveRules,
-         warmup: LiveLedger, methods: dict[str, LiveLedger], codes: LiveAnswers, missing: int) -> int:
-    """Streams the missing traces; returns how many are still missing (the run's own count: nothing read back)."""
+         warmup: LiveLedger, methods: dict[str, LiveLedger], codes: LiveAnswers, missing: int) -> None:
     model, live = params.deepconf_model, params.online.live
     worst = as_served(worst_case(messages, missing, rules.max_tokens, params.deepconf_model), model)
     print(f"build_online: up to {missing} traces to stream into {warmup.root.parent}; worst case (every one to "
@@ -158,7 +157,6 @@ def _run(params: Params, problems: list[Problem], messages: dict[str, list[dict[
             finally:
                 print(summary.render())
         print(backend.retry_report(client))
-    return summary.missing
 
 
 if __name__ == "__main__":

@@ -142,7 +142,6 @@ def run_live(client: ChatClient, warmup: LiveLedger, methods: dict[str, LiveLedg
                 job.cancel.set()  # a fatal error or ^C: every open stream closes at its next read
             executor.shutdown(wait=False, cancel_futures=True)
     summary.elapsed_s = time.monotonic() - started
-    summary.missing = count_missing(problems, rules)  # what missing_traces would read back, without reading
     if isinstance(stop, SpendCapError) and cap is not None:
         raise cap.stopped()
     if stop is not None:

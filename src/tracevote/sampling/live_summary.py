@@ -27,7 +27,6 @@ class LiveSummary:
     broken_tokens: int = 0  # tokens received on them (billed, counted by the client)
     failures: collections.Counter[str] = field(default_factory=collections.Counter)
     elapsed_s: float = 0.0
-    missing: int = 0  # traces a rerun would still find missing, counted on the run's own state as it returned
     simulated_as: str | None = None
 
     def add(self, trace: LiveTrace, paid_usd: float) -> None:
