@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -74,8 +75,22 @@ def overrides(root: Path, shape: TraceShape) -> dict[str, Any]:
             "online": {"warmup": shape.warmup, "percentiles": {"low": 90, "high": 10}, "live": live}}
 
 
-def build_project(root: Path, shape: TraceShape = TraceShape()) -> PoolProject:
-    """params.yaml, the problems, then build_pool, score, aggregate (and build_online) as their stages run them."""
+StageRunner = Callable[[Path, str, list[str], dict[str, str]], None]  # (folder, stage, its arguments, env added)
+
+
+def run_stage_process(root: Path, stage: str, args: list[str], env: dict[str, str]) -> None:
+    """stages/<stage>.py run as DVC runs it, in `root`, every *_API_KEY unset and `env` added."""
+    full_env = {**{k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}, **env}
+    done = subprocess.run([sys.executable, str(ROOT / "stages" / f"{stage}.py"), *args], cwd=root, env=full_env,
+                          capture_output=True, text=True, timeout=STAGE_TIMEOUT_S)
+    if done.returncode != 0:
+        raise RuntimeError(f"{stage} exited {done.returncode}: {done.stderr[-2000:]}")
+
+
+def build_project(root: Path, shape: TraceShape = TraceShape(),
+                  run_stage: StageRunner = run_stage_process) -> PoolProject:
+    """params.yaml, the problems, then build_pool, score, aggregate (and build_online) as their stages run them
+    (`run_stage`: by default each a process of its own; the tests run them in their own process)."""
     (root / "data").mkdir(parents=True, exist_ok=True)
     base = load_params(FIXTURE_PARAMS)
     rows = read_local_rows(BUILTIN_PROBLEMS)[:shape.problems]
@@ -92,10 +107,6 @@ def build_project(root: Path, shape: TraceShape = TraceShape()) -> PoolProject:
     if shape.live_budget:
         stages.append(("build_online", "--dataset", DATASET, "--problems", problems, "--online", f"online/{DATASET}",
                        "--manifest", f"online/{DATASET}.json"))
-    env = {**{k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}, "TRACEVOTE_WORKERS": "1"}
     for stage, *args in stages:
-        done = subprocess.run([sys.executable, str(ROOT / "stages" / f"{stage}.py"), *args], cwd=root, env=env,
-                              capture_output=True, text=True, timeout=STAGE_TIMEOUT_S)
-        if done.returncode != 0:
-            raise RuntimeError(f"{stage} exited {done.returncode}: {done.stderr[-2000:]}")
+        run_stage(root, stage, args, {"TRACEVOTE_WORKERS": "1"})
     return PoolProject(root, load_params(root / "params.yaml"))

@@ -67,3 +67,11 @@ def exit_code_of(script: Path) -> int:
     except SystemExit as exit_:
         return exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
     return 0
+
+
+TRACEVOTE_MAIN = REPO_ROOT / "src" / "tracevote" / "__main__.py"  # what `python -m tracevote` runs, for run_script_here
+
+
+def bench_stage_here(root: Path, stage: str, args: list[str], env: dict[str, str]) -> None:
+    """A bench project's stage (bench.explorer_trace_project's StageRunner) run in this process."""
+    run_stage_here(root, f"{stage}.py", *args, env=env)

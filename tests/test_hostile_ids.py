@@ -32,7 +32,7 @@ from hypothesis import strategies as st
 
 from tests.conftest import FIXTURE_PARAMS, REPO_ROOT, hang_guard_s
 from tests.dvcproject import one_dataset, project_env
-from tests.stage_here import run_script_here
+from tests.stage_here import TRACEVOTE_MAIN, run_script_here
 from tracevote.cli.demo import deep_merge, write_params
 from tracevote.cli.main import main
 from tracevote.core.config import load_params
@@ -362,11 +362,12 @@ def test_a_paid_stage_refuses_a_normalized_file_with_a_bad_id_and_writes_nothing
         assert project_files(outside.project) == before
 
 
-def test_every_paid_stage_stores_admitted_ids_inside_and_reads_them_back(tmp_path: Path) -> None:
+def test_every_paid_stage_stores_admitted_ids_inside_and_reads_them_back(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     with watched(tmp_path) as outside:
         project = outside.project
         write_stage_inputs(project, ADMITTED)
-        for stage, result in run_paid_stages(project).items():
+        for stage, result in run_paid_stages_here(project, monkeypatch, capsys).items():
             assert result.returncode == 0, f"{stage}: {result.stdout}{result.stderr}"
         for folder in ("pools/toy", "study/qwen/pools/toy"):
             [pool_root] = [path.parent for path in (project / folder).glob("*/pool.json")]
@@ -386,8 +387,8 @@ def test_every_paid_stage_stores_admitted_ids_inside_and_reads_them_back(tmp_pat
             one_log_per_id(live, ADMITTED)
             assert all(sorted(live.traces(item_id)) for item_id in ADMITTED)
         assert critic_replies(project / "grading/critic/toy_run") == len(ADMITTED)
-        verified = subprocess.run([sys.executable, "-m", "tracevote", "ledger", "verify"], cwd=project,
-                                  env=project_env(), capture_output=True, text=True, timeout=hang_guard_s())
+        verified = run_script_here(project, TRACEVOTE_MAIN, ["ledger", "verify"], monkeypatch, capsys,
+                                   without_api_keys=True)
         assert verified.returncode == 0, verified.stdout + verified.stderr
         assert re.search(rf"^study/qwen/pools/toy/\S+: {len(ADMITTED)} logs, .*: ok$", verified.stdout, re.MULTILINE)
 
@@ -420,7 +421,8 @@ def test_normalize_refuses_hostile_ids_as_a_process(tmp_path: Path) -> None:
         assert not (project / "data").exists()
 
 
-def test_grading_takes_hostile_prediction_ids_as_data(tmp_path: Path) -> None:
+def test_grading_takes_hostile_prediction_ids_as_data(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
     """Prediction ids never name a file: the critic names its calls by a digest of the prompt."""
     ids = ["p1", "P1", "CON", "../../../../../escaped", "../../../../../../escaped", f"{TOP}/abs-target", "..",
            ".", "a/b", "a\\b", "nul\x00byte", "\uff50\uff11", "\u04401"]
@@ -434,10 +436,10 @@ def test_grading_takes_hostile_prediction_ids_as_data(tmp_path: Path) -> None:
         (project / "preds.jsonl").write_text("".join(json.dumps(
             {"id": item_id, "thinking": f"{n} and 7 make {n + 7}.", "content": f"#### {n + 7}"}) + "\n"
             for n, item_id in enumerate(ids)))
-        result = subprocess.run([sys.executable, "-m", "tracevote", "grade", "--dataset", "gsm8k", "--gold",
-                                 "gold.jsonl", "--pred-path", "preds.jsonl", "--id-key", "id", "--enable-critic",
-                                 "--json"], cwd=project, env=project_env(), capture_output=True, text=True,
-                                timeout=hang_guard_s())
+        result = run_script_here(project, TRACEVOTE_MAIN, ["grade", "--dataset", "gsm8k", "--gold", "gold.jsonl",
+                                                           "--pred-path", "preds.jsonl", "--id-key", "id",
+                                                           "--enable-critic", "--json"], monkeypatch, capsys,
+                                 without_api_keys=True)
         assert result.returncode == 0, result.stderr
         summary = json.loads(result.stdout)
         assert (summary["correct"], summary["total"]) == (len(ids), len(ids))

@@ -1,7 +1,9 @@
 """Stage build_online against a loopback simulated server: killed with -9 at random moments and resumed, it ends
 with the traces an uninterrupted run stores and never streams a stored trace again; with streams broken at 30%, one
 run stores what a fault-free run does; a stream that stays broken ends it in one line; over its spend cap it refuses
-before the first request."""
+before the first request. The kill and its resume and the refusals (an exit code and one line) run the stage as a
+process, as DVC does; the fetch and normalize that set a project up and the runs whose claim is what is requested,
+stored, printed or scored run in the test's own process (tests/stage_here.py)."""
 
 from __future__ import annotations
 
@@ -29,6 +31,7 @@ from tests.dvcproject import (
     update_params,
 )
 from tests.sim_servers import kill_at_random_moments, kill_once_stored, requests_by_key, watched_server
+from tests.stage_here import run_stage_here
 from tests.store.test_ledger_tools import tracevote
 from tracevote.cli.demo import BUILTIN_PROBLEMS, deep_merge, write_params
 from tracevote.core.config_endpoints import SimConfig
@@ -54,8 +57,8 @@ def project(root: Path, base_url: str, *, pool: dict[str, Any] | None = None, **
                                               "concurrency": CONCURRENCY, "max_cost_usd": 5.0, **live}}}))
     root.mkdir(parents=True)
     write_params(root / "params.yaml", params)
-    run_stage(root, "fetch.py", "--dataset", "toy", "--out", "data/raw/toy.jsonl")
-    run_stage(root, "normalize.py", "--dataset", "toy", "--raw", "data/raw/toy.jsonl", "--out", "data/toy.jsonl")
+    run_stage_here(root, "fetch.py", "--dataset", "toy", "--out", "data/raw/toy.jsonl")
+    run_stage_here(root, "normalize.py", "--dataset", "toy", "--raw", "data/raw/toy.jsonl", "--out", "data/toy.jsonl")
     return root
 
 
@@ -115,7 +118,7 @@ def fault_free_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     every stream's handler ended."""
     with running_server(SimModel(SIM), parse_faults("")) as base_url:
         root = project(tmp_path_factory.mktemp("fault-free") / "project", base_url)
-        done = run_stage(root, "build_online.py", *COMMAND[2:])
+        done = run_stage_here(root, "build_online.py", *COMMAND[2:])
         (root.parent / RUN_STDOUT).write_text(done.stdout)
         n_traces = len(stored_traces(root))
         wait_for(lambda: sum(server_stats(base_url)["streams"].values()) == n_traces,
@@ -163,7 +166,7 @@ def test_streams_broken_five_ways_in_30_percent_of_attempts_are_asked_again_and_
     spec = ",".join(f"{kind}=0.06" for kind in BROKEN_EACH_WAY) + ",seed=4,stream_after=6"
     with running_server(SimModel(SIM), parse_faults(spec)) as base_url:
         root = project(tmp_path / "broken", base_url)
-        done = run_stage(root, "build_online.py", *COMMAND[2:])
+        done = run_stage_here(root, "build_online.py", *COMMAND[2:])
         requests, struck = probe_free(base_url), server_stats(base_url)["outcomes"]
     found = stored_traces(root)
     assert as_kept(found) == as_kept(fault_free)
@@ -172,7 +175,7 @@ def test_streams_broken_five_ways_in_30_percent_of_attempts_are_asked_again_and_
     assert 0 < failed == requests.total() - len(found)  # each broken attempt counted once, on its trace
     assert any(t.failed_attempts for key, t in found.items() if int(key.rsplit("/", 1)[1]) < WARMUP)
     assert f"{failed} stream attempts broke after tokens arrived" in done.stdout
-    run_stage(root, *SCORE)  # the results bill the broken attempts' tokens
+    run_stage_here(root, *SCORE)  # the results bill the broken attempts' tokens
     live = json.loads((root / "metrics" / "online_live" / "toy" / "summary.json").read_text())["live"]["low"]
     billed = sum(t.completion_tokens + t.failed_tokens for t in found.values())
     assert live["failed_attempts"] == failed and live["completion_tokens"] * 12 == pytest.approx(billed)
@@ -185,7 +188,7 @@ def test_streams_stalled_past_the_read_timeout_are_asked_again_and_one_run_store
     """At 10% of attempts (30% would be three times the stalls, each waiting out the 2 s read timeout)."""
     with running_server(SimModel(SIM), parse_faults("slow=0.1,seed=4,stream_after=6,slow_s=30")) as base_url:
         root = project(tmp_path / "slow", base_url, pool={"request_timeout_s": 2})
-        done = run_stage(root, "build_online.py", *COMMAND[2:])
+        done = run_stage_here(root, "build_online.py", *COMMAND[2:])
         requests = probe_free(base_url)
     found = stored_traces(root)
     assert as_kept(found) == as_kept(fault_free)
@@ -252,7 +255,7 @@ def test_a_stop_after_the_server_finished_the_trace_is_recorded_as_the_server_sa
             assert generated[key] >= trace.received, key
     # each stop the client saw come after the finish was a stream the server finished
     assert stats["streams"]["finished"] >= len(traces) - len(closed) + sum(bool(t.server_finished) for t in closed)
-    scored = run_stage(root, "score_online.py", "--dataset", "toy", "--problems", "data/toy.jsonl", "--manifest",
+    scored = run_stage_here(root, "score_online.py", "--dataset", "toy", "--problems", "data/toy.jsonl", "--manifest",
                        "online/toy.json", "--scores", "data/scores", "--aggregate", "data/aggregate", "--metrics",
                        "metrics/online_live/toy", "--headline", "metrics/headline/online_live/toy", "--plots",
                        "plots/online_live/toy")
@@ -280,7 +283,7 @@ def test_its_opening_estimate_against_the_simulator_says_simulated(tmp_path: Pat
     list before the estimate is printed, which then reads as hypothetical, not as a bill."""
     with running_server(SimModel(SIM), parse_faults("")) as base_url:
         root = project(tmp_path / "capped", base_url, max_cost_usd=0.0001)
-        refused = run_stage(root, "build_online.py", *COMMAND[2:], check=False)
+        refused = run_stage_here(root, "build_online.py", *COMMAND[2:], check=False)
     [opening] = [line for line in refused.stdout.splitlines() if "worst case" in line]
     assert ("cost if this were tracevote-sim at list prices" in opening
             and opening.endswith("(SIMULATED: nothing will be spent)")), opening
@@ -293,7 +296,7 @@ def test_a_changed_budget_starts_a_new_method_ledger_and_reuses_the_warmup(
         first = traces(root)
         before = probe_free(base_url)
         update_params(root, {"online": {"live": {"budget": BUDGET + 2}}})
-        run_stage(root, "build_online.py", *COMMAND[2:])
+        run_stage_here(root, "build_online.py", *COMMAND[2:])
         new_requests = probe_free(base_url) - before
     folders = sorted(path.name.split("-")[0] for path in (root / "online" / "toy").iterdir())
     assert folders == ["low", "low", "warmup"]
@@ -338,7 +341,7 @@ def test_ledger_verify_checks_the_live_ledgers_and_repair_lets_the_next_run_stre
         dropped = expected.keys() - traces(root).keys()
         assert dropped and all(key.startswith(log.stem + "/") for key in dropped)
         before = probe_free(base_url)
-        run_stage(root, "build_online.py", *COMMAND[2:])
+        run_stage_here(root, "build_online.py", *COMMAND[2:])
         assert set(probe_free(base_url) - before) == dropped
     assert traces(root) == expected
 

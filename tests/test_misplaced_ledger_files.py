@@ -21,7 +21,8 @@ import yaml
 from tests.conftest import REPO_ROOT, hang_guard_s
 from tests.dvcproject import copy_project, model_overrides, project_env
 from tests.sim_servers import module_server, requests_by_key
-from tests.test_hostile_ids import PAID_STAGES, run_paid_stages, run_paid_stages_here, write_stage_inputs
+from tests.stage_here import run_stage_here
+from tests.test_hostile_ids import PAID_STAGES, SCRIPTS, run_paid_stages, run_paid_stages_here, write_stage_inputs
 from tracevote.cli.demo import deep_merge, write_params
 from tracevote.core.config_endpoints import SimConfig
 from tracevote.store import confidence_block, framing
@@ -48,8 +49,8 @@ def built(tmp_path_factory: pytest.TempPathFactory, server: str) -> Path:
     served = model_overrides(backend="openai", base_url=server, name="tracevote-sim", needs_key=False, extra_body={})
     more_frames = {"critique": {"n_votes": 2}, "online": {"warmup": 2, "live": {"budget": 3}}}  # logs of 2 or more
     write_params(project / "params.yaml", deep_merge(deep_merge(params, served), more_frames))
-    for stage, result in run_paid_stages(project, STAGES).items():
-        assert result.returncode == 0, f"{stage}: {result.stdout}{result.stderr}"
+    for stage in STAGES:  # a setup step: in this process
+        run_stage_here(project, f"{SCRIPTS.get(stage, stage)}.py", *PAID_STAGES[stage])
     return project
 
 
@@ -171,10 +172,12 @@ def test_every_stage_refuses_a_damaged_ledger_before_any_request_and_verify_agre
 
 
 @pytest.mark.parametrize("damage", ACCEPTED, ids=lambda damage: damage.__name__)
-def test_what_every_stage_accepts_verify_calls_sound(built: Path, tmp_path: Path, damage: Damage) -> None:
+def test_what_every_stage_accepts_verify_calls_sound(built: Path, tmp_path: Path, damage: Damage,
+                                                    monkeypatch: pytest.MonkeyPatch,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
     project, _ = damaged_copy(built, tmp_path, damage)
     verdicts = {stage: verify_ok(project, folder, blocks=False) for stage, folder in STAGES.items()}
-    results = run_paid_stages(project, STAGES)
+    results = run_paid_stages_here(project, monkeypatch, capsys, STAGES)
     for stage, result in results.items():
         assert result.returncode == 0, f"{stage}: {result.stderr}"
         assert verdicts[stage], f"{stage}: ledger verify refuses what the stage accepts"

@@ -1,5 +1,6 @@
 """A small project whose debates, critiques, grading run, study and comparison were built on the simulated model
-by the stages themselves (no DVC: each stage run as DVC runs it), for the explorer's method pages.
+by the stages themselves (no DVC: each stage's script with its command line, run in the test's own process since
+the project is a setup step, not a claim about a stage's process), for the explorer's method pages.
 
 The toy dataset's 12 problems: a pool of 8 traces each (and the cheaper model's), scored and aggregated; DyLAN
 debates with importance ratings; the hand-written step-labelled file critiqued 3 times each; the hand-written GSM8K
@@ -15,7 +16,8 @@ import pytest
 import yaml
 
 from tests.conftest import FIXTURE_PARAMS
-from tests.dvcproject import built_once, run_stage
+from tests.dvcproject import built_once
+from tests.stage_here import run_stage_here
 from tests.test_pipeline import small_sim_params
 from tracevote.cli.demo import (
     BUILTIN_GSM8K,
@@ -60,37 +62,37 @@ def build_methods(root: Path) -> None:
     write_params(root / "params.yaml", methods_params())
     (root / "predictions.jsonl").write_bytes(BUILTIN_PREDICTIONS.read_bytes())
     for dataset, raw in (("toy", BUILTIN_PROBLEMS), ("toy_steps", BUILTIN_STEPS), ("demo_gsm8k", BUILTIN_GSM8K)):
-        run_stage(root, "normalize.py", "--dataset", dataset, "--raw", str(raw), "--out", f"data/{dataset}.jsonl")
+        run_stage_here(root, "normalize.py", "--dataset", dataset, "--raw", str(raw), "--out", f"data/{dataset}.jsonl")
     for endpoint in ("deepseek", "cheap"):
         paths = model_paths(endpoint, "toy", "deepseek")
         chosen = [] if endpoint == "deepseek" else ["--endpoint", endpoint]  # deepconf.endpoint's: none
-        run_stage(root, "build_pool.py", "--dataset", "toy", *chosen, "--problems", "data/toy.jsonl",
-                  "--pools", str(paths.pools), "--manifest", str(paths.manifest))
-        run_stage(root, "score.py", "--problems", "data/toy.jsonl", "--manifest", str(paths.manifest),
-                  "--out", str(paths.scores), "--stops", str(paths.stops))
-        run_stage(root, "aggregate.py", "--scores", str(paths.scores), "--stops", str(paths.stops),
-                  "--out", str(paths.aggregate))
-    run_stage(root, "build_debate.py", "--dataset", "toy", "--problems", "data/toy.jsonl", "--debates", "debates/toy",
-              "--manifest", "debates/toy.json")
-    run_stage(root, "score_debate.py", "--debates", "debates", "--metrics", "metrics/debate.json",
-              "--headline", "metrics/headline/debate.json", "--details", "metrics/debate_results.json",
-              "--table", "metrics/debate.md")
-    run_stage(root, "compare.py", "--debate-results", "metrics/debate_results.json", "--aggregate", "data/aggregate",
-              "--scores", "data/scores", "--out", "metrics/compare", "--plots", "plots")
-    run_stage(root, "study.py", "--dataset", "toy", "--metrics", "metrics/study/toy", "--headline",
-              "metrics/headline/study/toy", "--plots", "plots/study/toy", "--debate-results",
-              "metrics/debate_results.json")
-    run_stage(root, "build_critiques.py", "--dataset", "toy_steps", "--steps", "data/toy_steps.jsonl",
-              "--critiques", "critiques/toy_steps", "--manifest", "critiques/toy_steps.json")
-    run_stage(root, "score_critiques.py", "--critiques", "critiques", "--metrics", "metrics/critique.json",
-              "--headline", "metrics/headline/critique", "--details", "metrics/critique_results.jsonl",
-              "--by-task", "metrics/critique_by_task.csv")
+        run_stage_here(root, "build_pool.py", "--dataset", "toy", *chosen, "--problems", "data/toy.jsonl",
+                       "--pools", str(paths.pools), "--manifest", str(paths.manifest))
+        run_stage_here(root, "score.py", "--problems", "data/toy.jsonl", "--manifest", str(paths.manifest),
+                       "--out", str(paths.scores), "--stops", str(paths.stops))
+        run_stage_here(root, "aggregate.py", "--scores", str(paths.scores), "--stops", str(paths.stops),
+                       "--out", str(paths.aggregate))
+    run_stage_here(root, "build_debate.py", "--dataset", "toy", "--problems", "data/toy.jsonl", "--debates",
+                   "debates/toy", "--manifest", "debates/toy.json")
+    run_stage_here(root, "score_debate.py", "--debates", "debates", "--metrics", "metrics/debate.json",
+                   "--headline", "metrics/headline/debate.json", "--details", "metrics/debate_results.json",
+                   "--table", "metrics/debate.md")
+    run_stage_here(root, "compare.py", "--debate-results", "metrics/debate_results.json", "--aggregate",
+                   "data/aggregate", "--scores", "data/scores", "--out", "metrics/compare", "--plots", "plots")
+    run_stage_here(root, "study.py", "--dataset", "toy", "--metrics", "metrics/study/toy", "--headline",
+                   "metrics/headline/study/toy", "--plots", "plots/study/toy", "--debate-results",
+                   "metrics/debate_results.json")
+    run_stage_here(root, "build_critiques.py", "--dataset", "toy_steps", "--steps", "data/toy_steps.jsonl",
+                   "--critiques", "critiques/toy_steps", "--manifest", "critiques/toy_steps.json")
+    run_stage_here(root, "score_critiques.py", "--critiques", "critiques", "--metrics", "metrics/critique.json",
+                   "--headline", "metrics/headline/critique", "--details", "metrics/critique_results.jsonl",
+                   "--by-task", "metrics/critique_by_task.csv")
     for run, dataset in ((RUN, "demo_gsm8k"), (POOL_RUN, "toy")):
-        run_stage(root, "build_grading_critic.py", "--run", run, "--gold", f"data/{dataset}.jsonl",
-                  "--critic", f"grading/critic/{run}")
-        run_stage(root, "grade.py", "--run", run, "--gold", f"data/{dataset}.jsonl", "--critic",
-                  f"grading/critic/{run}", "--out", f"grading/runs/{run}.json",
-                  "--details", f"grading/runs/{run}.jsonl")
+        run_stage_here(root, "build_grading_critic.py", "--run", run, "--gold", f"data/{dataset}.jsonl",
+                       "--critic", f"grading/critic/{run}")
+        run_stage_here(root, "grade.py", "--run", run, "--gold", f"data/{dataset}.jsonl", "--critic",
+                       f"grading/critic/{run}", "--out", f"grading/runs/{run}.json",
+                       "--details", f"grading/runs/{run}.jsonl")
 
 
 def methods_project(tmp_path_factory: pytest.TempPathFactory) -> Path:
@@ -106,7 +108,7 @@ def hostile_debate(root: Path) -> Path:
     agent's reply (and the judge's) carrying HOSTILE, as a model could write it."""
     root.mkdir(parents=True)
     write_params(root / "params.yaml", methods_params())
-    run_stage(root, "normalize.py", "--dataset", "toy", "--raw", str(BUILTIN_PROBLEMS), "--out", "data/toy.jsonl")
+    run_stage_here(root, "normalize.py", "--dataset", "toy", "--raw", str(BUILTIN_PROBLEMS), "--out", "data/toy.jsonl")
     params = load_params(root / "params.yaml")
     problems = load_problems(root / "data" / "toy.jsonl")[:2]
     selection = build.Selection(None, (0, 1), 2)

@@ -11,8 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bench.explorer_trace_project import DATASET, GROUP, PoolProject, build_project
+from bench.explorer_trace_project import DATASET, GROUP, PoolProject
 from tests.explorer.browser import browser, open_page  # noqa: F401 (the module fixture)
+from tests.explorer.trace_project import trace_project
 from tracevote.core.config_view import ViewConfig
 from tracevote.core.study_paths import model_paths
 from tracevote.deepconf.stop_table import StopRows
@@ -29,9 +30,15 @@ SCREENSHOT = "explorer-trace.png"  # docs/images/ holds it: TRACEVOTE_SCREENSHOT
 
 @pytest.fixture(scope="module")
 def project(tmp_path_factory: pytest.TempPathFactory) -> PoolProject:
-    project = build_project(tmp_path_factory.mktemp("trace-site"))
-    build_site(project.params, project.root, project.root / "explorer")
-    return project
+    return trace_project(tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def site(project: PoolProject, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The project's site, built in a folder of this module's (the project is shared: read, never changed)."""
+    site = tmp_path_factory.mktemp("trace-site") / "explorer"
+    build_site(project.params, project.root, site)
+    return site
 
 
 def longest(project: PoolProject) -> Sample:
@@ -40,10 +47,11 @@ def longest(project: PoolProject) -> Sample:
     return max(project.pool.iter_samples(problem_id), key=lambda sample: (sample.n_tokens, -sample.sample_id))
 
 
-def test_token_colours_and_alternatives_are_the_pools(browser: object, project: PoolProject) -> None:  # noqa: F811
+def test_token_colours_and_alternatives_are_the_pools(browser: object, project: PoolProject,  # noqa: F811
+                                                      site: Path) -> None:
     sample = longest(project)
     problem = sorted(project.pool.problem_ids()).index(sample.problem_id)
-    opened = open_page(browser, project.root / "explorer", f"#/pool/0/p/{problem}/t/{sample.sample_id}")
+    opened = open_page(browser, site, f"#/pool/0/p/{problem}/t/{sample.sample_id}")
     page = opened.page
     assert page.locator("[data-simulated='true']").count() == 1
     spans = page.locator(".tv-tok")
@@ -70,10 +78,10 @@ def test_token_colours_and_alternatives_are_the_pools(browser: object, project: 
 
 
 def test_the_curve_thresholds_and_stops_are_drawn(browser: object, project: PoolProject,  # noqa: F811
-                                                  tmp_path: Path) -> None:
+                                                  site: Path, tmp_path: Path) -> None:
     sample = longest(project)
     problem = sorted(project.pool.problem_ids()).index(sample.problem_id)
-    opened = open_page(browser, project.root / "explorer", f"#/pool/0/p/{problem}/t/{sample.sample_id}")
+    opened = open_page(browser, site, f"#/pool/0/p/{problem}/t/{sample.sample_id}")
     page = opened.page
     assert int(page.locator("polyline[data-curve]").get_attribute("data-curve")) == sample.n_tokens - GROUP + 1
     assert sorted(page.locator("line[data-threshold]").evaluate_all("ls => ls.map(l => l.dataset.threshold)")) == [
@@ -98,12 +106,13 @@ def test_the_curve_thresholds_and_stops_are_drawn(browser: object, project: Pool
     assert opened.clean() == []
 
 
-def test_a_live_trace_shows_where_the_run_stopped_it(browser: object, project: PoolProject) -> None:  # noqa: F811
+def test_a_live_trace_shows_where_the_run_stopped_it(browser: object, project: PoolProject,  # noqa: F811
+                                                     site: Path) -> None:
     source = open_live(project.params, project.root, DATASET)
     problem_id = sorted(project.pool.problem_ids())[0]
     traces = source.ledgers[1][1].traces(problem_id)
     index, trace = next((i, t) for i, t in sorted(traces.items()) if t.stop_reason == "confidence")
-    opened = open_page(browser, project.root / "explorer", "#/pool/0/p/0")
+    opened = open_page(browser, site, "#/pool/0/p/0")
     opened.page.locator(f"a[href='#/pool/0/p/0/t/{index}?live=1']").click()
     opened.wait_ready()
     page = opened.page

@@ -10,9 +10,10 @@ import numpy as np
 import orjson
 import pytest
 
-from bench.explorer_trace_project import DATASET, GROUP, TRACES, PoolProject, build_project
+from bench.explorer_trace_project import DATASET, GROUP, TRACES, PoolProject
 from bench.top_tokens_cost import FIXTURES, reply_body
 from tests.conftest import FIXTURE_PARAMS
+from tests.explorer.trace_project import trace_project
 from tests.store.test_framing_codec import make_sample
 from tracevote.core.config import load_params
 from tracevote.core.config_view import ViewConfig
@@ -43,7 +44,7 @@ from tracevote.sampling.ingest import parse_completion
 
 @pytest.fixture(scope="module")
 def project(tmp_path_factory: pytest.TempPathFactory) -> PoolProject:
-    return build_project(tmp_path_factory.mktemp("trace-project"))
+    return trace_project(tmp_path_factory)
 
 
 @pytest.mark.parametrize(("signal", "group", "ends", "means"), [

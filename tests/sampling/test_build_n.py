@@ -1,6 +1,8 @@
-"""build_pool with pool.samples_per_request (`n` choices in one request) as a process, against the simulator:
-the same pool trace for trace as without n, a partly failed reply losing only its failed choices, engines that
-ignore n found by the probe, kill -9 losing at most the requests in flight."""
+"""build_pool with pool.samples_per_request (`n` choices in one request), against the simulator: the same pool
+trace for trace as without n, a partly failed reply losing only its failed choices, engines that ignore n found by
+the probe, kill -9 losing at most the requests in flight. The kill and the resume after it run build_pool as a
+process, as DVC does; the other claims are about what is requested and stored, so their builds run in the test's
+own process (tests/stage_here.py)."""
 
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ from tests.sampling.test_build import (
     N_PROBLEMS,
     SIM,
     build_command,
+    build_here,
     make_workdir,
     pool_folder,
     run_build,
@@ -69,7 +72,7 @@ def alone(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, int], Sam
     alone, never on which server instance answers)."""
     with sim_server(profile="local") as server:
         workdir = make_workdir(tmp_path_factory.mktemp("alone"), server.base_url, **LOCAL)
-        built = run_build(workdir)
+        built = build_here(workdir)
         assert built.returncode == 0, built.stderr
     return traces(workdir)
 
@@ -78,7 +81,7 @@ def test_the_same_pool_trace_for_trace_with_n_and_without(tmp_path: Path,
                                                            alone: dict[tuple[str, int], Sample]) -> None:
     with sim_server(profile="local") as server:
         workdir = make_workdir(tmp_path / "shared", server.base_url, **with_n())
-        built = run_build(workdir)
+        built = build_here(workdir)
         assert built.returncode == 0, built.stderr
         requests = header_keys(server)
     shared = traces(workdir)
@@ -104,7 +107,7 @@ def test_a_partly_failed_reply_loses_only_its_failed_choice_and_the_rerun_asks_f
         workdir = make_workdir(tmp_path / "work", server.base_url,
                                **with_n(pool={"samples_per_request": PER_REQUEST,
                                               "allow_uninformative_logprobs": True}))
-        first = run_build(workdir)
+        first = build_here(workdir)
         assert first.returncode != 0 and "still missing" in first.stderr
         lost = {(pid, s) for pid in the_pool(workdir).problem_ids()
                 for s in range(PER_REQUEST - 1, N_POOL, PER_REQUEST)}
@@ -112,7 +115,7 @@ def test_a_partly_failed_reply_loses_only_its_failed_choice_and_the_rerun_asks_f
                                         for s in range(N_POOL)} - lost
         assert "missing logprobs" in first.stdout
         before = header_keys(server)
-        second = run_build(workdir)
+        second = build_here(workdir)
         assert second.returncode == 0, second.stderr
         asked = header_keys(server) - before
     assert set(asked) == {f"{pid}/{s}" for pid, s in lost}
@@ -126,7 +129,7 @@ def test_a_cut_reply_keeps_its_whole_choices_and_asks_for_the_rest_on_their_own(
         # keep_raw too: a trace kept from a cut reply keeps no raw response, the others their own choice's
         workdir = make_workdir(tmp_path / "work", server.base_url,
                                **with_n(pool={"samples_per_request": PER_REQUEST, "keep_raw": True}))
-        built = run_build(workdir)
+        built = build_here(workdir)
         assert built.returncode == 0, built.stderr
         requests = sample_requests(server)
     assert_same_traces(traces(workdir), alone)
@@ -140,11 +143,11 @@ def test_a_rerun_asks_for_the_missing_samples_with_the_right_n(tmp_path: Path) -
         workdir = make_workdir(tmp_path / "work", server.base_url, **with_n(pool={"n_pool": 6,
                                                                                   "samples_per_request": 4}),
                                eval={"k": [1, 6]}, report={"k": 6})
-        assert run_build(workdir).returncode == 0
+        assert build_here(workdir).returncode == 0
         first = header_keys(server)
         assert {key.rsplit("/", 1)[1] for key in first} == {"0", "4"}  # n=4 for 0-3, n=2 for 4-5
         topped = make_workdir(tmp_path / "work", server.base_url, **with_n())  # n_pool 16: 6-15 are missing
-        assert run_build(topped).returncode == 0
+        assert build_here(topped).returncode == 0
         added = header_keys(server) - first
     assert {key.rsplit("/", 1)[1] for key in added} == {"6", "10", "14"}  # 6-9, 10-13, 14-15
 
@@ -152,7 +155,7 @@ def test_a_rerun_asks_for_the_missing_samples_with_the_right_n(tmp_path: Path) -
 def test_an_engine_that_ignores_n_is_found_by_the_probe_and_served_one_trace_a_request(tmp_path: Path) -> None:
     with sim_server(profile="local", ignore_n=True) as server:
         workdir = make_workdir(tmp_path / "work", server.base_url, **with_n())
-        built = run_build(workdir)
+        built = build_here(workdir)
         assert built.returncode == 0, built.stderr
         requests = header_keys(server)
         probes = server.stats.snapshot()["by_sample"]
@@ -164,7 +167,7 @@ def test_an_engine_that_ignores_n_is_found_by_the_probe_and_served_one_trace_a_r
 def test_a_server_that_refuses_n_is_asked_once_and_served_one_trace_a_request(tmp_path: Path) -> None:
     with sim_server(profile="local", refuse_n=True) as server:  # llama.cpp's llama-server: HTTP 500
         workdir = make_workdir(tmp_path / "work", server.base_url, **with_n())
-        built = run_build(workdir)
+        built = build_here(workdir)
         assert built.returncode == 0, built.stderr
         probes = server.stats.snapshot()["by_sample"]
     assert built.stderr.count("refused a request for n=2") == 1 and "Only one completion choice" in built.stderr
@@ -175,7 +178,7 @@ def test_a_server_that_refuses_n_is_asked_once_and_served_one_trace_a_request(tm
 def test_a_profile_that_does_not_honour_n_sends_none(tmp_path: Path) -> None:
     with sim_server() as server:  # DeepSeek's rules: its API does not document n
         workdir = make_workdir(tmp_path / "work", server.base_url, pool={"samples_per_request": PER_REQUEST})
-        built = run_build(workdir)
+        built = build_here(workdir)
         assert built.returncode == 0, built.stderr
         probes = server.stats.snapshot()["by_sample"]
     assert "(profile deepseek) does not honour n: one trace per request" in built.stderr
@@ -227,7 +230,7 @@ def test_n_choices_from_a_server_with_a_reasoning_parser_keep_each_trace_as_a_lo
     with sim_server(profile="local", reasoning_parser="reasoning") as server:
         for name, overrides in (("alone", LOCAL), ("shared", with_n())):
             workdir = make_workdir(tmp_path / name, server.base_url, **overrides)
-            assert run_build(workdir).returncode == 0
+            assert build_here(workdir).returncode == 0
             built[name] = traces(workdir)
     assert_same_traces(built["shared"], built["alone"])
     assert all(sample.reasoning for sample in built["shared"].values())

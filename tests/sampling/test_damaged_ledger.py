@@ -1,20 +1,21 @@
 """A flipped byte in a built pool, end to end: build_pool says "damaged" and names the repair command, `ledger verify`
 names the log, `ledger repair` keeps the good frames, and the rerun requests only the lost sample, to the same pool
-a clean build makes. Real build_pool and CLI subprocesses against a loopback sim server counting requests."""
+a clean build makes, against a loopback sim server counting requests. build_pool's refusals and the rebuild that
+TRACEVOTE_REBUILD in its environment allows run as processes, as DVC runs them; the two first builds (setup steps) and
+the `ledger` commands, whose claims are what they find and keep, run in the test's own process (tests/stage_here.py)."""
 
 from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
-from tests.conftest import hang_guard_s
-from tests.dvcproject import project_env
 from tests.sampling.test_run_control import (
     build_pool,
+    build_pool_here,
     error_line,
     pool_samples,
     project,
@@ -22,15 +23,11 @@ from tests.sampling.test_run_control import (
     sim_server,
     the_pool,
 )
+from tests.stage_here import TRACEVOTE_MAIN, run_script_here
 from tracevote.sampling.paid import REBUILD_ENV
 from tracevote.store import framing
 
 N_POOL = 4
-
-
-def tracevote(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "tracevote", *args], cwd=cwd, env=project_env(),
-                          capture_output=True, text=True, timeout=hang_guard_s())
 
 
 def flip_a_byte_in_frame_1(log: Path) -> None:
@@ -47,14 +44,18 @@ def lock_as_built(root: Path) -> None:
     (root / "dvc.lock").write_text(yaml.safe_dump(lock), encoding="utf-8")
 
 
-def test_a_damaged_pool_is_named_verified_repaired_and_topped_up_by_one_request(tmp_path: Path) -> None:
+def test_a_damaged_pool_is_named_verified_repaired_and_topped_up_by_one_request(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    def tracevote(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+        return run_script_here(cwd, TRACEVOTE_MAIN, list(args), monkeypatch, capsys, without_api_keys=True)
+
     (tmp_path / "clean").mkdir()
     (tmp_path / "damaged").mkdir()
     with sim_server() as server:
         clean = project(tmp_path / "clean", server.base_url, n_pool=N_POOL)
         root = project(tmp_path / "damaged", server.base_url, n_pool=N_POOL)
-        assert build_pool(clean).returncode == 0
-        assert build_pool(root).returncode == 0
+        assert build_pool_here(clean).returncode == 0
+        assert build_pool_here(root).returncode == 0
         log = next(the_pool(root).root.rglob("*.tvf"))
         flip_a_byte_in_frame_1(log)
         lock_as_built(root)
