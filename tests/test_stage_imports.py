@@ -16,6 +16,7 @@ import pytest
 
 from tests.conftest import FIXTURE_PARAMS, REPO_ROOT, hang_guard_s
 from tests.dvcproject import copy_project, model_overrides, one_dataset, project_env, run_stage, update_params
+from tests.stage_here import TRACEVOTE_MAIN
 from tracevote.cli.demo import BUILTIN_PROBLEMS, copy_pipeline
 
 HEAVY = ("numpy", "pandas", "pyarrow", "requests", "urllib3", "tqdm", "matplotlib", "tracevote.sampling.client",
@@ -170,7 +171,6 @@ def test_the_stages_that_read_scores_or_draw_without_frames_load_no_pandas(scrip
 # ---- Math-Verify (with sympy and its LaTeX grammar, ~0.45 CPU s) loads only when a comparison is made ----
 
 MATH_VERIFY = ("math_verify", "sympy", "latex2sympy2_extended")
-TRACEVOTE_MAIN = REPO_ROOT / "src" / "tracevote" / "__main__.py"  # what `python -m tracevote` runs
 GOLD_ROW = '{"question": "Two plus two?", "answer": "2 + 2 = 4\\n#### 4"}\n'
 PREDICTION_ROW = '{"id": "gsm8k_test_0", "content": "#### 4"}\n'
 
