@@ -11,6 +11,7 @@ from tracevote.answers.extract import ANSWER_SOURCES
 from tracevote.core.config_deepconf import DEFAULT_SIGNAL, MEASURES, TOKEN_SIGNALS
 from tracevote.deepconf.results import Auroc, ConfidenceSummary, Validity
 from tracevote.deepconf.score_columns import ScoreColumns, ScoreTable
+from tracevote.deepconf.stop_table import rows_by_code
 
 SUMMARY_PERCENTILES = (10, 50, 90)
 
@@ -113,11 +114,10 @@ def measure_aurocs(scores: ScoreTable, measures: tuple[str, ...] = MEASURES, *, 
     return tuple(results)
 
 
-def _rows_by_problem(problem_ids: np.ndarray) -> list[np.ndarray]:
+def _rows_by_problem(problem_ids: np.ndarray) -> list[np.ndarray | slice]:
     """Each problem's positions in `problem_ids`, in table order, problems ordered by id."""
     _, problem_of_row = np.unique(problem_ids, return_inverse=True)
-    order = np.argsort(problem_of_row, kind="stable")
-    return np.split(order, np.cumsum(np.bincount(problem_of_row))[:-1]) if len(order) else []
+    return [rows for _, rows in sorted(rows_by_code(problem_of_row).items())]
 
 
 def auroc(scores: np.ndarray, positive: np.ndarray) -> float | None:
