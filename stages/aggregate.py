@@ -6,13 +6,12 @@ Reads only the score and stop tables, never the pool.
 
 import argparse
 
-import pyarrow as pa
 import pyarrow.parquet as pq
 
 from tracevote.core.config import load_params
 from tracevote.core.entry import stage_main
 from tracevote.core.fileio import write_json
-from tracevote.core.parquet import read_parquet_metadata
+from tracevote.core.parquet import read_parquet, read_parquet_metadata
 from tracevote.deepconf.evaluate import aggregate
 from tracevote.deepconf.signals import table_signal, table_top_k
 from tracevote.deepconf.stop_table import StopTable, check_stop_columns
@@ -27,7 +26,7 @@ def main() -> None:
     args = parser.parse_args()
     params = load_params(args.params)
     metadata = read_parquet_metadata(args.scores)
-    result = aggregate(read_scores(args.scores), params.eval, online=params.online, stops=read_stops(args.stops),
+    result = aggregate(read_parquet(args.scores), params.eval, online=params.online, stops=read_stops(args.stops),
                        signal=table_signal(metadata), top_k=table_top_k(metadata))
     simulated = metadata.get("simulated") == "true"
     write_json(args.out, {"simulated": simulated, "pool": metadata.get("pool"), "model": metadata.get("model"),
@@ -36,12 +35,6 @@ def main() -> None:
     print(f"aggregate: {len(result.methods)} methods x {len(result.k)} K x {result.repeat} repeats, "
           f"{len(result.online_methods)} online methods, {result.bootstrap} bootstrap resamples -> {args.out}"
           + (" (SIMULATED model)" if simulated else ""))
-
-
-def read_scores(path: str) -> pa.Table:
-    """The score table, through pyarrow alone: pd.read_parquet (and pq.read_table's dataset layer) would load pandas,
-    ~0.4 of the stage's ~0.65 CPU s."""
-    return pq.ParquetFile(path, memory_map=True).read()
 
 
 def read_stops(path: str) -> StopTable:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -104,6 +104,12 @@ def repeated(text: str, n: int) -> pa.Array:
 
 def _bits(values: np.ndarray) -> pa.Buffer:
     return pa.py_buffer(np.packbits(np.asarray(values, dtype=bool), bitorder="little"))
+
+
+def read_parquet(path: str | Path, columns: Sequence[str] | None = None) -> pa.Table:
+    """A Parquet file's `columns` (all by default) through pyarrow alone: pq.read_table's dataset layer imports
+    pandas (~0.3 CPU s of a stage's start)."""
+    return pq.ParquetFile(path, memory_map=True).read(columns=None if columns is None else list(columns))
 
 
 def read_parquet_metadata(path: str | Path) -> dict[str, str]:

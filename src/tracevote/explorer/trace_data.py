@@ -45,6 +45,7 @@ from tracevote.answers.extract import split_boxed_text
 from tracevote.core.arrow_numpy import array_numpy
 from tracevote.core.config import Params
 from tracevote.core.config_deepconf import ConfidenceConfig
+from tracevote.core.parquet import read_parquet
 from tracevote.core.study_paths import ModelPaths
 from tracevote.deepconf.stop_table import StopRows, StopTable, rows_by_code, stop_profiles
 from tracevote.deepconf.voting import row_percentile
@@ -321,8 +322,7 @@ def open_traces(paths: ModelPaths, root: Path, params: Params) -> TraceSource | 
     pool_root = read_manifest(manifest_path).pool_root(manifest_path)
     if not (pool_root / "pool.json").is_file():
         return None
-    # ParquetFile, numpy and no pandas (pq.read_table's dataset layer imports it): `view` starts fast
-    table = pq.ParquetFile(root / paths.scores).read(columns=["problem_id", "sample_id", "lowest", "n_tokens"])
+    table = read_parquet(root / paths.scores, ["problem_id", "sample_id", "lowest", "n_tokens"])
     names, codes = np.unique(np.asarray(table.column("problem_id").to_pylist(), dtype=object), return_inverse=True)
     all_ids = array_numpy(table.column("sample_id"), np.int64)
     all_lowest = array_numpy(table.column("lowest"), np.float64)

@@ -17,11 +17,11 @@ from typing import Any
 
 import numpy as np
 import orjson
-import pyarrow.parquet as pq
 from matplotlib.figure import Figure
 
 from tracevote.core.arrow_numpy import array_numpy
 from tracevote.core.mdtext import md_text
+from tracevote.core.parquet import read_parquet
 from tracevote.deepconf.results import AggregateResult
 from tracevote.report.figures import TITLE_Y, save_png, set_margins, titled
 from tracevote.report.plots import BASELINE_STYLES, online_styles, panel_methods
@@ -80,7 +80,7 @@ class TraceTokens:
     @classmethod
     def read(cls, path: Path) -> TraceTokens:
         """From a score table on disk, through pyarrow alone (its read_table and to_numpy load pandas)."""
-        table = pq.ParquetFile(path).read(columns=["problem_id", "n_tokens"])
+        table = read_parquet(path, ["problem_id", "n_tokens"])
         return cls(table["problem_id"].to_pylist(), array_numpy(table["n_tokens"], np.float64))
 
     def problem_means(self) -> np.ndarray:

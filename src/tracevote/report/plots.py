@@ -8,12 +8,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pyarrow.parquet as pq
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure  # the object API draws to files without a GUI backend
 
 from tracevote.core.arrow_numpy import array_numpy
 from tracevote.core.csvtext import frame_columns
+from tracevote.core.parquet import read_parquet
 from tracevote.deepconf.results import AggregateResult
 from tracevote.report.figures import MIN_WIDTH_IN, TITLE_Y, plot_csv, save_png, set_margins, titled
 from tracevote.report.tables import method_label
@@ -180,7 +180,7 @@ def _k_axis(axis: Axes) -> None:
 def read_confidences(path: Path, measures: tuple[str, ...]) -> dict[str, np.ndarray]:
     """The score table's columns the confidence figure draws (valid, correct, each measure), through pyarrow alone
     (its read_table and to_numpy load pandas)."""
-    table = pq.ParquetFile(path).read(columns=["valid", "correct", *measures])
+    table = read_parquet(path, ["valid", "correct", *measures])
     return {"valid": array_numpy(table["valid"], bool), "correct": array_numpy(table["correct"], bool),
             **{measure: array_numpy(table[measure], np.float64) for measure in measures}}
 
