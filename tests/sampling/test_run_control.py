@@ -1,7 +1,8 @@
 """Run control in the paid stages, through build_pool against a real loopback sim server whose request counts are
 read server-side: the outage breaker, the spend cap at run time, the free-space check, the probe's "model does not
 exist" and a resumed build that sends no probe. build_pool runs as a subprocess for the outage breaker, the 429s,
-another build's lock and the full disk (its exit and one line on stderr, as DVC shows them); the other runs, setup
+another build's lock and the full disk (its exit and one line on stderr, as DVC shows them), and for the spend cap at
+run time (its calls all counted once it exits); the other runs, setup
 builds among them, in the test's own process (tests/stage_here.py), their exit code and lines read alike."""
 
 from __future__ import annotations
@@ -200,7 +201,9 @@ def test_the_spend_cap_holds_at_run_time_though_the_estimate_was_under_it(tmp_pa
     with sim_server(mean_tokens=1500) as server:
         root = project(tmp_path, server.base_url, n_pool=2, max_tokens=2000, max_cost_usd=cap,
                        output_fraction=0.01)
-        result = build_pool_here(root)
+        # a process: every call it started has reached the server once it exits, so sent + not sent is the whole
+        # pool (in this process, a call still in flight when the stage returns could be counted by neither)
+        result = build_pool(root)
         samples = requests_sent(server) - probe_requests(server)
     line = error_line(result)
     match = re.search(r"spent \$([0-9.]+) of \$0\.0023\b.* (\d+) calls not sent", line)
