@@ -6,15 +6,13 @@ Reads only the score and stop tables, never the pool.
 
 import argparse
 
-import pyarrow.parquet as pq
-
 from tracevote.core.config import load_params
 from tracevote.core.entry import stage_main
 from tracevote.core.fileio import write_json
 from tracevote.core.parquet import read_parquet, read_parquet_metadata
 from tracevote.deepconf.evaluate import aggregate
 from tracevote.deepconf.signals import table_signal, table_top_k
-from tracevote.deepconf.stop_table import StopTable, check_stop_columns
+from tracevote.deepconf.stop_table import StopTable
 
 
 def main() -> None:
@@ -26,7 +24,7 @@ def main() -> None:
     args = parser.parse_args()
     params = load_params(args.params)
     metadata = read_parquet_metadata(args.scores)
-    result = aggregate(read_parquet(args.scores), params.eval, online=params.online, stops=read_stops(args.stops),
+    result = aggregate(read_parquet(args.scores), params.eval, online=params.online, stops=StopTable.read(args.stops),
                        signal=table_signal(metadata), top_k=table_top_k(metadata))
     simulated = metadata.get("simulated") == "true"
     write_json(args.out, {"simulated": simulated, "pool": metadata.get("pool"), "model": metadata.get("model"),
@@ -36,14 +34,6 @@ def main() -> None:
           f"{len(result.online_methods)} online methods, {result.bootstrap} bootstrap resamples -> {args.out}"
           + (" (SIMULATED model)" if simulated else ""))
 
-
-def read_stops(path: str) -> StopTable:
-    """The stop table, a row per record low (~24 M at paper scale), a row group at a time: the score stage writes a
-    problem per row group, so each problem's rows stay where they were decoded (see tracevote.deepconf.stop_table)."""
-    file = pq.ParquetFile(path, read_dictionary=["problem_id"], memory_map=True)
-    check_stop_columns(file.schema_arrow.names)  # also when it has no rows
-    return StopTable.of_batches(batch for group in range(file.num_row_groups)
-                                for batch in file.read_row_group(group).to_batches())
 
 
 if __name__ == "__main__":

@@ -8,12 +8,13 @@ repays (tracevote.deepconf.score.paying_workers); TRACEVOTE_WORKERS=1 runs seque
 The table is the same either way.
 """
 
+from __future__ import annotations
+
 import argparse
 import os
 from collections.abc import Iterator
 from pathlib import Path
-
-import pyarrow as pa
+from typing import TYPE_CHECKING
 
 from tracevote.core.config import load_params
 from tracevote.core.entry import stage_main
@@ -23,6 +24,9 @@ from tracevote.datasets.problems import load_problems
 from tracevote.deepconf.score import STOP_WRITE_OPTIONS, ScoredProblem, score_plan, score_pool
 from tracevote.deepconf.signals import top_k_text
 from tracevote.store.pool import Pool, read_manifest
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 
 def main() -> None:

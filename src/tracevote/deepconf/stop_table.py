@@ -11,10 +11,12 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from tracevote.core.arrow_numpy import array_numpy
 from tracevote.core.errors import DataError
@@ -67,6 +69,15 @@ class StopTable:
         check_stop_columns(list(map(str, stops.columns)))
         rows = StopRows.of_frame(stops)
         return StopTable({name: rows.take(where) for name, where in rows_by_problem(stops["problem_id"]).items()})
+
+    @staticmethod
+    def read(path: str | Path) -> StopTable:
+        """The score stage's stop table file, a row group at a time: the stage writes a problem per row group, so each
+        problem's rows stay views of the batch they were decoded into."""
+        file = pq.ParquetFile(path, read_dictionary=["problem_id"], memory_map=True)
+        check_stop_columns(file.schema_arrow.names)  # also when it has no rows
+        return StopTable.of_batches(batch for group in range(file.num_row_groups)
+                                    for batch in file.read_row_group(group).to_batches())
 
     @staticmethod
     def of_batches(batches: Iterable[pa.RecordBatch]) -> StopTable:

@@ -39,7 +39,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pyarrow.parquet as pq
 
 from tracevote.answers.extract import split_boxed_text
 from tracevote.core.arrow_numpy import array_numpy
@@ -332,7 +331,7 @@ def open_traces(paths: ModelPaths, root: Path, params: Params) -> TraceSource | 
         ids = all_ids[where]
         order = np.argsort(ids, kind="stable")
         scores[str(names[code])] = (ids[order], all_lowest[where][order], all_tokens[where][order])
-    stops = StopTable.of_batches(pq.ParquetFile(root / paths.stops, read_dictionary=["problem_id"]).iter_batches())
+    stops = StopTable.read(root / paths.stops)
     return TraceSource(Pool(pool_root), scores, stops, params)
 
 
