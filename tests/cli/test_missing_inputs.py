@@ -12,7 +12,7 @@ import pytest
 
 from tests.conftest import REPO_ROOT, hang_guard_s
 from tests.dvcproject import dvc, project_env, run
-from tests.fresh_clone import make, venv_stamp  # noqa: F401 (a fixture)
+from tests.fresh_clone import copy_plots_template, make, venv_stamp  # noqa: F401 (a fixture)
 
 SCORE_LACKS = ("score@aime_2025: its inputs data/aime_2025.jsonl (made by normalize@aime_2025), pools/aime_2025 (made "
                "by build_pool@aime_2025) and pools/aime_2025.json (made by build_pool@aime_2025) are missing")
@@ -60,7 +60,9 @@ def test_pool_status_says_how_to_get_the_pool(clone: Path) -> None:
 
 
 @pytest.mark.slow
-def test_make_repro_of_one_stage_says_it_after_dvc_fails(clone: Path, venv_stamp: None) -> None:  # noqa: F811
+def test_make_repro_of_one_stage_says_it_after_dvc_fails(clone: Path, venv_stamp: None,  # noqa: F811
+                                                          tmp_path_factory: pytest.TempPathFactory) -> None:
+    copy_plots_template(tmp_path_factory, clone)  # what `make setup` writes, so `make repro` has nothing to set up
     dvc(clone, "remote", "modify", "--local", "local", "url", str(clone.parent / "remote"))  # an empty one
     result = make(clone, "repro", "ARGS=-s score@aime_2025")
     assert result.returncode != 0

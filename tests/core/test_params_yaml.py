@@ -12,7 +12,7 @@ import pytest
 from tests.cli.test_demo_user_params import user_repo
 from tests.conftest import REPO_ROOT, committed_params_text
 from tests.dvcproject import run
-from tests.fresh_clone import make, venv_stamp  # noqa: F401 (a fixture)
+from tests.fresh_clone import copy_plots_template, make, venv_stamp  # noqa: F401 (a fixture)
 from tracevote.cli import demo
 from tracevote.cli.main import main
 from tracevote.core.config import load_params
@@ -75,9 +75,11 @@ def test_make_demo_says_it_in_one_line(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_make_repro_says_it_in_one_line_before_dvc(tmp_path: Path, venv_stamp: None) -> None:  # noqa: F811
+def test_make_repro_says_it_in_one_line_before_dvc(tmp_path: Path, venv_stamp: None,  # noqa: F811
+                                                   tmp_path_factory: pytest.TempPathFactory) -> None:
     clone = tmp_path / "clone"
     run(tmp_path, "git", "clone", "-q", str(REPO_ROOT), str(clone))
+    copy_plots_template(tmp_path_factory, clone)  # what `make setup` writes, so `make repro` has nothing to set up
     text, number = with_line((clone / "params.yaml").read_text(encoding="utf-8"), "pool:", TAB)
     (clone / "params.yaml").write_text(text, encoding="utf-8")
     result: subprocess.CompletedProcess = make(clone, "repro")
