@@ -35,6 +35,5 @@ def main() -> None:
           + (" (SIMULATED model)" if simulated else ""))
 
 
-
 if __name__ == "__main__":
     stage_main(main)
