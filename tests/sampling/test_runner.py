@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO_ROOT, hang_guard_s
+from tests.conftest import REPO_ROOT, hang_guard_s, wait_for
 from tests.dvcproject import project_env
 from tests.sampling import toy_chain
 from tests.sim_servers import (
@@ -22,10 +22,10 @@ from tests.sim_servers import (
     watched_server,
 )
 from tracevote.core.config_endpoints import SimConfig
-from tracevote.core.errors import DataError
+from tracevote.core.errors import DataError, FatalAPIError
 from tracevote.core.retry import TransientError
 from tracevote.sampling.replies import paid_reply
-from tracevote.sampling.runner import calls_at_risk, run_calls
+from tracevote.sampling.runner import RunSummary, calls_at_risk, run_calls
 from tracevote.sim.faults import parse_faults
 from tracevote.sim.model import SimModel
 from tracevote.sim.server import running_server
@@ -85,6 +85,44 @@ def test_two_conversations_asking_for_one_call_is_an_error(tmp_path: Path, serve
     twice = toy_chain.chains(1)[:1] * 2
     with toy_chain.client_for(server) as client, pytest.raises(DataError, match="asked for by two conversations"):
         run_calls(ledger, twice, lambda call: paid_reply(client, call, toy_chain.PRICING), concurrency=2)
+
+
+@dataclasses.dataclass(frozen=True)
+class RefusedSolve:
+    """A conversation whose one call the server refuses (a kind the simulator has no responder for: HTTP 400, as a
+    provider refuses one prompt it will not answer)."""
+
+    item_id: str
+
+    def next_call(self, replies: list) -> Call | None:
+        return None if replies else Call(self.item_id, "refused/solve", "no-such-kind", [{"role": "user",
+                                                                                         "content": "refuse me"}])
+
+
+def test_a_refused_request_stops_the_run_and_the_calls_in_flight_are_stored(tmp_path: Path, server: str) -> None:
+    """A FatalAPIError from one call sends nothing more, and the replies in flight, paid for, are stored before
+    the error is raised: a rerun requests none of them again."""
+    ledger = CallLedger.open_at(tmp_path / "ledger", toy_chain.SETTING, simulated=True)
+    refused, *others = [RefusedSolve("toy-00"), *toy_chain.chains(CHAINS)]
+    summary = RunSummary()
+    with toy_chain.client_for(server) as client:
+        def call_fn(call: Call):
+            if call.item_id != refused.item_id:  # the others answer once the refusal has been taken in
+                wait_for(lambda: summary.requested >= 1, "the refused call to be taken in")
+            return paid_reply(client, call, toy_chain.PRICING)
+
+        with pytest.raises(FatalAPIError, match="HTTP 400"):
+            run_calls(ledger, [refused, *others], call_fn, concurrency=3, summary=summary)
+    # every call sent beside the refused one landed and was stored: the two in flight, and any a freed worker took
+    # up before the refusal was taken in (at most what the run had submitted); no conversation went on
+    sent = requests_by_key(server)
+    stored = stored_keys(tmp_path / "ledger")
+    assert sent["toy-00/refused/solve"] == 1 and 2 <= len(stored) <= calls_at_risk(3) - 1, sent
+    assert stored == {key for key in sent if key != "toy-00/refused/solve"}
+    assert all(key.endswith("/solve") for key in sent)
+    resumed = toy_chain.run(tmp_path / "ledger", server, CHAINS)
+    assert (resumed.replayed, resumed.requested) == (len(stored), CALLS - len(stored))
+    assert set(requests_by_key(server).values()) == {1}, "a stored call was requested again"
 
 
 # --- kill -9 ------------------------------------------------------------------------------------------

@@ -29,7 +29,7 @@ from tracevote.core.costs import spent_text
 from tracevote.core.errors import (
     ContextLengthError,
     DataError,
-    QuotaError,
+    FatalAPIError,
     ReasoningBudgetError,
     StorageError,
     TracevoteError,
@@ -162,9 +162,10 @@ def run_calls(store: CallStore[R], conversations: Iterable[Conversation[R]], cal
     """Run every conversation to its end, `concurrency` calls at a time; stop at once on a non-retryable error.
 
     With a `cap`, a call starts only while the cap holds its `worst_usd` on top of what was spent and what is in
-    flight. An outage (OutageError), an empty quota (QuotaError), a failed write (StorageError), the cap
-    (SpendCapError) or a budget spent on hidden reasoning (ReasoningBudgetError) stop the run softly: nothing more
-    is sent, the calls in flight land and are stored, then the error is raised.
+    flight. An outage (OutageError), a refusal no retry fixes (FatalAPIError: a bad key, an unknown model, an empty
+    quota, a request the server will not answer), a failed write (StorageError), the cap (SpendCapError) or a budget
+    spent on hidden reasoning (ReasoningBudgetError) stop the run softly: nothing more is sent, the calls in flight
+    land and are stored (each was paid for), then the error is raised.
     `first_alone` sends one call at a time until a reply arrives, so `store.check_kind` judges the server's kind
     (simulated or real) before more than one call is paid for.
 
@@ -224,7 +225,8 @@ def run_calls(store: CallStore[R], conversations: Iterable[Conversation[R]], cal
                         advance(thread)
             stop.store_kept(writers, summary, on_stored)
         finally:
-            # On a fatal error or ^C, drop what has not started; calls in flight finish on their own.
+            # On any other error (a bug, a ledger that answers another request) or ^C, drop what has not started;
+            # calls in flight finish on their own.
             executor.shutdown(wait=False, cancel_futures=True)
     summary.elapsed_s = time.monotonic() - started
     if isinstance(stop.error, SpendCapError) and cap is not None:
@@ -237,11 +239,12 @@ def run_calls(store: CallStore[R], conversations: Iterable[Conversation[R]], cal
 
 
 CONTEXT_FAILURE = "longer than the model's context window (HTTP 400)"
-STOPPING_ERRORS = (OutageError, QuotaError, StorageError, SpendCapError, ReasoningBudgetError)
+# a context-length refusal (a FatalAPIError too) ends only its own conversation: _result takes it in first
+STOPPING_ERRORS = (OutageError, FatalAPIError, StorageError, SpendCapError, ReasoningBudgetError)
 
 
 class _Stop:
-    """The first error that ends a run but lets the calls in flight land (an outage, a failed write, a spend cap):
+    """The first error that ends a run but lets the calls in flight land (an outage, a refusal, a failed write, a cap):
     queued calls are cancelled and none is started; replies already paid for are stored until a write fails."""
 
     def __init__(self) -> None:
