@@ -52,8 +52,8 @@ def test_what_a_stage_imports_before_tracevote_loads_no_numpy() -> None:
 
 
 def numpy_threads_setting(env_extra: dict[str, str]) -> str:
-    env = {key: value for key, value in project_env(env_extra).items()
-           if key != "OPENBLAS_NUM_THREADS" or key in env_extra}
+    # this process set the variable when it loaded tracevote: the stage must not inherit it
+    env = {key: value for key, value in project_env().items() if key != "OPENBLAS_NUM_THREADS"} | env_extra
     result = subprocess.run([sys.executable, "-c", AT_NUMPY, str(REPO_ROOT / "stages" / "score.py")], env=env,
                             capture_output=True, text=True, timeout=hang_guard_s())
     assert result.returncode == 0, result.stderr

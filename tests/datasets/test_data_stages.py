@@ -79,27 +79,28 @@ def test_bad_rows_fail_the_stage_and_keep_the_good_output(fetched: Path) -> None
 
 
 BAD_SOURCES = [
-    # (file name, content, the error line's text after the file name); the first through `dvc repro`, the others by
-    # the fetch stage's script in the test's process (the refusal is fetch's; what DVC adds, the first shows)
-    ("empty.jsonl", "", "the dataset file holds no rows"),
-    ("rows.parquet", '{"problem": "Compute 1+1.", "answer": "2"}\n', "not a readable Parquet file"),
+    # (file name, content, the error line's text after the file name, whether through `dvc repro`): one through DVC,
+    # the others by the fetch stage's script in the test's process (the refusal is fetch's; what DVC adds, one shows)
+    ("empty.jsonl", "", "the dataset file holds no rows", True),
+    ("rows.parquet", '{"problem": "Compute 1+1.", "answer": "2"}\n', "not a readable Parquet file", False),
     ("rows.json", '{"problem": "Compute 1+1.", "answer": "2"}\n{"problem": "Compute 2+2.", "answer": "4"}\n',
-     "not valid JSON"),
-    ("bad.jsonl", '{"problem": "Compute 1+1.", "answer": "two"}\n', "1 problem(s), nothing written:"),
-    ("renamed.jsonl", '{"question": "Compute 1+1.", "answer": "2"}\n', "1 problem(s), nothing written:"),
+     "not valid JSON", False),
+    ("bad.jsonl", '{"problem": "Compute 1+1.", "answer": "two"}\n', "1 problem(s), nothing written:", False),
+    ("renamed.jsonl", '{"question": "Compute 1+1.", "answer": "2"}\n', "1 problem(s), nothing written:", False),
 ]
 
 
-@pytest.mark.parametrize(("name", "content", "message"), BAD_SOURCES, ids=[case[0] for case in BAD_SOURCES])
-def test_fetch_refuses_a_bad_source_and_keeps_the_raw_rows(fetched: Path, name: str, content: str,
-                                                          message: str) -> None:
+@pytest.mark.parametrize(("name", "content", "message", "through_dvc"), BAD_SOURCES,
+                         ids=[case[0] for case in BAD_SOURCES])
+def test_fetch_refuses_a_bad_source_and_keeps_the_raw_rows(fetched: Path, name: str, content: str, message: str,
+                                                          through_dvc: bool) -> None:
     kept = {path: (fetched / path).read_bytes() for path in ("data/raw/toy.jsonl", "data/toy.jsonl", "dvc.lock")}
     source = fetched.parent / name
     source.write_text(content)
     params = (fetched / "params.yaml").read_text()
     (fetched / "params.yaml").write_text(params.replace(str(fetched.parent / "good.jsonl"), str(source)))
     try:
-        if name == BAD_SOURCES[0][0]:
+        if through_dvc:
             failed = dvc(fetched, "repro", "normalize", check=False)
         else:
             failed = run_stage_here(fetched, "fetch.py", "--dataset", "toy", "--out", "data/raw/toy.jsonl", check=False)
